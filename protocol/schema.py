@@ -1,0 +1,206 @@
+"""Kafka message schema: facts loaded once from the generated ``schema_data.json``.
+
+``schema_data.json`` is produced by ``tools/gen_protocol_schema.py`` from Kafka's reference
+definitions. This module turns it into typed, read-only objects and answers version questions
+(flexible versions, header versions). It holds no wire layout itself: ``protocol.codec`` builds
+the byte layouts from these facts.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SCHEMA_PATH = Path(__file__).with_name("schema_data.json")
+
+VersionRange = tuple[int, int | None] | None
+
+
+def _range(raw: list[int | None] | None) -> VersionRange:
+    return None if raw is None else (int(raw[0]), raw[1])  # type: ignore[arg-type]
+
+
+def in_range(version: int, rng: VersionRange) -> bool:
+    """True when ``version`` falls inside a ``(low, high-or-None)`` range."""
+    if rng is None:
+        return False
+    low, high = rng
+    return version >= low and (high is None or version <= high)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a message, as the reference declares it (name already snake_case)."""
+
+    name: str
+    type: str
+    versions: VersionRange
+    nullable_versions: VersionRange
+    tagged_versions: VersionRange
+    tag: int | None
+    has_default: bool
+    default: Any
+    flexible_versions: VersionRange
+    has_own_flexible: bool
+    fields: tuple["FieldSpec", ...]
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.startswith("[]")
+
+    @property
+    def element_type(self) -> str:
+        return self.type[2:] if self.is_array else self.type
+
+    @property
+    def is_struct(self) -> bool:
+        return bool(self.fields)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "FieldSpec":
+        return cls(
+            name=raw["name"],
+            type=raw["type"],
+            versions=_range(raw["versions"]),
+            nullable_versions=_range(raw.get("nullable_versions")),
+            tagged_versions=_range(raw.get("tagged_versions")),
+            tag=raw.get("tag"),
+            has_default="default" in raw,
+            default=raw.get("default"),
+            flexible_versions=_range(raw.get("flexible_versions")),
+            has_own_flexible="flexible_versions" in raw,
+            fields=tuple(cls.from_json(f) for f in raw.get("fields", ())),
+        )
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """A request, response or header: its version ranges and top-level fields."""
+
+    valid_versions: VersionRange
+    flexible_versions: VersionRange
+    fields: tuple[FieldSpec, ...]
+    latest_version_unstable: bool = False
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> "MessageSpec":
+        return cls(
+            valid_versions=_range(raw["valid_versions"]),
+            flexible_versions=_range(raw["flexible_versions"]),
+            fields=tuple(FieldSpec.from_json(f) for f in raw["fields"]),
+            latest_version_unstable=bool(raw.get("latest_version_unstable", False)),
+        )
+
+    @property
+    def min_version(self) -> int:
+        assert self.valid_versions is not None
+        return self.valid_versions[0]
+
+    @property
+    def max_version(self) -> int:
+        assert self.valid_versions is not None and self.valid_versions[1] is not None
+        return self.valid_versions[1]
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    """One Kafka API: key, reference name and its request/response messages."""
+
+    api_key: int
+    name: str
+    request: MessageSpec
+    response: MessageSpec
+    listeners: tuple[str, ...]
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+
+def _upper_snake(name: str) -> str:
+    name = name.replace("KRaft", "Kraft")
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
+
+
+@cache
+def schema_document() -> dict[str, Any]:
+    """The raw generated document (loaded once)."""
+    with SCHEMA_PATH.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@cache
+def _apis() -> dict[int, ApiSpec]:
+    out: dict[int, ApiSpec] = {}
+    for raw in schema_document()["apis"]:
+        out[raw["api_key"]] = ApiSpec(
+            api_key=raw["api_key"],
+            name=raw["name"],
+            request=MessageSpec.from_json(raw["request"]),
+            response=MessageSpec.from_json(raw["response"]),
+            listeners=tuple(raw["request"].get("listeners", ())),
+        )
+    return out
+
+
+@cache
+def header_spec(name: str) -> MessageSpec:
+    """``header_spec("request_header")`` or ``header_spec("response_header")``."""
+    return MessageSpec.from_json(schema_document()["headers"][name])
+
+
+ApiKey = enum.IntEnum(  # type: ignore[misc]
+    "ApiKey", [(_upper_snake(a["name"]), a["api_key"]) for a in schema_document()["apis"]]
+)
+ApiKey.__doc__ = "Every Kafka API key, named as Kafka names it (UPPER_SNAKE)."
+
+
+def all_api_keys() -> list[int]:
+    return sorted(_apis())
+
+
+def api_spec(api_key: int) -> ApiSpec:
+    """The spec for ``api_key``; ``KeyError`` when Kafka defines no such API."""
+    return _apis()[int(api_key)]
+
+
+def is_known_api(api_key: int) -> bool:
+    return int(api_key) in _apis()
+
+
+def is_supported_version(api_key: int, version: int) -> bool:
+    spec = _apis().get(int(api_key))
+    return spec is not None and in_range(version, spec.request.valid_versions)
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """True when ``version`` of this API uses compact encodings and tagged fields."""
+    return in_range(version, api_spec(api_key).request.flexible_versions)
+
+
+# Quirks, kept in one place (as in Kafka's ApiMessageType).
+_HEADER_V0_REQUESTS = frozenset({(7, 0)})  # ControlledShutdown v0 predates client_id
+_RESPONSE_HEADER_V0_APIS = frozenset({18})  # ApiVersions responses always use header v0
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    """0, 1 or 2: the request header layout a client uses for this API version."""
+    if is_flexible(api_key, version):
+        return 2
+    return 0 if (int(api_key), version) in _HEADER_V0_REQUESTS else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """0 or 1: the response header layout (tagged fields only in v1)."""
+    if int(api_key) in _RESPONSE_HEADER_V0_APIS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0
