@@ -1,0 +1,55 @@
+"""Every API the broker answers, one module each, registered in one visible list.
+
+A module has `API_KEY`, `VERSIONS` (the oldest and newest version its handler implements) and
+`async def handle(broker, request) -> dict | None` (None: no response, as for acks=0). What
+ApiVersions advertises is computed from this list intersected with the protocol schema.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from protocol.errors import ErrorCode, UnsupportedVersion
+from protocol.schema import api_spec
+
+from . import (alter_configs, api_versions, create_partitions, create_topics, delete_topics,
+               describe_cluster, describe_configs, fetch, incremental_alter_configs,
+               init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
+
+MODULES: list[ModuleType] = [
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    api_versions,
+    create_topics,
+    delete_topics,
+    init_producer_id,
+    offset_for_leader_epoch,
+    describe_configs,
+    alter_configs,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
+]
+
+HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}
+
+
+def _advertised(module: ModuleType) -> tuple[int, int, int]:
+    spec = api_spec(module.API_KEY)
+    low = max(module.VERSIONS[0], spec.request_versions[0])
+    high = min(module.VERSIONS[1], spec.request_versions[1])
+    if low > high:
+        raise RuntimeError(f"{module.__name__}: versions {module.VERSIONS} outside the schema's")
+    return module.API_KEY, low, high
+
+
+SUPPORTED: list[tuple[int, int, int]] = sorted(_advertised(m) for m in MODULES)
+SUPPORTED_RANGE: dict[int, tuple[int, int]] = {key: (lo, hi) for key, lo, hi in SUPPORTED}
+
+
+def error_response(bad) -> dict | None:
+    """The one malformed request Kafka still answers: ApiVersions in a version it doesn't know."""
+    if bad.header.api_key == api_versions.API_KEY and isinstance(bad.error, UnsupportedVersion):
+        return api_versions.body(ErrorCode.UNSUPPORTED_VERSION)
+    return None

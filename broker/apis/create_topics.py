@@ -1,0 +1,55 @@
+"""CreateTopics: new topics with a partition count (or a manual assignment) and config overrides."""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from ..broker import TopicError
+from .describe_configs import topic_entries
+
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = (0, 7)
+
+
+def _create(broker, topic, validate_only: bool) -> dict:
+    partitions, replication = topic.num_partitions, topic.replication_factor
+    if topic.assignments:
+        if partitions != -1 or replication != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        brokers = {b for a in topic.assignments for b in a.broker_ids}
+        if brokers - {broker.node_id}:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Unknown broker ids in the assignment: {sorted(brokers - {broker.node_id})}")
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered from 0 without gaps.")
+        partitions = len(indexes)
+        replication = max(len(a.broker_ids) for a in topic.assignments)
+    configs = {c.name: c.value for c in topic.configs}
+    info = broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+    if info is None:
+        partitions = partitions if partitions != -1 else broker.config["num.partitions"]
+        return {"num_partitions": partitions, "replication_factor": 1, "configs": []}
+    return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": 1,
+            "configs": [{"name": e["name"], "value": e["value"], "read_only": False,
+                         "config_source": e["config_source"], "is_sensitive": False}
+                        for e in topic_entries(broker, info, None)]}
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    validate_only = body.get("validate_only", False)
+    results = []
+    seen = set()
+    for topic in body.topics:
+        result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
+        if topic.name in seen:
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic in request.")
+            results.append(result)
+            continue
+        seen.add(topic.name)
+        try:
+            result.update(_create(broker, topic, validate_only))
+        except TopicError as exc:
+            result.update(error_code=exc.code, error_message=exc.message, configs=None)
+        results.append(result)
+    return {"throttle_time_ms": 0, "topics": results}

@@ -1,0 +1,37 @@
+"""DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed."""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from ..broker import TopicError
+from ._common import ZERO_UUID
+
+API_KEY = ApiKey.DELETE_TOPICS
+VERSIONS = (0, 6)
+
+
+def _delete(broker, name, topic_id) -> dict:
+    result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
+    if name is None:
+        info = broker.topics.by_id.get(topic_id)
+        if info is None:
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
+            return result
+        name = result["name"] = info.name
+    else:
+        info = broker.topics.topics.get(name)
+        if info is not None:
+            result["topic_id"] = info.topic_id
+    try:
+        broker.delete_topic(name)
+    except TopicError as exc:
+        result.update(error_code=exc.code, error_message=exc.message)
+    return result
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if request.header.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    return {"throttle_time_ms": 0, "responses": [_delete(broker, name, tid) for name, tid in wanted]}

@@ -1,0 +1,22 @@
+"""DescribeCluster: the cluster id, controller and live brokers (the admin client's view)."""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = (0, 1)
+BROKERS_ENDPOINT = 1
+
+
+async def handle(broker, request) -> dict:
+    if request.header.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
+        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": "Only broker endpoints are available.",
+                "endpoint_type": request.body.endpoint_type, "cluster_id": broker.cluster_id()}
+    endpoint = broker.advertised_for()
+    return {
+        "error_code": ErrorCode.NONE,
+        "endpoint_type": BROKERS_ENDPOINT,
+        "cluster_id": broker.cluster_id(),
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": endpoint.host, "port": endpoint.port, "rack": None}],
+    }

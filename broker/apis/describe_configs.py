@@ -1,0 +1,86 @@
+"""DescribeConfigs: topic configs (override or inherited default) and the broker's own configs."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+VERSIONS = (0, 4)
+
+TOPIC = 2
+BROKER = 4
+# Kafka's ConfigSource codes
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+# Kafka's ConfigType codes
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+
+
+def _entry(name: str, value, source: int, typ: str, synonyms: list, doc: str | None) -> dict:
+    return {"name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
+            "config_source": source, "is_sensitive": False, "synonyms": synonyms,
+            "config_type": CONFIG_TYPES.get(typ, 0), "documentation": doc}
+
+
+def topic_entries(broker, info, keys: list[str] | None, synonyms: bool = False, docs: bool = False) -> list[dict]:
+    out = []
+    for key, (_, broker_key, typ, _) in TOPIC_CONFIGS.items():
+        if keys is not None and key not in keys:
+            continue
+        value, is_default = broker.topic_config_value(info, key)
+        static = broker_key is not None and broker_key in broker.config.originals
+        source = (DEFAULT_CONFIG if not static else STATIC_BROKER_CONFIG) if is_default else DYNAMIC_TOPIC_CONFIG
+        syn = []
+        if synonyms:
+            if not is_default:
+                syn.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+            if broker_key is not None:
+                syn.append({"name": broker_key, "value": format_value(broker.config.topic_default(key)),
+                            "source": STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG})
+        doc = f"Topic config; inherits {broker_key}." if docs and broker_key else None
+        out.append(_entry(key, value, source, typ, syn, doc))
+    return out
+
+
+def broker_entries(broker, keys: list[str] | None, docs: bool = False) -> list[dict]:
+    out = []
+    for name, definition in BROKER_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        value = format_value(broker.config[name])
+        source = STATIC_BROKER_CONFIG if name in broker.config.originals else DEFAULT_CONFIG
+        out.append(_entry(name, value, source, definition.type, [], definition.doc if docs else None))
+    return out
+
+
+def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
+    result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
+              "resource_name": resource.resource_name, "configs": []}
+    keys = resource.configuration_keys
+    if resource.resource_type == TOPIC:
+        info = broker.topics.topics.get(resource.resource_name)
+        if info is None:
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          error_message=f"Topic {resource.resource_name} does not exist.")
+        else:
+            result["configs"] = topic_entries(broker, info, keys, synonyms, docs)
+    elif resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(broker.node_id)):
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"Unexpected broker id, expected {broker.node_id} but received {resource.resource_name}")
+        else:
+            result["configs"] = broker_entries(broker, keys, docs)
+    else:
+        result.update(error_code=ErrorCode.INVALID_REQUEST,
+                      error_message=f"Resource type {resource.resource_type} is not supported.")
+    return result
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    synonyms = body.get("include_synonyms", False)
+    docs = body.get("include_documentation", False)
+    return {"throttle_time_ms": 0, "results": [_describe(broker, r, synonyms, docs) for r in body.resources]}

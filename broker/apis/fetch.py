@@ -1,0 +1,115 @@
+"""Fetch: byte ranges of segment files up to the high watermark, with long polling.
+
+Each partition's data is a FileRegion the connection sends with `os.sendfile`. The request waits
+up to `max_wait_ms` until `min_bytes` are available, woken by every append. Fetch v0-v3 clients
+read message sets of magic 0/1, so their data is read and down-converted.
+
+Incremental fetch sessions (KIP-227) are not kept: every response carries session id 0, which
+tells clients to go on sending full fetch requests, as Kafka does when its session cache is full.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.legacy import downconvert
+from protocol.schema import ApiKey
+from storage.errors import OffsetOutOfRange
+
+from ._common import ZERO_UUID
+
+API_KEY = ApiKey.FETCH
+VERSIONS = (0, 17)
+log = logging.getLogger("strom.fetch")
+
+
+
+def _resolve(broker, topic, version: int):
+    """(name, topic_id, error) of a requested topic."""
+    store = broker.topics
+    if version >= 13:
+        info = store.by_id.get(topic.topic_id)
+        if info is None:
+            return None, topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
+        return info.name, info.topic_id, ErrorCode.NONE
+    info = store.topics.get(topic.topic)
+    if info is None:
+        return topic.topic, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return info.name, info.topic_id, ErrorCode.NONE
+
+
+def _partition_error(index: int, code: ErrorCode, hw=-1, start=-1) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": hw,
+            "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": None,
+            "records": None}
+
+
+def _read_partition(broker, name, req, version: int, budget: int, first: bool) -> tuple[dict, int]:
+    partition = broker.partition(name, req.partition)
+    if partition is None:
+        return _partition_error(req.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    epoch = req.current_leader_epoch if version >= 9 else -1
+    if epoch != -1 and epoch != partition.leader_epoch:
+        code = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        return _partition_error(req.partition, code), 0
+    plog = partition.log
+    hw = partition.high_watermark
+    result = {"partition_index": req.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
+              "last_stable_offset": hw, "log_start_offset": plog.log_start_offset,
+              "aborted_transactions": [] if version >= 4 else None, "preferred_read_replica": -1,
+              "records": None}
+    max_bytes = min(req.partition_max_bytes, budget)
+    if max_bytes <= 0 and not first:
+        return result, 0
+    try:
+        data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=hw,
+                         min_one_message=first and version >= 3)
+    except OffsetOutOfRange:
+        result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return result, 0
+    region = data.records
+    if region is None or region.size == 0:
+        return result, 0
+    if version < 4:
+        converted = downconvert(region.read(), 0 if version < 2 else 1, min_offset=req.fetch_offset)
+        result["records"] = converted
+        return result, len(converted)
+    result["records"] = region
+    return result, region.size
+
+
+def _read_all(broker, body, version: int) -> tuple[list[dict], int, bool]:
+    """One pass over every requested partition: (topics, bytes found, whether any error)."""
+    budget = body.max_bytes if version >= 3 else 2**31 - 1
+    total = 0
+    errors = False
+    topics = []
+    for topic in body.topics:
+        name, topic_id, code = _resolve(broker, topic, version)
+        parts = []
+        for req in topic.partitions:
+            if code != ErrorCode.NONE:
+                parts.append(_partition_error(req.partition, code))
+                errors = True
+                continue
+            result, size = _read_partition(broker, name, req, version, budget - total, total == 0)
+            errors = errors or result["error_code"] != ErrorCode.NONE
+            total += size
+            parts.append(result)
+        topics.append({"topic": name if name is not None else "", "topic_id": topic_id, "partitions": parts})
+    return topics, total, errors
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        topics, total, errors = _read_all(broker, body, version)
+        if total >= body.min_bytes or errors or trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await broker.replicas.wait_for_data()
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics}

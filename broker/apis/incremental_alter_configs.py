@@ -1,0 +1,51 @@
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys."""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from ..config import TOPIC_CONFIGS
+from .alter_configs import apply
+from .describe_configs import TOPIC
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+VERSIONS = (0, 1)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _updated(broker, resource) -> tuple[dict | None, str | None]:
+    info = broker.topics.topics.get(resource.resource_name)
+    configs = dict(info.configs) if info is not None else {}
+    for change in resource.configs:
+        op, key, value = change.config_operation, change.name, change.value
+        if key not in TOPIC_CONFIGS:
+            return None, f"Unknown topic config name: {key}"
+        if op == SET:
+            configs[key] = value
+        elif op == DELETE:
+            configs.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            if TOPIC_CONFIGS[key][2] != "list":
+                return None, f"Config {key} is not a list; APPEND and SUBTRACT need a list config"
+            current = configs.get(key)
+            items = current.split(",") if current else broker.topic_config_value(info, key)[0].split(",")
+            given = [v for v in (value or "").split(",") if v]
+            items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
+            configs[key] = ",".join(items)
+        else:
+            return None, f"Unknown config operation {op}"
+    return configs, None
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        if resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics:
+            configs, problem = _updated(broker, resource)
+            if problem:
+                responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem,
+                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                continue
+        else:
+            configs = {}
+        responses.append(apply(broker, resource, configs, body.validate_only))
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,66 @@
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offsets of partitions."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.LIST_OFFSETS
+VERSIONS = (0, 10)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+EARLIEST_PENDING_UPLOAD = -5
+
+
+def _offset(partition, timestamp: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark)."""
+    plog = partition.log
+    hw = partition.high_watermark
+    if timestamp == LATEST:
+        return -1, hw, partition.leader_epoch
+    if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+        return -1, plog.log_start_offset, partition.leader_epoch
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.offset_for_max_timestamp()
+    else:
+        found = plog.fetch_offset_by_timestamp(timestamp)
+    if found is None or found.offset >= hw:
+        return -1, -1, -1
+    return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
+
+
+def _answer(broker, name: str, req, version: int) -> dict:
+    out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
+           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    partition = broker.partition(name, req.partition_index)
+    if partition is None:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    epoch = req.current_leader_epoch if version >= 4 else -1
+    if epoch != -1 and epoch != partition.leader_epoch:
+        out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
+                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return out
+    if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
+        out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+        return out
+    timestamp, offset, leader_epoch = _offset(partition, req.timestamp)
+    if version == 0:
+        out["old_style_offsets"] = [offset] if offset >= 0 and req.max_num_offsets > 0 else []
+    out.update(timestamp=timestamp, offset=offset, leader_epoch=leader_epoch)
+    return out
+
+
+async def handle(broker, request) -> dict:
+    version = request.header.api_version
+    topics = []
+    for topic in request.body.topics:
+        if topic.name not in broker.topics.topics:
+            parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      "timestamp": -1, "offset": -1} for p in topic.partitions]
+        else:
+            parts = [_answer(broker, topic.name, p, version) for p in topic.partitions]
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,95 @@
+"""Metadata: brokers, cluster id, controller, and topics with their partitions' leaders and ISRs.
+
+Requested topics that do not exist are created when `auto.create.topics.enable` is on and the
+request allows it (v4+), as Kafka does.
+"""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from ..topics import topic_name_error
+from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
+
+API_KEY = ApiKey.METADATA
+VERSIONS = (0, 12)
+
+
+def _partitions(broker, info) -> list[dict]:
+    out = []
+    for index in range(info.partitions):
+        partition = broker.partition(info.name, index)
+        if partition is None:
+            out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index,
+                        "leader_id": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+            continue
+        out.append({
+            "error_code": ErrorCode.NONE,
+            "partition_index": index,
+            "leader_id": partition.leader_id,
+            "leader_epoch": partition.leader_epoch,
+            "replica_nodes": partition.replicas,
+            "isr_nodes": partition.isr,
+            "offline_replicas": [],
+        })
+    return out
+
+
+def _topic(broker, info, operations: int) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.internal,
+        "partitions": _partitions(broker, info),
+        "topic_authorized_operations": operations,
+    }
+
+
+def _missing(name, topic_id, code) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
+
+
+async def handle(broker, request) -> dict:
+    version = request.header.api_version
+    body = request.body
+    store = broker.topics
+    operations = (TOPIC_AUTHORIZED_OPERATIONS if version >= 8 and body.include_topic_authorized_operations
+                  else OPERATIONS_NOT_REQUESTED)
+    allow_create = body.allow_auto_topic_creation if version >= 4 else True
+    requested = body.topics
+    topics = []
+    if requested is None or (version == 0 and not requested):
+        topics = [_topic(broker, info, operations) for info in store.topics.values()]
+    else:
+        for wanted in requested:
+            topics.append(_lookup(broker, wanted, allow_create, operations))
+    endpoint = broker.advertised_for()
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": broker.node_id, "host": endpoint.host, "port": endpoint.port, "rack": None}],
+        "cluster_id": broker.cluster_id(),
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": (CLUSTER_AUTHORIZED_OPERATIONS
+                                          if 8 <= version <= 10 and body.include_cluster_authorized_operations
+                                          else OPERATIONS_NOT_REQUESTED),
+    }
+
+
+def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
+    store = broker.topics
+    name = wanted.name
+    topic_id = wanted.get("topic_id")
+    if name is None:
+        info = store.by_id.get(topic_id)
+        if info is None:
+            return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+        return _topic(broker, info, operations)
+    info = store.topics.get(name)
+    if info is None:
+        if topic_name_error(name):
+            return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if allow_create:
+            info = broker.auto_create(name)
+        if info is None:
+            return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return _topic(broker, info, operations)

@@ -1,0 +1,31 @@
+"""OffsetForLeaderEpoch: where a leader epoch ended, so a client or replica can detect truncation."""
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+VERSIONS = (0, 4)
+
+
+def _answer(broker, topic: str, req, version: int) -> dict:
+    out = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
+    partition = broker.partition(topic, req.partition)
+    if partition is None:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    current = req.current_leader_epoch if version >= 2 else -1
+    if current != -1 and current != partition.leader_epoch:
+        out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch
+                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return out
+    epoch, end_offset = partition.log.end_offset_for_epoch(req.leader_epoch)
+    out.update(leader_epoch=epoch, end_offset=end_offset)
+    return out
+
+
+async def handle(broker, request) -> dict:
+    version = request.header.api_version
+    topics = []
+    for topic in request.body.topics:
+        topics.append({"topic": topic.topic,
+                       "partitions": [_answer(broker, topic.topic, p, version) for p in topic.partitions]})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,247 @@
+"""The broker: storage, topic metadata, partitions and listeners wired together, run on trio."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol.errors import ErrorCode
+from storage.log import LogConfig
+from storage.log_manager import LogManager
+
+from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
+from .replica_manager import Partition, ReplicaManager
+from .server import ConnectionHandler
+from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
+
+log = logging.getLogger("strom.broker")
+
+SHUTDOWN_GRACE_S = 5.0
+MAX_PARTITIONS = 10_000
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class BoundListener:
+    listener: Listener
+    advertised: Listener
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id = config.node_id
+        self.started = time.monotonic()
+        self.bound: list[BoundListener] = []
+        self.replicas = ReplicaManager(self.node_id)
+        self.topics: TopicStore | None = None
+        self.logs: LogManager | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    def open_storage(self) -> None:
+        dirs = self.config.log_dirs
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
+        self.logs = LogManager(dirs, self.log_config({}), broker_id=self.node_id,
+                               cluster_id=self.topics.cluster_id)
+        self.logs.startup()
+        for info in self.topics.topics.values():
+            self._open_partitions(info, range(info.partitions))
+        known = {(t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)}
+        for key in self.logs.all_logs():
+            if key not in known:
+                log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
+
+    def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
+        config = self.log_config(info.configs)
+        return [self.replicas.add(info.name, i, self.logs.get_or_create_log(info.name, i, config))
+                for i in indexes]
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Open the logs, listen, and serve until cancelled; then shut down by a deadline."""
+        self.open_storage()
+        try:
+            async with trio.open_nursery() as nursery:
+                listeners = await self._open_listeners()
+                handler = ConnectionHandler(self)
+                for listener in listeners:
+                    nursery.start_soon(trio.serve_listeners, handler, [listener])
+                nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
+                nursery.start_soon(self._periodic, "checkpoint",
+                                   self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
+                nursery.start_soon(self._periodic, "retention",
+                                   self.config["log.retention.check.interval.ms"], self._retention)
+                log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
+                         ",".join(str(b.advertised) for b in self.bound),
+                         (time.monotonic() - self.started) * 1000)
+                task_status.started(self.bound)
+        finally:
+            with trio.CancelScope(shield=True):
+                self.close()
+
+    def close(self) -> None:
+        if self.logs is not None:
+            self.logs.shutdown()
+            self.logs = None
+            log.info("broker stopped: logs flushed and closed")
+
+    async def _open_listeners(self) -> list[trio.SocketListener]:
+        advertised = self.config.advertised or []
+        out = []
+        for i, listener in enumerate(self.config.listeners):
+            host = listener.host or None
+            try:
+                opened = await trio.open_tcp_listeners(listener.port, host=host)
+            except OSError as exc:
+                raise ConfigError(f"listeners: cannot listen on {listener}: {exc.strerror}; "
+                                  f"choose another port or stop what uses it") from None
+            port = opened[0].socket.getsockname()[1]
+            bound = Listener(listener.name, listener.host, port)
+            adv = advertised[i] if i < len(advertised) else Listener(
+                listener.name, listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
+            self.bound.append(BoundListener(bound, adv))
+            out.extend(opened)
+        return out
+
+    async def _periodic(self, name: str, interval_ms: int, work) -> None:
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            try:
+                await work()
+            except Exception:
+                log.exception("background task %s failed; will try again", name)
+
+    async def _flush(self) -> None:
+        for partition_log in list(self.logs.all_logs().values()):
+            if partition_log.recovery_point < partition_log.log_end_offset:
+                await trio.to_thread.run_sync(partition_log.flush)
+
+    async def _checkpoint(self) -> None:
+        self.logs.checkpoint()
+
+    async def _retention(self) -> None:
+        self.logs.cleanup()
+
+    # ----------------------------------------------------------------- topics
+    def log_config(self, overrides: dict[str, str]) -> LogConfig:
+        props = {key: format_value(self.config.topic_default(key)) for key in TOPIC_CONFIGS}
+        props.update(overrides)
+        return LogConfig.from_properties({k: v for k, v in props.items() if v is not None})
+
+    def topic_config_value(self, info: TopicInfo, key: str) -> tuple[str | None, bool]:
+        """(value as Kafka shows it, whether it is the broker default)."""
+        if key in info.configs:
+            return info.configs[key], False
+        return format_value(self.config.topic_default(key)), True
+
+    def validate_topic_configs(self, configs: dict[str, str | None]) -> None:
+        for key, value in configs.items():
+            if value is None:
+                continue
+            try:
+                parse_topic_config(key, value)
+            except ConfigError as exc:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo | None:
+        reason = topic_name_error(name)
+        if reason:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if name in self.topics.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self.config["num.partitions"]
+        if partitions < 1 or partitions > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if replication_factor < 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {replication_factor} larger than available brokers: 1.")
+        self.validate_topic_configs(configs)
+        if validate_only:
+            return None
+        info = self.topics.create(name, partitions, configs)
+        self._open_partitions(info, range(partitions))
+        log.info("created topic=%s partitions=%d", name, partitions)
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with the broker defaults if auto-creation is on and the name is legal."""
+        if not self.config["auto.create.topics.enable"] or topic_name_error(name):
+            return None
+        try:
+            return self.create_topic(name, -1, -1, {})
+        except TopicError as exc:
+            log.warning("auto-creating topic=%s failed: %s", name, exc.message)
+            return None
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        if name not in self.topics.topics:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        info = self.topics.topics[name]
+        self.topics.delete(name)
+        for partition in self.replicas.remove_topic(name):
+            self.logs.delete_log(name, partition.index)
+        self.replicas.notify_data()
+        log.info("deleted topic=%s partitions=%d", name, info.partitions)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self.topics.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if count < info.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {info.partitions} partitions, which is higher than the requested {count}.")
+        if count == info.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS}.")
+        if validate_only:
+            return
+        old = info.partitions
+        self.topics.set_partitions(name, count)
+        self._open_partitions(info, range(old, count))
+        log.info("topic=%s partitions %d -> %d", name, old, count)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.validate_topic_configs(configs)
+        self.topics.set_configs(name, configs)
+        config = self.log_config(configs)
+        self.logs.update_config(name, config)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.replicas.get(topic, index)
+
+    def cluster_id(self) -> str:
+        return self.topics.cluster_id
+
+    def advertised_for(self, listener_name: str = "PLAINTEXT") -> Listener:
+        """The address clients are told to use (before binding: the configured one)."""
+        for b in self.bound:
+            if b.advertised.name == listener_name:
+                return b.advertised
+        if self.bound:
+            return self.bound[0].advertised
+        return (self.config.advertised or self.config.listeners)[0]
+
+    def describe(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "listeners": [str(b.advertised) for b in self.bound]}

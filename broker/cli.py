@@ -1,0 +1,89 @@
+"""The `strom` command."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+import trio
+
+from . import logs
+from .config import BrokerConfig, ConfigError, read_properties
+
+log = logging.getLogger("strom")
+
+
+def _overrides(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r}: expected key=value", param_hint="--override")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="strom")
+def main() -> None:
+    """Strom: a Kafka-compatible message broker."""
+
+
+@main.command()
+@click.argument("properties", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set a config key, overriding the properties file (repeatable).")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write JSON with the bound host, port and pid here once accepting connections.")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path | None, log_level: str) -> None:
+    """Start a broker, as Kafka's kafka-server-start.
+
+    With no arguments: a standalone broker on 127.0.0.1:9092 with data under ./strom-data.
+    """
+    logs.setup(log_level)
+    try:
+        props = read_properties(properties) if properties else {}
+        props.update(_overrides(overrides))
+        config = BrokerConfig(props)
+    except ConfigError as exc:
+        raise click.ClickException(f"invalid configuration: {exc}") from None
+    try:
+        trio.run(_serve, config, ready_file)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve(config: BrokerConfig, ready_file: Path | None) -> None:
+    from .broker import Broker
+
+    broker = Broker(config)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(broker.run)
+        if ready_file is not None:
+            _write_ready(ready_file, bound)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("shutting down on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _write_ready(path: Path, bound) -> None:
+    first = bound[0].listener
+    data = {"host": first.host, "port": first.port, "pid": os.getpid(),
+            "listeners": [str(b.listener) for b in bound]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Broker configuration: Kafka's `server.properties` key names, types and defaults.
+
+One table (`BROKER_CONFIGS`) says every key Strom understands; parsing, validation, the README's
+configuration section and DescribeConfigs for the broker resource all read it. Topic-level keys
+(`TOPIC_CONFIGS`) map to the broker default they inherit, as in Kafka.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger("strom.config")
+
+
+class ConfigError(ValueError):
+    """A configuration value a broker cannot start with; the message names the key."""
+
+
+def _parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("expected true or false")
+
+
+def _parse_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "long": int,
+    "bool": _parse_bool,
+    "string": str,
+    "list": _parse_list,
+    "double": float,
+}
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str
+    default: Any
+    doc: str
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: str) -> Any:
+        try:
+            value = PARSERS[self.type](raw)
+        except ValueError as exc:
+            raise ConfigError(f"{self.name}={raw!r}: {exc} ({self.type} expected)") from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{self.name}={raw!r}: must be at least {self.minimum}")
+        if self.choices is not None:
+            values = value if isinstance(value, list) else [value]
+            bad = [v for v in values if v not in self.choices]
+            if bad:
+                raise ConfigError(f"{self.name}={raw!r}: must be one of {', '.join(self.choices)}")
+        return value
+
+
+_D = ConfigDef
+_WEEK_MS = 7 * 24 * 3600 * 1000
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
+    _D("node.id", "int", 0, "This broker's id (Kafka's broker.id).", minimum=0),
+    _D("broker.id", "int", None, "Alias of node.id.", minimum=0),
+    _D("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"],
+       "Addresses to listen on: PLAINTEXT://host:port, comma separated; port 0 lets the OS choose."),
+    _D("advertised.listeners", "list", None, "Addresses given to clients; default: listeners."),
+    _D("log.dirs", "list", ["./strom-data"], "Directories holding the partition logs."),
+    _D("log.dir", "string", None, "Single-directory alias of log.dirs."),
+    _D("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
+    _D("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", minimum=1),
+    _D("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata and Produce."),
+    _D("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    _D("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", minimum=14),
+    _D("log.roll.ms", "long", None, "Segment age before a roll; default log.roll.hours.", minimum=1),
+    _D("log.roll.hours", "int", 168, "Segment age before a roll, in hours.", minimum=1),
+    _D("log.retention.ms", "long", None, "Retention by time; -1 keeps forever."),
+    _D("log.retention.minutes", "int", None, "Retention by time, in minutes."),
+    _D("log.retention.hours", "int", 168, "Retention by time, in hours."),
+    _D("log.retention.bytes", "long", -1, "Retention by size per partition; -1 unlimited."),
+    _D("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", minimum=1),
+    _D("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", minimum=0),
+    _D("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "Maximum index file size.", minimum=8),
+    _D("log.cleanup.policy", "list", ["delete"], "delete or compact.", choices=("delete", "compact")),
+    _D("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+       choices=("CreateTime", "LogAppendTime")),
+    _D("log.flush.interval.messages", "long", (1 << 63) - 1,
+       "Messages appended before a forced fsync.", minimum=1),
+    _D("log.flush.interval.ms", "long", None, "Time before a forced fsync; default: the scheduler's."),
+    _D("log.flush.scheduler.interval.ms", "long", 1000,
+       "How often dirty logs are fsynced in the background (Kafka's default never forces one).",
+       minimum=1),
+    _D("log.flush.offset.checkpoint.interval.ms", "int", 60000,
+       "How often recovery points are checkpointed.", minimum=1),
+    _D("message.max.bytes", "int", 1048588, "Largest record batch accepted.", minimum=0),
+    _D("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", minimum=1),
+    _D("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),
+    _D("min.insync.replicas", "int", 1, "Replicas that must have a record for acks=all.", minimum=1),
+    _D("unclean.leader.election.enable", "bool", False, "Allow out-of-sync replicas to lead."),
+    _D("compression.type", "string", "producer", "Codec the broker stores batches in.",
+       choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    _D("zookeeper.connect", "string", None, "ZooKeeper connect string; unset = standalone."),
+    _D("cluster.id", "string", None, "Cluster id for a new log dir; default: generated."),
+]}
+
+
+TopicDef = tuple[str, str | None, str, Any]  # topic key, broker key it inherits, type, default
+TOPIC_CONFIGS: dict[str, TopicDef] = {t[0]: t for t in [
+    ("cleanup.policy", "log.cleanup.policy", "list", ["delete"]),
+    ("compression.type", "compression.type", "string", "producer"),
+    ("delete.retention.ms", None, "long", 86400000),
+    ("file.delete.delay.ms", None, "long", 60000),
+    ("flush.messages", "log.flush.interval.messages", "long", (1 << 63) - 1),
+    ("flush.ms", "log.flush.interval.ms", "long", (1 << 63) - 1),
+    ("index.interval.bytes", "log.index.interval.bytes", "int", 4096),
+    ("max.message.bytes", "message.max.bytes", "int", 1048588),
+    ("message.timestamp.type", "log.message.timestamp.type", "string", "CreateTime"),
+    ("min.insync.replicas", "min.insync.replicas", "int", 1),
+    ("retention.bytes", "log.retention.bytes", "long", -1),
+    ("retention.ms", "log.retention.ms", "long", _WEEK_MS),
+    ("segment.bytes", "log.segment.bytes", "int", 1 << 30),
+    ("segment.index.bytes", "log.index.size.max.bytes", "int", 10 * 1024 * 1024),
+    ("segment.ms", "log.roll.ms", "long", _WEEK_MS),
+    ("unclean.leader.election.enable", "unclean.leader.election.enable", "bool", False),
+]}
+
+_TOPIC_CHOICES = {
+    "cleanup.policy": ("delete", "compact"),
+    "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
+
+
+def parse_topic_config(key: str, raw: str) -> Any:
+    """Parse one topic-level value; ConfigError names an unknown key or a bad value."""
+    if key not in TOPIC_CONFIGS:
+        raise ConfigError(f"unknown topic config {key!r}")
+    _, _, typ, _ = TOPIC_CONFIGS[key]
+    return ConfigDef(key, typ, None, "", choices=_TOPIC_CHOICES.get(key)).parse(raw)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: key=value or key: value lines, # and ! comments, \\ continuations."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    props: dict[str, str] = {}
+    pending = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = pending + line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not match:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {line!r}")
+        props[match.group(1)] = match.group(2)
+    return props
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_listener(text: str) -> Listener:
+    match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[0-9a-fA-F:.]*\]|[^:\[\]]*):(\d+)", text)
+    if not match:
+        raise ConfigError(f"listener {text!r}: expected NAME://host:port")
+    name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+    if name != "PLAINTEXT":
+        raise ConfigError(f"listener {text!r}: only PLAINTEXT is supported")
+    if port > 65535:
+        raise ConfigError(f"listener {text!r}: port out of range")
+    return Listener(name, host, port)
+
+
+class BrokerConfig:
+    """Parsed broker configuration. `values` holds every key of BROKER_CONFIGS."""
+
+    def __init__(self, props: dict[str, str] | None = None):
+        props = dict(props or {})
+        self.originals = props
+        self.values: dict[str, Any] = {}
+        for name, definition in BROKER_CONFIGS.items():
+            raw = props.get(name)
+            self.values[name] = definition.default if raw is None else definition.parse(raw)
+        for name in props:
+            if name not in BROKER_CONFIGS:
+                log.warning("config key=%s is not a known config and is ignored", name)
+        if self.values["broker.id"] is not None:
+            self.values["node.id"] = self.values["broker.id"]
+        if self.values["log.dir"] and "log.dirs" not in props:
+            self.values["log.dirs"] = [self.values["log.dir"]]
+        if not self.values["log.dirs"]:
+            raise ConfigError("log.dirs: at least one directory is needed")
+        self.listeners = [parse_listener(text) for text in self.values["listeners"]]
+        if not self.listeners:
+            raise ConfigError("listeners: at least one listener is needed")
+        advertised = self.values["advertised.listeners"]
+        self.advertised = [parse_listener(text) for text in advertised] if advertised else None
+        if self.values["zookeeper.connect"]:
+            raise ConfigError("zookeeper.connect: cluster mode is not available in this build; "
+                              "leave it unset for a standalone broker")
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in self.values["log.dirs"]]
+
+    def retention_ms(self) -> int:
+        if self.values["log.retention.ms"] is not None:
+            return self.values["log.retention.ms"]
+        if self.values["log.retention.minutes"] is not None:
+            return self.values["log.retention.minutes"] * 60_000
+        return self.values["log.retention.hours"] * 3_600_000
+
+    def roll_ms(self) -> int:
+        if self.values["log.roll.ms"] is not None:
+            return self.values["log.roll.ms"]
+        return self.values["log.roll.hours"] * 3_600_000
+
+    def topic_default(self, key: str) -> Any:
+        """The broker-level default a topic config inherits."""
+        _, broker_key, _, default = TOPIC_CONFIGS[key]
+        special = {"retention.ms": self.retention_ms, "segment.ms": self.roll_ms}
+        if key in special:
+            return special[key]()
+        if broker_key is None or self.values.get(broker_key) is None:
+            return default
+        return self.values[broker_key]
+
+
+def format_value(value: Any) -> str | None:
+    """A config value as Kafka shows it in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

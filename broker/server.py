@@ -1,0 +1,154 @@
+"""Listeners and connections: bytes from a socket into the sans-IO protocol, responses back out.
+
+One task per connection reads whatever has arrived, takes every whole request out of it, answers
+them in order and sends the responses that are ready together in one write. Record data in Fetch
+responses goes from the segment file to the socket with `os.sendfile`; any stream that is not a
+plain socket (tests' memory streams, later TLS) gets the bytes read instead.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
+                                 Request, ServerConnection)
+
+from .apis import HANDLERS, error_response
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("strom.server")
+
+RECEIVE_SIZE = 256 * 1024
+SEND_TIMEOUT_S = 60.0
+# Handlers that may wait for data; responses ready before them are sent first.
+_MAY_WAIT = frozenset({1})
+
+
+async def send_parts(stream: trio.abc.SendStream, parts: list) -> None:
+    """Send bytes and file regions in order, joining neighbouring bytes into one write."""
+    sock = getattr(stream, "socket", None)
+    pending: list[bytes] = []
+    for part in parts:
+        if isinstance(part, (bytes, bytearray, memoryview)):
+            pending.append(part)
+            continue
+        if pending:
+            await stream.send_all(b"".join(pending))
+            pending = []
+        if sock is None:
+            await stream.send_all(part.read())
+        else:
+            await _sendfile(sock, part)
+    if pending:
+        await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
+
+
+async def _sendfile(sock, region) -> None:
+    out_fd = sock.fileno()
+    in_fd = region.fileno()
+    offset, remaining = region.position, region.size
+    while remaining:
+        try:
+            sent = os.sendfile(out_fd, in_fd, offset, remaining)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        if sent == 0:
+            raise OSError(f"segment file ended {remaining} bytes early while sending")
+        offset += sent
+        remaining -= sent
+    await trio.lowlevel.checkpoint()
+
+
+class ConnectionHandler:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+
+    async def __call__(self, stream: trio.SocketStream) -> None:
+        peer = _peer_name(stream)
+        conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
+        idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
+        try:
+            while True:
+                with trio.move_on_after(idle_s) as idle:
+                    data = await stream.receive_some(RECEIVE_SIZE)
+                if idle.cancelled_caught:
+                    log.info("closing idle connection peer=%s", peer)
+                    return
+                conn.receive_data(data)
+                if not await self._answer(conn, stream, peer):
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            log.debug("connection lost peer=%s", peer)
+        except trio.TooSlowError:
+            log.warning("closing connection peer=%s: client did not read its responses", peer)
+        except Exception:
+            log.exception("closing connection peer=%s after an unexpected error", peer)
+        finally:
+            with trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _answer(self, conn: ServerConnection, stream, peer: str) -> bool:
+        """Answer every whole request received so far; False when the connection must close."""
+        out: list = []
+        keep_open = True
+        while keep_open:
+            event = conn.next_event()
+            if event is NEED_DATA:
+                break
+            if isinstance(event, Request):
+                if out and event.header.api_key in _MAY_WAIT:
+                    await self._send(stream, out)
+                    out = []
+                keep_open = await self._dispatch(conn, event, out, peer)
+            elif isinstance(event, BadRequest):
+                keep_open = self._reject(conn, event, out, peer)
+            elif isinstance(event, FrameTooLarge):
+                log.warning("closing connection peer=%s: request of %d bytes exceeds "
+                            "socket.request.max.bytes=%d", peer, event.size, event.limit)
+                keep_open = False
+            elif isinstance(event, ConnectionClosed):
+                keep_open = False
+        if out:
+            await self._send(stream, out)
+        return keep_open
+
+    async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
+        module = HANDLERS.get(request.header.api_key)
+        try:
+            body = await module.handle(self.broker, request)
+        except Exception:
+            log.exception("handler failed api=%s version=%d peer=%s; closing the connection",
+                          module.__name__.rsplit(".", 1)[-1], request.header.api_version, peer)
+            return False
+        if body is not None:
+            out.extend(conn.send_response(request, body))
+        return True
+
+    def _reject(self, conn: ServerConnection, bad: BadRequest, out: list, peer: str) -> bool:
+        header = bad.header
+        body = error_response(bad) if header is not None else None
+        if body is None:
+            log.warning("closing connection peer=%s: %s", peer, bad.reason)
+            return False
+        log.warning("answering with an error peer=%s api_key=%d version=%d: %s",
+                    peer, header.api_key, header.api_version, bad.reason)
+        out.extend(conn.send_error(bad, body))
+        return True
+
+    async def _send(self, stream, parts: list) -> None:
+        with trio.fail_after(SEND_TIMEOUT_S):
+            await send_parts(stream, parts)
+
+
+def _peer_name(stream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except (AttributeError, OSError):
+        return "memory"

@@ -1,0 +1,139 @@
+"""The standalone broker's topic metadata: names, ids, partition counts and config overrides.
+
+Kept in `<first log dir>/strom-metadata.json`:
+
+    {"version": 1, "cluster_id": "...", "next_producer_id": 1000,
+     "topics": {"<name>": {"id": "<32 hex>", "partitions": 6, "configs": {"retention.ms": "1000"}}}}
+
+Every change is written to a temporary file, fsynced and renamed over the old one, so after a
+crash the file is either the old or the new version, never a mix. Partitions whose directory is
+missing are created empty on start; a directory with no topic entry is left alone and logged.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("strom.topics")
+
+METADATA_FILE = "strom-metadata.json"
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_NAME_LENGTH = 249
+PRODUCER_ID_BLOCK = 1000
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why `name` is not a legal topic name (Kafka's rules), or None when it is."""
+    if not name:
+        return "Topic name is empty"
+    if name in (".", ".."):
+        return f"Topic name cannot be {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.fullmatch(name):
+        return f"Topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+    return None
+
+
+def new_cluster_id() -> str:
+    """Kafka's format: a random UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: bytes
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+class TopicStore:
+    def __init__(self, path: Path, cluster_id: str | None = None):
+        self.path = path
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[bytes, TopicInfo] = {}
+        self.cluster_id = cluster_id or new_cluster_id()
+        self.next_producer_id = 0
+        self.producer_id_limit = 0
+        if path.exists():
+            self._load()
+        else:
+            self._save()
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"{self.path} cannot be read ({exc}); restore it from a backup or "
+                               f"move it away to start with no topics") from None
+        self.cluster_id = data["cluster_id"]
+        self.producer_id_limit = data.get("next_producer_id", 0)
+        self.next_producer_id = self.producer_id_limit
+        for name, entry in data.get("topics", {}).items():
+            info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
+            self.topics[name] = info
+            self.by_id[info.topic_id] = info
+
+    def _save(self) -> None:
+        data = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.producer_id_limit,
+            "topics": {
+                t.name: {"id": t.topic_id.hex(), "partitions": t.partitions, "configs": t.configs}
+                for t in self.topics.values()
+            },
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        topic_id = uuid.uuid4().bytes
+        info = TopicInfo(name, topic_id, partitions, dict(configs))
+        self.topics[name] = info
+        self.by_id[topic_id] = info
+        self._save()
+        return info
+
+    def delete(self, name: str) -> None:
+        info = self.topics.pop(name)
+        self.by_id.pop(info.topic_id, None)
+        self._save()
+
+    def set_partitions(self, name: str, count: int) -> None:
+        self.topics[name].partitions = count
+        self._save()
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.topics[name].configs = dict(configs)
+        self._save()
+
+    def allocate_producer_id(self) -> int:
+        """Producer ids come from blocks reserved on disk, so a restart never reuses one."""
+        if self.next_producer_id >= self.producer_id_limit:
+            self.producer_id_limit = self.next_producer_id + PRODUCER_ID_BLOCK
+            self._save()
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        return pid
