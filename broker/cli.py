@@ -85,5 +85,14 @@ def _write_ready(path: Path, bound) -> None:
     os.replace(tmp, path)
 
 
+def _add_tool_commands() -> None:
+    from tools.commands import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_tool_commands()
+
 if __name__ == "__main__":
     sys.exit(main())
