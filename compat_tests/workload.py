@@ -1,0 +1,83 @@
+"""Deterministic test records and the comparison every client round trip uses.
+
+Each record has a key, a value, two headers and a timestamp the producer sets, and a
+partition chosen by the test (``index % partitions``), so the expected order inside
+each partition is known without trusting any client's partitioner.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+PARTITIONS = 6
+
+
+def record_count() -> int:
+    """Records per (client, codec) round trip; ``STROM_COMPAT_RECORDS`` lowers it locally."""
+    return int(os.environ.get("STROM_COMPAT_RECORDS", "50000"))
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int | None = None
+    offset: int | None = field(default=None, compare=False)
+
+
+def make_records(count: int, codec: str, partitions: int = PARTITIONS,
+                 base_ts_ms: int | None = None) -> list[Record]:
+    """``count`` records; values are somewhat compressible but differ per record."""
+    base = int(time.time() * 1000) - 3_600_000 if base_ts_ms is None else base_ts_ms
+    return [
+        Record(
+            partition=i % partitions,
+            key=f"key-{i:07d}".encode(),
+            value=(f"value-{i:07d}-{codec}-" + "abcdefghij" * (1 + i % 7)).encode(),
+            headers=(("seq", str(i).encode()), ("codec", codec.encode())),
+            timestamp_ms=base + i,
+        )
+        for i in range(count)
+    ]
+
+
+def by_partition(records: list[Record], partitions: int = PARTITIONS) -> dict[int, list[Record]]:
+    out: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+    for r in records:
+        out.setdefault(r.partition, []).append(r)
+    return out
+
+
+def expected_counts(records: list[Record], partitions: int = PARTITIONS) -> dict[int, int]:
+    return {p: len(rs) for p, rs in by_partition(records, partitions).items()}
+
+
+def first_difference(expected: list[Record], got: list[Record]) -> str | None:
+    """A readable description of the first mismatch between two ordered lists."""
+    for i, (e, g) in enumerate(zip(expected, got)):
+        if e != g:
+            return f"position {i} (offset {g.offset}): expected {e!r}, got {g!r}"
+    if len(expected) != len(got):
+        return f"expected {len(expected)} records, got {len(got)}"
+    return None
+
+
+def assert_round_trip(expected: list[Record], got: dict[int, list[Record]],
+                      partitions: int = PARTITIONS) -> None:
+    """Every partition holds exactly the expected records, in order, offsets 0..n-1."""
+    want = by_partition(expected, partitions)
+    problems = []
+    for p in range(partitions):
+        records = got.get(p, [])
+        diff = first_difference(want[p], records)
+        if diff:
+            problems.append(f"partition {p}: {diff}")
+        offsets = [r.offset for r in records]
+        if offsets != list(range(len(records))):
+            problems.append(f"partition {p}: offsets not 0..{len(records) - 1} in order")
+    assert not problems, "\n".join(problems)
