@@ -64,3 +64,9 @@ class CorruptLog(StorageError):
     """On-disk data that recovery cannot repair (e.g. an unreadable checkpoint or snapshot)."""
 
     error_code_name = "KAFKA_STORAGE_ERROR"
+
+
+class UnexpectedAppendOffset(StorageError):
+    """A follower append whose first offset is below the log end offset."""
+
+    error_code_name = "UNKNOWN_SERVER_ERROR"

@@ -235,7 +235,7 @@ class LogSegment:
         """
         found = self.translate_offset(start_offset)
         if found is None:
-            return FileRegion(self._handle, self.size, 0) if start_offset >= self.next_offset else None
+            return None
         start, first = found
         limit = self.size
         if max_offset is not None and max_offset < self.next_offset:

@@ -1,0 +1,604 @@
+"""One partition's log: an ordered list of segments plus its caches and recovery."""
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
+
+import crc32c
+
+from protocol.records.header import (
+    CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, set_base_offset,
+    set_partition_leader_epoch,
+)
+from storage.checkpoint import fsync_dir
+from storage.config import LogConfig
+from storage.errors import (
+    CorruptLog, CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, RecordTooLarge,
+    UnexpectedAppendOffset,
+)
+from storage.files import FileRegion
+from storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
+from storage.producer_state import ProducerStateManager
+from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
+
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES_OFFSET = 21
+_MAX_TIMESTAMP_OFFSET = 35
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_dir_name(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` -> (topic, partition); ValueError if it is not one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+    num_batches: int
+    valid_bytes: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    fetch_offset: int
+    records: FileRegion | None  # None when there is nothing to return
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class Log:
+    """A partition's log in ``<log.dir>/<topic>-<partition>/``.
+
+    Directory layout (Kafka's): ``<base offset:020d>.log`` / ``.index`` / ``.timeindex`` per
+    segment (see LogSegment, storage.index), ``leader-epoch-checkpoint`` (LeaderEpochFileCache),
+    ``<offset:020d>.snapshot`` producer-state snapshots (ProducerStateManager). The recovery
+    point, log start offset and high watermark live in the log dir's checkpoint files, kept by
+    LogManager and passed to :meth:`open`.
+
+    After a crash (``clean_shutdown=False``): segments below the one holding the recovery point
+    only get the cheap index sanity check (they were fsynced); that segment and every later one
+    are re-validated batch by batch. At the first torn or corrupt batch the segment is truncated
+    there and every later segment deleted, indexes of recovered segments are rebuilt, the leader
+    epoch cache is truncated to the recovered log end offset and producer state is rebuilt from
+    the newest snapshot at or below the recovery point plus a replay of batch headers. Leftover
+    ``*.deleted``/``*.tmp`` files are removed and orphan index files dropped.
+
+    Threading: everything runs on one thread except :meth:`flush`, which may run on a worker
+    thread. A ``threading.Lock`` guards structural changes (append, roll, truncation, segment
+    deletion, close); flush takes it only to capture the descriptors to fsync and again to
+    advance the recovery point, and fsyncs in between without holding it.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        self.dir = Path(directory)
+        self.topic, self.partition = parse_dir_name(self.dir.name)
+        self.config = config
+        self._now_ms = now_ms
+        self._lock = threading.Lock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self._high_watermark = 0
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._dir_dirty = False
+        self._closed = False
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir / EPOCH_FILE)
+        self.producer_state = ProducerStateManager(self.dir)
+
+    # ================================================================ open / recovery
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
+             log_start_offset: int = 0, high_watermark: int = 0,
+             now_ms: Callable[[], int] = wall_clock_ms, clean_shutdown: bool = False) -> "Log":
+        """Open (creating if needed) the log in ``dir``, recovering it unless shut down cleanly."""
+        directory = Path(dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(directory)
+        log = cls(directory, config, now_ms)
+        log._load(recovery_point, log_start_offset, clean_shutdown)
+        log.high_watermark = high_watermark
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        bases = _segment_bases(self.dir)
+        for base in bases:
+            self._add_segment(self._new_segment(base))
+        if not self._segments:
+            self._add_segment(self._new_segment(log_start_offset))
+        recovered = self._check_segments(clean, recovery_point)
+        self.log_end_offset = self._segments[-1].next_offset
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self._truncate_fully_locked(self.log_start_offset)
+            return
+        for segment in recovered:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        snapshot_limit = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        self._rebuild_producer_state(snapshot_limit)
+
+    def _check_segments(self, clean: bool, recovery_point: int) -> list[LogSegment]:
+        """Validate the segments; returns those re-validated batch by batch."""
+        first_unflushed = len(self._segments) if clean else \
+            max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        recovered: list[LogSegment] = []
+        previous_end = self._segments[0].base_offset
+        for i, segment in enumerate(list(self._segments)):
+            if segment.base_offset < previous_end:
+                self._delete_segments_from(i)  # overlaps the data before it: cannot be trusted
+                break
+            if i >= first_unflushed or segment.sanity_error() is not None:
+                truncated = segment.recover(previous_end)
+                recovered.append(segment)
+                if truncated:
+                    self._delete_segments_from(i + 1)
+                    break
+            previous_end = segment.next_offset
+        return recovered
+
+    def _delete_segments_from(self, index: int) -> None:
+        for segment in self._segments[index:]:
+            segment.delete()
+        del self._segments[index:], self._bases[index:]
+        if not self._segments:
+            self._add_segment(self._new_segment(0))
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes,
+                          self.config.segment_index_bytes, self._now_ms())
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._dir_dirty = True
+
+    def _rebuild_producer_state(self, snapshot_limit: int) -> None:
+        """Newest snapshot at or below ``snapshot_limit``, then replay batch headers to the LEO."""
+        start = self.producer_state.load_latest_snapshot(snapshot_limit)
+        start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        for header in self._headers_from(start):
+            self.producer_state.update(header)
+
+    def _headers_from(self, offset: int):
+        """Headers of every batch whose last offset >= ``offset``, in log order."""
+        first = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for segment in self._segments[first:]:
+            found = segment.translate_offset(offset)
+            if found is None:
+                continue
+            for _, header in segment.iter_headers(found[0]):
+                yield header
+
+    # ================================================================ properties
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    # ================================================================ append
+    def _check_batches(self, records, headers: Sequence[BatchHeader]) -> int:
+        if not headers:
+            raise CorruptRecord("append of no batches")
+        total = 0
+        for header in headers:
+            if header.magic != 2:
+                raise CorruptRecord(f"magic {header.magic} batches are not stored (up-convert first)")
+            if header.batch_length < HEADER_SIZE - 12 or header.last_offset_delta < 0:
+                raise CorruptRecord("malformed batch header")
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes "
+                                     f"{self.config.max_message_bytes}")
+            total += header.size
+        if total != len(records):
+            raise CorruptRecord(f"headers describe {total} bytes but {len(records)} were given")
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLarge(f"{total} bytes exceed segment.bytes {self.config.segment_bytes}")
+        return total
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview,
+                         headers: list[BatchHeader], leader_epoch: int) -> LogAppendInfo:
+        """Assign offsets to validated v2 batches and append them (see module docs for rules).
+
+        A writable buffer (bytearray, writable memoryview) is rewritten in place: base offsets,
+        partition leader epoch, and with LogAppendTime the timestamp type, max timestamp and CRC.
+        Idempotence is checked for every batch before anything is written.
+        """
+        self._check_batches(records, headers)
+        with self._lock:
+            self._ensure_open()
+            duplicate = self.producer_state.validate(headers)
+            if duplicate is not None:
+                return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                     duplicate.timestamp, duplicate.last_offset, -1,
+                                     self.log_start_offset, 0, 0, duplicate=True)
+            buf = records if _writable(records) else bytearray(records)
+            append_time = self._now_ms() if self.config.log_append_time else -1
+            final = _assign(buf, headers, self.log_end_offset, leader_epoch, append_time)
+            return self._append_locked(buf, final, append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview,
+                           headers: list[BatchHeader]) -> LogAppendInfo:
+        """Append replicated batches with the offsets and epochs they carry."""
+        self._check_batches(records, headers)
+        with self._lock:
+            self._ensure_open()
+            previous = self.log_end_offset - 1
+            for header in headers:
+                if header.base_offset <= previous:
+                    raise UnexpectedAppendOffset(
+                        f"batch at offset {header.base_offset} does not follow offset {previous}")
+                previous = header.last_offset
+            return self._append_locked(records, list(headers), -1)
+
+    def _append_locked(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        max_header = max(headers, key=lambda h: h.max_timestamp)
+        segment = self.active_segment
+        if segment.should_roll(len(buf), max_header.max_timestamp, last, self.config.segment_bytes,
+                               self.config.segment_ms, self._now_ms()):
+            segment = self._roll_locked(first)
+        segment.append(buf, [(h.size, h.last_offset, h.max_timestamp) for h in headers])
+        for header in headers:
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            self.producer_state.update(header)
+        self.log_end_offset = last + 1
+        return LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset,
+                             append_time, self.log_start_offset, len(headers), len(buf))
+
+    # ================================================================ roll
+    def roll(self) -> None:
+        """Start a new segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._ensure_open()
+            if self.active_segment.size:
+                self._roll_locked(self.log_end_offset)
+
+    def _roll_locked(self, base_offset: int) -> LogSegment:
+        if self.active_segment.size == 0 and self.active_segment.base_offset == base_offset:
+            return self.active_segment
+        self.active_segment.on_become_inactive()
+        if self.active_segment.size == 0:  # an empty segment is replaced, not kept
+            self._segments.pop().delete()
+            self._bases.pop()
+        segment = self._new_segment(base_offset)
+        self._add_segment(segment)
+        self.producer_state.take_snapshot(base_offset)
+        return segment
+
+    # ================================================================ read
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one containing ``start_offset``, within one segment.
+
+        Up to ``max_bytes`` (the first batch regardless with ``min_one_message``), never a
+        batch whose last offset reaches ``max_offset``. Raises OffsetOutOfRange outside
+        [log_start_offset, log_end_offset].
+        """
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}")
+        if start_offset == self.log_end_offset or (max_offset is not None and start_offset >= max_offset):
+            return FetchDataInfo(start_offset, None)
+        segments = self._segments
+        first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for segment in segments[first:]:
+            region = segment.read(start_offset, max_bytes, max_offset, min_one_message)
+            if region is not None:
+                return FetchDataInfo(start_offset, region if region.size else None)
+        return FetchDataInfo(start_offset, None)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first batch whose max timestamp >= ``timestamp`` (batch precision), or None."""
+        for segment in self._segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            header = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if header is not None:
+                offset = max(header.base_offset, self.log_start_offset)
+                return TimestampAndOffset(header.max_timestamp, offset, self._epoch_at(offset))
+        return None
+
+    def offset_for_max_timestamp(self) -> TimestampAndOffset | None:
+        """The batch with the largest timestamp: (its max timestamp, its last offset, epoch)."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= 0 and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = segment
+        if best is None:
+            return None
+        offset = best.offset_of_max_timestamp
+        return TimestampAndOffset(best.max_timestamp_so_far, offset, self._epoch_at(offset))
+
+    def _epoch_at(self, offset: int) -> int:
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    # ================================================================ truncation
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a whole batch if ``offset`` is inside it)."""
+        with self._lock:
+            self._ensure_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self._segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return
+            keep = bisect.bisect_left(self._bases, offset)
+            for segment in self._segments[keep:]:
+                segment.delete()
+            del self._segments[keep:], self._bases[keep:]
+            self.active_segment.truncate_to(offset)
+            self.log_end_offset = self.active_segment.next_offset
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self._high_watermark = min(self._high_watermark, self.log_end_offset)
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            self._rebuild_producer_state(self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at ``offset``."""
+        with self._lock:
+            self._ensure_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments.clear()
+        self._bases.clear()
+        self._add_segment(self._new_segment(offset))
+        self.log_start_offset = self.log_end_offset = self.recovery_point = offset
+        self._high_watermark = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots(lambda _: True)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: raise the log start offset and delete segments wholly below it."""
+        with self._lock:
+            self._ensure_open()
+            if offset <= self.log_start_offset:
+                return
+            if offset > self._high_watermark:
+                raise OffsetOutOfRange(
+                    f"cannot delete records up to {offset}: beyond the high watermark "
+                    f"{self._high_watermark} of {self.topic}-{self.partition}")
+            self.log_start_offset = offset
+            self._delete_segments_locked(self._breached_log_start())
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.remove_below(offset)
+
+    # ================================================================ retention
+    def delete_old_segments(self) -> int:
+        """Retention: delete old segments by time, size and log start; returns how many."""
+        with self._lock:
+            self._ensure_open()
+            now = self._now_ms()
+            count = 0
+            if self.config.delete_enabled:
+                count += self._delete_segments_locked(self._expired_by_time(now))
+                count += self._delete_segments_locked(self._over_size())
+            count += self._delete_segments_locked(self._breached_log_start())
+            self._purge_pending(now)
+            return count
+
+    def _expired_by_time(self, now: int) -> int:
+        if self.config.retention_ms < 0:
+            return 0
+        return _prefix_count(self._segments[:-1],
+                             lambda s: now - s.largest_timestamp > self.config.retention_ms)
+
+    def _over_size(self) -> int:
+        if self.config.retention_bytes < 0:
+            return 0
+        excess = self.size_in_bytes - self.config.retention_bytes
+        count = 0
+        for segment in self._segments[:-1]:
+            if excess - segment.size < 0:
+                break
+            excess -= segment.size
+            count += 1
+        return count
+
+    def _breached_log_start(self) -> int:
+        return _prefix_count(range(len(self._segments) - 1),
+                             lambda i: self._bases[i + 1] <= self.log_start_offset)
+
+    def _delete_segments_locked(self, count: int) -> int:
+        """Remove the ``count`` oldest segments (never the active one)."""
+        count = min(count, len(self._segments) - 1)
+        if count <= 0:
+            return 0
+        doomed = self._segments[:count]
+        del self._segments[:count], self._bases[:count]
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for segment in doomed:
+            segment.close()
+            self._pending_deletes.append((deadline, segment.rename_to_deleted()))
+        self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_below(self.log_start_offset)
+        return count
+
+    def _purge_pending(self, now: int | None) -> None:
+        """Unlink ``*.deleted`` files whose file.delete.delay.ms has passed (all if now is None)."""
+        keep = []
+        for deadline, paths in self._pending_deletes:
+            if now is not None and deadline > now:
+                keep.append((deadline, paths))
+                continue
+            for path in paths:
+                path.unlink(missing_ok=True)
+        self._pending_deletes = keep
+
+    # ================================================================ flush / close
+    def flush(self, offset: int | None = None) -> None:
+        """fsync everything below ``offset`` (default: the LEO) and advance the recovery point.
+
+        Safe to call from a worker thread while the event-loop thread appends.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+            if target <= self.recovery_point and not self._dir_dirty:
+                return
+            handles = [h for s in self._segments
+                       if s.next_offset > self.recovery_point and s.base_offset < target
+                       or s is self.active_segment
+                       for h in s.flush_handles()]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        for handle in handles:
+            handle.fsync()
+        if dir_dirty:
+            fsync_dir(self.dir)
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+
+    def close(self) -> None:
+        """Flush, finish the time indexes, write a producer snapshot, release descriptors."""
+        with self._lock:
+            if self._closed:
+                return
+            for segment in self._segments:
+                segment.on_become_inactive()
+                segment.flush()
+            fsync_dir(self.dir)
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self.recovery_point = self.log_end_offset
+            for segment in self._segments:
+                segment.close()
+            self._purge_pending(None)
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the whole directory."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise CorruptLog(f"log {self.topic}-{self.partition} is closed")
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")
+
+
+# ==================================================================== helpers
+def _writable(records) -> bool:
+    return isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+
+
+def _assign(buf, headers: Sequence[BatchHeader], next_offset: int, leader_epoch: int,
+            append_time: int) -> list[BatchHeader]:
+    """Rewrite base offsets/epochs (and LogAppendTime fields) in ``buf``; return final headers."""
+    final = []
+    position = 0
+    view = memoryview(buf)
+    for header in headers:
+        set_base_offset(buf, position, next_offset)
+        set_partition_leader_epoch(buf, position, leader_epoch)
+        changes = {"base_offset": next_offset, "partition_leader_epoch": leader_epoch}
+        if append_time >= 0:
+            attributes = header.attributes | TIMESTAMP_TYPE_MASK
+            _ATTRIBUTES.pack_into(buf, position + _ATTRIBUTES_OFFSET, attributes)
+            _MAX_TIMESTAMP.pack_into(buf, position + _MAX_TIMESTAMP_OFFSET, append_time)
+            crc = crc32c.crc32c(view[position + CRC_OFFSET + 4: position + header.size])
+            _CRC.pack_into(buf, position + CRC_OFFSET, crc)
+            changes.update(attributes=attributes, max_timestamp=append_time, crc=crc)
+        final.append(header._replace(**changes))
+        next_offset += header.last_offset_delta + 1
+        position += header.size
+    view.release()
+    return final
+
+
+def _prefix_count(items, predicate) -> int:
+    count = 0
+    for item in items:
+        if not predicate(item):
+            break
+        count += 1
+    return count
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    bases = []
+    for path in directory.iterdir():
+        stem, suffix = os.path.splitext(path.name)
+        if suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Delete files of interrupted deletes/writes and index files without their ``.log``."""
+    logs = {p.stem for p in directory.glob("*" + LOG_SUFFIX)}
+    for path in directory.iterdir():
+        if path.name.endswith(_LEFTOVER_SUFFIXES):
+            path.unlink(missing_ok=True)
+        elif path.suffix in (".index", ".timeindex") and path.stem not in logs:
+            path.unlink(missing_ok=True)

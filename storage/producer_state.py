@@ -1,0 +1,244 @@
+"""Idempotent-producer state: per producer id, its epoch and its last five batches.
+
+Snapshot files ``<offset, 20 digits>.snapshot`` in the partition dir use Kafka's layout
+(big-endian)::
+
+    version                   int16   1
+    crc                       uint32  CRC-32C of every byte after this field
+    count                     int32   number of entries
+    count x entry (42 bytes):
+        producer_id           int64
+        producer_epoch        int16
+        last_sequence         int32
+        last_offset           int64
+        offset_delta          int32   last_offset - first_offset of that batch
+        timestamp             int64   the batch's max timestamp
+        coordinator_epoch     int32   -1 (transactions are not tracked here)
+        current_txn_first_offset int64  -1
+
+Kafka writes one entry per producer (its latest batch). Strom writes one entry per cached batch,
+oldest first, so Kafka's reader (last entry per id wins) still sees the latest batch while Strom
+restores all five and keeps detecting duplicates of older in-flight batches after a restart.
+
+A snapshot at offset N holds the state after every batch below N. Snapshots are written on roll
+and on close, to a temp file that is fsynced and renamed. After a crash the log loads the newest
+snapshot at or below the recovery point whose CRC checks (corrupt ones are deleted), then replays
+the batch headers from there to the log end offset; snapshots above the recovered log end are
+deleted.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import crc32c
+
+from protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from storage.checkpoint import atomic_write
+from storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOTS_TO_KEEP = 2
+INT32_MAX = (1 << 31) - 1
+
+_PREFIX = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+                return batch
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def _tracked(header: BatchHeader) -> bool:
+    return header.producer_id >= 0 and not header.is_control
+
+
+class ProducerStateManager:
+    """The producer table of one partition, with Kafka's validation rules (current Kafka).
+
+    Validation for a leader append (``validate``):
+    * a batch whose epoch and sequence range equal one of the producer's last five batches is a
+      duplicate (the caller returns the original offsets and writes nothing);
+    * an epoch lower than the known one raises InvalidProducerEpoch;
+    * a higher epoch must start at sequence 0, else OutOfOrderSequence;
+    * the same epoch must continue at last_seq + 1 (wrapping from int32 max to 0), else
+      OutOfOrderSequence;
+    * a producer id with no state is accepted at ANY first sequence. This is Kafka's behaviour
+      since 2.4 (KIP-360): the state may have been removed by retention or DeleteRecords, so
+      UNKNOWN_PRODUCER_ID is no longer raised.
+    Control batches (transaction markers) and batches without a producer id are not tracked.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    # ------------------------------------------------------------ validation / update
+    def validate(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+        """Check a whole request; returns the original batch if it repeats one, else None."""
+        staged: dict[int, tuple[int, int]] = {}
+        for header in headers:
+            if not _tracked(header):
+                continue
+            pid = header.producer_id
+            entry = self.producers.get(pid)
+            if pid in staged:
+                epoch, last_seq = staged[pid]
+            else:
+                duplicate = entry.find_duplicate(header) if entry else None
+                if duplicate is not None:
+                    return duplicate
+                epoch = entry.producer_epoch if entry else NO_PRODUCER_EPOCH
+                last_seq = entry.last_seq if entry else NO_SEQUENCE
+            self._check(pid, epoch, last_seq, header)
+            staged[pid] = (header.producer_epoch, header.last_sequence)
+        return None
+
+    @staticmethod
+    def _check(pid: int, epoch: int, last_seq: int, header: BatchHeader) -> None:
+        if header.producer_epoch < epoch:
+            raise InvalidProducerEpoch(
+                f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
+        if header.base_sequence == NO_SEQUENCE or epoch == NO_PRODUCER_EPOCH:
+            return
+        if header.producer_epoch != epoch:
+            if header.base_sequence != 0:
+                raise OutOfOrderSequence(
+                    f"producer {pid}: new epoch {header.producer_epoch} must start at sequence 0, "
+                    f"got {header.base_sequence}")
+        elif not in_sequence(last_seq, header.base_sequence):
+            raise OutOfOrderSequence(
+                f"producer {pid}: expected sequence {(last_seq + 1) & INT32_MAX}, "
+                f"got {header.base_sequence}")
+
+    def update(self, header: BatchHeader) -> None:
+        """Record a written batch (``header`` carries its final base offset)."""
+        if not _tracked(header):
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = header.producer_epoch
+        entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
+                                           header.base_offset, header.last_offset,
+                                           header.max_timestamp))
+
+    def remove_below(self, log_start_offset: int) -> None:
+        """Forget producers whose last batch is below the log start (retention, DeleteRecords)."""
+        for pid in [p for p, e in self.producers.items() if e.last_offset < log_start_offset]:
+            del self.producers[pid]
+        self.delete_snapshots(lambda offset: offset < log_start_offset)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # ------------------------------------------------------------ snapshots
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for path in self.directory.glob("*" + SNAPSHOT_SUFFIX):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                offsets.append(int(stem))
+        return sorted(offsets)
+
+    def delete_snapshots(self, predicate) -> None:
+        for offset in self.snapshot_offsets():
+            if predicate(offset):
+                (self.directory / snapshot_name(offset)).unlink(missing_ok=True)
+
+    def take_snapshot(self, offset: int) -> None:
+        """Write the table as ``<offset>.snapshot`` and keep only the newest few snapshots."""
+        entries = [
+            _ENTRY.pack(e.producer_id, e.producer_epoch, b.last_seq, b.last_offset,
+                        b.last_offset - b.first_offset, b.timestamp, -1, -1)
+            for e in self.producers.values() for b in e.batches
+        ]
+        body = _COUNT.pack(len(entries)) + b"".join(entries)
+        atomic_write(self.directory / snapshot_name(offset),
+                     _PREFIX.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body)
+        keep = self.snapshot_offsets()[-SNAPSHOTS_TO_KEEP:]
+        self.delete_snapshots(lambda o: o not in keep)
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; returns its offset.
+
+        Deletes snapshots above ``max_offset`` and any that fail to parse.
+        """
+        self.producers.clear()
+        self.delete_snapshots(lambda offset: offset > max_offset)
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.directory / snapshot_name(offset)
+            entries = self._read_snapshot(path)
+            if entries is None:
+                path.unlink(missing_ok=True)
+                continue
+            for pid, epoch, last_seq, last_offset, delta, timestamp, _, _ in entries:
+                entry = self.producers.setdefault(pid, ProducerStateEntry(pid, epoch))
+                entry.producer_epoch = epoch
+                first_seq = (last_seq - delta) & INT32_MAX if last_seq >= 0 else NO_SEQUENCE
+                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
+                                                   last_offset, timestamp))
+            return offset
+        return None
+
+    @staticmethod
+    def _read_snapshot(path: Path) -> list[tuple] | None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if len(data) < _PREFIX.size + _COUNT.size:
+            return None
+        version, crc = _PREFIX.unpack_from(data)
+        body = memoryview(data)[_PREFIX.size:]
+        if version != SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
+            return None
+        (count,) = _COUNT.unpack_from(body)
+        if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
+            return None
+        return list(_ENTRY.iter_unpack(body[_COUNT.size:]))

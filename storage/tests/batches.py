@@ -1,0 +1,53 @@
+"""Test helper: build valid v2 record batches (header + opaque record bytes + CRC-32C)."""
+from __future__ import annotations
+
+import struct
+
+import crc32c
+
+from protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def make_batch(records: int = 1, *, payload: bytes | int = 16, base_offset: int = 0,
+               timestamp: int = 1_000, max_timestamp: int | None = None, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0) -> bytes:
+    """One v2 batch of ``records`` records whose body is ``payload`` (opaque to storage)."""
+    body = payload if isinstance(payload, bytes) else bytes((i * 7) & 0xFF for i in range(payload))
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    max_ts = timestamp if max_timestamp is None else max_timestamp
+    header = bytearray(_HEADER.pack(base_offset, batch_length, -1, 2, 0, attributes, records - 1,
+                                    timestamp, max_ts, producer_id, producer_epoch,
+                                    base_sequence, records))
+    batch = header + body
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[21:]))
+    return bytes(batch)
+
+
+def headers_of(data: bytes) -> list[BatchHeader]:
+    headers, pos = [], 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        headers.append(header)
+        pos += header.size
+    return headers
+
+
+def split(data: bytes) -> list[tuple[BatchHeader, bytes]]:
+    """(header, batch bytes) of every batch in ``data``."""
+    out, pos = [], 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        out.append((header, data[pos:pos + header.size]))
+        pos += header.size
+    return out
+
+
+def append(log, *batches: bytes, epoch: int = 0):
+    data = b"".join(batches)
+    return log.append_as_leader(data, headers_of(data), epoch)
+
+
+def crc_valid(batch: bytes) -> bool:
+    return struct.unpack_from(">I", batch, 17)[0] == crc32c.crc32c(batch[21:])
