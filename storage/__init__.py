@@ -1,0 +1,17 @@
+"""The log: segments, indexes, checkpoints, leader epochs, producer state, recovery, retention."""
+from storage.config import LogConfig
+from storage.errors import (
+    CorruptLog, CorruptRecord, DuplicateSequence, InvalidProducerEpoch, OffsetOutOfRange,
+    OutOfOrderSequence, RecordBatchTooLarge, RecordTooLarge, StorageError, UnexpectedAppendOffset,
+    UnknownProducerId,
+)
+from storage.files import FileRegion
+from storage.log import FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset
+from storage.log_manager import LogManager
+
+__all__ = [
+    "CorruptLog", "CorruptRecord", "DuplicateSequence", "FetchDataInfo", "FileRegion",
+    "InvalidProducerEpoch", "Log", "LogAppendInfo", "LogConfig", "LogManager", "OffsetOutOfRange",
+    "OutOfOrderSequence", "RecordBatchTooLarge", "RecordTooLarge", "StorageError",
+    "TimestampAndOffset", "UnexpectedAppendOffset", "UnknownProducerId",
+]

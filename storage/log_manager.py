@@ -1,0 +1,237 @@
+"""All partition logs of a broker, across its log dirs, plus the per-dir checkpoint files."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from storage.checkpoint import OffsetCheckpointFile, atomic_write
+from storage.config import LogConfig
+from storage.errors import CorruptLog, StorageError
+from storage.log import Log, parse_dir_name, wall_clock_ms
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties subset: ``key=value`` lines, ``#`` comments."""
+    props = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def write_properties(path: Path, props: dict[str, str]) -> None:
+    text = "#\n#" + time.strftime("%a %b %d %H:%M:%S %Z %Y") + "\n"
+    text += "".join(f"{key}={value}\n" for key, value in props.items())
+    atomic_write(path, text.encode())
+
+
+class LogManager:
+    """Owns every ``Log`` under the configured log dirs.
+
+    Per log dir (Kafka's files, see storage.checkpoint for the text format):
+    ``meta.properties`` (``version=0``, ``broker.id``, ``cluster.id``),
+    ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+    ``replication-offset-checkpoint`` (high watermarks), and ``.kafka_cleanshutdown``, an empty
+    marker written last by :meth:`shutdown` and removed by :meth:`startup`.
+
+    After a crash there is no marker, so every log is recovered from its checkpointed recovery
+    point (see Log). Checkpoints are replaced atomically; a missing or unreadable checkpoint
+    counts as empty (recovery point 0: the whole log is re-validated). Directories renamed to
+    ``<topic>-<partition>.<uuid>-delete`` by an interrupted :meth:`delete_log` are removed.
+
+    Threading: :meth:`flush_dirty` and :meth:`checkpoint` may run on a worker thread; the map of
+    logs is guarded by a lock and they work on a copy.
+    """
+
+    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *,
+                 now_ms: Callable[[], int] = wall_clock_ms,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._now_ms = now_ms
+        self._progress = progress or (lambda message: None)
+        self._lock = threading.Lock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self.cluster_id: str | None = None
+        self.broker_id: int | None = None
+        self.had_clean_shutdown = True
+
+    # ------------------------------------------------------------ startup
+    def startup(self, broker_id: int | None = None, cluster_id: str | None = None,
+                topic_configs: dict[str, LogConfig] | None = None) -> None:
+        """Load meta.properties and checkpoints, then open (recovering) every partition log."""
+        started = time.monotonic()
+        self._topic_configs.update(topic_configs or {})
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._load_meta(log_dir, broker_id, cluster_id)
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir)
+        self._progress(f"loaded {len(self._logs)} logs from {len(self.log_dirs)} log dirs in "
+                       f"{(time.monotonic() - started) * 1000:.0f} ms")
+
+    def _load_meta(self, log_dir: Path, broker_id: int | None, cluster_id: str | None) -> None:
+        path = log_dir / META_PROPERTIES
+        props = read_properties(path) if path.exists() else {}
+        stored_broker = props.get("broker.id")
+        if broker_id is not None and stored_broker is not None and int(stored_broker) != broker_id:
+            raise StorageError(f"{path}: broker.id {stored_broker} does not match {broker_id}")
+        stored_cluster = props.get("cluster.id")
+        if cluster_id is not None and stored_cluster is not None and stored_cluster != cluster_id:
+            raise StorageError(f"{path}: cluster.id {stored_cluster} does not match {cluster_id}")
+        self.broker_id = int(stored_broker) if stored_broker is not None else broker_id
+        self.cluster_id = stored_cluster or cluster_id
+        if not props:
+            wanted = {"version": "0"}
+            if self.broker_id is not None:
+                wanted["broker.id"] = str(self.broker_id)
+            if self.cluster_id is not None:
+                wanted["cluster.id"] = self.cluster_id
+            write_properties(path, wanted)
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CorruptLog as exc:
+            self._progress(f"ignoring unreadable checkpoint: {exc}")
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown = self.had_clean_shutdown and clean
+        recovery = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        self._progress(f"loading logs from {log_dir} ({'clean' if clean else 'unclean'} shutdown)")
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                tp = parse_dir_name(path.name)
+            except ValueError:
+                continue
+            if tp in self._logs:
+                raise StorageError(f"{tp[0]}-{tp[1]} exists in {self._log_dir_of[tp]} and {log_dir}")
+            log = Log.open(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
+                           log_start_offset=starts.get(tp, 0), high_watermark=watermarks.get(tp, 0),
+                           now_ms=self._now_ms, clean_shutdown=clean)
+            self._register(tp, log, log_dir)
+        marker.unlink(missing_ok=True)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def _register(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        with self._lock:
+            self._logs[tp] = log
+            self._log_dir_of[tp] = log_dir
+
+    # ------------------------------------------------------------ lookup / create / delete
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the log dir holding the fewest partitions."""
+        tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        if config is not None:
+            self._topic_configs[topic] = config
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log = Log.open(log_dir / f"{topic}-{partition}", self._config_for(topic), now_ms=self._now_ms)
+        self._register(tp, log, log_dir)
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the dir to ``<topic>-<partition>.<uuid>-delete``, then remove it."""
+        tp = (topic, partition)
+        with self._lock:
+            log = self._logs.pop(tp, None)
+            self._log_dir_of.pop(tp, None)
+        if log is None:
+            return
+        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(log.dir, target)
+        log.dir = target
+        log.delete()
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self._topic_configs[topic] = config
+        for (t, _), log in self.all_logs().items():
+            if t == topic:
+                log.update_config(config)
+
+    # ------------------------------------------------------------ periodic work
+    def checkpoint(self) -> None:
+        """Write recovery points, log start offsets and high watermarks of every log dir."""
+        with self._lock:
+            by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+            for tp, log in self._logs.items():
+                by_dir[self._log_dir_of[tp]][tp] = log
+        for log_dir, logs in by_dir.items():
+            self._write_checkpoints(log_dir, logs)
+
+    @staticmethod
+    def _write_checkpoints(log_dir: Path, logs: dict[TopicPartition, Log]) -> None:
+        OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+            {tp: log.recovery_point for tp, log in logs.items()})
+        OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+            {tp: log.log_start_offset for tp, log in logs.items()})
+        OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+            {tp: log.high_watermark for tp, log in logs.items()})
+
+    def flush_dirty(self) -> None:
+        """fsync every log up to its end and checkpoint the new recovery points (thread-safe)."""
+        for log in self.all_logs().values():
+            log.flush()
+        self.checkpoint()
+
+    def cleanup(self) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = sum(log.delete_old_segments() for log in self.all_logs().values())
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def shutdown(self) -> None:
+        """Close every log (flush + snapshots), write checkpoints, then the clean-shutdown marker."""
+        started = time.monotonic()
+        for log in self.all_logs().values():
+            log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._progress(f"shut down {len(self._logs)} logs in "
+                       f"{(time.monotonic() - started) * 1000:.0f} ms")
