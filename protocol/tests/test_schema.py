@@ -1,0 +1,78 @@
+"""The generated schema: freshness check, generator behaviour, version questions."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from protocol.schema import (
+    ApiKey,
+    api_spec,
+    is_flexible,
+    request_header_version,
+    response_header_version,
+    schema_document,
+)
+from protocol.tests.conftest import REFERENCE
+from tools import gen_protocol_schema as gen
+
+COMMITTED = Path(gen.__file__).resolve().parent.parent / "protocol" / "schema_data.json"
+
+
+def test_committed_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gen.main(["--check"]) == 0
+
+
+def test_check_fails_when_the_reference_changes(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    ref = tmp_path / "ref"
+    shutil.copytree(REFERENCE, ref)
+    path = ref / "messages" / "ApiVersionsRequest.json"
+    path.write_text(path.read_text().replace('"validVersions": "0-4"', '"validVersions": "0-5"'))
+    assert gen.main(["--check", "--reference", str(ref), "--output", str(COMMITTED)]) == 1
+    assert "out of date" in capsys.readouterr().err
+
+
+def test_generator_writes_what_check_accepts(tmp_path: Path) -> None:
+    out = tmp_path / "schema.json"
+    assert gen.main(["--output", str(out)]) == 0
+    assert out.read_text() == COMMITTED.read_text()
+    assert gen.main(["--check", "--output", str(out)]) == 0
+
+
+def test_facts_only_no_prose() -> None:
+    text = COMMITTED.read_text()
+    assert '"about"' not in text and "throttled due to a quota" not in text
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("ThrottleTimeMs", "throttle_time_ms"), ("TopicId", "topic_id"), ("V0Host", "v0_host"),
+    ("isKRaftController", "is_kraft_controller"), ("V3AndBelowTopics", "v3_and_below_topics"),
+])
+def test_snake_case(name: str, expected: str) -> None:
+    assert gen.snake_case(name) == expected
+
+
+def test_comment_stripping_keeps_strings() -> None:
+    assert gen.strip_comments('{"a": "x//y"} // note\n') == '{"a": "x//y"} \n'
+
+
+def test_api_keys_and_ranges() -> None:
+    assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.API_VERSIONS == 18
+    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS == 75
+    spec = api_spec(ApiKey.API_VERSIONS)
+    assert (spec.name, spec.min_version, spec.max_version) == ("ApiVersions", 0, 4)
+    assert len(schema_document()["apis"]) == len(ApiKey)
+
+
+def test_flexible_and_header_versions() -> None:
+    assert not is_flexible(ApiKey.FETCH, 11) and is_flexible(ApiKey.FETCH, 12)
+    assert request_header_version(ApiKey.FETCH, 11) == 1
+    assert request_header_version(ApiKey.FETCH, 12) == 2
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0) == 0
+    assert request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 1) == 1
+    assert response_header_version(ApiKey.FETCH, 12) == 1
+    assert response_header_version(ApiKey.FETCH, 11) == 0
+    assert response_header_version(ApiKey.API_VERSIONS, 3) == 0
