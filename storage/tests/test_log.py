@@ -227,3 +227,26 @@ def test_reopen_keeps_everything(open_log):
     assert read_all(again) == expected
     assert again.offset_for_max_timestamp()[:2] == (19, 59)
     assert append(again, make_batch()).first_offset == 60
+
+
+def test_flush_from_worker_thread_while_appending(open_log):
+    import threading
+
+    log = open_log(LogConfig(segment_bytes=2000))
+    stop = threading.Event()
+
+    def flusher():
+        while not stop.is_set():
+            log.flush()
+
+    worker = threading.Thread(target=flusher)
+    worker.start()
+    try:
+        for _ in range(300):
+            append(log, make_batch(payload=100))
+    finally:
+        stop.set()
+        worker.join()
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 300
+    assert [h.base_offset for h, _ in read_all(log)] == list(range(300))
