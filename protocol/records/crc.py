@@ -7,15 +7,15 @@ so callers checksum a slice of a larger buffer without copying it.
 from __future__ import annotations
 
 import zlib
+from typing import Callable
 
 from crc32c import crc32c as _crc32c
 
 __all__ = ["crc32c", "crc32"]
 
-
-def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """CRC-32C of ``data``, continuing from ``value``."""
-    return _crc32c(data, value)
+# The C function itself, not a wrapper: the produce path calls it once per batch.
+crc32c: Callable[..., int] = _crc32c
+"""CRC-32C of ``data``, continuing from an optional second argument."""
 
 
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:

@@ -225,3 +225,21 @@ def test_header_parse_matches_build() -> None:
     batch = build_batch(sample_records(2), base_offset=3, partition_leader_epoch=4, base_timestamp=TS)
     header = parse_header(batch)
     assert (header.base_offset, header.partition_leader_epoch, header.magic) == (3, 4, 2)
+
+
+@pytest.mark.parametrize("count,last_delta", [(0, -1), (1, -1), (-1, 0), (3, 1)])
+def test_impossible_counts_are_corrupt_even_with_a_good_crc(count: int, last_delta: int) -> None:
+    batch = bytearray(build_batch(sample_records(3), base_timestamp=TS))
+    struct.pack_into(">i", batch, 23, last_delta)
+    struct.pack_into(">i", batch, 57, count)
+    struct.pack_into(">I", batch, 17, crc32c_bitwise(bytes(batch[21:])))
+    with pytest.raises(CorruptRecords):
+        validate_batches(batch)
+
+
+def test_unknown_codec_with_a_good_crc_is_corrupt() -> None:
+    batch = bytearray(build_batch(sample_records(1), base_timestamp=TS))
+    batch[22] |= 0x07
+    struct.pack_into(">I", batch, 17, crc32c_bitwise(bytes(batch[21:])))
+    with pytest.raises(CorruptRecords, match="codec"):
+        validate_batches(batch)
