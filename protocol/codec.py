@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import io
 import struct
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Callable, Iterable, NamedTuple
 
 from construct import Construct, ConstructError, Container
@@ -114,7 +114,12 @@ def read_uvarint(stream: io.BytesIO, what: str = "varint") -> int:
     raise MalformedRequest(f"{what} is longer than 5 bytes")
 
 
+_SMALL_VARINTS = tuple(bytes([i]) for i in range(128))
+
+
 def encode_uvarint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]
     if not 0 <= value <= 0xFFFFFFFF:
         raise EncodeError(f"varint out of range: {value}")
     out = bytearray()
@@ -617,9 +622,7 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     if len(buf) < _HEADER_FIXED.size:
         raise MalformedRequest(f"request header truncated: {len(buf)} bytes")
     api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(buf, 0)
-    known = is_known_api(api_key)
-    supported = known and in_range(api_version, api_spec(api_key).request.valid_versions)
-    header_version = request_header_version(api_key, api_version) if supported else 1
+    known, supported, header_version = _header_facts(api_key, api_version)
     client_id: str | None = None
     offset = _HEADER_FIXED.size
     if header_version >= 1:
@@ -630,7 +633,9 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     if not supported:
         raise UnsupportedVersion(
             f"{api_spec(api_key).name} v{api_version} is not supported", header)
-    if header_version == 2:
+    if header_version == 2 and offset < len(buf) and buf[offset] == 0:
+        offset += 1  # the usual case: an empty tagged-field section
+    elif header_version == 2:
         stream = io.BytesIO(buf)
         stream.seek(offset)
         try:
@@ -639,6 +644,14 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
             raise MalformedRequest(f"request header: {exc}", header) from None
         offset = stream.tell()
     return header, offset
+
+
+@lru_cache(maxsize=2048)
+def _header_facts(api_key: int, api_version: int) -> tuple[bool, bool, int]:
+    """(api known, version supported, request header version; 1 when unsupported)."""
+    known = is_known_api(api_key)
+    supported = known and in_range(api_version, api_spec(api_key).request.valid_versions)
+    return known, supported, request_header_version(api_key, api_version) if supported else 1
 
 
 def _read_client_id(buf: bytes | bytearray | memoryview, offset: int) -> tuple[str | None, int]:
