@@ -18,13 +18,16 @@ def unique_topic(prefix: str) -> str:
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+    # librdkafka's admin handle is a producer, whose Metadata requests ask the broker to
+    # auto-create the topics they name; looking a topic up must not create it.
+    return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
 
 
 def create_topic(bootstrap: str, name: str, partitions: int,
                  config: Mapping[str, str] | None = None) -> None:
     """Create a topic with replication factor 1 and wait for the broker's answer."""
-    futures = admin_client(bootstrap).create_topics(
+    admin = admin_client(bootstrap)  # must outlive its futures
+    futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1,
                   config=dict(config or {}))],
         request_timeout=ADMIN_TIMEOUT_S, operation_timeout=ADMIN_TIMEOUT_S)

@@ -18,7 +18,8 @@ def error_code(excinfo: pytest.ExceptionInfo[KafkaException]) -> int:
 
 def describe_topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    result = admin_client(bootstrap).describe_configs([resource], request_timeout=ADMIN_TIMEOUT_S)
+    admin = admin_client(bootstrap)  # must outlive its futures
+    result = admin.describe_configs([resource], request_timeout=ADMIN_TIMEOUT_S)
     entries = result[resource].result(ADMIN_TIMEOUT_S)
     return {name: entry.value for name, entry in entries.items()}
 
@@ -122,15 +123,15 @@ def test_alter_unknown_config_is_rejected(shared_broker: BrokerProcess) -> None:
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
     ])
+    admin = admin_client(shared_broker.bootstrap)
     with pytest.raises(KafkaException) as excinfo:
-        admin_client(shared_broker.bootstrap).incremental_alter_configs(
-            [resource])[resource].result(ADMIN_TIMEOUT_S)
+        admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
     assert error_code(excinfo) == KafkaError.INVALID_CONFIG
 
 
 def test_describe_cluster(shared_broker: BrokerProcess) -> None:
-    cluster = admin_client(shared_broker.bootstrap).describe_cluster(
-        request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S)
+    admin = admin_client(shared_broker.bootstrap)
+    cluster = admin.describe_cluster(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S)
     assert cluster.cluster_id
     assert [(n.host, n.port) for n in cluster.nodes] == [("127.0.0.1", shared_broker.port)]
     assert cluster.controller is not None and cluster.controller.id == cluster.nodes[0].id
