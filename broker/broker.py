@@ -10,10 +10,11 @@ from typing import Any
 import trio
 
 from protocol.errors import ErrorCode
-from storage.log import LogConfig
+from storage.config import LogConfig
 from storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
+from .errors import TopicError
 from .replica_manager import Partition, ReplicaManager
 from .server import ConnectionHandler
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
@@ -22,15 +23,6 @@ log = logging.getLogger("strom.broker")
 
 SHUTDOWN_GRACE_S = 5.0
 MAX_PARTITIONS = 10_000
-
-
-class TopicError(Exception):
-    """A topic operation refused with a Kafka error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -55,9 +47,9 @@ class Broker:
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
-        self.logs = LogManager(dirs, self.log_config({}), broker_id=self.node_id,
-                               cluster_id=self.topics.cluster_id)
-        self.logs.startup()
+        self.logs = LogManager(dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
+        self.logs.startup(broker_id=self.node_id, cluster_id=self.topics.cluster_id,
+                          topic_configs={t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
         known = {(t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)}

@@ -37,8 +37,8 @@ HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}
 
 def _advertised(module: ModuleType) -> tuple[int, int, int]:
     spec = api_spec(module.API_KEY)
-    low = max(module.VERSIONS[0], spec.request_versions[0])
-    high = min(module.VERSIONS[1], spec.request_versions[1])
+    low = max(module.VERSIONS[0], spec.min_version)
+    high = min(module.VERSIONS[1], spec.max_version)
     if low > high:
         raise RuntimeError(f"{module.__name__}: versions {module.VERSIONS} outside the schema's")
     return module.API_KEY, low, high

@@ -2,7 +2,7 @@
 from protocol.errors import ErrorCode
 from protocol.schema import ApiKey
 
-from ..broker import TopicError
+from ..errors import TopicError
 from .describe_configs import topic_entries
 
 API_KEY = ApiKey.CREATE_TOPICS

@@ -2,7 +2,7 @@
 from protocol.errors import ErrorCode
 from protocol.schema import ApiKey
 
-from ..broker import TopicError
+from ..errors import TopicError
 from ._common import ZERO_UUID
 
 API_KEY = ApiKey.DELETE_TOPICS

@@ -43,7 +43,7 @@ def _resolve(broker, topic, version: int):
 def _partition_error(index: int, code: ErrorCode, hw=-1, start=-1) -> dict:
     return {"partition_index": index, "error_code": code, "high_watermark": hw,
             "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": None,
-            "records": None}
+            "records": b""}
 
 
 def _read_partition(broker, name, req, version: int, budget: int, first: bool) -> tuple[dict, int]:
@@ -59,7 +59,7 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool) -
     result = {"partition_index": req.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
               "last_stable_offset": hw, "log_start_offset": plog.log_start_offset,
               "aborted_transactions": [] if version >= 4 else None, "preferred_read_replica": -1,
-              "records": None}
+              "records": b""}
     max_bytes = min(req.partition_max_bytes, budget)
     if max_bytes <= 0 and not first:
         return result, 0

@@ -1,0 +1,13 @@
+"""Errors the broker answers with a Kafka error code and message."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
