@@ -115,23 +115,33 @@ def test_seek_and_reread(consumer: Consumer, batch_topic: tuple[str, int]) -> No
     assert read(consumer, 3) == expected(5, 8)
 
 
-def test_kafka_python_offsets_and_mid_batch(shared_broker: BrokerProcess,
-                                            batch_topic: tuple[str, int]) -> None:
-    topic, base = batch_topic
-    tp = KpTopicPartition(topic, 0)
+@pytest.fixture
+def kp_consumer(shared_broker: BrokerProcess):
     c = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, group_id=None,
                       enable_auto_commit=False)
-    try:
-        assert c.beginning_offsets([tp]) == {tp: 0}
-        assert c.end_offsets([tp]) == {tp: COUNT}
-        assert c.offsets_for_times({tp: base + 37 * STEP_MS})[tp].offset == 37
-        c.assign([tp])
-        c.seek(tp, 37)
-        got: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(got) < COUNT - 37 and time.monotonic() < deadline:
-            for msgs in c.poll(timeout_ms=500).values():
-                got.extend((m.offset, m.value) for m in msgs)
-        assert got == expected(37)
-    finally:
-        c.close()
+    yield c
+    c.close()
+
+
+def test_kafka_python_list_offsets(kp_consumer: KafkaConsumer,
+                                   batch_topic: tuple[str, int]) -> None:
+    topic, base = batch_topic
+    tp = KpTopicPartition(topic, 0)
+    assert kp_consumer.beginning_offsets([tp]) == {tp: 0}
+    assert kp_consumer.end_offsets([tp]) == {tp: COUNT}
+    found = kp_consumer.offsets_for_times({tp: base + 37 * STEP_MS})[tp]
+    assert (found.offset, found.timestamp) == (37, base + 37 * STEP_MS)
+
+
+def test_kafka_python_fetch_from_middle_of_batch(kp_consumer: KafkaConsumer,
+                                                 batch_topic: tuple[str, int]) -> None:
+    topic, _ = batch_topic
+    tp = KpTopicPartition(topic, 0)
+    kp_consumer.assign([tp])
+    kp_consumer.seek(tp, 37)
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < COUNT - 37 and time.monotonic() < deadline:
+        for msgs in kp_consumer.poll(timeout_ms=500).values():
+            got.extend((m.offset, m.value) for m in msgs)
+    assert got == expected(37)
