@@ -39,6 +39,8 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "max.message.bytes": ("max_message_bytes", _int, 0),
     "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime"), None),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int, 0),
+    "compression.type": ("compression_type",
+                         _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), None),
 }
 
 
@@ -56,6 +58,7 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
+    compression_type: str = "producer"  # compression.type (applied by the broker's Produce)
 
     @property
     def log_append_time(self) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import validate_batches
+from protocol.records.batch import recompress, validate_batches
+from protocol.records.compression import Compression
 from protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
 from protocol.records.legacy import upconvert
 from protocol.schema import ApiKey
@@ -34,17 +35,29 @@ def _result(index: int, code=ErrorCode.NONE, base_offset=-1, append_time=-1, sta
             "record_errors": [], "error_message": message}
 
 
-def _batches(records, version: int, max_bytes: int):
-    """Whole v2 batches and their headers, or PartitionError with Kafka's code."""
+# Topic compression.type values other than "producer": the codec batches are stored in.
+TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+                "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+
+def _batches(records, version: int, max_bytes: int, codec: int | None):
+    """Whole v2 batches and their headers, or PartitionError with Kafka's code.
+
+    `codec` is the topic's compression.type as a codec id, or None to keep the producer's.
+    """
     try:
         try:
-            return bytearray(records), validate_batches(records, max_batch_size=max_bytes)
+            headers = validate_batches(records, max_batch_size=max_bytes)
         except LegacyFormat:
             if version >= 3:
                 raise PartitionError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                                      f"Produce v{version} requires record batches of magic 2") from None
-            converted = bytearray(upconvert(records))
-            return converted, validate_batches(converted, max_batch_size=max_bytes)
+            records = upconvert(records)
+            headers = validate_batches(records, max_batch_size=max_bytes)
+        if codec is not None and any(h.compression != codec for h in headers):
+            records = recompress(records, headers, codec)
+            headers = validate_batches(records, max_batch_size=max_bytes)
+        return bytearray(records), headers
     except BatchTooLarge as exc:
         raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE, str(exc)) from None
     except RecordsError as exc:
@@ -58,7 +71,8 @@ def _append(broker, topic: str, index: int, records, version: int) -> dict:
     if not records:
         return _result(index, start=partition.log.log_start_offset)
     config = partition.log.config
-    data, headers = _batches(records, version, config.max_message_bytes)
+    codec = TOPIC_CODECS.get(config.compression_type)
+    data, headers = _batches(records, version, config.max_message_bytes, codec)
     if any(h.is_transactional or h.is_control for h in headers):
         raise PartitionError(ErrorCode.INVALID_TXN_STATE, "Transactions are not supported by this broker")
     try:

@@ -317,3 +317,21 @@ async def test_data_survives_a_restart(tmp_path, nursery):
         assert [r.offset for r in iter_records(response.responses[0].partitions[0].records)] == list(range(7))
     finally:
         b2.close()
+
+
+@pytest.mark.parametrize("codec_name,codec", [("gzip", 1), ("zstd", 4), ("uncompressed", 0)])
+async def test_topic_compression_type_recompresses_batches(connect, broker, codec_name, codec):
+    from protocol.records.header import parse_header
+    client = await connect()
+    await create(client, "z", configs={"compression.type": codec_name})
+    pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None})).producer_id
+    produced = batch(20, compression=3 if codec != 3 else 0, producer_id=pid, producer_epoch=0, base_sequence=0)
+    response = await client.request(ApiKey.PRODUCE, 9, produce_body("z", produced))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    fetched = (await client.request(ApiKey.FETCH, 12, fetch_body("z", 0))).responses[0].partitions[0].records
+    header = parse_header(fetched)
+    assert header.compression == codec
+    assert (header.producer_id, header.base_sequence) == (pid, 0)
+    assert [r.value for r in iter_records(fetched)] == [b"value-%d" % i for i in range(20)]
+    duplicate = await client.request(ApiKey.PRODUCE, 9, produce_body("z", produced))
+    assert duplicate.responses[0].partition_responses[0].base_offset == 0

@@ -432,3 +432,29 @@ def validate_keys(buf: Buffer, *, max_size: int = DEFAULT_MAX_SIZE) -> None:
                     f"record at offset delta {record.offset_delta} of batch at byte {pos} has a null key"
                     " (not allowed on a compacted topic)"
                 )
+
+
+def recompress(buf: Buffer, headers: list[BatchHeader], codec: int, *, max_size: int = DEFAULT_MAX_SIZE) -> bytes:
+    """Re-encode every batch whose codec is not ``codec`` (a topic's ``compression.type``).
+
+    Producer id, epoch, sequence, timestamps and offset deltas are kept, so idempotence checks
+    and offsets work on the result as on the original. Batches already in ``codec`` are copied.
+    """
+    view = memoryview(buf)
+    out = []
+    pos = 0
+    for header in headers:
+        end = pos + header.size
+        if header.compression == codec:
+            out.append(bytes(view[pos:end]))
+        else:
+            records = _batch_records(view, pos, end, header, max_size)
+            out.append(build_batch(
+                records, base_offset=header.base_offset, compression=codec,
+                timestamp_type=header.timestamp_type, base_timestamp=header.base_timestamp,
+                producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+                is_transactional=header.is_transactional, is_control=header.is_control,
+                last_offset_delta=header.last_offset_delta))
+        pos = end
+    return b"".join(out)

@@ -1,0 +1,243 @@
+"""Records of the internal topic `__consumer_offsets`, in Kafka's own formats.
+
+Every record has a key and (unless it is a tombstone) a value; both start with a big-endian
+int16 version and continue with a struct laid out by Kafka's protocol rules (see
+`protocol.codec`: int16-length strings, int32-length bytes, int32-count arrays; flexible
+versions use compact lengths and tagged fields):
+
+* offset commit, key version 0 or 1: ``group string, topic string, partition int32``;
+  value version 0-4: ``offset int64, [v3+ leader_epoch int32], metadata string,
+  commit_timestamp int64, [v1 only: expire_timestamp int64]``; v4 is flexible.
+* group metadata, key version 2: ``group string``;
+  value version 0-4: ``protocol_type string, generation int32, protocol string?, leader string?,
+  [v2+ current_state_timestamp int64], members [member_id string, [v3+ group_instance_id
+  string?], client_id string, client_host string, [v1+ rebalance_timeout int32],
+  session_timeout int32, subscription bytes, assignment bytes]``; v4 is flexible.
+
+A null value is a tombstone: it deletes what its key names. Strom writes offset values v3 (v1 when
+the commit carries an explicit retention, as Kafka does) and group values v3, so Kafka's own tools
+read them. The field facts below are taken from Kafka's reference definitions (names, types and
+version ranges only); the byte layouts come from `protocol.codec`.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_struct
+from protocol.schema import FieldSpec
+
+OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_VALUE_VERSION = 3
+
+_INT16 = struct.Struct(">h")
+
+
+class GroupRecordError(ValueError):
+    """A `__consumer_offsets` record this broker cannot read."""
+
+
+def _f(name: str, type_: str, versions: tuple[int, int | None], *, nullable=None, default=..., fields=()) -> dict:
+    raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
+                           "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
+    if default is not ...:
+        raw["default"] = default
+    return raw
+
+
+# (versions valid, flexible-from or None, fields): facts of Kafka's internal/*.json.
+_SCHEMAS: dict[str, tuple[tuple[int, int], int | None, list[dict]]] = {
+    "OffsetCommitKey": ((0, 1), None, [
+        _f("group", "string", (0, None)), _f("topic", "string", (0, None)), _f("partition", "int32", (0, None))]),
+    "OffsetCommitValue": ((0, 4), 4, [
+        _f("offset", "int64", (0, None)),
+        _f("leader_epoch", "int32", (3, None), default=-1),
+        _f("metadata", "string", (0, None)),
+        _f("commit_timestamp", "int64", (0, None)),
+        _f("expire_timestamp", "int64", (1, 1), default=-1)]),
+    "GroupMetadataKey": ((2, 2), None, [_f("group", "string", (2, 2))]),
+    "GroupMetadataValue": ((0, 4), 4, [
+        _f("protocol_type", "string", (0, None)),
+        _f("generation", "int32", (0, None)),
+        _f("protocol", "string", (0, None), nullable=(0, None)),
+        _f("leader", "string", (0, None), nullable=(0, None)),
+        _f("current_state_timestamp", "int64", (2, None), default=-1),
+        _f("members", "[]MemberMetadata", (0, None), fields=[
+            _f("member_id", "string", (0, None)),
+            _f("group_instance_id", "string", (3, None), nullable=(3, None), default=None),
+            _f("client_id", "string", (0, None)),
+            _f("client_host", "string", (0, None)),
+            _f("rebalance_timeout", "int32", (1, None), default=-1),
+            _f("session_timeout", "int32", (0, None)),
+            _f("subscription", "bytes", (0, None)),
+            _f("assignment", "bytes", (0, None))])]),
+}
+
+
+@cache
+def _struct(name: str, version: int) -> MessageStruct:
+    (low, high), flexible_from, fields = _SCHEMAS[name]
+    if not low <= version <= high:
+        raise GroupRecordError(f"{name} version {version} is not defined (valid {low}-{high})")
+    flexible = flexible_from is not None and version >= flexible_from
+    return build_struct([FieldSpec.from_json(f) for f in fields], version, flexible)
+
+
+def encode(name: str, version: int, body: dict) -> bytes:
+    out = io.BytesIO()
+    out.write(_INT16.pack(version))
+    _struct(name, version)._build(body, out, _BuildCtx(), "")
+    return out.getvalue()
+
+
+def _decode(name: str, data: bytes) -> tuple[int, Any]:
+    if len(data) < 2:
+        raise GroupRecordError(f"{name}: {len(data)} bytes is too short for a version")
+    version = _INT16.unpack_from(data)[0]
+    stream = io.BytesIO(data)
+    stream.seek(2)
+    try:
+        return version, _struct(name, version)._parse(stream, _ParseCtx(len(data)), "")
+    except GroupRecordError:
+        raise
+    except Exception as exc:  # construct and codec errors of a malformed record
+        raise GroupRecordError(f"malformed {name} v{version}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- typed records
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass
+class MemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupRecord:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: list[MemberRecord] = field(default_factory=list)
+
+
+def encode_offset_key(key: OffsetKey) -> bytes:
+    return encode("OffsetCommitKey", 1, {"group": key.group, "topic": key.topic, "partition": key.partition})
+
+
+def encode_group_key(key: GroupKey) -> bytes:
+    return encode("GroupMetadataKey", GROUP_METADATA_KEY_VERSION, {"group": key.group})
+
+
+def encode_offset_value(value: CommittedOffset) -> bytes:
+    version = OFFSET_VALUE_VERSION_WITH_EXPIRY if value.expire_timestamp >= 0 else OFFSET_VALUE_VERSION
+    return encode("OffsetCommitValue", version, {
+        "offset": value.offset, "leader_epoch": value.leader_epoch, "metadata": value.metadata,
+        "commit_timestamp": value.commit_timestamp, "expire_timestamp": value.expire_timestamp})
+
+
+def encode_group_value(value: GroupRecord) -> bytes:
+    return encode("GroupMetadataValue", GROUP_VALUE_VERSION, {
+        "protocol_type": value.protocol_type, "generation": value.generation, "protocol": value.protocol,
+        "leader": value.leader, "current_state_timestamp": value.current_state_timestamp,
+        "members": [vars(m) for m in value.members]})
+
+
+def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
+    """The key of a `__consumer_offsets` record; GroupRecordError for other or malformed keys."""
+    if data is None:
+        raise GroupRecordError("a __consumer_offsets record has no key")
+    if len(data) >= 2 and _INT16.unpack_from(data)[0] == GROUP_METADATA_KEY_VERSION:
+        _, body = _decode("GroupMetadataKey", data)
+        return GroupKey(body.group)
+    _, body = _decode("OffsetCommitKey", data)
+    return OffsetKey(body.group, body.topic, body.partition)
+
+
+def decode_offset_value(data: bytes) -> CommittedOffset:
+    version, body = _decode("OffsetCommitValue", data)
+    return CommittedOffset(body.offset, body.leader_epoch if version >= 3 else -1, body.metadata or "",
+                           body.commit_timestamp, body.expire_timestamp if version == 1 else -1)
+
+
+def decode_group_value(data: bytes) -> GroupRecord:
+    _, body = _decode("GroupMetadataValue", data)
+    members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                            m.session_timeout, bytes(m.subscription or b""), bytes(m.assignment or b""))
+               for m in body.members or []]
+    return GroupRecord(body.protocol_type or "", body.generation, body.protocol, body.leader,
+                       body.current_state_timestamp, members)
+
+
+# --------------------------------------------------------------------------- partitioning
+
+def java_string_hashcode(text: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs of MIN_VALUE is 0)."""
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# --------------------------------------------------------------------------- consumer protocol
+
+def subscribed_topics(metadata: bytes) -> set[str]:
+    """Topics named in a ConsumerProtocolSubscription (int16 version, int32 count, int16-length
+    strings); an empty set when the bytes are not one."""
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", metadata, pos)
+        pos += 4
+        topics = set()
+        for _ in range(max(count, 0)):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            pos += 2
+            if size < 0 or pos + size > len(metadata):
+                return set()
+            topics.add(metadata[pos:pos + size].decode("utf-8"))
+            pos += size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
+
