@@ -6,6 +6,7 @@ import base64
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -37,13 +38,18 @@ def unb64(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
-def run_node(args: list[str], stdin: bytes, timeout: float) -> list[dict]:
+def run_node(args: list[str], stdin: bytes, timeout: float) -> bytes:
+    """Run client.js; its stdout, or KafkajsError with its stderr on failure."""
     proc = subprocess.run(["node", str(SCRIPT), *args], input=stdin, capture_output=True,
                           timeout=timeout, cwd=SCRIPT_DIR)
     if proc.returncode != 0:
         raise KafkajsError(f"kafkajs {args[0]} exited {proc.returncode}:\n"
                            f"{proc.stderr.decode(errors='replace')[-5000:]}")
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return proc.stdout
+
+
+def json_lines(data: bytes) -> list[dict]:
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
 def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> None:
@@ -53,15 +59,18 @@ def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> No
                     "ts": r.timestamp_ms})
         for r in records
     )
-    out = run_node(["produce", bootstrap, topic, codec],
-                   ("\n".join(lines) + "\n").encode(), PRODUCE_TIMEOUT_S)
+    out = json_lines(run_node(["produce", bootstrap, topic, codec],
+                              ("\n".join(lines) + "\n").encode(), PRODUCE_TIMEOUT_S))
     assert out == [{"produced": len(records)}], f"unexpected kafkajs output {out[-3:]}"
 
 
 def consume(bootstrap: str, topic: str, counts: Mapping[int, int],
             timeout: float) -> dict[int, list[Record]]:
-    out = run_node(["consume", bootstrap, topic, json.dumps(dict(counts)),
-                    str(int(timeout * 1000))], b"", timeout + 60)
+    with tempfile.TemporaryDirectory(prefix="kafkajs-") as tmp:
+        out_file = Path(tmp) / "records.jsonl"
+        run_node(["consume", bootstrap, topic, json.dumps(dict(counts)),
+                  str(int(timeout * 1000)), str(out_file)], b"", timeout + 60)
+        out = json_lines(out_file.read_bytes()) if out_file.exists() else []
     assert out and out[-1] == {"done": True}, f"kafkajs consume did not finish: {out[-3:]}"
     got: dict[int, list[Record]] = {p: [] for p in counts}
     for m in out[:-1]:

@@ -4,9 +4,10 @@
 //   node client.js produce BOOTSTRAP TOPIC CODEC < records.jsonl
 //       each stdin line: {"p": partition, "k": b64, "v": b64, "h": [[name, b64], ...], "ts": ms}
 //       prints {"produced": N} when every record is acknowledged (acks=-1)
-//   node client.js consume BOOTSTRAP TOPIC COUNTS_JSON TIMEOUT_MS
-//       COUNTS_JSON: {"0": n0, "1": n1, ...}; prints one line per record
+//   node client.js consume BOOTSTRAP TOPIC COUNTS_JSON TIMEOUT_MS OUT_FILE
+//       COUNTS_JSON: {"0": n0, "1": n1, ...}; writes OUT_FILE with one line per record
 //       {"p", "o", "k", "v", "h", "ts"} (bytes as base64), then {"done": true}
+//       (a file, not stdout: process.exit() can cut a large piped stdout short)
 //
 // kafkajs has no group-less consumer, and consumer groups are not in the broker yet, so
 // `consume` fetches through kafkajs's own cluster and broker objects (the code its
@@ -14,6 +15,7 @@
 // Diagnostics go to stderr; any error exits with status 1.
 'use strict'
 
+const fs = require('fs')
 const readline = require('readline')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
@@ -40,8 +42,9 @@ const CODECS = {
   lz4: CompressionTypes.LZ4,
   zstd: CompressionTypes.ZSTD,
 }
+// One send() at a time: kafkajs encodes (and compresses) each send asynchronously, so
+// concurrent sends can reach the wire in either order and reorder a partition.
 const MESSAGES_PER_SEND = 3000
-const SENDS_IN_FLIGHT = 4
 
 function client(bootstrap) {
   return new Kafka({
@@ -78,17 +81,9 @@ async function produce(bootstrap, topic, codec) {
   const producer = client(bootstrap).producer({ allowAutoTopicCreation: false })
   await producer.connect()
   try {
-    const chunks = []
     for (let i = 0; i < records.length; i += MESSAGES_PER_SEND) {
-      chunks.push(records.slice(i, i + MESSAGES_PER_SEND))
-    }
-    // A few sends in flight; kafkajs keeps per-partition order within one connection.
-    for (let i = 0; i < chunks.length; i += SENDS_IN_FLIGHT) {
-      await Promise.all(
-        chunks.slice(i, i + SENDS_IN_FLIGHT).map(messages =>
-          producer.send({ topic, acks: -1, compression: CODECS[codec], messages })
-        )
-      )
+      const messages = records.slice(i, i + MESSAGES_PER_SEND)
+      await producer.send({ topic, acks: -1, compression: CODECS[codec], messages })
     }
   } finally {
     await producer.disconnect()
@@ -104,7 +99,7 @@ function privateCluster(kafka) {
   return kafka[symbol]({ allowAutoTopicCreation: false })
 }
 
-function emit(partition, m) {
+function emit(out, partition, m) {
   const headers = Object.entries(m.headers || {}).map(([name, value]) => [
     name,
     Buffer.from(value).toString('base64'),
@@ -117,10 +112,10 @@ function emit(partition, m) {
     h: headers,
     ts: Number(m.timestamp),
   }
-  process.stdout.write(JSON.stringify(line) + '\n')
+  fs.writeSync(out, JSON.stringify(line) + '\n')
 }
 
-async function fetchOnce(cluster, topic, next) {
+async function fetchOnce(cluster, topic, next, out) {
   const pending = Object.keys(next).map(Number)
   const byLeader = cluster.findLeaderForPartitions(topic, pending)
   let received = 0
@@ -150,7 +145,7 @@ async function fetchOnce(cluster, topic, next) {
           // A batch is returned whole; records before the fetch offset are skipped, as
           // kafkajs's consumer does.
           if (Number(m.offset) < next[p.partition]) continue
-          emit(p.partition, m)
+          emit(out, p.partition, m)
           next[p.partition] = Number(m.offset) + 1
           received += 1
         }
@@ -160,8 +155,9 @@ async function fetchOnce(cluster, topic, next) {
   return received
 }
 
-async function consume(bootstrap, topic, countsJson, timeoutMs) {
+async function consume(bootstrap, topic, countsJson, timeoutMs, outFile) {
   const counts = JSON.parse(countsJson)
+  const out = fs.openSync(outFile, 'w')
   const cluster = privateCluster(client(bootstrap))
   await cluster.connect()
   try {
@@ -171,14 +167,15 @@ async function consume(bootstrap, topic, countsJson, timeoutMs) {
     const unfinished = () => Object.keys(counts).some(p => next[p] < counts[p])
     while (unfinished() && Date.now() < deadline) {
       const wanted = Object.fromEntries(Object.entries(next).filter(([p]) => next[p] < counts[p]))
-      const received = await fetchOnce(cluster, topic, wanted)
+      const received = await fetchOnce(cluster, topic, wanted, out)
       Object.assign(next, wanted)
       if (received === 0) await new Promise(resolve => setTimeout(resolve, 100))
     }
   } finally {
     await cluster.disconnect()
   }
-  process.stdout.write(JSON.stringify({ done: true }) + '\n')
+  fs.writeSync(out, JSON.stringify({ done: true }) + '\n')
+  fs.closeSync(out)
 }
 
 const COMMANDS = { produce, consume }
