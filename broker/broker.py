@@ -15,6 +15,7 @@ from storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError
+from .group.coordinator import GroupCoordinator
 from .replica_manager import Partition, ReplicaManager
 from .server import ConnectionHandler
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
@@ -40,6 +41,7 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id)
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
+        self.groups: GroupCoordinator | None = None
 
     # ----------------------------------------------------------------- lifecycle
     def open_storage(self) -> None:
@@ -56,6 +58,8 @@ class Broker:
         for key in self.logs.all_logs():
             if key not in known:
                 log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
+        self.groups = GroupCoordinator(self)
+        self.groups.load()
 
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
         config = self.log_config(info.configs)
@@ -76,6 +80,7 @@ class Broker:
                                    self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
                 nursery.start_soon(self._periodic, "retention",
                                    self.config["log.retention.check.interval.ms"], self._retention)
+                nursery.start_soon(self.groups.run)
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)
@@ -85,6 +90,7 @@ class Broker:
                 self.close()
 
     def close(self) -> None:
+        self.groups = None
         if self.logs is not None:
             self.logs.shutdown()
             self.logs = None
@@ -138,6 +144,12 @@ class Broker:
         if key in info.configs:
             return info.configs[key], False
         return format_value(self.config.topic_default(key)), True
+
+    def topic_setting(self, topic: str, key: str):
+        """A topic config's effective, parsed value (override or broker default)."""
+        info = self.topics.topics[topic]
+        raw = info.configs.get(key)
+        return parse_topic_config(key, raw) if raw is not None else self.config.topic_default(key)
 
     def validate_topic_configs(self, configs: dict[str, str | None]) -> None:
         for key, value in configs.items():

@@ -1,14 +1,21 @@
-"""Partitions this broker leads, their high watermarks, and waiting for data to arrive.
+"""Partitions this broker hosts, as leader or follower; high watermarks and in-sync replicas.
 
-A standalone broker is the only replica of every partition, so the in-sync replica set is just
-itself and the high watermark follows the log end offset as soon as an append lands. The high
-watermark is still kept apart from the log end offset (and checkpointed by the LogManager), so
-that consumers only ever see what `acks=all` would have acknowledged.
+A leader keeps, per follower, the log end offset the follower last fetched from and when it
+last was caught up. The high watermark is the smallest log end offset in the in-sync replica
+set (ISR); it never goes backwards. A follower that has not caught up for
+`replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high watermark
+rejoins. ISR changes go through `isr_listener` (ZooKeeper in a cluster) before they count.
+
+A standalone broker is the only replica of every partition, so the ISR is just itself and the
+high watermark follows the log end offset as soon as an append lands. It is still kept apart
+(and checkpointed), so that consumers only ever see what `acks=all` would have acknowledged.
 """
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import trio
 
@@ -17,15 +24,33 @@ from storage.log import Log, LogAppendInfo
 log = logging.getLogger("strom.replicas")
 
 
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+
+
 @dataclass
 class Partition:
     topic: str
     index: int
     log: Log
+    local_id: int
     leader_id: int
     leader_epoch: int = 0
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
+    state_version: int = -1  # the partition-state znode version this view came from
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
 
     @property
     def high_watermark(self) -> int:
@@ -36,13 +61,49 @@ class Partition:
         self.maybe_advance_high_watermark()
         return info
 
+    def become_leader(self, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
+        start = now_ms()
+        self.leader_id, self.leader_epoch = self.local_id, epoch
+        self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
+        self.followers = {r: FollowerState(last_caught_up_ms=start) for r in replicas if r != self.local_id}
+        self.maybe_advance_high_watermark()
+
+    def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
+        self.leader_id, self.leader_epoch = leader, epoch
+        self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
+        self.followers = {}
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+        state = self.followers.setdefault(replica, FollowerState())
+        current = now_ms()
+        state.last_fetch_ms = current
+        state.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            state.last_caught_up_ms = current
+
     def maybe_advance_high_watermark(self) -> bool:
-        """With this broker as the only in-sync replica, everything in the log is committed."""
-        leo = self.log.log_end_offset
-        if self.log.high_watermark < leo:
-            self.log.high_watermark = leo
+        """HW = the smallest log end offset among in-sync replicas (never moves back)."""
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.local_id:
+                follower = self.followers.get(replica)
+                hw = min(hw, follower.log_end_offset if follower else -1)
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = hw
             return True
         return False
+
+    def lagging_replicas(self, max_lag_ms: int) -> list[int]:
+        current = now_ms()
+        return [r for r in self.isr if r != self.local_id
+                and current - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms]
+
+    def caught_up_replicas(self) -> list[int]:
+        hw = self.log.high_watermark
+        return [r for r, f in self.followers.items()
+                if r not in self.isr and r in self.replicas and f.log_end_offset >= hw]
 
 
 class ReplicaManager:
@@ -50,12 +111,18 @@ class ReplicaManager:
         self.node_id = node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._data_arrived = trio.lowlevel.ParkingLot()
+        self.isr_listener: Callable[[Partition, list[int]], None] | None = None
 
-    def add(self, topic: str, index: int, partition_log: Log) -> Partition:
-        epoch = partition_log.latest_epoch()
+    def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
+            leader_epoch: int | None = None, replicas: list[int] | None = None,
+            isr: list[int] | None = None) -> Partition:
+        """Host a partition. With no leadership given: standalone, this broker leads alone."""
+        if leader_epoch is None:
+            epoch = partition_log.latest_epoch()
+            leader_epoch = epoch if epoch is not None and epoch >= 0 else 0
         partition = Partition(topic, index, partition_log, self.node_id,
-                              leader_epoch=epoch if epoch is not None and epoch >= 0 else 0,
-                              replicas=[self.node_id], isr=[self.node_id])
+                              leader if leader is not None else self.node_id, leader_epoch,
+                              replicas or [self.node_id], isr or [self.node_id])
         partition.maybe_advance_high_watermark()
         self.partitions[(topic, index)] = partition
         return partition
@@ -66,11 +133,14 @@ class ReplicaManager:
             del self.partitions[(topic, p.index)]
         return gone
 
+    def remove(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.pop((topic, index), None)
+
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def notify_data(self) -> None:
-        """Wake every fetch waiting for new committed data."""
+        """Wake every waiter: fetches waiting for data, produces waiting for the ISR."""
         self._data_arrived.unpark_all()
 
     async def wait_for_data(self) -> None:

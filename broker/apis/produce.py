@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from protocol.errors import ErrorCode
 from protocol.records.batch import recompress, validate_batches
 from protocol.records.compression import Compression
@@ -64,12 +66,18 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
         raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
-def _append(broker, topic: str, index: int, records, version: int) -> dict:
+def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list) -> dict:
     partition = broker.partition(topic, index)
     if partition is None:
         raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not partition.is_leader:
+        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if not records:
         return _result(index, start=partition.log.log_start_offset)
+    min_isr = broker.topic_setting(topic, "min.insync.replicas")
+    if acks == -1 and len(partition.isr) < min_isr:
+        raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     config = partition.log.config
     codec = TOPIC_CODECS.get(config.compression_type)
     data, headers = _batches(records, version, config.max_message_bytes, codec)
@@ -79,8 +87,25 @@ def _append(broker, topic: str, index: int, records, version: int) -> dict:
         info = partition.append(data, headers)
     except StorageError as exc:
         raise PartitionError(ErrorCode[exc.error_code_name], str(exc)) from None
-    return _result(index, base_offset=info.first_offset, append_time=info.log_append_time,
-                   start=info.log_start_offset)
+    result = _result(index, base_offset=info.first_offset, append_time=info.log_append_time,
+                     start=info.log_start_offset)
+    if acks == -1:
+        waits.append((partition, info.last_offset + 1, min_isr, result))
+    return result
+
+
+async def _await_replication(broker, waits: list, timeout_ms: int) -> None:
+    """acks=all: wait until the ISR has every appended batch, or answer REQUEST_TIMED_OUT."""
+    pending = [w for w in waits if w[0].high_watermark < w[1]]
+    with trio.move_on_after(max(timeout_ms, 0) / 1000):
+        while pending:
+            await broker.replicas.wait_for_data()
+            pending = [w for w in pending if w[0].high_watermark < w[1]]
+    for partition, required, min_isr, result in waits:
+        if partition.high_watermark < required:
+            result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, base_offset=-1)
+        elif len(partition.isr) < min_isr:
+            result.update(error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, base_offset=-1)
 
 
 async def handle(broker, request) -> dict | None:
@@ -88,6 +113,7 @@ async def handle(broker, request) -> dict | None:
     version = request.header.api_version
     acks = body.acks
     responses = []
+    waits: list = []
     appended = False
     for topic in body.topic_data:
         name = topic.name
@@ -100,7 +126,7 @@ async def handle(broker, request) -> dict | None:
             parts = []
             for p in topic.partition_data:
                 try:
-                    parts.append(_append(broker, name, p.index, p.records, version))
+                    parts.append(_append(broker, name, p.index, p.records, version, acks, waits))
                     appended = True
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",
@@ -111,4 +137,6 @@ async def handle(broker, request) -> dict | None:
         broker.replicas.notify_data()
     if acks == 0:
         return None
+    if waits:
+        await _await_replication(broker, waits, body.timeout_ms)
     return {"responses": responses, "throttle_time_ms": 0}
