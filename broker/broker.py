@@ -232,6 +232,12 @@ class Broker:
         config = self.log_config(configs)
         self.logs.update_config(name, config)
 
+    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it."""
+        partition.record_follower_fetch(replica, fetch_offset)
+        if partition.maybe_advance_high_watermark():
+            self.replicas.notify_data()
+
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.replicas.get(topic, index)
 

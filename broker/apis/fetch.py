@@ -46,25 +46,52 @@ def _partition_error(index: int, code: ErrorCode, hw=-1, start=-1) -> dict:
             "records": b""}
 
 
-def _read_partition(broker, name, req, version: int, budget: int, first: bool) -> tuple[dict, int]:
+def _diverging(plog, req, version: int) -> tuple[int, int] | None:
+    """For a follower (v12+): (epoch, end offset) where its log diverges from ours, if it does."""
+    if version < 12 or req.last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = plog.end_offset_for_epoch(req.last_fetched_epoch)
+    if epoch == -1 or epoch < req.last_fetched_epoch or end_offset < req.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _read_partition(broker, name, req, version: int, budget: int, first: bool, replica: int) -> tuple[dict, int]:
     partition = broker.partition(name, req.partition)
     if partition is None:
         return _partition_error(req.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+    if not partition.is_leader:
+        result = _partition_error(req.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        result["current_leader"] = {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+        return result, 0
     epoch = req.current_leader_epoch if version >= 9 else -1
     if epoch != -1 and epoch != partition.leader_epoch:
         code = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
         return _partition_error(req.partition, code), 0
     plog = partition.log
-    hw = partition.high_watermark
-    result = {"partition_index": req.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
-              "last_stable_offset": hw, "log_start_offset": plog.log_start_offset,
+    result = {"partition_index": req.partition, "error_code": ErrorCode.NONE,
+              "log_start_offset": plog.log_start_offset,
               "aborted_transactions": [] if version >= 4 else None, "preferred_read_replica": -1,
               "records": b""}
+    if replica >= 0:
+        diverging = _diverging(plog, req, version)
+        if diverging is None:
+            broker.follower_fetched(partition, replica, req.fetch_offset)
+        hw = partition.high_watermark
+        result.update(high_watermark=hw, last_stable_offset=hw)
+        if diverging is not None:
+            result["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+            return result, 0
+        max_offset = None
+    else:
+        hw = partition.high_watermark
+        result.update(high_watermark=hw, last_stable_offset=hw)
+        max_offset = hw
     max_bytes = min(req.partition_max_bytes, budget)
     if max_bytes <= 0 and not first:
         return result, 0
     try:
-        data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=hw,
+        data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=max_offset,
                          min_one_message=first and version >= 3)
     except OffsetOutOfRange:
         result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -80,12 +107,17 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool) -
     return result, region.size
 
 
+def _replica_id(body, version: int) -> int:
+    return body.replica_state.replica_id if version >= 15 else body.replica_id
+
+
 def _read_all(broker, body, version: int) -> tuple[list[dict], int, bool]:
     """One pass over every requested partition: (topics, bytes found, whether any error)."""
     budget = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     errors = False
     topics = []
+    replica = _replica_id(body, version)
     for topic in body.topics:
         name, topic_id, code = _resolve(broker, topic, version)
         parts = []
@@ -94,7 +126,7 @@ def _read_all(broker, body, version: int) -> tuple[list[dict], int, bool]:
                 parts.append(_partition_error(req.partition, code))
                 errors = True
                 continue
-            result, size = _read_partition(broker, name, req, version, budget - total, total == 0)
+            result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica)
             errors = errors or result["error_code"] != ErrorCode.NONE
             total += size
             parts.append(result)
