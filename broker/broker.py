@@ -90,7 +90,8 @@ class Broker:
                 self.close()
 
     def close(self) -> None:
-        self.groups = None
+        if self.groups is not None:
+            self.groups.shutdown()
         if self.logs is not None:
             self.logs.shutdown()
             self.logs = None

@@ -14,6 +14,8 @@ from protocol.schema import api_spec
 from . import (alter_configs, api_versions, create_partitions, create_topics, delete_topics,
                describe_cluster, describe_configs, fetch, incremental_alter_configs,
                init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
+from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
+               list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 
 MODULES: list[ModuleType] = [
     produce,
@@ -30,6 +32,17 @@ MODULES: list[ModuleType] = [
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    find_coordinator,
+    join_group,
+    sync_group,
+    heartbeat,
+    leave_group,
+    offset_commit,
+    offset_fetch,
+    list_groups,
+    describe_groups,
+    delete_groups,
+    offset_delete,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -1,0 +1,13 @@
+"""DeleteGroups: remove empty groups and all their offsets (tombstones in `__consumer_offsets`)."""
+from __future__ import annotations
+
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.DELETE_GROUPS
+VERSIONS = (0, 2)
+
+
+async def handle(broker, request) -> dict:
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": broker.groups.delete_group(g)}
+                        for g in request.body.groups_names]}

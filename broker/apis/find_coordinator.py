@@ -1,0 +1,54 @@
+"""FindCoordinator: this broker coordinates every consumer group; there is no transaction coordinator.
+
+v0-3 ask for one key, v4+ for a batch. Asking creates `__consumer_offsets` if it is missing, as
+Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+from broker.errors import TopicError
+
+from ._common import error_message
+
+API_KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = (0, 6)
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+log = logging.getLogger("strom.find_coordinator")
+
+
+def _unavailable(key: str, code: ErrorCode) -> dict:
+    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": error_message(code)}
+
+
+def _coordinator(broker, key: str, key_type: int) -> dict:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if key_type != GROUP_KEY_TYPE:
+        return _unavailable(key, ErrorCode.INVALID_REQUEST)
+    if not key:
+        return _unavailable(key, ErrorCode.INVALID_GROUP_ID)
+    try:
+        broker.groups.ensure_topic()
+    except TopicError as exc:
+        log.error("cannot create __consumer_offsets: %s", exc.message)
+        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not broker.groups.is_coordinator(key):
+        return _unavailable(key, ErrorCode.NOT_COORDINATOR)
+    address = broker.advertised_for()
+    return {"key": key, "node_id": broker.node_id, "host": address.host, "port": address.port,
+            "error_code": ErrorCode.NONE, "error_message": None}
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if request.header.api_version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [_coordinator(broker, key, body.key_type) for key in body.coordinator_keys]}
+    found = _coordinator(broker, body.key, body.key_type)
+    del found["key"]
+    return {"throttle_time_ms": 0, **found}

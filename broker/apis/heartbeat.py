@@ -1,0 +1,13 @@
+"""Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+from __future__ import annotations
+
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.HEARTBEAT
+VERSIONS = (0, 4)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    code = broker.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
+    return {"throttle_time_ms": 0, "error_code": code}

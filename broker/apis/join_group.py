@@ -1,0 +1,36 @@
+"""JoinGroup: a member (re)joins; the answer waits until the group's join phase ends.
+
+See `broker.group.state` for the state machine. From v4 on, a member without an id is first
+answered MEMBER_ID_REQUIRED with the id it must join with (KIP-394).
+"""
+from __future__ import annotations
+
+from protocol.schema import ApiKey
+
+from broker.group.state import JoinRequest
+
+API_KEY = ApiKey.JOIN_GROUP
+VERSIONS = (0, 9)
+NULLABLE_PROTOCOL_VERSION = 7
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    req = JoinRequest(
+        member_id=body.member_id or "",
+        group_instance_id=body.group_instance_id,
+        client_id=request.header.client_id or "",
+        client_host="",
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
+        protocol_type=body.protocol_type or "",
+        protocols=[(p.name, bytes(p.metadata or b"")) for p in body.protocols],
+        require_known_member_id=version >= 4)
+    result = await broker.groups.join_group(body.group_id, req)
+    nullable = version >= NULLABLE_PROTOCOL_VERSION
+    return {"throttle_time_ms": 0, "error_code": result.error, "generation_id": result.generation,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name if nullable else (result.protocol_name or ""),
+            "leader": result.leader, "skip_assignment": result.skip_assignment, "member_id": result.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members]}

@@ -1,0 +1,21 @@
+"""LeaveGroup: members leave (v0-2 one member id, v3+ a batch, static members by instance id)."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.LEAVE_GROUP
+VERSIONS = (0, 5)
+BATCH_VERSION = 3
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if request.header.api_version < BATCH_VERSION:
+        error, results = broker.groups.leave_group(body.group_id, [(body.member_id, None)])
+        return {"throttle_time_ms": 0, "error_code": error if error is not ErrorCode.NONE else results[0]}
+    members = [(m.member_id or "", m.group_instance_id) for m in body.members]
+    error, results = broker.groups.leave_group(body.group_id, members)
+    return {"throttle_time_ms": 0, "error_code": error,
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
+                        for (m, i), code in zip(members, results)]}

@@ -1,0 +1,23 @@
+"""ListGroups: every group this broker coordinates, filtered by state (v4+) and type (v5+)."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.LIST_GROUPS
+VERSIONS = (0, 5)
+GROUP_TYPE = "classic"
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    coordinator = broker.groups
+    if coordinator.loading:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
+    states = {s.lower() for s in body.states_filter or []}
+    types = {t.lower() for t in body.types_filter or []}
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+               "group_type": GROUP_TYPE}
+              for g in list(coordinator.groups.values())
+              if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -1,0 +1,44 @@
+"""OffsetFetch: a group's committed offsets (v0-7 one group, v8+ a batch of groups).
+
+A partition without a commit answers offset -1 and no error; topics null (v2+) asks for
+everything the group committed.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.OFFSET_FETCH
+VERSIONS = (0, 9)
+BATCH_VERSION = 8
+
+
+def _group(broker, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
+    error = broker.groups.group_error(group_id)
+    asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    if error is not None:
+        found = {} if asked is None else {(t, p): None for t, parts in asked for p in parts}
+    else:
+        found = broker.groups.fetch_offsets(group_id, asked)
+    part_error = error if error is not None else ErrorCode.NONE
+    out: dict[str, list] = {}
+    for (topic, index), committed in found.items():
+        out.setdefault(topic, []).append({
+            "partition_index": index,
+            "committed_offset": committed.offset if committed else -1,
+            "committed_leader_epoch": committed.leader_epoch if committed else -1,
+            "metadata": committed.metadata if committed else "",
+            "error_code": part_error})
+    return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if request.header.api_version >= BATCH_VERSION:
+        groups = []
+        for g in body.groups:
+            error, topics = _group(broker, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = _group(broker, body.group_id, body.topics)
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error}

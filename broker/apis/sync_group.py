@@ -1,0 +1,17 @@
+"""SyncGroup: the leader hands in the assignment; every member gets its own share back."""
+from __future__ import annotations
+
+from protocol.schema import ApiKey
+
+API_KEY = ApiKey.SYNC_GROUP
+VERSIONS = (0, 5)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    assignments = {a.member_id: bytes(a.assignment or b"") for a in body.assignments}
+    result = await broker.groups.sync_group(body.group_id, body.member_id, body.group_instance_id,
+                                            body.generation_id, body.protocol_type, body.protocol_name,
+                                            assignments)
+    return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment}

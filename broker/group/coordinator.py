@@ -1,0 +1,449 @@
+"""The group coordinator: groups in memory, their records in `__consumer_offsets`, timers on trio.
+
+On disk: the internal topic `__consumer_offsets` (compacted, `offsets.topic.num.partitions`
+partitions, created on first use). Group `g` lives in partition
+`abs(java_string_hashcode(g)) % partitions`. An OffsetCommit appends one offset record per
+partition (key: group, topic, partition; value: offset, leader epoch, metadata, commit time); the
+end of a rebalance, a member change seen by a static rejoin and a group becoming Empty append one
+group metadata record (generation, protocol, leader, members with subscription and assignment).
+A null value (tombstone) deletes an offset (OffsetDelete, expiry) or a whole group (DeleteGroups,
+expiry of an Empty group). Formats: `broker.group.records`.
+
+After a crash or restart, `load()` replays every partition this broker coordinates from its log
+start: the last record per key wins, tombstones remove. A group with members comes back Stable with
+its generation and assignment; its members' sessions start again from the first tick, so members
+that went away with the broker expire after their session timeout. Every record is appended before
+the request that caused it is answered; an append that fails leaves memory unchanged for offsets
+(the commit is answered with an error) and is logged for group metadata.
+
+Timers: `run()` sleeps until the earliest group deadline (session expiry, pending member expiry,
+initial delay, rebalance timeout) or until a request changes one, then calls `Group.expire(now)`
+with trio's clock; a second loop expires offsets every `offsets.retention.check.interval.ms`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+from protocol.records.errors import RecordsError
+from storage.errors import StorageError
+
+from .records import (CommittedOffset, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
+                      decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
+                      encode_offset_value, partition_for)
+from .state import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger("strom.group")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSET_METADATA_MAX_BYTES = 4096
+LOAD_READ_BYTES = 1 << 20
+WAIT_MARGIN_S = 5.0
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class CommitResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+
+
+class GroupCoordinator:
+    """Every consumer group this broker coordinates (standalone: all of them)."""
+
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        config = broker.config
+        self.settings = GroupSettings(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"])
+        self.num_partitions: int = config["offsets.topic.num.partitions"]
+        self.retention_ms: int = config["offsets.retention.minutes"] * 60_000
+        self.groups: dict[str, Group] = {}
+        self.loading = True
+        self.active = True
+        self._changed = trio.Event()
+
+    # ------------------------------------------------------------------ partitions
+    def coordinated_partitions(self) -> range:
+        """The `__consumer_offsets` partitions whose groups this broker coordinates."""
+        return range(self._topic_partitions())
+
+    def _topic_partitions(self) -> int:
+        info = self.broker.topics.topics.get(OFFSETS_TOPIC)
+        return info.partitions if info is not None else self.num_partitions
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self._topic_partitions())
+
+    def is_coordinator(self, group_id: str) -> bool:
+        return self.partition_of(group_id) in self.coordinated_partitions()
+
+    def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` (compacted, internal) if it does not exist yet."""
+        if OFFSETS_TOPIC in self.broker.topics.topics:
+            return
+        config = self.broker.config
+        self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, config["offsets.topic.replication.factor"],
+                                 {"cleanup.policy": "compact",
+                                  "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                                  "compression.type": "producer"})
+
+    # ------------------------------------------------------------------ loading
+    def load(self) -> None:
+        """Replay `__consumer_offsets` into memory (called once, before serving)."""
+        self.loading = True
+        if OFFSETS_TOPIC in self.broker.topics.topics:
+            for index in self.coordinated_partitions():
+                partition = self.broker.partition(OFFSETS_TOPIC, index)
+                if partition is not None:
+                    self._load_partition(partition)
+        for group in self.groups.values():
+            if not group.members and not group.offsets and group.protocol_type is None:
+                group.state = GroupState.DEAD
+        self.groups = {g: group for g, group in self.groups.items() if group.state is not GroupState.DEAD}
+        self.loading = False
+        log.info("loaded %d consumer groups from %s", len(self.groups), OFFSETS_TOPIC)
+
+    def _load_partition(self, partition) -> None:
+        plog = partition.log
+        offset, end = plog.log_start_offset, partition.high_watermark
+        while offset < end:
+            region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
+            if region is None:
+                break
+            data = region.read()
+            last = offset
+            try:
+                for _, header in iter_batches(data, partial_tail=True):
+                    last = header.last_offset
+                for record in iter_records(data):
+                    if record.offset >= offset:
+                        self._apply(record.key, record.value)
+            except RecordsError as exc:
+                log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
+                          OFFSETS_TOPIC, partition.index, offset, exc)
+                return
+            if last < offset:
+                break
+            offset = last + 1
+
+    def _apply(self, key_bytes: bytes | None, value: bytes | None) -> None:
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetKey):
+                group = self._get_or_create(key.group)
+                if value is None:
+                    group.offsets.pop((key.topic, key.partition), None)
+                else:
+                    group.offsets[(key.topic, key.partition)] = decode_offset_value(value)
+            elif value is None:
+                gone = self.groups.pop(key.group, None)
+                if gone is not None and gone.offsets:
+                    self._get_or_create(key.group).offsets.update(gone.offsets)
+            else:
+                self._get_or_create(key.group).load_record(decode_group_value(value))
+        except GroupRecordError as exc:
+            log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
+
+    # ------------------------------------------------------------------ groups
+    def _get_or_create(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            group = self.groups[group_id] = Group(group_id, self.settings, wall_clock_ms)
+        return group
+
+    def get(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.state is GroupState.DEAD else group
+
+    def _written(self, group: Group, before: int) -> None:
+        """After a group operation: persist its metadata if it changed, wake the timer loop."""
+        if group.changes != before:
+            self._store_group(group)
+        self._changed.set()
+
+    # ------------------------------------------------------------------ writing
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.ensure_topic()
+        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
+        if partition is None:
+            raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not open")
+        now = wall_clock_ms()
+        data = bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now))
+        partition.append(data, validate_batches(data))
+        self.broker.replicas.notify_data()
+
+    def _store_group(self, group: Group) -> None:
+        if group.protocol_type is None:
+            return
+        try:
+            self._append(group.group_id, [(encode_group_key(GroupKey(group.group_id)),
+                                           encode_group_value(group.to_record()))])
+        except (StorageError, OSError) as exc:
+            log.error("could not persist group=%s generation=%d: %s", group.group_id, group.generation, exc)
+
+    def _remove_group(self, group: Group) -> None:
+        """Tombstones for every offset and the group itself; the group is Dead."""
+        keys = [encode_offset_key(OffsetKey(group.group_id, t, p)) for t, p in group.offsets]
+        keys.append(encode_group_key(GroupKey(group.group_id)))
+        self._append(group.group_id, [(k, None) for k in keys])
+        group.state = GroupState.DEAD
+        group.offsets.clear()
+        self.groups.pop(group.group_id, None)
+
+    # ------------------------------------------------------------------ timers
+    async def run(self) -> None:
+        """Serve every timer until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self._retention_loop)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            self._changed = trio.Event()
+            deadline = min((g.next_deadline() for g in self.groups.values()), default=float("inf"))
+            with trio.move_on_at(deadline):
+                await self._changed.wait()
+            self.tick(trio.current_time())
+
+    def tick(self, now: float) -> None:
+        for group in list(self.groups.values()):
+            before = group.changes
+            try:
+                group.expire(now)
+            except Exception:
+                log.exception("expiring timers of group=%s failed", group.group_id)
+            if group.changes != before:
+                self._store_group(group)
+
+    async def _retention_loop(self) -> None:
+        interval = self.broker.config["offsets.retention.check.interval.ms"] / 1000
+        while True:
+            await trio.sleep(interval)
+            try:
+                self.expire_offsets(wall_clock_ms())
+            except Exception:
+                log.exception("offset expiry failed; will try again")
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Delete offsets past their retention; Empty groups left without offsets die."""
+        removed = 0
+        for group in list(self.groups.values()):
+            expired = group.expired_offsets(now_ms, self.retention_ms)
+            if expired:
+                self._append(group.group_id, [(encode_offset_key(OffsetKey(group.group_id, t, p)), None)
+                                              for t, p in expired])
+                for tp in expired:
+                    del group.offsets[tp]
+                removed += len(expired)
+            if group.state is GroupState.EMPTY and not group.offsets and not group.members:
+                log.info("group=%s is empty and has no offsets left: removed", group.group_id)
+                self._remove_group(group)
+        return removed
+
+    # ------------------------------------------------------------------ waiting
+    async def _wait(self, group: Group, start, bound_s: float, attr: str, timeout_result):
+        """Run `start(waiter)`; if it answered later, wait (bounded) for the waiter's result."""
+        box: list = []
+        done = trio.Event()
+
+        def waiter(result) -> None:
+            box.append(result)
+            done.set()
+
+        before = group.changes
+        result = start(waiter)
+        self._written(group, before)
+        if result is not None:
+            return result
+        with trio.move_on_after(bound_s):
+            await done.wait()
+        if box:
+            return box[0]
+        for member in group.members.values():
+            if getattr(member, attr) is waiter:
+                setattr(member, attr, None)
+        self._changed.set()
+        return timeout_result
+
+    def shutdown(self) -> None:
+        """Stop coordinating: waiting joins and syncs are answered NOT_COORDINATOR, later requests too.
+        Everything is already in the log, so nothing is lost."""
+        self.active = False
+        for group in self.groups.values():
+            for member in list(group.members.values()):
+                member.answer_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+                member.answer_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+        self._changed.set()
+
+    # ------------------------------------------------------------------ API operations
+    def _session_error(self, session_timeout_ms: int) -> ErrorCode | None:
+        s = self.settings
+        if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
+            return ErrorCode.INVALID_SESSION_TIMEOUT
+        return None
+
+    def group_error(self, group_id: str | None) -> ErrorCode | None:
+        if not self.active:
+            return ErrorCode.NOT_COORDINATOR
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        return None
+
+    async def join_group(self, group_id: str, req: JoinRequest) -> JoinResult:
+        error = self.group_error(group_id) or self._session_error(req.session_timeout_ms)
+        if error is not None:
+            return JoinResult(error, member_id=req.member_id)
+        if req.member_id and self.get(group_id) is None:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+        group = self._get_or_create(group_id)
+        bound = (max(req.rebalance_timeout_ms, req.session_timeout_ms)
+                 + self.settings.initial_rebalance_delay_ms) / 1000 + WAIT_MARGIN_S
+        return await self._wait(group, lambda w: group.join(req, trio.current_time(), w), bound, "join_waiter",
+                                JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=req.member_id))
+
+    async def sync_group(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        error = self.group_error(group_id)
+        if error is not None:
+            return SyncResult(error)
+        group = self.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        member = group.members.get(member_id)
+        bound = (member.rebalance_timeout_ms if member else 0) / 1000 + WAIT_MARGIN_S
+        return await self._wait(
+            group, lambda w: group.sync(member_id, instance_id, generation, protocol_type, protocol_name,
+                                        assignments, trio.current_time(), w),
+            bound, "sync_waiter", SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+        error = self.group_error(group_id)
+        if error is not None:
+            return error
+        group = self.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        before = group.changes
+        result = group.heartbeat(member_id, instance_id, generation, trio.current_time())
+        self._written(group, before)
+        return result
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = self.group_error(group_id)
+        if error is not None:
+            return error, []
+        group = self.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]
+        before = group.changes
+        results = [group.leave(member_id, instance_id, trio.current_time()) for member_id, instance_id in members]
+        self._written(group, before)
+        return ErrorCode.NONE, results
+
+    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                       retention_ms: int, offsets: list[tuple[str, int, CommittedOffset]]) -> list[CommitResult]:
+        error = self.group_error(group_id)
+        group = self.get(group_id)
+        if error is None and group is None:
+            error = None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if error is None and group is not None:
+            error = group.commit_error(member_id, instance_id, generation, trio.current_time())
+        if error is not None:
+            return [CommitResult(t, p, error) for t, p, _ in offsets]
+        results, accepted = [], []
+        now = wall_clock_ms()
+        for topic, index, value in offsets:
+            code = self._offset_error(topic, index, value)
+            results.append(CommitResult(topic, index, code))
+            if code is ErrorCode.NONE:
+                expire = now + retention_ms if retention_ms >= 0 else -1
+                accepted.append((topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata,
+                                                               now, expire)))
+        if not accepted:
+            return results
+        try:
+            self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
+                                    for t, p, v in accepted])
+        except (StorageError, OSError) as exc:
+            log.error("could not persist offsets of group=%s: %s", group_id, exc)
+            return [CommitResult(r.topic, r.partition, ErrorCode.COORDINATOR_NOT_AVAILABLE
+                                 if r.error is ErrorCode.NONE else r.error) for r in results]
+        group = self._get_or_create(group_id)
+        for topic, index, value in accepted:
+            group.offsets[(topic, index)] = value
+        return results
+
+    def _offset_error(self, topic: str, index: int, value: CommittedOffset) -> ErrorCode:
+        if self.broker.partition(topic, index) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if len(value.metadata.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        return ErrorCode.NONE
+
+    def fetch_offsets(self, group_id: str,
+                      topics: list[tuple[str, list[int]]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+        """Committed offsets of the asked partitions (None: nothing committed); all when topics is None."""
+        group = self.get(group_id)
+        known = group.offsets if group is not None else {}
+        if topics is None:
+            return dict(known)
+        return {(t, p): known.get((t, p)) for t, parts in topics for p in parts}
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        error = self.group_error(group_id)
+        if error is not None:
+            return error
+        group = self.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        self._remove_group(group)
+        log.info("deleted group=%s", group_id)
+        return ErrorCode.NONE
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> tuple[ErrorCode, dict]:
+        error = self.group_error(group_id)
+        if error is not None:
+            return error, {}
+        group = self.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed = group.subscribed_topics()
+        if group.state is not GroupState.EMPTY and subscribed is None:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        results, doomed = {}, []
+        for topic, index in partitions:
+            if subscribed and topic in subscribed:
+                results[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            elif self.broker.partition(topic, index) is None:
+                results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                results[(topic, index)] = ErrorCode.NONE
+                if (topic, index) in group.offsets:
+                    doomed.append((topic, index))
+        if doomed:
+            self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])
+            for tp in doomed:
+                del group.offsets[tp]
+        return ErrorCode.NONE, results
