@@ -12,17 +12,21 @@ from protocol.schema import ApiKey
 
 from broker.errors import TopicError
 
-from ._common import error_message
-
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger("strom.find_coordinator")
+MESSAGES = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.INVALID_REQUEST: "Unknown coordinator key type.",
+    ErrorCode.INVALID_GROUP_ID: "The group id is empty.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+}
 
 
 def _unavailable(key: str, code: ErrorCode) -> dict:
-    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": error_message(code)}
+    return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": MESSAGES.get(code)}
 
 
 def _coordinator(broker, key: str, key_type: int) -> dict:
