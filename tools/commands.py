@@ -7,4 +7,8 @@ from __future__ import annotations
 
 import click
 
-COMMANDS: list[click.Command] = []
+from tools.admin import configs, topics
+from tools.console import consume, produce
+from tools.groups import groups
+
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs]
