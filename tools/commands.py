@@ -9,6 +9,7 @@ import click
 
 from tools.admin import configs, topics
 from tools.console import consume, produce
+from tools.dump_log import dump_log
 from tools.groups import groups
 
-COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs]
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log]
