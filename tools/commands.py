@@ -11,5 +11,6 @@ from tools.admin import configs, topics
 from tools.console import consume, produce
 from tools.dump_log import dump_log
 from tools.groups import groups
+from tools.perf import perf
 
-COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log]
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf]
