@@ -30,11 +30,14 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
@@ -345,6 +348,8 @@ class KafkaZkClient:
         """Create the state znodes of new partitions, fenced by the controller epoch.
         Raises :class:`PartitionStateConflictError` if one exists already."""
         lease = self._require_lease()
+        if await self._call(self._zk.exists, TopicZNode.path(topic)) is None:
+            raise UnknownTopicError(f"Topic {topic} does not exist")
         parents = [TopicPartitionZNode.path(topic, p) for p in states]
         await self._call(_ensure_paths, self._zk, [TopicPartitionsZNode.path(topic), *parents])
         ops = [("create", TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s), None)
@@ -461,9 +466,11 @@ class KafkaZkClient:
         try:
             return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
         except (NoNodeError, NodeExistsError, ZkClientError, ZkDataError):
-            raise
+            raise  # NoNode/NodeExists are handled by the callers that expect them
+        except _CONNECTION_ERRORS as exc:
+            raise ZkConnectionError(f"ZooKeeper connection problem: {exc!r}") from exc
         except KazooException as exc:
-            raise ZkConnectionError(f"ZooKeeper operation failed: {exc!r}") from exc
+            raise ZkClientError(f"ZooKeeper operation failed: {exc!r}") from exc
 
     async def _get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
@@ -564,8 +571,20 @@ class KafkaZkClient:
         if failure is None:
             return ControllerLease(broker_id, epoch + 1, results[1].version)
         if isinstance(failure, (NodeExistsError, BadVersionError)):
-            return None
+            return self._lease_already_held(broker_id)
         raise failure
+
+    def _lease_already_held(self, broker_id: int) -> ControllerLease | None:
+        """This session's lease if ``/controller`` is already ours (an earlier attempt that
+        succeeded although its reply was lost, or a repeated call), else None."""
+        try:
+            data, stat = self._zk.get(ControllerZNode.path())
+            epoch_data, epoch_stat = self._zk.get(ControllerEpochZNode.path())
+        except NoNodeError:
+            return None
+        if stat.ephemeralOwner != self.session_id or ControllerZNode.decode(data).broker_id != broker_id:
+            return None
+        return ControllerLease(broker_id, ControllerEpochZNode.decode(epoch_data), epoch_stat.version)
 
     def _read_or_create_epoch(self) -> tuple[int, int]:
         path = ControllerEpochZNode.path()
@@ -704,6 +723,8 @@ def _first_failure(results: Sequence[object]) -> Exception | None:
     """The operation error of a failed multi-op (the other operations report RolledBackError)."""
     return next((r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None)
 
+
+_CONNECTION_ERRORS = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, KazooTimeoutError)
 
 _TRANSACTION_OPS: dict[str, Callable[[Any, str, bytes | None, int | None], None]] = {
     "create": lambda t, path, data, version: t.create(path, data or b""),
