@@ -25,6 +25,7 @@ from tools.common import (
     import_confluent,
     parse_kv,
     read_properties,
+    remember_connection,
     resolve_connection,
     stderr,
 )
@@ -129,8 +130,11 @@ def _props(values: tuple[str, ...], extra_args: tuple[str, ...], config_file: Pa
 
 
 @click.group("perf")
-def perf() -> None:
+@connection_options
+@click.pass_context
+def perf(ctx: click.Context, bootstrap_server: str | None, command_config: Path | None) -> None:
     """Producer and consumer performance tests (as kafka-producer-perf-test / kafka-consumer-perf-test)."""
+    remember_connection(ctx, bootstrap_server, command_config)
 
 
 @perf.command("produce")

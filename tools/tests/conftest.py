@@ -50,7 +50,7 @@ class Strom:
         argv = list(args)
         if bootstrap:
             argv[1:1] = ["--bootstrap-server", self.broker.bootstrap]
-        return self.runner.invoke(main, argv, input=input)
+        return self.runner.invoke(main, argv, input=input, prog_name="strom")
 
     def ok(self, *args: str, input: str | None = None) -> Result:
         result = self(*args, input=input)
