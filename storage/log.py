@@ -14,9 +14,11 @@ from typing import Callable, NamedTuple, Sequence
 import crc32c
 
 from protocol.records.header import (
-    CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, set_base_offset,
+    CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, parse_header, set_base_offset,
     set_partition_leader_epoch,
 )
+from protocol.records.batch import iter_records
+from protocol.records.errors import RecordsError
 from storage.checkpoint import fsync_dir
 from storage.config import LogConfig
 from storage.errors import (
@@ -348,18 +350,24 @@ class Log:
         return FetchDataInfo(start_offset, None)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """The first batch whose max timestamp >= ``timestamp`` (batch precision), or None."""
+        """The first record whose timestamp >= ``timestamp``, or None.
+
+        The time index and batch headers find the batch; only that batch's records are decoded.
+        """
         for segment in self._segments:
             if segment.max_timestamp_so_far < timestamp:
                 continue
             header = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
             if header is not None:
+                for record in self._batch_records(header.base_offset):
+                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                        return TimestampAndOffset(record.timestamp, record.offset, self._epoch_at(record.offset))
                 offset = max(header.base_offset, self.log_start_offset)
                 return TimestampAndOffset(header.max_timestamp, offset, self._epoch_at(offset))
         return None
 
     def offset_for_max_timestamp(self) -> TimestampAndOffset | None:
-        """The batch with the largest timestamp: (its max timestamp, its last offset, epoch)."""
+        """The record with the largest timestamp (the first of equals): (timestamp, offset, epoch)."""
         best: LogSegment | None = None
         for segment in self._segments:
             if segment.max_timestamp_so_far >= 0 and (
@@ -367,8 +375,27 @@ class Log:
                 best = segment
         if best is None:
             return None
+        wanted = best.max_timestamp_so_far
+        for record in self._batch_records(best.offset_of_max_timestamp):
+            if record.timestamp == wanted:
+                return TimestampAndOffset(wanted, record.offset, self._epoch_at(record.offset))
         offset = best.offset_of_max_timestamp
-        return TimestampAndOffset(best.max_timestamp_so_far, offset, self._epoch_at(offset))
+        return TimestampAndOffset(wanted, offset, self._epoch_at(offset))
+
+    def _batch_records(self, offset: int) -> list:
+        """The records of the batch holding ``offset`` (decoded: only ListOffsets needs this).
+
+        A batch whose records cannot be decoded gives none, and callers fall back to the batch
+        header's precision.
+        """
+        data = self.read(offset, 1, max_offset=None, min_one_message=True).records
+        if data is None:
+            return []
+        raw = data.read()
+        try:
+            return list(iter_records(memoryview(raw)[:parse_header(raw, 0).size]))
+        except RecordsError:
+            return []
 
     def _epoch_at(self, offset: int) -> int:
         return self.leader_epoch_cache.epoch_for_offset(offset)

@@ -250,3 +250,20 @@ def test_flush_from_worker_thread_while_appending(open_log):
     log.flush()
     assert log.recovery_point == log.log_end_offset == 300
     assert [h.base_offset for h, _ in read_all(log)] == list(range(300))
+
+
+def test_timestamp_lookups_are_record_precise_inside_a_batch(tmp_path):
+    from protocol.records.batch import Record, build_batch, validate_batches
+    from storage.config import LogConfig
+    from storage.log import Log
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    data = bytearray(build_batch([Record(i, 10 * i, b"k", b"v") for i in range(100)], base_timestamp=1000))
+    log.append_as_leader(data, validate_batches(data), 0)
+    found = log.fetch_offset_by_timestamp(1370)
+    assert (found.offset, found.timestamp) == (37, 1370)
+    assert log.fetch_offset_by_timestamp(1371).offset == 38
+    assert log.fetch_offset_by_timestamp(999).offset == 0
+    assert log.fetch_offset_by_timestamp(1991) is None
+    latest = log.offset_for_max_timestamp()
+    assert (latest.offset, latest.timestamp) == (99, 1990)
+    log.close()
