@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tools.common import (
+    cluster_errors,
     IGNORED,
     ClusterError,
     admin_client,
@@ -116,6 +117,7 @@ def topics(ctx: click.Context, bootstrap_server: str | None, command_config: Pat
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
 @click.option("--validate-only", is_flag=True, help="Ask the broker to check the request without creating.")
+@cluster_errors
 def topics_create(bootstrap_server: str | None, command_config: Path | None, topic: str, partitions: int | None,
                   replication_factor: int | None, configs: tuple[str, ...], if_not_exists: bool,
                   validate_only: bool) -> None:
@@ -139,6 +141,7 @@ def topics_create(bootstrap_server: str | None, command_config: Path | None, top
 @click.option("--topic", help="Only topics matching this regex or comma list.")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (names starting with __).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of names.")
+@cluster_errors
 def topics_list(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
                 exclude_internal: bool, as_json: bool) -> None:
     """List topic names."""
@@ -158,6 +161,7 @@ def topics_list(bootstrap_server: str | None, command_config: Path | None, topic
 @click.option("--under-replicated-partitions", is_flag=True, help="Only partitions whose ISR is smaller than the replicas.")
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions without a leader.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per topic.")
+@cluster_errors
 def topics_describe(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
                     exclude_internal: bool, under_replicated_partitions: bool, unavailable_partitions: bool,
                     as_json: bool) -> None:
@@ -222,6 +226,7 @@ def _print_topic(info: dict[str, Any]) -> None:
 @click.option("--partitions", type=click.IntRange(min=1), help="New (larger) partition count.")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY", help="Remove a topic config override.")
+@cluster_errors
 def topics_alter(bootstrap_server: str | None, command_config: Path | None, topic: str, partitions: int | None,
                  configs: tuple[str, ...], delete_configs: tuple[str, ...]) -> None:
     """Add partitions to a topic, or change its configs."""
@@ -245,6 +250,7 @@ def topics_alter(bootstrap_server: str | None, command_config: Path | None, topi
 @connection_options
 @click.option("--topic", required=True, help="Topic to delete (a comma list or regex matches several).")
 @click.option("--if-exists", is_flag=True, help="Succeed if no such topic exists.")
+@cluster_errors
 def topics_delete(bootstrap_server: str | None, command_config: Path | None, topic: str, if_exists: bool) -> None:
     """Delete topics."""
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
@@ -306,6 +312,7 @@ def configs(ctx: click.Context, bootstrap_server: str | None, command_config: Pa
 @click.option("--broker", type=int, help="A broker's configs (its id).")
 @click.option("--all", "show_all", is_flag=True, help="Include configs left at their defaults.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object of name -> {value, source, ...}.")
+@cluster_errors
 def configs_describe(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
                      broker: int | None, show_all: bool, as_json: bool) -> None:
     """Show configs: overrides only, or every config with --all."""
@@ -332,6 +339,7 @@ def configs_describe(bootstrap_server: str | None, command_config: Path | None, 
 @click.option("--add-config", "add", multiple=True, metavar="K=V[,K=V...]",
               help="Configs to set; list values in brackets: k=[a,b] (repeatable).")
 @click.option("--delete-config", "delete", multiple=True, metavar="K[,K...]", help="Configs to remove (repeatable).")
+@cluster_errors
 def configs_alter(bootstrap_server: str | None, command_config: Path | None, topic: str | None, broker: int | None,
                   add: tuple[str, ...], delete: tuple[str, ...]) -> None:
     """Set or remove config overrides."""

@@ -246,6 +246,22 @@ def wait_futures(futures: Mapping[Any, Any], what: Callable[[Any], str],
     return results
 
 
+def cluster_errors(func: F) -> F:
+    """Turn a client-library KafkaException escaping a command into a :class:`ClusterError`."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            if type(exc).__name__ != "KafkaException" or "confluent_kafka" not in type(exc).__module__:
+                raise
+            raise ClusterError(describe_kafka_error(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
 def cluster_call(func: Callable[[], Any], what: str) -> Any:
     """Run a blocking client call, turning a KafkaException into a :class:`ClusterError`."""
     ck = import_confluent()

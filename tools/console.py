@@ -18,6 +18,7 @@ from typing import IO, Any, Callable, Iterator
 import click
 
 from tools.common import (
+    cluster_errors,
     ClusterError,
     client_config,
     connection_options,
@@ -208,6 +209,7 @@ def _send(producer: Any, topic: str, partition: int | None, record: tuple[Any, A
               help="Give up on a record not acknowledged in this time.")
 @click.option("--quiet", is_flag=True, help="No progress or summary on stderr/stdout.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@cluster_errors
 def produce(bootstrap_server: str | None, command_config: Path | None, topic: str, input_file: IO[str] | None,
             properties: tuple[str, ...], key_separator: str | None, static_headers: tuple[str, ...], compression: str,
             acks: str, partition: int | None, producer_properties: tuple[str, ...], producer_config_file: Path | None,
@@ -451,6 +453,7 @@ def _consumer_config(group: str | None, from_beginning: bool, isolation: str, ex
 @click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
               help="A librdkafka consumer setting (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record.")
+@cluster_errors
 def consume(bootstrap_server: str | None, command_config: Path | None, topic: str, group: str | None,
             from_beginning: bool, offset: str | None, partition: int | None, from_timestamp: int | None,
             max_messages: int | None, timeout_ms: int | None, exit_at_end: bool, fmt: str | None, print_key: bool,

@@ -14,6 +14,7 @@ import click
 
 from tools.admin import list_metadata, log_offsets
 from tools.common import (
+    cluster_errors,
     ClusterError,
     admin_client,
     connection_options,
@@ -100,6 +101,7 @@ def groups(ctx: click.Context, bootstrap_server: str | None, command_config: Pat
 @connection_options
 @click.option("--state", is_flag=True, help="Show each group's state too.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of {group, state}.")
+@cluster_errors
 def groups_list(bootstrap_server: str | None, command_config: Path | None, state: bool, as_json: bool) -> None:
     """List consumer groups."""
     admin = _group_admin(bootstrap_server, command_config)
@@ -122,6 +124,7 @@ def groups_list(bootstrap_server: str | None, command_config: Path | None, state
 @click.option("--members", is_flag=True, help="Show the members instead of offsets.")
 @click.option("--state", is_flag=True, help="Show the group state instead of offsets.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per group.")
+@cluster_errors
 def groups_describe(bootstrap_server: str | None, command_config: Path | None, names: tuple[str, ...],
                     members: bool, state: bool, as_json: bool) -> None:
     """Committed offset, log end offset and lag per partition (or --members, --state)."""
@@ -175,6 +178,7 @@ def _show_state(admin: Any, group: str, as_json: bool) -> None:
 @groups.command("delete")
 @connection_options
 @click.option("--group", "names", multiple=True, required=True, help="Group to delete (repeatable).")
+@cluster_errors
 def groups_delete(bootstrap_server: str | None, command_config: Path | None, names: tuple[str, ...]) -> None:
     """Delete inactive consumer groups and their committed offsets."""
     admin = _group_admin(bootstrap_server, command_config)
@@ -259,6 +263,7 @@ def _scenario(to_earliest: bool, to_latest: bool, to_offset: int | None, to_date
 @click.option("--execute", is_flag=True, help="Commit the new offsets (otherwise only show them).")
 @click.option("--dry-run", is_flag=True, help="Only show the new offsets (the default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@cluster_errors
 def groups_reset_offsets(bootstrap_server: str | None, command_config: Path | None, group: str,
                          topic_specs: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
                          to_offset: int | None, to_datetime: str | None, shift_by: int | None, to_current: bool,

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from tools.common import (
+    cluster_errors,
     ClusterError,
     client_config,
     connection_options,
@@ -152,6 +153,7 @@ def perf(ctx: click.Context, bootstrap_server: str | None, command_config: Path 
 @click.option("--producer.config", "producer_config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--reporting-interval-ms", type=click.IntRange(min=100), default=5000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+@cluster_errors
 def perf_produce(bootstrap_server: str | None, command_config: Path | None, extra_props: tuple[str, ...], topic: str,
                  num_records: int, record_size: int | None, payload_file: Path | None, payload_delimiter: str,
                  throughput: float, producer_props: tuple[str, ...], producer_config: Path | None,
@@ -257,6 +259,7 @@ def _assign_all(consumer: Any, ck: Any, topic: str) -> None:
 @click.option("--consumer-props", "consumer_props", multiple=True, metavar="KEY=VALUE")
 @click.option("--consumer.config", "consumer_config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
+@cluster_errors
 def perf_consume(bootstrap_server: str | None, command_config: Path | None, extra_props: tuple[str, ...], topic: str,
                  messages: int, group: str | None, timeout_ms: int, consumer_props: tuple[str, ...],
                  consumer_config: Path | None, as_json: bool) -> None:

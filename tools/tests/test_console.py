@@ -100,3 +100,18 @@ def test_format_tokens_and_unknown_token() -> None:
     assert compile_format("%t/%p/%o %k=%v %h %T %K %S %%\\t")(Msg()) == "t/3/9 null=v a:1 42 -1 1 %\t"
     with pytest.raises(click.BadParameter):
         compile_format("%q")
+
+
+def test_exit_at_end_reads_every_partition_to_its_end(strom: Strom, topic: str) -> None:
+    strom.ok("topics", "create", "--topic", topic, "--partitions", "2")
+    strom.ok("produce", "--topic", topic, "--partition", "1", input="a\nb\n")
+    result = strom.ok("consume", "--topic", topic, "--from-beginning", "--exit-at-end", "--timeout-ms", "20000")
+    assert result.stdout == "a\nb\n"
+
+
+def test_produce_reads_a_file(strom: Strom, topic: str, tmp_path) -> None:
+    source = tmp_path / "lines.txt"
+    source.write_text("one\ntwo\n")
+    assert "Produced 2 records" in strom.ok("produce", "--topic", topic, "--file", str(source)).stdout
+    records = _consume_json(strom, "--topic", topic, "--from-beginning", "--max-messages", "2")
+    assert [r["value"] for r in records] == ["one", "two"]
