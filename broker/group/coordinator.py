@@ -190,7 +190,8 @@ class GroupCoordinator:
         self.broker.replicas.notify_data()
 
     def _store_group(self, group: Group) -> None:
-        if group.protocol_type is None:
+        """Write the group's metadata record, as Kafka does only when it is Stable or Empty."""
+        if group.protocol_type is None or group.state not in (GroupState.STABLE, GroupState.EMPTY):
             return
         try:
             self._append(group.group_id, [(encode_group_key(GroupKey(group.group_id)),
