@@ -42,16 +42,19 @@ class Broker:
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None
+        self.cluster = None
+        if config["zookeeper.connect"]:
+            from .cluster.member import ClusterMember
+            self.cluster = ClusterMember(self)
 
     # ----------------------------------------------------------------- lifecycle
     def open_storage(self) -> None:
+        """Standalone: topics from the metadata file, every partition led here."""
         dirs = self.config.log_dirs
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
-        self.logs = LogManager(dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
-        self.logs.startup(broker_id=self.node_id, cluster_id=self.topics.cluster_id,
-                          topic_configs={t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
+        self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
         known = {(t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)}
@@ -61,6 +64,20 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.groups.load()
 
+    async def open_cluster_storage(self) -> None:
+        """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
+        for d in self.config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        cluster_id = await self.cluster.connect()
+        self.topics = self.cluster.cache
+        self._start_logs(cluster_id, {})
+        self.groups = GroupCoordinator(self)
+        self.groups.load()
+
+    def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
+        self.logs = LogManager(self.config.log_dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
+        self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
+
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
         config = self.log_config(info.configs)
         return [self.replicas.add(info.name, i, self.logs.get_or_create_log(info.name, i, config))
@@ -68,7 +85,10 @@ class Broker:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Open the logs, listen, and serve until cancelled; then shut down by a deadline."""
-        self.open_storage()
+        if self.cluster is None:
+            self.open_storage()
+        else:
+            await self.open_cluster_storage()
         try:
             async with trio.open_nursery() as nursery:
                 listeners = await self._open_listeners()
@@ -81,12 +101,16 @@ class Broker:
                 nursery.start_soon(self._periodic, "retention",
                                    self.config["log.retention.check.interval.ms"], self._retention)
                 nursery.start_soon(self.groups.run)
+                if self.cluster is not None:
+                    await nursery.start(self.cluster.run)
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)
                 task_status.started(self.bound)
         finally:
             with trio.CancelScope(shield=True):
+                if self.cluster is not None:
+                    await self.cluster.close()
                 self.close()
 
     def close(self) -> None:
@@ -161,8 +185,8 @@ class Broker:
             except ConfigError as exc:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo | None:
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo | None:
         reason = topic_name_error(name)
         if reason:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
@@ -176,40 +200,55 @@ class Broker:
             replication_factor = self.config["default.replication.factor"]
         if replication_factor < 1:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if replication_factor > 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor: {replication_factor} larger than available brokers: 1.")
         self.validate_topic_configs(configs)
-        if validate_only:
-            return None
-        info = self.topics.create(name, partitions, configs)
-        self._open_partitions(info, range(partitions))
-        log.info("created topic=%s partitions=%d", name, partitions)
+        if self.cluster is not None:
+            info = await self.cluster.create_topic(name, partitions, replication_factor, configs, validate_only)
+        else:
+            if replication_factor > 1:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {replication_factor} larger than available brokers: 1.")
+            if validate_only:
+                return None
+            info = self.topics.create(name, partitions, configs)
+            self._open_partitions(info, range(partitions))
+        if info is not None:
+            log.info("created topic=%s partitions=%d replication_factor=%d", name, partitions, replication_factor)
         return info
 
-    def auto_create(self, name: str) -> TopicInfo | None:
+    async def auto_create(self, name: str) -> TopicInfo | None:
         """Create `name` with the broker defaults if auto-creation is on and the name is legal."""
         if not self.config["auto.create.topics.enable"] or topic_name_error(name):
             return None
         try:
-            return self.create_topic(name, -1, -1, {})
+            return await self.create_topic(name, -1, -1, {})
         except TopicError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return self.topics.topics.get(name)
             log.warning("auto-creating topic=%s failed: %s", name, exc.message)
             return None
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         if not self.config["delete.topic.enable"]:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         if name not in self.topics.topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         info = self.topics.topics[name]
-        self.topics.delete(name)
-        for partition in self.replicas.remove_topic(name):
-            self.logs.delete_log(name, partition.index)
-        self.replicas.notify_data()
+        if self.cluster is not None:
+            await self.cluster.delete_topic(name)
+        else:
+            self.topics.delete(name)
+            for partition in list(self.replicas.partitions.values()):
+                if partition.topic == name:
+                    self.drop_local_partition(name, partition.index)
         log.info("deleted topic=%s partitions=%d", name, info.partitions)
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def drop_local_partition(self, topic: str, index: int) -> None:
+        """Stop hosting a partition and delete its log (its topic is gone)."""
+        self.replicas.remove(topic, index)
+        self.logs.delete_log(topic, index)
+        self.replicas.notify_data()
+
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
         info = self.topics.topics.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -223,21 +262,71 @@ class Broker:
         if validate_only:
             return
         old = info.partitions
-        self.topics.set_partitions(name, count)
-        self._open_partitions(info, range(old, count))
+        if self.cluster is not None:
+            await self.cluster.create_partitions(name, count)
+        else:
+            self.topics.set_partitions(name, count)
+            self._open_partitions(info, range(old, count))
         log.info("topic=%s partitions %d -> %d", name, old, count)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.validate_topic_configs(configs)
-        self.topics.set_configs(name, configs)
-        config = self.log_config(configs)
-        self.logs.update_config(name, config)
+        if self.cluster is not None:
+            await self.cluster.set_topic_configs(name, configs)
+        else:
+            self.topics.set_configs(name, configs)
+        self.logs.update_config(name, self.log_config(configs))
+
+    async def allocate_producer_id(self) -> int:
+        if self.cluster is not None:
+            return await self.cluster.allocate_producer_id()
+        return self.topics.allocate_producer_id()
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
         """A follower fetched from `fetch_offset`: it has everything below it."""
         partition.record_follower_fetch(replica, fetch_offset)
         if partition.maybe_advance_high_watermark():
             self.replicas.notify_data()
+        if self.cluster is not None:
+            self.cluster.follower_caught_up(partition)
+
+    def groups_follow_leadership(self) -> None:
+        """Coordinate exactly the groups whose `__consumer_offsets` partition is led here."""
+        if self.groups is not None:
+            self.groups.follow_leadership()
+
+    # ----------------------------------------------------------------- metadata views
+    def partition_view(self, topic: str, index: int) -> tuple[int, int, list[int], list[int], list[int]] | None:
+        """(leader, leader epoch, replicas, isr, offline replicas) of any partition in the cluster."""
+        if self.cluster is None:
+            partition = self.replicas.get(topic, index)
+            if partition is None:
+                return None
+            return partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, []
+        state = self.cluster.partition_state(topic, index)
+        assignment = self.cluster.view.assignments.get(topic)
+        if state is None or assignment is None or index not in assignment.partitions:
+            return None
+        replicas = list(assignment.partitions[index])
+        live = self.cluster.view.brokers
+        return state.leader, state.leader_epoch, replicas, list(state.isr), [r for r in replicas if r not in live]
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker."""
+        if self.cluster is not None:
+            return self.cluster.live_brokers()
+        endpoint = self.advertised_for()
+        return [(self.node_id, endpoint.host, endpoint.port, self.config["broker.rack"])]
+
+    @property
+    def controller_id(self) -> int:
+        return self.cluster.view.controller_id if self.cluster is not None else self.node_id
+
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        for node, host, port, _ in self.live_brokers():
+            if node == broker_id:
+                return host, port
+        return None
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.replicas.get(topic, index)

@@ -117,7 +117,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("offsets.retention.minutes", "int", 10080,
        "Committed offsets of a group are kept this long after it becomes empty.", minimum=1),
     _D("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.", minimum=1),
-    _D("zookeeper.connect", "string", None, "ZooKeeper connect string; unset = standalone."),
+    _D("zookeeper.connect", "string", None,
+       "ZooKeeper hosts and optional chroot (host:port[,host:port]/chroot); unset = standalone."),
+    _D("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout: how soon a lost broker is noticed.",
+       minimum=1),
+    _D("zookeeper.connection.timeout.ms", "int", 18000, "How long to wait for ZooKeeper at start-up.", minimum=1),
+    _D("broker.rack", "string", None, "Rack of this broker, shown in metadata."),
+    _D("replica.lag.time.max.ms", "long", 30000,
+       "A follower that has not caught up for this long leaves the ISR.", minimum=1),
+    _D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", minimum=1),
+    _D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", minimum=1),
     _D("cluster.id", "string", None, "Cluster id for a new log dir; default: generated."),
 ]}
 
@@ -227,9 +236,6 @@ class BrokerConfig:
             raise ConfigError("listeners: at least one listener is needed")
         advertised = self.values["advertised.listeners"]
         self.advertised = [parse_listener(text) for text in advertised] if advertised else None
-        if self.values["zookeeper.connect"]:
-            raise ConfigError("zookeeper.connect: cluster mode is not available in this build; "
-                              "leave it unset for a standalone broker")
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

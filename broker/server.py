@@ -25,8 +25,14 @@ log = logging.getLogger("strom.server")
 
 RECEIVE_SIZE = 256 * 1024
 SEND_TIMEOUT_S = 60.0
-# Handlers that may wait for data; responses ready before them are sent first.
-_MAY_WAIT = frozenset({1})
+# Requests that may wait (long-poll Fetch, JoinGroup, SyncGroup, acks=all Produce in a cluster):
+# responses ready before them are sent first.
+_WAITING_APIS = frozenset({1, 11, 14})
+
+
+def _may_wait(broker, request: Request) -> bool:
+    key = request.header.api_key
+    return key in _WAITING_APIS or (key == 0 and broker.cluster is not None and request.body.acks == -1)
 
 
 async def send_parts(stream: trio.abc.SendStream, parts: list) -> None:
@@ -102,7 +108,7 @@ class ConnectionHandler:
             if event is NEED_DATA:
                 break
             if isinstance(event, Request):
-                if out and event.header.api_key in _MAY_WAIT:
+                if out and _may_wait(self.broker, event):
                     await self._send(stream, out)
                     out = []
                 keep_open = await self._dispatch(conn, event, out, peer)

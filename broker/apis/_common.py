@@ -11,9 +11,3 @@ CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 OPERATIONS_NOT_REQUESTED = -2147483648
 
 ZERO_UUID = bytes(16)
-
-
-def error_message(code: ErrorCode) -> str | None:
-    """Kafka's default message for an error code."""
-    from protocol.errors import ERROR_MESSAGES
-    return ERROR_MESSAGES.get(int(code)) or None

@@ -9,7 +9,7 @@ API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 
 
-def apply(broker, resource, new_configs: dict, validate_only: bool) -> dict:
+async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dict:
     """Shared with IncrementalAlterConfigs: check the resource, validate, store."""
     result = {"error_code": ErrorCode.NONE, "error_message": None,
               "resource_type": resource.resource_type, "resource_name": resource.resource_name}
@@ -21,7 +21,7 @@ def apply(broker, resource, new_configs: dict, validate_only: bool) -> dict:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist.")
         broker.validate_topic_configs(new_configs)
         if not validate_only:
-            broker.set_topic_configs(resource.resource_name, new_configs)
+            await broker.set_topic_configs(resource.resource_name, new_configs)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
@@ -32,5 +32,5 @@ async def handle(broker, request) -> dict:
     responses = []
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        responses.append(apply(broker, resource, configs, body.validate_only))
+        responses.append(await apply(broker, resource, configs, body.validate_only))
     return {"throttle_time_ms": 0, "responses": responses}

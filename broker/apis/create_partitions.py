@@ -8,7 +8,7 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
-def _grow(broker, topic, validate_only: bool) -> dict:
+async def _grow(broker, topic, validate_only: bool) -> dict:
     result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
     try:
         if topic.assignments:
@@ -16,7 +16,7 @@ def _grow(broker, topic, validate_only: bool) -> dict:
             if brokers - {broker.node_id}:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Unknown broker ids in the assignment: {sorted(brokers - {broker.node_id})}")
-        broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
+        await broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
@@ -24,4 +24,4 @@ def _grow(broker, topic, validate_only: bool) -> dict:
 
 async def handle(broker, request) -> dict:
     body = request.body
-    return {"throttle_time_ms": 0, "results": [_grow(broker, t, body.validate_only) for t in body.topics]}
+    return {"throttle_time_ms": 0, "results": [await _grow(broker, t, body.validate_only) for t in body.topics]}

@@ -9,7 +9,7 @@ API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (0, 7)
 
 
-def _create(broker, topic, validate_only: bool) -> dict:
+async def _create(broker, topic, validate_only: bool) -> dict:
     partitions, replication = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if partitions != -1 or replication != -1:
@@ -25,11 +25,11 @@ def _create(broker, topic, validate_only: bool) -> dict:
         partitions = len(indexes)
         replication = max(len(a.broker_ids) for a in topic.assignments)
     configs = {c.name: c.value for c in topic.configs}
-    info = broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+    info = await broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
     if info is None:
         partitions = partitions if partitions != -1 else broker.config["num.partitions"]
-        return {"num_partitions": partitions, "replication_factor": 1, "configs": []}
-    return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": 1,
+        return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
+    return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": replication,
             "configs": [{"name": e["name"], "value": e["value"], "read_only": False,
                          "config_source": e["config_source"], "is_sensitive": False}
                         for e in topic_entries(broker, info, None)]}
@@ -48,7 +48,7 @@ async def handle(broker, request) -> dict:
             continue
         seen.add(topic.name)
         try:
-            result.update(_create(broker, topic, validate_only))
+            result.update(await _create(broker, topic, validate_only))
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message, configs=None)
         results.append(result)

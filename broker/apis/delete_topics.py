@@ -9,7 +9,7 @@ API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
 
 
-def _delete(broker, name, topic_id) -> dict:
+async def _delete(broker, name, topic_id) -> dict:
     result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
     if name is None:
         info = broker.topics.by_id.get(topic_id)
@@ -22,7 +22,7 @@ def _delete(broker, name, topic_id) -> dict:
         if info is not None:
             result["topic_id"] = info.topic_id
     try:
-        broker.delete_topic(name)
+        await broker.delete_topic(name)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
@@ -34,4 +34,4 @@ async def handle(broker, request) -> dict:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
-    return {"throttle_time_ms": 0, "responses": [_delete(broker, name, tid) for name, tid in wanted]}
+    return {"throttle_time_ms": 0, "responses": [await _delete(broker, name, tid) for name, tid in wanted]}

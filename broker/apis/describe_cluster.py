@@ -12,11 +12,11 @@ async def handle(broker, request) -> dict:
         return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                 "error_message": "Only broker endpoints are available.",
                 "endpoint_type": request.body.endpoint_type, "cluster_id": broker.cluster_id()}
-    endpoint = broker.advertised_for()
     return {
         "error_code": ErrorCode.NONE,
         "endpoint_type": BROKERS_ENDPOINT,
         "cluster_id": broker.cluster_id(),
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": endpoint.host, "port": endpoint.port, "rack": None}],
+        "controller_id": broker.controller_id,
+        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": rack}
+                    for node, host, port, rack in broker.live_brokers()],
     }

@@ -1,4 +1,5 @@
-"""FindCoordinator: this broker coordinates every consumer group; there is no transaction coordinator.
+"""FindCoordinator: the broker leading a group's `__consumer_offsets` partition coordinates it
+(standalone: this broker, always); there is no transaction coordinator.
 
 v0-3 ask for one key, v4+ for a batch. Asking creates `__consumer_offsets` if it is missing, as
 Kafka does.
@@ -29,7 +30,7 @@ def _unavailable(key: str, code: ErrorCode) -> dict:
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": MESSAGES.get(code)}
 
 
-def _coordinator(broker, key: str, key_type: int) -> dict:
+async def _coordinator(broker, key: str, key_type: int) -> dict:
     if key_type == TRANSACTION_KEY_TYPE:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if key_type != GROUP_KEY_TYPE:
@@ -37,14 +38,15 @@ def _coordinator(broker, key: str, key_type: int) -> dict:
     if not key:
         return _unavailable(key, ErrorCode.INVALID_GROUP_ID)
     try:
-        broker.groups.ensure_topic()
+        await broker.groups.ensure_topic()
     except TopicError as exc:
         log.error("cannot create __consumer_offsets: %s", exc.message)
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if not broker.groups.is_coordinator(key):
-        return _unavailable(key, ErrorCode.NOT_COORDINATOR)
-    address = broker.advertised_for()
-    return {"key": key, "node_id": broker.node_id, "host": address.host, "port": address.port,
+    leader = broker.groups.coordinator_of(key)
+    address = broker.broker_endpoint(leader) if leader is not None else None
+    if address is None:
+        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
@@ -52,7 +54,7 @@ async def handle(broker, request) -> dict:
     body = request.body
     if request.header.api_version >= 4:
         return {"throttle_time_ms": 0,
-                "coordinators": [_coordinator(broker, key, body.key_type) for key in body.coordinator_keys]}
-    found = _coordinator(broker, body.key, body.key_type)
+                "coordinators": [await _coordinator(broker, key, body.key_type) for key in body.coordinator_keys]}
+    found = await _coordinator(broker, body.key, body.key_type)
     del found["key"]
     return {"throttle_time_ms": 0, **found}

@@ -47,5 +47,5 @@ async def handle(broker, request) -> dict:
                 continue
         else:
             configs = {}
-        responses.append(apply(broker, resource, configs, body.validate_only))
+        responses.append(await apply(broker, resource, configs, body.validate_only))
     return {"throttle_time_ms": 0, "responses": responses}

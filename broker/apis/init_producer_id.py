@@ -24,4 +24,4 @@ async def handle(broker, request) -> dict:
     epoch = body.get("producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"error_code": ErrorCode.NONE, "producer_id": broker.topics.allocate_producer_id(), "producer_epoch": 0}
+    return {"error_code": ErrorCode.NONE, "producer_id": await broker.allocate_producer_id(), "producer_epoch": 0}

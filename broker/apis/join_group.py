@@ -5,6 +5,10 @@ answered MEMBER_ID_REQUIRED with the id it must join with (KIP-394).
 """
 from __future__ import annotations
 
+import contextlib
+
+from broker.errors import TopicError
+
 from protocol.schema import ApiKey
 
 from broker.group.state import JoinRequest
@@ -15,6 +19,8 @@ NULLABLE_PROTOCOL_VERSION = 7
 
 
 async def handle(broker, request) -> dict:
+    with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
+        await broker.groups.ensure_topic()
     body = request.body
     version = request.header.api_version
     req = JoinRequest(

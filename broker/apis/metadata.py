@@ -16,19 +16,20 @@ VERSIONS = (0, 12)
 def _partitions(broker, info) -> list[dict]:
     out = []
     for index in range(info.partitions):
-        partition = broker.partition(info.name, index)
-        if partition is None:
+        view = broker.partition_view(info.name, index)
+        if view is None:
             out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index,
                         "leader_id": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
             continue
+        leader, epoch, replicas, isr, offline = view
         out.append({
-            "error_code": ErrorCode.NONE,
+            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             "partition_index": index,
-            "leader_id": partition.leader_id,
-            "leader_epoch": partition.leader_epoch,
-            "replica_nodes": partition.replicas,
-            "isr_nodes": partition.isr,
-            "offline_replicas": [],
+            "leader_id": leader,
+            "leader_epoch": epoch,
+            "replica_nodes": replicas,
+            "isr_nodes": isr,
+            "offline_replicas": offline,
         })
     return out
 
@@ -61,13 +62,13 @@ async def handle(broker, request) -> dict:
         topics = [_topic(broker, info, operations) for info in store.topics.values()]
     else:
         for wanted in requested:
-            topics.append(_lookup(broker, wanted, allow_create, operations))
-    endpoint = broker.advertised_for()
+            topics.append(await _lookup(broker, wanted, allow_create, operations))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": endpoint.host, "port": endpoint.port, "rack": None}],
+        "brokers": [{"node_id": node, "host": host, "port": port, "rack": rack}
+                    for node, host, port, rack in broker.live_brokers()],
         "cluster_id": broker.cluster_id(),
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id,
         "topics": topics,
         "cluster_authorized_operations": (CLUSTER_AUTHORIZED_OPERATIONS
                                           if 8 <= version <= 10 and body.include_cluster_authorized_operations
@@ -75,7 +76,7 @@ async def handle(broker, request) -> dict:
     }
 
 
-def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
+async def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
     store = broker.topics
     name = wanted.name
     topic_id = wanted.get("topic_id")
@@ -89,7 +90,7 @@ def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
         if topic_name_error(name):
             return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
         if allow_create:
-            info = broker.auto_create(name)
+            info = await broker.auto_create(name)
         if info is None:
             return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     return _topic(broker, info, operations)

@@ -5,6 +5,10 @@ to a group nobody has joined, as Spark and kcat do. v2-4 may ask for an explicit
 """
 from __future__ import annotations
 
+import contextlib
+
+from broker.errors import TopicError
+
 from protocol.schema import ApiKey
 
 from broker.group.records import CommittedOffset
@@ -14,6 +18,8 @@ VERSIONS = (0, 9)
 
 
 async def handle(broker, request) -> dict:
+    with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
+        await broker.groups.ensure_topic()
     body = request.body
     offsets = [(t.name, p.partition_index,
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata or ""))

@@ -117,7 +117,7 @@ async def handle(broker, request) -> dict | None:
     appended = False
     for topic in body.topic_data:
         name = topic.name
-        if name not in broker.topics.topics and broker.auto_create(name) is None:
+        if name not in broker.topics.topics and await broker.auto_create(name) is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             parts = [_result(p.index, code) for p in topic.partition_data]
         elif acks not in (0, 1, -1):

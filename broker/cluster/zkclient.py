@@ -366,6 +366,42 @@ class KafkaZkClient:
         stat: ZnodeStat = results[1]
         return stat.version
 
+    async def update_isr(self, topic: str, partition: int, state: PartitionState, expected_version: int) -> int:
+        """A partition leader's own ISR change (Kafka's ZooKeeper-era leaders wrote it directly):
+        conditional on the znode version alone, so a write based on a stale state fails with
+        :class:`PartitionStateConflictError` and the leader re-reads."""
+        path = TopicPartitionStateZNode.path(topic, partition)
+        try:
+            stat = await self._call(self._zk.set, path, TopicPartitionStateZNode.encode(state), expected_version)
+        except (BadVersionError, NoNodeError) as exc:
+            raise PartitionStateConflictError(f"{path} changed since version {expected_version}") from exc
+        return stat.version
+
+    async def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
+        """Reserve ids [start, end] in ``/latest_producer_id_block`` (Kafka's znode and JSON),
+        with a conditional write so two brokers never get the same block."""
+        return await self._call(self._allocate_block, broker_id, size)
+
+    def _allocate_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        import json
+        path = "/latest_producer_id_block"
+        while True:
+            try:
+                data, stat = self._zk.get(path)
+            except NoNodeError:
+                try:
+                    self._zk.create(path, b"", makepath=True)
+                except NodeExistsError:
+                    pass
+                continue
+            start = int(json.loads(data)["block_end"]) + 1 if data else 0
+            block = {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(start + size - 1)}
+            try:
+                self._zk.set(path, json.dumps(block).encode(), stat.version)
+                return start, start + size - 1
+            except BadVersionError:
+                continue
+
     async def get_partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
         data = await self._get_data(TopicPartitionStateZNode.path(topic, partition))
         return None if data is None else VersionedPartitionState(TopicPartitionStateZNode.decode(data[0]), data[1].version)

@@ -34,6 +34,8 @@ from protocol.records.batch import Record, build_batch, iter_batches, iter_recor
 from protocol.records.errors import RecordsError
 from storage.errors import StorageError
 
+from ..errors import TopicError
+
 from .records import (CommittedOffset, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
                       encode_offset_value, partition_for)
@@ -75,14 +77,51 @@ class GroupCoordinator:
         self.num_partitions: int = config["offsets.topic.num.partitions"]
         self.retention_ms: int = config["offsets.retention.minutes"] * 60_000
         self.groups: dict[str, Group] = {}
+        self._led: set[int] = set()
         self.loading = True
         self.active = True
         self._changed = trio.Event()
 
     # ------------------------------------------------------------------ partitions
-    def coordinated_partitions(self) -> range:
-        """The `__consumer_offsets` partitions whose groups this broker coordinates."""
-        return range(self._topic_partitions())
+    def coordinated_partitions(self) -> set[int]:
+        """The `__consumer_offsets` partitions whose groups this broker coordinates: those it
+        leads (standalone: all of them)."""
+        if self.broker.cluster is None:
+            return set(range(self._topic_partitions()))
+        return {p.index for p in self.broker.replicas.partitions.values()
+                if p.topic == OFFSETS_TOPIC and p.is_leader}
+
+    def coordinator_of(self, group_id: str) -> int | None:
+        """The broker id coordinating `group_id` (the leader of its partition), if any."""
+        view = self.broker.partition_view(OFFSETS_TOPIC, self.partition_of(group_id))
+        if view is None or view[0] < 0:
+            return None
+        return view[0]
+
+    def follow_leadership(self) -> None:
+        """After leadership changed: load the groups of partitions now led here, drop the others.
+
+        Dropped groups' waiting members are answered NOT_COORDINATOR; they find the new
+        coordinator, which has loaded the same records from its replica."""
+        if self.broker.cluster is None:
+            return
+        now_led = self.coordinated_partitions()
+        gained = now_led - self._led
+        lost = self._led - now_led
+        self._led = now_led
+        for group_id in [g for g in self.groups if self.partition_of(g) in lost]:
+            group = self.groups.pop(group_id)
+            for member in list(group.members.values()):
+                member.answer_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
+                member.answer_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+        for index in sorted(gained):
+            partition = self.broker.partition(OFFSETS_TOPIC, index)
+            if partition is not None:
+                self._load_partition(partition)
+        if gained or lost:
+            log.info("coordinating groups of %d %s partitions (+%d, -%d)", len(now_led), OFFSETS_TOPIC,
+                     len(gained), len(lost))
+            self._changed.set()
 
     def _topic_partitions(self) -> int:
         info = self.broker.topics.topics.get(OFFSETS_TOPIC)
@@ -94,15 +133,19 @@ class GroupCoordinator:
     def is_coordinator(self, group_id: str) -> bool:
         return self.partition_of(group_id) in self.coordinated_partitions()
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` (compacted, internal) if it does not exist yet."""
         if OFFSETS_TOPIC in self.broker.topics.topics:
             return
         config = self.broker.config
-        self.broker.create_topic(OFFSETS_TOPIC, self.num_partitions, config["offsets.topic.replication.factor"],
-                                 {"cleanup.policy": "compact",
-                                  "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                                  "compression.type": "producer"})
+        try:
+            await self.broker.create_topic(
+                OFFSETS_TOPIC, self.num_partitions, config["offsets.topic.replication.factor"],
+                {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                 "compression.type": "producer"})
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
 
     # ------------------------------------------------------------------ loading
     def load(self) -> None:
@@ -180,10 +223,9 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ writing
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        self.ensure_topic()
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
-        if partition is None:
-            raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not open")
+        if partition is None or not partition.is_leader:
+            raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         now = wall_clock_ms()
         data = bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now))
         partition.append(data, validate_batches(data))
@@ -307,6 +349,8 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if not self.is_coordinator(group_id):
+            return ErrorCode.NOT_COORDINATOR
         return None
 
     async def join_group(self, group_id: str, req: JoinRequest) -> JoinResult:

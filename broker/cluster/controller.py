@@ -1,0 +1,102 @@
+"""The controller: one broker at a time keeps every partition's leader and ISR right.
+
+Whoever creates the ephemeral `/controller` znode first is the controller; its epoch (from
+`/controller_epoch`) fences every partition-state write, so a deposed controller cannot
+overwrite a newer one's decisions. Each time anything changes (a broker joins or leaves, a topic
+or partition appears, a deletion is requested) it reconciles the whole cluster against ZooKeeper:
+
+- a partition without a state gets one: the first live replica leads, all live replicas in sync;
+- a partition whose leader is gone gets a new leader from the live ISR (or, when the topic
+  allows unclean election, any live replica), with the leader epoch bumped;
+- dead brokers leave every ISR;
+- topics marked for deletion lose their znodes (brokers then delete their logs).
+Brokers learn the outcome from the partition-state znodes they watch.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .election import Strategy, elect_leader, initial_state, remove_replica_from_isr
+from .zkclient import ControllerMovedError, PartitionStateConflictError, ZkClientError
+from .zkdata import NO_LEADER
+
+if TYPE_CHECKING:
+    from .member import ClusterMember, ClusterView
+
+log = logging.getLogger("strom.controller")
+
+
+class Controller:
+    def __init__(self, member: "ClusterMember"):
+        self.member = member
+
+    @property
+    def epoch(self) -> int | None:
+        lease = self.member.zk.controller_lease
+        return lease.epoch if lease is not None else None
+
+    async def reconcile(self, view: "ClusterView") -> bool:
+        """One pass over the cluster; True if it wrote anything (callers re-read and go again)."""
+        epoch = self.epoch
+        if epoch is None:
+            return False
+        zk = self.member.zk
+        live = set(view.brokers)
+        wrote = False
+        for name in view.to_delete:
+            log.info("deleting topic=%s", name)
+            await zk.delete_topic_znodes(name)
+            wrote = True
+        for name, assignment in view.assignments.items():
+            if name in view.to_delete:
+                continue
+            unclean = view.unclean_allowed(name)
+            missing = {}
+            for partition, replicas in assignment.partitions.items():
+                current = view.states.get((name, partition))
+                if current is None:
+                    state = initial_state(replicas, live, epoch)
+                    if state is not None:
+                        missing[partition] = state
+                    continue
+                wrote |= await self._repair(name, partition, replicas, current, live, epoch, unclean)
+            if missing:
+                log.info("creating partition states topic=%s partitions=%s", name, sorted(missing))
+                await zk.create_partition_states(name, missing)
+                wrote = True
+        return wrote
+
+    async def _repair(self, topic, partition, replicas, current, live: set[int], epoch: int, unclean: bool) -> bool:
+        state = current.state
+        new = None
+        if state.leader == NO_LEADER or state.leader not in live:
+            election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=unclean)
+            if election is not None:
+                new = election.state
+                log.info("elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s%s", topic, partition,
+                         new.leader, new.leader_epoch, list(new.isr), " (unclean)" if election.unclean else "")
+            elif state.leader != NO_LEADER:
+                new = state
+                for replica in list(state.isr):
+                    if replica not in live:
+                        new = remove_replica_from_isr(new, replica, epoch) or new
+                log.warning("partition offline topic=%s partition=%d: no live in-sync replica", topic, partition)
+        else:
+            dead = [r for r in state.isr if r not in live]
+            if dead:
+                new = state
+                for replica in dead:
+                    new = remove_replica_from_isr(new, replica, epoch) or new
+        if new is None or new == state:
+            return False
+        try:
+            await self.member.zk.set_partition_state(topic, partition, new, current.zk_version)
+        except PartitionStateConflictError:
+            log.debug("partition state of %s-%d changed meanwhile; will re-read", topic, partition)
+        except ControllerMovedError:
+            log.info("no longer the controller")
+            return False
+        except ZkClientError as exc:
+            log.warning("writing partition state %s-%d failed: %s", topic, partition, exc)
+        return True

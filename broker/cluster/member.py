@@ -1,0 +1,505 @@
+"""A broker's part in a ZooKeeper cluster: registration, metadata, leadership, replication.
+
+The broker registers itself under `/brokers/ids/<id>` (ephemeral: it disappears when the
+session ends), watches brokers, topics, partition states and config changes, and after every
+change reconciles: it re-reads the cluster (`ClusterView`), lets the controller (if it holds the
+role) repair leaders and ISRs, then makes each local replica leader or follower as the partition
+states say. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
+as Kafka's do; leaders track them, move the high watermark, and shrink or expand the ISR in the
+partition-state znode with a version-conditional write.
+
+When the ZooKeeper session expires, kazoo opens a new one; the broker registers again and runs
+for controller again.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.errors import ErrorCode
+from protocol.records.batch import validate_batches
+from protocol.records.errors import RecordsError
+from protocol.schema import ApiKey
+from storage.errors import StorageError
+
+from ..errors import TopicError
+from ..topics import TopicInfo
+from .client import BrokerClient, BrokerUnavailable
+from .controller import Controller
+from .placement import PlacementError, assign_replicas
+from .zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
+                       VersionedPartitionState, ZkClientError)
+from .zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..replica_manager import Partition
+
+log = logging.getLogger("strom.cluster")
+
+FETCH_VERSION = 12
+FETCH_WAIT_MS = 500
+FETCH_BACKOFF_S = 1.0
+RECONCILE_DEBOUNCE_S = 0.02
+TOPIC_WAIT_S = 10.0
+
+
+@dataclass
+class ClusterView:
+    """One consistent-enough read of the cluster's znodes."""
+
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    assignments: dict[str, TopicAssignment] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
+    to_delete: list[str] = field(default_factory=list)
+    controller_id: int = -1
+
+    def unclean_allowed(self, topic: str, default: bool = False) -> bool:
+        value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
+        return default if value is None else value.lower() == "true"
+
+
+class TopicCache:
+    """The cluster's topics as the handlers see them (the same shape as the standalone store)."""
+
+    def __init__(self, cluster_id: str):
+        self.cluster_id = cluster_id
+        self.topics: dict[str, TopicInfo] = {}
+        self.by_id: dict[bytes, TopicInfo] = {}
+
+    def replace(self, view: ClusterView) -> None:
+        topics = {}
+        for name, assignment in view.assignments.items():
+            if name in view.to_delete:
+                continue
+            topic_id = topic_id_from_text(assignment.topic_id) if assignment.topic_id else bytes(16)
+            topics[name] = TopicInfo(name, topic_id, len(assignment.partitions), dict(view.configs.get(name, {})))
+        self.topics = topics
+        self.by_id = {t.topic_id: t for t in topics.values()}
+
+
+class ClusterMember:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.config = broker.config
+        self.zk: KafkaZkClient | None = None
+        self.view = ClusterView()
+        self.cache: TopicCache | None = None
+        self.controller = Controller(self)
+        self._dirty = trio.Event()
+        self._changed = trio.Event()
+        self._fetchers: dict[int, trio.CancelScope] = {}
+        self._watched: set[tuple[str, int]] = set()
+        self._pid_next, self._pid_end = 0, -1
+        self._nursery: trio.Nursery | None = None
+        self._registered = trio.Event()
+
+    # ----------------------------------------------------------------- start-up
+    async def connect(self) -> str:
+        """Open the ZooKeeper session; the cluster id (created by the first broker)."""
+        connect = self.config["zookeeper.connect"]
+        timeout_s = self.config["zookeeper.session.timeout.ms"] / 1000
+        try:
+            self.zk = await KafkaZkClient.connect(connect, session_timeout_s=timeout_s,
+                                                  connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000)
+        except Exception as exc:
+            from ..config import ConfigError
+            raise ConfigError(f"zookeeper.connect={connect}: cannot connect ({exc}); is ZooKeeper running?") from None
+        cluster_id = await self.zk.get_or_create_cluster_id()
+        self.cache = TopicCache(cluster_id)
+        return cluster_id
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Register, watch, and keep reconciling until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.zk.add_session_listener(self._on_session)
+            await self._register()
+            await self.zk.watch_broker_ids(lambda ids: self.mark_dirty())
+            await self.zk.watch_topics(lambda names: self.mark_dirty())
+            await self.zk.watch_topics_to_delete(lambda names: self.mark_dirty())
+            await self.zk.watch_controller(lambda info: self._controller_changed(info))
+            await self._watch_config_changes()
+            await self._reconcile()
+            nursery.start_soon(self._reconcile_loop)
+            nursery.start_soon(self._isr_loop)
+            task_status.started()
+
+    async def close(self) -> None:
+        if self.zk is not None:
+            await self.zk.close()
+
+    async def _register(self) -> None:
+        endpoints = tuple(EndPoint(b.advertised.name, b.advertised.host, b.advertised.port)
+                          for b in self.broker.bound)
+        info = BrokerInfo(self.node_id, endpoints, rack=self.config["broker.rack"],
+                          timestamp_ms=int(trio.current_time() * 1000))
+        await self.zk.register_broker(info, wait_s=self.zk.session_timeout_s * 2)
+        await self.zk.try_become_controller(self.node_id)
+        log.info("registered broker id=%d endpoints=%s", self.node_id, [e.connection_string for e in endpoints])
+
+    def _on_session(self, state: SessionState) -> None:
+        if state is SessionState.LOST:
+            log.warning("ZooKeeper session expired; registering again when reconnected")
+            self._session_lost = True
+        elif state is SessionState.CONNECTED and getattr(self, "_session_lost", False):
+            self._session_lost = False
+            self._nursery.start_soon(self._reregister)
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except ZkClientError as exc:
+            log.error("registering again failed: %s", exc)
+        self.mark_dirty()
+
+    def _controller_changed(self, info) -> None:
+        if info is None and self._nursery is not None:
+            self._nursery.start_soon(self._run_for_controller)
+        self.mark_dirty()
+
+    async def _run_for_controller(self) -> None:
+        try:
+            epoch = await self.zk.try_become_controller(self.node_id)
+        except ZkClientError as exc:
+            log.warning("controller election failed: %s", exc)
+            return
+        if epoch is not None:
+            log.info("became the controller epoch=%d", epoch)
+        self.mark_dirty()
+
+    async def _watch_config_changes(self) -> None:
+        from .zkdata import Paths
+        await self.zk._watch_children(Paths.CONFIG_CHANGES, list, lambda children: self.mark_dirty())
+
+    def mark_dirty(self) -> None:
+        self._dirty.set()
+
+    # ----------------------------------------------------------------- reconcile
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await trio.sleep(RECONCILE_DEBOUNCE_S)
+            self._dirty = trio.Event()
+            try:
+                await self._reconcile()
+            except (ZkClientError, StorageError) as exc:
+                log.warning("reconciling with ZooKeeper failed (%s); retrying", exc)
+                await trio.sleep(FETCH_BACKOFF_S)
+                self.mark_dirty()
+
+    async def read_view(self) -> ClusterView:
+        zk = self.zk
+        view = ClusterView(brokers=await zk.get_all_brokers(), to_delete=await zk.get_topics_to_delete())
+        view.controller_id = await zk.get_controller_id() or -1
+        for name in await zk.get_topics():
+            assignment = await zk.get_topic_assignment(name)
+            if assignment is None:
+                continue
+            view.assignments[name] = assignment
+            view.configs[name] = await zk.get_topic_config(name)
+            for partition, state in (await zk.get_partition_states(name)).items():
+                view.states[(name, partition)] = state
+        return view
+
+    async def _reconcile(self) -> None:
+        view = await self.read_view()
+        if await self.controller.reconcile(view):
+            view = await self.read_view()
+        self.view = view
+        self.cache.replace(view)
+        await self._watch_new_partitions(view)
+        self._apply_local(view)
+        self._changed.set()
+        self._changed = trio.Event()
+        self.broker.replicas.notify_data()
+
+    async def _watch_new_partitions(self, view: ClusterView) -> None:
+        for key in view.states:
+            if key not in self._watched:
+                self._watched.add(key)
+                await self.zk.watch_partition_state(key[0], key[1], lambda state: self.mark_dirty())
+        for name in view.assignments:
+            if (name, -1) not in self._watched:
+                self._watched.add((name, -1))
+                await self.zk.watch_topic_assignment(name, lambda assignment: self.mark_dirty())
+        gone = {key for key in self._watched if key[0] not in view.assignments}
+        self._watched -= gone
+
+    def _apply_local(self, view: ClusterView) -> None:
+        broker = self.broker
+        hosted = set()
+        for name, assignment in view.assignments.items():
+            if name in view.to_delete:
+                continue
+            for index, replicas in assignment.partitions.items():
+                if self.node_id not in replicas:
+                    continue
+                hosted.add((name, index))
+                state = view.states.get((name, index))
+                partition = broker.partition(name, index)
+                if partition is None:
+                    partition_log = broker.logs.get_or_create_log(name, index, broker.log_config(view.configs.get(name, {})))
+                    partition = broker.replicas.add(name, index, partition_log, leader=NO_LEADER, leader_epoch=-1,
+                                                    replicas=list(replicas), isr=[])
+                if state is not None:
+                    self._apply_state(partition, list(replicas), state)
+        for key in list(broker.replicas.partitions):
+            if key not in hosted and key[0] not in view.assignments:
+                broker.drop_local_partition(*key)
+        for leader in {p.leader_id for p in broker.replicas.partitions.values()
+                       if not p.is_leader and p.leader_id != NO_LEADER}:
+            if leader not in self._fetchers and leader in view.brokers:
+                self._start_fetcher(leader)
+        broker.groups_follow_leadership()
+
+    def _apply_state(self, partition: "Partition", replicas: list[int], versioned: VersionedPartitionState) -> None:
+        state = versioned.state
+        if state.leader == self.node_id:
+            if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
+                partition.log.leader_epoch_cache.assign(state.leader_epoch, partition.log.log_end_offset)
+                partition.become_leader(state.leader_epoch, replicas, list(state.isr), versioned.zk_version)
+                log.info("leader of %s-%d epoch=%d isr=%s", partition.topic, partition.index,
+                         state.leader_epoch, list(state.isr))
+            else:
+                partition.replicas, partition.isr = replicas, list(state.isr)
+                partition.state_version = versioned.zk_version
+                partition.maybe_advance_high_watermark()
+        else:
+            if partition.leader_id != state.leader or partition.leader_epoch != state.leader_epoch:
+                log.info("follower of %s-%d leader=%d epoch=%d", partition.topic, partition.index,
+                         state.leader, state.leader_epoch)
+            partition.become_follower(state.leader, state.leader_epoch, replicas, list(state.isr),
+                                      versioned.zk_version)
+
+    # ----------------------------------------------------------------- leader duties
+    def follower_caught_up(self, partition: "Partition") -> None:
+        if partition.caught_up_replicas() and self._nursery is not None:
+            self._nursery.start_soon(self._expand_isr, partition)
+
+    async def _expand_isr(self, partition: "Partition") -> None:
+        joining = partition.caught_up_replicas()
+        if joining:
+            await self._write_isr(partition, partition.isr + [r for r in joining if r not in partition.isr])
+
+    async def _isr_loop(self) -> None:
+        max_lag = self.config["replica.lag.time.max.ms"]
+        while True:
+            await trio.sleep(max_lag / 2000)
+            for partition in list(self.broker.replicas.partitions.values()):
+                if partition.is_leader:
+                    lagging = partition.lagging_replicas(max_lag)
+                    if lagging:
+                        log.info("shrinking ISR of %s-%d: %s lag more than %d ms", partition.topic,
+                                 partition.index, lagging, max_lag)
+                        await self._write_isr(partition, [r for r in partition.isr if r not in lagging])
+
+    async def _write_isr(self, partition: "Partition", isr: list[int]) -> None:
+        if sorted(isr) == sorted(partition.isr) or not partition.is_leader:
+            return
+        current = self.view.states.get((partition.topic, partition.index))
+        controller_epoch = current.state.controller_epoch if current else 0
+        state = PartitionState(self.node_id, partition.leader_epoch, tuple(isr), controller_epoch)
+        try:
+            version = await self.zk.update_isr(partition.topic, partition.index, state, partition.state_version)
+        except PartitionStateConflictError:
+            self.mark_dirty()
+            return
+        except ZkClientError as exc:
+            log.warning("ISR update of %s-%d failed: %s", partition.topic, partition.index, exc)
+            return
+        log.info("ISR of %s-%d is now %s", partition.topic, partition.index, isr)
+        partition.isr, partition.state_version = list(isr), version
+        if partition.maybe_advance_high_watermark():
+            pass
+        self.broker.replicas.notify_data()
+
+    # ----------------------------------------------------------------- followers
+    def _start_fetcher(self, leader: int) -> None:
+        scope = trio.CancelScope()
+        self._fetchers[leader] = scope
+        self._nursery.start_soon(self._fetch_loop, leader, scope)
+
+    def _followed(self, leader: int) -> list["Partition"]:
+        return [p for p in self.broker.replicas.partitions.values()
+                if p.leader_id == leader and not p.is_leader]
+
+    async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
+        client = None
+        with scope:
+            try:
+                while True:
+                    partitions = self._followed(leader)
+                    info = self.view.brokers.get(leader)
+                    if not partitions or info is None:
+                        await self._changed.wait()
+                        continue
+                    endpoint = info.endpoints[0]
+                    if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
+                        if client is not None:
+                            await client.close()
+                        client = BrokerClient(endpoint.host, endpoint.port, f"strom-replica-{self.node_id}")
+                    try:
+                        await self._fetch_once(client, partitions)
+                    except BrokerUnavailable as exc:
+                        log.debug("fetching from broker %d failed: %s", leader, exc)
+                        with trio.move_on_after(FETCH_BACKOFF_S):
+                            await self._changed.wait()
+            finally:
+                self._fetchers.pop(leader, None)
+                if client is not None:
+                    with trio.CancelScope(shield=True):
+                        await client.close()
+
+    async def _fetch_once(self, client: BrokerClient, partitions: list["Partition"]) -> None:
+        by_topic: dict[str, list] = {}
+        for p in partitions:
+            epoch = p.log.latest_epoch()
+            by_topic.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": p.leader_epoch,
+                "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": epoch if epoch is not None else -1,
+                "log_start_offset": p.log.log_start_offset,
+                "partition_max_bytes": self.config["replica.fetch.max.bytes"]})
+        body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
+                "max_bytes": self.config["replica.fetch.response.max.bytes"], "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+        response = await client.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=FETCH_WAIT_MS / 1000 + 30)
+        progressed = False
+        for topic in response.responses:
+            for data in topic.partitions:
+                partition = self.broker.partition(topic.topic, data.partition_index)
+                if partition is None or partition.is_leader:
+                    continue
+                progressed |= self._apply_fetched(partition, data)
+        if progressed:
+            self.broker.replicas.notify_data()
+        elif any(d.error_code for t in response.responses for d in t.partitions):
+            with trio.move_on_after(FETCH_BACKOFF_S):
+                await self._changed.wait()
+
+    def _apply_fetched(self, partition: "Partition", data) -> bool:
+        plog = partition.log
+        code = data.error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if plog.log_end_offset < data.log_start_offset:
+                plog.truncate_fully_and_start_at(data.log_start_offset)
+            else:
+                plog.truncate_to(min(plog.log_end_offset, max(data.high_watermark, 0)))
+            return True
+        if code != ErrorCode.NONE:
+            return False
+        diverging = data.diverging_epoch
+        if diverging.end_offset >= 0 and diverging.epoch >= 0:
+            ours_epoch, ours_end = plog.end_offset_for_epoch(diverging.epoch)
+            target = diverging.end_offset if ours_epoch != diverging.epoch else min(diverging.end_offset, ours_end)
+            log.info("truncating %s-%d to %d (diverged from the leader at epoch %d)",
+                     partition.topic, partition.index, target, diverging.epoch)
+            plog.truncate_to(target)
+            return True
+        appended = False
+        records = data.records
+        if records:
+            try:
+                headers = validate_batches(_whole_batches(records))
+            except RecordsError as exc:
+                log.warning("bad data from leader for %s-%d: %s", partition.topic, partition.index, exc)
+                return False
+            if headers:
+                whole = memoryview(records)[:sum(h.size for h in headers)]
+                plog.append_as_follower(bytearray(whole), headers)
+                appended = True
+        hw = min(data.high_watermark, plog.log_end_offset)
+        if hw > plog.high_watermark:
+            plog.high_watermark = hw
+            appended = True
+        if data.log_start_offset > plog.log_start_offset:
+            plog.maybe_increment_log_start_offset(min(data.log_start_offset, plog.log_end_offset))
+        return appended
+
+    # ----------------------------------------------------------------- admin
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str], validate_only: bool) -> TopicInfo | None:
+        brokers = sorted(self.view.brokers)
+        try:
+            assignment = assign_replicas(brokers, partitions, replication_factor)
+        except PlacementError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        if validate_only:
+            return None
+        topic_id = uuid.uuid4().bytes
+        try:
+            await self.zk.create_topic(name, TopicAssignment({p: tuple(r) for p, r in assignment.items()},
+                                                             topic_id=topic_id_to_text(topic_id)),
+                                       configs, topic_id=topic_id_to_text(topic_id))
+        except TopicExistsError:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        await self.wait_for(lambda: all((name, p) in self.view.states for p in range(partitions)))
+        return self.cache.topics.get(name)
+
+    async def delete_topic(self, name: str) -> None:
+        if name not in self.cache.topics:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        await self.zk.mark_topic_for_deletion(name)
+        await self.wait_for(lambda: name not in self.cache.topics)
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        assignment = self.view.assignments[name]
+        existing = len(assignment.partitions)
+        rf = len(next(iter(assignment.partitions.values())))
+        try:
+            added = assign_replicas(sorted(self.view.brokers), count - existing, rf, start_partition=existing)
+        except PlacementError as exc:
+            raise TopicError(exc.code, str(exc)) from None
+        partitions = dict(assignment.partitions)
+        partitions.update({existing + i: tuple(r) for i, r in enumerate(added.values())})
+        await self.zk.set_topic_assignment(name, TopicAssignment(partitions, topic_id=assignment.topic_id))
+        await self.wait_for(lambda: all((name, p) in self.view.states for p in range(count)))
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self.zk.set_topic_config(name, configs)
+        await self.wait_for(lambda: self.cache.topics.get(name) is not None
+                            and self.cache.topics[name].configs == configs)
+
+    async def allocate_producer_id(self) -> int:
+        if self._pid_next > self._pid_end:
+            self._pid_next, self._pid_end = await self.zk.allocate_producer_id_block(self.node_id)
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    async def wait_for(self, condition) -> None:
+        """Until the watched metadata satisfies `condition` (bounded; the change is in ZooKeeper either way)."""
+        self.mark_dirty()
+        with trio.move_on_after(TOPIC_WAIT_S):
+            while not condition():
+                await self._changed.wait()
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        versioned = self.view.states.get((topic, index))
+        return versioned.state if versioned else None
+
+    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+        out = []
+        for broker_id, info in sorted(self.view.brokers.items()):
+            endpoint = info.endpoints[0]
+            out.append((broker_id, endpoint.host, endpoint.port, info.rack))
+        return out
+
+
+def _whole_batches(records) -> memoryview:
+    """The leading whole batches of a fetch response (a size limit may cut the last one)."""
+    view = memoryview(records)
+    pos = 0
+    while pos + 12 <= len(view):
+        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        if size < 12 or pos + size > len(view):
+            break
+        pos += size
+    return view[:pos]
