@@ -8,9 +8,10 @@ from __future__ import annotations
 import click
 
 from tools.admin import configs, topics
+from tools.benchmark import bench
 from tools.console import consume, produce
 from tools.dump_log import dump_log
 from tools.groups import groups
 from tools.perf import perf
 
-COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf]
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench]

@@ -1,0 +1,76 @@
+"""A tiny `strom bench` run: every figure and reference is present, finite and has its ratio, and
+the JSON report round-trips. Figures are never compared with any speed."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tools import bench_machine
+from tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, bench, format_table, run_benchmark
+
+TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
+               inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
+               rtt_round_trips=50)
+
+EXPECTED_FIGURES = {
+    "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
+    "broker_peak_rss_mib", "inflight_1000_requests_round_ms", "inflight_max_latency_ms",
+    "inflight_stalled_requests",
+    *(f"end_to_end_latency_p{p}_ms" for p in ("50", "95", "99", "99.9")),
+    *(f"produce_{s}B_{p}p_acks{a}_{c}_records_per_s"
+      for s in SIZES for p in PARTITIONS for a in ("1", "all") for c in CODECS),
+    *(f"consume_{s}B_{p}p_{c}_records_per_s" for s in SIZES for p in PARTITIONS for c in CODECS),
+    *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
+}
+EXPECTED_REFERENCES = {
+    "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
+    "python_broker_imports_rss_bytes",
+    *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
+}
+
+
+def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
+    report = run_benchmark(TINY, tmp_path, lambda _msg: None)
+    doc = json.loads(json.dumps(report.to_json()))
+
+    assert set(doc["references"]) == EXPECTED_REFERENCES
+    assert all(ref["value"] > 0 and math.isfinite(ref["value"]) for ref in doc["references"].values())
+    figures = {f["key"]: f for f in doc["figures"]}
+    assert set(figures) == EXPECTED_FIGURES
+    for f in figures.values():
+        assert math.isfinite(f["value"]) and math.isfinite(f["ratio"]), f
+        assert f["reference"] in doc["references"] or f["reference"] in figures or f["reference"] == "inflight_requests"
+    assert figures["inflight_stalled_requests"]["reference"] == "inflight_requests"
+    assert doc["details"]["inflight"]["requests"] == 1000 and doc["details"]["inflight"]["errors"] == 0
+    produced = doc["details"]["produce_100B_6p_acksall_lz4"]
+    assert produced["records"] == 300 and produced["failed"] == 0
+    assert doc["details"]["consume_1024B_6p_none"]["records"] == 60
+    assert figures["produce_100B_1p_acks1_none_records_per_s"]["target"] == ">= 900,000/s"
+    assert figures["startup_to_first_api_versions_s"]["value"] >= figures["startup_to_first_connection_s"]["value"]
+
+    table = format_table(report)
+    assert all(key in table for key in EXPECTED_FIGURES | EXPECTED_REFERENCES)
+
+
+def test_ratio_divides_by_the_reference() -> None:
+    report = Report(settings={})
+    report.reference("base", 4.0, "x", "a reference")
+    report.add("twice", 8.0, "x", "base", target=("< 10", lambda v: v < 10))
+    report.add("own", 3.0, "x", "base", ref_value=6.0)
+    twice, own = report.figures
+    assert (twice.ratio, twice.met, own.ratio, own.met) == (2.0, True, 0.5, None)
+
+
+def test_cli_rejects_a_zero_record_count() -> None:
+    result = CliRunner().invoke(bench, ["--records", "0"])
+    assert result.exit_code == 2 and "--records" in result.output
+
+
+def test_proc_status_reads_this_process() -> None:
+    import os
+
+    assert bench_machine.proc_status_bytes(os.getpid(), "VmHWM") >= bench_machine.proc_status_bytes(os.getpid(), "VmRSS") > 0
