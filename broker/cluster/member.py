@@ -197,7 +197,8 @@ class ClusterMember:
     async def read_view(self) -> ClusterView:
         zk = self.zk
         view = ClusterView(brokers=await zk.get_all_brokers(), to_delete=await zk.get_topics_to_delete())
-        view.controller_id = await zk.get_controller_id() or -1
+        controller = await zk.get_controller_id()
+        view.controller_id = -1 if controller is None else controller
         for name in await zk.get_topics():
             assignment = await zk.get_topic_assignment(name)
             if assignment is None:
@@ -435,9 +436,8 @@ class ClusterMember:
             return None
         topic_id = uuid.uuid4().bytes
         try:
-            await self.zk.create_topic(name, TopicAssignment({p: tuple(r) for p, r in assignment.items()},
-                                                             topic_id=topic_id_to_text(topic_id)),
-                                       configs, topic_id=topic_id_to_text(topic_id))
+            await self.zk.create_topic(name, {p: tuple(r) for p, r in assignment.items()}, configs,
+                                       topic_id=topic_id_to_text(topic_id))
         except TopicExistsError:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
         await self.wait_for(lambda: all((name, p) in self.view.states for p in range(partitions)))
