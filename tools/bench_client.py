@@ -150,14 +150,17 @@ def latency_consumer_worker(bootstrap: str, topic: str, expected: int, ready: An
     idle_since = time.monotonic()
     try:
         while len(latencies) < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
-            for msg in consumer.consume(num_messages=1000, timeout=0.05):
-                now = time.time_ns()
-                value = msg.value() if msg.error() is None else None
-                idle_since = time.monotonic()
-                if value is None or value[:1] == WARMUP:
-                    ready.set()
-                    continue
-                latencies.append((now - STAMP.unpack_from(value)[0]) / 1e6)
+            # poll, not consume(): a batch call waits for its count or timeout and would add that wait
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            now = time.time_ns()
+            value = msg.value() if msg.error() is None else None
+            idle_since = time.monotonic()
+            if value is None or value[:1] == WARMUP:
+                ready.set()
+                continue
+            latencies.append((now - STAMP.unpack_from(value)[0]) / 1e6)
     finally:
         consumer.close()
     results.put({"latencies_ms": latencies, "records": len(latencies),

@@ -55,7 +55,7 @@ class BenchSettings:
 
     small_records: int = 1_000_000
     large_records: int = 200_000
-    producers: int = 1
+    producers: int = 2
     latency_records: int = 20_000
     latency_rate: float = 5_000.0
     inflight_rounds: int = 5
@@ -372,7 +372,7 @@ def _aligned(rows: list[list[str]]) -> str:
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller counts: about 30 s instead of about 5 min.")
 @click.option("--records", type=click.IntRange(min=1), help="100-byte records per produce run (1 KiB runs send a fifth).")
-@click.option("--producers", type=click.IntRange(min=1), help="Producer processes per produce run (default 1).")
+@click.option("--producers", type=click.IntRange(min=1), help="Producer processes per produce run (default 2: one Python producer cannot reach the target alone).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON here.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
