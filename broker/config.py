@@ -123,6 +123,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        minimum=1),
     _D("zookeeper.connection.timeout.ms", "int", 18000, "How long to wait for ZooKeeper at start-up.", minimum=1),
     _D("broker.rack", "string", None, "Rack of this broker, shown in metadata."),
+    _D("offsets.commit.timeout.ms", "int", 5000,
+       "How long an offset commit waits for the offsets partition's in-sync replicas.", minimum=1),
     _D("replica.lag.time.max.ms", "long", 30000,
        "A follower that has not caught up for this long leaves the ISR.", minimum=1),
     _D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", minimum=1),

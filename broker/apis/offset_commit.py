@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 
+import trio
+
 from broker.errors import TopicError
-
-from protocol.schema import ApiKey
-
+from broker.group.coordinator import OFFSETS_TOPIC
 from broker.group.records import CommittedOffset
+from protocol.errors import ErrorCode
+from protocol.schema import ApiKey
 
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (0, 9)
@@ -28,7 +30,23 @@ async def handle(broker, request) -> dict:
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = broker.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
                                            generation, body.retention_time_ms, offsets)
+    if not await _replicated(broker, body.group_id):
+        for r in results:
+            if r.error == ErrorCode.NONE:
+                r.error = ErrorCode.REQUEST_TIMED_OUT
     topics: dict[str, list] = {}
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
+
+
+async def _replicated(broker, group_id: str) -> bool:
+    """As Kafka: a commit counts once every in-sync replica of the offsets partition has it."""
+    partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
+    if partition is None:
+        return True
+    required = partition.log.log_end_offset
+    with trio.move_on_after(broker.config["offsets.commit.timeout.ms"] / 1000):
+        while partition.high_watermark < required:
+            await broker.replicas.wait_for_data()
+    return partition.high_watermark >= required

@@ -114,6 +114,7 @@ async def handle(broker, request) -> dict | None:
     acks = body.acks
     responses = []
     waits: list = []
+    leaders: set[int] = set()
     appended = False
     for topic in body.topic_data:
         name = topic.name
@@ -131,7 +132,10 @@ async def handle(broker, request) -> dict | None:
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",
                               name, p.index, exc.code.name, exc.message)
-                    parts.append(_result(p.index, exc.code, message=exc.message))
+                    result = _result(p.index, exc.code, message=exc.message)
+                    if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                        result["current_leader"] = _leader_hint(broker, name, p.index, leaders)
+                    parts.append(result)
         responses.append({"name": name, "partition_responses": parts})
     if appended:
         broker.replicas.notify_data()
@@ -139,4 +143,18 @@ async def handle(broker, request) -> dict | None:
         return None
     if waits:
         await _await_replication(broker, waits, body.timeout_ms)
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": node_endpoints(broker, leaders)}
+
+
+def _leader_hint(broker, topic: str, index: int, leaders: set[int]) -> dict:
+    """Where the partition's leader is now (v10+, KIP-951), so clients need no metadata round trip."""
+    view = broker.partition_view(topic, index)
+    if view is None or view[0] < 0:
+        return {"leader_id": -1, "leader_epoch": -1}
+    leaders.add(view[0])
+    return {"leader_id": view[0], "leader_epoch": view[1]}
+
+
+def node_endpoints(broker, ids: set[int]) -> list[dict]:
+    return [{"node_id": node, "host": host, "port": port, "rack": rack}
+            for node, host, port, rack in broker.live_brokers() if node in ids]
