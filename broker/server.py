@@ -16,6 +16,7 @@ import trio
 from protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
                                  Request, ServerConnection)
 
+from . import context
 from .apis import HANDLERS, error_response
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class ConnectionHandler:
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         peer = _peer_name(stream)
+        context.client_host.set("/" + peer.rsplit(":", 1)[0])
         conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
         try:

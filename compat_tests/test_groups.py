@@ -307,3 +307,27 @@ def test_kafkajs_group(gbroker):
     seen = {tuple(map(int, l.split())) for l in proc.stdout.decode().splitlines() if l.strip()}
     assert seen == all_offsets({p: 100 for p in range(3)})
     assert committed_offsets(bootstrap, "kjsg", topic, 3) == {0: 100, 1: 100, 2: 100}
+
+
+def test_describe_groups_shows_members_with_their_client_and_host(gbroker):
+    bootstrap, topic = gbroker.bootstrap, "described"
+    create_topic(bootstrap, topic, 2)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "describers", "client.id": "who-am-i",
+                         "session.timeout.ms": 6000})
+    consumer.subscribe([topic])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        deadline = time.monotonic() + WAIT_S
+        description = None
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+            description = admin.describe_consumer_groups(["describers"])["describers"].result(10)
+            if description.members and str(description.state).endswith("STABLE"):
+                break
+        assert description is not None and len(description.members) == 1
+        member = description.members[0]
+        assert member.client_id == "who-am-i"
+        assert member.host == "/127.0.0.1"
+        assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
+    finally:
+        consumer.close()

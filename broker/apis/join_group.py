@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
+from broker import context
 from broker.errors import TopicError
 
 from protocol.schema import ApiKey
@@ -27,7 +28,7 @@ async def handle(broker, request) -> dict:
         member_id=body.member_id or "",
         group_instance_id=body.group_instance_id,
         client_id=request.header.client_id or "",
-        client_host="",
+        client_host=context.client_host.get(),
         session_timeout_ms=body.session_timeout_ms,
         rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
         protocol_type=body.protocol_type or "",
