@@ -1,0 +1,73 @@
+"""Leader-side replication state: the high watermark follows the slowest in-sync replica."""
+from __future__ import annotations
+
+from protocol.records.batch import Record, build_batch, validate_batches
+from storage.config import LogConfig
+from storage.log import Log
+
+from broker.replica_manager import ReplicaManager, now_ms
+
+
+def _append(partition, n: int) -> None:
+    data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(n)]))
+    partition.append(data, validate_batches(data))
+
+
+def _leader(tmp_path, isr):
+    manager = ReplicaManager(node_id=1)
+    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0,
+                            replicas=[1, 2, 3], isr=list(isr))
+    partition.become_leader(3, [1, 2, 3], list(isr), version=0)
+    return partition
+
+
+def test_standalone_partition_commits_on_append(tmp_path):
+    manager = ReplicaManager(node_id=0)
+    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()))
+    _append(partition, 5)
+    assert partition.high_watermark == 5 == partition.log.log_end_offset
+
+
+def test_high_watermark_waits_for_every_in_sync_follower(tmp_path):
+    partition = _leader(tmp_path, [1, 2, 3])
+    _append(partition, 10)
+    assert partition.high_watermark == 0
+    partition.record_follower_fetch(2, 10)
+    assert not partition.maybe_advance_high_watermark()
+    partition.record_follower_fetch(3, 4)
+    assert partition.maybe_advance_high_watermark() and partition.high_watermark == 4
+    partition.record_follower_fetch(3, 10)
+    partition.maybe_advance_high_watermark()
+    assert partition.high_watermark == 10
+
+
+def test_high_watermark_ignores_replicas_outside_the_isr_and_never_moves_back(tmp_path):
+    partition = _leader(tmp_path, [1, 2])
+    _append(partition, 6)
+    partition.record_follower_fetch(2, 6)
+    partition.maybe_advance_high_watermark()
+    assert partition.high_watermark == 6
+    partition.isr = [1, 2, 3]  # a replica rejoins behind: the HW stays where it was
+    partition.record_follower_fetch(3, 2)
+    partition.maybe_advance_high_watermark()
+    assert partition.high_watermark == 6
+
+
+def test_lagging_and_caught_up_replicas(tmp_path):
+    partition = _leader(tmp_path, [1, 2, 3])
+    _append(partition, 3)
+    partition.record_follower_fetch(2, 3)
+    partition.followers[3].last_caught_up_ms = now_ms() - 60_000
+    assert partition.lagging_replicas(30_000) == [3]
+    partition.isr = [1, 2]
+    partition.maybe_advance_high_watermark()
+    partition.record_follower_fetch(3, 3)
+    assert partition.caught_up_replicas() == [3]
+
+
+def test_the_new_leader_epoch_starts_at_the_log_end(tmp_path):
+    partition = _leader(tmp_path, [1])
+    _append(partition, 4)
+    partition.log.leader_epoch_cache.assign(4, partition.log.log_end_offset)
+    partition.become_leader(4, [1, 2, 3], [1], version=1)
+    assert partition.log.end_offset_for_epoch(3) == (3, 4)
