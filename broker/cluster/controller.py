@@ -51,7 +51,7 @@ class Controller:
         for name, assignment in view.assignments.items():
             if name in view.to_delete:
                 continue
-            unclean = view.unclean_allowed(name)
+            unclean = view.unclean_allowed(name, self.member.config["unclean.leader.election.enable"])
             missing = {}
             for partition, replicas in assignment.partitions.items():
                 current = view.states.get((name, partition))
