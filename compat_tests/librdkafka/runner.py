@@ -1,0 +1,175 @@
+"""Run librdkafka's own regression suite (``tests/test-runner``) against Strom brokers.
+
+Each case is one test number (``TESTS=0001``), run as its own ``test-runner`` process so a
+hang or crash costs one case, not the run. ``-L`` leaves out the tests marked local (they
+never contact a broker, so they say nothing about Strom). The runner reads its settings from
+a per-worker ``test.conf``::
+
+    bootstrap.servers=127.0.0.1:PORT
+    test.timeout.multiplier=M
+
+and the broker version whose behaviour Strom offers from ``TEST_KAFKA_VERSION``. Outcomes are
+parsed from the summary table ``test-runner`` prints (``| name | STATE | 1.234s | reason``).
+
+Usage::
+
+    python -m compat_tests.librdkafka.runner [--all | --tests 0001,0002] [--workers N]
+        [--record]   # also write compat_tests/librdkafka/results.json (the README's source)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from compat_tests.broker_process import BrokerProcess
+from compat_tests.librdkafka.suite import (
+    FAILED, PASSED, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
+    SuiteResults, read_allowlist, read_results, run_command, run_pool, write_results,
+)
+
+HERE = Path(__file__).resolve().parent
+ALLOWLIST = HERE / "allowlist.txt"
+RECORDED = HERE / "results.json"
+BUILD_SCRIPT = HERE / "build.sh"
+KAFKA_VERSION = "3.9.0"
+TIMEOUT_MULTIPLIER = "2"
+CASE_TIMEOUT_S = 300.0
+BROKER_OVERRIDES = {
+    "num.partitions": "4",
+    "auto.create.topics.enable": "true",
+    "group.initial.rebalance.delay.ms": "0",
+}
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
+_SUMMARY = re.compile(r"^\|\s*(\d{4}_\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([0-9.]+)s\s*\|\s*(.*)$")
+_STATE_MAP = {"PASSED": PASSED, "FAILED": FAILED, "SKIPPED": SKIPPED, "RUNNING": FAILED, "NOT_STARTED": SKIPPED}
+_TEST_DEF = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
+
+
+def find_tree(work: Path = WORK_ROOT) -> Path:
+    """The built librdkafka source tree (``librdkafka-X.Y.Z`` holding ``tests/test-runner``)."""
+    for tree in sorted(work.glob("librdkafka-[0-9]*")):
+        if (tree / "tests" / "test-runner").is_file():
+            return tree
+    raise SuiteError(f"librdkafka's test-runner is not built under {work}: run {BUILD_SCRIPT}")
+
+
+def version_of(tree: Path) -> str:
+    return tree.name.split("-", 1)[1]
+
+
+def test_numbers(tree: Path) -> list[str]:
+    """Numbers of the tests in test.c's table that need a broker (not local, not manual)."""
+    text = (tree / "tests" / "test.c").read_text(errors="replace")
+    numbers: dict[str, None] = {}
+    for name, flags in _TEST_DEF.findall(text):
+        if "TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags:
+            continue
+        numbers[name[:4]] = None
+    return list(numbers)
+
+
+def parse_summary(text: str) -> dict[str, Outcome]:
+    """Outcomes from test-runner's summary table (colours stripped)."""
+    found: dict[str, Outcome] = {}
+    for line in _ANSI.sub("", text).splitlines():
+        m = _SUMMARY.match(line.strip())
+        if m and m.group(2) in _STATE_MAP:
+            name, state, secs, rest = m.groups()
+            found[name] = Outcome(_STATE_MAP[state], float(secs), rest.strip(" |")[:300])
+    return found
+
+
+def _timed_out(key: str, found: dict[str, Outcome], timeout: float) -> dict[str, Outcome]:
+    """A killed runner: what it finished keeps its outcome, the rest timed out."""
+    late = Outcome(TIMEOUT, timeout, f"no result within {timeout:.0f}s")
+    unfinished = {n: late for n, r in found.items() if r.state != PASSED}
+    return {**found, **unfinished} if found else {f"{key}_?": late}
+
+
+def _env(tree: Path, conf: Path) -> dict[str, str]:
+    libs = f"{tree / 'src'}:{tree / 'src-cpp'}"
+    return {
+        **os.environ,
+        "RDKAFKA_TEST_CONF": str(conf),
+        "TEST_KAFKA_VERSION": KAFKA_VERSION,
+        "LD_LIBRARY_PATH": f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        "TEST_LEVEL": "2",
+    }
+
+
+def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
+    """A pool callback that runs one test number against the worker's broker."""
+
+    def run_case(case: Case, broker: BrokerProcess, workdir: Path) -> dict[str, Outcome]:
+        conf = workdir / "test.conf"
+        conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
+        output = workdir / f"test-{case.key}.out"
+        env = {**_env(tree, conf), "TESTS": case.key}
+        done = run_command(["./test-runner", "-L"], cwd=tree / "tests", env=env, output=output, timeout=timeout)
+        found = {n: r for n, r in parse_summary(output.read_text(errors="replace")).items() if n.startswith(case.key)}
+        if done.returncode is None:
+            return _timed_out(case.key, found, timeout)
+        if not found:
+            return {f"{case.key}_?": Outcome(FAILED, 0.0, f"no summary (exit {done.returncode}), see {output}")}
+        return found
+
+    return run_case
+
+
+def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None) -> SuiteResults:
+    expected = expected or {}
+    cases = [Case(n, expected.get(n, 0.0)) for n in numbers]
+    outcomes = run_pool(cases, make_case_runner(tree), workers=workers, broker_overrides=BROKER_OVERRIDES)
+    return SuiteResults("librdkafka", "librdkafka", version_of(tree), outcomes)
+
+
+def allowlisted_numbers(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(n[:4] for n in names))
+
+
+def expected_durations() -> dict[str, float]:
+    """Per test number, the duration of the last recorded run (for scheduling)."""
+    if not RECORDED.exists():
+        return {}
+    totals: dict[str, float] = defaultdict(float)
+    for name, r in read_results(RECORDED).tests.items():
+        totals[name[:4]] += r.duration
+    return dict(totals)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all", action="store_true", help="run every broker test, not just the allow-list")
+    ap.add_argument("--tests", help="comma-separated test numbers to run")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--record", action="store_true", help="also write the recorded results.json")
+    args = ap.parse_args(argv)
+    tree = find_tree()
+    allowed = read_allowlist(ALLOWLIST)
+    if args.tests:
+        numbers = [n.strip() for n in args.tests.split(",") if n.strip()]
+    elif args.all:
+        numbers = test_numbers(tree)
+    else:
+        numbers = allowlisted_numbers(allowed)
+    results = run(numbers, workers=args.workers, tree=tree, expected=expected_durations())
+    write_results(results, RESULTS_DIR / "librdkafka.json")
+    if args.record:
+        write_results(results, RECORDED)
+    for name, r in sorted(results.tests.items()):
+        print(f"{name:48s} {r.state:8s} {r.duration:8.1f}s {r.detail}")
+    failed = [n for n in results.failed_of(allowed) if n[:4] in numbers]
+    print(f"librdkafka suite: {results.count(PASSED)} passed, {results.ran - results.count(PASSED)} failed, {results.count(SKIPPED)} skipped")
+    if failed:
+        print("allow-listed tests that did not pass: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
