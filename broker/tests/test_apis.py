@@ -335,3 +335,24 @@ async def test_topic_compression_type_recompresses_batches(connect, broker, code
     assert [r.value for r in iter_records(fetched)] == [b"value-%d" % i for i in range(20)]
     duplicate = await client.request(ApiKey.PRODUCE, 9, produce_body("z", produced))
     assert duplicate.responses[0].partition_responses[0].base_offset == 0
+
+
+async def test_follower_fetch_reports_divergence_by_leader_epoch(connect, broker):
+    client = await connect()
+    await create(client, "div")
+    await client.request(ApiKey.PRODUCE, 9, produce_body("div", batch(5)))
+    partition = broker.partition("div", 0)
+    partition.log.leader_epoch_cache.assign(1, partition.log.log_end_offset)
+    partition.leader_epoch = 1
+    await client.request(ApiKey.PRODUCE, 9, produce_body("div", batch(3)))
+    body = fetch_body("div", 7)
+    body["replica_id"] = 5
+    body["topics"][0]["partitions"][0].update(last_fetched_epoch=0, current_leader_epoch=1)
+    response = await client.request(ApiKey.FETCH, 12, body)
+    part = response.responses[0].partitions[0]
+    assert (part.diverging_epoch.epoch, part.diverging_epoch.end_offset) == (0, 5)
+    assert not part.records
+    body["topics"][0]["partitions"][0].update(fetch_offset=5, last_fetched_epoch=0)
+    caught_up = (await client.request(ApiKey.FETCH, 12, body)).responses[0].partitions[0]
+    assert caught_up.diverging_epoch.end_offset == -1
+    assert [r.offset for r in iter_records(caught_up.records)][-1] == 7

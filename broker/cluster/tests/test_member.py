@@ -17,3 +17,25 @@ def test_unclean_election_follows_the_topic_config():
     view = ClusterView(configs={"a": {"unclean.leader.election.enable": "true"}, "b": {}})
     assert view.unclean_allowed("a") and not view.unclean_allowed("b")
     assert view.unclean_allowed("b", default=True)
+
+
+def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path):
+    from types import SimpleNamespace
+
+    from protocol.records.batch import validate_batches
+    from storage.config import LogConfig
+    from storage.log import Log
+
+    from broker.cluster.member import ClusterMember
+
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    for count in (5, 2):  # the last 2 records were never replicated by the old leader
+        data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(count)]))
+        log.append_as_leader(data, validate_batches(data), 0)
+    partition = SimpleNamespace(log=log, topic="t", index=0)
+    member = ClusterMember.__new__(ClusterMember)
+    response = SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=0, end_offset=5),
+                               records=b"", high_watermark=5, log_start_offset=0)
+    assert member._apply_fetched(partition, response)
+    assert log.log_end_offset == 5
+    log.close()
