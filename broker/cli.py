@@ -27,7 +27,23 @@ def _overrides(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """`serve` is built in; the tools' commands load only when one of them is asked for, so that
+    `strom serve` starts without importing them (or their client library)."""
+
+    def _tools(self) -> dict[str, click.Command]:
+        from tools.commands import COMMANDS
+
+        return {command.name: command for command in COMMANDS}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._tools()))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return super().get_command(ctx, name) or self._tools().get(name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="strom")
 def main() -> None:
     """Strom: a Kafka-compatible message broker."""
@@ -84,15 +100,6 @@ def _write_ready(path: Path, bound) -> None:
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
 
-
-def _add_tool_commands() -> None:
-    from tools.commands import COMMANDS
-
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_add_tool_commands()
 
 if __name__ == "__main__":
     sys.exit(main())
