@@ -24,7 +24,10 @@ ALL_PATHS = [p for c in COMMANDS for p in _paths(c)]
 def test_every_tool_is_registered_on_strom() -> None:
     names = {c.name for c in COMMANDS}
     assert {"topics", "produce", "consume", "groups", "configs", "dump-log", "perf"} <= names
-    assert names <= set(main.commands)
+    import click
+    ctx = click.Context(main)
+    assert names <= set(main.list_commands(ctx))
+    assert all(main.get_command(ctx, name) is not None for name in names)
 
 
 @pytest.mark.parametrize("path", ALL_PATHS, ids=" ".join)
