@@ -11,3 +11,18 @@ CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 OPERATIONS_NOT_REQUESTED = -2147483648
 
 ZERO_UUID = bytes(16)
+
+
+def leader_partition(broker, topic: str, index: int, current_leader_epoch: int = -1):
+    """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows,
+    else (partition or None, the error Kafka answers with)."""
+    partition = broker.partition(topic, index)
+    if partition is None:
+        known = topic in broker.topics.topics and index < broker.topics.topics[topic].partitions
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not partition.is_leader:
+        return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
+        return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
+                           else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    return partition, ErrorCode.NONE

@@ -18,7 +18,7 @@ from protocol.records.legacy import downconvert
 from protocol.schema import ApiKey
 from storage.errors import OffsetOutOfRange
 
-from ._common import ZERO_UUID
+from ._common import ZERO_UUID, leader_partition
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (0, 17)
@@ -57,17 +57,14 @@ def _diverging(plog, req, version: int) -> tuple[int, int] | None:
 
 
 def _read_partition(broker, name, req, version: int, budget: int, first: bool, replica: int) -> tuple[dict, int]:
-    partition = broker.partition(name, req.partition)
-    if partition is None:
-        return _partition_error(req.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
-    if not partition.is_leader:
-        result = _partition_error(req.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        result["current_leader"] = {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+    partition, code = leader_partition(broker, name, req.partition, req.current_leader_epoch if version >= 9 else -1)
+    if code != ErrorCode.NONE:
+        result = _partition_error(req.partition, code)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            view = broker.partition_view(name, req.partition)
+            if view is not None:
+                result["current_leader"] = {"leader_id": view[0], "leader_epoch": view[1]}
         return result, 0
-    epoch = req.current_leader_epoch if version >= 9 else -1
-    if epoch != -1 and epoch != partition.leader_epoch:
-        code = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-        return _partition_error(req.partition, code), 0
     plog = partition.log
     result = {"partition_index": req.partition, "error_code": ErrorCode.NONE,
               "log_start_offset": plog.log_start_offset,

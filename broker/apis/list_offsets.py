@@ -4,6 +4,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.schema import ApiKey
 
+from ._common import leader_partition
+
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 10)
 
@@ -34,14 +36,10 @@ def _offset(partition, timestamp: int) -> tuple[int, int, int]:
 def _answer(broker, name: str, req, version: int) -> dict:
     out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    partition = broker.partition(name, req.partition_index)
-    if partition is None:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    epoch = req.current_leader_epoch if version >= 4 else -1
-    if epoch != -1 and epoch != partition.leader_epoch:
-        out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
-                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    partition, code = leader_partition(broker, name, req.partition_index,
+                                       req.current_leader_epoch if version >= 4 else -1)
+    if code != ErrorCode.NONE:
+        out["error_code"] = code
         return out
     if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION

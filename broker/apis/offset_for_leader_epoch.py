@@ -2,20 +2,17 @@
 from protocol.errors import ErrorCode
 from protocol.schema import ApiKey
 
+from ._common import leader_partition
+
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
 
 
 def _answer(broker, topic: str, req, version: int) -> dict:
     out = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
-    partition = broker.partition(topic, req.partition)
-    if partition is None:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    current = req.current_leader_epoch if version >= 2 else -1
-    if current != -1 and current != partition.leader_epoch:
-        out["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch
-                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    partition, code = leader_partition(broker, topic, req.partition, req.current_leader_epoch if version >= 2 else -1)
+    if code != ErrorCode.NONE:
+        out["error_code"] = code
         return out
     epoch, end_offset = partition.log.end_offset_for_epoch(req.leader_epoch)
     out.update(leader_epoch=epoch, end_offset=end_offset)

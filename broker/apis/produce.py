@@ -18,6 +18,8 @@ from protocol.records.legacy import upconvert
 from protocol.schema import ApiKey
 from storage.errors import StorageError
 
+from ._common import leader_partition
+
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = (0, 11)
@@ -67,11 +69,9 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
 
 
 def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list) -> dict:
-    partition = broker.partition(topic, index)
-    if partition is None:
-        raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not partition.is_leader:
-        raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    partition, code = leader_partition(broker, topic, index)
+    if code != ErrorCode.NONE:
+        raise PartitionError(code)
     if not records:
         return _result(index, start=partition.log.log_start_offset)
     min_isr = broker.topic_setting(topic, "min.insync.replicas")
