@@ -20,6 +20,13 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _ratio(value: str) -> float:
+    ratio = float(value.strip())
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return ratio
+
+
 def _cleanup_policy(value: str) -> str:
     parts = sorted(p.strip() for p in value.split(",") if p.strip())
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -41,6 +48,10 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "file.delete.delay.ms": ("file_delete_delay_ms", _int, 0),
     "compression.type": ("compression_type",
                          _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), None),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio, None),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int, 0),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int, 1),
+    "delete.retention.ms": ("delete_retention_ms", _int, 0),
 }
 
 
@@ -59,6 +70,10 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     compression_type: str = "producer"  # compression.type (applied by the broker's Produce)
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = (1 << 63) - 1  # max.compaction.lag.ms (Long.MAX_VALUE)
+    delete_retention_ms: int = 86400000  # delete.retention.ms (tombstones kept after a clean)
 
     @property
     def log_append_time(self) -> bool:
@@ -67,6 +82,10 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_properties(cls, props: dict[str, str], base: "LogConfig | None" = None) -> "LogConfig":
