@@ -74,12 +74,14 @@ class RequestHeader(NamedTuple):
 
 
 class _ParseCtx:
-    """Parse context: ``end`` is the index just past the last readable byte."""
+    """Parse context: ``end`` is the index just past the last readable byte; ``view`` the whole
+    buffer, so that record data can be handed out as a slice of it instead of a copy."""
 
-    __slots__ = ("end",)
+    __slots__ = ("end", "view")
 
-    def __init__(self, end: int) -> None:
+    def __init__(self, end: int, view: memoryview) -> None:
         self.end = end
+        self.view = view
 
 
 class _BuildCtx:
@@ -285,11 +287,23 @@ class KBytes(KafkaConstruct):
 
 
 class KRecords(KBytes):
-    """records: as bytes; on build a non-bytes object with an int ``size`` is a file region.
+    """records: decoded as a memoryview slice of the message buffer (record data is the bulk of
+    a Produce request or a Fetch response, and is not copied); on build, bytes, or any object
+    with an int ``size``: a file region.
 
     A region is never read: its length prefix is written and the object is noted in the build
     context at the current stream offset, so the caller can send it (os.sendfile) in place.
     """
+
+    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> memoryview | None:
+        n = self.length.read(stream)
+        if n is None:
+            return None
+        if n > _remaining(stream, context):
+            raise MalformedRequest(f"{self.length.name}: length {n} exceeds the message")
+        start = stream.tell()
+        stream.seek(n, io.SEEK_CUR)
+        return context.view[start:start + n]
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if obj is None or isinstance(obj, (bytes, bytearray, memoryview)):
@@ -405,7 +419,7 @@ class TaggedFields(KafkaConstruct):
                 stream.seek(size, io.SEEK_CUR)
                 continue
             end = stream.tell() + size
-            found[field.name] = field.construct._parse(stream, _ParseCtx(end), path)
+            found[field.name] = field.construct._parse(stream, _ParseCtx(end, context.view), path)
             if stream.tell() != end:
                 raise MalformedRequest(f"tagged field {field.name}: size {size} does not match its value")
         return found
@@ -606,7 +620,7 @@ def _parse_body(st: MessageStruct, buf: bytes | bytearray | memoryview, offset: 
         raise MalformedRequest(f"body offset {offset} outside a {end}-byte buffer")
     stream.seek(offset)
     try:
-        return st._parse(stream, _ParseCtx(end), "")
+        return st._parse(stream, _ParseCtx(end, memoryview(buf)), "")
     except MalformedRequest:
         raise
     except _PARSE_ERRORS as exc:
@@ -639,7 +653,7 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
         stream = io.BytesIO(buf)
         stream.seek(offset)
         try:
-            _HEADER_TAGS._parse(stream, _ParseCtx(len(buf)), "")
+            _HEADER_TAGS._parse(stream, _ParseCtx(len(buf), memoryview(buf)), "")
         except MalformedRequest as exc:
             raise MalformedRequest(f"request header: {exc}", header) from None
         offset = stream.tell()
@@ -752,6 +766,6 @@ def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryv
     if response_header_version(api_key, version) == 1:
         stream = io.BytesIO(buf)
         stream.seek(offset)
-        _HEADER_TAGS._parse(stream, _ParseCtx(len(buf)), "")
+        _HEADER_TAGS._parse(stream, _ParseCtx(len(buf), memoryview(buf)), "")
         offset = stream.tell()
     return correlation_id, _parse_body(st, buf, offset)

@@ -53,7 +53,8 @@ class FrameBuffer:
         start = self._pos + 4
         if len(self._buf) - start < size:
             return None
-        frame = bytes(self._buf[start:start + size])
+        with memoryview(self._buf) as view:
+            frame = bytes(view[start:start + size])
         self._pos = start + size
         self._compact()
         return frame

@@ -103,7 +103,7 @@ def _decode(name: str, data: bytes) -> tuple[int, Any]:
     stream = io.BytesIO(data)
     stream.seek(2)
     try:
-        return version, _struct(name, version)._parse(stream, _ParseCtx(len(data)), "")
+        return version, _struct(name, version)._parse(stream, _ParseCtx(len(data), memoryview(data)), "")
     except GroupRecordError:
         raise
     except Exception as exc:  # construct and codec errors of a malformed record

@@ -80,6 +80,9 @@ def assert_contains(expected: Any, actual: Any, path: str = "") -> None:
         assert isinstance(actual, list) and len(actual) == len(expected), f"{path}: {actual!r}"
         for i, (e, a) in enumerate(zip(expected, actual)):
             assert_contains(e, a, f"{path}[{i}]")
+    elif isinstance(actual, memoryview):  # records decode as a slice of the message buffer
+        assert isinstance(expected, (bytes, bytearray, memoryview)) and bytes(actual) == bytes(expected), \
+            f"{path}: expected {expected!r}, got {bytes(actual)!r}"
     else:
         assert actual == expected and type(actual) is type(expected), \
             f"{path}: expected {expected!r}, got {actual!r}"
