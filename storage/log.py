@@ -20,6 +20,7 @@ from protocol.records.header import (
 from protocol.records.batch import iter_records
 from protocol.records.errors import RecordsError
 from storage.checkpoint import fsync_dir
+from storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
 from storage.config import LogConfig
 from storage.errors import (
     CorruptLog, CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, RecordTooLarge,
@@ -92,10 +93,18 @@ class Log:
     the newest snapshot at or below the recovery point plus a replay of batch headers. Leftover
     ``*.deleted``/``*.tmp`` files are removed and orphan index files dropped.
 
+    Compaction (storage.cleaner): before anything else, :meth:`open` completes an interrupted
+    swap of cleaned segments (a ``<base>.log.swap`` replaces every segment whose base offset it
+    covers, and its indexes are rebuilt) and deletes ``*.cleaned`` files, so a crash during
+    cleaning leaves either the old or the new segments of each run.
+
     Threading: everything runs on one thread except :meth:`flush`, which may run on a worker
     thread. A ``threading.Lock`` guards structural changes (append, roll, truncation, segment
     deletion, close); flush takes it only to capture the descriptors to fsync and again to
-    advance the recovery point, and fsyncs in between without holding it.
+    advance the recovery point, and fsyncs in between without holding it. :meth:`compact` may
+    run on a worker thread too: it takes the lock to capture the segments and to swap each
+    cleaned run in (:meth:`cleaning_view`, :meth:`replace_segments`), and reads/writes files
+    without it.
     """
 
     def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
@@ -115,6 +124,7 @@ class Log:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / EPOCH_FILE)
         self.producer_state = ProducerStateManager(self.dir)
+        self.cleaner_state = CleanerState()
 
     # ================================================================ open / recovery
     @classmethod
@@ -124,19 +134,21 @@ class Log:
         """Open (creating if needed) the log in ``dir``, recovering it unless shut down cleanly."""
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
+        swapped = recover_swaps(directory)
         _remove_leftovers(directory)
         log = cls(directory, config, now_ms)
-        log._load(recovery_point, log_start_offset, clean_shutdown)
+        log._load(recovery_point, log_start_offset, clean_shutdown, swapped)
         log.high_watermark = high_watermark
         return log
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool,
+              rebuild: set[int] = frozenset()) -> None:
         bases = _segment_bases(self.dir)
         for base in bases:
             self._add_segment(self._new_segment(base))
         if not self._segments:
             self._add_segment(self._new_segment(log_start_offset))
-        recovered = self._check_segments(clean, recovery_point)
+        recovered = self._check_segments(clean, recovery_point, rebuild)
         self.log_end_offset = self._segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self.log_end_offset:
@@ -150,8 +162,12 @@ class Log:
         snapshot_limit = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
         self._rebuild_producer_state(snapshot_limit)
 
-    def _check_segments(self, clean: bool, recovery_point: int) -> list[LogSegment]:
-        """Validate the segments; returns those re-validated batch by batch."""
+    def _check_segments(self, clean: bool, recovery_point: int,
+                        rebuild: set[int] = frozenset()) -> list[LogSegment]:
+        """Validate the segments; returns those re-validated batch by batch.
+
+        Segments whose base offset is in ``rebuild`` (just swapped in) are always re-validated.
+        """
         first_unflushed = len(self._segments) if clean else \
             max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         recovered: list[LogSegment] = []
@@ -160,7 +176,7 @@ class Log:
             if segment.base_offset < previous_end:
                 self._delete_segments_from(i)  # overlaps the data before it: cannot be trusted
                 break
-            if i >= first_unflushed or segment.sanity_error() is not None:
+            if i >= first_unflushed or segment.base_offset in rebuild or segment.sanity_error() is not None:
                 truncated = segment.recover(previous_end)
                 recovered.append(segment)
                 if truncated:
@@ -516,6 +532,57 @@ class Log:
             for path in paths:
                 path.unlink(missing_ok=True)
         self._pending_deletes = keep
+
+    # ================================================================ compaction
+    def compact(self, now_ms: int | None = None) -> CleanResult | None:
+        """Clean the log if the compaction policy says it needs it (see storage.cleaner).
+
+        Returns None when it did not (not compacted, or not dirty enough). Synchronous; may run
+        on a worker thread.
+        """
+        now = self._now_ms() if now_ms is None else now_ms
+        if self._closed or not needs_cleaning(self, now):
+            return None
+        return LogCleaner().clean(self, now)
+
+    def cleaning_view(self) -> CleanView:
+        """Under the lock: segments, their descriptors, producers' last offsets, watermarks."""
+        with self._lock:
+            self._ensure_open()
+            segments = list(self._segments)
+            return CleanView(segments, [s.handle for s in segments], self._producer_last_offsets(),
+                             self._high_watermark, self.log_start_offset)
+
+    def _producer_last_offsets(self) -> dict[int, int]:
+        return {pid: entry.last_offset for pid, entry in self.producer_state.producers.items()}
+
+    def replace_segments(self, old: Sequence[LogSegment],
+                         install: Callable[[Callable[[int], LogSegment]], tuple[LogSegment, list[Path]]],
+                         check: Callable[[dict[int, int]], bool]) -> bool:
+        """Swap consecutive non-active segments ``old`` for one cleaned segment, under the lock.
+
+        Returns False (and calls nothing) if ``old`` are no longer consecutive non-active
+        segments of this log or ``check(producer last offsets)`` fails. ``install`` renames the
+        files (see storage.cleaner) and returns the new segment and the ``*.deleted`` paths,
+        which are unlinked after file.delete.delay.ms like retention's.
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+            if index is None or index + len(old) >= len(self._segments):
+                return False
+            if any(a is not b for a, b in zip(self._segments[index:index + len(old)], old)):
+                return False
+            if not check(self._producer_last_offsets()):
+                return False
+            segment, deleted = install(self._new_segment)
+            segments = list(self._segments)
+            segments[index:index + len(old)] = [segment]
+            self._segments = segments
+            self._bases = [s.base_offset for s in segments]
+            self._pending_deletes.append((self._now_ms() + self.config.file_delete_delay_ms, deleted))
+            return True
 
     # ================================================================ flush / close
     def flush(self, offset: int | None = None) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from storage.checkpoint import OffsetCheckpointFile, atomic_write
+from storage.cleaner import CleanResult, LogCleaner
 from storage.config import LogConfig
 from storage.errors import CorruptLog, StorageError
 from storage.log import Log, parse_dir_name, wall_clock_ms
@@ -18,6 +19,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
 
@@ -47,7 +49,9 @@ class LogManager:
     Per log dir (Kafka's files, see storage.checkpoint for the text format):
     ``meta.properties`` (``version=0``, ``broker.id``, ``cluster.id``),
     ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-    ``replication-offset-checkpoint`` (high watermarks), and ``.kafka_cleanshutdown``, an empty
+    ``replication-offset-checkpoint`` (high watermarks), ``cleaner-offset-checkpoint`` (each
+    compacted log's first dirty offset, written by :meth:`clean_compacted`; a lost one only
+    means the next pass cleans from the log start), and ``.kafka_cleanshutdown``, an empty
     marker written last by :meth:`shutdown` and removed by :meth:`startup`.
 
     After a crash there is no marker, so every log is recovered from its checkpointed recovery
@@ -55,8 +59,8 @@ class LogManager:
     counts as empty (recovery point 0: the whole log is re-validated). Directories renamed to
     ``<topic>-<partition>.<uuid>-delete`` by an interrupted :meth:`delete_log` are removed.
 
-    Threading: :meth:`flush_dirty` and :meth:`checkpoint` may run on a worker thread; the map of
-    logs is guarded by a lock and they work on a copy.
+    Threading: :meth:`flush_dirty`, :meth:`checkpoint` and :meth:`clean_compacted` may run on a
+    worker thread; the map of logs is guarded by a lock and they work on a copy.
     """
 
     def __init__(self, log_dirs: list[Path], default_config: LogConfig, *,
@@ -75,6 +79,8 @@ class LogManager:
         self.cluster_id: str | None = None
         self.broker_id: int | None = None
         self.had_clean_shutdown = True
+        self._cleaner = LogCleaner()
+        self.uncleanable: set[TopicPartition] = set()
 
     # ------------------------------------------------------------ startup
     def startup(self, broker_id: int | None = None, cluster_id: str | None = None,
@@ -123,6 +129,7 @@ class LogManager:
         recovery = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
         watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        first_dirty = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
         self._progress(f"loading logs from {log_dir} ({'clean' if clean else 'unclean'} shutdown)")
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
@@ -139,6 +146,7 @@ class LogManager:
             log = Log.open(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
                            log_start_offset=starts.get(tp, 0), high_watermark=watermarks.get(tp, 0),
                            now_ms=self._now_ms, clean_shutdown=clean)
+            log.cleaner_state.first_dirty_offset = first_dirty.get(tp, 0)
             self._register(tp, log, log_dir)
         marker.unlink(missing_ok=True)
 
@@ -224,6 +232,36 @@ class LogManager:
         if deleted:
             self.checkpoint()
         return deleted
+
+    def clean_compacted(self, now_ms: int | None = None) -> dict[TopicPartition, CleanResult]:
+        """Compact every log whose policy asks for it (dirtiest first); returns what was done.
+
+        Synchronous, meant for a worker thread. A log whose data cannot be decoded is reported
+        through ``progress`` and skipped from then on (Kafka marks it uncleanable).
+        """
+        now = self._now_ms() if now_ms is None else now_ms
+        logs = {log: tp for tp, log in self.all_logs().items() if tp not in self.uncleanable}
+        results: dict[TopicPartition, CleanResult] = {}
+        for log in self._cleaner.choose(logs, now):
+            tp = logs[log]
+            try:
+                results[tp] = self._cleaner.clean(log, now)
+            except StorageError as exc:
+                self.uncleanable.add(tp)
+                self._progress(f"cannot clean {tp[0]}-{tp[1]}, skipping it from now on: {exc}")
+        if results:
+            self.write_cleaner_checkpoints()
+        return results
+
+    def write_cleaner_checkpoints(self) -> None:
+        """Write each log dir's ``cleaner-offset-checkpoint`` (compacted logs only)."""
+        with self._lock:
+            by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+            for tp, log in self._logs.items():
+                if log.config.compact_enabled:
+                    by_dir[self._log_dir_of[tp]][tp] = log.cleaner_state.first_dirty_offset
+        for log_dir, offsets in by_dir.items():
+            OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
 
     def shutdown(self) -> None:
         """Close every log (flush + snapshots), write checkpoints, then the clean-shutdown marker."""
