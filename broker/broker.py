@@ -38,6 +38,7 @@ class Broker:
         self.node_id = config.node_id
         self.started = time.monotonic()
         self.bound: list[BoundListener] = []
+        self._settings: dict[tuple[str, str], tuple[dict, object]] = {}
         self.replicas = ReplicaManager(self.node_id)
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
@@ -171,10 +172,16 @@ class Broker:
         return format_value(self.config.topic_default(key)), True
 
     def topic_setting(self, topic: str, key: str):
-        """A topic config's effective, parsed value (override or broker default)."""
+        """A topic config's effective, parsed value (override or broker default); cached per
+        topic until its configs change, since Produce asks on every acks=all request."""
         info = self.topics.topics[topic]
+        cached = self._settings.get((topic, key))
+        if cached is not None and cached[0] is info.configs:
+            return cached[1]
         raw = info.configs.get(key)
-        return parse_topic_config(key, raw) if raw is not None else self.config.topic_default(key)
+        value = parse_topic_config(key, raw) if raw is not None else self.config.topic_default(key)
+        self._settings[(topic, key)] = (info.configs, value)
+        return value
 
     def validate_topic_configs(self, configs: dict[str, str | None]) -> None:
         for key, value in configs.items():

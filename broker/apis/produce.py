@@ -74,8 +74,8 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
         raise PartitionError(code)
     if not records:
         return _result(index, start=partition.log.log_start_offset)
-    min_isr = broker.topic_setting(topic, "min.insync.replicas")
-    if acks == -1 and len(partition.isr) < min_isr:
+    min_isr = broker.topic_setting(topic, "min.insync.replicas") if acks == -1 else 1
+    if len(partition.isr) < min_isr:
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     config = partition.log.config
