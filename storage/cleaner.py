@@ -70,7 +70,7 @@ from protocol.records.header import (
     parse_header,
 )
 from storage.checkpoint import fsync_dir
-from storage.errors import CorruptLog
+from storage.errors import CorruptLog, StorageError
 from storage.files import FileHandle
 from storage.index import OffsetIndex, TimeIndex
 from storage.segment import (
@@ -155,11 +155,11 @@ def first_dirty_offset(log: "Log") -> int:
     return offset
 
 
-def cleanable_segments(log: "Log", now_ms: int, segments: Iterable[LogSegment] | None = None,
-                       high_watermark: int | None = None) -> list[LogSegment]:
+def cleanable_segments(log: "Log", now_ms: int, view: CleanView | None = None) -> list[LogSegment]:
     """The prefix of non-active segments below min(active base, high watermark), old enough."""
-    segments = list(log.segments if segments is None else segments)
-    limit = min(segments[-1].base_offset, log.high_watermark if high_watermark is None else high_watermark)
+    view = log.cleaning_view() if view is None else view
+    segments = view.segments
+    limit = min(segments[-1].base_offset, view.high_watermark)
     lag = log.config.min_compaction_lag_ms
     out = []
     for segment in segments[:-1]:
@@ -169,9 +169,9 @@ def cleanable_segments(log: "Log", now_ms: int, segments: Iterable[LogSegment] |
     return out
 
 
-def dirty_ratio(log: "Log", now_ms: int) -> float:
+def dirty_ratio(log: "Log", now_ms: int, view: CleanView | None = None) -> float:
     """Dirty bytes / all bytes of the cleanable part (0.0 when nothing is cleanable)."""
-    segments = cleanable_segments(log, now_ms)
+    segments = cleanable_segments(log, now_ms, view)
     first_dirty = first_dirty_offset(log)
     total = sum(s.size for s in segments)
     dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
@@ -183,29 +183,38 @@ def needs_cleaning(log: "Log", now_ms: int) -> bool:
     or a dirty segment is older than max.compaction.lag.ms, or a delete horizon has passed."""
     if not log.config.compact_enabled:
         return False
-    segments = cleanable_segments(log, now_ms)
+    view = log.cleaning_view()
+    segments = cleanable_segments(log, now_ms, view)
     if not segments:
         return False
     first_dirty = first_dirty_offset(log)
+    handles = dict(zip(map(id, view.segments), view.handles))
     dirty = [s for s in segments if s.next_offset > first_dirty]
-    if dirty and dirty_ratio(log, now_ms) > log.config.min_cleanable_dirty_ratio:
+    if dirty and dirty_ratio(log, now_ms, view) > log.config.min_cleanable_dirty_ratio:
         return True
-    if dirty and _first_timestamp(dirty[0]) <= now_ms - log.config.max_compaction_lag_ms:
+    if dirty and _first_timestamp(dirty[0], handles[id(dirty[0])]) <= now_ms - log.config.max_compaction_lag_ms:
         return True
-    horizon = _next_horizon(log, [s for s in segments if s.next_offset <= first_dirty])
+    clean = [(s, handles[id(s)]) for s in segments if s.next_offset <= first_dirty]
+    horizon = _next_horizon(log, clean)
     return horizon is not None and horizon <= now_ms
 
 
-def _first_timestamp(segment: LogSegment) -> int:
-    first = segment.first_batch_timestamp()
-    return first if first is not None and first >= 0 else segment.largest_timestamp
+def _first_timestamp(segment: LogSegment, handle: FileHandle) -> int:
+    """Max timestamp of the segment's first batch (what max.compaction.lag.ms is measured from)."""
+    if segment.size >= HEADER_SIZE:
+        first = parse_header(handle.pread(HEADER_SIZE, 0)).max_timestamp
+        if first >= 0:
+            return first
+    return segment.largest_timestamp
 
 
-def _next_horizon(log: "Log", clean: list[LogSegment]) -> int | None:
-    """The earliest delete horizon in the clean section (headers only; cached on the log)."""
+def _next_horizon(log: "Log", clean: list[tuple[LogSegment, FileHandle]]) -> int | None:
+    """The earliest delete horizon in the clean section (found once from batch headers, then
+    kept up to date by each pass)."""
     state = log.cleaner_state
     if state.next_horizon_ms is None:
-        horizons = [h.base_timestamp for s in clean for _, h in s.iter_headers()
+        horizons = [h.base_timestamp for s, handle in clean
+                    for h, _ in iter_segment_batches(handle, s.size, str(s.log_path))
                     if h.attributes & DELETE_HORIZON_MASK]
         state.next_horizon_ms = min(horizons, default=-1)
     return None if state.next_horizon_ms < 0 else state.next_horizon_ms
@@ -500,9 +509,15 @@ class LogCleaner:
 
     def choose(self, logs: Iterable["Log"], now_ms: int) -> list["Log"]:
         """The logs :func:`needs_cleaning` picks, dirtiest first."""
-        chosen = [log for log in logs if needs_cleaning(log, now_ms)]
-        chosen.sort(key=lambda log: dirty_ratio(log, now_ms), reverse=True)
-        return chosen
+        chosen = []
+        for log in logs:
+            try:
+                if needs_cleaning(log, now_ms):
+                    chosen.append((dirty_ratio(log, now_ms), log))
+            except (StorageError, OSError):
+                continue  # closed or deleted meanwhile; retried next time
+        chosen.sort(key=lambda pair: pair[0], reverse=True)
+        return [log for _, log in chosen]
 
     def clean_logs(self, logs: Iterable["Log"], now_ms: int) -> list[tuple["Log", CleanResult]]:
         """Clean every log :meth:`choose` picks."""
@@ -512,7 +527,7 @@ class LogCleaner:
         state = log.cleaner_state
         with state.lock:
             view = log.cleaning_view()
-            segments = cleanable_segments(log, now_ms, view.segments, view.high_watermark)
+            segments = cleanable_segments(log, now_ms, view)
             handles = view.handles[:len(segments)]
             if not segments:
                 return CleanResult(view.log_start_offset, first_dirty_offset(log), 0, 0, 0, 0)

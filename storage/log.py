@@ -436,6 +436,8 @@ class Log:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             self._rebuild_producer_state(self.log_end_offset)
+            self.cleaner_state.first_dirty_offset = min(self.cleaner_state.first_dirty_offset,
+                                                        self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at ``offset``."""
@@ -453,6 +455,7 @@ class Log:
         self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
+        self.cleaner_state.first_dirty_offset = offset
         self.producer_state.delete_snapshots(lambda _: True)
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
@@ -541,7 +544,7 @@ class Log:
         on a worker thread.
         """
         now = self._now_ms() if now_ms is None else now_ms
-        if self._closed or not needs_cleaning(self, now):
+        if self._closed or not self.config.compact_enabled or not needs_cleaning(self, now):
             return None
         return LogCleaner().clean(self, now)
 

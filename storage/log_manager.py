@@ -188,6 +188,7 @@ class LogManager:
         with self._lock:
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
+            self.uncleanable.discard(tp)
         if log is None:
             return
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")

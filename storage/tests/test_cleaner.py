@@ -317,6 +317,20 @@ def test_truncation_during_cleaning_aborts_the_swap(open_log, clock, monkeypatch
     assert [r.offset for r in records(log)] == list(range(cut))
 
 
+def test_truncation_below_the_first_dirty_offset_makes_new_data_dirty(open_log, clock):
+    log = open_log(COMPACT)
+    fill(log)
+    LogCleaner().clean(log, clock.now)
+    cut = log.cleaner_state.first_dirty_offset - 3
+    log.truncate_to(cut)
+    assert log.cleaner_state.first_dirty_offset == log.log_end_offset <= cut
+    put(log, [(b"x", b"1")])
+    put(log, [(b"x", b"2")])
+    seal(log)
+    LogCleaner().clean(log, clock.now)
+    assert [r.value for r in records(log) if r.key == b"x"] == [b"2"]
+
+
 # ============================================================ crash safety
 def _run_with_crash_points(log, tmp_path, clock, monkeypatch):
     """Clean ``log``, copying its directory just before every rename (each one a crash point)."""
