@@ -13,5 +13,6 @@ from tools.console import consume, produce
 from tools.dump_log import dump_log
 from tools.groups import groups
 from tools.perf import perf
+from tools.spark.pipeline import pipeline
 
-COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench]
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline]
