@@ -12,6 +12,7 @@ from storage.cleaner import (
     DELETE_HORIZON_MASK, LogCleaner, cleanable_segments, dirty_ratio, needs_cleaning,
 )
 from storage.config import LogConfig
+from storage.errors import CorruptLog
 from storage.log import Log
 from storage.log_manager import CLEANER_OFFSET_CHECKPOINT, LogManager
 
@@ -429,6 +430,22 @@ def test_log_manager_cleans_compacted_logs_and_checkpoints_first_dirty(tmp_path,
     assert log.cleaner_state.first_dirty_offset == compacted.cleaner_state.first_dirty_offset
     assert again.clean_compacted() == {}
     again.shutdown()
+
+
+def test_corrupt_segment_is_reported_and_skipped(tmp_path, clock):
+    manager = LogManager([tmp_path / "data"], LogConfig(), now_ms=clock)
+    manager.startup()
+    log = manager.get_or_create_log("offsets", 0, COMPACT)
+    fill(log)
+    path = log.segments[1].log_path
+    data = bytearray(path.read_bytes())
+    data[70] ^= 0xFF  # inside the first record: the CRC no longer matches
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptLog):
+        LogCleaner().clean(log, clock.now)
+    assert not [p for p in log.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert manager.clean_compacted() == {} and ("offsets", 0) in manager.uncleanable
+    manager.shutdown()
 
 
 # ============================================================ model-based
