@@ -101,6 +101,7 @@ class Broker:
                                    self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
                 nursery.start_soon(self._periodic, "retention",
                                    self.config["log.retention.check.interval.ms"], self._retention)
+                nursery.start_soon(self._periodic, "log cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
                 nursery.start_soon(self.groups.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)
@@ -158,6 +159,15 @@ class Broker:
 
     async def _retention(self) -> None:
         self.logs.cleanup()
+
+    async def _clean(self) -> None:
+        """Compact `cleanup.policy=compact` logs on a worker thread (the cleaner locks each log
+        only to swap segments in)."""
+        results = await trio.to_thread.run_sync(self.logs.clean_compacted)
+        for (topic, index), result in results.items():
+            if result is not None and not result.aborted and result.records_removed:
+                log.info("compacted %s-%d: %d records removed, %d -> %d bytes", topic, index,
+                         result.records_removed, result.bytes_before, result.bytes_after)
 
     # ----------------------------------------------------------------- topics
     def log_config(self, overrides: dict[str, str]) -> LogConfig:

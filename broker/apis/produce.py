@@ -11,7 +11,7 @@ import logging
 import trio
 
 from protocol.errors import ErrorCode
-from protocol.records.batch import recompress, validate_batches
+from protocol.records.batch import recompress, validate_batches, validate_keys
 from protocol.records.compression import Compression
 from protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
 from protocol.records.legacy import upconvert
@@ -81,6 +81,12 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
     config = partition.log.config
     codec = TOPIC_CODECS.get(config.compression_type)
     data, headers = _batches(records, version, config.max_message_bytes, codec)
+    if config.compact_enabled:
+        try:
+            validate_keys(data)
+        except RecordsError as exc:
+            raise PartitionError(ErrorCode.INVALID_RECORD,
+                                 f"Compacted topic cannot accept a record without a key: {exc}") from None
     if any(h.is_transactional or h.is_control for h in headers):
         raise PartitionError(ErrorCode.INVALID_TXN_STATE, "Transactions are not supported by this broker")
     try:

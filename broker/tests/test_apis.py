@@ -8,7 +8,7 @@ import trio
 
 from protocol.codec import decode_response
 from protocol.errors import ErrorCode
-from protocol.records.batch import Record, build_batch, iter_records
+from protocol.records.batch import Record, build_batch, iter_batches, iter_records
 from protocol.schema import ApiKey, api_spec
 
 from broker.apis import SUPPORTED
@@ -356,3 +356,28 @@ async def test_follower_fetch_reports_divergence_by_leader_epoch(connect, broker
     caught_up = (await client.request(ApiKey.FETCH, 12, body)).responses[0].partitions[0]
     assert caught_up.diverging_epoch.end_offset == -1
     assert [r.offset for r in iter_records(caught_up.records)][-1] == 7
+
+
+async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_key(connect, broker):
+    client = await connect()
+    await create(client, "compacted", configs={"cleanup.policy": "compact", "segment.bytes": "1000",
+                                               "min.cleanable.dirty.ratio": "0.01"})
+    keyless = build_batch([Record(0, 0, None, b"v")])
+    refused = await client.request(ApiKey.PRODUCE, 9, produce_body("compacted", keyless))
+    assert refused.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    for round_ in range(20):
+        records = [Record(i, 0, b"key-%d" % i, b"round-%d" % round_) for i in range(3)]
+        await client.request(ApiKey.PRODUCE, 9, produce_body("compacted", build_batch(records)))
+    await broker._clean()
+    survivors = {}
+    offset = 0
+    while True:
+        part = (await client.request(ApiKey.FETCH, 12, fetch_body("compacted", offset))).responses[0].partitions[0]
+        if not part.records:
+            break
+        for r in iter_records(part.records):
+            survivors.setdefault(r.key, []).append((r.offset, r.value))
+        offset = [h.last_offset for _, h in iter_batches(part.records)][-1] + 1
+    assert offset == 60, "offsets never change and the log end stays where it was"
+    assert all(values[-1][1] == b"round-19" for values in survivors.values())
+    assert sum(len(v) for v in survivors.values()) < 60, "cleaning removed superseded values"
