@@ -288,13 +288,13 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
 
 def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
     """Split large ranges so there are at least ``min_partitions`` of them (as Spark's
-    KafkaOffsetRangeCalculator: each range gets parts in proportion to its size)."""
+    KafkaOffsetRangeCalculator: each range gets parts in proportion to its size, rounded)."""
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
     out: list[OffsetRange] = []
     for r in ranges:
-        parts = max(1, math.floor(r.size * min_partitions / total)) if total else 1
+        parts = max(1, math.floor(r.size * min_partitions / total + 0.5)) if total else 1
         out.extend(_split(r, min(parts, r.size)))
     return out
 
