@@ -222,10 +222,12 @@ class ClusterMember:
         self.broker.replicas.notify_data()
 
     async def _watch_new_partitions(self, view: ClusterView) -> None:
-        for key in view.states:
-            if key not in self._watched:
-                self._watched.add(key)
-                await self.zk.watch_partition_state(key[0], key[1], lambda state: self.mark_dirty())
+        """Watch every partition's state znode, also those the controller has yet to create."""
+        for name, assignment in view.assignments.items():
+            for index in assignment.partitions:
+                if (name, index) not in self._watched:
+                    self._watched.add((name, index))
+                    await self.zk.watch_partition_state(name, index, lambda state: self.mark_dirty())
         for name in view.assignments:
             if (name, -1) not in self._watched:
                 self._watched.add((name, -1))
