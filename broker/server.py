@@ -17,7 +17,7 @@ from protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameT
                                  Request, ServerConnection)
 
 from . import context
-from .apis import HANDLERS, error_response
+from .apis import HANDLERS, SUPPORTED_RANGE, error_response
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -127,7 +127,13 @@ class ConnectionHandler:
         return keep_open
 
     async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
-        module = HANDLERS.get(request.header.api_key)
+        header = request.header
+        module = HANDLERS.get(header.api_key)
+        supported = SUPPORTED_RANGE.get(header.api_key)
+        if module is None or not supported[0] <= header.api_version <= supported[1]:
+            log.warning("closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
+                        "(ApiVersions lists what is)", peer, header.api_key, header.api_version)
+            return False
         try:
             body = await module.handle(self.broker, request)
         except Exception:

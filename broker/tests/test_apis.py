@@ -381,3 +381,14 @@ async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_ke
     assert offset == 60, "offsets never change and the log end stays where it was"
     assert all(values[-1][1] == b"round-19" for values in survivors.values())
     assert sum(len(v) for v in survivors.values()) < 60, "cleaning removed superseded values"
+
+
+async def test_an_api_the_broker_does_not_offer_closes_only_that_connection(connect, caplog):
+    from protocol.codec import encode_request
+    client = await connect()
+    await client.stream.send_all(encode_request(ApiKey.DESCRIBE_ACLS, 1, 3, "t", {}))
+    with pytest.raises(EOFError):
+        await client.receive_frame()
+    assert "not supported by this broker" in caplog.text
+    other = await connect()
+    assert (await other.request(ApiKey.API_VERSIONS, 3, {})).error_code == ErrorCode.NONE
