@@ -74,7 +74,8 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
 
 def run(names: list[str], *, workers: int, tree: Path) -> SuiteResults:
     outcomes = run_pool([Case(n) for n in names], make_case_runner(tree), workers=workers,
-                        broker_overrides=BROKER_OVERRIDES)
+                        broker_overrides=BROKER_OVERRIDES,
+                        workdir=WORK_ROOT / "runs" / "kcat")
     return SuiteResults("kcat", "kcat", version_of(tree), outcomes)
 
 

@@ -15,16 +15,17 @@ source "$here/debsrc.sh"
 find_tree() { ls -d "$work"/librdkafka-[0-9]* 2>/dev/null | head -1 || true; }
 
 tree=$(find_tree)
-if [[ -n $tree && -x $tree/tests/test-runner ]]; then
+if [[ -n $tree && -x $tree/tests/test-runner ]] && grep -q "WITH_RAPIDJSON 1" "$tree/config.h"; then
     echo "librdkafka test-runner already built"
     echo "$tree"
     exit 0
 fi
 
 # Build dependencies: a toolchain, zlib and zstd (gzip/zstd codecs; snappy and lz4
-# are built in). SSL, SASL and curl are left out: Strom offers none of them.
+# are built in), RapidJSON (header-only: the tests that check the statistics JSON).
+# SSL, SASL and curl are left out: Strom offers none of them.
 need=()
-for pkg in make gcc g++ pkg-config zlib1g-dev libzstd-dev dpkg-dev; do
+for pkg in make gcc g++ pkg-config zlib1g-dev libzstd-dev rapidjson-dev dpkg-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -41,12 +42,16 @@ if [[ -z $tree ]]; then
 fi
 
 cd "$tree"
+# A tree configured before RapidJSON was a dependency is configured again.
+if [[ -f config.h ]] && ! grep -q "WITH_RAPIDJSON 1" config.h; then
+    rm -f Makefile.config config.h config.cache
+fi
 if [[ ! -f Makefile.config ]]; then
     ./configure --disable-ssl --disable-gssapi --disable-curl --disable-lz4-ext \
-        --enable-zlib --enable-zstd >configure.out 2>&1 || { tail -30 configure.out; exit 1; }
+        --enable-zlib --enable-zstd >strom-build-configure.log 2>&1 || { tail -30 strom-build-configure.log; exit 1; }
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-make -j"$jobs" libs >make-libs.out 2>&1 || { tail -40 make-libs.out; exit 1; }
-make -j"$jobs" -C tests build >make-tests.out 2>&1 || { tail -40 make-tests.out; exit 1; }
+make -j"$jobs" libs >strom-build-libs.log 2>&1 || { tail -40 strom-build-libs.log; exit 1; }
+make -j"$jobs" -C tests build >strom-build-tests.log 2>&1 || { tail -40 strom-build-tests.log; exit 1; }
 test -x tests/test-runner
 echo "$tree"

@@ -49,6 +49,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
 _SUMMARY = re.compile(r"^\|\s*(\d{4}_\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([0-9.]+)s\s*\|\s*(.*)$")
 _STATE_MAP = {"PASSED": PASSED, "FAILED": FAILED, "SKIPPED": SKIPPED, "RUNNING": FAILED, "NOT_STARTED": SKIPPED}
 _TEST_DEF = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
+_SCENARIO = re.compile(r'\.scenario\s*=\s*"([^"]*)"')
+SCENARIO_OVERRIDES = {"default": {}, "noautocreate": {"auto.create.topics.enable": "false"}}
 
 
 def find_tree(work: Path = WORK_ROOT) -> Path:
@@ -63,15 +65,23 @@ def version_of(tree: Path) -> str:
     return tree.name.split("-", 1)[1]
 
 
-def test_numbers(tree: Path) -> list[str]:
-    """Numbers of the tests in test.c's table that need a broker (not local, not manual)."""
+def broker_tests(tree: Path) -> dict[str, tuple[str, ...]]:
+    """Tests in test.c's table that need a broker (not local, not manual), with the
+    scenarios each runs in (``default`` unless its entry names others)."""
     text = (tree / "tests" / "test.c").read_text(errors="replace")
-    numbers: dict[str, None] = {}
-    for name, flags in _TEST_DEF.findall(text):
-        if "TEST_F_LOCAL" in flags or "TEST_F_MANUAL" in flags:
+    found: dict[str, tuple[str, ...]] = {}
+    for entry in text.split("_TEST(")[1:]:
+        m = _TEST_DEF.match("_TEST(" + entry)
+        if not m or "TEST_F_LOCAL" in m.group(2) or "TEST_F_MANUAL" in m.group(2):
             continue
-        numbers[name[:4]] = None
-    return list(numbers)
+        sm = _SCENARIO.search(entry)  # the entry runs up to the next _TEST(
+        found[m.group(1)] = tuple(sm.group(1).split(",")) if sm else ("default",)
+    return found
+
+
+def test_numbers(tree: Path) -> list[str]:
+    """Numbers of the broker tests (a number may name several tests)."""
+    return list(dict.fromkeys(name[:4] for name in broker_tests(tree)))
 
 
 def parse_summary(text: str) -> dict[str, Outcome]:
@@ -83,6 +93,20 @@ def parse_summary(text: str) -> dict[str, Outcome]:
             name, state, secs, rest = m.groups()
             found[name] = Outcome(_STATE_MAP[state], float(secs), rest.strip(" |")[:300])
     return found
+
+
+_FAILURE = re.compile(r'^### Test "(\d{4}_\w+)[^"]*" failed at (\S+?)\(?\)?(?: at [^#]*)?: ###$')
+
+
+def parse_failure(text: str) -> dict[str, Outcome]:
+    """The first failure a test-runner reported before it aborted (no summary then)."""
+    lines = _ANSI.sub("", text).splitlines()
+    for i, line in enumerate(lines):
+        m = _FAILURE.match(line.strip())
+        if m:
+            message = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return {m.group(1): Outcome(FAILED, 0.0, f"{m.group(2)}: {message}"[:300])}
+    return {}
 
 
 def _timed_out(key: str, found: dict[str, Outcome], timeout: float) -> dict[str, Outcome]:
@@ -103,16 +127,19 @@ def _env(tree: Path, conf: Path) -> dict[str, str]:
     }
 
 
-def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
-    """A pool callback that runs one test number against the worker's broker."""
+def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CASE_TIMEOUT_S):
+    """A pool callback that runs one test number, in ``scenario``, against the worker's broker."""
+
+    wanted = {name for name, scenarios in broker_tests(tree).items() if scenario in scenarios}
 
     def run_case(case: Case, broker: BrokerProcess, workdir: Path) -> dict[str, Outcome]:
         conf = workdir / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
         output = workdir / f"test-{case.key}.out"
         env = {**_env(tree, conf), "TESTS": case.key}
-        done = run_command(["./test-runner", "-L"], cwd=tree / "tests", env=env, output=output, timeout=timeout)
-        found = {n: r for n, r in parse_summary(output.read_text(errors="replace")).items() if n.startswith(case.key)}
+        done = run_command(["./test-runner", "-L", "-s", scenario], cwd=tree / "tests", env=env, output=output, timeout=timeout)
+        text = output.read_text(errors="replace")
+        found = {n: r for n, r in (parse_summary(text) or parse_failure(text)).items() if n in wanted}
         if done.returncode is None:
             return _timed_out(case.key, found, timeout)
         if not found:
@@ -123,9 +150,21 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
 
 
 def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None) -> SuiteResults:
+    """Run the broker tests of ``numbers``, one scenario after another (each scenario's
+    brokers are configured for it, e.g. ``noautocreate`` without topic auto-creation)."""
     expected = expected or {}
-    cases = [Case(n, expected.get(n, 0.0)) for n in numbers]
-    outcomes = run_pool(cases, make_case_runner(tree), workers=workers, broker_overrides=BROKER_OVERRIDES)
+    tests = broker_tests(tree)
+    outcomes: dict[str, Outcome] = {}
+    for scenario, overrides in SCENARIO_OVERRIDES.items():
+        in_scenario = {name[:4] for name, scenarios in tests.items() if scenario in scenarios}
+        cases = [Case(n, expected.get(n, 0.0)) for n in numbers if n in in_scenario]
+        if not cases:
+            continue
+        outcomes.update(run_pool(
+            cases, make_case_runner(tree, scenario), workers=min(workers, len(cases)),
+            broker_overrides={**BROKER_OVERRIDES, **overrides},
+            workdir=WORK_ROOT / "runs" / f"librdkafka-{scenario}",
+        ))
     return SuiteResults("librdkafka", "librdkafka", version_of(tree), outcomes)
 
 

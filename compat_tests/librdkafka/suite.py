@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -178,7 +179,11 @@ def run_pool(
     broker_overrides: Mapping[str, str],
     workdir: Path | None = None,
 ) -> dict[str, Outcome]:
-    """Run ``cases`` (longest expected first) on ``workers`` threads, one broker each."""
+    """Run ``cases`` (longest expected first) on ``workers`` threads, one broker each.
+
+    Each worker's broker, test configuration and case outputs stay in
+    ``workdir/worker-N`` (replaced on the next run) for diagnosis.
+    """
     todo: "queue.Queue[Case]" = queue.Queue()
     for case in sorted(cases, key=lambda c: -c.expected_s):
         todo.put(case)
@@ -186,6 +191,9 @@ def run_pool(
     errors: list[BaseException] = []
     lock = threading.Lock()
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="strom-suite-"))
+    if workdir:
+        shutil.rmtree(base, ignore_errors=True)  # the previous run's brokers and outputs
+        base.mkdir(parents=True)
 
     def worker(index: int) -> None:
         try:
