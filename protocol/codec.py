@@ -37,6 +37,7 @@ from construct import Construct, ConstructError, Container
 
 from protocol.errors import EncodeError, MalformedRequest, UnknownApiKey, UnsupportedVersion
 from protocol.schema import (
+    ApiKey,
     FieldSpec,
     MessageSpec,
     api_spec,
@@ -704,7 +705,17 @@ def encode_request_header(header: RequestHeader) -> bytes:
 def decode_request(api_key: int, version: int, buf: bytes | bytearray | memoryview,
                    offset: int = 0) -> Container:
     """Decode a request body starting at ``offset`` of ``buf``."""
+    fast = _FAST_REQUESTS.get(api_key)
+    if fast is not None and fast[0] <= version <= fast[1]:
+        return fast[2](version, buf, offset)
     return _parse_body(message_struct(api_key, version, "request"), buf, offset)
+
+
+def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
+    """api key -> (first version, last version, decoder) of the specialized decoders."""
+    from protocol import fastpath
+
+    return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version, fastpath.decode_produce)}
 
 
 def _build_frame(st: MessageStruct, header: bytes, body: Any) -> list[Any]:
@@ -769,3 +780,6 @@ def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryv
         _HEADER_TAGS._parse(stream, _ParseCtx(len(buf), memoryview(buf)), "")
         offset = stream.tell()
     return correlation_id, _parse_body(st, buf, offset)
+
+
+_FAST_REQUESTS = _fast_requests()

@@ -1,0 +1,136 @@
+"""Hand-specialized decoders for the hot requests, derived from the same schema.
+
+Produce is the request a broker decodes most; the generic construct path spends most of its
+time on per-field dispatch. This decoder reads the same layout with `struct` directly, for the
+versions clients use (3 and later), and returns exactly what `codec.decode_request` returns
+(tests decode every sample and thousands of mutated frames both ways and compare). Anything it
+cannot read raises `MalformedRequest`, like the generic path.
+
+Produce request v3-8:  transactional_id int16-string?, acks int16, timeout_ms int32,
+    topic_data int32-count [name int16-string, partition_data int32-count [index int32,
+    records int32-bytes?]]
+Produce request v9+ (flexible): the same with unsigned-varint lengths (length + 1, 0 = null),
+    and a tagged-field section closing every struct.
+"""
+from __future__ import annotations
+
+import struct
+
+from construct import Container
+
+from protocol.errors import MalformedRequest
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+MIN_VERSION = 3
+
+
+class _Reader:
+    __slots__ = ("view", "pos", "end")
+
+    def __init__(self, buf, offset: int) -> None:
+        self.view = memoryview(buf)
+        self.pos = offset
+        self.end = len(self.view)
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.end:
+            raise MalformedRequest(f"{what}: length {n} exceeds the message")
+
+    def unpack(self, st: struct.Struct, what: str):
+        self.need(st.size, what)
+        values = st.unpack_from(self.view, self.pos)
+        self.pos += st.size
+        return values
+
+    def uvarint(self, what: str) -> int:
+        value = shift = 0
+        view, pos = self.view, self.pos
+        for _ in range(5):
+            if pos >= self.end:
+                raise MalformedRequest(f"{what}: truncated varint")
+            byte = view[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+        raise MalformedRequest(f"{what}: varint too long")
+
+    def string(self, n: int, what: str) -> str:
+        self.need(n, what)
+        try:
+            text = str(self.view[self.pos:self.pos + n], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedRequest(f"{what}: invalid UTF-8 ({exc})") from None
+        self.pos += n
+        return text
+
+    def slice(self, n: int, what: str) -> memoryview:
+        self.need(n, what)
+        data = self.view[self.pos:self.pos + n]
+        self.pos += n
+        return data
+
+    def skip_tags(self) -> None:
+        count = self.uvarint("tagged field count")
+        last = -1
+        for _ in range(count):
+            tag = self.uvarint("tag")
+            size = self.uvarint("tagged field size")
+            if tag <= last:
+                raise MalformedRequest(f"tagged fields out of order: tag {tag} after {last}")
+            last = tag
+            self.need(size, f"tagged field {tag}")
+            self.pos += size
+
+
+def _count(r: _Reader, flexible: bool, what: str) -> int:
+    if flexible:
+        n = r.uvarint(what) - 1
+    else:
+        (n,) = r.unpack(_I32, what)
+    if n < 0:
+        raise MalformedRequest(f"{what}: null or negative count {n}")
+    return n
+
+
+def _length(r: _Reader, flexible: bool, wide: bool, what: str) -> int:
+    """A string/bytes length; -1 is null."""
+    if flexible:
+        return r.uvarint(what) - 1
+    (n,) = r.unpack(_I32 if wide else _I16, what)
+    if n < -1:
+        raise MalformedRequest(f"{what}: negative length {n}")
+    return n
+
+
+def decode_produce(version: int, buf, offset: int) -> Container:
+    """A Produce request body (v3+) as `codec.decode_request` would return it."""
+    flexible = version >= 9
+    r = _Reader(buf, offset)
+    n = _length(r, flexible, False, "transactional_id")
+    transactional_id = None if n == -1 else r.string(n, "transactional_id")
+    acks, timeout_ms = r.unpack(_ACKS_TIMEOUT, "acks")
+    topics = []
+    for _ in range(_count(r, flexible, "topic_data")):
+        n = _length(r, flexible, False, "name")
+        if n < 0:
+            raise MalformedRequest("name: null is not allowed")
+        name = r.string(n, "name")
+        partitions = []
+        for _ in range(_count(r, flexible, "partition_data")):
+            (index,) = r.unpack(_I32, "index")
+            n = _length(r, flexible, True, "records")
+            records = None if n == -1 else r.slice(n, "records")
+            if flexible:
+                r.skip_tags()
+            partitions.append(Container(index=index, records=records))
+        if flexible:
+            r.skip_tags()
+        topics.append(Container(name=name, partition_data=partitions))
+    if flexible:
+        r.skip_tags()
+    return Container(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics)

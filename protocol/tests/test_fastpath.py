@@ -1,0 +1,53 @@
+"""The specialized Produce decoder agrees with the generic one, on good and on broken input."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.codec import _parse_body, decode_request, decode_request_header, encode_request, message_struct
+from protocol.errors import MalformedRequest
+from protocol.fastpath import MIN_VERSION, decode_produce
+from protocol.schema import ApiKey, api_spec
+
+VERSIONS = range(MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version + 1)
+
+
+def _frame(version: int, transactional_id, partitions) -> tuple[bytes, int]:
+    body = {"transactional_id": transactional_id, "acks": -1, "timeout_ms": 30000, "topic_data": [
+        {"name": "tópico", "partition_data": [{"index": i, "records": r} for i, r in enumerate(partitions)]},
+        {"name": "other", "partition_data": []}]}
+    raw = encode_request(ApiKey.PRODUCE, version, 7, "c", body)[4:]
+    return raw, decode_request_header(raw)[1]
+
+
+def _generic(version: int, raw, offset: int):
+    return _parse_body(message_struct(ApiKey.PRODUCE, version, "request"), raw, offset)
+
+
+def _outcome(decoder, *args):
+    try:
+        return decoder(*args)
+    except MalformedRequest:
+        return MalformedRequest
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_same_result_as_the_generic_decoder(version):
+    raw, offset = _frame(version, "tx" if version >= 3 else None, [b"r" * 300, None, b""])
+    fast = decode_produce(version, raw, offset)
+    assert fast == _generic(version, raw, offset)
+    assert decode_request(ApiKey.PRODUCE, version, raw, offset) == fast
+    assert bytes(fast.topic_data[0].partition_data[0].records) == b"r" * 300
+
+
+@settings(max_examples=400, deadline=None)
+@given(version=st.sampled_from(VERSIONS), data=st.data())
+def test_mutated_frames_give_the_same_result_or_both_fail(version, data):
+    raw, offset = _frame(version, data.draw(st.one_of(st.none(), st.text(max_size=5))),
+                         data.draw(st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=3)))
+    frame = bytearray(raw)
+    for _ in range(data.draw(st.integers(0, 4))):
+        frame[data.draw(st.integers(offset, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    frame = bytes(frame[:data.draw(st.integers(offset, len(frame)))])
+    assert _outcome(decode_produce, version, frame, offset) == _outcome(_generic, version, frame, offset)
