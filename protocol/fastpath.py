@@ -39,7 +39,8 @@ class _Reader:
             raise MalformedRequest(f"{what}: length {n} exceeds the message")
 
     def unpack(self, st: struct.Struct, what: str):
-        self.need(st.size, what)
+        if self.pos + st.size > self.end:
+            raise MalformedRequest(f"truncated {what}: needed {st.size} bytes, got {self.end - self.pos}")
         values = st.unpack_from(self.view, self.pos)
         self.pos += st.size
         return values
@@ -49,7 +50,7 @@ class _Reader:
         view, pos = self.view, self.pos
         for _ in range(5):
             if pos >= self.end:
-                raise MalformedRequest(f"{what}: truncated varint")
+                raise MalformedRequest(f"truncated {what}")
             byte = view[pos]
             pos += 1
             value |= (byte & 0x7F) << shift
@@ -103,7 +104,7 @@ def _length(r: _Reader, flexible: bool, wide: bool, what: str) -> int:
         return r.uvarint(what) - 1
     (n,) = r.unpack(_I32 if wide else _I16, what)
     if n < -1:
-        raise MalformedRequest(f"{what}: negative length {n}")
+        raise MalformedRequest(f"{what}: invalid length {n}")
     return n
 
 
