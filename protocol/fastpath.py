@@ -95,6 +95,8 @@ def _count(r: _Reader, flexible: bool, what: str) -> int:
         (n,) = r.unpack(_I32, what)
     if n < 0:
         raise MalformedRequest(f"{what}: null or negative count {n}")
+    if n > r.end - r.pos:  # every element takes at least a byte: fail before looping
+        raise MalformedRequest(f"{what}: array count {n} exceeds the message")
     return n
 
 
