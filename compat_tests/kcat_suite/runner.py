@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from compat_tests.broker_process import BrokerProcess
@@ -29,8 +30,7 @@ ALLOWLIST = HERE / "allowlist.txt"
 RECORDED = HERE / "results.json"
 BUILD_SCRIPT = HERE / "build.sh"
 CASE_TIMEOUT_S = 120.0
-BROKER_OVERRIDES = {"num.partitions": "3", "auto.create.topics.enable": "true",
-                    "group.initial.rebalance.delay.ms": "0"}
+BROKER_OVERRIDES = {"num.partitions": "3", "auto.create.topics.enable": "true"}
 
 
 def find_tree(work: Path = WORK_ROOT) -> Path:
@@ -65,9 +65,11 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
     def run_case(case: Case, broker: BrokerProcess, workdir: Path) -> dict[str, Outcome]:
         output = workdir / f"{case.key}.out"
         env = {**os.environ, "BROKERS": broker.bootstrap}
+        started = time.monotonic()
         done = run_command(["bash", f"./{case.key}.sh"], cwd=tree / "tests", env=env, output=output, timeout=timeout,
                            tty_stdin=True)
-        return {case.key: outcome_of(done.returncode, output.read_text(errors="replace"), timeout)}
+        outcome = outcome_of(done.returncode, output.read_text(errors="replace"), timeout)
+        return {case.key: replace(outcome, duration=round(time.monotonic() - started, 3))}
 
     return run_case
 

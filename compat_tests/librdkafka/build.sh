@@ -15,7 +15,7 @@ source "$here/debsrc.sh"
 find_tree() { ls -d "$work"/librdkafka-[0-9]* 2>/dev/null | head -1 || true; }
 
 tree=$(find_tree)
-if [[ -n $tree && -x $tree/tests/test-runner ]] && grep -q "WITH_RAPIDJSON 1" "$tree/config.h"; then
+if [[ -n $tree && -x $tree/tests/test-runner ]] && grep -qs "WITH_RAPIDJSON 1" "$tree/config.h"; then
     echo "librdkafka test-runner already built"
     echo "$tree"
     exit 0

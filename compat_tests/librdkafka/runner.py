@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from compat_tests.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
-    FAILED, PASSED, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
+    FAILED, PASSED, PROJECT_ROOT, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
     SuiteResults, read_allowlist, read_results, run_command, run_pool, write_results,
 )
 
@@ -40,10 +39,12 @@ BUILD_SCRIPT = HERE / "build.sh"
 KAFKA_VERSION = "3.9.0"
 TIMEOUT_MULTIPLIER = "2"
 CASE_TIMEOUT_S = 300.0
+# As the suite's own test clusters (tests/scenarios/default.json: 4 partitions,
+# auto-creation). group.initial.rebalance.delay.ms keeps Kafka's default (3 s): the
+# static-membership test relies on both members joining one generation.
 BROKER_OVERRIDES = {
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
-    "group.initial.rebalance.delay.ms": "0",
 }
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
 _SUMMARY = re.compile(r"^\|\s*(\d{4}_\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([0-9.]+)s\s*\|\s*(.*)$")
@@ -124,6 +125,10 @@ def _env(tree: Path, conf: Path) -> dict[str, str]:
         "TEST_KAFKA_VERSION": KAFKA_VERSION,
         "LD_LIBRARY_PATH": f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}",
         "TEST_LEVEL": "2",
+        # kafka-topics.sh for the tests that create topics through it (see kafka_path/).
+        "KAFKA_PATH": str(HERE / "kafka_path"),
+        "STROM_PYTHON": sys.executable,
+        "PYTHONPATH": f"{PROJECT_ROOT}:{os.environ.get('PYTHONPATH', '')}",
     }
 
 
@@ -136,7 +141,7 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
         conf = workdir / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
         output = workdir / f"test-{case.key}.out"
-        env = {**_env(tree, conf), "TESTS": case.key}
+        env = {**_env(tree, conf), "TESTS": case.key, "BROKERS": broker.bootstrap}
         done = run_command(["./test-runner", "-L", "-s", scenario], cwd=tree / "tests", env=env, output=output, timeout=timeout)
         text = output.read_text(errors="replace")
         found = {n: r for n, r in (parse_summary(text) or parse_failure(text)).items() if n in wanted}
