@@ -26,22 +26,28 @@ def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float = 60):
-    """Every record of the topic from offset 0, per partition, until `expected` or quiet."""
+    """Every record of the topic from offset 0 up to each partition's high watermark.
+
+    The log may hold more than `expected` (records written but never acknowledged), so reading
+    stops at the high watermarks, not at a count.
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "durability-check",
                          "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[bytes]] = defaultdict(list)
-    count = 0
+    position = {p: 0 for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
     try:
-        while count < expected and time.monotonic() < deadline:
+        while any(position[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for message in consumer.consume(10000, 1.0):
                 if message.error():
                     continue
                 out[message.partition()].append(message.value())
-                count += 1
+                position[message.partition()] = message.offset() + 1
     finally:
         consumer.close()
+    assert sum(len(v) for v in out.values()) >= expected, "fewer records than were acknowledged"
     return out
 
 
