@@ -718,6 +718,14 @@ def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
     return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version, fastpath.decode_produce)}
 
 
+def _fast_responses() -> dict[int, tuple[int, int, Callable[..., bytes | None]]]:
+    """api key -> (first version, last version, encoder returning None to defer to construct)."""
+    from protocol import fastpath
+
+    return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version,
+                             fastpath.encode_produce_response)}
+
+
 def _build_frame(st: MessageStruct, header: bytes, body: Any) -> list[Any]:
     stream = io.BytesIO()
     stream.write(b"\0\0\0\0")
@@ -762,6 +770,12 @@ def _response_header(api_key: int, version: int, correlation_id: int) -> bytes:
 def encode_response(api_key: int, version: int, correlation_id: int,
                     body: dict[str, Any]) -> list[bytes | object]:
     """A whole response frame with size prefix, split around any file regions."""
+    fast = _FAST_RESPONSES.get(api_key)
+    if fast is not None and fast[0] <= version <= fast[1]:
+        data = fast[2](version, body)
+        if data is not None:
+            header = _response_header(api_key, version, correlation_id)
+            return [_I32.pack(len(header) + len(data)) + header + data]
     st = message_struct(api_key, version, "response")
     return _build_frame(st, _response_header(api_key, version, correlation_id), body)
 
@@ -783,3 +797,4 @@ def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryv
 
 
 _FAST_REQUESTS = _fast_requests()
+_FAST_RESPONSES = _fast_responses()

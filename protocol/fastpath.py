@@ -137,3 +137,54 @@ def decode_produce(version: int, buf, offset: int) -> Container:
     if flexible:
         r.skip_tags()
     return Container(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics)
+
+
+# --------------------------------------------------------------------------- Produce response
+
+_PARTITION_V0 = struct.Struct(">ihq")       # index, error_code, base_offset
+_PARTITION_V2 = struct.Struct(">ihqq")      # + log_append_time_ms
+_PARTITION_V5 = struct.Struct(">ihqqq")     # + log_start_offset
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(text: str, flexible: bool) -> bytes:
+    data = text.encode("utf-8")
+    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+
+
+def encode_produce_response(version: int, body: dict) -> bytes | None:
+    """The Produce response body (v3+), or None when it carries something only the generic
+    encoder writes (record errors, error messages, tagged leader hints)."""
+    flexible = version >= 9
+    if body.get("node_endpoints"):
+        return None
+    part_st = _PARTITION_V5 if version >= 5 else _PARTITION_V2
+    out = [_uvarint(len(body["responses"]) + 1) if flexible else _I32.pack(len(body["responses"]))]
+    for topic in body["responses"]:
+        parts = topic["partition_responses"]
+        out.append(_string(topic["name"], flexible))
+        out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+        for p in parts:
+            if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
+                return None
+            values = (p["index"], p["error_code"], p["base_offset"], p.get("log_append_time_ms", -1),
+                      p.get("log_start_offset", -1))
+            out.append(part_st.pack(*values[:len(part_st.format) - 1]))
+            if version >= 8:
+                out.append(b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff")  # no record errors, null message
+            if flexible:
+                out.append(b"\x00")
+        if flexible:
+            out.append(b"\x00")
+    out.append(_I32.pack(body.get("throttle_time_ms", 0)))
+    if flexible:
+        out.append(b"\x00")
+    return b"".join(out)

@@ -51,3 +51,25 @@ def test_mutated_frames_give_the_same_result_or_both_fail(version, data):
         frame[data.draw(st.integers(offset, len(frame) - 1))] = data.draw(st.integers(0, 255))
     frame = bytes(frame[:data.draw(st.integers(offset, len(frame)))])
     assert _outcome(decode_produce, version, frame, offset) == _outcome(_generic, version, frame, offset)
+
+
+_partition = st.fixed_dictionaries({
+    "index": st.integers(0, 2**31 - 1), "error_code": st.integers(-1, 120),
+    "base_offset": st.integers(-1, 2**63 - 1), "log_append_time_ms": st.integers(-1, 2**62),
+    "log_start_offset": st.integers(-1, 2**62)},
+    optional={"error_message": st.one_of(st.none(), st.text(max_size=8)),
+              "record_errors": st.lists(st.fixed_dictionaries({"batch_index": st.integers(0, 9),
+                                                               "batch_index_error_message": st.none()}), max_size=1),
+              "current_leader": st.fixed_dictionaries({"leader_id": st.integers(-1, 5), "leader_epoch": st.integers(-1, 5)})})
+_responses = st.lists(st.fixed_dictionaries({"name": st.text(max_size=12),
+                                              "partition_responses": st.lists(_partition, max_size=4)}), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(version=st.sampled_from(VERSIONS), responses=_responses, throttle=st.integers(0, 1000))
+def test_produce_responses_are_byte_identical_to_the_generic_encoder(version, responses, throttle):
+    from protocol.codec import _build_frame, _response_header, encode_response
+    body = {"responses": responses, "throttle_time_ms": throttle}
+    generic = b"".join(_build_frame(message_struct(ApiKey.PRODUCE, version, "response"),
+                                    _response_header(ApiKey.PRODUCE, version, 5), body))
+    assert b"".join(encode_response(ApiKey.PRODUCE, version, 5, body)) == generic
