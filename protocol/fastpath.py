@@ -167,15 +167,16 @@ def encode_produce_response(version: int, body: dict) -> bytes | None:
     if body.get("node_endpoints"):
         return None
     part_st = _PARTITION_V5 if version >= 5 else _PARTITION_V2
-    out = [_uvarint(len(body["responses"]) + 1) if flexible else _I32.pack(len(body["responses"]))]
-    for topic in body["responses"]:
-        parts = topic["partition_responses"]
-        out.append(_string(topic["name"], flexible))
+    responses = body.get("responses", [])  # absent fields take the schema's defaults
+    out = [_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))]
+    for topic in responses:
+        parts = topic.get("partition_responses", [])
+        out.append(_string(topic.get("name", ""), flexible))
         out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
             if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
                 return None
-            values = (p["index"], p["error_code"], p["base_offset"], p.get("log_append_time_ms", -1),
+            values = (p.get("index", 0), p.get("error_code", 0), p.get("base_offset", 0), p.get("log_append_time_ms", -1),
                       p.get("log_start_offset", -1))
             out.append(part_st.pack(*values[:len(part_st.format) - 1]))
             if version >= 8:
