@@ -157,6 +157,16 @@ TOPIC_CONFIGS: dict[str, TopicDef] = {t[0]: t for t in [
     ("segment.index.bytes", "log.index.size.max.bytes", "int", 10 * 1024 * 1024),
     ("segment.ms", "log.roll.ms", "long", _WEEK_MS),
     ("unclean.leader.election.enable", "unclean.leader.election.enable", "bool", False),
+    # Accepted and shown as Kafka 3.x does, with no effect here: batches are always stored as v2
+    # (message.format.version is ignored from inter-broker protocol 3.0 on in Kafka too), the log
+    # is not preallocated, and replication is not throttled.
+    ("message.format.version", None, "string", "3.0-IV1"),
+    ("message.downconversion.enable", None, "bool", True),
+    ("preallocate", None, "bool", False),
+    ("segment.jitter.ms", None, "long", 0),
+    ("message.timestamp.difference.max.ms", None, "long", (1 << 63) - 1),
+    ("leader.replication.throttled.replicas", None, "string", ""),
+    ("follower.replication.throttled.replicas", None, "string", ""),
 ]}
 
 _TOPIC_CHOICES = {

@@ -392,3 +392,15 @@ async def test_an_api_the_broker_does_not_offer_closes_only_that_connection(conn
     assert "not supported by this broker" in caplog.text
     other = await connect()
     assert (await other.request(ApiKey.API_VERSIONS, 3, {})).error_code == ErrorCode.NONE
+
+
+async def test_kafka_topic_configs_without_an_effect_here_are_still_accepted(connect):
+    client = await connect()
+    created = await create(client, "legacy", configs={"message.format.version": "0.10.0.0", "preallocate": "true"})
+    assert created.error_code == ErrorCode.NONE
+    altered = await client.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{"resource_type": 2, "resource_name": "legacy",
+        "configs": [{"name": "message.format.version", "value": "2.8"}]}], "validate_only": False})
+    assert altered.responses[0].error_code == ErrorCode.NONE
+    bad = await client.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{"resource_type": 2, "resource_name": "legacy",
+        "configs": [{"name": "no.such.config", "value": "1"}]}], "validate_only": False})
+    assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
