@@ -17,13 +17,15 @@ need=()
 command -v kcat >/dev/null || need+=(kcat)
 command -v jq >/dev/null || need+=(jq)      # 0002-delim.sh reads kcat's JSON with jq
 if ((${#need[@]})); then
+    ensure_deb_src
+    apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 
 find_tree() { ls -d "$work"/kafkacat-[0-9]* 2>/dev/null | head -1 || true; }
 tree=$(find_tree)
 if [[ -z $tree ]]; then
-    dsc=$(fetch_debian_source kcat "$work")
+    dsc=$(fetch_debian_source kafkacat "$work")
     # The upstream tarball carries the tests; unpack it directly (dpkg-source would
     # also need the Debian tarball, which only adds packaging files).
     orig=$(ls "$work"/kafkacat_*.orig.tar.gz 2>/dev/null | head -1 || true)

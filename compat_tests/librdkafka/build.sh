@@ -29,6 +29,8 @@ for pkg in make gcc g++ pkg-config zlib1g-dev libzstd-dev rapidjson-dev dpkg-dev
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
+    ensure_deb_src
+    apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 

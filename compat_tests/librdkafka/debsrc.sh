@@ -2,8 +2,8 @@
 # Fetches a Debian source package into a work directory that is never committed.
 #
 #   ensure_deb_src            add deb-src entries mirroring the configured deb ones (once)
-#   fetch_debian_source PKG DIR
-#                             download PKG's source package into DIR (idempotent: skips
+#   fetch_debian_source SRCPKG DIR
+#                             download source package SRCPKG into DIR (idempotent: skips
 #                             when DIR already holds its .dsc) and print the .dsc path
 
 ensure_deb_src() {
@@ -27,13 +27,13 @@ ensure_deb_src() {
 fetch_debian_source() {
     local pkg=$1 dir=$2 dsc
     mkdir -p "$dir"
-    dsc=$(ls "$dir"/*.dsc 2>/dev/null | head -1 || true)
+    dsc=$(ls "$dir"/"${pkg}"_*.dsc 2>/dev/null | head -1 || true)
     if [[ -z $dsc ]]; then
         ensure_deb_src
         # --download-only: unpacking is done by the caller, which also copes with a
         # source package whose Debian tarball the mirror no longer carries.
         (cd "$dir" && apt-get source -q --download-only "$pkg") || true
-        dsc=$(ls "$dir"/*.dsc 2>/dev/null | head -1 || true)
+        dsc=$(ls "$dir"/"${pkg}"_*.dsc 2>/dev/null | head -1 || true)
     fi
     if [[ -z $dsc ]]; then
         echo "could not fetch the Debian source of $pkg" >&2
