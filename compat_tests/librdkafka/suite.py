@@ -142,6 +142,17 @@ class Completed:
 
 
 RunCase = Callable[[Case, BrokerProcess, Path], dict[str, Outcome]]
+_running: set[int] = set()  # process groups of the cases running now (killed on interrupt)
+_running_lock = threading.Lock()
+
+
+def _kill_running() -> None:
+    with _running_lock:
+        for pgid in list(_running):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def run_command(
@@ -159,16 +170,29 @@ def run_command(
                 list(cmd), cwd=cwd, env=dict(env), stdin=slave if tty_stdin else subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
+            with _running_lock:
+                _running.add(proc.pid)
             try:
                 return Completed(proc.wait(timeout), output)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 return Completed(None, output)
+            finally:
+                with _running_lock:
+                    _running.discard(proc.pid)
     finally:
         for fd in (master, slave):
             if fd >= 0:
                 os.close(fd)
+
+
+def _drain(todo: "queue.Queue[Case]") -> None:
+    while True:
+        try:
+            todo.get_nowait()
+        except queue.Empty:
+            return
 
 
 def run_pool(
@@ -215,8 +239,15 @@ def run_pool(
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(max(1, workers))]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # interrupted (Ctrl-C, a pytest timeout): stop brokers and cases
+        _drain(todo)
+        _kill_running()
+        for t in threads:
+            t.join()
+        raise
     if errors:
         raise SuiteError(f"a suite worker failed: {errors[0]!r}") from errors[0]
     return results
