@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.group.records import partition_for
 
-from .broker_process import BrokerProcess
+from tools.broker_process import BrokerProcess
 from .zookeeper import zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)

@@ -216,7 +216,7 @@ _frames = st.one_of(
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory):
-    from .broker_process import BrokerProcess
+    from tools.broker_process import BrokerProcess
     b = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {"socket.request.max.bytes": str(1 << 20)})
     b.start()
     yield b

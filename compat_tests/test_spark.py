@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
+from tools.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from compat_tests.broker_process import BrokerProcess
+from tools.broker_process import BrokerProcess
 from protocol.codec import decode_response, encode_request
 from protocol.schema import ApiKey
 

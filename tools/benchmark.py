@@ -324,7 +324,7 @@ class Profiler:
 
 def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Path | None = None) -> Report:
     """Measure everything into one ``Report``; the broker runs under ``workdir``."""
-    from compat_tests.broker_process import BrokerProcess
+    from tools.broker_process import BrokerProcess
 
     report = Report(settings=asdict(settings))
     measure_machine(report, settings, workdir, log)
@@ -385,7 +385,7 @@ def _aligned(rows: list[list[str]]) -> str:
 def bench(quick: bool, records: int | None, producers: int | None, json_path: Path | None,
           workdir: Path | None, profile: Path | None) -> None:
     """Benchmark a local Strom broker against this machine's own limits."""
-    from compat_tests.broker_process import BrokerProcessError
+    from tools.broker_process import BrokerProcessError
 
     settings = QUICK if quick else FULL
     if records is not None:

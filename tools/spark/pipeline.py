@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,42 +85,15 @@ def tally(events: list[dict[str, Any]], window_s: int) -> Counter[WindowKey]:
 # --------------------------------------------------------------------------- broker
 
 
-class LocalBroker:
-    """A standalone Strom started as ``python -m broker serve`` with a ready file; stopped on exit."""
+def _local_broker(workdir: Path):
+    """A standalone Strom for the pipeline, stopped on exit (its log: `<workdir>/broker/broker.err`)."""
+    from tools.broker_process import BrokerProcess, BrokerProcessError
 
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.bootstrap = ""
-
-    def __enter__(self) -> "LocalBroker":
-        ready = self.workdir / "broker-ready.json"
-        ready.unlink(missing_ok=True)
-        log = open(self.workdir / "broker.log", "ab")
-        cmd = [sys.executable, "-m", "broker", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-               "--override", f"log.dirs={self.workdir / 'broker-data'}", "--ready-file", str(ready)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     cwd=Path(__file__).resolve().parents[2])
-        log.close()
-        deadline = time.monotonic() + BROKER_READY_S
-        while not ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                raise click.ClickException(f"the broker did not start; see {self.workdir / 'broker.log'}")
-            time.sleep(0.05)
-        info = json.loads(ready.read_text())
-        self.bootstrap = f"{info['host']}:{info['port']}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+    broker = BrokerProcess(workdir / "broker")
+    try:
+        return broker.start(timeout=BROKER_READY_S)
+    except BrokerProcessError as exc:
+        raise click.ClickException(f"the broker did not start: {exc}") from None
 
 
 # --------------------------------------------------------------------------- producing
@@ -322,7 +292,7 @@ def pipeline(bootstrap_server: str | None, events: int, pages: int, window_s: in
                          counts_topic=counts_topic, source_format=source_format)
     workdir = work_dir or Path(tempfile.mkdtemp(prefix="strom-pipeline-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    with LocalBroker(workdir) if bootstrap_server is None else _Given(bootstrap_server) as broker:
+    with _local_broker(workdir) if bootstrap_server is None else _Given(bootstrap_server) as broker:
         click.echo(f"broker {broker.bootstrap}; work dir {workdir}; starting Spark (local[2])", err=True)
         spark = spark_session()
         try:

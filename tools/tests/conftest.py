@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 from click.testing import CliRunner, Result
 
-from compat_tests.broker_process import BrokerProcess
+from tools.broker_process import BrokerProcess
 
 BROKER_OVERRIDES = {
     "num.partitions": "1",

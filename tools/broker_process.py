@@ -1,4 +1,4 @@
-"""Run a real Strom broker as a child process for black-box tests.
+"""Run a real Strom broker as a child process (the benchmark, the pipeline and the black-box tests use it).
 
 The broker is started as ``sys.executable -m broker serve`` with a ready file; it writes
 that file (JSON, ``{"host", "port", "pid", "listeners"}``) once it listens. Everything
