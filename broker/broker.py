@@ -4,8 +4,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -22,7 +20,6 @@ from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
 
 log = logging.getLogger("strom.broker")
 
-SHUTDOWN_GRACE_S = 5.0
 MAX_PARTITIONS = 10_000
 
 
@@ -359,6 +356,3 @@ class Broker:
         if self.bound:
             return self.bound[0].advertised
         return (self.config.advertised or self.config.listeners)[0]
-
-    def describe(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "listeners": [str(b.advertised) for b in self.bound]}

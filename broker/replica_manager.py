@@ -127,12 +127,6 @@ class ReplicaManager:
         self.partitions[(topic, index)] = partition
         return partition
 
-    def remove_topic(self, topic: str) -> list[Partition]:
-        gone = [p for key, p in self.partitions.items() if key[0] == topic]
-        for p in gone:
-            del self.partitions[(topic, p.index)]
-        return gone
-
     def remove(self, topic: str, index: int) -> Partition | None:
         return self.partitions.pop((topic, index), None)
 

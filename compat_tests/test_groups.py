@@ -3,7 +3,6 @@ kills), kafka-python, aiokafka, kafkajs and kcat -G, and committed offsets acros
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import subprocess

@@ -705,12 +705,13 @@ def encode_request_header(header: RequestHeader) -> bytes:
 def decode_request(api_key: int, version: int, buf: bytes | bytearray | memoryview,
                    offset: int = 0) -> Container:
     """Decode a request body starting at ``offset`` of ``buf``."""
-    fast = _FAST_REQUESTS.get(api_key)
+    fast = _fast_requests().get(api_key)
     if fast is not None and fast[0] <= version <= fast[1]:
         return fast[2](version, buf, offset)
     return _parse_body(message_struct(api_key, version, "request"), buf, offset)
 
 
+@cache
 def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
     """api key -> (first version, last version, decoder) of the specialized decoders."""
     from protocol import fastpath
@@ -718,6 +719,7 @@ def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
     return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version, fastpath.decode_produce)}
 
 
+@cache
 def _fast_responses() -> dict[int, tuple[int, int, Callable[..., bytes | None]]]:
     """api key -> (first version, last version, encoder returning None to defer to construct)."""
     from protocol import fastpath
@@ -770,7 +772,7 @@ def _response_header(api_key: int, version: int, correlation_id: int) -> bytes:
 def encode_response(api_key: int, version: int, correlation_id: int,
                     body: dict[str, Any]) -> list[bytes | object]:
     """A whole response frame with size prefix, split around any file regions."""
-    fast = _FAST_RESPONSES.get(api_key)
+    fast = _fast_responses().get(api_key)
     if fast is not None and fast[0] <= version <= fast[1]:
         data = fast[2](version, body)
         if data is not None:
@@ -795,6 +797,3 @@ def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryv
         offset = stream.tell()
     return correlation_id, _parse_body(st, buf, offset)
 
-
-_FAST_REQUESTS = _fast_requests()
-_FAST_RESPONSES = _fast_responses()

@@ -18,6 +18,7 @@ import struct
 
 from construct import Container
 
+from protocol.codec import encode_uvarint
 from protocol.errors import MalformedRequest
 
 _I16 = struct.Struct(">h")
@@ -141,23 +142,13 @@ def decode_produce(version: int, buf, offset: int) -> Container:
 
 # --------------------------------------------------------------------------- Produce response
 
-_PARTITION_V0 = struct.Struct(">ihq")       # index, error_code, base_offset
 _PARTITION_V2 = struct.Struct(">ihqq")      # + log_append_time_ms
 _PARTITION_V5 = struct.Struct(">ihqqq")     # + log_start_offset
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(text: str, flexible: bool) -> bytes:
     data = text.encode("utf-8")
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+    return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 def encode_produce_response(version: int, body: dict) -> bytes | None:
@@ -168,11 +159,11 @@ def encode_produce_response(version: int, body: dict) -> bytes | None:
         return None
     part_st = _PARTITION_V5 if version >= 5 else _PARTITION_V2
     responses = body.get("responses", [])  # absent fields take the schema's defaults
-    out = [_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))]
+    out = [encode_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))]
     for topic in responses:
         parts = topic.get("partition_responses", [])
         out.append(_string(topic.get("name", ""), flexible))
-        out.append(_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
+        out.append(encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
             if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
                 return None

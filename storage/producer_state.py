@@ -28,7 +28,6 @@ deleted.
 """
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field

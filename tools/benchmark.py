@@ -21,7 +21,6 @@ and, with ``--json PATH``, the same report as JSON.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import statistics

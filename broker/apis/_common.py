@@ -1,6 +1,7 @@
 """Small pieces several API modules share."""
 from __future__ import annotations
 
+from protocol.codec import ZERO_UUID  # noqa: F401  (re-exported for the API modules)
 from protocol.errors import ErrorCode
 
 # ACL operations a client without authorization checks may do: Kafka's AclOperation codes.
@@ -10,7 +11,6 @@ TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in _TOPIC_OPERATIONS)
 CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 OPERATIONS_NOT_REQUESTED = -2147483648
 
-ZERO_UUID = bytes(16)
 
 
 def leader_partition(broker, topic: str, index: int, current_leader_epoch: int = -1):

@@ -51,7 +51,9 @@ def _diverging(plog, req, version: int) -> tuple[int, int] | None:
     if version < 12 or req.last_fetched_epoch < 0:
         return None
     epoch, end_offset = plog.end_offset_for_epoch(req.last_fetched_epoch)
-    if epoch == -1 or epoch < req.last_fetched_epoch or end_offset < req.fetch_offset:
+    if epoch == -1:  # nothing known about that epoch here: the offset check decides (out of range)
+        return None
+    if epoch < req.last_fetched_epoch or end_offset < req.fetch_offset:
         return epoch, end_offset
     return None
 

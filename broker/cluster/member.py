@@ -98,7 +98,7 @@ class ClusterMember:
         self._watched: set[tuple[str, int]] = set()
         self._pid_next, self._pid_end = 0, -1
         self._nursery: trio.Nursery | None = None
-        self._registered = trio.Event()
+        self._session_lost = False
 
     # ----------------------------------------------------------------- start-up
     async def connect(self) -> str:
@@ -148,7 +148,7 @@ class ClusterMember:
         if state is SessionState.LOST:
             log.warning("ZooKeeper session expired; registering again when reconnected")
             self._session_lost = True
-        elif state is SessionState.CONNECTED and getattr(self, "_session_lost", False):
+        elif state is SessionState.CONNECTED and self._session_lost:
             self._session_lost = False
             self._nursery.start_soon(self._reregister)
 
@@ -319,8 +319,7 @@ class ClusterMember:
             return
         log.info("ISR of %s-%d is now %s", partition.topic, partition.index, isr)
         partition.isr, partition.state_version = list(isr), version
-        if partition.maybe_advance_high_watermark():
-            pass
+        partition.maybe_advance_high_watermark()
         self.broker.replicas.notify_data()
 
     # ----------------------------------------------------------------- followers
