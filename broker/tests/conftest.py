@@ -63,14 +63,18 @@ def broker(tmp_path):
     b.close()
 
 
+def open_client(broker: Broker, nursery) -> Client:
+    """A Client on a new in-memory connection to `broker`, served in `nursery`."""
+    client_side, server_side = trio.testing.memory_stream_pair()
+    nursery.start_soon(ConnectionHandler(broker), server_side)
+    return Client(client_side)
+
+
 @pytest.fixture
 async def connect(broker, nursery):
     """connect() -> a Client on a new in-memory connection to `broker`."""
-    handler = ConnectionHandler(broker)
 
-    async def open_client() -> Client:
-        client_side, server_side = trio.testing.memory_stream_pair()
-        nursery.start_soon(handler, server_side)
-        return Client(client_side)
+    async def connect_client() -> Client:
+        return open_client(broker, nursery)
 
-    return open_client
+    return connect_client

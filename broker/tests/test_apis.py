@@ -13,7 +13,7 @@ from protocol.schema import ApiKey, api_spec
 
 from broker.apis import SUPPORTED
 
-from .conftest import make_broker
+from .conftest import make_broker, open_client
 
 
 def batch(n: int, *, key_prefix=b"k", base_timestamp=1_700_000_000_000, **kw) -> bytes:
@@ -62,14 +62,9 @@ async def test_api_versions_too_new_is_answered_with_v0_and_unsupported_version(
 
 
 async def test_metadata_auto_creates_topics_with_num_partitions(tmp_path, nursery):
-    from broker.server import ConnectionHandler
-    from .conftest import Client
-    import trio.testing
     b = make_broker(tmp_path, num_partitions=3)
     try:
-        client_side, server_side = trio.testing.memory_stream_pair()
-        nursery.start_soon(ConnectionHandler(b), server_side)
-        client = Client(client_side)
+        client = open_client(b, nursery)
         response = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "auto", "topic_id": bytes(16)}],
                                                                "allow_auto_topic_creation": True})
         topic = response.topics[0]
@@ -86,14 +81,9 @@ async def test_metadata_auto_creates_topics_with_num_partitions(tmp_path, nurser
 
 
 async def test_auto_create_off_refuses_metadata_and_produce(tmp_path, nursery):
-    from broker.server import ConnectionHandler
-    from .conftest import Client
-    import trio.testing
     b = make_broker(tmp_path, auto_create_topics_enable="false")
     try:
-        client_side, server_side = trio.testing.memory_stream_pair()
-        nursery.start_soon(ConnectionHandler(b), server_side)
-        client = Client(client_side)
+        client = open_client(b, nursery)
         response = await client.request(ApiKey.METADATA, 9, {"topics": [{"name": "missing"}], "allow_auto_topic_creation": True})
         assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         produced = await client.request(ApiKey.PRODUCE, 9, produce_body("missing", batch(1)))
@@ -293,24 +283,15 @@ async def test_malformed_request_closes_only_that_connection(connect):
 
 
 async def test_data_survives_a_restart(tmp_path, nursery):
-    from broker.server import ConnectionHandler
-    from .conftest import Client
-    import trio.testing
-
-    async def client_for(b):
-        client_side, server_side = trio.testing.memory_stream_pair()
-        nursery.start_soon(ConnectionHandler(b), server_side)
-        return Client(client_side)
-
     b = make_broker(tmp_path)
-    c = await client_for(b)
+    c = open_client(b, nursery)
     await create(c, "keep", 2, {"retention.ms": "99999"})
     await c.request(ApiKey.PRODUCE, 9, produce_body("keep", batch(7), partition=1))
     topic_id = b.topics.topics["keep"].topic_id
     b.close()
     b2 = make_broker(tmp_path)
     try:
-        c2 = await client_for(b2)
+        c2 = open_client(b2, nursery)
         assert b2.topics.topics["keep"].topic_id == topic_id
         assert b2.topics.topics["keep"].configs == {"retention.ms": "99999"}
         response = await c2.request(ApiKey.FETCH, 12, fetch_body("keep", 0, partition=1))

@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import pytest
-import trio
-import trio.testing
 
-from broker.server import ConnectionHandler
-from broker.tests.conftest import Client, make_broker
+from broker.tests.conftest import Client, make_broker, open_client
 
 GROUP_TEST_CONFIG = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 5,
                      "num_partitions": 3}
@@ -23,11 +20,8 @@ def group_broker(tmp_path):
 async def gconnect(group_broker, nursery):
     """gconnect() -> a Client on a new in-memory connection; the coordinator's timers run."""
     nursery.start_soon(group_broker.groups.run)
-    handler = ConnectionHandler(group_broker)
 
-    async def open_client() -> Client:
-        client_side, server_side = trio.testing.memory_stream_pair()
-        nursery.start_soon(handler, server_side)
-        return Client(client_side)
+    async def connect_client() -> Client:
+        return open_client(group_broker, nursery)
 
-    return open_client
+    return connect_client
