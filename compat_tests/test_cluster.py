@@ -118,8 +118,8 @@ def test_acks_all_survives_leader_kill_and_the_old_leader_catches_up(cluster):
         killed_at = time.monotonic()
         cluster[leader].kill()
         survivors = [b for b in cluster if b.running]
-        new_leader = _wait(lambda: (lambda p: p.leader if p.leader not in (-1, leader) else None)(
-            _partition_meta(survivors, topic)), 30, "a new leader")
+        new_leader = _wait(lambda: (lambda p: [p.leader] if p.leader not in (-1, leader) else None)(
+            _partition_meta(survivors, topic)), 30, "a new leader")[0]  # a list: broker id 0 is falsy
         moved_after = time.monotonic() - killed_at
         count = len(acked)
         _wait(lambda: len(acked) > count + 3000, 60, "acknowledgements from the new leader")
