@@ -70,7 +70,9 @@ def _create(brokers, name: str, partitions: int, rf: int = 3, configs: dict | No
 
 def test_metadata_lists_every_broker_and_replicas(cluster):
     _create(cluster, "replicated", 3)
-    metadata = _admin(cluster).list_topics("replicated", timeout=10)
+    # Like Kafka's, the other brokers learn a new topic's leaders a moment after CreateTopics answers.
+    metadata = _wait(lambda: (lambda m: m if all(p.leader >= 0 for p in m.topics["replicated"].partitions.values())
+                              else None)(_admin(cluster).list_topics("replicated", timeout=10)), 15, "leaders everywhere")
     assert sorted(metadata.brokers) == [0, 1, 2]
     assert metadata.controller_id in (0, 1, 2)
     for p in metadata.topics["replicated"].partitions.values():
