@@ -155,8 +155,10 @@ def test_controller_failover_then_topic_creation_works(cluster):
     _wait(lambda: _admin(survivors).list_topics(timeout=10).controller_id not in (-1, controller),
           SESSION_TIMEOUT_MS / 1000 + 15, "a new controller")
     _create(survivors, "after-controller-loss", 2, rf=2)
-    meta = _admin(survivors).list_topics("after-controller-loss", timeout=10).topics["after-controller-loss"]
-    assert all(p.leader in [b_id for b_id in range(3) if b_id != controller] for p in meta.partitions.values())
+    alive = [b_id for b_id in range(3) if b_id != controller]
+    _wait(lambda: all(p.leader in alive for p in _admin(survivors).list_topics(
+        "after-controller-loss", timeout=10).topics["after-controller-loss"].partitions.values()),
+        15, "leaders of the new topic on surviving brokers")
 
 
 def test_not_enough_replicas_when_the_isr_is_too_small(cluster):
