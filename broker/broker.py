@@ -13,6 +13,7 @@ from storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError
+from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .replica_manager import Partition, ReplicaManager
 from .server import ConnectionHandler
@@ -81,15 +82,26 @@ class Broker:
         return [self.replicas.add(info.name, i, self.logs.get_or_create_log(info.name, i, config))
                 for i in indexes]
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Open the logs, listen, and serve until cancelled; then shut down by a deadline."""
-        if self.cluster is None:
-            self.open_storage()
-        else:
-            await self.open_cluster_storage()
+    async def run(self, prebound: list[BoundSockets] | None = None, *,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Open the logs, listen, and serve until cancelled; then shut down by a deadline.
+
+        ``prebound``: listening sockets `strom serve` bound before loading the broker (see
+        ``broker.listen``); without them the configured listeners are bound here, after the logs
+        are open."""
+        try:
+            if self.cluster is None:
+                self.open_storage()
+            else:
+                await self.open_cluster_storage()
+        except BaseException:
+            for bound in prebound or ():
+                bound.close()
+            raise
+        listeners: list[trio.SocketListener] = []
         try:
             async with trio.open_nursery() as nursery:
-                listeners = await self._open_listeners()
+                listeners = self._open_listeners(prebound)
                 handler = ConnectionHandler(self)
                 for listener in listeners:
                     nursery.start_soon(trio.serve_listeners, handler, [listener])
@@ -108,6 +120,8 @@ class Broker:
                 task_status.started(self.bound)
         finally:
             with trio.CancelScope(shield=True):
+                for listener in listeners:
+                    await listener.aclose()
                 if self.cluster is not None:
                     await self.cluster.close()
                 self.close()
@@ -120,22 +134,18 @@ class Broker:
             self.logs = None
             log.info("broker stopped: logs flushed and closed")
 
-    async def _open_listeners(self) -> list[trio.SocketListener]:
+    def _open_listeners(self, prebound: list[BoundSockets] | None) -> list[trio.SocketListener]:
+        bound_sockets = prebound if prebound is not None else bind_listeners(self.config.listeners)
         advertised = self.config.advertised or []
         out = []
-        for i, listener in enumerate(self.config.listeners):
-            host = listener.host or None
-            try:
-                opened = await trio.open_tcp_listeners(listener.port, host=host)
-            except OSError as exc:
-                raise ConfigError(f"listeners: cannot listen on {listener}: {exc.strerror}; "
-                                  f"choose another port or stop what uses it") from None
-            port = opened[0].socket.getsockname()[1]
-            bound = Listener(listener.name, listener.host, port)
+        for i, bound_socks in enumerate(bound_sockets):
+            listener = bound_socks.listener
+            bound = Listener(listener.name, listener.host, bound_socks.port)
             adv = advertised[i] if i < len(advertised) else Listener(
-                listener.name, listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
+                listener.name, listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1",
+                bound_socks.port)
             self.bound.append(BoundListener(bound, adv))
-            out.extend(opened)
+            out.extend(trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in bound_socks.sockets)
         return out
 
     async def _periodic(self, name: str, interval_ms: int, work) -> None:

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import click
-import trio
 
 from . import logs
 from .config import BrokerConfig, ConfigError, read_properties
+from .listen import BoundSockets, bind_listeners
 
 log = logging.getLogger("strom")
 
@@ -70,19 +70,28 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
     except ConfigError as exc:
         raise click.ClickException(f"invalid configuration: {exc}") from None
     try:
-        trio.run(_serve, config, ready_file)
+        # listen before importing the broker: connections queue in the backlog meanwhile
+        prebound = bind_listeners(config.listeners)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    import trio
+
+    try:
+        trio.run(_serve, config, prebound, ready_file)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
 
 
-async def _serve(config: BrokerConfig, ready_file: Path | None) -> None:
+async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file: Path | None) -> None:
+    import trio
+
     from .broker import Broker
 
     broker = Broker(config)
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(broker.run)
+        bound = await nursery.start(broker.run, prebound)
         if ready_file is not None:
             _write_ready(ready_file, bound)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

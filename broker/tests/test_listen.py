@@ -1,0 +1,102 @@
+"""Listening before the broker loads: connections made meanwhile wait in the backlog and are served."""
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+import trio
+from click.testing import CliRunner
+
+from broker.broker import Broker
+from broker.cli import main
+from broker.config import BrokerConfig, ConfigError, Listener
+from broker.listen import bind_listener, bind_listeners
+
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+
+
+def _ipv6_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_port_zero_gets_a_port_and_connections_complete_before_accept() -> None:
+    bound = bind_listener(Listener("PLAINTEXT", "127.0.0.1", 0))
+    try:
+        assert bound.port != 0
+        assert [s.getsockname()[1] for s in bound.sockets] == [bound.port]
+        with socket.create_connection(("127.0.0.1", bound.port), timeout=5) as client:
+            client.sendall(b"early bytes")
+            conn, _ = bound.sockets[0].accept()
+            with conn:
+                conn.settimeout(5)
+                assert conn.recv(64) == b"early bytes"
+    finally:
+        bound.close()
+
+
+@pytest.mark.skipif(not _ipv6_available(), reason="no IPv6 loopback on this machine")
+def test_ipv6_loopback() -> None:
+    bound = bind_listener(Listener("PLAINTEXT", "::1", 0))
+    try:
+        with socket.create_connection(("::1", bound.port), timeout=5):
+            pass
+    finally:
+        bound.close()
+
+
+def test_port_in_use_says_what_to_do_and_leaves_nothing_bound() -> None:
+    first = bind_listener(Listener("PLAINTEXT", "127.0.0.1", 0))
+    free = bind_listener(Listener("PLAINTEXT", "127.0.0.1", 0))
+    free_port = free.port
+    free.close()
+    try:
+        with pytest.raises(ConfigError, match="choose another port"):
+            bind_listeners([Listener("PLAINTEXT", "127.0.0.1", free_port),
+                            Listener("PLAINTEXT", "127.0.0.1", first.port)])
+        # the first listener of the failed call was closed again: its port can be bound
+        again = bind_listener(Listener("PLAINTEXT", "127.0.0.1", free_port))
+        again.close()
+    finally:
+        first.close()
+
+
+def test_serve_on_a_taken_port_exits_non_zero_with_the_reason(tmp_path) -> None:
+    taken = bind_listener(Listener("PLAINTEXT", "127.0.0.1", 0))
+    try:
+        result = CliRunner().invoke(main, ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{taken.port}",
+                                           "--override", f"log.dirs={tmp_path}"])
+    finally:
+        taken.close()
+    assert result.exit_code != 0
+    assert "choose another port" in result.output
+
+
+async def test_a_request_sent_before_the_broker_serves_is_answered(tmp_path) -> None:
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)})
+    prebound = bind_listeners(config.listeners)
+    client = socket.create_connection(("127.0.0.1", prebound[0].port), timeout=10)
+    try:
+        # the request waits in the socket while the broker is not even constructed
+        client.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        broker = Broker(config)
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(broker.run, prebound)
+            assert bound[0].listener.port == prebound[0].port
+            head = await trio.to_thread.run_sync(client.recv, 4)
+            size = struct.unpack(">i", head)[0]
+            body = b""
+            while len(body) < size:
+                chunk = await trio.to_thread.run_sync(client.recv, size - len(body))
+                assert chunk, "broker closed the connection"
+                body += chunk
+            correlation_id, error_code = struct.unpack_from(">ih", body)
+            assert (correlation_id, error_code) == (7, 0)
+            nursery.cancel_scope.cancel()
+    finally:
+        client.close()
