@@ -325,15 +325,20 @@ def supported_apis(bootstrap: str, extra: Mapping[str, str] | None = None,
     """
     if (extra or {}).get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
         return None
-    body = _REQUEST_HEADER.pack(API_VERSIONS_KEY, 0, 1, len(_PROBE_CLIENT_ID)) + _PROBE_CLIENT_ID
     for host, port in _addresses(bootstrap):
         try:
             with socket.create_connection((host, port), timeout=timeout) as sock:
-                sock.sendall(_SIZE.pack(len(body)) + body)
-                return _parse_api_versions(_read_frame(sock))
+                return api_versions(sock)
         except (OSError, ValueError, struct.error):
             continue
     return None
+
+
+def api_versions(sock: socket.socket) -> dict[int, tuple[int, int]]:
+    """Ask over a connected socket (blocking, with its timeout); ValueError if the answer is unusable."""
+    body = _REQUEST_HEADER.pack(API_VERSIONS_KEY, 0, 1, len(_PROBE_CLIENT_ID)) + _PROBE_CLIENT_ID
+    sock.sendall(_SIZE.pack(len(body)) + body)
+    return _parse_api_versions(_read_frame(sock))
 
 
 def _read_exact(sock: socket.socket, n: int) -> bytes:
