@@ -29,7 +29,7 @@ CONSUMER_BASE = {
     "auto.offset.reset": "earliest",
     "fetch.queue.backoff.ms": 1,
 }
-CONSUME_BATCH = 100_000
+CONSUME_BATCH = 500   # messages per consume() call: larger batches measured slower here
 POLL_EVERY = 20_000
 IDLE_TIMEOUT_S = 30.0
 WORKER_TIMEOUT_S = 600.0
@@ -116,16 +116,71 @@ def client_alone_worker(job: ProduceJob, barrier: Any, results: Any) -> None:
 
 
 def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, results: Any) -> None:
-    """Read ``expected`` records from the start of every partition with batched ``consume``."""
+    """Read ``expected`` records from the start of every partition with batched ``consume``.
+
+    The rate is the streaming rate, from the first record received to the last: the time before
+    the first record is the client's own set-up (librdkafka retries the offset lookup of a
+    partition assigned before its metadata arrived after 500 ms) and is reported apart.
+    """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap, "logger": _quiet()})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count, idle_since = 0, time.monotonic()
-    start = time.time()
+    assigned = time.time()
+    start = end = None
     try:
         while count < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
             # consume() returns at num_messages or the timeout: never ask for more than is left
+            batch = consumer.consume(num_messages=min(CONSUME_BATCH, expected - count), timeout=0.5)
+            if batch:
+                if start is None:
+                    # the clock starts after the first batch: its records are not counted
+                    start, first = time.time(), len(batch)
+                count += len(batch)
+                idle_since = time.monotonic()
+        end = time.time()
+    finally:
+        consumer.close()
+    if start is None:
+        start, first = end, 0
+    results.put({"records": count - first, "received": count, "failed": max(0, expected - count),
+                 "start": start, "end": end, "first_record_s": start - assigned,
+                 "first_error": None if count >= expected else f"read {count} of {expected}"})
+
+
+def drain_worker(bootstrap: str, topic: str, partitions: int, expected: int, results: Any) -> None:
+    """The consuming client's own rate: time how fast ``consume`` hands records to Python once
+    librdkafka has fetched the whole topic into its local queue (its statistics say when: every
+    partition's fetch position has reached the high watermark).
+
+    The statistics callback is served by ``consume`` calls, so a record is taken now and then
+    while waiting; only the records left when everything is local are timed.
+    """
+    import json
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    fetched = {"all": False}
+
+    def on_stats(text: str) -> None:
+        parts = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {})
+        ends = [(p.get("next_offset", -1), p.get("hi_offset", -1)) for key, p in parts.items() if key != "-1"]
+        total = sum(high for _, high in ends)
+        fetched["all"] = len(ends) == partitions and total >= expected and all(nxt >= high for nxt, high in ends)
+
+    consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap, "logger": _quiet(),
+                         "queued.min.messages": 10_000_000, "queued.max.messages.kbytes": 2_097_151,
+                         "statistics.interval.ms": 100, "stats_cb": on_stats})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    count, deadline = 0, time.monotonic() + WORKER_TIMEOUT_S
+    try:
+        while not fetched["all"] and count < expected and time.monotonic() < deadline:
+            count += len(consumer.consume(num_messages=1, timeout=0.05))
+            time.sleep(0.02)
+        start, timed_from = time.time(), count
+        idle_since = time.monotonic()
+        while count < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
             batch = consumer.consume(num_messages=min(CONSUME_BATCH, expected - count), timeout=0.5)
             if batch:
                 count += len(batch)
@@ -133,8 +188,17 @@ def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, r
         end = time.time()
     finally:
         consumer.close()
-    results.put({"records": count, "failed": max(0, expected - count), "start": start, "end": end,
+    results.put({"records": count - timed_from, "failed": max(0, expected - count), "start": start, "end": end,
                  "first_error": None if count >= expected else f"read {count} of {expected}"})
+
+
+def client_drain_rate(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[str, Any]:
+    """One consumer process's rate from its own prefetched queue (see ``drain_worker``)."""
+    ctx = _context()
+    results = ctx.Queue()
+    proc = ctx.Process(target=drain_worker, args=(bootstrap, topic, partitions, expected, results), daemon=True)
+    proc.start()
+    return _aggregate(_collect([proc], results, WORKER_TIMEOUT_S))
 
 
 def latency_consumer_worker(bootstrap: str, topic: str, expected: int, ready: Any, results: Any) -> None:
@@ -223,7 +287,8 @@ def run_consumer(bootstrap: str, topic: str, partitions: int, expected: int) -> 
     results = ctx.Queue()
     proc = ctx.Process(target=consume_worker, args=(bootstrap, topic, partitions, expected, results), daemon=True)
     proc.start()
-    return _aggregate(_collect([proc], results, WORKER_TIMEOUT_S))
+    (part,) = _collect([proc], results, WORKER_TIMEOUT_S)
+    return {**_aggregate([part]), "received": part["received"], "first_record_s": part["first_record_s"]}
 
 
 class SilentBroker:

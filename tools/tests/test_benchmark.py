@@ -30,6 +30,7 @@ EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
     "python_broker_imports_rss_bytes",
     *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
+    *(f"client_drain_{s}B_records_per_s" for s in SIZES),
 }
 
 
@@ -46,9 +47,11 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
         assert f["reference"] in doc["references"] or f["reference"] in figures or f["reference"] == "inflight_requests"
     assert figures["inflight_stalled_requests"]["reference"] == "inflight_requests"
     assert doc["details"]["inflight"]["requests"] == 1000 and doc["details"]["inflight"]["errors"] == 0
-    produced = doc["details"]["produce_100B_6p_acksall_lz4"]
-    assert produced["records"] == 300 * TINY.producers and produced["failed"] == 0
-    assert doc["details"]["consume_1024B_6p_none"]["records"] == 60 * TINY.producers
+    runs = doc["details"]["produce_100B_6p_acksall_lz4_runs"]
+    assert len(runs) == TINY.produce_rounds
+    assert all(run["records"] == 300 * TINY.producers and run["failed"] == 0 for run in runs)
+    consumed = doc["details"]["consume_1024B_6p_none"]
+    assert consumed["received"] == 60 * TINY.producers * TINY.produce_rounds and consumed["failed"] == 0
     assert figures["produce_100B_1p_acks1_none_records_per_s"]["target"] == ">= 900,000/s"
     assert figures["startup_to_first_api_versions_s"]["value"] >= figures["startup_to_first_connection_s"]["value"]
 
