@@ -139,17 +139,22 @@ def schema_document() -> dict[str, Any]:
 
 
 @cache
-def _apis() -> dict[int, ApiSpec]:
-    out: dict[int, ApiSpec] = {}
-    for raw in schema_document()["apis"]:
-        out[raw["api_key"]] = ApiSpec(
-            api_key=raw["api_key"],
-            name=raw["name"],
-            request=MessageSpec.from_json(raw["request"]),
-            response=MessageSpec.from_json(raw["response"]),
-            listeners=tuple(raw["request"].get("listeners", ())),
-        )
-    return out
+def _raw_apis() -> dict[int, dict[str, Any]]:
+    return {raw["api_key"]: raw for raw in schema_document()["apis"]}
+
+
+@cache
+def _spec(api_key: int) -> ApiSpec:
+    # built on first use: the broker answers about 25 of the 88 APIs, and start-up need not pay
+    # for the rest
+    raw = _raw_apis()[api_key]
+    return ApiSpec(
+        api_key=api_key,
+        name=raw["name"],
+        request=MessageSpec.from_json(raw["request"]),
+        response=MessageSpec.from_json(raw["response"]),
+        listeners=tuple(raw["request"].get("listeners", ())),
+    )
 
 
 @cache
@@ -165,21 +170,21 @@ ApiKey.__doc__ = "Every Kafka API key, named as Kafka names it (UPPER_SNAKE)."
 
 
 def all_api_keys() -> list[int]:
-    return sorted(_apis())
+    return sorted(_raw_apis())
 
 
 def api_spec(api_key: int) -> ApiSpec:
     """The spec for ``api_key``; ``KeyError`` when Kafka defines no such API."""
-    return _apis()[int(api_key)]
+    return _spec(int(api_key))
 
 
 def is_known_api(api_key: int) -> bool:
-    return int(api_key) in _apis()
+    return int(api_key) in _raw_apis()
 
 
 def is_supported_version(api_key: int, version: int) -> bool:
-    spec = _apis().get(int(api_key))
-    return spec is not None and in_range(version, spec.request.valid_versions)
+    key = int(api_key)
+    return key in _raw_apis() and in_range(version, _spec(key).request.valid_versions)
 
 
 def is_flexible(api_key: int, version: int) -> bool:
