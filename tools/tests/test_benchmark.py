@@ -25,6 +25,7 @@ EXPECTED_FIGURES = {
       for s in SIZES for p in PARTITIONS for a in ("1", "all") for c in CODECS),
     *(f"consume_{s}B_{p}p_{c}_records_per_s" for s in SIZES for p in PARTITIONS for c in CODECS),
     *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
+    *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
