@@ -32,7 +32,6 @@ def now_ms() -> int:
 class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
-    last_fetch_ms: int = 0
 
 
 @dataclass
@@ -76,7 +75,6 @@ class Partition:
     def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
         state = self.followers.setdefault(replica, FollowerState())
         current = now_ms()
-        state.last_fetch_ms = current
         state.log_end_offset = fetch_offset
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = current
