@@ -115,6 +115,21 @@ def client_alone_worker(job: ProduceJob, barrier: Any, results: Any) -> None:
     results.put({"records": job.count, "failed": 0, "first_error": None, "start": start, "end": end})
 
 
+def _consume_until(consumer: Any, count: int, expected: int) -> tuple[int, float | None, int]:
+    """Take batches until ``expected`` records in all (``count`` already taken) or nothing comes for
+    ``IDLE_TIMEOUT_S``: (records taken in all, when the first batch arrived, its size)."""
+    first_at, first_size, idle_since = None, 0, time.monotonic()
+    while count < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
+        # consume() returns at num_messages or the timeout: never ask for more than is left
+        batch = consumer.consume(num_messages=min(CONSUME_BATCH, expected - count), timeout=0.5)
+        if batch:
+            if first_at is None:
+                first_at, first_size = time.time(), len(batch)
+            count += len(batch)
+            idle_since = time.monotonic()
+    return count, first_at, first_size
+
+
 def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, results: Any) -> None:
     """Read ``expected`` records from the start of every partition with batched ``consume``.
 
@@ -126,24 +141,15 @@ def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, r
 
     consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap, "logger": _quiet()})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    count, idle_since = 0, time.monotonic()
     assigned = time.time()
-    start = end = None
     try:
-        while count < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
-            # consume() returns at num_messages or the timeout: never ask for more than is left
-            batch = consumer.consume(num_messages=min(CONSUME_BATCH, expected - count), timeout=0.5)
-            if batch:
-                if start is None:
-                    # the clock starts after the first batch: its records are not counted
-                    start, first = time.time(), len(batch)
-                count += len(batch)
-                idle_since = time.monotonic()
+        # the clock starts after the first batch: its records are not counted
+        count, start, first = _consume_until(consumer, 0, expected)
         end = time.time()
     finally:
         consumer.close()
-    if start is None:
-        start, first = end, 0
+    if start is None:   # nothing came: no rate
+        start = end
     results.put({"records": count - first, "received": count, "failed": max(0, expected - count),
                  "start": start, "end": end, "first_record_s": start - assigned,
                  "first_error": None if count >= expected else f"read {count} of {expected}"})
@@ -179,12 +185,7 @@ def drain_worker(bootstrap: str, topic: str, partitions: int, expected: int, res
             count += len(consumer.consume(num_messages=1, timeout=0.05))
             time.sleep(0.02)
         start, timed_from = time.time(), count
-        idle_since = time.monotonic()
-        while count < expected and time.monotonic() - idle_since < IDLE_TIMEOUT_S:
-            batch = consumer.consume(num_messages=min(CONSUME_BATCH, expected - count), timeout=0.5)
-            if batch:
-                count += len(batch)
-                idle_since = time.monotonic()
+        count, _, _ = _consume_until(consumer, count, expected)
         end = time.time()
     finally:
         consumer.close()
