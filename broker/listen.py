@@ -11,7 +11,7 @@ Binding follows ``trio.open_tcp_listeners``: every address ``getaddrinfo`` gives
 dual-stack bind does not collide, and a backlog of ``SOMAXCONN``. With port 0 the first socket's
 port is reused for the others, so one listener has one port.
 
-This module imports only the standard library and ``broker.config``'s ``Listener``.
+This module imports only the standard library and ``broker.config`` (``Listener``, ``ConfigError``).
 """
 from __future__ import annotations
 
