@@ -428,7 +428,9 @@ class ClusterMember:
     # ----------------------------------------------------------------- admin
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str], validate_only: bool) -> TopicInfo | None:
-        brokers = sorted(self.view.brokers)
+        # Like Kafka's AdminZkClient, place replicas on the brokers registered in ZooKeeper now: the
+        # watched view can still miss a broker that registered a moment ago.
+        brokers = sorted(await self.zk.get_live_broker_ids())
         try:
             assignment = assign_replicas(brokers, partitions, replication_factor)
         except PlacementError as exc:
@@ -455,7 +457,8 @@ class ClusterMember:
         existing = len(assignment.partitions)
         rf = len(next(iter(assignment.partitions.values())))
         try:
-            added = assign_replicas(sorted(self.view.brokers), count - existing, rf, start_partition=existing)
+            added = assign_replicas(sorted(await self.zk.get_live_broker_ids()), count - existing, rf,
+                                    start_partition=existing)
         except PlacementError as exc:
             raise TopicError(exc.code, str(exc)) from None
         partitions = dict(assignment.partitions)

@@ -39,3 +39,44 @@ def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path)
     assert member._apply_fetched(partition, response)
     assert log.log_end_offset == 5
     log.close()
+
+
+def test_topic_placement_uses_the_brokers_registered_in_zookeeper_not_the_watched_view():
+    """A broker registered a moment ago may not be in the watched view yet (the CI failure of
+    "Replication factor: 3 larger than available brokers: 2" right after three brokers started)."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from broker.cluster.member import ClusterMember
+
+    created = {}
+
+    class FakeZk:
+        async def get_live_broker_ids(self):
+            return [2, 0, 1]
+
+        async def create_topic(self, name, assignment, configs, topic_id):
+            created[name] = assignment
+
+        async def set_topic_assignment(self, name, assignment):
+            created[name] = dict(assignment.partitions)
+
+    member = ClusterMember.__new__(ClusterMember)
+    member.zk = FakeZk()
+    member.view = ClusterView(brokers={0: None, 1: None})  # broker 2 not seen yet
+    member.cache = SimpleNamespace(topics={})
+
+    async def no_wait(condition):
+        pass
+
+    member.wait_for = no_wait
+
+    async def main():
+        await member.create_topic("t", 2, 3, {}, validate_only=False)
+        assert all(sorted(replicas) == [0, 1, 2] for replicas in created["t"].values())
+        member.view.assignments["t"] = SimpleNamespace(partitions={0: (0, 1, 2), 1: (1, 2, 0)}, topic_id=None)
+        await member.create_partitions("t", 3)
+        assert sorted(created["t"][2]) == [0, 1, 2]
+
+    trio.run(main)
