@@ -155,7 +155,8 @@ class Log:
             self._truncate_fully_locked(self.log_start_offset)
             return
         for segment in recovered:
-            segment.flush()
+            if segment.size:  # an empty segment (a new log) has nothing to make durable
+                segment.flush()
         self.recovery_point = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)

@@ -103,3 +103,17 @@ def test_epoch_cache_truncated_to_recovered_end(crashed):
     log = reopen(crashed)
     assert log.log_end_offset == 40 and log.latest_epoch() == 0
     log.close()
+
+
+def test_recovered_data_is_fsynced_but_a_new_empty_log_is_not(crashed, tmp_path, monkeypatch):
+    """Creating a topic's partitions must not cost an fsync each (50 for __consumer_offsets, on the
+    event loop); recovered segments with data still reach the disk before the log is used."""
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    new = Log.open(tmp_path / "new-0", CONFIG, now_ms=lambda: 0)
+    assert synced == []
+    recovered = reopen(crashed)
+    assert synced
+    new.close()
+    recovered.close()
