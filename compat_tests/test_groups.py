@@ -330,3 +330,44 @@ def test_describe_groups_shows_members_with_their_client_and_host(gbroker):
         assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
     finally:
         consumer.close()
+
+
+def test_deleting_subscribed_topics_revokes_their_partitions_and_the_member_closes(make_broker):
+    """librdkafka's 0045 topic-removal scenario with a current client: delete one of two subscribed
+    topics, then the other; each deletion revokes, the survivor is reassigned, and close returns."""
+    import threading
+
+    broker = make_broker({**GROUP_BROKER, "auto.create.topics.enable": "false"})
+    bootstrap = broker.bootstrap
+    for name, partitions in (("removed-f", 5), ("removed-g", 9)):
+        create_topic(bootstrap, name, partitions)
+    events: list[tuple[str, set]] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "topic-removal",
+                         "topic.metadata.refresh.interval.ms": 1000, "session.timeout.ms": 6000})
+    consumer.subscribe(["removed-f", "removed-g"],
+                       on_assign=lambda c, ps: events.append(("assign", {(p.topic, p.partition) for p in ps})),
+                       on_revoke=lambda c, ps: events.append(("revoke", {(p.topic, p.partition) for p in ps})))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def poll_until(predicate, what):
+        deadline = time.monotonic() + WAIT_S
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {events}"
+            consumer.poll(0.1)
+
+    both = {("removed-f", p) for p in range(5)} | {("removed-g", p) for p in range(9)}
+    poll_until(lambda: ("assign", both) in events, "both topics assigned")
+    admin.delete_topics(["removed-f"])["removed-f"].result(30)
+    only_g = {("removed-g", p) for p in range(9)}
+    poll_until(lambda: events[-1] == ("assign", only_g), "the remaining topic reassigned")
+    admin.delete_topics(["removed-g"])["removed-g"].result(30)
+    poll_until(lambda: events[-1][0] == "revoke", "the last topic revoked")
+    settled = len(events)
+    deadline = time.monotonic() + 5  # nothing left to assign: no further rebalance
+    while time.monotonic() < deadline:
+        consumer.poll(0.1)
+    assert len(events) == settled, events[settled:]
+    closer = threading.Thread(target=consumer.close, daemon=True)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "consumer.close() did not return"
