@@ -329,7 +329,7 @@ def supported_apis(bootstrap: str, extra: Mapping[str, str] | None = None,
         try:
             with socket.create_connection((host, port), timeout=timeout) as sock:
                 return api_versions(sock)
-        except (OSError, ValueError, struct.error):
+        except (OSError, ValueError):
             continue
     return None
 
@@ -359,6 +359,8 @@ def _read_frame(sock: socket.socket) -> bytes:
 
 
 def _parse_api_versions(frame: bytes) -> dict[int, tuple[int, int]]:
+    if len(frame) < _RESPONSE_HEAD.size:
+        raise ValueError("truncated ApiVersions response")
     _, error_code, count = _RESPONSE_HEAD.unpack_from(frame, 0)
     if error_code != 0 or count < 0 or _RESPONSE_HEAD.size + count * _API_RANGE.size > len(frame):
         raise ValueError("unusable ApiVersions response")

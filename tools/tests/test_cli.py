@@ -47,3 +47,18 @@ def test_read_properties(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text("# comment\nsecurity.protocol=PLAINTEXT\nclient.id: me\n\n")
     assert read_properties(path) == {"security.protocol": "PLAINTEXT", "client.id": "me"}
+
+
+@pytest.mark.parametrize("frame", [b"\x00\x00\x00\x01", b"\x00\x00\x00\x01\x00\x00\x00\x00\x00\x05"])
+def test_api_versions_probe_rejects_a_short_or_truncated_answer_with_value_error(frame: bytes) -> None:
+    import socket
+    import struct
+
+    from tools.common import api_versions
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(struct.pack(">i", len(frame)) + frame)  # answered before it is even asked
+        ours.settimeout(5)
+        with pytest.raises(ValueError):
+            api_versions(ours)
