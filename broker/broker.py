@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import trio
 
-from protocol.errors import ErrorCode
-from storage.config import LogConfig
-from storage.log_manager import LogManager
+from strom.protocol.errors import ErrorCode
+from strom.storage.config import LogConfig
+from strom.storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError

@@ -32,7 +32,7 @@ class _Commands(click.Group):
     `strom serve` starts without importing them (or their client library)."""
 
     def _tools(self) -> dict[str, click.Command]:
-        from tools.commands import COMMANDS
+        from strom.tools.commands import COMMANDS
 
         return {command.name: command for command in COMMANDS}
 

@@ -1,7 +1,7 @@
 """Errors the broker answers with a Kafka error code and message."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode
 
 
 class TopicError(Exception):

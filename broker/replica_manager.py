@@ -19,7 +19,7 @@ from typing import Callable
 
 import trio
 
-from storage.log import Log, LogAppendInfo
+from strom.storage.log import Log, LogAppendInfo
 
 log = logging.getLogger("strom.replicas")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
+from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
                                  Request, ServerConnection)
 
 from . import context

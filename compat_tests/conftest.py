@@ -13,7 +13,7 @@ from typing import Callable, Iterator, Mapping
 
 import pytest
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 
 COMPAT_TEST_TIMEOUT_S = 900
 DEFAULT_OVERRIDES = {

@@ -9,7 +9,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
 
 from compat_tests.admin import (ADMIN_TIMEOUT_S, admin_client, create_topic, partition_count,
                                 unique_topic)
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 
 
 def error_code(excinfo: pytest.ExceptionInfo[KafkaException]) -> int:

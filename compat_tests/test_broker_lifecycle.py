@@ -4,7 +4,7 @@ with acks=all surviving a SIGKILL."""
 from __future__ import annotations
 
 from compat_tests.admin import create_topic, unique_topic
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from compat_tests.clients import confluent
 from compat_tests.workload import Record, assert_round_trip, expected_counts, make_records
 

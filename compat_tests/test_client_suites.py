@@ -20,7 +20,7 @@ from compat_tests.librdkafka.suite import (
     FAILED, PASSED, SKIPPED, TIMEOUT, Outcome, SuiteError, SuiteResults, read_allowlist,
     read_results,
 )
-from tools import compat_table
+from strom.tools import compat_table
 
 WORKERS = int(os.environ.get("STROM_SUITE_WORKERS", "4"))
 SUITE_TIMEOUT_S = 1500

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.group.records import partition_for
+from strom.broker.group.records import partition_for
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from .zookeeper import zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)

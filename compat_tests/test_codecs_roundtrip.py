@@ -9,7 +9,7 @@ import time
 import pytest
 
 from compat_tests.admin import create_topic, unique_topic
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from compat_tests.clients import aiokafka_client, confluent, kafka_python, kafkajs, kcat
 from compat_tests.clients.base import CONSUME_TIMEOUT_S, Driver, require_all
 from compat_tests.workload import (CODECS, PARTITIONS, Record, assert_round_trip,

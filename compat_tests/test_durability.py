@@ -14,9 +14,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import decode_response, encode_request
-from protocol.records.batch import Record, build_batch
-from protocol.schema import ApiKey
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.records.batch import Record, build_batch
+from strom.protocol.schema import ApiKey
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -216,7 +216,7 @@ _frames = st.one_of(
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory):
-    from tools.broker_process import BrokerProcess
+    from strom.tools.broker_process import BrokerProcess
     b = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {"socket.request.max.bytes": str(1 << 20)})
     b.start()
     yield b

@@ -12,7 +12,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from compat_tests.admin import admin_client, create_topic, unique_topic
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from compat_tests.clients.confluent import consumer_config
 
 COUNT = 100

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -36,7 +36,7 @@ def spark() -> Iterator[Any]:
         if os.environ.get("STROM_COMPAT_REQUIRE_ALL", "") not in ("", "0"):
             pytest.fail(missing)
         pytest.skip(missing)
-    from tools.spark.pipeline import spark_session
+    from strom.tools.spark.pipeline import spark_session
 
     session = spark_session("strom-compat")
     try:
@@ -200,7 +200,7 @@ def test_streaming_assign_and_pattern_start_where_asked(spark: Any, shared_broke
 
 def test_the_pipelines_counts_equal_the_generators_tally(spark: Any, shared_broker: BrokerProcess,
                                                          tmp_path: Path) -> None:
-    from tools.spark.pipeline import PipelineConfig, run_pipeline
+    from strom.tools.spark.pipeline import PipelineConfig, run_pipeline
 
     cfg = PipelineConfig(events=400, clicks_topic="pipe-clicks", counts_topic="pipe-counts")
     result = run_pipeline(spark, shared_broker.bootstrap, cfg, tmp_path / "pipeline")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from tools.broker_process import BrokerProcess
-from protocol.codec import decode_response, encode_request
-from protocol.schema import ApiKey
+from strom.tools.broker_process import BrokerProcess
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.schema import ApiKey
 
 TOPIC = "jvm-requests"
 BASE_TS = 1_700_000_000_000
@@ -104,7 +104,7 @@ def test_fetch_v17_by_topic_id_without_a_session_returns_the_records(seeded: Bro
     assert reply.error_code == 0
     part = reply.responses[0].partitions[0]
     assert part.error_code == 0 and part.high_watermark == 10
-    from protocol.records.batch import iter_records
+    from strom.protocol.records.batch import iter_records
 
     offsets = [r.offset for r in iter_records(part.records)]
     assert offsets and offsets[0] <= 3 and offsets[-1] == 9

@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
-from protocol.errors import EncodeError, MalformedRequest, UnknownApiKey, UnsupportedVersion
-from protocol.schema import (
+from strom.protocol.errors import EncodeError, MalformedRequest, UnknownApiKey, UnsupportedVersion
+from strom.protocol.schema import (
     ApiKey,
     FieldSpec,
     MessageSpec,
@@ -714,7 +714,7 @@ def decode_request(api_key: int, version: int, buf: bytes | bytearray | memoryvi
 @cache
 def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
     """api key -> (first version, last version, decoder) of the specialized decoders."""
-    from protocol import fastpath
+    from strom.protocol import fastpath
 
     return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version, fastpath.decode_produce)}
 
@@ -722,7 +722,7 @@ def _fast_requests() -> dict[int, tuple[int, int, Callable[..., Container]]]:
 @cache
 def _fast_responses() -> dict[int, tuple[int, int, Callable[..., bytes | None]]]:
     """api key -> (first version, last version, encoder returning None to defer to construct)."""
-    from protocol import fastpath
+    from strom.protocol import fastpath
 
     return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version,
                              fastpath.encode_produce_response)}

@@ -15,10 +15,10 @@ from typing import Any, Final
 
 from construct import Container
 
-from protocol.codec import RequestHeader, decode_request, decode_request_header, encode_response
-from protocol.errors import EncodeError, ErrorCode, ProtocolError, UnsupportedVersion
-from protocol.framing import FrameBuffer, FrameTooLarge
-from protocol.schema import ApiKey, is_supported_version
+from strom.protocol.codec import RequestHeader, decode_request, decode_request_header, encode_response
+from strom.protocol.errors import EncodeError, ErrorCode, ProtocolError, UnsupportedVersion
+from strom.protocol.framing import FrameBuffer, FrameTooLarge
+from strom.protocol.schema import ApiKey, is_supported_version
 
 __all__ = ["NEED_DATA", "Request", "BadRequest", "FrameTooLarge", "ConnectionClosed",
            "ServerConnection"]

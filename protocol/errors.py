@@ -9,10 +9,10 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
-from protocol.schema import schema_document
+from strom.protocol.schema import schema_document
 
 if TYPE_CHECKING:
-    from protocol.codec import RequestHeader
+    from strom.protocol.codec import RequestHeader
 
 ErrorCode = enum.IntEnum(  # type: ignore[misc]
     "ErrorCode", [(e["name"], e["code"]) for e in schema_document()["error_codes"]]

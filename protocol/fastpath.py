@@ -18,8 +18,8 @@ import struct
 
 from construct import Container
 
-from protocol.codec import encode_uvarint
-from protocol.errors import MalformedRequest
+from strom.protocol.codec import encode_uvarint
+from strom.protocol.errors import MalformedRequest
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

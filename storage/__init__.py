@@ -1,13 +1,13 @@
 """The log: segments, indexes, checkpoints, leader epochs, producer state, recovery, retention."""
-from storage.config import LogConfig
-from storage.errors import (
+from strom.storage.config import LogConfig
+from strom.storage.errors import (
     CorruptLog, CorruptRecord, DuplicateSequence, InvalidProducerEpoch, OffsetOutOfRange,
     OutOfOrderSequence, RecordBatchTooLarge, RecordTooLarge, StorageError, UnexpectedAppendOffset,
     UnknownProducerId,
 )
-from storage.files import FileRegion
-from storage.log import FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset
-from storage.log_manager import LogManager
+from strom.storage.files import FileRegion
+from strom.storage.log import FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset
+from strom.storage.log_manager import LogManager
 
 __all__ = [
     "CorruptLog", "CorruptRecord", "DuplicateSequence", "FetchDataInfo", "FileRegion",

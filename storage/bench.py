@@ -1,4 +1,4 @@
-"""Append throughput of the storage hot path: ``python -m storage.bench [dir]``.
+"""Append throughput of the storage hot path: ``python -m strom.storage.bench [dir]``.
 
 Measures Log.append_as_leader (offset assignment + one write + index upkeep) for 16 KiB and
 1 KiB batches, page cache only (no fsync), as the broker's produce path runs it.
@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol.records.header import parse_header
-from storage.config import LogConfig
-from storage.log import Log
-from storage.tests.batches import make_batch
+from strom.protocol.records.header import parse_header
+from strom.storage.config import LogConfig
+from strom.storage.log import Log
+from strom.storage.tests.batches import make_batch
 
 
 def run(directory: Path, batch_bytes: int, seconds: float = 2.0) -> tuple[float, float]:

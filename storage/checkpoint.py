@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
-from storage.errors import CorruptLog
+from strom.storage.errors import CorruptLog
 
 T = TypeVar("T")
 VERSION = 0

@@ -63,22 +63,22 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
 import crc32c
 
-from protocol.records.batch import Record, build_batch, read_batch
-from protocol.records.errors import RecordsError
-from protocol.records.header import (
+from strom.protocol.records.batch import Record, build_batch, read_batch
+from strom.protocol.records.errors import RecordsError
+from strom.protocol.records.header import (
     ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, entry_frame,
     parse_header,
 )
-from storage.checkpoint import fsync_dir
-from storage.errors import CorruptLog, StorageError
-from storage.files import FileHandle
-from storage.index import OffsetIndex, TimeIndex
-from storage.segment import (
+from strom.storage.checkpoint import fsync_dir
+from strom.storage.errors import CorruptLog, StorageError
+from strom.storage.files import FileHandle
+from strom.storage.index import OffsetIndex, TimeIndex
+from strom.storage.segment import (
     INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name, header_error,
 )
 
 if TYPE_CHECKING:
-    from storage.log import Log
+    from strom.storage.log import Log
 
 DELETE_HORIZON_MASK = 0x40  # attributes bit 6: base_timestamp is the delete horizon (KIP-534)
 CLEANED_SUFFIX = ".cleaned"

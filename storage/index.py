@@ -28,7 +28,7 @@ import struct
 from array import array
 from pathlib import Path
 
-from storage.files import FileHandle
+from strom.storage.files import FileHandle
 
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
 

@@ -12,7 +12,7 @@ import bisect
 import threading
 from pathlib import Path
 
-from storage.checkpoint import LeaderEpochCheckpointFile
+from strom.storage.checkpoint import LeaderEpochCheckpointFile
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1

@@ -13,23 +13,23 @@ from typing import Callable, NamedTuple, Sequence
 
 import crc32c
 
-from protocol.records.header import (
+from strom.protocol.records.header import (
     CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, parse_header, set_base_offset,
     set_partition_leader_epoch,
 )
-from protocol.records.batch import iter_records
-from protocol.records.errors import RecordsError
-from storage.checkpoint import fsync_dir
-from storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
-from storage.config import LogConfig
-from storage.errors import (
+from strom.protocol.records.batch import iter_records
+from strom.protocol.records.errors import RecordsError
+from strom.storage.checkpoint import fsync_dir
+from strom.storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
+from strom.storage.config import LogConfig
+from strom.storage.errors import (
     CorruptLog, CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, RecordTooLarge,
     UnexpectedAppendOffset,
 )
-from storage.files import FileRegion
-from storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
-from storage.producer_state import ProducerStateManager
-from storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
+from strom.storage.files import FileRegion
+from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
+from strom.storage.producer_state import ProducerStateManager
+from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")

@@ -9,11 +9,11 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from storage.checkpoint import OffsetCheckpointFile, atomic_write
-from storage.cleaner import CleanResult, LogCleaner
-from storage.config import LogConfig
-from storage.errors import CorruptLog, StorageError
-from storage.log import Log, parse_dir_name, wall_clock_ms
+from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
+from strom.storage.cleaner import CleanResult, LogCleaner
+from strom.storage.config import LogConfig
+from strom.storage.errors import CorruptLog, StorageError
+from strom.storage.log import Log, parse_dir_name, wall_clock_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

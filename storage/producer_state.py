@@ -36,9 +36,9 @@ from typing import Iterable
 
 import crc32c
 
-from protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
-from storage.checkpoint import atomic_write
-from storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from strom.storage.checkpoint import atomic_write
+from strom.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1

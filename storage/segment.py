@@ -9,12 +9,12 @@ from typing import Iterator, Sequence
 
 import crc32c
 
-from protocol.records.header import (
+from strom.protocol.records.header import (
     CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader, entry_frame, parse_header,
 )
-from storage.errors import CorruptLog
-from storage.files import FileHandle, FileRegion
-from storage.index import OffsetIndex, TimeIndex
+from strom.storage.errors import CorruptLog
+from strom.storage.files import FileHandle, FileRegion
+from strom.storage.index import OffsetIndex, TimeIndex
 
 INT32_MAX = (1 << 31) - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # batch_length of a v2 batch with no records

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tools.common import (
+from strom.tools.common import (
     cluster_errors,
     IGNORED,
     ClusterError,

@@ -17,9 +17,9 @@ from typing import Any
 
 import trio
 
-from protocol.codec import decode_response, encode_request
-from protocol.records.batch import Record, build_batch
-from protocol.schema import ApiKey
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.records.batch import Record, build_batch
+from strom.protocol.schema import ApiKey
 
 PRODUCE_VERSION = 9
 SIZE = struct.Struct(">i")

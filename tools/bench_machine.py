@@ -18,7 +18,6 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 PING_SIZE = 64
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class MeasurementError(RuntimeError):
@@ -129,7 +128,7 @@ def disk_write(directory: Path, total_bytes: int) -> float:
 
 def _run_python(code: str) -> str:
     try:
-        done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                               text=True, timeout=60, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         raise MeasurementError(f"python -c {code!r}: {exc}") from exc

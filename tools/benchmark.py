@@ -1,4 +1,4 @@
-"""`strom bench` / `python -m tools.benchmark`: Strom's throughput, latency, start-up and memory,
+"""`strom bench` / `python -m strom.tools.benchmark`: Strom's throughput, latency, start-up and memory,
 each also as a ratio to a limit of this machine measured in the same run.
 
 One run, in order:
@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from tools import bench_client, bench_inflight, bench_machine
+from strom.tools import bench_client, bench_inflight, bench_machine
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -172,16 +172,16 @@ def installed_env(pycache: Path) -> dict[str, str]:
 
 
 def startup_seconds(workdir: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Seconds from spawning ``python -m broker serve`` to its first accepted TCP connection, and
+    """Seconds from spawning ``python -m strom.broker serve`` to its first accepted TCP connection, and
     to the answer to an ApiVersions request sent on that connection at once (what a client that
     starts together with the broker sees)."""
-    from tools.common import api_versions
+    from strom.tools.common import api_versions
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+    cmd = [sys.executable, "-m", "strom.broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--override", f"log.dirs={workdir}", "--log-level", "WARNING"]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=bench_machine.PROJECT_ROOT, stdin=subprocess.DEVNULL, env=env,
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while (sock := _connect(port)) is None:
@@ -376,7 +376,7 @@ class Profiler:
 
 def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Path | None = None) -> Report:
     """Measure everything into one ``Report``; the broker runs under ``workdir``."""
-    from tools.broker_process import BrokerProcess
+    from strom.tools.broker_process import BrokerProcess
 
     report = Report(settings=asdict(settings))
     measure_machine(report, settings, workdir, log)
@@ -437,7 +437,7 @@ def _aligned(rows: list[list[str]]) -> str:
 def bench(quick: bool, records: int | None, producers: int | None, json_path: Path | None,
           workdir: Path | None, profile: Path | None) -> None:
     """Benchmark a local Strom broker against this machine's own limits."""
-    from tools.broker_process import BrokerProcessError
+    from strom.tools.broker_process import BrokerProcessError
 
     settings = QUICK if quick else FULL
     if records is not None:

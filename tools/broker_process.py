@@ -1,6 +1,6 @@
 """Run a real Strom broker as a child process (the benchmark, the pipeline and the black-box tests use it).
 
-The broker is started as ``sys.executable -m broker serve`` with a ready file; it writes
+The broker is started as ``sys.executable -m strom.broker serve`` with a ready file; it writes
 that file (JSON, ``{"host", "port", "pid", "listeners"}``) once it listens. Everything
 binds to 127.0.0.1; the first start asks the OS for a port, restarts reuse it so a
 client that is still running can reconnect to the same address.
@@ -23,7 +23,6 @@ READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.05
 LOG_TAIL_CHARS = 20_000
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class BrokerProcessError(RuntimeError):
@@ -103,7 +102,7 @@ class BrokerProcess:
             **self.overrides,
             "listeners": f"PLAINTEXT://{HOST}:{self._port}",
         }
-        cmd = [sys.executable, "-m", "broker", "serve"]
+        cmd = [sys.executable, "-m", "strom.broker", "serve"]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd + ["--ready-file", str(self.ready_file)]
@@ -120,7 +119,7 @@ class BrokerProcess:
         self._files = [out, err]
         self._proc = subprocess.Popen(
             self.command(),
-            cwd=PROJECT_ROOT,
+            cwd=self.workdir,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import click
 
-from tools.admin import configs, topics
-from tools.benchmark import bench
-from tools.console import consume, produce
-from tools.dump_log import dump_log
-from tools.groups import groups
-from tools.perf import perf
-from tools.spark.pipeline import pipeline
+from strom.tools.admin import configs, topics
+from strom.tools.benchmark import bench
+from strom.tools.console import consume, produce
+from strom.tools.dump_log import dump_log
+from strom.tools.groups import groups
+from strom.tools.perf import perf
+from strom.tools.spark.pipeline import pipeline
 
 COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline]

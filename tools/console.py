@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Iterator
 
 import click
 
-from tools.common import (
+from strom.tools.common import (
     cluster_errors,
     ClusterError,
     client_config,

@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import click
 
-from protocol.records.batch import LOG_APPEND_TIME, MIN_BATCH_LENGTH, read_batch
-from protocol.records.compression import Compression
-from protocol.records.crc import crc32, crc32c
-from protocol.records.errors import RecordsError
-from protocol.records.header import (
+from strom.protocol.records.batch import LOG_APPEND_TIME, MIN_BATCH_LENGTH, read_batch
+from strom.protocol.records.compression import Compression
+from strom.protocol.records.crc import crc32, crc32c
+from strom.protocol.records.errors import RecordsError
+from strom.protocol.records.header import (
     ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -33,8 +33,8 @@ from protocol.records.header import (
     entry_frame,
     parse_header,
 )
-from protocol.records.legacy import iter_message_set
-from tools.common import emit_json
+from strom.protocol.records.legacy import iter_message_set
+from strom.tools.common import emit_json
 
 LEGACY_CRC = struct.Struct(">I")
 LEGACY_CRC_OFFSET = 12

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import click
 
-from tools.admin import list_metadata, log_offsets
-from tools.common import (
+from strom.tools.admin import list_metadata, log_offsets
+from strom.tools.common import (
     cluster_errors,
     ClusterError,
     admin_client,

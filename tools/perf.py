@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from tools.common import (
+from strom.tools.common import (
     cluster_errors,
     ClusterError,
     client_config,

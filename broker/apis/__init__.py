@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from protocol.errors import ErrorCode, UnsupportedVersion
-from protocol.schema import api_spec
+from strom.protocol.errors import ErrorCode, UnsupportedVersion
+from strom.protocol.schema import api_spec
 
 from . import (alter_configs, api_versions, create_partitions, create_topics, delete_topics,
                describe_cluster, describe_configs, fetch, incremental_alter_configs,

@@ -1,8 +1,8 @@
 """Small pieces several API modules share."""
 from __future__ import annotations
 
-from protocol.codec import ZERO_UUID  # noqa: F401  (re-exported for the API modules)
-from protocol.errors import ErrorCode
+from strom.protocol.codec import ZERO_UUID  # noqa: F401  (re-exported for the API modules)
+from strom.protocol.errors import ErrorCode
 
 # ACL operations a client without authorization checks may do: Kafka's AclOperation codes.
 _TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS

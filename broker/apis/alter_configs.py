@@ -1,6 +1,6 @@
 """AlterConfigs: replace a topic's whole set of config overrides (the legacy, non-incremental API)."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..errors import TopicError
 from .describe_configs import TOPIC

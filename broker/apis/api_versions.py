@@ -1,6 +1,6 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)

@@ -1,6 +1,6 @@
 """CreatePartitions: grow a topic's partition count."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..errors import TopicError
 

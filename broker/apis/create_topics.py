@@ -1,6 +1,6 @@
 """CreateTopics: new topics with a partition count (or a manual assignment) and config overrides."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..errors import TopicError
 from .describe_configs import topic_entries

@@ -1,7 +1,7 @@
 """DeleteGroups: remove empty groups and all their offsets (tombstones in `__consumer_offsets`)."""
 from __future__ import annotations
 
-from protocol.schema import ApiKey
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)

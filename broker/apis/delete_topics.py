@@ -1,6 +1,6 @@
 """DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..errors import TopicError
 from ._common import ZERO_UUID

@@ -1,6 +1,6 @@
 """DescribeCluster: the cluster id, controller and live brokers (the admin client's view)."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)

@@ -1,8 +1,8 @@
 """DescribeConfigs: topic configs (override or inherited default) and the broker's own configs."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 

@@ -4,10 +4,10 @@ A group that does not exist is described as Dead with no error, as Kafka does up
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
-from broker.group.state import GroupState
+from strom.broker.group.state import GroupState
 
 from ._common import OPERATIONS_NOT_REQUESTED
 

@@ -13,10 +13,10 @@ import logging
 
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.records.legacy import downconvert
-from protocol.schema import ApiKey
-from storage.errors import OffsetOutOfRange
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.legacy import downconvert
+from strom.protocol.schema import ApiKey
+from strom.storage.errors import OffsetOutOfRange
 
 from ._common import ZERO_UUID, leader_partition
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
-from broker.errors import TopicError
+from strom.broker.errors import TopicError
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)

@@ -1,7 +1,7 @@
 """Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
 from __future__ import annotations
 
-from protocol.schema import ApiKey
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)

@@ -1,6 +1,6 @@
 """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..config import TOPIC_CONFIGS
 from .alter_configs import apply

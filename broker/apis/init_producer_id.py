@@ -6,8 +6,8 @@ Transactional producers are refused: this broker has no transaction coordinator.
 """
 import logging
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 5)

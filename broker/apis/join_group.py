@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import contextlib
 
-from broker import context
-from broker.errors import TopicError
+from strom.broker import context
+from strom.broker.errors import TopicError
 
-from protocol.schema import ApiKey
+from strom.protocol.schema import ApiKey
 
-from broker.group.state import JoinRequest
+from strom.broker.group.state import JoinRequest
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)

@@ -1,8 +1,8 @@
 """LeaveGroup: members leave (v0-2 one member id, v3+ a batch, static members by instance id)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)

@@ -1,8 +1,8 @@
 """ListGroups: every group this broker coordinates, filtered by state (v4+) and type (v5+)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)

@@ -1,8 +1,8 @@
 """ListOffsets: earliest, latest, max-timestamp and by-timestamp offsets of partitions."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ._common import leader_partition
 

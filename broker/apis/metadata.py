@@ -3,8 +3,8 @@
 Requested topics that do not exist are created when `auto.create.topics.enable` is on and the
 request allows it (v4+), as Kafka does.
 """
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID

@@ -9,11 +9,11 @@ import contextlib
 
 import trio
 
-from broker.errors import TopicError
-from broker.group.coordinator import OFFSETS_TOPIC
-from broker.group.records import CommittedOffset
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.broker.errors import TopicError
+from strom.broker.group.coordinator import OFFSETS_TOPIC
+from strom.broker.group.records import CommittedOffset
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (0, 9)

@@ -5,8 +5,8 @@ its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)

@@ -5,8 +5,8 @@ everything the group committed.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)

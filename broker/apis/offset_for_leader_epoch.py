@@ -1,6 +1,6 @@
 """OffsetForLeaderEpoch: where a leader epoch ended, so a client or replica can detect truncation."""
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from ._common import leader_partition
 

@@ -10,13 +10,13 @@ import logging
 
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.records.batch import recompress, validate_batches, validate_keys
-from protocol.records.compression import Compression
-from protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
-from protocol.records.legacy import upconvert
-from protocol.schema import ApiKey
-from storage.errors import StorageError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import recompress, validate_batches, validate_keys
+from strom.protocol.records.compression import Compression
+from strom.protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
+from strom.protocol.records.legacy import upconvert
+from strom.protocol.schema import ApiKey
+from strom.storage.errors import StorageError
 
 from ._common import leader_partition
 

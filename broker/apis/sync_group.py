@@ -1,7 +1,7 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share back."""
 from __future__ import annotations
 
-from protocol.schema import ApiKey
+from strom.protocol.schema import ApiKey
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)

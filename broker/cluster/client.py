@@ -10,7 +10,7 @@ import logging
 
 import trio
 
-from protocol.codec import decode_response, encode_request
+from strom.protocol.codec import decode_response, encode_request
 
 log = logging.getLogger("strom.cluster.client")
 

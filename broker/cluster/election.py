@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import AbstractSet, Callable, Sequence
 
-from broker.cluster.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
+from strom.broker.cluster.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
 
 
 class Strategy(enum.Enum):

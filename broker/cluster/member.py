@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.records.batch import validate_batches
-from protocol.records.errors import RecordsError
-from protocol.schema import ApiKey
-from storage.errors import StorageError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import validate_batches
+from strom.protocol.records.errors import RecordsError
+from strom.protocol.schema import ApiKey
+from strom.storage.errors import StorageError
 
 from ..errors import TopicError
 from ..topics import TopicInfo

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from typing import Iterable
 
-from protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode
 
 
 class PlacementError(ValueError):

@@ -43,7 +43,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.cluster.zkdata import (
+from strom.broker.cluster.zkdata import (
     INITIAL_CONTROLLER_EPOCH,
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -65,7 +65,7 @@ from broker.cluster.zkdata import (
     ZkDataError,
     new_topic_id,
 )
-from protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Iterable
 
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
-from protocol.records.errors import RecordsError
-from storage.errors import StorageError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+from strom.protocol.records.errors import RecordsError
+from strom.storage.errors import StorageError
 
 from ..errors import TopicError
 
@@ -42,7 +42,7 @@ from .records import (CommittedOffset, GroupKey, GroupRecordError, OffsetKey, de
 from .state import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from strom.broker.broker import Broker
 
 log = logging.getLogger("strom.group")
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_struct
-from protocol.schema import FieldSpec
+from strom.protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_struct
+from strom.protocol.schema import FieldSpec
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2

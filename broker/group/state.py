@@ -37,7 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from protocol.errors import ErrorCode
+from strom.protocol.errors import ErrorCode
 
 from .records import CommittedOffset, GroupRecord, MemberRecord, subscribed_topics
 

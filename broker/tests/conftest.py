@@ -7,10 +7,10 @@ import pytest
 import trio
 import trio.testing
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from broker.server import ConnectionHandler
-from protocol.codec import decode_response, encode_request
+from strom.broker.broker import Broker
+from strom.broker.config import BrokerConfig
+from strom.broker.server import ConnectionHandler
+from strom.protocol.codec import decode_response, encode_request
 
 
 class Client:

@@ -6,12 +6,12 @@ import struct
 import pytest
 import trio
 
-from protocol.codec import decode_response
-from protocol.errors import ErrorCode
-from protocol.records.batch import Record, build_batch, iter_batches, iter_records
-from protocol.schema import ApiKey, api_spec
+from strom.protocol.codec import decode_response
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
+from strom.protocol.schema import ApiKey, api_spec
 
-from broker.apis import SUPPORTED
+from strom.broker.apis import SUPPORTED
 
 from .conftest import make_broker, open_client
 
@@ -135,7 +135,7 @@ async def test_fetch_out_of_range_and_unknown_topic(connect):
 
 
 async def test_old_fetch_versions_get_down_converted_message_sets(connect):
-    from protocol.records.legacy import iter_message_set as iter_messages
+    from strom.protocol.records.legacy import iter_message_set as iter_messages
     client = await connect()
     await create(client, "old")
     await client.request(ApiKey.PRODUCE, 9, produce_body("old", batch(4)))
@@ -302,7 +302,7 @@ async def test_data_survives_a_restart(tmp_path, nursery):
 
 @pytest.mark.parametrize("codec_name,codec", [("gzip", 1), ("zstd", 4), ("uncompressed", 0)])
 async def test_topic_compression_type_recompresses_batches(connect, broker, codec_name, codec):
-    from protocol.records.header import parse_header
+    from strom.protocol.records.header import parse_header
     client = await connect()
     await create(client, "z", configs={"compression.type": codec_name})
     pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None})).producer_id
@@ -365,7 +365,7 @@ async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_ke
 
 
 async def test_an_api_the_broker_does_not_offer_closes_only_that_connection(connect, caplog):
-    from protocol.codec import encode_request
+    from strom.protocol.codec import encode_request
     client = await connect()
     await client.stream.send_all(encode_request(ApiKey.DESCRIBE_ACLS, 1, 3, "t", {}))
     with pytest.raises(EOFError):

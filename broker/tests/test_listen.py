@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.broker import Broker
-from broker.config import BrokerConfig, ConfigError, Listener
-from broker.listen import bind_listener, bind_listeners
+from strom.broker.broker import Broker
+from strom.broker.config import BrokerConfig, ConfigError, Listener
+from strom.broker.listen import bind_listener, bind_listeners
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
 
@@ -72,7 +72,7 @@ def test_serve_on_a_taken_port_exits_non_zero_with_the_reason(tmp_path) -> None:
     try:
         # a child process with a deadline: a broker that did start would be killed, not served forever
         result = subprocess.run(
-            [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{taken.port}",
+            [sys.executable, "-m", "strom.broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{taken.port}",
              "--override", f"log.dirs={tmp_path}"],
             cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=30)
     finally:

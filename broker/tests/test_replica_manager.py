@@ -1,11 +1,11 @@
 """Leader-side replication state: the high watermark follows the slowest in-sync replica."""
 from __future__ import annotations
 
-from protocol.records.batch import Record, build_batch, validate_batches
-from storage.config import LogConfig
-from storage.log import Log
+from strom.protocol.records.batch import Record, build_batch, validate_batches
+from strom.storage.config import LogConfig
+from strom.storage.log import Log
 
-from broker.replica_manager import ReplicaManager, now_ms
+from strom.broker.replica_manager import ReplicaManager, now_ms
 
 
 def _append(partition, n: int) -> None:

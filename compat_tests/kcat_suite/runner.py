@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
     FAILED, PASSED, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
     SuiteResults, read_allowlist, run_command, run_pool, write_results,

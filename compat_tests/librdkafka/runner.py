@@ -29,7 +29,7 @@ from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
     FAILED, PASSED, PROJECT_ROOT, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
     SuiteResults, read_allowlist, read_results, run_command, run_pool, write_results,

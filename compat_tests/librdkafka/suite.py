@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 
 PASSED, FAILED, SKIPPED, TIMEOUT = "PASSED", "FAILED", "SKIPPED", "TIMEOUT"
 STATES = (PASSED, FAILED, SKIPPED, TIMEOUT)

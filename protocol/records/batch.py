@@ -25,15 +25,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
-from protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
-from protocol.records.crc import crc32c
-from protocol.records.errors import (
+from strom.protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
+from strom.protocol.records.crc import crc32c
+from strom.protocol.records.errors import (
     BatchTooLarge,
     CorruptRecords,
     InvalidRecord,
     LegacyFormat,
 )
-from protocol.records.header import (
+from strom.protocol.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -48,7 +48,7 @@ from protocol.records.header import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from protocol.records.varint import MAX_VARINT_BYTES, decode_varint, encode_varint
+from strom.protocol.records.varint import MAX_VARINT_BYTES, decode_varint, encode_varint
 
 __all__ = [
     "Record",

@@ -1,4 +1,4 @@
-"""Benchmark of the produce hot path: ``python -m protocol.records.bench``.
+"""Benchmark of the produce hot path: ``python -m strom.protocol.records.bench``.
 
 Builds a 1 MiB blob of 16 KiB uncompressed batches and times :func:`validate_batches`
 and :func:`assign_offsets` over it. Prints MB/s; asserts nothing.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from protocol.records.batch import Record, assign_offsets, build_batch, validate_batches
+from strom.protocol.records.batch import Record, assign_offsets, build_batch, validate_batches
 
 BLOB_SIZE = 1 << 20
 RECORDS_PER_BATCH = 16

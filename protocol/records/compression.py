@@ -36,7 +36,7 @@ from typing import Callable
 
 import cramjam
 
-from protocol.records.errors import (
+from strom.protocol.records.errors import (
     CorruptRecords,
     DecompressedTooLarge,
     RecordsError,

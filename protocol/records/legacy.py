@@ -34,10 +34,10 @@ from __future__ import annotations
 import struct
 from typing import Iterable, Iterator, NamedTuple
 
-from protocol.records.batch import LOG_APPEND_TIME, Record, build_batch, iter_batches, read_batch
-from protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
-from protocol.records.crc import crc32
-from protocol.records.errors import CorruptRecords, UnsupportedCompression
+from strom.protocol.records.batch import LOG_APPEND_TIME, Record, build_batch, iter_batches, read_batch
+from strom.protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
+from strom.protocol.records.crc import crc32
+from strom.protocol.records.errors import CorruptRecords, UnsupportedCompression
 
 __all__ = [
     "LegacyMessage",

@@ -6,7 +6,7 @@ fields hold 32-bit values (at most 5 bytes), ``varlong`` fields 64-bit (at most 
 """
 from __future__ import annotations
 
-from protocol.records.errors import CorruptRecords
+from strom.protocol.records.errors import CorruptRecords
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

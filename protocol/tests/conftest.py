@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from protocol.schema import FieldSpec, api_spec, in_range
+from strom.protocol.schema import FieldSpec, api_spec, in_range
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
 
@@ -60,7 +60,7 @@ def sample_message(api_key: int, version: int, kind: str, nulls: bool = False) -
 
 
 def all_versions(kind: str = "request") -> list[tuple[int, int]]:
-    from protocol.schema import all_api_keys
+    from strom.protocol.schema import all_api_keys
 
     out = []
     for key in all_api_keys():

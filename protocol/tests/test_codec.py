@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import (
+from strom.protocol.codec import (
     RequestHeader,
     decode_request,
     decode_request_header,
@@ -16,9 +16,9 @@ from protocol.codec import (
     encode_request,
     encode_response,
 )
-from protocol.errors import ErrorCode, MalformedRequest, ProtocolError, UnknownApiKey, UnsupportedVersion
-from protocol.schema import ApiKey
-from protocol.tests.conftest import sample_message
+from strom.protocol.errors import ErrorCode, MalformedRequest, ProtocolError, UnknownApiKey, UnsupportedVersion
+from strom.protocol.schema import ApiKey
+from strom.protocol.tests.conftest import sample_message
 
 # Captured from confluent-kafka 2.16.1 (librdkafka 2.16.0): its first frame, ApiVersions v3
 # with request header v2, client.id "strom-test".

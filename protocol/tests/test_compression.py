@@ -11,8 +11,8 @@ import snappy
 import zstandard
 from kafka import codec as kafka_codec
 
-from protocol.records.compression import Compression, compress, decompress, xxh32
-from protocol.records.errors import CorruptRecords, DecompressedTooLarge, RecordsError, UnsupportedCompression
+from strom.protocol.records.compression import Compression, compress, decompress, xxh32
+from strom.protocol.records.errors import CorruptRecords, DecompressedTooLarge, RecordsError, UnsupportedCompression
 
 PAYLOADS = [b"", b"k", b"hello kafka " * 1000, os.urandom(200_000), bytes(300_000)]
 CODECS = list(Compression)

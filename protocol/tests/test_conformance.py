@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocol.codec import (
+from strom.protocol.codec import (
     FixedGroup,
     KArray,
     KBytes,
@@ -22,9 +22,9 @@ from protocol.codec import (
     encode_response,
     message_struct,
 )
-from protocol.connection import NEED_DATA, Request, ServerConnection
-from protocol.schema import api_spec
-from protocol.tests.conftest import all_versions, assert_contains, load_reference, sample_message
+from strom.protocol.connection import NEED_DATA, Request, ServerConnection
+from strom.protocol.schema import api_spec
+from strom.protocol.tests.conftest import all_versions, assert_contains, load_reference, sample_message
 
 REQUESTS = all_versions("request")
 RESPONSES = all_versions("response")

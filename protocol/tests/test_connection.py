@@ -7,8 +7,8 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import decode_response, encode_request
-from protocol.connection import (
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.connection import (
     NEED_DATA,
     BadRequest,
     ConnectionClosed,
@@ -16,8 +16,8 @@ from protocol.connection import (
     Request,
     ServerConnection,
 )
-from protocol.errors import ErrorCode, MalformedRequest, UnknownApiKey, UnsupportedVersion
-from protocol.tests.conftest import sample_message
+from strom.protocol.errors import ErrorCode, MalformedRequest, UnknownApiKey, UnsupportedVersion
+from strom.protocol.tests.conftest import sample_message
 
 API_VERSIONS = encode_request(18, 3, 1, "c", {"client_software_name": "x",
                                                "client_software_version": "1"})

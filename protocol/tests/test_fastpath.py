@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.codec import _parse_body, decode_request, decode_request_header, encode_request, message_struct
-from protocol.errors import MalformedRequest
-from protocol.fastpath import MIN_VERSION, decode_produce
-from protocol.schema import ApiKey, api_spec
+from strom.protocol.codec import _parse_body, decode_request, decode_request_header, encode_request, message_struct
+from strom.protocol.errors import MalformedRequest
+from strom.protocol.fastpath import MIN_VERSION, decode_produce
+from strom.protocol.schema import ApiKey, api_spec
 
 VERSIONS = range(MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version + 1)
 
@@ -68,7 +68,7 @@ _responses = st.lists(st.fixed_dictionaries({"name": st.text(max_size=12),
 @settings(max_examples=300, deadline=None)
 @given(version=st.sampled_from(VERSIONS), responses=_responses, throttle=st.integers(0, 1000))
 def test_produce_responses_are_byte_identical_to_the_generic_encoder(version, responses, throttle):
-    from protocol.codec import _build_frame, _response_header, encode_response
+    from strom.protocol.codec import _build_frame, _response_header, encode_response
     body = {"responses": responses, "throttle_time_ms": throttle}
     generic = b"".join(_build_frame(message_struct(ApiKey.PRODUCE, version, "response"),
                                     _response_header(ApiKey.PRODUCE, version, 5), body))

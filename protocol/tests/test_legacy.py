@@ -8,10 +8,10 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from protocol.records.batch import Record, build_batch, iter_records, validate_batches
-from protocol.records.compression import Compression
-from protocol.records.errors import CorruptRecords, UnsupportedCompression
-from protocol.records.legacy import LegacyMessage, build_message_set, downconvert, iter_message_set, upconvert
+from strom.protocol.records.batch import Record, build_batch, iter_records, validate_batches
+from strom.protocol.records.compression import Compression
+from strom.protocol.records.errors import CorruptRecords, UnsupportedCompression
+from strom.protocol.records.legacy import LegacyMessage, build_message_set, downconvert, iter_message_set, upconvert
 
 TS = 1_700_000_000_000
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]

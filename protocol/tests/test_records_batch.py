@@ -6,7 +6,7 @@ import struct
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol.records.batch import (
+from strom.protocol.records.batch import (
     DecodedRecord,
     Record,
     assign_offsets,
@@ -17,10 +17,10 @@ from protocol.records.batch import (
     validate_batches,
     validate_keys,
 )
-from protocol.records.compression import Compression
-from protocol.records.errors import BatchTooLarge, CorruptRecords, InvalidRecord, LegacyFormat
-from protocol.records.header import parse_header
-from protocol.records.legacy import LegacyMessage, build_message_set
+from strom.protocol.records.compression import Compression
+from strom.protocol.records.errors import BatchTooLarge, CorruptRecords, InvalidRecord, LegacyFormat
+from strom.protocol.records.header import parse_header
+from strom.protocol.records.legacy import LegacyMessage, build_message_set
 
 TS = 1_700_000_000_000
 

@@ -6,11 +6,11 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.records.batch import Record, build_batch, iter_records, validate_batches, validate_keys
-from protocol.records.compression import Compression, decompress
-from protocol.records.crc import crc32c
-from protocol.records.errors import RecordsError
-from protocol.records.legacy import LegacyMessage, build_message_set, downconvert, iter_message_set, upconvert
+from strom.protocol.records.batch import Record, build_batch, iter_records, validate_batches, validate_keys
+from strom.protocol.records.compression import Compression, decompress
+from strom.protocol.records.crc import crc32c
+from strom.protocol.records.errors import RecordsError
+from strom.protocol.records.legacy import LegacyMessage, build_message_set, downconvert, iter_message_set, upconvert
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

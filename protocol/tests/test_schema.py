@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.schema import (
+from strom.protocol.schema import (
     ApiKey,
     api_spec,
     is_flexible,
@@ -15,8 +15,8 @@ from protocol.schema import (
     response_header_version,
     schema_document,
 )
-from protocol.tests.conftest import REFERENCE
-from tools import gen_protocol_schema as gen
+from strom.protocol.tests.conftest import REFERENCE
+from strom.tools import gen_protocol_schema as gen
 
 COMMITTED = Path(gen.__file__).resolve().parent.parent / "protocol" / "schema_data.json"
 

@@ -5,7 +5,7 @@ import struct
 
 import crc32c
 
-from protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 

@@ -1,7 +1,7 @@
 import pytest
 
-from storage.config import LogConfig
-from storage.log import Log
+from strom.storage.config import LogConfig
+from strom.storage.log import Log
 
 
 class Clock:

@@ -6,15 +6,15 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
-from protocol.records.compression import Compression
-from storage.cleaner import (
+from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+from strom.protocol.records.compression import Compression
+from strom.storage.cleaner import (
     DELETE_HORIZON_MASK, LogCleaner, cleanable_segments, dirty_ratio, needs_cleaning,
 )
-from storage.config import LogConfig
-from storage.errors import CorruptLog
-from storage.log import Log
-from storage.log_manager import CLEANER_OFFSET_CHECKPOINT, LogManager
+from strom.storage.config import LogConfig
+from strom.storage.errors import CorruptLog
+from strom.storage.log import Log
+from strom.storage.log_manager import CLEANER_OFFSET_CHECKPOINT, LogManager
 
 COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=100,
                     file_delete_delay_ms=0)
@@ -301,7 +301,7 @@ def test_delete_policy_is_never_compacted(open_log, clock):
 
 # ============================================================ concurrency: the log changes underneath
 def test_truncation_during_cleaning_aborts_the_swap(open_log, clock, monkeypatch):
-    from storage import cleaner as cleaner_module
+    from strom.storage import cleaner as cleaner_module
     log = open_log(COMPACT)
     fill(log)
     cut = log.segments[1].base_offset

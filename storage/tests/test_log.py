@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from storage.config import LogConfig
-from storage.errors import CorruptRecord, OffsetOutOfRange, RecordTooLarge
-from storage.tests.batches import append, crc_valid, make_batch, split
+from strom.storage.config import LogConfig
+from strom.storage.errors import CorruptRecord, OffsetOutOfRange, RecordTooLarge
+from strom.storage.tests.batches import append, crc_valid, make_batch, split
 
 
 def offsets(region_bytes):
@@ -116,7 +116,7 @@ def test_oversized_and_malformed_appends_are_rejected(open_log):
     with pytest.raises(RecordTooLarge):
         append(log, make_batch(payload=600))
     batch = make_batch()
-    from storage.tests.batches import headers_of
+    from strom.storage.tests.batches import headers_of
     with pytest.raises(CorruptRecord):
         log.append_as_leader(batch + b"x", headers_of(batch), 0)
     assert log.log_end_offset == 0
@@ -253,9 +253,9 @@ def test_flush_from_worker_thread_while_appending(open_log):
 
 
 def test_timestamp_lookups_are_record_precise_inside_a_batch(tmp_path):
-    from protocol.records.batch import Record, build_batch, validate_batches
-    from storage.config import LogConfig
-    from storage.log import Log
+    from strom.protocol.records.batch import Record, build_batch, validate_batches
+    from strom.storage.config import LogConfig
+    from strom.storage.log import Log
     log = Log.open(tmp_path / "t-0", LogConfig())
     data = bytearray(build_batch([Record(i, 10 * i, b"k", b"v") for i in range(100)], base_timestamp=1000))
     log.append_as_leader(data, validate_batches(data), 0)

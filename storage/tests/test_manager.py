@@ -1,11 +1,11 @@
 """Checkpoint files and LogManager restarts."""
 import pytest
 
-from storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
-from storage.config import LogConfig
-from storage.errors import CorruptLog
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from storage.tests.batches import append, make_batch
+from strom.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from strom.storage.config import LogConfig
+from strom.storage.errors import CorruptLog
+from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from strom.storage.tests.batches import append, make_batch
 
 
 def test_offset_checkpoint_round_trip_and_format(tmp_path):
@@ -68,7 +68,7 @@ def test_restart_keeps_partitions_offsets_and_skips_recovery(tmp_path, clock, mo
     messages = []
     again = make_manager(tmp_path, clock, messages.append)
     calls = []
-    import storage.segment as segment_module
+    import strom.storage.segment as segment_module
     real_recover = segment_module.LogSegment.recover
     monkeypatch.setattr(segment_module.LogSegment, "recover",
                         lambda self, start: calls.append(self) or real_recover(self, start))

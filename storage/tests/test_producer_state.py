@@ -1,9 +1,9 @@
 """Idempotent producers: duplicates, sequence and epoch checks, state after restarts."""
 import pytest
 
-from storage.config import LogConfig
-from storage.errors import InvalidProducerEpoch, OutOfOrderSequence
-from storage.tests.batches import append, make_batch
+from strom.storage.config import LogConfig
+from strom.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+from strom.storage.tests.batches import append, make_batch
 
 PID = 42
 

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from storage.config import LogConfig
-from storage.log import Log
-from storage.tests.batches import append, make_batch, split
+from strom.storage.config import LogConfig
+from strom.storage.log import Log
+from strom.storage.tests.batches import append, make_batch, split
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=200)
 BATCH = 261  # make_batch(2, payload=200)

@@ -17,7 +17,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator, Mapping, Sequence
 
-from tools.spark.offsets import ClusterOffsets, DataLossError, OffsetRange, TopicPartition
+from strom.tools.spark.offsets import ClusterOffsets, DataLossError, OffsetRange, TopicPartition
 
 REQUEST_TIMEOUT_S = 30.0
 CONSUME_BATCH = 1000

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from tools.spark.offsets import OffsetOptionError, TopicPartition
+from strom.tools.spark.offsets import OffsetOptionError, TopicPartition
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000

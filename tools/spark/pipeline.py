@@ -87,7 +87,7 @@ def tally(events: list[dict[str, Any]], window_s: int) -> Counter[WindowKey]:
 
 def _local_broker(workdir: Path):
     """A standalone Strom for the pipeline, stopped on exit (its log: `<workdir>/broker/broker.err`)."""
-    from tools.broker_process import BrokerProcess, BrokerProcessError
+    from strom.tools.broker_process import BrokerProcess, BrokerProcessError
 
     broker = BrokerProcess(workdir / "broker")
     try:
@@ -234,7 +234,7 @@ def spark_session(app: str = "strom-pipeline") -> Any:
     """A local[2] session with the stromkafka source registered."""
     from pyspark.sql import SparkSession
 
-    from tools.spark.source import register
+    from strom.tools.spark.source import register
 
     spark = (SparkSession.builder.master("local[2]").appName(app)
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")

@@ -31,9 +31,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from tools.spark import offsets as plan
-from tools.spark.kafka_io import OffsetClient, RowProducer, read_range
-from tools.spark.options import (
+from strom.tools.spark import offsets as plan
+from strom.tools.spark.kafka_io import OffsetClient, RowProducer, read_range
+from strom.tools.spark.options import (
     DEFAULT_POLL_TIMEOUT_MS,
     Subscription,
     client_settings,

@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 from click.testing import CliRunner, Result
 
-from tools.broker_process import BrokerProcess
+from strom.tools.broker_process import BrokerProcess
 
 BROKER_OVERRIDES = {
     "num.partitions": "1",
@@ -45,7 +45,7 @@ class Strom:
         self.runner = CliRunner()
 
     def __call__(self, *args: str, input: str | None = None, bootstrap: bool = True) -> Result:
-        from broker.cli import main
+        from strom.broker.cli import main
 
         argv = list(args)
         if bootstrap:

@@ -7,9 +7,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from broker.cli import main
-from tools.commands import COMMANDS
-from tools.common import parse_kv, read_properties
+from strom.broker.cli import main
+from strom.tools.commands import COMMANDS
+from strom.tools.common import parse_kv, read_properties
 
 
 def _paths(command: click.Command, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -54,7 +54,7 @@ def test_api_versions_probe_rejects_a_short_or_truncated_answer_with_value_error
     import socket
     import struct
 
-    from tools.common import api_versions
+    from strom.tools.common import api_versions
 
     ours, theirs = socket.socketpair()
     with ours, theirs:

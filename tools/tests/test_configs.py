@@ -6,8 +6,8 @@ import json
 import click
 import pytest
 
-from tools.common import parse_config_items, split_config_list
-from tools.tests.conftest import Strom
+from strom.tools.common import parse_config_items, split_config_list
+from strom.tools.tests.conftest import Strom
 
 
 def _overrides(strom: Strom, topic: str) -> dict[str, str]:

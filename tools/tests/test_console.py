@@ -6,8 +6,8 @@ import json
 import click
 import pytest
 
-from tools.console import LineReader, compile_format
-from tools.tests.conftest import Strom
+from strom.tools.console import LineReader, compile_format
+from strom.tools.tests.conftest import Strom
 
 
 def _consume_json(strom: Strom, *args: str) -> list[dict]:

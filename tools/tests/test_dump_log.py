@@ -8,9 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from protocol.records.batch import Record, build_batch
-from tools.dump_log import INDEX_ENTRY, dump_log, scan_log, scan_offset_index, scan_time_index
-from tools.tests.conftest import Strom
+from strom.protocol.records.batch import Record, build_batch
+from strom.tools.dump_log import INDEX_ENTRY, dump_log, scan_log, scan_offset_index, scan_time_index
+from strom.tools.tests.conftest import Strom
 
 SEGMENT = "00000000000000000000"
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tools.common import FIND_COORDINATOR_KEY, GROUPS_UNSUPPORTED, supported_apis
-from tools.tests.conftest import Strom
+from strom.tools.common import FIND_COORDINATOR_KEY, GROUPS_UNSUPPORTED, supported_apis
+from strom.tools.tests.conftest import Strom
 
 
 @pytest.fixture

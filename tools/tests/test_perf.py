@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from tools.perf import percentile
-from tools.tests.conftest import Strom
+from strom.tools.perf import percentile
+from strom.tools.tests.conftest import Strom
 
 
 def test_perf_produce_then_consume_report(strom: Strom, topic: str) -> None:

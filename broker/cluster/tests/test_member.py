@@ -1,7 +1,7 @@
 """Pure parts of cluster membership."""
-from protocol.records.batch import Record, build_batch
+from strom.protocol.records.batch import Record, build_batch
 
-from broker.cluster.member import ClusterView, _whole_batches
+from strom.broker.cluster.member import ClusterView, _whole_batches
 
 
 def test_whole_batches_drops_a_truncated_last_batch():
@@ -22,11 +22,11 @@ def test_unclean_election_follows_the_topic_config():
 def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path):
     from types import SimpleNamespace
 
-    from protocol.records.batch import validate_batches
-    from storage.config import LogConfig
-    from storage.log import Log
+    from strom.protocol.records.batch import validate_batches
+    from strom.storage.config import LogConfig
+    from strom.storage.log import Log
 
-    from broker.cluster.member import ClusterMember
+    from strom.broker.cluster.member import ClusterMember
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     for count in (5, 2):  # the last 2 records were never replicated by the old leader
@@ -48,7 +48,7 @@ def test_topic_placement_uses_the_brokers_registered_in_zookeeper_not_the_watche
 
     import trio
 
-    from broker.cluster.member import ClusterMember
+    from strom.broker.cluster.member import ClusterMember
 
     created = {}
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.cluster.placement import PlacementError, assign_replicas
-from protocol.errors import ErrorCode
+from strom.broker.cluster.placement import PlacementError, assign_replicas
+from strom.protocol.errors import ErrorCode
 
 
 def test_known_assignment_with_fixed_start_index() -> None:

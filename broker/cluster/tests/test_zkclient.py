@@ -13,7 +13,7 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from broker.cluster.zkclient import (
+from strom.broker.cluster.zkclient import (
     BrokerIdInUseError,
     ControllerMovedError,
     KafkaZkClient,
@@ -25,7 +25,7 @@ from broker.cluster.zkclient import (
     VersionedPartitionState,
     split_connect_string,
 )
-from broker.cluster.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
+from strom.broker.cluster.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
 from compat_tests.zookeeper import ZooKeeperServer, zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.cluster.zkdata import (
+from strom.broker.cluster.zkdata import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerInfo,

@@ -1,7 +1,7 @@
 """Request builders for group tests."""
 from __future__ import annotations
 
-from protocol.schema import ApiKey
+from strom.protocol.schema import ApiKey
 
 SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # consumer protocol v1: topic "t"
 

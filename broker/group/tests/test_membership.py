@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from protocol.errors import ErrorCode
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 
 from .helpers import heartbeat, join, join_fully, sync
 
@@ -127,8 +127,8 @@ async def test_leave_group_rebalances_the_rest(gconnect, autojump_clock):
 
 
 async def test_initial_rebalance_delay_collects_members(tmp_path, nursery, autojump_clock):
-    from broker.server import ConnectionHandler
-    from broker.tests.conftest import Client, make_broker
+    from strom.broker.server import ConnectionHandler
+    from strom.broker.tests.conftest import Client, make_broker
     import trio.testing
     b = make_broker(tmp_path / "d", group_initial_rebalance_delay_ms=3000)
     try:
@@ -175,7 +175,7 @@ async def test_validation_errors(gconnect, autojump_clock):
 
 
 def test_protocol_chosen_by_the_members_votes():
-    from broker.group.state import Group, GroupSettings, Member
+    from strom.broker.group.state import Group, GroupSettings, Member
     group = Group("g", GroupSettings(), lambda: 0)
     prefs = [["roundrobin", "range"], ["range", "roundrobin", "sticky"], ["range", "roundrobin"]]
     for i, names in enumerate(prefs):

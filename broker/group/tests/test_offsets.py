@@ -5,14 +5,14 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.errors import ErrorCode
-from protocol.records.batch import iter_records
-from protocol.schema import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import iter_records
+from strom.protocol.schema import ApiKey
 
-from broker.group.coordinator import OFFSETS_TOPIC
-from broker.group.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
-from broker.server import ConnectionHandler
-from broker.tests.conftest import Client, make_broker
+from strom.broker.group.coordinator import OFFSETS_TOPIC
+from strom.broker.group.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
+from strom.broker.server import ConnectionHandler
+from strom.broker.tests.conftest import Client, make_broker
 
 from .conftest import GROUP_TEST_CONFIG
 from .helpers import commit, create_topic, fetch_offsets, heartbeat, join_fully, sync

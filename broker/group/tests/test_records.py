@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from broker.group.records import (CommittedOffset, GroupKey, GroupRecord, GroupRecordError, MemberRecord, OffsetKey,
+from strom.broker.group.records import (CommittedOffset, GroupKey, GroupRecord, GroupRecordError, MemberRecord, OffsetKey,
                                   decode_group_value, decode_key, decode_offset_value, encode_group_key,
                                   encode_group_value, encode_offset_key, encode_offset_value,
                                   java_string_hashcode, partition_for, subscribed_topics)

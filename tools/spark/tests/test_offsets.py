@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.spark.offsets import (
+from strom.tools.spark.offsets import (
     ClusterOffsets,
     DataLossError,
     OffsetOptionError,
@@ -20,7 +20,7 @@ from tools.spark.offsets import (
     resolve,
     timestamps_to_look_up,
 )
-from tools.spark.options import SourceOptionError, client_settings, parse_subscription, schema_ddl
+from strom.tools.spark.options import SourceOptionError, client_settings, parse_subscription, schema_ddl
 
 PARTS = [("t", 0), ("t", 1)]
 CLUSTER = ClusterOffsets(earliest={("t", 0): 5, ("t", 1): 0}, latest={("t", 0): 50, ("t", 1): 20})

@@ -18,4 +18,4 @@ if [[ -z $action ]]; then
     echo "kafka-topics.sh: one of --create, --alter, --delete, --describe, --list is required" >&2
     exit 2
 fi
-exec "${STROM_PYTHON:-python3}" -m broker topics "$action" "${args[@]}"
+exec "${STROM_PYTHON:-python3}" -m strom.broker topics "$action" "${args[@]}"

@@ -1,0 +1,1 @@
+"""Strom as the test broker: an embedded broker, a pytest plugin and fault injection."""
