@@ -41,6 +41,7 @@ class Broker:
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None
+        self.authorizer = None  # an ACL authorizer when authorizer.class.name is set (broker/auth)
         self.cluster = None
         if config["zookeeper.connect"]:
             from .cluster.member import ClusterMember

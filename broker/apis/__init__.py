@@ -16,6 +16,7 @@ from . import (alter_configs, api_versions, create_partitions, create_topics, de
                init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
 from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
                list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
+from . import create_acls, delete_acls, describe_acls, sasl_authenticate, sasl_handshake
 
 MODULES: list[ModuleType] = [
     produce,
@@ -43,6 +44,11 @@ MODULES: list[ModuleType] = [
     describe_groups,
     delete_groups,
     offset_delete,
+    sasl_handshake,
+    sasl_authenticate,
+    describe_acls,
+    create_acls,
+    delete_acls,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

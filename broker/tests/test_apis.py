@@ -367,7 +367,7 @@ async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_ke
 async def test_an_api_the_broker_does_not_offer_closes_only_that_connection(connect, caplog):
     from strom.protocol.codec import encode_request
     client = await connect()
-    await client.stream.send_all(encode_request(ApiKey.DESCRIBE_ACLS, 1, 3, "t", {}))
+    await client.stream.send_all(encode_request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 1, 3, "t", {}))
     with pytest.raises(EOFError):
         await client.receive_frame()
     assert "not supported by this broker" in caplog.text

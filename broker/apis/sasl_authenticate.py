@@ -1,0 +1,12 @@
+"""SaslAuthenticate outside of authentication (see ``sasl_handshake``): ILLEGAL_SASL_STATE."""
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+API_KEY = ApiKey.SASL_AUTHENTICATE
+VERSIONS = (0, 2)
+
+
+async def handle(broker, request) -> dict:
+    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime_ms": 0}
