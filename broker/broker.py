@@ -43,6 +43,10 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.authorizer = None  # an ACL authorizer when authorizer.class.name is set (broker/auth)
         self.cluster = None
+        # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
+        # version cap or recording is active, so the request path checks one attribute for None.
+        self.faults = None
+        self._injector = None
         if config["zookeeper.connect"]:
             from .cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
@@ -126,6 +130,13 @@ class Broker:
                 if self.cluster is not None:
                     await self.cluster.close()
                 self.close()
+
+    def injector(self):
+        """The fault injector of this broker (created on first use)."""
+        if self._injector is None:
+            from .faults import FaultInjector
+            self._injector = FaultInjector(self)
+        return self._injector
 
     def close(self) -> None:
         if self.groups is not None:

@@ -18,6 +18,7 @@ from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, 
 
 from . import context
 from .apis import HANDLERS, SUPPORTED_RANGE, error_response
+from .faults import DropConnection
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -135,7 +136,13 @@ class ConnectionHandler:
                         "(ApiVersions lists what is)", peer, header.api_key, header.api_version)
             return False
         try:
-            body = await module.handle(self.broker, request)
+            faults = self.broker.faults  # None unless a test injects faults (broker.faults)
+            if faults is None:
+                body = await module.handle(self.broker, request)
+            else:
+                body = await faults.handle(module, request, peer)
+        except DropConnection:
+            return False
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s; closing the connection",
                           module.__name__.rsplit(".", 1)[-1], request.header.api_version, peer)

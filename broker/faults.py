@@ -1,0 +1,513 @@
+"""Fault injection for tests: wrong answers, delays and dropped connections on request, on purpose.
+
+A test (through ``strom.testing``, the control endpoint or ``strom control``) adds rules; each
+rule matches requests by API, and optionally by client id and by topic (and partition), and does
+one thing to the next ``count`` matching requests:
+
+- ``error``: answer with a Kafka error code. For APIs whose requests list topics and partitions
+  (Produce, Fetch, ListOffsets, OffsetCommit, ...) only the matching partitions get the error; the
+  rest of the request is handled as usual and the answers are merged, as a real broker that lost
+  leadership of one partition answers. Other APIs get the error where Kafka puts it (top level or
+  per group/resource). The handler never sees the faulted part: a faulted Produce appends nothing.
+- ``delay_ms``: hold the request that long before handling it.
+- ``drop``: close the connection, ``"before"`` handling the request or ``"after"`` (the request
+  took effect, its answer is lost: what an idempotent producer's retry must cope with).
+
+Besides rules: ``pause()`` holds every request until ``resume()``; ``cap_versions("2.8")`` makes
+ApiVersions advertise what that Kafka release did (``kafka_releases.json``, the ApiVersions
+answers of real brokers) and closes connections that use a version outside it; ``record()``
+keeps (api, version, client id) of every request for a test to read.
+
+Cost when unused: the connection handler checks ``broker.faults is None`` once per request; the
+injector sets that attribute only while a rule, a pause, a cap or recording is active.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+from construct import Container
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey, api_spec, in_range
+
+log = logging.getLogger("strom.faults")
+
+RELEASES_PATH = Path(__file__).with_name("kafka_releases.json")
+MAX_PAUSE_S = 600.0
+MAX_DELAY_MS = 600_000
+RECORD_LIMIT = 100_000
+
+
+class DropConnection(Exception):
+    """Close the client's connection without answering (raised by the injector)."""
+
+
+@cache
+def kafka_releases() -> dict[str, dict[int, tuple[int, int]]]:
+    """Release name ("2.8") -> {api_key: (min, max)}, as real brokers of that release answered
+    ApiVersions."""
+    raw = json.loads(RELEASES_PATH.read_text())
+    return {name: {int(k): (v[0], v[1]) for k, v in apis.items()} for name, apis in raw.items()}
+
+
+def api_key_of(api: int | str) -> int:
+    """An API by key (0), Kafka's name ("Produce", "OffsetCommit") or ApiKey name ("OFFSET_COMMIT")."""
+    if isinstance(api, int):
+        return int(ApiKey(api))
+    text = str(api).strip()
+    if text.lstrip("-").isdigit():
+        return int(ApiKey(int(text)))
+    for key in ApiKey:
+        if text.upper() == key.name or text == api_spec(key).name or text.lower() == api_spec(key).name.lower():
+            return int(key)
+    raise ValueError(f"unknown API {api!r}: use Kafka's name (Produce, Fetch, ...) or its key")
+
+
+def error_code_of(error: int | str) -> int:
+    """An error by code (6) or Kafka's name ("NOT_LEADER_OR_FOLLOWER")."""
+    if isinstance(error, int):
+        return int(ErrorCode(error))
+    text = str(error).strip()
+    if text.lstrip("-").isdigit():
+        return int(ErrorCode(int(text)))
+    try:
+        return int(ErrorCode[text.upper()])
+    except KeyError:
+        raise ValueError(f"unknown error {error!r}: use Kafka's name (NOT_LEADER_OR_FOLLOWER, ...) "
+                         f"or its code") from None
+
+
+@dataclass
+class Fault:
+    """One rule. ``count`` None: every matching request until cleared."""
+
+    id: int
+    api_key: int | None
+    error: int | None = None
+    delay_ms: int = 0
+    drop: str | None = None
+    count: int | None = 1
+    topic: str | None = None
+    partition: int | None = None
+    client_id: str | None = None
+    hits: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "api": api_spec(self.api_key).name if self.api_key is not None else None,
+            "error": ErrorCode(self.error).name if self.error is not None else None,
+            "delay_ms": self.delay_ms, "drop": self.drop, "remaining": self.count,
+            "topic": self.topic, "partition": self.partition, "client_id": self.client_id,
+            "hits": self.hits,
+        }
+
+
+# ----------------------------------------------------------------------------- error answers
+@dataclass(frozen=True)
+class _Layout:
+    """Where an API's request and response list topics and partitions."""
+
+    req_topics: str
+    req_name: str
+    req_parts: str | None
+    req_index: str | None
+    resp_topics: str
+    resp_name: str
+    resp_parts: str | None
+    resp_index: str | None
+    part_defaults: dict = field(default_factory=dict)
+    topic_defaults: dict = field(default_factory=dict)
+
+
+_LAYOUTS: dict[int, _Layout] = {
+    0: _Layout("topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses",
+               "index", {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}),
+    1: _Layout("topics", "topic", "partitions", "partition", "responses", "topic", "partitions",
+               "partition_index", {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                   "preferred_read_replica": -1, "aborted_transactions": None,
+                                   "records": None}),
+    2: _Layout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+               "partition_index", {"timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}),
+    8: _Layout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+               "partition_index"),
+    23: _Layout("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition",
+                {"leader_epoch": -1, "end_offset": -1}),
+    47: _Layout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                "partition_index"),
+    19: _Layout("topics", "name", None, None, "topics", "name", None, None,
+                topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None}),
+    37: _Layout("topics", "name", None, None, "results", "name", None, None),
+}
+
+Selector = Callable[[str | None, int | None], bool]
+
+
+def _has(api_key: int, version: int, name: str, response: bool = True) -> bool:
+    spec = api_spec(api_key)
+    fields = (spec.response if response else spec.request).fields
+    return any(f.name == name and in_range(version, f.versions) for f in fields)
+
+
+class ErrorAnswer:
+    """Splits a request into the part a fault answers with an error and the part handled as usual."""
+
+    def __init__(self, api_key: int, version: int, body: Container, code: int, select: Selector,
+                 names_by_id: Callable[[bytes], str | None]):
+        self.api_key, self.version, self.body, self.code = api_key, version, body, code
+        self.select = select
+        self.partition_level = False    # Metadata: the error on a partition, not the topic
+        self.names_by_id = names_by_id
+        self.faulted: list = []          # request topic entries (or names) answered with the error
+        self.rest: Container | None = None  # the request without them; None: nothing left to handle
+
+    def split(self) -> None:
+        layout = _LAYOUTS.get(self.api_key)
+        if layout is None or self.api_key == 3:
+            self.rest = None
+            return
+        topics = self.body.get(layout.req_topics) or []
+        keep, faulted = [], []
+        for entry in topics:
+            name = entry.get(layout.req_name)
+            if name is None and entry.get("topic_id") is not None:
+                name = self.names_by_id(entry["topic_id"])
+            if layout.req_parts is None:
+                (faulted if self.select(name, None) else keep).append(entry)
+                continue
+            parts_keep, parts_fault = [], []
+            for part in entry.get(layout.req_parts) or []:
+                (parts_fault if self.select(name, part[layout.req_index]) else parts_keep).append(part)
+            if parts_fault:
+                faulted.append((entry, name, parts_fault))
+            if parts_keep:
+                keep.append(_copy(entry, {layout.req_parts: parts_keep}))
+        self.faulted = faulted
+        self.rest = _copy(self.body, {layout.req_topics: keep}) if keep else None
+
+    def merge(self, response: dict | None) -> dict:
+        """The handler's answer for the rest (None if it was not run) plus the error entries."""
+        layout = _LAYOUTS.get(self.api_key)
+        if layout is None:
+            return self._whole(response)
+        out = dict(response) if response is not None else self._skeleton()
+        resp_topics = list(out.get(layout.resp_topics) or [])
+        for item in self.faulted:
+            if layout.req_parts is None:
+                name = item.get(layout.req_name)
+                resp_topics.append({layout.resp_name: name, "error_code": self.code, **layout.topic_defaults})
+                continue
+            entry, name, parts = item
+            errors = [{layout.resp_index: p[layout.req_index], "error_code": self.code, **layout.part_defaults}
+                      for p in parts]
+            target = next((t for t in resp_topics if _same_topic(t, entry, layout)), None)
+            if target is None:
+                target = {layout.resp_name: entry.get(layout.req_name)}
+                if entry.get("topic_id") is not None:
+                    target["topic_id"] = entry["topic_id"]
+                resp_topics.append(target)
+                target[layout.resp_parts] = errors
+            else:
+                target[layout.resp_parts] = list(target.get(layout.resp_parts) or []) + errors
+        out[layout.resp_topics] = resp_topics
+        return out
+
+    def _skeleton(self) -> dict:
+        out: dict[str, Any] = {"throttle_time_ms": 0}
+        if self.api_key == 1:
+            out.update(error_code=0, session_id=0)
+        if self.api_key == 47:
+            out["error_code"] = 0
+        return out
+
+    def _whole(self, response: dict | None) -> dict:
+        """APIs without a partition layout: the error where Kafka puts it."""
+        key, v, body, code = self.api_key, self.version, self.body, self.code
+        if key == 3 and response is not None:  # Metadata: the real answer, matching topics in error
+            out = dict(response)
+            topics = []
+            for t in out.get("topics") or []:
+                t = dict(t)
+                if self.select(t.get("name"), None) and not self.partition_level:
+                    t["error_code"], t["partitions"] = code, []
+                else:
+                    parts = [dict(p, error_code=code) if self.select(t.get("name"), p["partition_index"]) else p
+                             for p in t.get("partitions") or []]
+                    t["partitions"] = parts
+                topics.append(t)
+            out["topics"] = topics
+            return out
+        if key == 18:
+            from .apis import api_versions
+            return api_versions.body(code)
+        if key == 20:
+            names = ([{"name": n} for n in body.get("topic_names") or []] if v < 6
+                     else [{"name": t.get("name"), "topic_id": t.get("topic_id")} for t in body.get("topics") or []])
+            return {"throttle_time_ms": 0, "responses": [dict(n, error_code=code) for n in names]}
+        if key == 15:
+            return {"throttle_time_ms": 0, "groups": [{"group_id": g, "error_code": code, "group_state": "",
+                                                       "protocol_type": "", "protocol_data": "", "members": []}
+                                                      for g in body.get("groups") or []]}
+        if key == 42:
+            return {"throttle_time_ms": 0,
+                    "results": [{"group_id": g, "error_code": code} for g in body.get("groups_names") or []]}
+        if key in (32, 33, 44):
+            results = [{"resource_type": r["resource_type"], "resource_name": r["resource_name"],
+                        "error_code": code, "error_message": None, "configs": []}
+                       for r in body.get("resources") or []]
+            return {"throttle_time_ms": 0, ("results" if key == 32 else "responses"): results}
+        if key == 10 and v >= 4:
+            return {"throttle_time_ms": 0, "coordinators": [
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+                for k in body.get("coordinator_keys") or []]}
+        if key == 9 and v >= 8:
+            return {"throttle_time_ms": 0, "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                                      for g in body.get("groups") or []]}
+        if key == 9 and v < 2:
+            return {"topics": [{"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code}
+        if key == 10:
+            out.update(node_id=-1, host="", port=-1)
+        elif key == 11:
+            out.update(generation_id=-1, protocol_name=None if v >= 7 else "", leader="", member_id="",
+                       members=[])
+        elif key == 22:
+            out.update(producer_id=-1, producer_epoch=-1)
+        elif key == 14:
+            out.update(assignment=b"")
+        return out
+
+
+def _same_topic(resp_entry: dict, req_entry: dict, layout: _Layout) -> bool:
+    if req_entry.get("topic_id") is not None and resp_entry.get("topic_id") is not None:
+        return resp_entry["topic_id"] == req_entry["topic_id"]
+    return resp_entry.get(layout.resp_name) == req_entry.get(layout.req_name)
+
+
+def _copy(entry: Container, changes: dict) -> Container:
+    out = Container(entry)
+    out.update(changes)
+    return out
+
+
+# ----------------------------------------------------------------------------- the injector
+class FaultInjector:
+    """Rules and switches for one broker. Call its methods on the broker's trio thread."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.rules: list[Fault] = []
+        self._ids = itertools.count(1)
+        self._resumed: trio.Event | None = None
+        self.cap_name: str | None = None
+        self.cap: dict[int, tuple[int, int]] | None = None
+        self.recording: deque | None = None
+
+    # ---- switches ---------------------------------------------------------------
+    def _update(self) -> None:
+        active = bool(self.rules) or self._resumed is not None or self.cap is not None \
+            or self.recording is not None
+        self.broker.faults = self if active else None
+
+    def add(self, api: int | str | None, *, error: int | str | None = None, delay_ms: int = 0,
+            drop: str | None = None, count: int | None = 1, topic: str | None = None,
+            partition: int | None = None, client_id: str | None = None) -> Fault:
+        if drop not in (None, "before", "after"):
+            raise ValueError(f"drop={drop!r}: use 'before' or 'after'")
+        if error is None and not delay_ms and drop is None:
+            raise ValueError("a fault needs an error, a delay or a drop")
+        if not 0 <= int(delay_ms) <= MAX_DELAY_MS:
+            raise ValueError(f"delay_ms={delay_ms}: between 0 and {MAX_DELAY_MS}")
+        if count is not None and int(count) < 1:
+            raise ValueError(f"count={count}: at least 1, or None for every request")
+        if partition is not None and topic is None:
+            raise ValueError("a partition needs its topic")
+        fault = Fault(next(self._ids), api_key_of(api) if api is not None else None,
+                      error_code_of(error) if error is not None else None, int(delay_ms), drop,
+                      None if count is None else int(count), topic,
+                      None if partition is None else int(partition), client_id)
+        self.rules.append(fault)
+        log.info("fault added %s", fault.describe())
+        self._update()
+        return fault
+
+    def remove(self, fault_id: int) -> bool:
+        before = len(self.rules)
+        self.rules = [r for r in self.rules if r.id != fault_id]
+        self._update()
+        return len(self.rules) != before
+
+    def clear(self) -> None:
+        """Remove every rule, lift a version cap, resume and stop recording."""
+        self.rules = []
+        self.cap = self.cap_name = None
+        self.recording = None
+        self.resume()
+
+    def pause(self) -> None:
+        if self._resumed is None:
+            self._resumed = trio.Event()
+            log.info("broker paused: requests are held until resumed (at most %.0f s)", MAX_PAUSE_S)
+        self._update()
+
+    def resume(self) -> None:
+        if self._resumed is not None:
+            self._resumed.set()
+            self._resumed = None
+            log.info("broker resumed")
+        self._update()
+
+    @property
+    def paused(self) -> bool:
+        return self._resumed is not None
+
+    def cap_versions(self, release: str | None) -> None:
+        """Advertise and accept only what Kafka ``release`` did (None: lift the cap)."""
+        if release is None:
+            self.cap = self.cap_name = None
+        else:
+            releases = kafka_releases()
+            if str(release) not in releases:
+                raise ValueError(f"unknown Kafka release {release!r}; known: {', '.join(releases)}")
+            self.cap_name, self.cap = str(release), releases[str(release)]
+            log.info("API versions capped at Kafka %s", release)
+        self._update()
+
+    def record(self, on: bool = True) -> None:
+        self.recording = deque(maxlen=RECORD_LIMIT) if on else None
+        self._update()
+
+    def recorded(self) -> list[dict]:
+        return list(self.recording or ())
+
+    def status(self) -> dict[str, Any]:
+        return {"rules": [r.describe() for r in self.rules], "paused": self.paused,
+                "version_cap": self.cap_name, "recording": self.recording is not None}
+
+    # ---- the request path -----------------------------------------------------------
+    def capped(self, supported: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """The ApiVersions list under the cap."""
+        if self.cap is None:
+            return supported
+        out = []
+        for key, lo, hi in supported:
+            rel = self.cap.get(key)
+            if rel is not None and max(lo, rel[0]) <= min(hi, rel[1]):
+                out.append((key, max(lo, rel[0]), min(hi, rel[1])))
+        return out
+
+    async def handle(self, module, request, peer: str) -> dict | None:
+        """Handle ``request`` with the faults in force; DropConnection closes the connection."""
+        header = request.header
+        if self.recording is not None:
+            self.recording.append({"time": time.time(), "api_key": header.api_key,
+                                   "api": api_spec(header.api_key).name, "version": header.api_version,
+                                   "client_id": header.client_id, "peer": peer})
+        if self._resumed is not None:
+            with trio.move_on_after(MAX_PAUSE_S):
+                await self._resumed.wait()
+        if self.cap is not None and header.api_key != 18:
+            rel = self.cap.get(header.api_key)
+            if rel is None or not rel[0] <= header.api_version <= rel[1]:
+                log.warning("closing connection peer=%s: api_key=%d version=%d is outside Kafka %s "
+                            "(version cap)", peer, header.api_key, header.api_version, self.cap_name)
+                raise DropConnection()
+        fault = self._match(request)
+        if fault is None:
+            return await self._answer(module, request)
+        fault.hits += 1
+        if fault.count is not None:
+            fault.count -= 1
+            if fault.count <= 0:
+                self.rules.remove(fault)
+                self._update()
+        name = api_spec(header.api_key).name
+        if fault.delay_ms:
+            log.info("fault %d: delaying %s v%d by %d ms peer=%s", fault.id, name, header.api_version,
+                     fault.delay_ms, peer)
+            await trio.sleep(fault.delay_ms / 1000)
+        if fault.drop == "before":
+            log.info("fault %d: dropping the connection before %s peer=%s", fault.id, name, peer)
+            raise DropConnection()
+        if fault.error is not None:
+            body = await self._error(module, request, fault)
+        else:
+            body = await self._answer(module, request)
+        if fault.drop == "after":
+            log.info("fault %d: dropping the connection after %s peer=%s", fault.id, name, peer)
+            raise DropConnection()
+        return body
+
+    async def _answer(self, module, request) -> dict | None:
+        body = await module.handle(self.broker, request)
+        if self.cap is not None and request.header.api_key == 18 and body is not None:
+            body = dict(body, api_keys=[{"api_key": k, "min_version": lo, "max_version": hi}
+                                        for k, lo, hi in self.capped(
+                                            [(a["api_key"], a["min_version"], a["max_version"])
+                                             for a in body["api_keys"]])])
+        return body
+
+    def _match(self, request) -> Fault | None:
+        header = request.header
+        for rule in self.rules:
+            if rule.api_key is not None and rule.api_key != header.api_key:
+                continue
+            if rule.client_id is not None and rule.client_id != header.client_id:
+                continue
+            if rule.topic is not None and not self._touches(request, rule):
+                continue
+            return rule
+        return None
+
+    def _selector(self, rule: Fault) -> Selector:
+        if rule.topic is None:
+            return lambda topic, partition: True
+        return lambda topic, partition: topic == rule.topic and (
+            rule.partition is None or partition is None or partition == rule.partition)
+
+    def _touches(self, request, rule: Fault) -> bool:
+        answer = ErrorAnswer(request.header.api_key, request.header.api_version, request.body, 0,
+                             self._selector(rule), self._name_of_id)
+        if request.header.api_key == 3:
+            topics = request.body.get("topics")
+            return topics is None or any(t.get("name") == rule.topic for t in topics)
+        if request.header.api_key not in _LAYOUTS:
+            return False
+        answer.split()
+        return bool(answer.faulted)
+
+    def _name_of_id(self, topic_id: bytes) -> str | None:
+        topics = self.broker.topics
+        by_id = getattr(topics, "by_id", None) if topics is not None else None
+        info = by_id.get(bytes(topic_id)) if by_id else None
+        return info.name if info is not None else None
+
+    async def _error(self, module, request, fault: Fault) -> dict | None:
+        header = request.header
+        answer = ErrorAnswer(header.api_key, header.api_version, request.body, fault.error,
+                             self._selector(fault), self._name_of_id)
+        answer.partition_level = fault.partition is not None
+        answer.split()
+        if header.api_key == 0 and request.body.get("acks") == 0:
+            log.info("fault %d: acks=0 Produce in error: closing the connection, as Kafka does", fault.id)
+            raise DropConnection()
+        log.info("fault %d: answering %s v%d with %s", fault.id, api_spec(header.api_key).name,
+                 header.api_version, ErrorCode(fault.error).name)
+        response = None
+        if header.api_key == 3:
+            response = await module.handle(self.broker, request)
+        elif answer.rest is not None:
+            rest = type(request)(header=header, body=answer.rest, size=request.size)
+            response = await module.handle(self.broker, rest)
+        return answer.merge(response)

@@ -1,0 +1,224 @@
+"""Fault injection in the request path (broker/faults.py), over in-memory connections."""
+from __future__ import annotations
+
+import pytest
+import trio
+from construct import Container
+
+from strom.broker.apis import SUPPORTED
+from strom.broker.faults import ErrorAnswer, api_key_of, error_code_of, kafka_releases
+from strom.protocol.codec import decode_response, encode_request, encode_response, default_value
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import iter_records
+from strom.protocol.schema import ApiKey, api_spec, in_range
+
+from .test_apis import batch, create, fetch_body
+
+
+def produce_two(topic: str) -> dict:
+    return {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [
+        {"index": 0, "records": batch(2)}, {"index": 1, "records": batch(3)}]}]}
+
+
+async def test_error_on_one_partition_leaves_the_other_handled_and_appends_nothing(connect, broker):
+    client = await connect()
+    await create(client, "f", partitions=2)
+    injector = broker.injector()
+    injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER", topic="f", partition=0)
+    assert broker.faults is injector
+    response = await client.request(ApiKey.PRODUCE, 9, produce_two("f"))
+    parts = {p.index: p for p in response.responses[0].partition_responses}
+    assert parts[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and parts[0].base_offset == -1
+    assert parts[1].error_code == 0 and parts[1].base_offset == 0
+    assert broker.partition("f", 0).log.log_end_offset == 0
+    assert broker.partition("f", 1).log.log_end_offset == 3
+    # count=1: used up, the rule is gone and the request path is back to no check at all
+    assert broker.faults is None and injector.rules == []
+    response = await client.request(ApiKey.PRODUCE, 9, produce_two("f"))
+    assert [p.error_code for p in response.responses[0].partition_responses] == [0, 0]
+
+
+async def test_count_client_id_and_other_topics(connect, broker):
+    client = await connect()
+    await create(client, "a")
+    await create(client, "b")
+    injector = broker.injector()
+    fault = injector.add(ApiKey.FETCH, error=ErrorCode.UNKNOWN_SERVER_ERROR, count=2, topic="a")
+    injector.add("ListOffsets", error="LEADER_NOT_AVAILABLE", client_id="someone-else")
+    for _ in range(3):  # topic b and another client id: untouched
+        response = await client.request(ApiKey.FETCH, 12, fetch_body("b", 0))
+        assert response.responses[0].partitions[0].error_code == 0
+    codes = [(await client.request(ApiKey.FETCH, 12, fetch_body("a", 0))).responses[0].partitions[0].error_code
+             for _ in range(3)]
+    assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR, 0]
+    assert fault.hits == 2
+    lo = await client.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "topics": [
+        {"name": "a", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert lo.topics[0].partitions[0].error_code == 0
+    assert [r["api"] for r in injector.status()["rules"]] == ["ListOffsets"]
+
+
+async def test_drop_after_takes_effect_and_closes_the_connection(connect, broker):
+    client = await connect()
+    await create(client, "d")
+    broker.injector().add("Produce", drop="after")
+    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
+    with pytest.raises(EOFError):
+        await client.receive_frame()
+    assert broker.partition("d", 0).log.log_end_offset == 4
+
+
+async def test_drop_before_takes_no_effect(connect, broker):
+    client = await connect()
+    await create(client, "d")
+    broker.injector().add("Produce", drop="before", topic="d")
+    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
+    with pytest.raises(EOFError):
+        await client.receive_frame()
+    assert broker.partition("d", 0).log.log_end_offset == 0
+
+
+async def test_delay_holds_the_answer(connect, broker, autojump_clock):
+    client = await connect()
+    await create(client, "slow")
+    broker.injector().add("Fetch", delay_ms=5000)
+    start = trio.current_time()
+    response = await client.request(ApiKey.FETCH, 12, fetch_body("slow", 0))
+    assert trio.current_time() - start >= 5.0
+    assert response.responses[0].partitions[0].error_code == 0
+
+
+async def test_pause_holds_requests_until_resumed(connect, broker, nursery):
+    client = await connect()
+    injector = broker.injector()
+    injector.pause()
+    answered = trio.Event()
+
+    async def ask():
+        await client.request(ApiKey.API_VERSIONS, 3, {})
+        answered.set()
+
+    nursery.start_soon(ask)
+    await trio.sleep(0.2)
+    assert not answered.is_set()
+    injector.resume()
+    with trio.fail_after(5):
+        await answered.wait()
+    assert broker.faults is None
+
+
+async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
+    client = await connect()
+    await create(client, "v")
+    injector = broker.injector()
+    injector.record()
+    injector.cap_versions("2.0")
+    versions = {k.api_key: (k.min_version, k.max_version)
+                for k in (await client.request(ApiKey.API_VERSIONS, 3, {})).api_keys}
+    assert versions[ApiKey.PRODUCE] == (0, 6) and versions[ApiKey.FETCH] == (0, 8)
+    assert ApiKey.DESCRIBE_CLUSTER not in versions  # Kafka 2.0 had no DescribeCluster
+    ok = await client.request(ApiKey.PRODUCE, 6, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}]})
+    assert ok.responses[0].partition_responses[0].error_code == 0
+    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+        {"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}]})
+    with pytest.raises(EOFError):
+        await client.receive_frame()
+    seen = [(r["api"], r["version"], r["client_id"]) for r in injector.recorded()]
+    assert seen == [("ApiVersions", 3, "test"), ("Produce", 6, "test"), ("Produce", 9, "test")]
+    injector.clear()
+    assert broker.faults is None
+
+
+async def test_metadata_error_on_a_topic(connect, broker):
+    client = await connect()
+    await create(client, "m", partitions=2)
+    await create(client, "n")
+    broker.injector().add("Metadata", error="LEADER_NOT_AVAILABLE", topic="m", partition=1)
+    md = await client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
+    topics = {t.name: t for t in md.topics}
+    assert topics["m"].error_code == 0
+    assert {p.partition_index: p.error_code for p in topics["m"].partitions} == {
+        0: 0, 1: ErrorCode.LEADER_NOT_AVAILABLE}
+    assert topics["n"].partitions[0].error_code == 0 and md.brokers
+
+
+def _request_with_a_topic(api_key: int, version: int) -> Container:
+    """A request of schema defaults with one entry in each array (names filled in)."""
+    def fill(fields):
+        out = Container()
+        for f in fields:
+            if not in_range(version, f.versions):
+                continue
+            if f.is_array and f.is_struct:
+                out[f.name] = [fill(f.fields)]
+            elif f.is_array:
+                out[f.name] = ["x"] if f.element_type == "string" else [0]
+            elif f.is_struct:
+                out[f.name] = fill(f.fields)
+            elif f.type == "string":
+                out[f.name] = "x"
+            else:
+                out[f.name] = default_value(f, version)
+        return out
+    return fill(api_spec(api_key).request.fields)
+
+
+@pytest.mark.parametrize("api_key", [k for k, _, _ in SUPPORTED])
+def test_every_api_and_version_has_an_error_answer_that_encodes(api_key):
+    lo, hi = next((lo, hi) for k, lo, hi in SUPPORTED if k == api_key)
+    for version in range(lo, hi + 1):
+        answer = ErrorAnswer(api_key, version, _request_with_a_topic(api_key, version),
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER, lambda t, p: True, lambda i: None)
+        answer.split()
+        body = answer.merge(None if api_key != 3 else {"brokers": [], "topics": [
+            {"name": "x", "error_code": 0, "partitions": [{"partition_index": 0, "error_code": 0}]}]})
+        frame = b"".join(bytes(p) for p in encode_response(api_key, version, 7, body))
+        _, decoded = decode_response(api_key, version, frame[4:])
+        assert set(_error_codes(decoded)) == {ErrorCode.NOT_LEADER_OR_FOLLOWER}, (api_key, version, decoded)
+
+
+def _error_codes(obj) -> list[int]:
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "error_code" and v:
+                out.append(v)
+            else:
+                out += _error_codes(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            out += _error_codes(v)
+    return out
+
+
+def test_names_of_apis_and_errors():
+    assert api_key_of("Produce") == api_key_of("PRODUCE") == api_key_of("0") == 0
+    assert api_key_of("OffsetCommit") == 8
+    assert error_code_of("not_leader_or_follower") == error_code_of(6) == 6
+    with pytest.raises(ValueError, match="unknown API"):
+        api_key_of("Produc")
+    with pytest.raises(ValueError, match="unknown error"):
+        error_code_of("NOT_A_LEADER")
+
+
+def test_release_table_is_what_real_brokers_answered():
+    """kafka_releases.json holds the ApiVersions answers of real brokers, as kafka-python recorded
+    them; every version in it exists in Kafka's message definitions."""
+    releases = kafka_releases()
+    assert {"1.0", "2.0", "2.8", "3.0", "3.9", "4.0"} <= set(releases)
+    recorded = pytest.importorskip("kafka.protocol.broker_version_data").BROKER_API_VERSIONS
+    for name, apis in releases.items():
+        assert apis == {k: tuple(v) for k, v in recorded[tuple(int(x) for x in name.split("."))].items()}, name
+    from strom.protocol.schema import all_api_keys
+    known = set(all_api_keys())
+    # the reference definitions are a 4.0 snapshot from before Produce v12: releases up to 3.9
+    for name, apis in releases.items():
+        if name == "4.0":
+            continue
+        for key, (lo, hi) in apis.items():
+            if key in known:
+                assert hi <= api_spec(key).max_version, (name, key)
+    assert releases["2.8"][0] == (0, 9) and releases["3.0"][ApiKey.METADATA] == (0, 11)
