@@ -13,6 +13,7 @@ from strom.storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError
+from .fetch_session import FetchManager, FetchSessionCache
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .replica_manager import Partition, ReplicaManager
@@ -38,6 +39,7 @@ class Broker:
         self.bound: list[BoundListener] = []
         self._settings: dict[tuple[str, str], tuple[dict, object]] = {}
         self.replicas = ReplicaManager(self.node_id)
+        self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None

@@ -4,8 +4,9 @@ Each partition's data is a FileRegion the connection sends with `os.sendfile`. T
 up to `max_wait_ms` until `min_bytes` are available, woken by every append. Fetch v0-v3 clients
 read message sets of magic 0/1, so their data is read and down-converted.
 
-Incremental fetch sessions (KIP-227) are not kept: every response carries session id 0, which
-tells clients to go on sending full fetch requests, as Kafka does when its session cache is full.
+Incremental fetch sessions (KIP-227) live in `strom.broker.fetch_session`: it says which
+partitions a request reads (the request's own, or its session's) and which of them the answer
+carries; this module reads them.
 """
 from __future__ import annotations
 
@@ -110,14 +111,14 @@ def _replica_id(body, version: int) -> int:
     return body.replica_state.replica_id if version >= 15 else body.replica_id
 
 
-def _read_all(broker, body, version: int) -> tuple[list[dict], int, bool]:
+def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, bool]:
     """One pass over every requested partition: (topics, bytes found, whether any error)."""
     budget = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     errors = False
     topics = []
     replica = _replica_id(body, version)
-    for topic in body.topics:
+    for topic in requested:
         name, topic_id, code = _resolve(broker, topic, version)
         parts = []
         for req in topic.partitions:
@@ -136,11 +137,15 @@ def _read_all(broker, body, version: int) -> tuple[list[dict], int, bool]:
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.header.api_version
+    context = broker.fetch_sessions.new_context(version, body, _replica_id(body, version) >= 0)
+    if context.error != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        topics, total, errors = _read_all(broker, body, version)
+        topics, total, errors = _read_all(broker, body, version, context.topics)
         if total >= body.min_bytes or errors or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await broker.replicas.wait_for_data()
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": topics}
+    session_id, topics = context.finish(topics)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}
