@@ -276,6 +276,8 @@ class ErrorAnswer:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if not _has(key, v, "error_code"):
+            return self._paired(response)
         out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code}
         if key == 10:
             out.update(node_id=-1, host="", port=-1)
@@ -287,6 +289,25 @@ class ErrorAnswer:
         elif key == 14:
             out.update(assignment=b"")
         return out
+
+
+    def _paired(self, response: dict | None) -> dict:
+        """Any other API (CreateAcls, ...): one error entry per entry of the request's list, in the
+        response's list of entries that carry an error code (Kafka's per-entry answer)."""
+        spec = api_spec(self.api_key)
+        version = self.version
+        req = next((f for f in spec.request.fields if f.is_array and in_range(version, f.versions)), None)
+        resp = next((f for f in spec.response.fields if f.is_array and f.is_struct and in_range(version, f.versions)
+                     and any(g.name == "error_code" for g in f.fields)), None)
+        if req is None or resp is None:
+            raise DropConnection()  # nowhere to put an error: the client sees a lost connection
+        names = {g.name for g in resp.fields if in_range(version, g.versions) and not g.is_array}
+        entries = []
+        for item in self.body.get(req.name) or []:
+            entry = {k: v for k, v in item.items() if k in names} if isinstance(item, dict) else {}
+            entry["error_code"] = self.code
+            entries.append(entry)
+        return {"throttle_time_ms": 0, resp.name: entries}
 
 
 def _same_topic(resp_entry: dict, req_entry: dict, layout: _Layout) -> bool:
