@@ -9,6 +9,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.storage.config import LogConfig
+from strom.storage.errors import StorageError
 from strom.storage.log_manager import LogManager
 
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
@@ -173,7 +174,10 @@ class Broker:
     async def _flush(self) -> None:
         for partition_log in list(self.logs.all_logs().values()):
             if partition_log.recovery_point < partition_log.log_end_offset:
-                await trio.to_thread.run_sync(partition_log.flush)
+                try:
+                    await trio.to_thread.run_sync(partition_log.flush)
+                except StorageError:
+                    pass  # logged once per burst by the storage layer; retried next interval
 
     async def _checkpoint(self) -> None:
         self.logs.checkpoint()
@@ -247,8 +251,15 @@ class Broker:
                                  f"Replication factor: {replication_factor} larger than available brokers: 1.")
             if validate_only:
                 return None
-            info = self.topics.create(name, partitions, configs)
-            self._open_partitions(info, range(partitions))
+            config = self.log_config(configs)
+            logs = self._create_logs(name, range(partitions), config)
+            try:
+                info = self.topics.create(name, partitions, configs)
+            except TopicError:
+                self._discard_logs(name, range(partitions))
+                raise
+            for i, partition_log in enumerate(logs):
+                self.replicas.add(name, i, partition_log)
         if info is not None:
             log.info("created topic=%s partitions=%d replication_factor=%d", name, partitions, replication_factor)
         return info
@@ -280,6 +291,26 @@ class Broker:
                     self.drop_local_partition(name, partition.index)
         log.info("deleted topic=%s partitions=%d", name, info.partitions)
 
+    def _create_logs(self, topic: str, indexes, config: LogConfig) -> list:
+        """Create the partitions' logs; if one cannot be (full disk, no descriptors), remove
+        the ones just made and raise TopicError(KAFKA_STORAGE_ERROR)."""
+        made = []
+        try:
+            for i in indexes:
+                made.append(self.logs.get_or_create_log(topic, i, config))
+        except StorageError as exc:
+            self._discard_logs(topic, indexes[:len(made)])
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        return made
+
+    def _discard_logs(self, topic: str, indexes) -> None:
+        for i in indexes:
+            if self.replicas.get(topic, i) is None:
+                try:
+                    self.logs.delete_log(topic, i)
+                except (OSError, StorageError) as exc:
+                    log.warning("could not remove the log of %s-%d after a failed create: %s", topic, i, exc)
+
     def drop_local_partition(self, topic: str, index: int) -> None:
         """Stop hosting a partition and delete its log (its topic is gone)."""
         self.replicas.remove(topic, index)
@@ -303,8 +334,15 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.create_partitions(name, count)
         else:
-            self.topics.set_partitions(name, count)
-            self._open_partitions(info, range(old, count))
+            config = self.log_config(info.configs)
+            logs = self._create_logs(name, range(old, count), config)
+            try:
+                self.topics.set_partitions(name, count)
+            except TopicError:
+                self._discard_logs(name, range(old, count))
+                raise
+            for i, partition_log in zip(range(old, count), logs):
+                self.replicas.add(name, i, partition_log)
         log.info("topic=%s partitions %d -> %d", name, old, count)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -6,7 +6,9 @@ Kept in `<first log dir>/strom-metadata.json`:
      "topics": {"<name>": {"id": "<32 hex>", "partitions": 6, "configs": {"retention.ms": "1000"}}}}
 
 Every change is written to a temporary file, fsynced and renamed over the old one, so after a
-crash the file is either the old or the new version, never a mix. Partitions whose directory is
+crash the file is either the old or the new version, never a mix. A change that cannot be written
+(full disk, I/O error) is undone in memory and raises TopicError(KAFKA_STORAGE_ERROR): the file
+keeps its last good version and the request that asked for the change gets the error. Partitions whose directory is
 missing are created empty on start; a directory with no topic entry is left alone and logged.
 """
 from __future__ import annotations
@@ -14,11 +16,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from strom.protocol.errors import ErrorCode
+from strom.storage.checkpoint import atomic_write
+from strom.storage.faults import storage_error
+
+from .errors import TopicError
 
 log = logging.getLogger("strom.topics")
 
@@ -96,44 +103,55 @@ class TopicStore:
             },
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        text = json.dumps(data, indent=1, sort_keys=True)
+        atomic_write(self.path, text.encode())
+
+    def _save_or_undo(self, undo) -> None:
+        """Write the file; if that fails, run ``undo`` (restore memory) and raise TopicError."""
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            self._save()
+        except OSError as exc:
+            undo()
+            error = storage_error(exc, "write", str(self.path), str(self.path.parent))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)) from None
 
     def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         topic_id = uuid.uuid4().bytes
         info = TopicInfo(name, topic_id, partitions, dict(configs))
         self.topics[name] = info
         self.by_id[topic_id] = info
-        self._save()
+
+        def undo() -> None:
+            self.topics.pop(name, None)
+            self.by_id.pop(topic_id, None)
+        self._save_or_undo(undo)
         return info
 
     def delete(self, name: str) -> None:
         info = self.topics.pop(name)
         self.by_id.pop(info.topic_id, None)
-        self._save()
+
+        def undo() -> None:
+            self.topics[name] = info
+            self.by_id[info.topic_id] = info
+        self._save_or_undo(undo)
 
     def set_partitions(self, name: str, count: int) -> None:
-        self.topics[name].partitions = count
-        self._save()
+        info = self.topics[name]
+        old, info.partitions = info.partitions, count
+        self._save_or_undo(lambda: setattr(info, "partitions", old))
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.topics[name].configs = dict(configs)
-        self._save()
+        info = self.topics[name]
+        old, info.configs = info.configs, dict(configs)
+        self._save_or_undo(lambda: setattr(info, "configs", old))
 
     def allocate_producer_id(self) -> int:
         """Producer ids come from blocks reserved on disk, so a restart never reuses one."""
         if self.next_producer_id >= self.producer_id_limit:
+            old = self.producer_id_limit
             self.producer_id_limit = self.next_producer_id + PRODUCER_ID_BLOCK
-            self._save()
+            self._save_or_undo(lambda: setattr(self, "producer_id_limit", old))
         pid = self.next_producer_id
         self.next_producer_id += 1
         return pid

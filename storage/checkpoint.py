@@ -21,7 +21,9 @@ import os
 from pathlib import Path
 from typing import Callable, Generic, Iterable, TypeVar
 
+from strom.storage import files
 from strom.storage.errors import CorruptLog
+from strom.storage.files import FileHandle
 
 T = TypeVar("T")
 VERSION = 0
@@ -29,21 +31,34 @@ VERSION = 0
 
 def fsync_dir(path: Path) -> None:
     """fsync a directory so a rename or unlink inside it survives a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    fd = files.ops.open(str(path), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        files.ops.fsync(fd, str(path))
     finally:
         os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` via temp file + fsync + rename + directory fsync."""
+    """Replace ``path`` with ``data`` via temp file + fsync + rename + directory fsync.
+
+    On any failure (a full disk, an I/O error) the temp file is removed, ``path`` keeps its last
+    good content and OSError is raised: nothing is ever half-replaced.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        handle = FileHandle(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            handle.write_all(data)
+            handle.fsync()
+        finally:
+            del handle
+        files.ops.replace(str(tmp), str(path))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     fsync_dir(path.parent)
 
 

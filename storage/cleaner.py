@@ -71,6 +71,7 @@ from strom.protocol.records.header import (
 )
 from strom.storage.checkpoint import fsync_dir
 from strom.storage.errors import CorruptLog, StorageError
+from strom.storage import files
 from strom.storage.files import FileHandle
 from strom.storage.index import OffsetIndex, TimeIndex
 from strom.storage.segment import (
@@ -412,11 +413,7 @@ class CleanedSegment:
             self._write_buffer()
 
     def _write_buffer(self) -> None:
-        view = memoryview(self._buffer)
-        written = 0
-        while written < len(view):
-            written += os.write(self._log.fd, view[written:])
-        view.release()
+        self._log.write_all(self._buffer)
         self._buffer.clear()
 
     def finish(self) -> None:
@@ -435,6 +432,7 @@ class CleanedSegment:
                 ) -> tuple[LogSegment, list[Path]]:
         """The swap (call under the log's lock): cleaned -> swap, old -> deleted, swap -> final."""
         for suffix in SEGMENT_SUFFIXES:
+            files.cache.forget(str(self.path(suffix)))
             os.rename(self.path(suffix), self.path(suffix, SWAP_SUFFIX))
         fsync_dir(self.directory)
         deleted = [path for segment in replaced for path in segment.rename_to_deleted()]

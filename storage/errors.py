@@ -70,3 +70,30 @@ class UnexpectedAppendOffset(StorageError):
     """A follower append whose first offset is below the log end offset."""
 
     error_code_name = "UNKNOWN_SERVER_ERROR"
+
+
+class KafkaStorageError(StorageError):
+    """A system call on a log dir failed (full disk, I/O error, read-only, too many open files).
+
+    ``errno`` is the OS error, ``path`` the file, ``transient`` whether retrying later can work
+    without an operator (no space, no quota, no descriptors) as opposed to a failing or
+    read-only disk, which takes its log dir offline. Nothing half-written is kept: the caller
+    has already cut the log back to its last whole batch.
+    """
+
+    error_code_name = "KAFKA_STORAGE_ERROR"
+
+    def __init__(self, message: str, errno: int | None = None, path: str | None = None,
+                 transient: bool = True) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.path = path
+        self.transient = transient
+
+
+class LogDirOffline(KafkaStorageError):
+    """The partition's log dir has failed and is offline until the broker restarts."""
+
+    def __init__(self, message: str, log_dir: str | None = None) -> None:
+        super().__init__(message, transient=False)
+        self.log_dir = log_dir

@@ -1,7 +1,180 @@
-"""Shared open file descriptors and the zero-copy file region handed to Fetch."""
+"""The storage layer's file I/O: one injectable operations table, shared descriptors, a bounded
+cache of open files, and the zero-copy file region handed to Fetch.
+
+Every open, write, fsync, truncate and rename of log data, indexes, checkpoints and snapshots goes
+through ``ops`` (a :class:`FileOps`). Tests replace it with a :class:`FaultInjector` (see
+:func:`inject`) to make a chosen write or fsync fail with ENOSPC, EIO, ... (optionally after a
+short, torn write), so storage faults are tested without root, a full disk or a broken one.
+
+Descriptors of segment and index files are not held by the segments: they come from ``cache``
+(a :class:`FileCache`), a bounded LRU of open files keyed by path. A file that is used often (an
+active segment being appended to) stays open; old segments are opened when read and closed again
+when they fall out of the cache, so the broker's descriptor count is bounded by the cache size
+plus what is in flight, not by the number of segments (Kafka keeps every segment open).
+"""
 from __future__ import annotations
 
+import contextlib
+import errno as errno_mod
 import os
+import threading
+from collections import OrderedDict
+from typing import Iterator
+
+# errnos that mean "no room right now": the partition stays online, the write is answered with
+# KAFKA_STORAGE_ERROR and later writes succeed once space (or descriptors) come back.
+TRANSIENT_ERRNOS = frozenset({errno_mod.ENOSPC, errno_mod.EDQUOT, errno_mod.EMFILE,
+                              errno_mod.ENFILE, errno_mod.ENOMEM, errno_mod.EAGAIN})
+
+
+def errno_name(code: int | None) -> str:
+    return errno_mod.errorcode.get(code or 0, str(code))
+
+
+class FileOps:
+    """The real system calls. Methods take the path only so a fault injector can match it."""
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags, mode)
+
+    def write(self, fd: int, data, path: str = "") -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int, path: str = "") -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int, path: str = "") -> None:
+        os.ftruncate(fd, size)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def mkdir(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+
+ops: FileOps = FileOps()
+
+
+class Fault:
+    """One rule of a FaultInjector (see :meth:`FaultInjector.fail`)."""
+
+    def __init__(self, op: str, err: int, path: str | None, after: int, times: int | None,
+                 partial: int | None) -> None:
+        self.op, self.errno, self.path = op, err, path
+        self.after, self.times, self.partial = after, times, partial
+        self.seen = 0
+        self.fired = 0
+
+    def matches(self, op: str, path: str) -> bool:
+        return op == self.op and (self.path is None or self.path in path)
+
+    def live(self) -> bool:
+        return self.times is None or self.fired < self.times
+
+
+class FaultInjector(FileOps):
+    """FileOps that fail on request: ``fail("write", errno.ENOSPC, path=".log", after=3)``.
+
+    ``after``: matching calls that still succeed first; ``times``: how many calls then fail
+    (None: every one until :meth:`clear`); ``partial`` (write only): the first failing write
+    first writes that many bytes and returns the short count, the next write raises, as a
+    filling disk does. ``calls`` counts every operation by name.
+    """
+
+    def __init__(self) -> None:
+        self._rules: list[Fault] = []
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+        self._paths: dict[int, str] = {}
+        self._torn: dict[int, int] = {}
+
+    def fail(self, op: str, err: int = errno_mod.ENOSPC, *, path: str | None = None, after: int = 0,
+             times: int | None = None, partial: int | None = None) -> Fault:
+        rule = Fault(op, err, path, after, times, partial)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+            self._torn.clear()
+
+    def _check(self, op: str, path: str) -> Fault | None:
+        with self._lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+            for rule in self._rules:
+                if rule.matches(op, path) and rule.live():
+                    rule.seen += 1
+                    if rule.seen > rule.after:
+                        rule.fired += 1
+                        return rule
+        return None
+
+    @staticmethod
+    def _raise(rule: Fault, path: str):
+        raise OSError(rule.errno, os.strerror(rule.errno), path)
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        rule = self._check("open", path)
+        if rule is not None:
+            self._raise(rule, path)
+        fd = os.open(path, flags, mode)
+        self._paths[fd] = path
+        return fd
+
+    def write(self, fd: int, data, path: str = "") -> int:
+        path = path or self._paths.get(fd, "")
+        pending = self._torn.pop(fd, None)
+        if pending is not None:
+            raise OSError(pending, os.strerror(pending), path)
+        rule = self._check("write", path)
+        if rule is not None:
+            if rule.partial is not None and 0 < rule.partial < len(data):
+                written = os.write(fd, bytes(data[:rule.partial]))
+                self._torn[fd] = rule.errno
+                return written
+            self._raise(rule, path)
+        return os.write(fd, data)
+
+    def fsync(self, fd: int, path: str = "") -> None:
+        path = path or self._paths.get(fd, "")
+        rule = self._check("fsync", path)
+        if rule is not None:
+            self._raise(rule, path)
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int, path: str = "") -> None:
+        path = path or self._paths.get(fd, "")
+        rule = self._check("ftruncate", path)
+        if rule is not None:
+            self._raise(rule, path)
+        os.ftruncate(fd, size)
+
+    def replace(self, src: str, dst: str) -> None:
+        rule = self._check("replace", dst)
+        if rule is not None:
+            self._raise(rule, dst)
+        os.replace(src, dst)
+
+    def mkdir(self, path: str) -> None:
+        rule = self._check("mkdir", path)
+        if rule is not None:
+            self._raise(rule, path)
+        os.makedirs(path, exist_ok=True)
+
+
+@contextlib.contextmanager
+def inject(injector: FileOps | None = None) -> Iterator[FileOps]:
+    """Use ``injector`` (default: a new FaultInjector) for every storage file operation."""
+    global ops
+    previous = ops
+    ops = injector if injector is not None else FaultInjector()
+    try:
+        yield ops
+    finally:
+        ops = previous
 
 
 class FileHandle:
@@ -14,23 +187,127 @@ class FileHandle:
     its files; on Linux an unlinked file stays readable through descriptors still open.
     """
 
-    __slots__ = ("fd", "path")
+    __slots__ = ("fd", "path", "__weakref__")
 
     def __init__(self, path: str, flags: int) -> None:
         self.path = path
-        self.fd = os.open(path, flags, 0o644)
+        self.fd = -1
+        self.fd = ops.open(path, flags, 0o644)
 
-    def __del__(self) -> None:
+    def __del__(self, _close=os.close) -> None:  # _close bound now: os may be gone at exit
         fd = getattr(self, "fd", -1)
         if fd >= 0:
             self.fd = -1
-            os.close(fd)
+            _close(fd)
 
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self.fd, size, position)
 
+    def write_all(self, data) -> int:
+        """Write every byte of ``data`` (looping over short writes); OSError on failure."""
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += ops.write(self.fd, view[written:], self.path)
+        finally:
+            view.release()
+        return written
+
+    def truncate(self, size: int) -> None:
+        ops.ftruncate(self.fd, size, self.path)
+
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        ops.fsync(self.fd, self.path)
+
+
+class FileCache:
+    """A bounded LRU of open FileHandles keyed by path (thread-safe).
+
+    ``get`` returns the cached handle or opens one, evicting the least recently used beyond
+    ``capacity``. An evicted handle's descriptor closes as soon as nobody else holds it (a flush
+    or a FileRegion in flight keeps it open until done). ``capacity`` 0 means unbounded.
+    ``opened`` and ``evicted`` count what happened (benchmarks and tests read them).
+    """
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        self._handles: OrderedDict[str, FileHandle] = OrderedDict()
+        self._lock = threading.Lock()
+        self.opened = 0
+        self.evicted = 0
+
+    def get(self, path: str, flags: int) -> FileHandle:
+        with self._lock:
+            handle = self._handles.get(path)
+            if handle is not None:
+                self._handles.move_to_end(path)
+                return handle
+        handle = self._open(path, flags)  # outside the lock: open can block
+        evicted = []
+        with self._lock:
+            current = self._handles.get(path)
+            if current is not None:
+                self._handles.move_to_end(path)
+                return current
+            self._handles[path] = handle
+            self.opened += 1
+            while self.capacity and len(self._handles) > self.capacity:
+                evicted.append(self._handles.popitem(last=False)[1])
+                self.evicted += 1
+        del evicted  # descriptors close here, outside the lock
+        return handle
+
+    def open(self, path: str, flags: int) -> FileHandle:
+        """Open ``path`` afresh (creating it with O_CREAT) and cache it, replacing any handle
+        cached under that name (which may belong to a file since renamed or deleted)."""
+        handle = self._open(path, flags)
+        evicted = []
+        with self._lock:
+            old = self._handles.pop(path, None)
+            self._handles[path] = handle
+            self.opened += 1
+            while self.capacity and len(self._handles) > self.capacity:
+                evicted.append(self._handles.popitem(last=False)[1])
+                self.evicted += 1
+        del evicted, old
+        return handle
+
+    def _open(self, path: str, flags: int) -> FileHandle:
+        """Open a file; out of descriptors (EMFILE/ENFILE), close the older half of the cache
+        and try once more before giving up."""
+        try:
+            return FileHandle(path, flags)
+        except OSError as exc:
+            if exc.errno not in (errno_mod.EMFILE, errno_mod.ENFILE) or not self._handles:
+                raise
+        with self._lock:
+            evicted = [self._handles.popitem(last=False)[1] for _ in range((len(self._handles) + 1) // 2)]
+            self.evicted += len(evicted)
+        del evicted
+        return FileHandle(path, flags)
+
+    def forget(self, path: str) -> None:
+        """Drop the handle of ``path`` (the file was renamed or deleted)."""
+        with self._lock:
+            handle = self._handles.pop(path, None)
+        del handle
+
+    def resize(self, capacity: int) -> None:
+        evicted = []
+        with self._lock:
+            self.capacity = capacity
+            while capacity and len(self._handles) > capacity:
+                evicted.append(self._handles.popitem(last=False)[1])
+                self.evicted += 1
+        del evicted
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+
+DEFAULT_CACHE_SIZE = 1000
+cache = FileCache(DEFAULT_CACHE_SIZE)
 
 
 class FileRegion:
@@ -39,10 +316,10 @@ class FileRegion:
     Send it with ``os.sendfile(sock, region.fileno(), region.position, region.size)`` or read it
     with :meth:`read` (TLS, tests). The region holds a reference to the segment's FileHandle, so
     the descriptor stays open and readable while the region lives, even if the segment is rolled,
-    closed or deleted meanwhile. Creating one does no I/O and copies nothing. If the log is
-    truncated below the region meanwhile, fewer bytes than ``size`` can be read: senders must
-    handle a short sendfile/read (the region ends on a batch boundary, so clients ignore a
-    partial tail anyway).
+    closed, deleted or evicted from the file cache meanwhile. Creating one does no I/O and copies
+    nothing. If the log is truncated below the region meanwhile, fewer bytes than ``size`` can be
+    read: senders must handle a short sendfile/read (the region ends on a batch boundary, so
+    clients ignore a partial tail anyway).
     """
 
     __slots__ = ("_handle", "position", "size")

@@ -28,9 +28,12 @@ import struct
 from array import array
 from pathlib import Path
 
+from strom.storage import files
+from strom.storage.errors import CorruptLog
 from strom.storage.files import FileHandle
 
-_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND
 
 
 class _Index:
@@ -44,15 +47,15 @@ class _Index:
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
-        self._handle = FileHandle(str(self.path), _OPEN_FLAGS)
+        self._closed = False
         self.keys: array = array(self.KEY_TYPE)
         self.values: array = array(self.VALUE_TYPE)
         self.torn = False
-        self._load()
+        self._load(files.cache.open(str(self.path), _CREATE_FLAGS))
 
-    def _load(self) -> None:
-        size = os.fstat(self._handle.fd).st_size
-        data = os.pread(self._handle.fd, size, 0) if size else b""
+    def _load(self, handle: FileHandle) -> None:
+        size = os.fstat(handle.fd).st_size
+        data = os.pread(handle.fd, size, 0) if size else b""
         whole = len(data) - len(data) % self.ENTRY.size
         self.torn = whole != len(data)
         for key, value in self.ENTRY.iter_unpack(data[:whole]):
@@ -61,7 +64,10 @@ class _Index:
 
     @property
     def handle(self) -> FileHandle:
-        return self._handle
+        """The open file (from the file cache; reopened if it was evicted)."""
+        if self._closed:
+            raise CorruptLog(f"{self.path}: index is closed")
+        return files.cache.get(str(self.path), _OPEN_FLAGS)
 
     @property
     def entries(self) -> int:
@@ -75,15 +81,32 @@ class _Index:
         return len(self.keys) >= self.max_entries
 
     def _write(self, key: int, value: int) -> None:
-        os.write(self._handle.fd, self.ENTRY.pack(key, value))
+        """Append one entry; on a failed (or short) write the file is cut back to its entries."""
+        handle = self.handle
+        if self.torn:
+            self._cut(handle)
+        try:
+            handle.write_all(self.ENTRY.pack(key, value))
+        except OSError:
+            try:
+                self._cut(handle)
+            except OSError:
+                pass  # torn stays set: cut before the next write, rebuilt if reopened
+            raise
         self.keys.append(key)
         self.values.append(value)
 
-    def truncate_entries(self, count: int) -> None:
-        """Keep only the first ``count`` entries (file and memory)."""
-        del self.keys[count:], self.values[count:]
-        os.ftruncate(self._handle.fd, count * self.ENTRY.size)
+    def _cut(self, handle: FileHandle) -> None:
+        self.torn = True
+        handle.truncate(len(self.keys) * self.ENTRY.size)
         self.torn = False
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep only the first ``count`` entries (memory at once; the file, or OSError and the
+        file is cut before the next write)."""
+        if count < len(self.keys) or self.torn:
+            del self.keys[count:], self.values[count:]
+            self._cut(self.handle)
 
     def reset(self) -> None:
         self.truncate_entries(0)
@@ -92,7 +115,13 @@ class _Index:
         self._handle.fsync()
 
     def close(self) -> None:
-        self._handle = None  # type: ignore[assignment]  # fd closes with the last reference
+        """Drop the cached descriptor (it closes once nothing in flight holds it)."""
+        self._closed = True
+        files.cache.forget(str(self.path))
+
+    def release(self) -> None:
+        """Drop the cached descriptor but stay usable (the next use reopens the file)."""
+        files.cache.forget(str(self.path))
 
     def delete(self) -> None:
         self.close()
@@ -100,6 +129,7 @@ class _Index:
 
     def rename(self, path: Path) -> None:
         os.rename(self.path, path)
+        files.cache.forget(str(self.path))
         self.path = path
 
 

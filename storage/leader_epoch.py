@@ -5,6 +5,8 @@ On disk it is ``<partition dir>/leader-epoch-checkpoint`` in Kafka's text checkp
 increasing epoch and offset order. Every change rewrites the file atomically (temp + fsync +
 rename), so after a crash the file holds either the old or the new list; recovery then truncates
 it to the recovered log end offset (an entry may name offsets whose data did not survive).
+A new epoch is written before any data of it (if that write fails, the append fails); a failed
+write after a truncation leaves extra entries in the file, harmless and rewritten later.
 """
 from __future__ import annotations
 
@@ -49,8 +51,13 @@ class LeaderEpochFileCache:
         if epoch < 0 or (self._epochs and self._epochs[-1] >= epoch):
             return
         with self._lock:
+            saved = list(self._epochs), list(self._offsets)
             self._append(epoch, start_offset)
-            self._flush()
+            try:
+                self._flush()
+            except OSError:  # the new epoch must be on disk before data of it is: undo, re-raise
+                self._epochs, self._offsets = saved
+                raise
 
     def epoch_for_offset(self, offset: int) -> int:
         i = bisect.bisect_right(self._offsets, offset) - 1
@@ -81,7 +88,7 @@ class LeaderEpochFileCache:
             return
         with self._lock:
             del self._epochs[keep:], self._offsets[keep:]
-            self._flush()
+            self._flush_tolerant()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries wholly below ``start_offset``; the epoch covering it now starts there."""
@@ -91,13 +98,30 @@ class LeaderEpochFileCache:
         with self._lock:
             del self._epochs[:i], self._offsets[:i]
             self._offsets[0] = start_offset
-            self._flush()
+            self._flush_tolerant()
 
     def clear(self) -> None:
         with self._lock:
             self._epochs.clear()
             self._offsets.clear()
-            self._flush()
+            self._flush_tolerant()
+
+    dirty = False  # the file lags memory after a failed write (retried by flush_if_dirty)
 
     def _flush(self) -> None:
         self._file.write(self.entries())
+        self.dirty = False
+
+    def _flush_tolerant(self) -> None:
+        """Write the file after a truncation; if that fails the file keeps extra entries, which
+        is safe (loading truncates them to the log again) and is retried by flush_if_dirty."""
+        try:
+            self._flush()
+        except OSError:
+            self.dirty = True
+
+    def flush_if_dirty(self) -> None:
+        """Rewrite the file if an earlier write failed (OSError if it still cannot)."""
+        if self.dirty:
+            with self._lock:
+                self._flush()

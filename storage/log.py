@@ -23,9 +23,10 @@ from strom.storage.checkpoint import fsync_dir
 from strom.storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
-    CorruptLog, CorruptRecord, OffsetOutOfRange, RecordBatchTooLarge, RecordTooLarge,
-    UnexpectedAppendOffset,
+    CorruptLog, CorruptRecord, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
+    RecordTooLarge, UnexpectedAppendOffset,
 )
+from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
 from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
 from strom.storage.producer_state import ProducerStateManager
@@ -309,15 +310,26 @@ class Log:
             return self._append_locked(records, list(headers), -1)
 
     def _append_locked(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+        """Write whole batches or nothing.
+
+        A failed write (full disk, I/O error, no descriptor for a new segment) leaves the log
+        exactly as before: the segment is cut back to its last whole batch, indexes, producer
+        state, leader epochs and the log end offset untouched; KafkaStorageError is raised
+        (the client retries: KAFKA_STORAGE_ERROR is retriable) and the next append tries again.
+        """
         first, last = headers[0].base_offset, headers[-1].last_offset
         max_header = max(headers, key=lambda h: h.max_timestamp)
-        segment = self.active_segment
-        if segment.should_roll(len(buf), max_header.max_timestamp, last, self.config.segment_bytes,
-                               self.config.segment_ms, self._now_ms()):
-            segment = self._roll_locked(first)
-        segment.append(buf, [(h.size, h.last_offset, h.max_timestamp) for h in headers])
+        try:
+            for header in headers:  # a new epoch reaches its checkpoint before its data does
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            segment = self.active_segment
+            if segment.should_roll(len(buf), max_header.max_timestamp, last, self.config.segment_bytes,
+                                   self.config.segment_ms, self._now_ms()):
+                segment = self._roll_locked(first)
+            segment.append(buf, [(h.size, h.last_offset, h.max_timestamp) for h in headers])
+        except OSError as exc:
+            raise self._io_failure(exc, "append to") from None
         for header in headers:
-            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self.producer_state.update(header)
         self.log_end_offset = last + 1
         return LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset,
@@ -332,16 +344,33 @@ class Log:
                 self._roll_locked(self.log_end_offset)
 
     def _roll_locked(self, base_offset: int) -> LogSegment:
+        """Start a new active segment; OSError (e.g. EMFILE, ENOSPC) leaves the old one active."""
         if self.active_segment.size == 0 and self.active_segment.base_offset == base_offset:
             return self.active_segment
-        self.active_segment.on_become_inactive()
-        if self.active_segment.size == 0:  # an empty segment is replaced, not kept
+        old = self.active_segment
+        segment = self._new_segment(base_offset)  # first: if it cannot be created, nothing changed
+        old.on_become_inactive()
+        if old.size == 0:  # an empty segment is replaced, not kept
             self._segments.pop().delete()
             self._bases.pop()
-        segment = self._new_segment(base_offset)
         self._add_segment(segment)
-        self.producer_state.take_snapshot(base_offset)
+        try:
+            self.producer_state.take_snapshot(base_offset)
+        except OSError:
+            pass  # only speeds up recovery: producer state is rebuilt from an older one + the log
         return segment
+
+    # ================================================================ storage failures
+    io_failure_listener: Callable[["Log", KafkaStorageError], None] | None = None
+
+    def _io_failure(self, exc: OSError, op: str) -> KafkaStorageError:
+        """The KafkaStorageError to raise for ``exc`` (logged with dir, partition and errno);
+        tells the listener (the log manager, which may take the log dir offline)."""
+        error = storage_error(exc, op, f"{self.topic}-{self.partition}", str(self.dir.parent))
+        listener = self.io_failure_listener
+        if listener is not None:
+            listener(self, error)
+        return error
 
     # ================================================================ read
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
@@ -427,11 +456,14 @@ class Log:
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully_locked(offset)
                 return
-            keep = bisect.bisect_left(self._bases, offset)
-            for segment in self._segments[keep:]:
-                segment.delete()
-            del self._segments[keep:], self._bases[keep:]
-            self.active_segment.truncate_to(offset)
+            try:
+                keep = bisect.bisect_left(self._bases, offset)
+                for segment in self._segments[keep:]:
+                    segment.delete()
+                del self._segments[keep:], self._bases[keep:]
+                self.active_segment.truncate_to(offset)
+            except OSError as exc:
+                raise self._io_failure(exc, "truncate") from None
             self.log_end_offset = self.active_segment.next_offset
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
@@ -605,10 +637,15 @@ class Log:
                        or s is self.active_segment
                        for h in s.flush_handles()]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
-        for handle in handles:
-            handle.fsync()
-        if dir_dirty:
-            fsync_dir(self.dir)
+        try:
+            for handle in handles:
+                handle.fsync()
+            if dir_dirty:
+                fsync_dir(self.dir)
+            self.leader_epoch_cache.flush_if_dirty()
+        except OSError as exc:  # the recovery point stays: recovery re-validates this data
+            self._dir_dirty = self._dir_dirty or dir_dirty
+            raise self._io_failure(exc, "flush") from None
         with self._lock:
             self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
 
@@ -617,16 +654,26 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            for segment in self._segments:
-                segment.on_become_inactive()
-                segment.flush()
-            fsync_dir(self.dir)
-            self.producer_state.take_snapshot(self.log_end_offset)
-            self.recovery_point = self.log_end_offset
+            failure: OSError | None = None
+            try:
+                for segment in self._segments:
+                    segment.on_become_inactive()
+                    segment.flush()
+                fsync_dir(self.dir)
+                self.recovery_point = self.log_end_offset
+                self.leader_epoch_cache.flush_if_dirty()
+                self.producer_state.take_snapshot(self.log_end_offset)
+            except OSError as exc:
+                failure = exc  # the recovery point stays where it was: the next start recovers
             for segment in self._segments:
                 segment.close()
-            self._purge_pending(None)
+            try:
+                self._purge_pending(None)
+            except OSError:
+                pass
             self._closed = True
+        if failure is not None:
+            raise self._io_failure(failure, "close")
 
     def delete(self) -> None:
         """Close without flushing and remove the whole directory."""

@@ -12,7 +12,8 @@ from typing import Callable
 from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
 from strom.storage.cleaner import CleanResult, LogCleaner
 from strom.storage.config import LogConfig
-from strom.storage.errors import CorruptLog, StorageError
+from strom.storage.errors import CorruptLog, KafkaStorageError, StorageError
+from strom.storage.faults import storage_error
 from strom.storage.log import Log, parse_dir_name, wall_clock_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -178,7 +179,14 @@ class LogManager:
         for d in self._log_dir_of.values():
             counts[d] += 1
         log_dir = min(self.log_dirs, key=lambda d: counts[d])
-        log = Log.open(log_dir / f"{topic}-{partition}", self._config_for(topic), now_ms=self._now_ms)
+        path = log_dir / f"{topic}-{partition}"
+        existed = path.exists()
+        try:
+            log = Log.open(path, self._config_for(topic), now_ms=self._now_ms)
+        except OSError as exc:
+            if not existed:
+                shutil.rmtree(path, ignore_errors=True)
+            raise storage_error(exc, "create log", f"{topic}-{partition}", str(log_dir)) from None
         self._register(tp, log, log_dir)
         return log
 
@@ -192,7 +200,11 @@ class LogManager:
         if log is None:
             return
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.rename(log.dir, target)
+        try:
+            os.rename(log.dir, target)
+        except OSError as exc:
+            self._register(tp, log, log.dir.parent)
+            raise storage_error(exc, "delete log", f"{topic}-{partition}", str(log.dir.parent)) from None
         log.dir = target
         log.delete()
 
@@ -204,13 +216,25 @@ class LogManager:
 
     # ------------------------------------------------------------ periodic work
     def checkpoint(self) -> None:
-        """Write recovery points, log start offsets and high watermarks of every log dir."""
+        """Write recovery points, log start offsets and high watermarks of every log dir.
+
+        A dir whose files cannot be written keeps its last good ones (logged, not raised)."""
+        self._checkpoint_dirs()
+
+    def _checkpoint_dirs(self) -> set[Path]:
+        """:meth:`checkpoint`; returns the dirs whose checkpoints could not be written."""
+        failed: set[Path] = set()
         with self._lock:
             by_dir: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
             for tp, log in self._logs.items():
                 by_dir[self._log_dir_of[tp]][tp] = log
         for log_dir, logs in by_dir.items():
-            self._write_checkpoints(log_dir, logs)
+            try:
+                self._write_checkpoints(log_dir, logs)
+            except OSError as exc:  # the last good checkpoints stay; retried at the next interval
+                storage_error(exc, "write checkpoints of", str(log_dir), str(log_dir))
+                failed.add(log_dir)
+        return failed
 
     @staticmethod
     def _write_checkpoints(log_dir: Path, logs: dict[TopicPartition, Log]) -> None:
@@ -224,12 +248,20 @@ class LogManager:
     def flush_dirty(self) -> None:
         """fsync every log up to its end and checkpoint the new recovery points (thread-safe)."""
         for log in self.all_logs().values():
-            log.flush()
+            try:
+                log.flush()
+            except StorageError:
+                pass  # logged by the log; its recovery point stays
         self.checkpoint()
 
     def cleanup(self) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
-        deleted = sum(log.delete_old_segments() for log in self.all_logs().values())
+        deleted = 0
+        for log in self.all_logs().values():
+            try:
+                deleted += log.delete_old_segments()
+            except OSError as exc:
+                storage_error(exc, "apply retention to", f"{log.topic}-{log.partition}", str(log.dir.parent))
         if deleted:
             self.checkpoint()
         return deleted
@@ -262,15 +294,29 @@ class LogManager:
                 if log.config.compact_enabled:
                     by_dir[self._log_dir_of[tp]][tp] = log.cleaner_state.first_dirty_offset
         for log_dir, offsets in by_dir.items():
-            OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+            try:
+                OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
+            except OSError as exc:
+                storage_error(exc, "write", CLEANER_OFFSET_CHECKPOINT, str(log_dir))
 
     def shutdown(self) -> None:
         """Close every log (flush + snapshots), write checkpoints, then the clean-shutdown marker."""
         started = time.monotonic()
-        for log in self.all_logs().values():
-            log.close()
-        self.checkpoint()
+        failed: set[Path] = set()
+        for tp, log in self.all_logs().items():
+            try:
+                log.close()
+            except StorageError:
+                failed.add(self._log_dir_of[tp])  # logged; this dir recovers at the next start
+        failed |= self._checkpoint_dirs()
         for log_dir in self.log_dirs:
-            atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            if log_dir in failed:
+                self._progress(f"{log_dir}: not marked as cleanly shut down (a write failed); "
+                               f"its logs are re-validated at the next start")
+                continue
+            try:
+                atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                storage_error(exc, "write", CLEAN_SHUTDOWN_FILE, str(log_dir))
         self._progress(f"shut down {len(self._logs)} logs in "
                        f"{(time.monotonic() - started) * 1000:.0f} ms")

@@ -12,6 +12,7 @@ import crc32c
 from strom.protocol.records.header import (
     CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader, entry_frame, parse_header,
 )
+from strom.storage import files
 from strom.storage.errors import CorruptLog
 from strom.storage.files import FileHandle, FileRegion
 from strom.storage.index import OffsetIndex, TimeIndex
@@ -19,7 +20,8 @@ from strom.storage.index import OffsetIndex, TimeIndex
 INT32_MAX = (1 << 31) - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # batch_length of a v2 batch with no records
 _SCAN_BLOCK = 64 * 1024
-_LOG_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND
+_OPEN_FLAGS = os.O_RDWR | os.O_APPEND  # reopening never recreates a deleted file
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -84,8 +86,8 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.log_path = self.directory / file_name(base_offset, LOG_SUFFIX)
-        self._handle = FileHandle(str(self.log_path), _LOG_FLAGS)
-        self.size = os.fstat(self._handle.fd).st_size
+        self._closed = False
+        self.size = os.fstat(files.cache.open(str(self.log_path), _CREATE_FLAGS).fd).st_size
         self.offset_index = OffsetIndex(
             self.directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size)
         self.time_index = TimeIndex(
@@ -99,11 +101,14 @@ class LogSegment:
     # ---------------------------------------------------------------- state
     @property
     def handle(self) -> FileHandle:
-        return self._handle
+        """The ``.log`` file's descriptor, from the file cache (reopened if it was evicted)."""
+        if self._closed:
+            raise CorruptLog(f"{self.log_path}: segment is closed")
+        return files.cache.get(str(self.log_path), _OPEN_FLAGS)
 
     def flush_handles(self) -> tuple[FileHandle, ...]:
         """The descriptors a flush must fsync (captured under the log's lock)."""
-        return self._handle, self.offset_index.handle, self.time_index.handle
+        return self.handle, self.offset_index.handle, self.time_index.handle
 
     @property
     def largest_timestamp(self) -> int:
@@ -137,20 +142,55 @@ class LogSegment:
 
     # ---------------------------------------------------------------- write
     def append(self, data, batches: Sequence[tuple[int, int, int]]) -> None:
-        """Write ``data`` (whole batches) with one write; ``batches`` = (size, last_offset, max_ts)."""
-        position = self.size
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.write(self._handle.fd, view[written:])
-        self.size += written
-        if self._rolling_timestamp is None and position == 0 and batches:
-            self._rolling_timestamp = batches[0][2]
-        for size, last_offset, max_ts in batches:
-            self._index_batch(position, size, last_offset, max_ts)
-            position += size
+        """Write ``data`` (whole batches) with one write; ``batches`` = (size, last_offset, max_ts).
+
+        All or nothing: if the write (or an index entry's) fails or is short, the ``.log`` and
+        both indexes are cut back to what they held before, the in-memory state is restored and
+        the OSError is raised. If even that truncation fails, :attr:`dirty_tail` stays set and
+        the next append retries it first; bytes past ``size`` are never read either way.
+        """
+        handle = self.handle
+        if self.dirty_tail:
+            self.repair_tail(handle)
+        start = position = self.size
+        saved = (self.offset_index.entries, self.time_index.entries, self.max_timestamp_so_far,
+                 self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
+                 self._rolling_timestamp)
+        try:
+            handle.write_all(data)
+            self.size = start + len(data)
+            if self._rolling_timestamp is None and start == 0 and batches:
+                self._rolling_timestamp = batches[0][2]
+            for size, last_offset, max_ts in batches:
+                self._index_batch(position, size, last_offset, max_ts)
+                position += size
+        except OSError:
+            self._undo_append(handle, start, saved)
+            raise
         if batches:
             self.next_offset = batches[-1][1] + 1
+
+    dirty_tail = False  # the .log holds bytes past ``size`` that a failed append left there
+
+    def _undo_append(self, handle: FileHandle, start: int, saved: tuple) -> None:
+        (offset_entries, time_entries, self.max_timestamp_so_far, self.offset_of_max_timestamp,
+         self.bytes_since_last_index_entry, self._rolling_timestamp) = saved
+        self.size = start
+        for index, entries in ((self.offset_index, offset_entries), (self.time_index, time_entries)):
+            try:
+                index.truncate_entries(min(entries, index.entries))
+            except OSError:
+                pass  # memory is cut; the file is cut before the index's next write
+        self.dirty_tail = True
+        try:
+            self.repair_tail(handle)
+        except OSError:
+            pass  # retried before the next append; bytes past ``size`` are never read
+
+    def repair_tail(self, handle: FileHandle | None = None) -> None:
+        """Cut the ``.log`` back to ``size`` after a failed append (OSError if it cannot)."""
+        (handle or self.handle).truncate(self.size)
+        self.dirty_tail = False
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_ts: int) -> None:
         if max_ts > self.max_timestamp_so_far:
@@ -163,10 +203,17 @@ class LogSegment:
         self.bytes_since_last_index_entry += size
 
     def on_become_inactive(self) -> None:
-        """Record the final max timestamp in the time index (on roll and close), as Kafka does."""
-        if self._handle is not None:
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
-                                         skip_full_check=True)
+        """Record the final max timestamp in the time index (on roll and close), as Kafka does.
+
+        Best effort: if the entry cannot be written (full disk) the index just lacks it; the max
+        timestamp is recomputed from the batches after the last entry whenever the segment loads.
+        """
+        if not self._closed:
+            try:
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                             skip_full_check=True)
+            except OSError:
+                pass
 
     def flush(self) -> None:
         for handle in self.flush_handles():
@@ -174,7 +221,7 @@ class LogSegment:
 
     # ---------------------------------------------------------------- read
     def _read_header(self, position: int) -> BatchHeader:
-        data = os.pread(self._handle.fd, HEADER_SIZE, position)
+        data = os.pread(self.handle.fd, HEADER_SIZE, position)
         error = header_error(data, 0, len(data))
         if error is None and position + LOG_OVERHEAD + entry_frame(data)[1] > self.size:
             error = "batch extends past the end of the file"
@@ -190,11 +237,13 @@ class LogSegment:
         """
         end = self.size if end is None else min(end, self.size)
         pos = start
+        handle = self.handle if pos < end else None  # held: the fd stays open while iterating
+        fd = handle.fd if handle is not None else -1
         buf, buf_start = b"", start
         while pos < end:
             rel = pos - buf_start
             if len(buf) - rel < HEADER_SIZE:
-                buf, buf_start, rel = os.pread(self._handle.fd, _SCAN_BLOCK, pos), pos, 0
+                buf, buf_start, rel = os.pread(fd, _SCAN_BLOCK, pos), pos, 0
             error = header_error(buf, rel, len(buf))
             if error is None and pos + LOG_OVERHEAD + entry_frame(buf, rel)[1] > self.size:
                 error = "batch extends past the end of the file"
@@ -243,11 +292,11 @@ class LogSegment:
             if stop is not None:
                 limit = stop[0]
         if start >= limit:
-            return FileRegion(self._handle, start, 0)
+            return FileRegion(self.handle, start, 0)
         end = self._boundary_at_or_below(min(limit, start + max(0, max_size)), start)
         if end == start and min_one_message:
             end = start + first.size
-        return FileRegion(self._handle, start, end - start)
+        return FileRegion(self.handle, start, end - start)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchHeader | None:
         """The first batch with max timestamp >= ``timestamp`` and last offset >= ``start_offset``."""
@@ -314,13 +363,14 @@ class LogSegment:
         self._rolling_timestamp = None
         expected = max(start_offset, self.base_offset)
         valid = 0
+        handle = self.handle
         if self.size:
-            with mmap.mmap(self._handle.fd, self.size, access=mmap.ACCESS_READ) as mm:
+            with mmap.mmap(handle.fd, self.size, access=mmap.ACCESS_READ) as mm:
                 valid, expected = self._validate(mm, expected)
         self.next_offset = expected if valid else self.base_offset
         truncated = self.size - valid
         if truncated:
-            os.ftruncate(self._handle.fd, valid)
+            handle.truncate(valid)
             self.size = valid
         return truncated
 
@@ -349,7 +399,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        os.ftruncate(self._handle.fd, position)
+        self.handle.truncate(position)
         self.size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -361,9 +411,16 @@ class LogSegment:
     def close(self) -> None:
         """Finish the time index and drop this segment's descriptors (regions keep theirs)."""
         self.on_become_inactive()
-        self._handle = None  # type: ignore[assignment]
+        self._closed = True
+        files.cache.forget(str(self.log_path))
         self.offset_index.close()
         self.time_index.close()
+
+    def release(self) -> None:
+        """Drop this segment's cached descriptors; the next use reopens them (an old segment)."""
+        files.cache.forget(str(self.log_path))
+        self.offset_index.release()
+        self.time_index.release()
 
     def paths(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
@@ -373,6 +430,7 @@ class LogSegment:
         renamed = []
         for path in self.paths():
             target = path.with_name(path.name + DELETED_SUFFIX)
+            files.cache.forget(str(path))
             try:
                 os.rename(path, target)
             except FileNotFoundError:

@@ -9,6 +9,8 @@ import logging
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..errors import TopicError
+
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 5)
 MAX_EPOCH = 32767
@@ -24,4 +26,10 @@ async def handle(broker, request) -> dict:
     epoch = body.get("producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"error_code": ErrorCode.NONE, "producer_id": await broker.allocate_producer_id(), "producer_epoch": 0}
+    try:
+        producer_id = await broker.allocate_producer_id()
+    except TopicError as exc:  # the id block could not be reserved on disk (full disk)
+        log.warning("cannot allocate a producer id: %s", exc.message)
+        # retriable for every client (KAFKA_STORAGE_ERROR is not among this API's errors)
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+    return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
