@@ -19,6 +19,7 @@ from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .replica_manager import Partition, ReplicaManager
 from .server import ConnectionHandler
+from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
 
 log = logging.getLogger("strom.broker")
@@ -45,6 +46,8 @@ class Broker:
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None
         self.authorizer = None  # an ACL authorizer when authorizer.class.name is set (broker/auth)
+        self.stats = BrokerStats()
+        self.console = None  # strom.broker.console.Console when console.listeners is set
         self.cluster = None
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
         # version cap or recording is active, so the request path checks one attribute for None.
@@ -122,6 +125,10 @@ class Broker:
                 nursery.start_soon(self.groups.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)
+                if self.config.console_listeners:
+                    from .console import Console
+                    self.console = Console(self)
+                    await nursery.start(self.console.run)
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)
@@ -286,6 +293,7 @@ class Broker:
             await self.cluster.delete_topic(name)
         else:
             self.topics.delete(name)
+            self.stats.forget_topic(name)
             for partition in list(self.replicas.partitions.values()):
                 if partition.topic == name:
                     self.drop_local_partition(name, partition.index)
@@ -406,6 +414,10 @@ class Broker:
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.replicas.get(topic, index)
+
+    def topic_name_by_id(self, topic_id: bytes) -> str | None:
+        info = self.topics.by_id.get(topic_id) if self.topics is not None else None
+        return info.name if info is not None else None
 
     def cluster_id(self) -> str:
         return self.topics.cluster_id

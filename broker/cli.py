@@ -93,7 +93,7 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(broker.run, prebound)
         if ready_file is not None:
-            _write_ready(ready_file, bound)
+            _write_ready(ready_file, bound, broker.console.url if broker.console is not None else None)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 log.info("shutting down on %s", signal.Signals(signum).name)
@@ -101,10 +101,12 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
                 break
 
 
-def _write_ready(path: Path, bound) -> None:
+def _write_ready(path: Path, bound, console: str | None = None) -> None:
     first = bound[0].listener
     data = {"host": first.host, "port": first.port, "pid": os.getpid(),
             "listeners": [str(b.listener) for b in bound]}
+    if console is not None:
+        data["console"] = console
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)

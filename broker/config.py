@@ -37,6 +37,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "string": str,
     "list": _parse_list,
     "double": float,
+    "password": str,
 }
 
 
@@ -137,6 +138,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off.", minimum=0),
     _D("cluster.id", "string", None, "Cluster id for a new log dir; default: generated."),
+    _D("console.listeners", "list", None,
+       "Web console and /metrics: http://host:port (port 0 lets the OS choose); unset = no console."),
+    _D("console.auth.username", "string", None,
+       "Console basic-auth user (with console.auth.password); needed to bind a non-loopback address."),
+    _D("console.auth.password", "password", None, "Console basic-auth password."),
+    _D("console.auth.token", "password", None,
+       "Console shared secret, sent as 'Authorization: Bearer <token>' (or as the basic-auth password)."),
+    _D("console.history.interval.ms", "long", 5000,
+       "How often the console samples offsets and rates for its graphs.", minimum=100),
+    _D("console.history.retention.ms", "long", 3600000, "How long the console keeps offsets over time.",
+       minimum=1000),
 ]}
 
 
@@ -232,6 +244,27 @@ def parse_listener(text: str) -> Listener:
     return Listener(name, host, port)
 
 
+def parse_console_listener(text: str) -> tuple[str, int]:
+    """(host, port) of an http://host:port console listener."""
+    match = re.fullmatch(r"http://(\[[0-9a-fA-F:.]*\]|[^:\[\]/]*):(\d+)/?", text.strip())
+    if not match:
+        raise ConfigError(f"console.listeners: {text!r}: expected http://host:port")
+    host, port = match.group(1).strip("[]"), int(match.group(2))
+    if port > 65535:
+        raise ConfigError(f"console.listeners: {text!r}: port out of range")
+    return host or "127.0.0.1", port
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class BrokerConfig:
     """Parsed broker configuration. `values` holds every key of BROKER_CONFIGS."""
 
@@ -256,6 +289,17 @@ class BrokerConfig:
             raise ConfigError("listeners: at least one listener is needed")
         advertised = self.values["advertised.listeners"]
         self.advertised = [parse_listener(text) for text in advertised] if advertised else None
+        self.console_listeners = [parse_console_listener(text) for text in self.values["console.listeners"] or ()]
+        if self.console_listeners and not self.console_auth_configured():
+            public = [c for c in self.console_listeners if not _is_loopback(c[0])]
+            if public:
+                raise ConfigError(f"console.listeners: {public[0][0]} is not a loopback address; set "
+                                  f"console.auth.username and console.auth.password, or console.auth.token")
+        if (self.values["console.auth.username"] is None) != (self.values["console.auth.password"] is None):
+            raise ConfigError("console.auth.username and console.auth.password go together")
+
+    def console_auth_configured(self) -> bool:
+        return bool(self.values["console.auth.token"] or self.values["console.auth.password"])
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

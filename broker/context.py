@@ -7,3 +7,6 @@ from contextvars import ContextVar
 
 # The peer as Kafka shows it in DescribeGroups: "/127.0.0.1".
 client_host: ContextVar[str] = ContextVar("client_host", default="")
+
+# This connection's accounting (strom.broker.stats.ConnectionStats), for the console and metrics.
+connection_stats: ContextVar = ContextVar("connection_stats", default=None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import TYPE_CHECKING
 
 import trio
@@ -81,6 +82,8 @@ class ConnectionHandler:
         peer = _peer_name(stream)
         context.client_host.set("/" + peer.rsplit(":", 1)[0])
         conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
+        stats = self.broker.stats.open_connection(peer)
+        context.connection_stats.set(stats)
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
         try:
             while True:
@@ -89,6 +92,7 @@ class ConnectionHandler:
                 if idle.cancelled_caught:
                     log.info("closing idle connection peer=%s", peer)
                     return
+                self.broker.stats.received(stats, len(data))
                 conn.receive_data(data)
                 if not await self._answer(conn, stream, peer):
                     return
@@ -99,6 +103,7 @@ class ConnectionHandler:
         except Exception:
             log.exception("closing connection peer=%s after an unexpected error", peer)
         finally:
+            self.broker.stats.close_connection(stats)
             with trio.move_on_after(1):
                 await stream.aclose()
 
@@ -135,18 +140,26 @@ class ConnectionHandler:
             log.warning("closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
                         "(ApiVersions lists what is)", peer, header.api_key, header.api_version)
             return False
+        accounting = self.broker.stats
+        api = accounting.begin(header.api_key)
+        started = time.perf_counter()
+        body, failed = None, True
         try:
             faults = self.broker.faults  # None unless a test injects faults (broker.faults)
             if faults is None:
                 body = await module.handle(self.broker, request)
             else:
                 body = await faults.handle(module, request, peer)
+            failed = False
         except DropConnection:
             return False
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s; closing the connection",
                           module.__name__.rsplit(".", 1)[-1], request.header.api_version, peer)
             return False
+        finally:
+            accounting.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
+                           failed, self.broker.topic_name_by_id)
         if body is not None:
             out.extend(conn.send_response(request, body))
         return True
@@ -163,6 +176,7 @@ class ConnectionHandler:
         return True
 
     async def _send(self, stream, parts: list) -> None:
+        self.broker.stats.sent(context.connection_stats.get(None), parts)
         with trio.fail_after(SEND_TIMEOUT_S):
             await send_parts(stream, parts)
 

@@ -16,7 +16,7 @@ DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 # Kafka's ConfigType codes
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 
 
 def _entry(name: str, value, source: int, typ: str, synonyms: list, doc: str | None) -> dict:
@@ -52,7 +52,10 @@ def broker_entries(broker, keys: list[str] | None, docs: bool = False) -> list[d
             continue
         value = format_value(broker.config[name])
         source = STATIC_BROKER_CONFIG if name in broker.config.originals else DEFAULT_CONFIG
-        out.append(_entry(name, value, source, definition.type, [], definition.doc if docs else None))
+        entry = _entry(name, value, source, definition.type, [], definition.doc if docs else None)
+        if definition.type == "password":  # as Kafka: a secret's value is never sent
+            entry["value"], entry["is_sensitive"] = None, True
+        out.append(entry)
     return out
 
 

@@ -268,6 +268,7 @@ class ClusterMember:
             if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
                 partition.log.leader_epoch_cache.assign(state.leader_epoch, partition.log.log_end_offset)
                 partition.become_leader(state.leader_epoch, replicas, list(state.isr), versioned.zk_version)
+                self.broker.stats.leader_elections += 1
                 log.info("leader of %s-%d epoch=%d isr=%s", partition.topic, partition.index,
                          state.leader_epoch, list(state.isr))
             else:
@@ -318,6 +319,10 @@ class ClusterMember:
             log.warning("ISR update of %s-%d failed: %s", partition.topic, partition.index, exc)
             return
         log.info("ISR of %s-%d is now %s", partition.topic, partition.index, isr)
+        if len(isr) < len(partition.isr):
+            self.broker.stats.isr_shrinks += 1
+        elif len(isr) > len(partition.isr):
+            self.broker.stats.isr_expands += 1
         partition.isr, partition.state_version = list(isr), version
         partition.maybe_advance_high_watermark()
         self.broker.replicas.notify_data()

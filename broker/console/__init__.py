@@ -1,0 +1,54 @@
+"""The web console and /metrics, served on the broker's trio loop (see README, "Console").
+
+`Console(broker).run` serves the configured `console.listeners` with Hypercorn's trio worker and
+runs the history sampler beside it. The ASGI app only reads the broker through `BrokerSource`.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+log = logging.getLogger("strom.console")
+
+
+class Console:
+    def __init__(self, broker):
+        from .history import History
+        from .source import BrokerSource
+
+        self.broker = broker
+        self.source = BrokerSource(broker)
+        config = broker.config
+        self.history = History(self.source, config["console.history.interval.ms"] / 1000,
+                               config["console.history.retention.ms"] / 1000)
+        self.urls: list[str] = []
+
+    @property
+    def url(self) -> str | None:
+        return self.urls[0] if self.urls else None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve
+
+        from .app import AccessMiddleware, Access, build_app
+
+        config = Config()
+        config.bind = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.broker.config.console_listeners]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("strom.console.http")
+        config.graceful_timeout = 1.0
+        config.keep_alive_timeout = 30
+        config.include_server_header = False
+        access = Access(self.broker.config)
+        app = AccessMiddleware(build_app(self.source, self.history), access)
+        async with trio.open_nursery() as nursery:
+            try:
+                self.urls = await nursery.start(serve, app, config)
+            except OSError as exc:
+                raise OSError(f"console.listeners: cannot listen on {config.bind}: {exc.strerror or exc}") from None
+            nursery.start_soon(self.history.run)
+            log.info("console listening on %s%s", ", ".join(self.urls),
+                     "" if access.open else " (authentication required)")
+            task_status.started(self.urls)

@@ -1,0 +1,193 @@
+"""/metrics: the broker's figures in Prometheus text format, named after Kafka's JMX metrics the way
+the Prometheus JMX exporter names them (`kafka_server_brokertopicmetrics_bytes_in_total` for
+kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec), so dashboards carry over.
+
+Nothing is counted here: a collector reads `BrokerStats` and the broker's state when scraped,
+so the request path only pays for plain integer increments.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from strom.protocol.schema import ApiKey
+
+from ..stats import LATENCY_BUCKETS
+from .source import BrokerSource
+from .views import Views
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Kafka's request names (the `request` tag of kafka.network:type=RequestMetrics).
+def request_name(api_key: int) -> str:
+    try:
+        return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return str(api_key)
+
+
+METRIC_NAMES = {
+    "kafka_server_brokertopicmetrics_messages_in_total": "records appended, per topic (MessagesInPerSec)",
+    "kafka_server_brokertopicmetrics_bytes_in_total": "record batch bytes appended by producers, per topic (BytesInPerSec)",
+    "kafka_server_brokertopicmetrics_bytes_out_total": "record bytes sent to consumers, per topic (BytesOutPerSec)",
+    "kafka_server_brokertopicmetrics_messages_out_total": "records consumers moved past, per topic (fetch offset advances)",
+    "kafka_server_brokertopicmetrics_replication_bytes_out_total": "record bytes sent to follower replicas (ReplicationBytesOutPerSec)",
+    "kafka_server_brokertopicmetrics_total_produce_requests_total": "produce requests per topic (TotalProduceRequestsPerSec)",
+    "kafka_server_brokertopicmetrics_total_fetch_requests_total": "fetch requests per topic (TotalFetchRequestsPerSec)",
+    "kafka_network_requestmetrics_requests_total": "requests answered, per API (RequestsPerSec)",
+    "kafka_network_requestmetrics_errors_total": "requests whose handler failed, per API",
+    "kafka_network_requestmetrics_total_time_seconds": "request latency histogram, per API (TotalTimeMs)",
+    "kafka_server_delayedoperationpurgatory_purgatory_size": "Produce (acks=all) and Fetch (long poll) requests waiting",
+    "kafka_server_replicamanager_partition_count": "partitions hosted here",
+    "kafka_server_replicamanager_leader_count": "partitions led here",
+    "kafka_server_replicamanager_under_replicated_partitions": "partitions led here with fewer in-sync replicas than replicas",
+    "kafka_server_replicamanager_isr_shrinks_total": "ISR shrinks by this broker as leader (IsrShrinksPerSec)",
+    "kafka_server_replicamanager_isr_expands_total": "ISR expansions by this broker as leader (IsrExpandsPerSec)",
+    "kafka_controller_kafkacontroller_offline_partitions_count": "partitions without a live leader",
+    "kafka_controller_kafkacontroller_active_controller_count": "1 on the active controller",
+    "kafka_controller_controllerstats_leader_elections_total": "times this broker became a partition's leader",
+    "kafka_server_socketservermetrics_connection_count": "open client connections",
+    "kafka_server_socketservermetrics_connection_creation_total": "connections accepted",
+    "kafka_server_socketservermetrics_connection_close_total": "connections closed",
+    "kafka_server_socketservermetrics_incoming_byte_total": "bytes received on client connections",
+    "kafka_server_socketservermetrics_outgoing_byte_total": "bytes sent on client connections",
+    "kafka_coordinator_group_groupmetadatamanager_num_groups": "consumer groups coordinated here, per state",
+    "kafka_consumergroup_lag": "records between a group's committed offset and the high watermark, per partition",
+    "kafka_consumergroup_lag_bytes": "bytes between a group's committed offset and the high watermark, per partition",
+    "kafka_consumergroup_current_offset": "a group's committed offset, per partition",
+    "kafka_log_log_size_bytes": "bytes in a partition's segments (kafka.log:type=Log,name=Size)",
+    "kafka_log_log_end_offset": "a partition's log end offset (LogEndOffset)",
+    "kafka_log_log_start_offset": "a partition's log start offset (LogStartOffset)",
+    "kafka_log_num_log_segments": "a partition's segment count (NumLogSegments)",
+    "kafka_server_kafkaserver_uptime_seconds": "seconds since the broker started",
+}
+
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Empty", "Dead")
+
+
+def _name(full: str) -> str:
+    return full[:-len("_total")] if full.endswith("_total") else full
+
+
+class _Collector:
+    def __init__(self, source: BrokerSource):
+        self.source = source
+        self.views = Views(source)
+
+    def _counter(self, name: str, labels=()):
+        return CounterMetricFamily(_name(name), METRIC_NAMES[name], labels=list(labels))
+
+    def _gauge(self, name: str, labels=()):
+        return GaugeMetricFamily(name, METRIC_NAMES[name], labels=list(labels))
+
+    def collect(self):
+        s = self.source
+        stats = s.stats
+        topic_metrics = {
+            "kafka_server_brokertopicmetrics_messages_in_total": "messages_in",
+            "kafka_server_brokertopicmetrics_bytes_in_total": "bytes_in",
+            "kafka_server_brokertopicmetrics_bytes_out_total": "bytes_out",
+            "kafka_server_brokertopicmetrics_messages_out_total": "messages_out",
+            "kafka_server_brokertopicmetrics_replication_bytes_out_total": "replication_bytes_out",
+            "kafka_server_brokertopicmetrics_total_produce_requests_total": "produce_requests",
+            "kafka_server_brokertopicmetrics_total_fetch_requests_total": "fetch_requests",
+        }
+        for metric, attr in topic_metrics.items():
+            family = self._counter(metric, ["topic"])
+            for topic, t in sorted(stats.topics.items()):
+                family.add_metric([topic], getattr(t, attr))
+            yield family
+
+        requests = self._counter("kafka_network_requestmetrics_requests_total", ["request"])
+        errors = self._counter("kafka_network_requestmetrics_errors_total", ["request"])
+        latency = HistogramMetricFamily("kafka_network_requestmetrics_total_time_seconds",
+                                        METRIC_NAMES["kafka_network_requestmetrics_total_time_seconds"],
+                                        labels=["request"])
+        for key, api in sorted(stats.apis.items()):
+            name = request_name(key)
+            requests.add_metric([name], api.requests)
+            errors.add_metric([name], api.errors)
+            cumulative, buckets = 0, []
+            for bound, count in zip(LATENCY_BUCKETS, api.buckets):
+                cumulative += count
+                buckets.append((repr(bound), cumulative))
+            buckets.append(("+Inf", cumulative + api.buckets[-1]))
+            latency.add_metric([name], buckets, api.latency_sum)
+        yield requests
+        yield errors
+        yield latency
+
+        purgatory = self._gauge("kafka_server_delayedoperationpurgatory_purgatory_size", ["delayed_operation"])
+        for key, operation in ((0, "Produce"), (1, "Fetch")):
+            api = stats.apis.get(key)
+            purgatory.add_metric([operation], api.in_flight if api is not None else 0)
+        yield purgatory
+
+        local = s.local_partitions()
+        led = [p for p in local if p.is_leader]
+        for name, value in (
+                ("kafka_server_replicamanager_partition_count", len(local)),
+                ("kafka_server_replicamanager_leader_count", len(led)),
+                ("kafka_server_replicamanager_under_replicated_partitions",
+                 sum(len(p.isr) < len(p.replicas) for p in led)),
+                ("kafka_controller_kafkacontroller_active_controller_count", int(s.controller_id() == s.node_id)),
+                ("kafka_server_socketservermetrics_connection_count", len(stats.connections)),
+                ("kafka_server_kafkaserver_uptime_seconds", round(s.uptime_s(), 3))):
+            gauge = self._gauge(name)
+            gauge.add_metric([], value)
+            yield gauge
+        offline = self._gauge("kafka_controller_kafkacontroller_offline_partitions_count")
+        offline.add_metric([], sum(p.offline for name in s.topic_names() for p in s.partitions(name)))
+        yield offline
+        for name, value in (
+                ("kafka_server_replicamanager_isr_shrinks_total", stats.isr_shrinks),
+                ("kafka_server_replicamanager_isr_expands_total", stats.isr_expands),
+                ("kafka_controller_controllerstats_leader_elections_total", stats.leader_elections),
+                ("kafka_server_socketservermetrics_connection_creation_total", stats.connections_opened),
+                ("kafka_server_socketservermetrics_connection_close_total", stats.connections_closed),
+                ("kafka_server_socketservermetrics_incoming_byte_total", stats.bytes_in),
+                ("kafka_server_socketservermetrics_outgoing_byte_total", stats.bytes_out)):
+            counter = self._counter(name)
+            counter.add_metric([], value)
+            yield counter
+
+        groups = s.groups()
+        states = self._gauge("kafka_coordinator_group_groupmetadatamanager_num_groups", ["state"])
+        for state in GROUP_STATES:
+            states.add_metric([state], sum(g.state.value == state for g in groups))
+        yield states
+        lag = self._gauge("kafka_consumergroup_lag", ["group", "topic", "partition"])
+        lag_bytes = self._gauge("kafka_consumergroup_lag_bytes", ["group", "topic", "partition"])
+        current = self._gauge("kafka_consumergroup_current_offset", ["group", "topic", "partition"])
+        for group in sorted(groups, key=lambda g: g.group_id):
+            for entry in self.views._offsets(group):
+                labels = [group.group_id, entry["topic"], str(entry["partition"])]
+                current.add_metric(labels, entry["committed_offset"])
+                if entry["log_end_offset"] is not None:
+                    lag.add_metric(labels, entry["lag"])
+                    lag_bytes.add_metric(labels, entry["lag_bytes"])
+        yield lag
+        yield lag_bytes
+        yield current
+
+        size = self._gauge("kafka_log_log_size_bytes", ["topic", "partition"])
+        end = self._gauge("kafka_log_log_end_offset", ["topic", "partition"])
+        start = self._gauge("kafka_log_log_start_offset", ["topic", "partition"])
+        segments = self._gauge("kafka_log_num_log_segments", ["topic", "partition"])
+        for p in sorted(local, key=lambda p: (p.topic, p.index)):
+            labels = [p.topic, str(p.index)]
+            plog_segments = p.log.segments
+            size.add_metric(labels, sum(seg.size for seg in plog_segments))
+            end.add_metric(labels, p.log.log_end_offset)
+            start.add_metric(labels, p.log.log_start_offset)
+            segments.add_metric(labels, len(plog_segments))
+        yield size
+        yield end
+        yield start
+        yield segments
+
+
+def render(source: BrokerSource) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(source))
+    return generate_latest(registry)

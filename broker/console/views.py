@@ -1,0 +1,205 @@
+"""What each console page and /api endpoint shows, as plain dicts (the pages render the same dicts
+the JSON API returns, so both always agree)."""
+from __future__ import annotations
+
+import struct
+import time
+
+from .source import OFFSETS_TOPIC, BrokerSource, PartitionInfo
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]]:
+    """A ConsumerProtocolAssignment: int16 version, [topic: string, partitions: [int32]], user data."""
+    out: dict[str, list[int]] = {}
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(count, 0)):
+            (size,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            if size < 0 or pos + size > len(data):
+                return out
+            topic = data[pos:pos + size].decode("utf-8")
+            pos += size
+            (n,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            if n < 0 or pos + 4 * n > len(data):
+                return out
+            out[topic] = list(struct.unpack_from(f">{n}i", data, pos))
+            pos += 4 * n
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return out
+
+
+class Views:
+    def __init__(self, source: BrokerSource, history=None):
+        self.source = source
+        self.history = history
+
+    # ------------------------------------------------------------------ brokers and overview
+    def brokers(self) -> list[dict]:
+        s = self.source
+        live = {b[0]: b for b in s.live_brokers()}
+        controller = s.controller_id()
+        out = []
+        for broker_id in sorted(s.known_broker_ids() | set(live)):
+            entry = live.get(broker_id)
+            listeners = [f"PLAINTEXT://{entry[1]}:{entry[2]}"] if entry else []
+            if broker_id == s.node_id:
+                listeners = s.listeners()
+            out.append({"id": broker_id, "up": entry is not None, "host": entry[1] if entry else None,
+                        "port": entry[2] if entry else None, "rack": entry[3] if entry else None,
+                        "listeners": listeners, "controller": broker_id == controller,
+                        "this": broker_id == s.node_id})
+        return out
+
+    def _all_partitions(self):
+        for name in self.source.topic_names():
+            yield from self.source.partitions(name)
+
+    def overview(self) -> dict:
+        s = self.source
+        total = led = under = offline = 0
+        for p in self._all_partitions():
+            total += 1
+            led += p.leader == s.node_id
+            under += p.under_replicated
+            offline += p.offline
+        brokers = self.brokers()
+        rates = self.history.rates() if self.history is not None else {}
+        return {
+            "cluster_id": s.cluster_id(), "node_id": s.node_id, "controller": s.controller_id(),
+            "version": s.version, "uptime_s": round(s.uptime_s(), 1), "mode": "zookeeper" if s.clustered else "standalone",
+            "brokers": brokers, "brokers_up": sum(b["up"] for b in brokers),
+            "brokers_down": sum(not b["up"] for b in brokers),
+            "topics": len(s.topic_names()), "partitions": total, "partitions_led": led,
+            "under_replicated_partitions": under, "offline_partitions": offline,
+            "connections": len(s.stats.connections), "groups": len(s.groups()),
+            "bytes_in_per_s": rates.get("bytes_in", 0.0), "bytes_out_per_s": rates.get("bytes_out", 0.0),
+            "records_in_per_s": rates.get("messages_in", 0.0), "records_out_per_s": rates.get("messages_out", 0.0),
+        }
+
+    # ------------------------------------------------------------------ topics
+    def topics(self) -> list[dict]:
+        out = []
+        for name in self.source.topic_names():
+            parts = list(self.source.partitions(name))
+            out.append(self._topic_summary(name, parts))
+        return out
+
+    def _topic_summary(self, name: str, parts: list[PartitionInfo]) -> dict:
+        local = [p for p in parts if p.local]
+        rates = self.history.topic_rates(name) if self.history is not None else {}
+        return {
+            "name": name, "internal": name.startswith("__"), "partitions": len(parts),
+            "replication_factor": max((len(p.replicas) for p in parts), default=0),
+            "records": sum(max(0, p.high_watermark - p.log_start_offset) for p in local),
+            "log_end_offset": sum(p.log_end_offset for p in local),
+            "size": sum(p.size for p in local), "segments": sum(p.segments for p in local),
+            "under_replicated_partitions": sum(p.under_replicated for p in parts),
+            "offline_partitions": sum(p.offline for p in parts),
+            "bytes_in_per_s": rates.get("bytes_in", 0.0), "bytes_out_per_s": rates.get("bytes_out", 0.0),
+            "records_in_per_s": rates.get("messages_in", 0.0), "records_out_per_s": rates.get("messages_out", 0.0),
+        }
+
+    def topic(self, name: str) -> dict | None:
+        info = self.source.topic(name)
+        if info is None:
+            return None
+        parts = list(self.source.partitions(name))
+        out = self._topic_summary(name, parts)
+        out["topic_id"] = info.topic_id.hex()
+        out["partition_details"] = [{
+            "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": p.replicas,
+            "isr": p.isr, "offline_replicas": p.offline_replicas, "under_replicated": p.under_replicated,
+            "local": p.local, "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
+            "high_watermark": p.high_watermark, "segments": p.segments, "size": p.size,
+        } for p in parts]
+        out["configs"] = self.source.topic_configs(name)
+        return out
+
+    # ------------------------------------------------------------------ groups
+    def groups(self) -> list[dict]:
+        out = []
+        for group in sorted(self.source.groups(), key=lambda g: g.group_id):
+            detail = self._offsets(group)
+            out.append({
+                "group_id": group.group_id, "state": group.state.value, "protocol_type": group.protocol_type,
+                "protocol": group.protocol_name, "members": len(group.members),
+                "coordinator": self.source.node_id, "partitions": len(detail),
+                "total_lag": sum(o["lag"] for o in detail), "total_lag_bytes": sum(o["lag_bytes"] for o in detail),
+            })
+        return out
+
+    def _offsets(self, group, owners: dict | None = None) -> list[dict]:
+        out = []
+        for (topic, index), committed in sorted(group.offsets.items()):
+            partition = self.source.local_partition(topic, index)
+            entry = {"topic": topic, "partition": index, "committed_offset": committed.offset,
+                     "log_end_offset": None, "log_start_offset": None, "lag": 0, "lag_bytes": 0,
+                     "member": (owners or {}).get((topic, index)), "metadata": committed.metadata,
+                     "commit_timestamp": committed.commit_timestamp}
+            if partition is not None and partition.is_leader:
+                end = partition.high_watermark
+                entry["log_end_offset"] = end
+                entry["log_start_offset"] = partition.log.log_start_offset
+                entry["lag"] = max(0, end - committed.offset)
+                entry["lag_bytes"] = self.source.bytes_between(partition, committed.offset, end)
+            out.append(entry)
+        return out
+
+    def group(self, group_id: str) -> dict | None:
+        group = self.source.group(group_id)
+        if group is None:
+            return None
+        now = self.source.now()
+        members, owners = [], {}
+        for m in group.members.values():
+            assignment = decode_assignment(m.assignment) if group.protocol_type == "consumer" else {}
+            for topic, parts in assignment.items():
+                for p in parts:
+                    owners[(topic, p)] = m.member_id
+            since = None
+            if m.heartbeat_deadline is not None:
+                since = max(0, int((now - (m.heartbeat_deadline - m.session_timeout_ms / 1000)) * 1000))
+            members.append({
+                "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                "instance_id": m.group_instance_id, "session_timeout_ms": m.session_timeout_ms,
+                "since_heartbeat_ms": since, "leader": m.member_id == group.leader_id,
+                "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())],
+            })
+        offsets = self._offsets(group, owners)
+        return {
+            "group_id": group.group_id, "state": group.state.value, "protocol_type": group.protocol_type,
+            "protocol": group.protocol_name, "generation": group.generation, "leader": group.leader_id,
+            "coordinator": self.source.node_id, "members": members, "offsets": offsets,
+            "total_lag": sum(o["lag"] for o in offsets), "total_lag_bytes": sum(o["lag_bytes"] for o in offsets),
+        }
+
+    # ------------------------------------------------------------------ clients
+    def clients(self) -> list[dict]:
+        now_mono, now = time.monotonic(), time.time()
+        out = []
+        for c in sorted(self.source.stats.connections.values(), key=lambda c: c.id):
+            roles = []
+            if c.produces:
+                roles.append("produces")
+            if c.fetches:
+                roles.append("replicates" if c.replica_id >= 0 else "fetches")
+            if c.coordinates:
+                roles.append("coordinates")
+            out.append({
+                "id": c.id, "client_id": c.client_id, "software_name": c.software_name,
+                "software_version": c.software_version, "host": c.host, "port": c.port, "roles": roles,
+                "produce_requests": c.produces, "fetch_requests": c.fetches, "coordinator_requests": c.coordinates,
+                "producer_ids": sorted(c.producer_ids), "groups": sorted(c.groups), "requests": c.requests,
+                "bytes_in": c.bytes_in, "bytes_out": c.bytes_out,
+                "idle_ms": int((now_mono - c.last_active) * 1000), "connected_s": round(now - c.opened, 1),
+            })
+        return out
+
+
+def is_internal(topic: str) -> bool:
+    return topic == OFFSETS_TOPIC or topic.startswith("__")
