@@ -1,6 +1,7 @@
 """The broker: storage, topic metadata, partitions and listeners wired together, run on trio."""
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from dataclasses import dataclass
@@ -8,7 +9,9 @@ from dataclasses import dataclass
 import trio
 
 from strom.protocol.errors import ErrorCode
+from strom.storage import files
 from strom.storage.config import LogConfig
+from strom.storage.faults import storage_error
 from strom.storage.errors import StorageError
 from strom.storage.log_manager import LogManager
 
@@ -25,6 +28,33 @@ from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
 log = logging.getLogger("strom.broker")
 
 MAX_PARTITIONS = 10_000
+
+
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+class AcceptRetry(trio.abc.Listener):
+    """A listener whose accept waits out a lack of descriptors instead of failing: logged once
+    per burst with what to do (trio would log every attempt with a traceback), cached segment
+    files closed to make room, retried every 100 ms."""
+
+    def __init__(self, inner: trio.SocketListener) -> None:
+        self.inner = inner
+        self.socket = inner.socket
+
+    async def accept(self):
+        while True:
+            try:
+                return await self.inner.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                storage_error(exc, "accept a connection on", str(self.socket.getsockname()))
+                files.cache.shed()
+                await trio.sleep(0.1)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @dataclass(frozen=True)
@@ -100,6 +130,7 @@ class Broker:
         ``prebound``: listening sockets `strom serve` bound before loading the broker (see
         ``broker.listen``); without them the configured listeners are bound here, after the logs
         are open."""
+        self._size_file_cache()
         try:
             if self.cluster is None:
                 self.open_storage()
@@ -115,7 +146,7 @@ class Broker:
                 listeners = self._open_listeners(prebound)
                 handler = ConnectionHandler(self)
                 for listener in listeners:
-                    nursery.start_soon(trio.serve_listeners, handler, [listener])
+                    nursery.start_soon(trio.serve_listeners, handler, [AcceptRetry(listener)])
                 nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
                 nursery.start_soon(self._periodic, "checkpoint",
                                    self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
@@ -147,6 +178,15 @@ class Broker:
             from .faults import FaultInjector
             self._injector = FaultInjector(self)
         return self._injector
+
+    def _size_file_cache(self) -> None:
+        """Raise the soft open-files limit to the hard one and size the cache of open segment
+        files from it (or from log.open.files.max)."""
+        before, soft, hard = files.raise_open_files_limit()
+        configured = self.config["log.open.files.max"]
+        files.cache.resize(configured or files.auto_cache_size(soft))
+        log.info("open files limit: soft %d%s, hard %d; up to %d segment/index files kept open",
+                 soft, f" (raised from {before})" if soft != before else "", hard, files.cache.capacity)
 
     def close(self) -> None:
         if self.groups is not None:

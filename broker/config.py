@@ -105,6 +105,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        minimum=1),
     _D("log.flush.offset.checkpoint.interval.ms", "int", 60000,
        "How often recovery points are checkpointed.", minimum=1),
+    _D("log.open.files.max", "int", 0,
+       "Strom only: segment and index files kept open at once (an LRU cache; others are opened "
+       "when used). 0: half the open-files limit, at most 10000.", minimum=0),
     _D("message.max.bytes", "int", 1048588, "Largest record batch accepted.", minimum=0),
     _D("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", minimum=1),
     _D("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this."),

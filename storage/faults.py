@@ -67,7 +67,7 @@ def storage_error(exc: OSError, op: str, where: str, log_dir: str | None = None)
     name = errno_name(code)
     transient = is_transient(code)
     advice = _ADVICE.get(code, "check the disk and the broker's permissions on the log dir")
-    message = (f"storage failure: {op} {where} failed with {name} ({exc.strerror or exc})"
+    message = (f"{op} {where} failed with {name} ({exc.strerror or exc})"
                f"{f' in log dir {log_dir}' if log_dir else ''}: {advice}")
     _bursts.report((log_dir, code, op), message)
     return KafkaStorageError(message, code, getattr(exc, "filename", None), transient)

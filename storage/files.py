@@ -188,16 +188,19 @@ class FileHandle:
     """
 
     __slots__ = ("fd", "path", "__weakref__")
+    live = 0  # descriptors open through FileHandles now (cached or held by regions in flight)
 
     def __init__(self, path: str, flags: int) -> None:
         self.path = path
         self.fd = -1
         self.fd = ops.open(path, flags, 0o644)
+        FileHandle.live += 1
 
     def __del__(self, _close=os.close) -> None:  # _close bound now: os may be gone at exit
         fd = getattr(self, "fd", -1)
         if fd >= 0:
             self.fd = -1
+            FileHandle.live -= 1
             _close(fd)
 
     def pread(self, size: int, position: int) -> bytes:
@@ -281,10 +284,7 @@ class FileCache:
         except OSError as exc:
             if exc.errno not in (errno_mod.EMFILE, errno_mod.ENFILE) or not self._handles:
                 raise
-        with self._lock:
-            evicted = [self._handles.popitem(last=False)[1] for _ in range((len(self._handles) + 1) // 2)]
-            self.evicted += len(evicted)
-        del evicted
+        self.shed()
         return FileHandle(path, flags)
 
     def forget(self, path: str) -> None:
@@ -302,12 +302,47 @@ class FileCache:
                 self.evicted += 1
         del evicted
 
+    def shed(self) -> int:
+        """Close the older half of the cached descriptors (the process ran out); returns how many."""
+        with self._lock:
+            evicted = [self._handles.popitem(last=False)[1] for _ in range((len(self._handles) + 1) // 2)]
+            self.evicted += len(evicted)
+        count = len(evicted)
+        del evicted
+        return count
+
     def __len__(self) -> int:
         return len(self._handles)
 
 
 DEFAULT_CACHE_SIZE = 1000
 cache = FileCache(DEFAULT_CACHE_SIZE)
+
+
+def under_pressure() -> bool:
+    """More descriptors are open than the cache may hold (regions in flight keep evicted ones
+    open): senders should copy small regions instead of holding their descriptors."""
+    return bool(cache.capacity) and FileHandle.live > cache.capacity
+
+
+def raise_open_files_limit() -> tuple[int, int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; returns (soft before, soft now, hard)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return soft, target, hard
+        except (ValueError, OSError):
+            pass
+    return soft, soft, hard
+
+
+def auto_cache_size(soft_limit: int) -> int:
+    """Open files the cache may keep for a soft descriptor limit: half of it (the rest is for
+    connections, ZooKeeper, regions in flight), at least 16, at most 10,000."""
+    return max(16, min(10_000, soft_limit // 2))
 
 
 class FileRegion:

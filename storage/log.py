@@ -389,10 +389,13 @@ class Log:
             return FetchDataInfo(start_offset, None)
         segments = self._segments
         first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        for segment in segments[first:]:
-            region = segment.read(start_offset, max_bytes, max_offset, min_one_message)
-            if region is not None:
-                return FetchDataInfo(start_offset, region if region.size else None)
+        try:
+            for segment in segments[first:]:
+                region = segment.read(start_offset, max_bytes, max_offset, min_one_message)
+                if region is not None:
+                    return FetchDataInfo(start_offset, region if region.size else None)
+        except OSError as exc:
+            raise self._io_failure(exc, "read from") from None
         return FetchDataInfo(start_offset, None)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

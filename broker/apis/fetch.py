@@ -17,12 +17,16 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.legacy import downconvert
 from strom.protocol.schema import ApiKey
-from strom.storage.errors import OffsetOutOfRange
+from strom.storage import files
+from strom.storage.errors import OffsetOutOfRange, StorageError
 
 from ._common import ZERO_UUID, leader_partition
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (0, 17)
+# With more descriptors open than the file cache holds, regions up to this size are sent as a
+# copy: a fetch of a thousand partitions must not hold a thousand descriptors until it is sent.
+_COPY_UNDER_PRESSURE = 1 << 20
 log = logging.getLogger("strom.fetch")
 
 
@@ -96,9 +100,15 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     except OffsetOutOfRange:
         result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         return result, 0
+    except StorageError as exc:  # unreadable segment, no descriptor left: logged by storage
+        result["error_code"] = ErrorCode[exc.error_code_name]
+        return result, 0
     region = data.records
     if region is None or region.size == 0:
         return result, 0
+    if region.size <= _COPY_UNDER_PRESSURE and files.under_pressure():
+        result["records"] = region.read()  # do not hold one more descriptor until it is sent
+        return result, len(result["records"])
     if version < 4:
         converted = downconvert(region.read(), 0 if version < 2 else 1, min_offset=req.fetch_offset)
         result["records"] = converted
