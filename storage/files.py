@@ -200,7 +200,7 @@ class FileHandle:
         fd = getattr(self, "fd", -1)
         if fd >= 0:
             self.fd = -1
-            FileHandle.live -= 1
+            type(self).live -= 1
             _close(fd)
 
     def pread(self, size: int, position: int) -> bytes:
