@@ -15,12 +15,15 @@ from strom.storage.faults import storage_error
 from strom.storage.errors import StorageError
 from strom.storage.log_manager import LogManager
 
+from . import context
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError
 from .fetch_session import FetchManager, FetchSessionCache
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .replica_manager import Partition, ReplicaManager
+from .security import listener_security
+from .security.credentials import StandaloneCredentials
 from .server import ConnectionHandler
 from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
@@ -78,6 +81,10 @@ class Broker:
         self.authorizer = None  # an ACL authorizer when authorizer.class.name is set (broker/auth)
         self.stats = BrokerStats()
         self.console = None  # strom.broker.console.Console when console.listeners is set
+        # TLS and SASL settings per listener name, checked now so bad ones stop the start
+        self.security = {listener.name: listener_security(config, listener.name, listener.security_protocol)
+                         for listener in config.listeners}
+        self.credentials = None  # SCRAM credentials, once the metadata is open
         self.cluster = None
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
         # version cap or recording is active, so the request path checks one attribute for None.
@@ -94,6 +101,7 @@ class Broker:
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
+        self.credentials = StandaloneCredentials(self.topics)
         self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
@@ -144,9 +152,9 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 listeners = self._open_listeners(prebound)
-                handler = ConnectionHandler(self)
-                for listener in listeners:
-                    nursery.start_soon(trio.serve_listeners, handler, [AcceptRetry(listener)])
+                for name, listener in listeners:
+                    nursery.start_soon(trio.serve_listeners, ConnectionHandler(self, self.security[name]),
+                                       [AcceptRetry(listener)])
                 nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
                 nursery.start_soon(self._periodic, "checkpoint",
                                    self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
@@ -196,18 +204,20 @@ class Broker:
             self.logs = None
             log.info("broker stopped: logs flushed and closed")
 
-    def _open_listeners(self, prebound: list[BoundSockets] | None) -> list[trio.SocketListener]:
+    def _open_listeners(self, prebound: list[BoundSockets] | None) -> list[tuple[str, trio.SocketListener]]:
+        """(listener name, trio listener) for every bound socket; advertised addresses by name."""
         bound_sockets = prebound if prebound is not None else bind_listeners(self.config.listeners)
-        advertised = self.config.advertised or []
+        advertised = {a.name: a for a in self.config.advertised or []}
         out = []
-        for i, bound_socks in enumerate(bound_sockets):
+        for bound_socks in bound_sockets:
             listener = bound_socks.listener
-            bound = Listener(listener.name, listener.host, bound_socks.port)
-            adv = advertised[i] if i < len(advertised) else Listener(
+            bound = Listener(listener.name, listener.host, bound_socks.port, listener.security_protocol)
+            adv = advertised.get(listener.name) or Listener(
                 listener.name, listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1",
-                bound_socks.port)
+                bound_socks.port, listener.security_protocol)
             self.bound.append(BoundListener(bound, adv))
-            out.extend(trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in bound_socks.sockets)
+            out.extend((listener.name, trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+                       for sock in bound_socks.sockets)
         return out
 
     async def _periodic(self, name: str, interval_ms: int, work) -> None:
@@ -435,11 +445,14 @@ class Broker:
         live = self.cluster.view.brokers
         return state.leader, state.leader_epoch, replicas, list(state.isr), [r for r in replicas if r not in live]
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) of every live broker."""
+    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker, at its endpoint on ``listener_name``
+        (default: the listener of the current connection), as Kafka answers Metadata."""
+        if listener_name is None:
+            listener_name = context.listener_name.get()
         if self.cluster is not None:
-            return self.cluster.live_brokers()
-        endpoint = self.advertised_for()
+            return self.cluster.live_brokers(listener_name)
+        endpoint = self.advertised_for(listener_name)
         return [(self.node_id, endpoint.host, endpoint.port, self.config["broker.rack"])]
 
     @property

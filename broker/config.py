@@ -71,8 +71,49 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("node.id", "int", 0, "This broker's id (Kafka's broker.id).", minimum=0),
     _D("broker.id", "int", None, "Alias of node.id.", minimum=0),
     _D("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"],
-       "Addresses to listen on: PLAINTEXT://host:port, comma separated; port 0 lets the OS choose."),
-    _D("advertised.listeners", "list", None, "Addresses given to clients; default: listeners."),
+       "Addresses to listen on: NAME://host:port, comma separated (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL "
+       "or a name in listener.security.protocol.map); port 0 lets the OS choose."),
+    _D("advertised.listeners", "list", None, "Addresses given to clients, per listener name; default: listeners."),
+    _D("listener.security.protocol.map", "list",
+       ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+       "Listener name to security protocol, NAME:PROTOCOL comma separated."),
+    _D("inter.broker.listener.name", "string", None,
+       "Listener other brokers replicate through; default: the one of security.inter.broker.protocol."),
+    _D("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers.",
+       choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _D("ssl.keystore.type", "string", "JKS", "PEM or PKCS12 (JKS is not readable here: convert it with keytool).",
+       choices=("JKS", "PEM", "PKCS12")),
+    _D("ssl.keystore.location", "string", None, "Key store file: the broker's certificate chain and private key."),
+    _D("ssl.keystore.password", "string", None, "Password of the PKCS12 key store."),
+    _D("ssl.keystore.certificate.chain", "string", None, "Inline PEM certificate chain (ssl.keystore.type=PEM)."),
+    _D("ssl.keystore.key", "string", None, "Inline PEM private key (ssl.keystore.type=PEM)."),
+    _D("ssl.key.password", "string", None, "Password of the private key."),
+    _D("ssl.truststore.type", "string", "JKS", "PEM or PKCS12.", choices=("JKS", "PEM", "PKCS12")),
+    _D("ssl.truststore.location", "string", None, "Trust store file: CA certificates client certificates are checked against."),
+    _D("ssl.truststore.password", "string", None, "Password of the PKCS12 trust store."),
+    _D("ssl.truststore.certificates", "string", None, "Inline PEM trusted certificates (ssl.truststore.type=PEM)."),
+    _D("ssl.client.auth", "string", "none", "Client certificates: none, requested or required.",
+       choices=("none", "requested", "required")),
+    _D("ssl.principal.mapping.rules", "string", "DEFAULT",
+       "Rules turning a client certificate's distinguished name into a principal name, as Kafka's."),
+    _D("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.",
+       choices=("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")),
+    _D("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites (OpenSSL or IANA names); empty: the defaults."),
+    _D("ssl.protocol", "string", "TLSv1.3", "Accepted for compatibility; ssl.enabled.protocols decides."),
+    _D("ssl.endpoint.identification.algorithm", "string", "https",
+       "Host name check of the certificate when this broker connects to others (https or empty)."),
+    _D("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+       "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (GSSAPI is not supported)."),
+    _D("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    _D("connection.failed.authentication.delay.ms", "int", 100,
+       "How long a failed authentication waits before its answer and the close.", minimum=0),
+    _D("connections.max.reauth.ms", "long", 0,
+       "Authenticated SASL sessions must re-authenticate within this (KIP-368); 0: never.", minimum=0),
+    _D("authorizer.class.name", "string", "",
+       "ACL authorizer: kafka.security.authorizer.AclAuthorizer or "
+       "org.apache.kafka.metadata.authorizer.StandardAuthorizer; empty: none."),
+    _D("super.users", "string", "", "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    _D("allow.everyone.if.no.acl.found", "bool", False, "With an authorizer: allow access to resources that have no ACL."),
     _D("log.dirs", "list", ["./strom-data"], "Directories holding the partition logs."),
     _D("log.dir", "string", None, "Single-directory alias of log.dirs."),
     _D("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
@@ -229,22 +270,44 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.name}://{host}:{self.port}"
 
 
-def parse_listener(text: str) -> Listener:
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+
+
+def parse_protocol_map(entries: list[str]) -> dict[str, str]:
+    out = {}
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: {entry!r}: expected NAME:PROTOCOL with PROTOCOL "
+                              f"one of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name] = protocol
+    return out
+
+
+def parse_listener(text: str, protocol_map: dict[str, str] | None = None) -> Listener:
     match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[0-9a-fA-F:.]*\]|[^:\[\]]*):(\d+)", text)
     if not match:
         raise ConfigError(f"listener {text!r}: expected NAME://host:port")
     name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
-    if name != "PLAINTEXT":
-        raise ConfigError(f"listener {text!r}: only PLAINTEXT is supported")
+    protocols = DEFAULT_PROTOCOL_MAP if protocol_map is None else protocol_map
+    if name not in protocols:
+        raise ConfigError(f"listener {text!r}: {name} has no security protocol; "
+                          f"add {name}:PROTOCOL to listener.security.protocol.map")
     if port > 65535:
         raise ConfigError(f"listener {text!r}: port out of range")
-    return Listener(name, host, port)
+    return Listener(name, host, port, protocols[name])
+
+
+LISTENER_PREFIX = "listener.name."
 
 
 def parse_console_listener(text: str) -> tuple[str, int]:
@@ -279,7 +342,7 @@ class BrokerConfig:
             raw = props.get(name)
             self.values[name] = definition.default if raw is None else definition.parse(raw)
         for name in props:
-            if name not in BROKER_CONFIGS:
+            if name not in BROKER_CONFIGS and not name.startswith(LISTENER_PREFIX):
                 log.warning("config key=%s is not a known config and is ignored", name)
         if self.values["broker.id"] is not None:
             self.values["node.id"] = self.values["broker.id"]
@@ -287,11 +350,19 @@ class BrokerConfig:
             self.values["log.dirs"] = [self.values["log.dir"]]
         if not self.values["log.dirs"]:
             raise ConfigError("log.dirs: at least one directory is needed")
-        self.listeners = [parse_listener(text) for text in self.values["listeners"]]
+        self.protocol_map = parse_protocol_map(self.values["listener.security.protocol.map"])
+        self.listeners = [parse_listener(text, self.protocol_map) for text in self.values["listeners"]]
         if not self.listeners:
             raise ConfigError("listeners: at least one listener is needed")
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners: each listener name may appear once: {','.join(names)}")
         advertised = self.values["advertised.listeners"]
-        self.advertised = [parse_listener(text) for text in advertised] if advertised else None
+        self.advertised = [parse_listener(text, self.protocol_map) for text in advertised] if advertised else None
+        for adv in self.advertised or ():
+            if adv.name not in names:
+                raise ConfigError(f"advertised.listeners: {adv} names no listener in listeners ({','.join(names)})")
+        self.inter_broker_listener = self._inter_broker_listener(names)
         self.console_listeners = [parse_console_listener(text) for text in self.values["console.listeners"] or ()]
         if self.console_listeners and not self.console_auth_configured():
             public = [c for c in self.console_listeners if not _is_loopback(c[0])]
@@ -303,6 +374,34 @@ class BrokerConfig:
 
     def console_auth_configured(self) -> bool:
         return bool(self.values["console.auth.token"] or self.values["console.auth.password"])
+
+    def _inter_broker_listener(self, names: list[str]) -> str:
+        explicit = self.values["inter.broker.listener.name"]
+        if explicit is not None:
+            if "security.inter.broker.protocol" in self.originals:
+                raise ConfigError("set only one of inter.broker.listener.name and security.inter.broker.protocol")
+            if explicit.upper() not in names:
+                raise ConfigError(f"inter.broker.listener.name={explicit}: no such listener in listeners")
+            return explicit.upper()
+        protocol = self.values["security.inter.broker.protocol"]
+        if "security.inter.broker.protocol" in self.originals:
+            if protocol not in names:
+                raise ConfigError(f"security.inter.broker.protocol={protocol}: listeners has no {protocol} listener")
+            return protocol
+        return protocol if protocol in names else names[0]
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """A setting as one listener sees it: ``listener.name.<listener>.<key>`` when set, else the
+        broker-wide value (Kafka's listener-prefixed overrides)."""
+        raw = self.originals.get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+        if raw is None:
+            return self.values.get(key)
+        definition = BROKER_CONFIGS.get(key)
+        return definition.parse(raw) if definition is not None else raw
+
+    def listener_raw(self, listener: str, key: str) -> str | None:
+        """A listener-only setting without a broker-wide default (sasl.jaas.config and the like)."""
+        return self.originals.get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
-                                 Request, ServerConnection)
+                                 RawFrame, Request, ServerConnection)
 
 from . import context
 from .apis import HANDLERS, SUPPORTED_RANGE, error_response
 from .faults import DropConnection
+from .security import PLAINTEXT, ListenerSecurity
+from .security.connection import SecureConnection
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -75,17 +77,24 @@ async def _sendfile(sock, region) -> None:
 
 
 class ConnectionHandler:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: "Broker", security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
+        self.security = security
 
     async def __call__(self, stream: trio.SocketStream) -> None:
         peer = _peer_name(stream)
         context.client_host.set("/" + peer.rsplit(":", 1)[0])
+        context.listener_name.set(self.security.name)
         conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
         stats = self.broker.stats.open_connection(peer)
         context.connection_stats.set(stats)
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
+        secure = SecureConnection(self.security, self.broker, peer, conn)
         try:
+            wrapped = await secure.start(stream)
+            if wrapped is None:
+                return
+            stream = wrapped
             while True:
                 with trio.move_on_after(idle_s) as idle:
                     data = await stream.receive_some(RECEIVE_SIZE)
@@ -94,7 +103,7 @@ class ConnectionHandler:
                     return
                 self.broker.stats.received(stats, len(data))
                 conn.receive_data(data)
-                if not await self._answer(conn, stream, peer):
+                if not await self._answer(conn, stream, peer, secure):
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection lost peer=%s", peer)
@@ -107,7 +116,7 @@ class ConnectionHandler:
             with trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _answer(self, conn: ServerConnection, stream, peer: str) -> bool:
+    async def _answer(self, conn: ServerConnection, stream, peer: str, secure: SecureConnection) -> bool:
         """Answer every whole request received so far; False when the connection must close."""
         out: list = []
         keep_open = True
@@ -115,7 +124,15 @@ class ConnectionHandler:
             event = conn.next_event()
             if event is NEED_DATA:
                 break
-            if isinstance(event, Request):
+            if secure.intercepts(event):
+                # SASL before authentication (or re-authentication): answered by the session
+                if out:
+                    await self._send(stream, out)
+                    out = []
+                keep_open = await secure.answer(event, stream, self._send)
+                if keep_open == "dispatch":
+                    keep_open = await self._dispatch(conn, event, out, peer)
+            elif isinstance(event, Request):
                 if out and _may_wait(self.broker, event):
                     await self._send(stream, out)
                     out = []

@@ -73,6 +73,7 @@ class TopicStore:
         self.cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id = 0
         self.producer_id_limit = 0
+        self.users: dict[str, dict[str, str]] = {}  # SCRAM credentials as Kafka's /config/users/<user>
         if path.exists():
             self._load()
         else:
@@ -87,6 +88,7 @@ class TopicStore:
         self.cluster_id = data["cluster_id"]
         self.producer_id_limit = data.get("next_producer_id", 0)
         self.next_producer_id = self.producer_id_limit
+        self.users = data.get("users", {})
         for name, entry in data.get("topics", {}).items():
             info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
             self.topics[name] = info
@@ -102,6 +104,8 @@ class TopicStore:
                 for t in self.topics.values()
             },
         }
+        if self.users:
+            data["users"] = self.users
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=True)
         atomic_write(self.path, text.encode())
@@ -145,6 +149,13 @@ class TopicStore:
         info = self.topics[name]
         old, info.configs = info.configs, dict(configs)
         self._save_or_undo(lambda: setattr(info, "configs", old))
+
+    def set_user_configs(self, user: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.users[user] = dict(configs)
+        else:
+            self.users.pop(user, None)
+        self._save()
 
     def allocate_producer_id(self) -> int:
         """Producer ids come from blocks reserved on disk, so a restart never reuses one."""

@@ -20,7 +20,7 @@ from strom.protocol.errors import EncodeError, ErrorCode, ProtocolError, Unsuppo
 from strom.protocol.framing import FrameBuffer, FrameTooLarge
 from strom.protocol.schema import ApiKey, is_supported_version
 
-__all__ = ["NEED_DATA", "Request", "BadRequest", "FrameTooLarge", "ConnectionClosed",
+__all__ = ["NEED_DATA", "Request", "BadRequest", "FrameTooLarge", "ConnectionClosed", "RawFrame",
            "ServerConnection"]
 
 
@@ -66,7 +66,14 @@ class ConnectionClosed:
     leftover: int = 0
 
 
-Event = Request | BadRequest | FrameTooLarge | ConnectionClosed | _NeedData
+@dataclass(frozen=True)
+class RawFrame:
+    """A frame handed out undecoded while ``raw_frames`` is set (SASL tokens after a v0 handshake)."""
+
+    data: bytes
+
+
+Event = Request | BadRequest | FrameTooLarge | ConnectionClosed | RawFrame | _NeedData
 
 
 class ServerConnection:
@@ -75,6 +82,13 @@ class ServerConnection:
     def __init__(self, max_request_size: int = 100 * 1024 * 1024) -> None:
         self._frames = FrameBuffer(max_request_size)
         self._eof = False
+        # Set while the peer sends bare SASL tokens (SaslHandshake v0): frames come out as RawFrame.
+        self.raw_frames = False
+
+    def set_max_request_size(self, size: int) -> None:
+        """Change the largest frame accepted (smaller before SASL authentication, as Kafka's
+        ``sasl.server.max.receive.size``)."""
+        self._frames.max_frame_size = size
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes; ``b""`` means the peer closed the connection."""
@@ -89,6 +103,8 @@ class ServerConnection:
             return frame
         if frame is None:
             return ConnectionClosed(self._frames.buffered) if self._eof else NEED_DATA
+        if self.raw_frames:
+            return RawFrame(bytes(frame))
         return self._decode(frame)
 
     @staticmethod
@@ -107,6 +123,11 @@ class ServerConnection:
         """The response frame (size prefix included) for ``request``; see ``encode_response``."""
         h = request.header
         return encode_response(h.api_key, h.api_version, h.correlation_id, body)
+
+    @staticmethod
+    def send_raw(data: bytes) -> list[bytes]:
+        """A bare, size-prefixed frame (a SASL token answering a v0 client)."""
+        return [len(data).to_bytes(4, "big") + data]
 
     def send_error(self, bad: BadRequest, body: dict[str, Any]) -> list[bytes | object]:
         """Answer a ``BadRequest`` whose header was readable.

@@ -17,6 +17,7 @@ from . import (alter_configs, api_versions, create_partitions, create_topics, de
 from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
                list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 from . import create_acls, delete_acls, describe_acls, sasl_authenticate, sasl_handshake
+from . import alter_user_scram_credentials, describe_user_scram_credentials
 
 MODULES: list[ModuleType] = [
     produce,
@@ -49,6 +50,8 @@ MODULES: list[ModuleType] = [
     describe_acls,
     create_acls,
     delete_acls,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

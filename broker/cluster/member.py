@@ -136,7 +136,8 @@ class ClusterMember:
             await self.zk.close()
 
     async def _register(self) -> None:
-        endpoints = tuple(EndPoint(b.advertised.name, b.advertised.host, b.advertised.port)
+        endpoints = tuple(EndPoint(b.advertised.name, b.advertised.host, b.advertised.port,
+                                   b.advertised.security_protocol)
                           for b in self.broker.bound)
         info = BrokerInfo(self.node_id, endpoints, rack=self.config["broker.rack"],
                           timestamp_ms=int(trio.current_time() * 1000))
@@ -347,7 +348,7 @@ class ClusterMember:
                     if not partitions or info is None:
                         await self._changed.wait()
                         continue
-                    endpoint = info.endpoints[0]
+                    endpoint = info.endpoint(self.config.inter_broker_listener) or info.endpoints[0]
                     if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
                         if client is not None:
                             await client.close()
@@ -494,10 +495,14 @@ class ClusterMember:
         versioned = self.view.states.get((topic, index))
         return versioned.state if versioned else None
 
-    def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
+    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """Live brokers at their endpoint on ``listener_name``; brokers without that listener are
+        left out, as Kafka does."""
         out = []
         for broker_id, info in sorted(self.view.brokers.items()):
-            endpoint = info.endpoints[0]
+            endpoint = info.endpoint(listener_name) if listener_name else info.endpoints[0]
+            if endpoint is None:
+                continue
             out.append((broker_id, endpoint.host, endpoint.port, info.rack))
         return out
 

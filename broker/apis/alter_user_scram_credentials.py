@@ -1,0 +1,62 @@
+"""AlterUserScramCredentials: add, replace and delete users' SCRAM credentials (what
+`kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users` sends:
+the client salts and hashes, the broker keeps stored and server keys). A user with any invalid
+alteration keeps all of its credentials unchanged; errors and messages are Kafka 4.0's."""
+from collections import Counter
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_TYPES, scram_credential_from_salted
+from strom.protocol.schema import ApiKey
+
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+VERSIONS = (0, 0)
+
+
+def _error(change, deletion: bool, counts: Counter, existing: dict) -> tuple[int, str] | None:
+    if not change.name:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    mechanism = SCRAM_MECHANISM_TYPES.get(change.mechanism)
+    if mechanism is None:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if counts[(change.name, change.mechanism)] > 1:
+        return ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+    if deletion:
+        if mechanism not in existing.get(change.name, {}):
+            return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+    elif change.iterations < MIN_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+    elif change.iterations > MAX_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+    return None
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    changes = [(c, True) for c in body.deletions] + [(c, False) for c in body.upsertions]
+    users = list(dict.fromkeys(c.name for c, _ in changes))
+    if broker.authorizer is not None and not broker.authorizer.authorize_cluster("ALTER"):
+        return {"throttle_time_ms": 0, "results": [
+            {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users]}
+    existing = await broker.credentials.describe()
+    counts = Counter((c.name, c.mechanism) for c, _ in changes)
+    failed: dict[str, tuple[int, str]] = {}
+    for change, deletion in changes:
+        if change.name not in failed:
+            error = _error(change, deletion, counts, existing)
+            if error is not None:
+                failed[change.name] = error
+    upserts, deletions = {}, set()
+    for change, deletion in changes:
+        if change.name in failed:
+            continue
+        mechanism = SCRAM_MECHANISM_TYPES[change.mechanism]
+        if deletion:
+            deletions.add((change.name, mechanism))
+        else:
+            upserts[(change.name, mechanism)] = scram_credential_from_salted(
+                mechanism, change.salted_password, change.salt, change.iterations)
+    if upserts or deletions:
+        await broker.credentials.alter(upserts, deletions)
+    return {"throttle_time_ms": 0, "results": [
+        {"user": u, "error_code": failed[u][0] if u in failed else ErrorCode.NONE,
+         "error_message": failed[u][1] if u in failed else None} for u in users]}
