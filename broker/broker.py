@@ -174,7 +174,7 @@ class Broker:
                 task_status.started(self.bound)
         finally:
             with trio.CancelScope(shield=True):
-                for listener in listeners:
+                for _, listener in listeners:
                     await listener.aclose()
                 if self.cluster is not None:
                     await self.cluster.close()

@@ -17,6 +17,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+import trio
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import (SCRAM_MECHANISMS, SaslAuthenticationError, SaslError, ScramServer,
                                  parse_oauthbearer_initial, parse_plain, validate_unsecured_jws)
@@ -48,7 +50,7 @@ def _failure_message(mechanism: str, reauth: bool) -> str:
 
 
 class SaslSession:
-    def __init__(self, settings: SaslSettings, credentials, peer: str, clock=time.monotonic, wall=time.time):
+    def __init__(self, settings: SaslSettings, credentials, peer: str, clock=trio.current_time, wall=time.time):
         self.settings = settings
         self.credentials = credentials
         self.peer = peer
