@@ -447,9 +447,10 @@ class Broker:
 
     def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
         """(id, host, port, rack) of every live broker, at its endpoint on ``listener_name``
-        (default: the listener of the current connection), as Kafka answers Metadata."""
+        (default: the listener of the current connection, outside of one the first listener), as
+        Kafka answers Metadata."""
         if listener_name is None:
-            listener_name = context.listener_name.get()
+            listener_name = context.listener_name.get() or self.config.listeners[0].name
         if self.cluster is not None:
             return self.cluster.live_brokers(listener_name)
         endpoint = self.advertised_for(listener_name)

@@ -12,7 +12,7 @@ client_host: ContextVar[str] = ContextVar("client_host", default="")
 connection_stats: ContextVar = ContextVar("connection_stats", default=None)
 
 # The listener the connection came in on (Metadata answers with that listener's endpoints).
-listener_name: ContextVar[str] = ContextVar("listener_name", default="PLAINTEXT")
+listener_name: ContextVar[str] = ContextVar("listener_name", default="")
 
 # The authenticated principal of the connection, as Kafka writes it: "User:alice".
 principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
