@@ -90,6 +90,7 @@ class Broker:
         # version cap or recording is active, so the request path checks one attribute for None.
         self.faults = None
         self._injector = None
+        self.control_port: int | None = None  # the test control endpoint's port (control.listener)
         if config["zookeeper.connect"]:
             from .cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
@@ -168,6 +169,9 @@ class Broker:
                     from .console import Console
                     self.console = Console(self)
                     await nursery.start(self.console.run)
+                if self.config.control is not None:
+                    from .control import bind_control, serve_control
+                    self.control_port = await nursery.start(serve_control, self, bind_control(self))
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)

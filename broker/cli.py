@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from . import logs
-from .config import BrokerConfig, ConfigError, read_properties
+from .config import DEV_CONFIGS, BrokerConfig, ConfigError, read_properties
 from .listen import BoundSockets, bind_listeners
 
 log = logging.getLogger("strom")
@@ -57,14 +57,20 @@ def main() -> None:
               help="Write JSON with the bound host, port and pid here once accepting connections.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path | None, log_level: str) -> None:
+@click.option("--dev", is_flag=True,
+              help="Test-friendly defaults (no initial rebalance delay, short session timeouts allowed, "
+                   "auto-create, one offsets partition) and a control endpoint on 127.0.0.1 for fault "
+                   "injection; the properties file and --override still win.")
+def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path | None, log_level: str,
+          dev: bool) -> None:
     """Start a broker, as Kafka's kafka-server-start.
 
     With no arguments: a standalone broker on 127.0.0.1:9092 with data under ./strom-data.
     """
     logs.setup(log_level)
     try:
-        props = read_properties(properties) if properties else {}
+        props = {**DEV_CONFIGS, "control.listener": "127.0.0.1:0"} if dev else {}
+        props.update(read_properties(properties) if properties else {})
         props.update(_overrides(overrides))
         config = BrokerConfig(props)
     except ConfigError as exc:
@@ -92,8 +98,11 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
     broker = Broker(config)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(broker.run, prebound)
+        control = f"{config.control.host}:{broker.control_port}" if broker.control_port is not None else None
+        if control is not None:
+            log.info("control endpoint: strom control --to %s ...", control)
         if ready_file is not None:
-            _write_ready(ready_file, bound, broker.console.url if broker.console is not None else None)
+            _write_ready(ready_file, bound, broker.console.url if broker.console is not None else None, control)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 log.info("shutting down on %s", signal.Signals(signum).name)
@@ -101,12 +110,15 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
                 break
 
 
-def _write_ready(path: Path, bound, console: str | None = None) -> None:
+def _write_ready(path: Path, bound, console: str | None = None, control: str | None = None) -> None:
     first = bound[0].listener
     data = {"host": first.host, "port": first.port, "pid": os.getpid(),
-            "listeners": [str(b.listener) for b in bound]}
+            "listeners": [str(b.listener) for b in bound],
+            "bootstrap_servers": ",".join(f"{b.advertised.host}:{b.advertised.port}" for b in bound)}
     if console is not None:
         data["console"] = console
+    if control is not None:
+        data["control"] = control
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)

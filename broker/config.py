@@ -193,7 +193,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "How often the console samples offsets and rates for its graphs.", minimum=100),
     _D("console.history.retention.ms", "long", 3600000, "How long the console keeps offsets over time.",
        minimum=1000),
+    _D("control.listener", "string", None,
+       "Strom only, for tests: host:port of an HTTP endpoint for fault injection and test control "
+       "(loopback addresses only; port 0 lets the OS choose); unset = off. `strom serve --dev` sets it."),
 ]}
+
+# `strom serve --dev` and strom.testing's brokers: what a test suite wants, each one overridable.
+DEV_CONFIGS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "500",
+    "auto.create.topics.enable": "true",
+    "offsets.topic.num.partitions": "1",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+}
 
 
 TopicDef = tuple[str, str | None, str, Any]  # topic key, broker key it inherits, type, default
@@ -331,6 +344,20 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def parse_control_listener(text: str) -> Listener:
+    """``host:port`` of the test control endpoint; only loopback hosts, it has no authentication."""
+    match = re.fullmatch(r"(?:[A-Za-z]+://)?(\[[0-9a-fA-F:.]*\]|[^:\[\]]*):(\d+)", text.strip())
+    if not match:
+        raise ConfigError(f"control.listener={text!r}: expected host:port, e.g. 127.0.0.1:0")
+    host, port = match.group(1).strip("[]"), int(match.group(2))
+    if not (host == "localhost" or host == "::1" or re.fullmatch(r"127(\.\d{1,3}){3}", host)):
+        raise ConfigError(f"control.listener={text!r}: must be a loopback address (127.0.0.1); "
+                          f"the control endpoint has no authentication")
+    if port > 65535:
+        raise ConfigError(f"control.listener={text!r}: port out of range")
+    return Listener("CONTROL", host, port)
+
+
 class BrokerConfig:
     """Parsed broker configuration. `values` holds every key of BROKER_CONFIGS."""
 
@@ -371,6 +398,8 @@ class BrokerConfig:
                                   f"console.auth.username and console.auth.password, or console.auth.token")
         if (self.values["console.auth.username"] is None) != (self.values["console.auth.password"] is None):
             raise ConfigError("console.auth.username and console.auth.password go together")
+        control = self.values["control.listener"]
+        self.control = parse_control_listener(control) if control else None
 
     def console_auth_configured(self) -> bool:
         return bool(self.values["console.auth.token"] or self.values["console.auth.password"])

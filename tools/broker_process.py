@@ -37,6 +37,7 @@ class ReadyInfo:
     port: int
     pid: int
     listeners: tuple[str, ...]
+    control: str | None = None  # host:port of the test control endpoint, when it runs
 
     @classmethod
     def from_json(cls, text: str) -> "ReadyInfo":
@@ -47,6 +48,7 @@ class ReadyInfo:
                 port=int(doc["port"]),
                 pid=int(doc["pid"]),
                 listeners=tuple(doc.get("listeners", ())),
+                control=doc.get("control"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise BrokerProcessError(f"malformed ready file: {text!r}") from exc
@@ -61,7 +63,7 @@ class BrokerProcess:
     restarts, so the log tells the whole story of a test).
     """
 
-    def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: Mapping[str, str] | None = None, *, port: int = 0) -> None:
         self.workdir = Path(workdir)
         self.log_dir = self.workdir / "data"
         self.ready_file = self.workdir / "ready.json"
@@ -71,7 +73,7 @@ class BrokerProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._files: list[IO[bytes]] = []
         self.info: ReadyInfo | None = None
-        self._port = 0
+        self._port = port
 
     # -- addresses -------------------------------------------------------------------
     @property

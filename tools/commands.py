@@ -10,9 +10,11 @@ import click
 from strom.tools.admin import configs, topics
 from strom.tools.benchmark import bench
 from strom.tools.console import consume, produce
+from strom.tools.control_cli import control
 from strom.tools.dump_log import dump_log
 from strom.tools.groups import groups
 from strom.tools.perf import perf
 from strom.tools.spark.pipeline import pipeline
 
-COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline]
+COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline,
+                                 control]

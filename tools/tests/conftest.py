@@ -23,7 +23,7 @@ BROKER_OVERRIDES = {
 
 
 @pytest.fixture(scope="session")
-def strom_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def tools_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     broker = BrokerProcess(tmp_path_factory.mktemp("tools-broker"), BROKER_OVERRIDES).start()
     try:
         yield broker
@@ -63,5 +63,5 @@ class Strom:
 
 
 @pytest.fixture
-def strom(strom_broker: BrokerProcess) -> Strom:
-    return Strom(strom_broker)
+def strom(tools_broker: BrokerProcess) -> Strom:
+    return Strom(tools_broker)
