@@ -16,7 +16,9 @@ One run, in order:
    consuming client's own drain rate (records it has already fetched, per record size); streaming
    consume throughput of the acks=1 topics (one process, ``consume`` of 500, timed from the first
    record, ``rounds`` runs, best kept); end-to-end latency at a fixed modest rate; 50
-   connections x 20 one-record Produce requests in flight; peak memory (VmHWM).
+   connections x 20 one-record Produce requests in flight; peak memory (VmHWM); then broker CPU
+   with consumers of 1,000 idle partitions, full fetches vs incremental fetch sessions, and the
+   same against the reference Kafka 4.0 when it can run here (``bench_sessions``).
 
 Clients are confluent-kafka with linger.ms=5, batch.num.messages=10000, consumer
 fetch.queue.backoff.ms=1. Figures are reported, never asserted. The output is a table on stdout
@@ -39,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from strom.tools import bench_client, bench_inflight, bench_machine
+from strom.tools import bench_client, bench_inflight, bench_machine, bench_sessions
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -69,6 +71,10 @@ class BenchSettings:
     disk_bytes: int = 512 * MIB
     startup_runs: int = 5
     rtt_round_trips: int = 5_000
+    session_partitions: int = 1000
+    session_consumers: int = 4
+    session_seconds: float = 10.0
+    session_kafka: bool = True
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -77,7 +83,7 @@ class BenchSettings:
 FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
-                      startup_runs=3, rtt_round_trips=2_000)
+                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0)
 
 
 @dataclass
@@ -394,6 +400,11 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
         measure_latency(report, settings, broker.bootstrap, log)
         measure_inflight(report, settings, broker.port, log)
         _memory(report, "broker_peak_rss_mib", bench_machine.proc_status_bytes(broker.pid, "VmHWM"), None)
+        bench_sessions.measure_fetch_sessions(report, broker.pid, broker.port, log,
+                                              partitions=settings.session_partitions,
+                                              consumers=settings.session_consumers,
+                                              seconds=settings.session_seconds, workdir=workdir,
+                                              kafka=settings.session_kafka)
     finally:
         if profiler is not None:
             profiler.stop()
@@ -452,6 +463,7 @@ def bench(quick: bool, records: int | None, producers: int | None, json_path: Pa
             with tempfile.TemporaryDirectory(prefix="strom-bench-") as tmp:
                 report = run_benchmark(settings, Path(tmp), log, profile)
     except (bench_client.WorkloadError, bench_machine.MeasurementError, bench_inflight.InflightError,
+            bench_sessions.SessionBenchError,
             BrokerProcessError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(format_table(report))

@@ -14,7 +14,7 @@ from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, benc
 
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
-               rtt_round_trips=50)
+               rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -26,12 +26,14 @@ EXPECTED_FIGURES = {
     *(f"consume_{s}B_{p}p_{c}_records_per_s" for s in SIZES for p in PARTITIONS for c in CODECS),
     *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
     *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
+    "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
     "python_broker_imports_rss_bytes",
     *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
     *(f"client_drain_{s}B_records_per_s" for s in SIZES),
+    "strom_fetch_idle_full_cpu",
 }
 
 
@@ -58,6 +60,9 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert figures["consume_1024B_6p_none_records_per_s"]["value"] == best
     assert figures["produce_100B_1p_acks1_none_records_per_s"]["target"] == ">= 900,000/s"
     assert figures["startup_to_first_api_versions_s"]["value"] >= figures["startup_to_first_connection_s"]["value"]
+    sessions = doc["details"]["fetch_sessions_strom"]
+    assert sessions["session"]["response_bytes"] < sessions["full"]["response_bytes"] / 10, sessions
+    assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
 
     table = format_table(report)
     assert all(key in table for key in EXPECTED_FIGURES | EXPECTED_REFERENCES)
