@@ -33,6 +33,17 @@ log = logging.getLogger("strom.broker")
 MAX_PARTITIONS = 10_000
 
 
+def _make_dirs(dirs) -> None:
+    """Create the log dirs. The first holds the topic metadata and must work; another that
+    cannot be created is taken offline by the log manager while the rest serve (as Kafka)."""
+    dirs[0].mkdir(parents=True, exist_ok=True)
+    for d in dirs[1:]:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass
+
+
 _ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
 
@@ -99,8 +110,7 @@ class Broker:
     def open_storage(self) -> None:
         """Standalone: topics from the metadata file, every partition led here."""
         dirs = self.config.log_dirs
-        for d in dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        _make_dirs(dirs)
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
         self.credentials = StandaloneCredentials(self.topics)
         self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
@@ -115,8 +125,7 @@ class Broker:
 
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
-        for d in self.config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        _make_dirs(self.config.log_dirs)
         cluster_id = await self.cluster.connect()
         self.topics = self.cluster.cache
         self._start_logs(cluster_id, {})
@@ -440,7 +449,8 @@ class Broker:
             partition = self.replicas.get(topic, index)
             if partition is None:
                 return None
-            return partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, []
+            offline = [self.node_id] if partition.log.offline is not None else []
+            return partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, offline
         state = self.cluster.partition_state(topic, index)
         assignment = self.cluster.view.assignments.get(topic)
         if state is None or assignment is None or index not in assignment.partitions:

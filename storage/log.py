@@ -23,8 +23,8 @@ from strom.storage.checkpoint import fsync_dir
 from strom.storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
-    CorruptLog, CorruptRecord, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
-    RecordTooLarge, UnexpectedAppendOffset,
+    CorruptLog, CorruptRecord, KafkaStorageError, LogDirOffline, OffsetOutOfRange,
+    RecordBatchTooLarge, RecordTooLarge, UnexpectedAppendOffset,
 )
 from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
@@ -381,6 +381,8 @@ class Log:
         batch whose last offset reaches ``max_offset``. Raises OffsetOutOfRange outside
         [log_start_offset, log_end_offset].
         """
+        if self.offline is not None:
+            self._ensure_open()
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
@@ -630,7 +632,7 @@ class Log:
         Safe to call from a worker thread while the event-loop thread appends.
         """
         with self._lock:
-            if self._closed:
+            if self._closed or self.offline is not None:
                 return
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
             if target <= self.recovery_point and not self._dir_dirty:
@@ -656,6 +658,11 @@ class Log:
         """Flush, finish the time indexes, write a producer snapshot, release descriptors."""
         with self._lock:
             if self._closed:
+                return
+            if self.offline is not None:  # nothing can be written there: just let go
+                for segment in self._segments:
+                    segment.close()
+                self._closed = True
                 return
             failure: OSError | None = None
             try:
@@ -689,6 +696,16 @@ class Log:
     def _ensure_open(self) -> None:
         if self._closed:
             raise CorruptLog(f"log {self.topic}-{self.partition} is closed")
+        if self.offline is not None:
+            raise LogDirOffline(f"{self.topic}-{self.partition} is in offline log dir "
+                                f"{self.dir.parent}: {self.offline}", str(self.dir.parent))
+
+    # ================================================================ offline
+    offline: str | None = None  # why the log dir failed, once it has
+
+    def mark_offline(self, reason: str) -> None:
+        """The log dir failed: every later append, read and flush raises LogDirOffline."""
+        self.offline = reason
 
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "

@@ -1,18 +1,20 @@
 """All partition logs of a broker, across its log dirs, plus the per-dir checkpoint files."""
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
 from strom.storage.cleaner import CleanResult, LogCleaner
 from strom.storage.config import LogConfig
-from strom.storage.errors import CorruptLog, KafkaStorageError, StorageError
+from strom.storage.errors import CorruptLog, KafkaStorageError, LogDirOffline, StorageError
 from strom.storage.faults import storage_error
 from strom.storage.log import Log, parse_dir_name, wall_clock_ms
 
@@ -25,6 +27,32 @@ META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+_log = logging.getLogger("strom.storage")
+
+
+class LogDirInfo(NamedTuple):
+    """What DescribeLogDirs and ``strom log-dirs`` show of one log dir."""
+    path: Path
+    offline: str | None  # why it failed, None while it works
+    partitions: dict  # (topic, partition) -> (size in bytes, offset lag as Kafka: max(HW - LEO, 0))
+    total_bytes: int  # of the volume; -1 if unknown
+    usable_bytes: int
+
+
+def _dir_writable(log_dir: Path) -> bool:
+    """Whether a file can still be created, written and fsynced in ``log_dir``."""
+    probe = log_dir / ".strom-probe"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"probe")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError as exc:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -82,6 +110,8 @@ class LogManager:
         self.had_clean_shutdown = True
         self._cleaner = LogCleaner()
         self.uncleanable: set[TopicPartition] = set()
+        self.offline_dirs: dict[Path, str] = {}
+        self.dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
 
     # ------------------------------------------------------------ startup
     def startup(self, broker_id: int | None = None, cluster_id: str | None = None,
@@ -90,12 +120,83 @@ class LogManager:
         started = time.monotonic()
         self._topic_configs.update(topic_configs or {})
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._load_meta(log_dir, broker_id, cluster_id)
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._load_meta(log_dir, broker_id, cluster_id)
+            except OSError as exc:
+                self._fail_at_start(log_dir, exc)
         for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                self._load_dir(log_dir)
+            except OSError as exc:
+                self._fail_at_start(log_dir, exc)
         self._progress(f"loaded {len(self._logs)} logs from {len(self.log_dirs)} log dirs in "
                        f"{(time.monotonic() - started) * 1000:.0f} ms")
+
+    def _fail_at_start(self, log_dir: Path, exc: OSError) -> None:
+        """A log dir that cannot be loaded goes offline; the broker starts if another one works."""
+        error = storage_error(exc, "load log dir", str(log_dir), str(log_dir))
+        self.mark_offline(log_dir, str(error))
+        if all(d in self.offline_dirs for d in self.log_dirs):
+            raise StorageError(f"every log dir failed; the last: {error}") from None
+
+    # ------------------------------------------------------------ failed log dirs
+    def _on_io_failure(self, log: Log, error: KafkaStorageError) -> None:
+        """A log's system call failed: a failing or vanished dir goes offline (Kafka's rule),
+        a full one does not (its appends resume when space comes back)."""
+        if error.transient:
+            return
+        log_dir = self._log_dir_of.get((log.topic, log.partition))
+        if log_dir is None or log_dir in self.offline_dirs:
+            return
+        if error.errno in (errno.EIO, errno.EROFS) or not _dir_writable(log_dir):
+            self.mark_offline(log_dir, str(error))
+
+    def mark_offline(self, log_dir: Path, reason: str) -> None:
+        """Take a log dir offline: its partitions answer KAFKA_STORAGE_ERROR from now on, the
+        other dirs keep serving, and ``dir_failure_listener`` hears of it (the cluster moves
+        leadership away). Until the broker restarts with the disk repaired."""
+        with self._lock:
+            if log_dir in self.offline_dirs:
+                return
+            self.offline_dirs[log_dir] = reason
+            affected = [(tp, log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir]
+        for _, log in affected:
+            log.mark_offline(reason)
+        _log.error("log dir %s is offline (%s): its %d partitions answer KAFKA_STORAGE_ERROR until "
+                   "the disk is repaired and the broker restarted; %d other log dirs keep serving",
+                   log_dir, reason, len(affected), len(self.log_dirs) - len(self.offline_dirs))
+        listener = self.dir_failure_listener
+        if listener is not None:
+            listener(log_dir, [tp for tp, _ in affected])
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def describe_dirs(self) -> list[LogDirInfo]:
+        """Each log dir: offline reason, its partitions' sizes and offset lags, volume sizes."""
+        with self._lock:
+            logs = list(self._logs.items())
+        out = []
+        for log_dir in self.log_dirs:
+            total = usable = -1
+            reason = self.offline_dirs.get(log_dir)
+            if reason is None:
+                try:
+                    st = os.statvfs(log_dir)
+                    total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+                except OSError as exc:
+                    reason = str(storage_error(exc, "stat", str(log_dir), str(log_dir)))
+            partitions = {} if reason is not None else {
+                tp: (log.size_in_bytes, max(0, log.high_watermark - log.log_end_offset))
+                for tp, log in logs if self._log_dir_of.get(tp) == log_dir}
+            out.append(LogDirInfo(log_dir, reason, partitions, total, usable))
+        return out
 
     def _load_meta(self, log_dir: Path, broker_id: int | None, cluster_id: str | None) -> None:
         path = log_dir / META_PROPERTIES
@@ -155,6 +256,7 @@ class LogManager:
         return self._topic_configs.get(topic, self.default_config)
 
     def _register(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        log.io_failure_listener = self._on_io_failure
         with self._lock:
             self._logs[tp] = log
             self._log_dir_of[tp] = log_dir
@@ -175,10 +277,14 @@ class LogManager:
             return log
         if config is not None:
             self._topic_configs[topic] = config
-        counts = {d: 0 for d in self.log_dirs}
+        online = self.online_dirs()
+        if not online:
+            raise LogDirOffline(f"cannot create {topic}-{partition}: every log dir is offline")
+        counts = {d: 0 for d in online}
         for d in self._log_dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        log_dir = min(online, key=lambda d: counts[d])
         path = log_dir / f"{topic}-{partition}"
         existed = path.exists()
         try:
@@ -229,11 +335,17 @@ class LogManager:
             for tp, log in self._logs.items():
                 by_dir[self._log_dir_of[tp]][tp] = log
         for log_dir, logs in by_dir.items():
+            if log_dir in self.offline_dirs:
+                failed.add(log_dir)
+                continue
             try:
                 self._write_checkpoints(log_dir, logs)
             except OSError as exc:  # the last good checkpoints stay; retried at the next interval
-                storage_error(exc, "write checkpoints of", str(log_dir), str(log_dir))
+                error = storage_error(exc, "write checkpoints of", str(log_dir), str(log_dir))
                 failed.add(log_dir)
+                if not error.transient and (exc.errno in (errno.EIO, errno.EROFS)
+                                            or not _dir_writable(log_dir)):
+                    self.mark_offline(log_dir, str(error))
         return failed
 
     @staticmethod
@@ -258,6 +370,8 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         deleted = 0
         for log in self.all_logs().values():
+            if log.offline is not None:
+                continue
             try:
                 deleted += log.delete_old_segments()
             except OSError as exc:
@@ -273,7 +387,8 @@ class LogManager:
         through ``progress`` and skipped from then on (Kafka marks it uncleanable).
         """
         now = self._now_ms() if now_ms is None else now_ms
-        logs = {log: tp for tp, log in self.all_logs().items() if tp not in self.uncleanable}
+        logs = {log: tp for tp, log in self.all_logs().items()
+                if tp not in self.uncleanable and log.offline is None}
         results: dict[TopicPartition, CleanResult] = {}
         for log in self._cleaner.choose(logs, now):
             tp = logs[log]
@@ -294,6 +409,8 @@ class LogManager:
                 if log.config.compact_enabled:
                     by_dir[self._log_dir_of[tp]][tp] = log.cleaner_state.first_dirty_offset
         for log_dir, offsets in by_dir.items():
+            if log_dir in self.offline_dirs:
+                continue
             try:
                 OffsetCheckpointFile(log_dir / CLEANER_OFFSET_CHECKPOINT).write(offsets)
             except OSError as exc:

@@ -13,8 +13,9 @@ from strom.tools.console import consume, produce
 from strom.tools.control_cli import control
 from strom.tools.dump_log import dump_log
 from strom.tools.groups import groups
+from strom.tools.log_dirs import log_dirs
 from strom.tools.perf import perf
 from strom.tools.spark.pipeline import pipeline
 
 COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline,
-                                 control]
+                                 control, log_dirs]

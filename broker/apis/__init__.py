@@ -18,6 +18,7 @@ from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join
                list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 from . import create_acls, delete_acls, describe_acls, sasl_authenticate, sasl_handshake
 from . import alter_user_scram_credentials, describe_user_scram_credentials
+from . import describe_log_dirs
 
 MODULES: list[ModuleType] = [
     produce,
@@ -52,6 +53,7 @@ MODULES: list[ModuleType] = [
     delete_acls,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_log_dirs,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -20,6 +20,8 @@ def leader_partition(broker, topic: str, index: int, current_leader_epoch: int =
     if partition is None:
         known = topic in broker.topics.topics and index < broker.topics.topics[topic].partitions
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition.log.offline is not None:  # its log dir failed
+        return partition, ErrorCode.KAFKA_STORAGE_ERROR
     if not partition.is_leader:
         return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:

@@ -1,0 +1,45 @@
+"""DescribeLogDirs: each log dir of this broker, whether it works, and its partitions' sizes.
+
+As Kafka answers: one result per configured log dir (absolute path); an offline dir (it failed
+with I/O errors, was removed or became read-only) has KAFKA_STORAGE_ERROR and no topics; an
+online dir lists the requested partitions it holds (all with a null topic list) with their size
+in bytes and offset lag (max(high watermark - log end offset, 0), Kafka's formula; no future
+logs: Strom has no AlterReplicaLogDirs), and from v4 the volume's total and usable bytes.
+"""
+from __future__ import annotations
+
+import os
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+API_KEY = ApiKey.DESCRIBE_LOG_DIRS
+VERSIONS = (0, 4)
+
+
+def _wanted(body):
+    """None for every partition, else {topic: set of partitions}."""
+    if body.topics is None:
+        return None
+    return {t.topic: set(t.partitions) for t in body.topics}
+
+
+async def handle(broker, request) -> dict:
+    wanted = _wanted(request.body)
+    results = []
+    for info in broker.logs.describe_dirs():
+        result = {"error_code": ErrorCode.NONE, "log_dir": os.path.abspath(info.path), "topics": [],
+                  "total_bytes": info.total_bytes, "usable_bytes": info.usable_bytes}
+        if info.offline is not None:
+            result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, total_bytes=-1, usable_bytes=-1)
+            results.append(result)
+            continue
+        topics: dict[str, list] = {}
+        for (topic, index), (size, lag) in sorted(info.partitions.items()):
+            if wanted is not None and index not in wanted.get(topic, ()):
+                continue
+            topics.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
+                                                 "offset_lag": lag, "is_future_key": False})
+        result["topics"] = [{"name": name, "partitions": parts} for name, parts in topics.items()]
+        results.append(result)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
