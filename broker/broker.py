@@ -21,6 +21,8 @@ from .errors import TopicError
 from .fetch_session import FetchManager, FetchSessionCache
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
+from .txn.coordinator import TransactionCoordinator, TxnSettings
+from .txn.port import BrokerPort
 from .replica_manager import Partition, ReplicaManager
 from .security import listener_security
 from .security.credentials import StandaloneCredentials
@@ -96,6 +98,7 @@ class Broker:
         self.security = {listener.name: listener_security(config, listener.name, listener.security_protocol)
                          for listener in config.listeners}
         self.credentials = None  # SCRAM credentials, once the metadata is open
+        self.txn: TransactionCoordinator | None = None
         self.cluster = None
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
         # version cap or recording is active, so the request path checks one attribute for None.
@@ -122,6 +125,16 @@ class Broker:
                 log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
         self.groups = GroupCoordinator(self)
         self.groups.load()
+        self._start_txn()
+        self.txn.load()
+
+    def _start_txn(self) -> None:
+        def client(host: str, port: int):
+            from .cluster.client import BrokerClient
+            return BrokerClient(host, port, f"strom-txn-{self.node_id}")
+
+        self.txn = TransactionCoordinator(BrokerPort(self), TxnSettings.from_config(self.config), client,
+                                          lambda: self.groups._topic_partitions())
 
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
@@ -131,6 +144,7 @@ class Broker:
         self._start_logs(cluster_id, {})
         self.groups = GroupCoordinator(self)
         self.groups.load()
+        self._start_txn()
 
     def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
         self.logs = LogManager(self.config.log_dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
@@ -172,6 +186,7 @@ class Broker:
                                    self.config["log.retention.check.interval.ms"], self._retention)
                 nursery.start_soon(self._periodic, "log cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
                 nursery.start_soon(self.groups.run)
+                await nursery.start(self.txn.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)
                 if self.config.console_listeners:
@@ -210,6 +225,8 @@ class Broker:
                  soft, f" (raised from {before})" if soft != before else "", hard, files.cache.capacity)
 
     def close(self) -> None:
+        if self.txn is not None:
+            self.txn.shutdown()
         if self.groups is not None:
             self.groups.shutdown()
         if self.logs is not None:
@@ -330,6 +347,8 @@ class Broker:
                 raise
             for i, partition_log in enumerate(logs):
                 self.replicas.add(name, i, partition_log)
+            if name == "__transaction_state" and self.txn is not None:
+                self.txn.follow_leadership()
         if info is not None:
             log.info("created topic=%s partitions=%d replication_factor=%d", name, partitions, replication_factor)
         return info
@@ -441,6 +460,8 @@ class Broker:
         """Coordinate exactly the groups whose `__consumer_offsets` partition is led here."""
         if self.groups is not None:
             self.groups.follow_leadership()
+        if self.txn is not None:
+            self.txn.follow_leadership()
 
     # ----------------------------------------------------------------- metadata views
     def partition_view(self, topic: str, index: int) -> tuple[int, int, list[int], list[int], list[int]] | None:

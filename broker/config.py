@@ -196,6 +196,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("control.listener", "string", None,
        "Strom only, for tests: host:port of an HTTP endpoint for fault injection and test control "
        "(loopback addresses only; port 0 lets the OS choose); unset = off. `strom serve --dev` sets it."),
+    _D("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", minimum=1),
+    _D("transaction.state.log.replication.factor", "int", 1,
+       "Replication factor of __transaction_state (Kafka's default is 3; Strom's 1 suits one broker).",
+       minimum=1),
+    _D("transaction.state.log.min.isr", "int", 1,
+       "min.insync.replicas of __transaction_state: replicas a transaction state change needs.", minimum=1),
+    _D("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024, "Segment size of __transaction_state.",
+       minimum=14),
+    _D("transaction.max.timeout.ms", "int", 900000,
+       "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).", minimum=1),
+    _D("transactional.id.expiration.ms", "int", 604800000,
+       "A transactional id idle this long (no transaction in progress) is forgotten.", minimum=1),
+    _D("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+       "How often transactions open longer than their timeout are aborted.", minimum=1),
+    _D("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+       "How often expired transactional ids are removed.", minimum=1),
 ]}
 
 # `strom serve --dev` and strom.testing's brokers: what a test suite wants, each one overridable.

@@ -97,3 +97,7 @@ class LogDirOffline(KafkaStorageError):
     def __init__(self, message: str, log_dir: str | None = None) -> None:
         super().__init__(message, transient=False)
         self.log_dir = log_dir
+class InvalidTxnState(StorageError):
+    """A batch that does not fit the producer's transaction state (e.g. non-transactional while open)."""
+
+    error_code_name = "INVALID_TXN_STATE"

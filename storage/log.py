@@ -31,6 +31,7 @@ from strom.storage.files import FileRegion
 from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
+from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -125,6 +126,7 @@ class Log:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / EPOCH_FILE)
         self.producer_state = ProducerStateManager(self.dir)
+        self.txn = TxnLogState(self.dir)
         self.cleaner_state = CleanerState()
 
     # ================================================================ open / recovery
@@ -162,6 +164,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         snapshot_limit = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        self.txn.load(self._bases)
         self._rebuild_producer_state(snapshot_limit)
 
     def _check_segments(self, clean: bool, recovery_point: int,
@@ -207,8 +210,12 @@ class Log:
         """Newest snapshot at or below ``snapshot_limit``, then replay batch headers to the LEO."""
         start = self.producer_state.load_latest_snapshot(snapshot_limit)
         start = self.log_start_offset if start is None else max(start, self.log_start_offset)
+        self.txn.truncate_from(start, self._bases)
         for header in self._headers_from(start):
-            self.producer_state.update(header)
+            if header.is_control:
+                self._replay_control(header)
+            else:
+                self.producer_state.update(header)
 
     def _headers_from(self, offset: int):
         """Headers of every batch whose last offset >= ``offset``, in log order."""
@@ -329,11 +336,43 @@ class Log:
             segment.append(buf, [(h.size, h.last_offset, h.max_timestamp) for h in headers])
         except OSError as exc:
             raise self._io_failure(exc, "append to") from None
+        position = 0
         for header in headers:
-            self.producer_state.update(header)
+            if header.is_control:
+                self._on_control(buf, position, header, segment.base_offset)
+            else:
+                self.producer_state.update(header)
+            position += header.size
         self.log_end_offset = last + 1
         return LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset,
                              append_time, self.log_start_offset, len(headers), len(buf))
+
+    # ================================================================ transactions
+    def _on_control(self, buf, position: int, header: BatchHeader, segment_base: int) -> None:
+        """A transaction marker was appended: close the producer's transaction here, index aborts."""
+        from strom.protocol.records.control import coordinator_epoch_of
+        first = self.producer_state.complete_txn(header, coordinator_epoch_of(buf, position))
+        after = self.producer_state.first_unstable_offset()
+        self.txn.on_control(buf, position, header, first, segment_base,
+                            header.base_offset + 1 if after is None else after, self._high_watermark)
+
+    def _replay_control(self, header: BatchHeader) -> None:
+        """Recovery: re-apply a marker found by the header replay (its record says commit/abort)."""
+        data = self.read(header.base_offset, header.size, max_offset=None, min_one_message=True).records
+        raw = data.read() if data is not None else b""
+        base = self._bases[max(0, bisect.bisect_right(self._bases, header.base_offset) - 1)]
+        self._on_control(raw, 0, header, base)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Offsets below it belong to no open transaction (and are below the high watermark)."""
+        if not self.producer_state.ongoing and not self.txn.unreplicated:
+            return self._high_watermark
+        return self.txn.last_stable_offset(self._high_watermark, self.producer_state.first_unstable_offset())
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound) (read_committed fetch)."""
+        return self.txn.collect(fetch_offset, upper_bound)
 
     # ================================================================ roll
     def roll(self) -> None:
@@ -493,6 +532,7 @@ class Log:
         self._high_watermark = offset
         self.leader_epoch_cache.clear()
         self.producer_state.clear()
+        self.txn.clear()
         self.cleaner_state.first_dirty_offset = offset
         self.producer_state.delete_snapshots(lambda _: True)
 
@@ -561,6 +601,7 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_below(self.log_start_offset)
+        self.txn.drop_below(self.log_start_offset)
         return count
 
     def _purge_pending(self, now: int | None) -> None:
@@ -618,6 +659,7 @@ class Log:
             if not check(self._producer_last_offsets()):
                 return False
             segment, deleted = install(self._new_segment)
+            self.txn.rewrite_segment(segment.base_offset, segment.next_offset)
             segments = list(self._segments)
             segments[index:index + len(old)] = [segment]
             self._segments = segments
@@ -765,5 +807,5 @@ def _remove_leftovers(directory: Path) -> None:
     for path in directory.iterdir():
         if path.name.endswith(_LEFTOVER_SUFFIXES):
             path.unlink(missing_ok=True)
-        elif path.suffix in (".index", ".timeindex") and path.stem not in logs:
+        elif path.suffix in (".index", ".timeindex", TXN_INDEX_SUFFIX) and path.stem not in logs:
             path.unlink(missing_ok=True)

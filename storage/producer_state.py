@@ -13,8 +13,8 @@ Snapshot files ``<offset, 20 digits>.snapshot`` in the partition dir use Kafka's
         last_offset           int64
         offset_delta          int32   last_offset - first_offset of that batch
         timestamp             int64   the batch's max timestamp
-        coordinator_epoch     int32   -1 (transactions are not tracked here)
-        current_txn_first_offset int64  -1
+        coordinator_epoch     int32   epoch of the coordinator that wrote its last marker, or -1
+        current_txn_first_offset int64  first offset of its open transaction here, or -1
 
 Kafka writes one entry per producer (its latest batch). Strom writes one entry per cached batch,
 oldest first, so Kafka's reader (last entry per id wins) still sees the latest batch while Strom
@@ -38,7 +38,7 @@ import crc32c
 
 from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from strom.storage.checkpoint import atomic_write
-from strom.storage.errors import InvalidProducerEpoch, OutOfOrderSequence
+from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -65,6 +65,9 @@ class ProducerStateEntry:
     producer_id: int
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -108,12 +111,24 @@ class ProducerStateManager:
     * a producer id with no state is accepted at ANY first sequence. This is Kafka's behaviour
       since 2.4 (KIP-360): the state may have been removed by retention or DeleteRecords, so
       UNKNOWN_PRODUCER_ID is no longer raised.
-    Control batches (transaction markers) and batches without a producer id are not tracked.
+    Control batches (transaction markers) and batches without a producer id are not tracked
+    as batches.
+
+    Transactions: the first transactional batch of a producer opens its transaction here
+    (``current_txn_first_offset``, and ``ongoing`` maps producer id -> that offset); a marker
+    (:meth:`complete_txn`) closes it. While a transaction is open, a non-transactional batch of
+    the same epoch is INVALID_TXN_STATE; a marker older than the producer's epoch is
+    INVALID_PRODUCER_EPOCH.
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     # ------------------------------------------------------------ validation / update
     def validate(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -121,9 +136,19 @@ class ProducerStateManager:
         staged: dict[int, tuple[int, int]] = {}
         for header in headers:
             if not _tracked(header):
+                if header.is_control and header.producer_id >= 0:
+                    entry = self.producers.get(header.producer_id)
+                    if entry is not None and header.producer_epoch < entry.producer_epoch:
+                        raise InvalidProducerEpoch(
+                            f"producer {header.producer_id}: marker epoch {header.producer_epoch} "
+                            f"is older than {entry.producer_epoch}")
                 continue
             pid = header.producer_id
             entry = self.producers.get(pid)
+            if (entry is not None and entry.current_txn_first_offset >= 0 and not header.is_transactional
+                    and header.producer_epoch == entry.producer_epoch):
+                raise InvalidTxnState(
+                    f"producer {pid}: a non-transactional batch while its transaction is open")
             if pid in staged:
                 epoch, last_seq = staged[pid]
             else:
@@ -166,15 +191,40 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                            header.base_offset, header.last_offset,
                                            header.max_timestamp))
+        entry.last_timestamp = header.max_timestamp
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+            self.ongoing[header.producer_id] = header.base_offset
+
+    def complete_txn(self, header: BatchHeader, coordinator_epoch: int = -1) -> int | None:
+        """A marker of ``header.producer_id`` was written: close its open transaction here.
+
+        Returns the transaction's first offset, or None if it had none open in this partition.
+        """
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid, header.producer_epoch)
+        elif header.producer_epoch > entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        return first if first >= 0 else None
 
     def remove_below(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (retention, DeleteRecords)."""
-        for pid in [p for p, e in self.producers.items() if e.last_offset < log_start_offset]:
+        for pid in [p for p, e in self.producers.items()
+                    if e.last_offset < log_start_offset and e.current_txn_first_offset < 0]:
             del self.producers[pid]
         self.delete_snapshots(lambda offset: offset < log_start_offset)
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
 
     # ------------------------------------------------------------ snapshots
     def snapshot_offsets(self) -> list[int]:
@@ -194,9 +244,14 @@ class ProducerStateManager:
         """Write the table as ``<offset>.snapshot`` and keep only the newest few snapshots."""
         entries = [
             _ENTRY.pack(e.producer_id, e.producer_epoch, b.last_seq, b.last_offset,
-                        b.last_offset - b.first_offset, b.timestamp, -1, -1)
+                        b.last_offset - b.first_offset, b.timestamp, e.coordinator_epoch,
+                        e.current_txn_first_offset)
             for e in self.producers.values() for b in e.batches
         ]
+        # producers known only from a marker or an open transaction without a cached batch
+        entries += [_ENTRY.pack(e.producer_id, e.producer_epoch, NO_SEQUENCE, -1, 0, e.last_timestamp,
+                                e.coordinator_epoch, e.current_txn_first_offset)
+                    for e in self.producers.values() if not e.batches]
         body = _COUNT.pack(len(entries)) + b"".join(entries)
         atomic_write(self.directory / snapshot_name(offset),
                      _PREFIX.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body)
@@ -209,6 +264,7 @@ class ProducerStateManager:
         Deletes snapshots above ``max_offset`` and any that fail to parse.
         """
         self.producers.clear()
+        self.ongoing.clear()
         self.delete_snapshots(lambda offset: offset > max_offset)
         for offset in reversed(self.snapshot_offsets()):
             path = self.directory / snapshot_name(offset)
@@ -216,9 +272,18 @@ class ProducerStateManager:
             if entries is None:
                 path.unlink(missing_ok=True)
                 continue
-            for pid, epoch, last_seq, last_offset, delta, timestamp, _, _ in entries:
+            for pid, epoch, last_seq, last_offset, delta, timestamp, coord_epoch, txn_first in entries:
                 entry = self.producers.setdefault(pid, ProducerStateEntry(pid, epoch))
                 entry.producer_epoch = epoch
+                entry.coordinator_epoch = coord_epoch
+                entry.current_txn_first_offset = txn_first
+                entry.last_timestamp = timestamp
+                if txn_first >= 0:
+                    self.ongoing[pid] = txn_first
+                else:
+                    self.ongoing.pop(pid, None)
+                if last_offset < 0:
+                    continue
                 first_seq = (last_seq - delta) & INT32_MAX if last_seq >= 0 else NO_SEQUENCE
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
                                                    last_offset, timestamp))

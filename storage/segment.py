@@ -423,7 +423,10 @@ class LogSegment:
         self.time_index.release()
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files; the ``.txnindex`` (storage.txn_index) only when it exists."""
+        txn_index = self.directory / file_name(self.base_offset, ".txnindex")
+        extra = [txn_index] if txn_index.exists() else []
+        return [self.log_path, self.offset_index.path, self.time_index.path, *extra]
 
     def rename_to_deleted(self) -> list[Path]:
         """Rename the three files to ``*.deleted`` (Kafka's marker of a pending delete)."""

@@ -19,6 +19,8 @@ from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join
 from . import create_acls, delete_acls, describe_acls, sasl_authenticate, sasl_handshake
 from . import alter_user_scram_credentials, describe_user_scram_credentials
 from . import describe_log_dirs
+from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
+               list_transactions, txn_offset_commit, write_txn_markers)
 
 MODULES: list[ModuleType] = [
     produce,
@@ -54,6 +56,14 @@ MODULES: list[ModuleType] = [
     describe_user_scram_credentials,
     alter_user_scram_credentials,
     describe_log_dirs,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -4,6 +4,11 @@ Each partition's data is a FileRegion the connection sends with `os.sendfile`. T
 up to `max_wait_ms` until `min_bytes` are available, woken by every append. Fetch v0-v3 clients
 read message sets of magic 0/1, so their data is read and down-converted.
 
+isolation_level=1 (read_committed, v4+) reads only below the last stable offset (no open
+transaction's data) and lists the aborted transactions overlapping the data returned (producer id,
+first offset) from the logs' `.txnindex`, so the consumer drops their batches; read_uncommitted
+answers a null list, as Kafka does. Every v4+ answer carries the partition's LSO.
+
 Incremental fetch sessions (KIP-227) live in `strom.broker.fetch_session`: it says which
 partitions a request reads (the request's own, or its session's) and which of them the answer
 carries; this module reads them.
@@ -63,7 +68,8 @@ def _diverging(plog, req, version: int) -> tuple[int, int] | None:
     return None
 
 
-def _read_partition(broker, name, req, version: int, budget: int, first: bool, replica: int) -> tuple[dict, int]:
+def _read_partition(broker, name, req, version: int, budget: int, first: bool, replica: int,
+                    read_committed: bool = False) -> tuple[dict, int]:
     partition, code = leader_partition(broker, name, req.partition, req.current_leader_epoch if version >= 9 else -1)
     if code != ErrorCode.NONE:
         result = _partition_error(req.partition, code)
@@ -75,22 +81,23 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     plog = partition.log
     result = {"partition_index": req.partition, "error_code": ErrorCode.NONE,
               "log_start_offset": plog.log_start_offset,
-              "aborted_transactions": [] if version >= 4 else None, "preferred_read_replica": -1,
+              "aborted_transactions": [] if read_committed else None, "preferred_read_replica": -1,
               "records": b""}
     if replica >= 0:
         diverging = _diverging(plog, req, version)
         if diverging is None:
             broker.follower_fetched(partition, replica, req.fetch_offset)
         hw = partition.high_watermark
-        result.update(high_watermark=hw, last_stable_offset=hw)
+        result.update(high_watermark=hw, last_stable_offset=plog.last_stable_offset)
         if diverging is not None:
             result["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
             return result, 0
         max_offset = None
     else:
         hw = partition.high_watermark
-        result.update(high_watermark=hw, last_stable_offset=hw)
-        max_offset = hw
+        lso = plog.last_stable_offset
+        result.update(high_watermark=hw, last_stable_offset=lso)
+        max_offset = lso if read_committed else hw
     max_bytes = min(req.partition_max_bytes, budget)
     if max_bytes <= 0 and not first:
         return result, 0
@@ -106,6 +113,9 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     region = data.records
     if region is None or region.size == 0:
         return result, 0
+    if read_committed:
+        result["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                          for a in plog.aborted_transactions(req.fetch_offset, max_offset)]
     if region.size <= _COPY_UNDER_PRESSURE and files.under_pressure():
         result["records"] = region.read()  # do not hold one more descriptor until it is sent
         return result, len(result["records"])
@@ -128,6 +138,7 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
     errors = False
     topics = []
     replica = _replica_id(body, version)
+    read_committed = version >= 4 and body.isolation_level == 1 and replica < 0
     for topic in requested:
         name, topic_id, code = _resolve(broker, topic, version)
         parts = []
@@ -136,7 +147,8 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
                 parts.append(_partition_error(req.partition, code))
                 errors = True
                 continue
-            result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica)
+            result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica,
+                                           read_committed)
             errors = errors or result["error_code"] != ErrorCode.NONE
             total += size
             parts.append(result)

@@ -1,7 +1,8 @@
 """FindCoordinator: the broker leading a group's `__consumer_offsets` partition coordinates it
-(standalone: this broker, always); there is no transaction coordinator.
+(key type 0); the broker leading a transactional id's `__transaction_state` partition coordinates
+that transaction (key type 1). Standalone: this broker, always.
 
-v0-3 ask for one key, v4+ for a batch. Asking creates `__consumer_offsets` if it is missing, as
+v0-3 ask for one key, v4+ for a batch. Asking creates the internal topic if it is missing, as
 Kafka does.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _unavailable(key: str, code: ErrorCode) -> dict:
 
 async def _coordinator(broker, key: str, key_type: int) -> dict:
     if key_type == TRANSACTION_KEY_TYPE:
-        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return await _transaction_coordinator(broker, key)
     if key_type != GROUP_KEY_TYPE:
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
     if not key:
@@ -43,6 +44,22 @@ async def _coordinator(broker, key: str, key_type: int) -> dict:
         log.error("cannot create __consumer_offsets: %s", exc.message)
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     leader = broker.groups.coordinator_of(key)
+    address = broker.broker_endpoint(leader) if leader is not None else None
+    if address is None:
+        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
+            "error_code": ErrorCode.NONE, "error_message": None}
+
+
+async def _transaction_coordinator(broker, key: str) -> dict:
+    if not key:
+        return _unavailable(key, ErrorCode.INVALID_REQUEST)
+    try:
+        await broker.txn.state.ensure_topic()
+    except TopicError as exc:
+        log.error("cannot create __transaction_state: %s", exc.message)
+        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    leader = broker.txn.state.coordinator_of(key)
     address = broker.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)

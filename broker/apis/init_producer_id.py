@@ -1,8 +1,12 @@
-"""InitProducerId: producer ids and epochs for idempotent producers.
+"""InitProducerId: producer ids and epochs for idempotent and transactional producers.
 
-Ids come from blocks reserved in the broker's metadata file, so a restart never hands out an id
-twice. A producer that sends its current id and epoch (v3+, KIP-360) gets the epoch bumped.
-Transactional producers are refused: this broker has no transaction coordinator.
+Idempotent producers (no transactional.id): ids come from blocks reserved in the broker's metadata
+file (ZooKeeper in a cluster), so a restart never hands out an id twice. A producer that sends its
+current id and epoch (v3+, KIP-360) gets the epoch bumped.
+
+Transactional producers go to the transaction coordinator (``broker.txn``), which bumps epochs,
+fences older instances and checks the transaction timeout. PRODUCER_FENCED exists from v4 on;
+older clients get INVALID_PRODUCER_EPOCH instead, as Kafka answers.
 """
 import logging
 
@@ -17,13 +21,22 @@ MAX_EPOCH = 32767
 log = logging.getLogger("strom.producer_ids")
 
 
+def fenced_code(code: ErrorCode, fenced_from: int, version: int) -> ErrorCode:
+    """PRODUCER_FENCED as the request version knows it."""
+    if code == ErrorCode.PRODUCER_FENCED and version < fenced_from:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
 async def handle(broker, request) -> dict:
     body = request.body
-    if body.transactional_id is not None:
-        log.warning("refusing transactional.id=%s: transactions are not supported", body.transactional_id)
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
+    if body.transactional_id is not None:
+        result = await broker.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
+                                                   producer_id, epoch)
+        return {"error_code": fenced_code(result.error, 4, request.header.api_version),
+                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
     try:

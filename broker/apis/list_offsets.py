@@ -1,4 +1,8 @@
-"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offsets of partitions."""
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offsets of partitions.
+
+With isolation_level=1 (read_committed, v2+) latest is the last stable offset and lookups by
+timestamp stop there, as Kafka answers.
+"""
 from __future__ import annotations
 
 from strom.protocol.errors import ErrorCode
@@ -16,10 +20,11 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 
 
-def _offset(partition, timestamp: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark)."""
+def _offset(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark;
+    below the last stable offset for read_committed)."""
     plog = partition.log
-    hw = partition.high_watermark
+    hw = plog.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, hw, partition.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
@@ -33,7 +38,7 @@ def _offset(partition, timestamp: int) -> tuple[int, int, int]:
     return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
 
 
-def _answer(broker, name: str, req, version: int) -> dict:
+def _answer(broker, name: str, req, version: int, read_committed: bool = False) -> dict:
     out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition, code = leader_partition(broker, name, req.partition_index,
@@ -44,7 +49,7 @@ def _answer(broker, name: str, req, version: int) -> dict:
     if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    timestamp, offset, leader_epoch = _offset(partition, req.timestamp)
+    timestamp, offset, leader_epoch = _offset(partition, req.timestamp, read_committed)
     if version == 0:
         out["old_style_offsets"] = [offset] if offset >= 0 and req.max_num_offsets > 0 else []
     out.update(timestamp=timestamp, offset=offset, leader_epoch=leader_epoch)
@@ -53,12 +58,13 @@ def _answer(broker, name: str, req, version: int) -> dict:
 
 async def handle(broker, request) -> dict:
     version = request.header.api_version
+    read_committed = version >= 2 and request.body.isolation_level == 1
     topics = []
     for topic in request.body.topics:
         if topic.name not in broker.topics.topics:
             parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       "timestamp": -1, "offset": -1} for p in topic.partitions]
         else:
-            parts = [_answer(broker, topic.name, p, version) for p in topic.partitions]
+            parts = [_answer(broker, topic.name, p, version, read_committed) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

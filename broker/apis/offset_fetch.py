@@ -1,7 +1,9 @@
 """OffsetFetch: a group's committed offsets (v0-7 one group, v8+ a batch of groups).
 
 A partition without a commit answers offset -1 and no error; topics null (v2+) asks for
-everything the group committed.
+everything the group committed. With require_stable (v7+), a partition whose offset is part of an
+open transaction (TxnOffsetCommit not yet committed or aborted) answers UNSTABLE_OFFSET_COMMIT
+and the client retries; without it, the last committed offset is returned.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ VERSIONS = (0, 9)
 BATCH_VERSION = 8
 
 
-def _group(broker, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
+def _group(broker, group_id: str, topics, require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
     error = broker.groups.group_error(group_id)
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     if error is not None:
@@ -23,12 +25,15 @@ def _group(broker, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
     part_error = error if error is not None else ErrorCode.NONE
     out: dict[str, list] = {}
     for (topic, index), committed in found.items():
+        code = part_error
+        if require_stable and code == ErrorCode.NONE and broker.groups.has_pending_txn_offset(group_id, topic, index):
+            code, committed = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
         out.setdefault(topic, []).append({
             "partition_index": index,
             "committed_offset": committed.offset if committed else -1,
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
-            "error_code": part_error})
+            "error_code": code})
     return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
 
 
@@ -37,8 +42,9 @@ async def handle(broker, request) -> dict:
     if request.header.api_version >= BATCH_VERSION:
         groups = []
         for g in body.groups:
-            error, topics = _group(broker, g.group_id, g.topics)
+            error, topics = _group(broker, g.group_id, g.topics, body.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _group(broker, body.group_id, body.topics)
+    error, topics = _group(broker, body.group_id, body.topics,
+                           request.header.api_version >= 7 and body.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}

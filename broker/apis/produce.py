@@ -3,6 +3,13 @@
 The hot path: batches stay bytes. Each partition's records are checked batch by batch (header,
 size, CRC-32C), copied once into a bytearray whose base offsets the log rewrites in place, and
 written with one write. v0/v1 message sets from old clients are converted to v2 first.
+
+Transactions are recognised from the batch header attributes alone. A client may not write
+control batches (INVALID_RECORD). A transactional batch whose producer has no open transaction in
+the partition is checked with the transaction coordinator first (KIP-890's verification, when
+this broker coordinates the transactional id): a partition the producer never added to an Ongoing
+transaction answers INVALID_TXN_STATE (an older epoch PRODUCER_FENCED... as the coordinator says),
+so a zombie or a confused client cannot open a transaction that would hold the LSO back forever.
 """
 from __future__ import annotations
 
@@ -68,7 +75,31 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
         raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
-def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list) -> dict:
+def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers) -> None:
+    """Raise PartitionError unless every transactional producer here is in an Ongoing transaction
+    that holds this partition (asked only when the log knows no open transaction of it)."""
+    ongoing = partition.log.producer_state.ongoing
+    for header in headers:
+        if not header.is_transactional or header.producer_id in ongoing:
+            continue
+        if not transactional_id:
+            raise PartitionError(ErrorCode.INVALID_RECORD, "transactional batches need a transactional.id")
+        txn = broker.txn
+        if txn.state.ownership_error(transactional_id) is not None:
+            continue  # coordinated elsewhere: accepted as Kafka does without verification
+        code = txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
+                                     [(topic, index)])[(topic, index)]
+        if code == ErrorCode.PRODUCER_FENCED:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        if code != ErrorCode.NONE:
+            raise PartitionError(code if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE)
+                                 else ErrorCode.INVALID_TXN_STATE,
+                                 f"producer {header.producer_id} has not added {topic}-{index} to an ongoing "
+                                 f"transaction of {transactional_id}")
+
+
+def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list,
+            transactional_id: str | None = None) -> dict:
     partition, code = leader_partition(broker, topic, index)
     if code != ErrorCode.NONE:
         raise PartitionError(code)
@@ -87,8 +118,10 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
         except RecordsError as exc:
             raise PartitionError(ErrorCode.INVALID_RECORD,
                                  f"Compacted topic cannot accept a record without a key: {exc}") from None
-    if any(h.is_transactional or h.is_control for h in headers):
-        raise PartitionError(ErrorCode.INVALID_TXN_STATE, "Transactions are not supported by this broker")
+    if any(h.is_control for h in headers):
+        raise PartitionError(ErrorCode.INVALID_RECORD, "control batches are written by transaction coordinators only")
+    if any(h.is_transactional for h in headers):
+        _verify_transaction(broker, transactional_id, topic, index, partition, headers)
     try:
         info = partition.append(data, headers)
     except StorageError as exc:
@@ -133,7 +166,8 @@ async def handle(broker, request) -> dict | None:
             parts = []
             for p in topic.partition_data:
                 try:
-                    parts.append(_append(broker, name, p.index, p.records, version, acks, waits))
+                    parts.append(_append(broker, name, p.index, p.records, version, acks, waits,
+                                         body.transactional_id if version >= 3 else None))
                     appended = True
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",

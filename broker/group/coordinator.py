@@ -16,6 +16,14 @@ that went away with the broker expire after their session timeout. Every record 
 the request that caused it is answered; an append that fails leaves memory unchanged for offsets
 (the commit is answered with an error) and is logged for group metadata.
 
+Transactional offset commits (TxnOffsetCommit): the offsets are appended as a transactional batch
+with the producer's id and epoch and kept *pending* per (group, producer id); the transaction
+coordinator's marker in the same `__consumer_offsets` partition (``complete_txn``) makes them the
+group's committed offsets (COMMIT) or drops them (ABORT). OffsetFetch with require_stable answers
+UNSTABLE_OFFSET_COMMIT for a partition while such a commit is pending. Loading replays the same
+way: transactional batches are held per producer until their marker, and those still open at the
+end stay pending.
+
 Timers: `run()` sleeps until the earliest group deadline (session expiry, pending member expiry,
 initial delay, rebalance timeout) or until a request changes one, then calls `Group.expire(now)`
 with trio's clock; a second loop expires offsets every `offsets.retention.check.interval.ms`.
@@ -31,6 +39,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+from strom.protocol.records.control import COMMIT, control_type
 from strom.protocol.records.errors import RecordsError
 from strom.storage.errors import StorageError
 
@@ -77,6 +86,8 @@ class GroupCoordinator:
         self.num_partitions: int = config["offsets.topic.num.partitions"]
         self.retention_ms: int = config["offsets.retention.minutes"] * 60_000
         self.groups: dict[str, Group] = {}
+        # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
+        self.pending_txn: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         self._led: set[int] = set()
         self.loading = True
         self.active = True
@@ -166,6 +177,9 @@ class GroupCoordinator:
     def _load_partition(self, partition) -> None:
         plog = partition.log
         offset, end = plog.log_start_offset, partition.high_watermark
+        open_txns: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+        for group_id in [g for g in self.pending_txn if self.partition_of(g) == partition.index]:
+            del self.pending_txn[group_id]
         while offset < end:
             region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
             if region is None:
@@ -173,10 +187,23 @@ class GroupCoordinator:
             data = region.read()
             last = offset
             try:
-                for _, header in iter_batches(data, partial_tail=True):
+                view = memoryview(data)
+                for pos, header in iter_batches(data, partial_tail=True):
                     last = header.last_offset
-                for record in iter_records(data):
-                    if record.offset >= offset:
+                    if header.last_offset < offset:
+                        continue
+                    batch = view[pos:pos + header.size]
+                    if header.is_control:
+                        records = open_txns.pop(header.producer_id, [])
+                        if control_type(batch) == COMMIT:
+                            for key, value in records:
+                                self._apply(key, value)
+                        continue
+                    if header.is_transactional:
+                        open_txns.setdefault(header.producer_id, []).extend(
+                            (r.key, r.value) for r in iter_records(batch))
+                        continue
+                    for record in iter_records(batch):
                         self._apply(record.key, record.value)
             except RecordsError as exc:
                 log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
@@ -185,6 +212,15 @@ class GroupCoordinator:
             if last < offset:
                 break
             offset = last + 1
+        for pid, records in open_txns.items():
+            for key, value in records:
+                try:
+                    key_obj = decode_key(key)
+                    if isinstance(key_obj, OffsetKey) and value is not None:
+                        self.pending_txn.setdefault(key_obj.group, {}).setdefault(pid, {})[
+                            (key_obj.topic, key_obj.partition)] = decode_offset_value(value)
+                except GroupRecordError as exc:
+                    log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
 
     def _apply(self, key_bytes: bytes | None, value: bytes | None) -> None:
         try:
@@ -222,12 +258,15 @@ class GroupCoordinator:
         self._changed.set()
 
     # ------------------------------------------------------------------ writing
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> None:
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
         if partition is None or not partition.is_leader:
             raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         now = wall_clock_ms()
-        data = bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now))
+        pid, epoch = producer if producer is not None else (-1, -1)
+        data = bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now,
+                                     producer_id=pid, producer_epoch=epoch, is_transactional=producer is not None))
         partition.append(data, validate_batches(data))
         self.broker.replicas.notify_data()
 
@@ -453,6 +492,61 @@ class GroupCoordinator:
         if topics is None:
             return dict(known)
         return {(t, p): known.get((t, p)) for t, parts in topics for p in parts}
+
+    # ------------------------------------------------------------------ transactional offsets
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           instance_id: str | None, generation: int,
+                           offsets: list[tuple[str, int, CommittedOffset]]) -> list[CommitResult]:
+        """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker."""
+        error = self.group_error(group_id)
+        group = self.get(group_id)
+        if error is None and group is not None and generation >= 0 and member_id:
+            error = group.commit_error(member_id, instance_id, generation, trio.current_time())
+        if error is not None:
+            return [CommitResult(t, p, error) for t, p, _ in offsets]
+        results, accepted = [], []
+        now = wall_clock_ms()
+        for topic, index, value in offsets:
+            code = self._offset_error(topic, index, value)
+            results.append(CommitResult(topic, index, code))
+            if code is ErrorCode.NONE:
+                accepted.append((topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata, now)))
+        if not accepted:
+            return results
+        try:
+            self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
+                                    for t, p, v in accepted], producer=(producer_id, producer_epoch))
+        except StorageError as exc:
+            code = ErrorCode[exc.error_code_name]
+            if code not in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
+                log.error("could not persist transactional offsets of group=%s: %s", group_id, exc)
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return [CommitResult(r.topic, r.partition, code if r.error is ErrorCode.NONE else r.error)
+                    for r in results]
+        except OSError as exc:
+            log.error("could not persist transactional offsets of group=%s: %s", group_id, exc)
+            return [CommitResult(r.topic, r.partition, ErrorCode.COORDINATOR_NOT_AVAILABLE
+                                 if r.error is ErrorCode.NONE else r.error) for r in results]
+        pending = self.pending_txn.setdefault(group_id, {}).setdefault(producer_id, {})
+        for topic, index, value in accepted:
+            pending[(topic, index)] = value
+        return results
+
+    def complete_txn(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to `__consumer_offsets`-`index`: settle pending offsets."""
+        if topic != OFFSETS_TOPIC:
+            return
+        for group_id in [g for g, by_pid in self.pending_txn.items()
+                         if producer_id in by_pid and self.partition_of(g) == index]:
+            offsets = self.pending_txn[group_id].pop(producer_id)
+            if not self.pending_txn[group_id]:
+                del self.pending_txn[group_id]
+            if commit:
+                group = self._get_or_create(group_id)
+                group.offsets.update(offsets)
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, index: int) -> bool:
+        return any((topic, index) in offsets for offsets in self.pending_txn.get(group_id, {}).values())
 
     def delete_group(self, group_id: str) -> ErrorCode:
         error = self.group_error(group_id)

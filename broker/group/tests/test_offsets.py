@@ -168,7 +168,10 @@ async def test_find_coordinator_every_version(gconnect, group_broker):
                                         {"key_type": 0, "coordinator_keys": ["a", "b"]})
         assert [(c.key, c.error_code) for c in response.coordinators] == [("a", 0), ("b", 0)]
     txn = await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
-    assert txn.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert txn.error_code == ErrorCode.NONE and txn.node_id == group_broker.node_id
+    assert "__transaction_state" in group_broker.topics.topics
+    bad = await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 2})
+    assert bad.error_code == ErrorCode.INVALID_REQUEST
     assert OFFSETS_TOPIC in group_broker.topics.topics
     assert group_broker.topics.topics[OFFSETS_TOPIC].partitions == 5
 

@@ -1,0 +1,29 @@
+"""AddOffsetsToTxn: the producer will commit a group's offsets in its transaction.
+
+The group's `__consumer_offsets` partition joins the transaction, so the coordinator's marker
+settles the offsets TxnOffsetCommit writes there.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from strom.broker.errors import TopicError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from .init_producer_id import fenced_code
+
+API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
+VERSIONS = (0, 4)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if not body.group_id:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
+    with contextlib.suppress(TopicError):
+        await broker.groups.ensure_topic()
+    partition = broker.txn.offsets_partition(body.group_id)
+    code = await broker.txn.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                           {partition})
+    return {"throttle_time_ms": 0, "error_code": fenced_code(code, 2, request.header.api_version)}

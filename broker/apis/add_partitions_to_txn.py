@@ -1,0 +1,57 @@
+"""AddPartitionsToTxn: a transactional producer names the partitions it is about to write.
+
+v0-3 (clients): one transaction; every partition gets the same answer, except unknown partitions
+(UNKNOWN_TOPIC_OR_PARTITION) whose presence makes the others OPERATION_NOT_ATTEMPTED, as Kafka
+answers. v4+ (brokers): a batch of transactions, each possibly ``verify_only`` (is the partition
+already in the Ongoing transaction? what a partition leader asks before a transaction's first
+batch, KIP-890). Transaction version 2 (v5 semantics) is not implemented, so v5 is not advertised.
+"""
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from .init_producer_id import fenced_code
+
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
+VERSIONS = (0, 4)
+
+
+def _unknown(broker, topic: str, index: int) -> bool:
+    info = broker.topics.topics.get(topic)
+    return info is None or not 0 <= index < info.partitions
+
+
+def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
+    topics: dict[str, list] = {}
+    for (topic, index), code in codes.items():
+        topics.setdefault(topic, []).append({"partition_index": index, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": parts} for t, parts in topics.items()]
+
+
+async def _one(broker, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
+    partitions = [(t.name, p) for t in topics for p in t.partitions]
+    if verify_only:
+        return broker.txn.verify_partitions(tid, pid, epoch, partitions)
+    unknown = {tp for tp in partitions if _unknown(broker, *tp)}
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
+    code = await broker.txn.add_partitions(tid, pid, epoch, set(partitions))
+    code = fenced_code(code, 2, version)
+    return {tp: code for tp in partitions}
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    version = request.header.api_version
+    if version >= 4:
+        results = []
+        for txn in body.transactions:
+            codes = await _one(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                               txn.verify_only, version)
+            results.append({"transactional_id": txn.transactional_id, "topic_results": _results(codes)})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
+    codes = await _one(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                       body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, version)
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(codes)}

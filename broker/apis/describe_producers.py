@@ -1,0 +1,35 @@
+"""DescribeProducers: the active producers of partitions this broker leads, from the log's producer
+state: id, epoch, last sequence and timestamp, the coordinator epoch of its last marker and the
+first offset of its open transaction (-1 if none). What `kafka-transactions.sh describe-producers`
+and `find-hanging` read."""
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from ._common import leader_partition
+
+API_KEY = ApiKey.DESCRIBE_PRODUCERS
+VERSIONS = (0, 0)
+
+
+def _partition(broker, topic: str, index: int) -> dict:
+    partition, code = leader_partition(broker, topic, index)
+    out = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
+    if code != ErrorCode.NONE:
+        return out
+    for entry in partition.log.producer_state.producers.values():
+        out["active_producers"].append({
+            "producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
+            "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset})
+    return out
+
+
+async def handle(broker, request) -> dict:
+    topics = []
+    for topic in request.body.topics:
+        topics.append({"name": topic.name,
+                       "partitions": [_partition(broker, topic.name, i) for i in topic.partition_indexes]})
+    return {"throttle_time_ms": 0, "topics": topics}

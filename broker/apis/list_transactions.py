@@ -1,0 +1,31 @@
+"""ListTransactions: the transactional ids this broker coordinates, filtered by state names
+(Kafka's: Empty, Ongoing, PrepareCommit, ...; unknown names are echoed back), producer ids and
+(v1) a minimum running time of Ongoing transactions. What `kafka-transactions.sh list` asks every
+broker."""
+from __future__ import annotations
+
+from strom.broker.txn.metadata import TxnState
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+API_KEY = ApiKey.LIST_TRANSACTIONS
+VERSIONS = (0, 1)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    known, unknown = set(), []
+    for name in body.state_filters or []:
+        state = TxnState.from_display(name)
+        if state is None:
+            unknown.append(name)
+        else:
+            known.add(state)
+    if body.state_filters and not known:
+        states = []  # only unknown states asked for: nothing matches
+    else:
+        duration = body.duration_filter if request.header.api_version >= 1 else -1
+        states = broker.txn.list(known or None, set(body.producer_id_filters or []) or None, duration)
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.txn.loading else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
+            "transaction_states": states}

@@ -1,0 +1,43 @@
+"""WriteTxnMarkers: a transaction coordinator asks this broker to write markers to the partitions
+it leads (broker to broker; a standalone broker's coordinator appends directly).
+
+Each marker is appended with acks=all semantics: the partition's answer waits (bounded) until the
+in-sync replicas have it, so the coordinator completes a transaction only once its markers are
+durable. A marker for a deleted topic answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led
+elsewhere NOT_LEADER_OR_FOLLOWER (the coordinator retries with the new leader).
+"""
+from __future__ import annotations
+
+from strom.broker.txn.markers import REPLICATION_TIMEOUT_S, append_marker, await_replicated
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+API_KEY = ApiKey.WRITE_TXN_MARKERS
+VERSIONS = (0, 1)
+
+
+async def handle(broker, request) -> dict:
+    port = broker.txn.port
+    answers = []
+    waits = []
+    for marker in request.body.markers:
+        topics = []
+        for topic in marker.topics:
+            parts = []
+            for index in topic.partition_indexes:
+                code, partition, end = append_marker(port, topic.name, index, marker.producer_id,
+                                                     marker.producer_epoch, marker.transaction_result,
+                                                     marker.coordinator_epoch)
+                result = {"partition_index": index, "error_code": code}
+                if code == ErrorCode.NONE:
+                    waits.append((partition, end, result))
+                parts.append(result)
+            topics.append({"name": topic.name, "partitions": parts})
+        answers.append({"producer_id": marker.producer_id, "topics": topics})
+    if waits:
+        port.notify_data()
+        await await_replicated(port, [(p, end) for p, end, _ in waits], REPLICATION_TIMEOUT_S)
+        for partition, end, result in waits:
+            if partition.high_watermark < end:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"markers": answers}
