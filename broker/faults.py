@@ -276,6 +276,8 @@ class ErrorAnswer:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if key in (24, 27, 28, 61):
+            return _transaction_error_answer(key, v, body, code)
         if not _has(key, v, "error_code"):
             return self._paired(response)
         out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code}
@@ -532,3 +534,26 @@ class FaultInjector:
             rest = type(request)(header=header, body=answer.rest, size=request.size)
             response = await module.handle(self.broker, rest)
         return answer.merge(response)
+
+
+def _transaction_error_answer(key: int, v: int, body, code: int) -> dict:
+    """The transaction APIs without a partition layout: the error on every partition asked for."""
+    def parts(indexes, name="error_code", **extra):
+        return [{"partition_index": p, name: code, **extra} for p in indexes or []]
+    if key == 24 and v >= 4:
+        return {"throttle_time_ms": 0, "error_code": code, "results_by_transaction": []}
+    if key == 24:
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": parts(t["partitions"], "partition_error_code")}
+            for t in body.get("v3_and_below_topics") or []]}
+    if key == 27:
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": parts(t["partition_indexes"])} for t in m["topics"] or []]}
+            for m in body.get("markers") or []]}
+    if key == 28:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": parts([p["partition_index"] for p in t["partitions"] or []])}
+            for t in body.get("topics") or []]}
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": parts(t["partition_indexes"], error_message=None, active_producers=[])}
+        for t in body.get("topics") or []]}

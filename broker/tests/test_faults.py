@@ -184,7 +184,7 @@ def _error_codes(obj) -> list[int]:
     out = []
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if k == "error_code" and v:
+            if k in ("error_code", "partition_error_code") and v:  # AddPartitionsToTxn v0-3: partition_error_code
                 out.append(v)
             else:
                 out += _error_codes(v)
