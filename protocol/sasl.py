@@ -192,8 +192,10 @@ class ScramServer:
         attrs = _attributes(head)
         if len(attrs) < 2 or attrs[0][0] != "c" or attrs[1][0] != "r":
             raise SaslError("Invalid SCRAM client final message format")
-        if attrs[1][1] != self._nonce_full:
-            raise SaslError("Invalid nonce")
+        # Kafka checks that the nonce *ends with* the one it sent (older librdkafka, kcat's among
+        # them, sends the client nonce twice), and so do we
+        if not attrs[1][1].endswith(self._nonce_full):
+            raise SaslError("Invalid client nonce in the final client message.")
         try:
             binding = base64.b64decode(attrs[0][1], validate=True)
             proof = base64.b64decode(proof_b64, validate=True)

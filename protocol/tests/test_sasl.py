@@ -69,6 +69,11 @@ def test_scram_rejects_malformed_messages_and_replays():
     server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     with pytest.raises(SaslError, match="nonce"):
         server.final(b"c=biws,r=other,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    server = rfc7677_server()
+    server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    with pytest.raises(SaslError, match="Invalid client credentials"):  # nonce accepted, proof is for the other
+        server.final(b"c=biws,r=rOprNGfwEbeRWgbNEkqOrOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
     with pytest.raises(SaslError, match="Unexpected"):
         server.final(b"c=biws,r=x,p=AAAA")
 
