@@ -151,11 +151,13 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ InitProducerId
     async def init_producer_id(self, tid: str, timeout_ms: int, pid: int = -1, epoch: int = -1) -> InitResult:
+        if not tid:
+            return InitResult(ErrorCode.INVALID_REQUEST)
+        if timeout_ms <= 0 or timeout_ms > self.settings.max_timeout_ms:
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         error = self._error(tid)
         if error is not None:
             return InitResult(error)
-        if timeout_ms <= 0 or timeout_ms > self.settings.max_timeout_ms:
-            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         meta = self.state.txns.get(tid)
         now = self.now()
         if meta is None:

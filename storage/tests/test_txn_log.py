@@ -1,0 +1,129 @@
+"""Transactions in the log: open transactions, the last stable offset, `.txnindex`, recovery."""
+import struct
+
+import pytest
+
+from strom.protocol.records.control import build_marker
+from strom.protocol.records.header import TRANSACTIONAL_MASK
+from strom.storage.config import LogConfig
+from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState
+from strom.storage.tests.batches import append, make_batch
+from strom.storage.txn_index import AbortedTxn, read_index
+
+A, B = 1000, 2000
+
+
+def txn(pid, seq, records=2, epoch=0):
+    return make_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                      attributes=TRANSACTIONAL_MASK)
+
+
+def marker(pid, commit, epoch=0, coordinator_epoch=3):
+    return build_marker(pid, epoch, commit, coordinator_epoch, 5_000)
+
+
+def _hw(log):
+    log.high_watermark = log.log_end_offset
+    return log
+
+
+def test_open_transaction_holds_the_lso_until_its_marker(open_log):
+    log = open_log()
+    append(log, make_batch(2))                      # 0-1 plain
+    append(log, txn(A, 0))                          # 2-3 A opens at 2
+    append(log, txn(B, 0))                          # 4-5 B opens at 4
+    _hw(log)
+    assert log.last_stable_offset == 2
+    append(log, marker(A, commit=True))             # 6 commits A
+    _hw(log)
+    assert log.last_stable_offset == 4
+    append(log, marker(B, commit=False))            # 7 aborts B
+    _hw(log)
+    assert log.last_stable_offset == log.high_watermark == 8
+    assert log.aborted_transactions(0, 8) == [AbortedTxn(B, 4, 7, 8)]
+    assert log.aborted_transactions(8, 100) == []   # its marker is below the fetch offset
+    assert log.aborted_transactions(0, 4) == []     # it starts at or after the upper bound
+    # DescribeProducers' view
+    a = log.producer_state.producers[A]
+    assert (a.current_txn_first_offset, a.coordinator_epoch) == (-1, 3)
+
+
+def test_lso_waits_for_the_high_watermark_to_pass_the_marker(open_log):
+    log = open_log()
+    append(log, txn(A, 0))
+    append(log, marker(A, commit=True))
+    log.high_watermark = 1  # a follower has not fetched the marker yet
+    assert log.last_stable_offset == 0
+    log.high_watermark = 3
+    assert log.last_stable_offset == 3
+
+
+def test_txnindex_file_has_kafka_layout(open_log):
+    log = open_log()
+    append(log, txn(A, 0, records=3))
+    append(log, marker(A, commit=False))
+    raw = (log.dir / f"{0:020d}.txnindex").read_bytes()
+    assert raw == struct.pack(">hqqqq", 0, A, 0, 3, 4)
+    assert read_index(log.dir / f"{0:020d}.txnindex") == [AbortedTxn(A, 0, 3, 4)]
+    append(log, txn(B, 0))
+    append(log, marker(B, commit=True))              # commits need no entry
+    assert len((log.dir / f"{0:020d}.txnindex").read_bytes()) == 34
+
+
+def test_a_non_transactional_batch_while_a_transaction_is_open_is_refused(open_log):
+    log = open_log()
+    append(log, txn(A, 0))
+    with pytest.raises(InvalidTxnState):
+        append(log, make_batch(1, producer_id=A, producer_epoch=0, base_sequence=2))
+    append(log, marker(A, commit=True, epoch=1))     # the coordinator bumped the epoch (fencing)
+    with pytest.raises(InvalidProducerEpoch):
+        append(log, marker(A, commit=False, epoch=0))
+    with pytest.raises(InvalidProducerEpoch):
+        append(log, txn(A, 2, epoch=0))
+
+
+def test_open_transaction_and_aborts_survive_a_clean_restart(open_log):
+    config = LogConfig(segment_bytes=400)
+    log = open_log(config)
+    append(log, txn(A, 0))
+    append(log, marker(A, commit=False))
+    for seq in range(0, 8, 2):
+        append(log, txn(B, seq))                     # rolls segments; B stays open from offset 3
+    log.close()
+    again = _hw(open_log(config, clean_shutdown=True))
+    assert again.producer_state.ongoing == {B: 3}
+    assert again.last_stable_offset == 3
+    assert again.aborted_transactions(0, 100) == [AbortedTxn(A, 0, 2, 3)]
+
+
+@pytest.mark.parametrize("recovery_point", [0, 5])
+def test_unclean_restart_rebuilds_open_transactions_and_the_index(open_log, recovery_point):
+    config = LogConfig(segment_bytes=400)
+    log = open_log(config)
+    append(log, txn(A, 0))                            # 0-1
+    append(log, txn(B, 0))                            # 2-3
+    append(log, marker(A, commit=False))              # 4
+    append(log, make_batch(3))                        # 5-7
+    append(log, marker(B, commit=False))              # 8
+    append(log, txn(A, 2, records=1))                 # 9, open
+    (log.dir / f"{0:020d}.txnindex").write_bytes(b"\x00\x00torn")  # a torn index file
+    # no close: a crash; no snapshot covers the tail
+    again = _hw(open_log(config, recovery_point=recovery_point))
+    assert again.producer_state.ongoing == {A: 9}
+    assert again.last_stable_offset == 9
+    assert again.aborted_transactions(0, 100) == [AbortedTxn(A, 0, 4, 2), AbortedTxn(B, 2, 8, 9)]
+
+
+def test_truncation_forgets_aborts_above_and_reopens_transactions(open_log):
+    log = open_log()
+    append(log, txn(A, 0))                            # 0-1
+    append(log, marker(A, commit=False))              # 2
+    append(log, txn(B, 0))                            # 3-4
+    append(log, marker(B, commit=False))              # 5
+    log.truncate_to(5)
+    assert log.aborted_transactions(0, 100) == [AbortedTxn(A, 0, 2, 3)]
+    assert log.producer_state.ongoing == {B: 3}
+    assert read_index(log.dir / f"{0:020d}.txnindex") == [AbortedTxn(A, 0, 2, 3)]
+    log.truncate_fully_and_start_at(10)
+    assert log.aborted_transactions(0, 100) == [] and not log.producer_state.ongoing
+    assert not list(log.dir.glob("*.txnindex"))
