@@ -179,7 +179,7 @@ class ErrorAnswer:
         keep, faulted = [], []
         for entry in topics:
             name = entry.get(layout.req_name)
-            if name is None and entry.get("topic_id") is not None:
+            if not name and entry.get("topic_id"):  # Fetch v13+ names topics by id
                 name = self.names_by_id(entry["topic_id"])
             if layout.req_parts is None:
                 (faulted if self.select(name, None) else keep).append(entry)

@@ -16,6 +16,8 @@ import pytest
 from strom.tools.broker_process import BrokerProcess
 
 COMPAT_TEST_TIMEOUT_S = 900
+# A user's project with its own pytest.ini, run as a subprocess by test_sample_project.py.
+collect_ignore = ["sample_project"]
 DEFAULT_OVERRIDES = {
     "num.partitions": "1",
     "default.replication.factor": "1",
