@@ -17,8 +17,9 @@ SOURCE_DIRS = [*PACKAGES, "compat_tests"]
 
 
 def _python_files() -> list[Path]:
+    # compat_tests/sample_project is a user's project: its `tools` is its own package, not Strom's
     return [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")
-            if "node_modules" not in p.parts and ".work" not in p.parts]
+            if "node_modules" not in p.parts and ".work" not in p.parts and "sample_project" not in p.parts]
 
 
 def _old_style_imports(path: Path) -> list[str]:
