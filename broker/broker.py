@@ -448,9 +448,10 @@ class Broker:
             return await self.cluster.allocate_producer_id()
         return self.topics.allocate_producer_id()
 
-    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
+    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
         """A follower fetched from `fetch_offset`: it has everything below it."""
-        partition.record_follower_fetch(replica, fetch_offset)
+        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
         if partition.maybe_advance_high_watermark():
             self.replicas.notify_data()
         if self.cluster is not None:

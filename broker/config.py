@@ -179,6 +179,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "A follower that has not caught up for this long leaves the ISR.", minimum=1),
     _D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", minimum=1),
     _D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", minimum=1),
+    _D("max.request.partition.size.limit", "int", 2000,
+       "Most partitions one DescribeTopicPartitions answer holds.", minimum=1),
     _D("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off.", minimum=0),
     _D("cluster.id", "string", None, "Cluster id for a new log dir; default: generated."),

@@ -32,6 +32,7 @@ def now_ms() -> int:
 class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
+    log_start_offset: int = -1
 
 
 @dataclass
@@ -72,10 +73,11 @@ class Partition:
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {}
 
-    def record_follower_fetch(self, replica: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         state = self.followers.setdefault(replica, FollowerState())
         current = now_ms()
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = current
 

@@ -21,6 +21,7 @@ from . import alter_user_scram_credentials, describe_user_scram_credentials
 from . import describe_log_dirs
 from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
                list_transactions, txn_offset_commit, write_txn_markers)
+from . import delete_records, describe_topic_partitions, elect_leaders
 
 MODULES: list[ModuleType] = [
     produce,
@@ -64,6 +65,9 @@ MODULES: list[ModuleType] = [
     describe_producers,
     describe_transactions,
     list_transactions,
+    delete_records,
+    elect_leaders,
+    describe_topic_partitions,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -86,7 +86,7 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     if replica >= 0:
         diverging = _diverging(plog, req, version)
         if diverging is None:
-            broker.follower_fetched(partition, replica, req.fetch_offset)
+            broker.follower_fetched(partition, replica, req.fetch_offset, req.log_start_offset if version >= 5 else -1)
         hw = partition.high_watermark
         result.update(high_watermark=hw, last_stable_offset=plog.last_stable_offset)
         if diverging is not None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.protocol.errors import ErrorCode
+
 from .election import Strategy, elect_leader, initial_state, remove_replica_from_isr
 from .zkclient import ControllerMovedError, PartitionStateConflictError, ZkClientError
 from .zkdata import NO_LEADER
@@ -100,3 +102,62 @@ class Controller:
         except ZkClientError as exc:
             log.warning("writing partition state %s-%d failed: %s", topic, partition, exc)
         return True
+
+    async def elect_leaders(self, wanted: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders on the controller: the preferred replica (`unclean` False) or, for a
+        partition without a live leader, any live replica. `wanted` None: every partition, and
+        partitions that need no election are left out of the answer, as Kafka does."""
+        view = await self.member.read_view()
+        epoch = self.epoch
+        live = set(view.brokers)
+        if wanted is None:
+            targets = [(t, p) for t, a in view.assignments.items() if t not in view.to_delete for p in a.partitions]
+        else:
+            targets = wanted
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for topic, partition in targets:
+            assignment = view.assignments.get(topic)
+            replicas = assignment.partitions.get(partition) if assignment is not None else None
+            current = view.states.get((topic, partition))
+            if replicas is None or current is None or topic in view.to_delete:
+                results[(topic, partition)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                               f"The partition {topic}-{partition} does not exist.")
+                continue
+            state = current.state
+            if unclean:
+                if state.leader != NO_LEADER and state.leader in live:
+                    results[(topic, partition)] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+                    continue
+                election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=True)
+                if election is None:
+                    results[(topic, partition)] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                                   f"No live replica of {topic}-{partition} can lead.")
+                    continue
+            else:
+                if replicas and state.leader == replicas[0]:
+                    results[(topic, partition)] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+                    continue
+                election = elect_leader(Strategy.PREFERRED, state, replicas, live, epoch)
+                if election is None:
+                    results[(topic, partition)] = (
+                        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                        f"Failed to elect leader for partition {topic}-{partition} under strategy "
+                        f"PreferredReplicaPartitionLeaderElectionStrategy")
+                    continue
+            try:
+                await self.member.zk.set_partition_state(topic, partition, election.state, current.zk_version)
+            except (PartitionStateConflictError, ControllerMovedError, ZkClientError) as exc:
+                log.info("leader election for %s-%d not written: %s", topic, partition, exc)
+                results[(topic, partition)] = (ErrorCode.NOT_CONTROLLER if isinstance(exc, ControllerMovedError)
+                                               else ErrorCode.REQUEST_TIMED_OUT, str(exc) or None)
+                continue
+            log.info("elected leader topic=%s partition=%d leader=%d epoch=%d (%s election requested)",
+                     topic, partition, election.state.leader, election.state.leader_epoch,
+                     "unclean" if unclean else "preferred")
+            results[(topic, partition)] = (ErrorCode.NONE, None)
+        if any(code == ErrorCode.NONE for code, _ in results.values()):
+            self.member.mark_dirty()
+        if wanted is None:
+            results = {k: v for k, v in results.items() if v[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        return results

@@ -1,0 +1,88 @@
+"""DeleteRecords: move a partition's log start offset (its low watermark) forward, as
+`kafka-delete-records.sh` and Kafka Streams (repartition topics) ask.
+
+Offset -1 means the high watermark. An offset past the high watermark gets OFFSET_OUT_OF_RANGE;
+a partition this broker does not lead gets NOT_LEADER_OR_FOLLOWER (clients send to the leader,
+as for Produce). Records before the new log start offset are no longer readable at once; whole
+segments below it are deleted by the next retention pass. In a cluster the leader answers once
+every in-sync follower has moved its own log start offset as far (followers learn it from fetch
+responses and report theirs in their fetch requests), or with REQUEST_TIMED_OUT after
+`timeout_ms`, as Kafka's delayed DeleteRecords does.
+"""
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from ._common import leader_partition
+
+API_KEY = ApiKey.DELETE_RECORDS
+VERSIONS = (0, 2)
+HIGH_WATERMARK = -1
+POLL_S = 0.05
+log = logging.getLogger("strom.delete_records")
+
+
+def _delete(broker, topic: str, req) -> tuple[dict, object]:
+    partition, code = leader_partition(broker, topic, req.partition_index)
+    result = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
+    if code != ErrorCode.NONE:
+        return result, None
+    plog = partition.log
+    hw = partition.high_watermark
+    offset = hw if req.offset == HIGH_WATERMARK else req.offset
+    if offset < 0 or offset > hw:
+        result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return result, None
+    if offset > plog.log_start_offset:
+        plog.maybe_increment_log_start_offset(offset)
+        log.info("log start offset of %s-%d moved to %d by DeleteRecords", topic, req.partition_index, offset)
+    result["low_watermark"] = plog.log_start_offset
+    return result, partition
+
+
+def low_watermark(partition) -> int:
+    """The smallest log start offset among the leader and its in-sync followers."""
+    low = partition.log.log_start_offset
+    for replica in partition.isr:
+        if replica != partition.local_id:
+            follower = partition.followers.get(replica)
+            low = min(low, follower.log_start_offset if follower is not None else -1)
+    return low
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    topics = []
+    waiting = []  # (result, partition, wanted low watermark)
+    wanted: dict[str, dict[int, object]] = {}
+    for topic in body.topics:  # a partition named twice: the last offset counts, as in Kafka
+        for req in topic.partitions:
+            wanted.setdefault(topic.name, {})[req.partition_index] = req
+    for name, reqs in wanted.items():
+        parts = []
+        for req in reqs.values():
+            result, partition = _delete(broker, name, req)
+            parts.append(result)
+            if partition is not None and len(partition.isr) > 1:
+                waiting.append((result, partition, result["low_watermark"]))
+        topics.append({"name": name, "partitions": parts})
+    if waiting:
+        broker.replicas.notify_data()  # wake followers' long polls so they learn the new start offset
+        deadline = trio.current_time() + max(body.timeout_ms, 0) / 1000
+        while True:
+            pending = [w for w in waiting if low_watermark(w[1]) < w[2]]
+            if not pending or trio.current_time() >= deadline:
+                break
+            with trio.move_on_at(min(deadline, trio.current_time() + POLL_S)):
+                await broker.replicas.wait_for_data()
+        for result, partition, wanted in waiting:
+            low = low_watermark(partition)
+            result["low_watermark"] = low
+            if low < wanted:
+                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,157 @@
+"""Kafka 4.0's own admin tools against Strom: kafka-delete-records.sh, kafka-leader-election.sh and
+kafka-topics.sh --describe (DescribeTopicPartitions, paged); standalone and in a 3-broker
+ZooKeeper cluster, where a preferred leader election goes through the controller and deleted
+records stay deleted on the followers."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.tools.broker_process import BrokerProcess
+
+from .zookeeper import zookeeper_fixture
+
+KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
+NO_JAVA = shutil.which("java") is None or not (KAFKA_HOME / "bin").is_dir()
+pytestmark = pytest.mark.skipif(NO_JAVA, reason=f"needs java and Kafka 4.0's tools at {KAFKA_HOME}")
+
+zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
+
+
+def tool(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KAFKA_HOME": str(KAFKA_HOME), "KAFKA_HEAP_OPTS": "-Xmx256m",
+           "KAFKA_OPTS": "-XX:TieredStopAtLevel=1 -Xshare:auto"}
+    return subprocess.run([str(KAFKA_HOME / "bin" / name), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def create(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)])[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def earliest(bootstrap: str, topic: str, partition: int = 0) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
+    finally:
+        consumer.close()
+
+
+def _wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def test_admin_tools_on_a_standalone_broker(broker, tmp_path):
+    bootstrap = broker.bootstrap
+    create(bootstrap, "tools-a", 3)
+    create(bootstrap, "tools-b", 2)
+    produce(bootstrap, "tools-a", 10)
+    offsets = tmp_path / "delete.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": "tools-a", "partition": 0, "offset": 6}]}))
+    deleted = tool("kafka-delete-records.sh", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert deleted.returncode == 0, deleted.stderr
+    assert "partition: tools-a-0\tlow_watermark: 6" in deleted.stdout, deleted.stdout
+    assert earliest(bootstrap, "tools-a") == 6
+
+    elected = tool("kafka-leader-election.sh", "--bootstrap-server", bootstrap, "--election-type", "preferred",
+                   "--topic", "tools-a", "--partition", "0")
+    assert elected.returncode == 0, elected.stderr
+    assert "Valid replica already elected for partitions tools-a-0" in elected.stdout
+    unknown = tool("kafka-leader-election.sh", "--bootstrap-server", bootstrap, "--election-type", "unclean",
+                   "--topic", "nothere", "--partition", "0")
+    assert unknown.returncode != 0 and "UnknownTopicOrPartitionException: No such topic as nothere" in unknown.stdout
+
+    # One partition per DescribeTopicPartitions answer: the tool follows the cursor through all five.
+    described = tool("kafka-topics.sh", "--bootstrap-server", bootstrap, "--describe", "--exclude-internal",
+                     "--partition-size-limit-per-response", "1")
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines() if line.startswith("\tTopic:")]
+    seen = sorted((r[1], int(r[3])) for r in rows)
+    assert seen == [("tools-a", 0), ("tools-a", 1), ("tools-a", 2), ("tools-b", 0), ("tools-b", 1)], described.stdout
+    assert all(r[4] == "Leader:" and r[6] == "Replicas:" and r[5] == r[7] for r in rows), described.stdout
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):
+    chroot = "/strom-k4-" + request.node.name
+    brokers = []
+    try:
+        for node in range(3):
+            b = BrokerProcess(tmp_path / f"b{node}", {
+                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot,
+                "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "5000",
+                "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+                "default.replication.factor": "3"})
+            brokers.append(b.start())
+        yield brokers
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def _partition(bootstrap: str, topic: str):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+
+
+def test_delete_records_and_preferred_election_in_a_cluster(cluster, tmp_path):
+    everyone = ",".join(b.bootstrap for b in cluster)
+    create(everyone, "moved", 1, rf=3)
+    _wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 20, "full ISR")
+    preferred = _partition(everyone, "moved").replicas[0]
+    produce(everyone, "moved", 20)
+    offsets = tmp_path / "delete.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0, "offset": 5}]}))
+    deleted = tool("kafka-delete-records.sh", "--bootstrap-server", everyone, "--offset-json-file", str(offsets))
+    assert deleted.returncode == 0 and "low_watermark: 5" in deleted.stdout, deleted.stdout + deleted.stderr
+
+    # The preferred leader goes away: another replica leads, and it too starts at offset 5.
+    cluster[preferred].stop()
+    others = ",".join(b.bootstrap for b in cluster if b.running)
+    _wait(lambda: _partition(others, "moved").leader not in (-1, preferred), 30, "a new leader")
+    assert earliest(others, "moved") == 5, "the follower kept records DeleteRecords removed"
+    cluster[preferred].start()
+    _wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 40, "the preferred replica back in the ISR")
+    assert _partition(everyone, "moved").leader != preferred
+
+    elected = tool("kafka-leader-election.sh", "--bootstrap-server", everyone, "--election-type", "preferred",
+                   "--topic", "moved", "--partition", "0")
+    assert elected.returncode == 0, elected.stdout + elected.stderr
+    assert "Successfully completed leader election (PREFERRED) for partitions moved-0" in elected.stdout
+    _wait(lambda: _partition(everyone, "moved").leader == preferred, 20, "leadership back on the preferred replica")
+    again = tool("kafka-leader-election.sh", "--bootstrap-server", everyone, "--election-type", "preferred",
+                 "--all-topic-partitions")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert earliest(everyone, "moved") == 5
+    consumer = Consumer({"bootstrap.servers": everyone, "group.id": "after", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("moved", 0, 5)])
+        values = []
+        deadline = time.monotonic() + 30
+        while len(values) < 15 and time.monotonic() < deadline:
+            values += [m.value() for m in consumer.consume(100, 1) if not m.error()]
+    finally:
+        consumer.close()
+    assert values == [b"%d" % i for i in range(5, 20)]
