@@ -147,6 +147,8 @@ _LAYOUTS: dict[int, _Layout] = {
     19: _Layout("topics", "name", None, None, "topics", "name", None, None,
                 topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None}),
     37: _Layout("topics", "name", None, None, "results", "name", None, None),
+    21: _Layout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                "partition_index", {"low_watermark": -1}),
 }
 
 Selector = Callable[[str | None, int | None], bool]
@@ -276,6 +278,13 @@ class ErrorAnswer:
             return {"topics": [{"name": t["name"], "partitions": [
                 {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
                 for p in t["partition_indexes"]]} for t in body.get("topics") or []]}
+        if key == 43:  # ElectLeaders: each named partition; all of them (null): the top-level code
+            named = body.get("topic_partitions")
+            return {"throttle_time_ms": 0, "error_code": code if named is None else 0,
+                    "replica_election_results": [
+                        {"topic": t["topic"], "partition_result": [
+                            {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+                        for t in named or []]}
         if key in (24, 27, 28, 61):
             return _transaction_error_answer(key, v, body, code)
         if not _has(key, v, "error_code"):
