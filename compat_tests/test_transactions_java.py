@@ -1,0 +1,50 @@
+"""Transactions with the Java client 4.0 and Kafka's own `kafka-transactions.sh`.
+
+A transactional producer commits, aborts and commits; read_committed and read_uncommitted
+consumers read the topic; a consume-transform-produce loop sends the group's offsets to each
+transaction (`compat_tests/kafka4/TransactionalRoundTrip.java`). Then `kafka-transactions.sh
+list`, `describe` and `describe-producers` show what Kafka's tool shows.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compat_tests.test_fetch_sessions import KAFKA_HOME, java_unavailable
+
+PROGRAM = Path(__file__).parent / "kafka4" / "TransactionalRoundTrip.java"
+pytestmark = pytest.mark.skipif(java_unavailable() is not None, reason=str(java_unavailable()))
+
+
+def _tool(bootstrap: str, *args: str) -> list[list[str]]:
+    done = subprocess.run([f"{KAFKA_HOME}/bin/kafka-transactions.sh", "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [[cell.strip() for cell in line.split("\t")] for line in done.stdout.strip().splitlines()]
+
+
+def test_java_transactional_producer_consumers_and_kafka_transactions_tool(broker):
+    done = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*",
+                           str(PROGRAM), broker.bootstrap, "jt", "java-tx"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    facts = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+    assert facts["committed"] == ",".join(f"c{i}" for i in range(13))
+    assert facts["uncommitted"] == "18"
+    # 13 records + 5 aborted + 3 markers: the group's next offset is 21 - 1 = 20 (the last marker's)
+    assert (facts["transformed"], facts["group-offset"]) == ("13", "20")
+    assert facts["output"] == ",".join(f"C{i}" for i in range(13))
+
+    listed = _tool(broker.bootstrap, "list")
+    assert listed[0][:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert sorted((row[0], row[3]) for row in listed[1:]) == [("java-tx", "CompleteCommit"),
+                                                              ("java-tx-ctp", "CompleteCommit")]
+    described = _tool(broker.bootstrap, "describe", "--transactional-id", "java-tx")
+    row = dict(zip(described[0], described[1]))
+    assert (row["TransactionalId"], row["ProducerEpoch"], row["TransactionState"],
+            row["TransactionTimeoutMs"]) == ("java-tx", "0", "CompleteCommit", "60000")
+    producers = _tool(broker.bootstrap, "describe-producers", "--topic", "jt", "--partition", "0")
+    row = dict(zip(producers[0], producers[1]))
+    assert (row["ProducerEpoch"], row["LastSequence"], row["CurrentTransactionStartOffset"]) == ("0", "17", "None")
