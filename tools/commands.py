@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from strom.tools.admin import configs, topics
+from strom.tools.bench_testbroker import bench_testbroker
 from strom.tools.benchmark import bench
 from strom.tools.console import consume, produce
 from strom.tools.control_cli import control
@@ -18,4 +19,4 @@ from strom.tools.perf import perf
 from strom.tools.spark.pipeline import pipeline
 
 COMMANDS: list[click.Command] = [topics, produce, consume, groups, configs, dump_log, perf, bench, pipeline,
-                                 control, log_dirs]
+                                 control, log_dirs, bench_testbroker]

@@ -223,3 +223,23 @@ def test_three_broker_cluster_with_zookeeper():
         assert sorted(partition.replicas) == [0, 1, 2]
         data_dir = c.data_dir
     assert not data_dir.exists()
+
+
+def test_the_plugin_loads_nothing_of_the_broker_until_a_fixture_is_used():
+    code = ("import sys, strom.testing.pytest_plugin, strom.testing; "
+            "print(sorted(m for m in ('trio', 'strom.broker.broker', 'confluent_kafka', 'strom.testing.embedded') "
+            "if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_bench_testbroker_workload_and_report():
+    from strom.tools.bench_testbroker import format_report, workload
+
+    with broker() as b:
+        phases = workload(b.bootstrap_servers)
+    assert set(phases) == {"create_s", "produce_s", "consume_commit_s"} and all(v > 0 for v in phases.values())
+    run = {"total_s": 0.4, "start_s": 0.1, "stop_s": 0.05, **phases}
+    text = format_report({"median": {"embedded_warm": run, "serve_process": dict(run, total_s=0.9),
+                                     "embedded_idle_rss_bytes": 18 * 2**20}})
+    assert "embedded_warm" in text and "< 0.5 s: yes" in text and "18.0 MiB" in text
