@@ -151,6 +151,21 @@ class BrokerSource:
             info.size = sum(s.size for s in segments)
         return info
 
+    def offline_partition_count(self) -> int:
+        """Partitions with no live leader, from the cluster's partition states (no log reads)."""
+        broker = self._broker
+        if broker.cluster is None:
+            return 0
+        live = broker.cluster.view.brokers
+        count = 0
+        for name in self.topic_names():
+            info = self.topic(name)
+            for index in range(info.partitions):
+                view = broker.partition_view(name, index)
+                if view is None or view[0] < 0 or view[0] not in live:
+                    count += 1
+        return count
+
     def local_partition(self, topic: str, index: int):
         return self._broker.replicas.get(topic, index)
 
