@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from strom.tools import bench_client, bench_inflight, bench_machine, bench_sessions
+from strom.tools import bench_client, bench_console, bench_inflight, bench_machine, bench_sessions
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -75,6 +75,8 @@ class BenchSettings:
     session_consumers: int = 4
     session_seconds: float = 10.0
     session_kafka: bool = True
+    console_topics: int = 1_000
+    console_partitions: int = 10
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -83,7 +85,7 @@ class BenchSettings:
 FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
-                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0)
+                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100)
 
 
 @dataclass
@@ -380,6 +382,15 @@ class Profiler:
                 self.proc.wait()
 
 
+def run_console_benchmark(settings: BenchSettings, workdir: Path, log: Log, report: Report | None = None) -> Report:
+    """The console's figures (``bench_console``): client throughput with the console polled, and
+    page/API latency with ``console_topics`` x ``console_partitions`` partitions."""
+    report = report if report is not None else Report(settings=asdict(settings))
+    bench_console.measure_overhead(report, settings, workdir, log)
+    bench_console.measure_latency(report, settings, workdir, log)
+    return report
+
+
 def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Path | None = None) -> Report:
     """Measure everything into one ``Report``; the broker runs under ``workdir``."""
     from strom.tools.broker_process import BrokerProcess
@@ -409,6 +420,7 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
         if profiler is not None:
             profiler.stop()
         broker.stop()
+    run_console_benchmark(settings, workdir, log, report)
     return report
 
 
@@ -445,8 +457,10 @@ def _aligned(rows: list[list[str]]) -> str:
               help="Directory for the broker's data (default: a temporary directory, removed after).")
 @click.option("--py-spy", "profile", type=click.Path(dir_okay=False, path_type=Path),
               help="Record the broker with py-spy (raw format) during the load into this file.")
+@click.option("--console-only", is_flag=True,
+              help="Only the console's figures: throughput with it polled, page latency with many partitions.")
 def bench(quick: bool, records: int | None, producers: int | None, json_path: Path | None,
-          workdir: Path | None, profile: Path | None) -> None:
+          workdir: Path | None, profile: Path | None, console_only: bool = False) -> None:
     """Benchmark a local Strom broker against this machine's own limits."""
     from strom.tools.broker_process import BrokerProcessError
 
@@ -457,11 +471,16 @@ def bench(quick: bool, records: int | None, producers: int | None, json_path: Pa
         settings = replace(settings, producers=producers)
     log: Log = lambda message: click.echo(message, err=True)
     try:
+        def run(directory: Path) -> Report:
+            if console_only:
+                return run_console_benchmark(settings, directory, log)
+            return run_benchmark(settings, directory, log, profile)
+
         if workdir is not None:
-            report = run_benchmark(settings, workdir, log, profile)
+            report = run(workdir)
         else:
             with tempfile.TemporaryDirectory(prefix="strom-bench-") as tmp:
-                report = run_benchmark(settings, Path(tmp), log, profile)
+                report = run(Path(tmp))
     except (bench_client.WorkloadError, bench_machine.MeasurementError, bench_inflight.InflightError,
             bench_sessions.SessionBenchError,
             BrokerProcessError) as exc:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from strom.tools import bench_machine
+from strom.tools import bench_console, bench_machine
 from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, bench, format_table, run_benchmark
 
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
-               rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False)
+               rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
+               console_topics=4, console_partitions=2)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -27,6 +28,8 @@ EXPECTED_FIGURES = {
     *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
     *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
     "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu",
+    "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
+    *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
@@ -34,6 +37,7 @@ EXPECTED_REFERENCES = {
     *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
     *(f"client_drain_{s}B_records_per_s" for s in SIZES),
     "strom_fetch_idle_full_cpu",
+    "console_produce_100B_1p_records_per_s", "console_consume_100B_1p_records_per_s", "console_static_file_ms",
 }
 
 
@@ -63,6 +67,9 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     sessions = doc["details"]["fetch_sessions_strom"]
     assert sessions["session"]["response_bytes"] < sessions["full"]["response_bytes"] / 10, sessions
     assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
+
+    assert doc["details"]["console_overhead"]["polled_requests"] > 0
+    assert doc["details"]["console_latency"]["partitions"] == 8
 
     table = format_table(report)
     assert all(key in table for key in EXPECTED_FIGURES | EXPECTED_REFERENCES)
