@@ -4,7 +4,8 @@ its pages and API answer on a broker with many partitions.
 1. Overhead: one broker with the console on; produce and then consume the same workload as the
    main benchmark's 100-byte, 1-partition, acks=1 setting, once with nobody looking and once with
    a poller fetching the overview, topics, groups and clients pages and their JSON every second
-   and scraping /metrics every second. ``rounds`` pairs, the order alternating, best of each kept;
+   and scraping /metrics every second. ``console_rounds`` pairs, the order alternating, best of
+   each kept (other load on the machine only ever slows a run down);
    the figures are the ratios with/without (target >= 0.95).
 2. Latency: a broker with ``console_topics`` topics of ``console_partitions`` partitions (1,000 x
    10 in the full run) and a consumer group with committed offsets on 100 of them; every page and
@@ -112,14 +113,16 @@ def measure_overhead(report, settings, workdir: Path, log: Log) -> None:
         base = _console(broker)
         count = settings.small_records
         best: dict[str, dict[str, float]] = {"off": {}, "on": {}}
+        runs: dict[str, list] = {"off": [], "on": []}
         polled = 0
-        for round_ in range(settings.rounds):
+        rounds = settings.console_rounds
+        for round_ in range(rounds):
             for mode in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
                 topic = f"bench-console-{round_}-{mode}"
                 create_topics(broker.bootstrap, {topic: 1})
                 _commit(broker.bootstrap, {(topic, 0): 0})
                 log(f"console overhead: {count * settings.producers} x 100 B produced and consumed, console "
-                    f"{'polled every second' if mode == 'on' else 'not polled'}, round {round_ + 1}/{settings.rounds}")
+                    f"{'polled every second' if mode == 'on' else 'not polled'}, round {round_ + 1}/{rounds}")
                 poller = Poller(base) if mode == "on" else None
                 if poller is not None:
                     poller.__enter__()
@@ -134,15 +137,16 @@ def measure_overhead(report, settings, workdir: Path, log: Log) -> None:
                         polled += poller.requests
                         if poller.errors:
                             raise bench_client.WorkloadError(f"console polling failed: {poller.errors[:3]}")
+                runs[mode].append({"produce": produced["rate"], "consume": consumed["rate"]})
                 for what, run in (("produce", produced), ("consume", consumed)):
                     if run["failed"]:
                         raise bench_client.WorkloadError(f"{what}: {run['failed']} records failed")
                     best[mode][what] = max(best[mode].get(what, 0.0), run["rate"])
-        report.details["console_overhead"] = {**best, "polled_requests": polled}
+        report.details["console_overhead"] = {**best, "runs": runs, "polled_requests": polled}
         for what in ("produce", "consume"):
             key = f"console_{what}_100B_1p_records_per_s"
             report.reference(key, best["off"][what], "records/s",
-                             f"{what} rate of the same broker with its console not polled (best of {settings.rounds})")
+                             f"{what} rate of the same broker with its console not polled (best of {rounds})")
             report.add(f"{what}_with_console_polled_ratio", best["on"][what] / best["off"][what], "x", key,
                        ref_value=1.0, target=(">= 0.95", lambda v: v >= 0.95))
     finally:

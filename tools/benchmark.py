@@ -77,6 +77,7 @@ class BenchSettings:
     session_kafka: bool = True
     console_topics: int = 1_000
     console_partitions: int = 10
+    console_rounds: int = 3
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -85,7 +86,8 @@ class BenchSettings:
 FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
-                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100)
+                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100,
+                      console_rounds=2)
 
 
 @dataclass

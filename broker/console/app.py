@@ -33,6 +33,7 @@ from .views import Views
 log = logging.getLogger("strom.console")
 
 STATIC_DIR = Path(__file__).parent / "static"
+MAX_CHARTS = 12
 
 
 def _human_bytes(n) -> str:
@@ -182,12 +183,16 @@ def build_app(source: BrokerSource, history) -> Starlette:
             return await not_found(f"Group {group_id} is not coordinated by this broker (or does not exist).")
         hist = history.group(group_id)
         charts = []
-        for p in hist["partitions"]:
+        # a chart per partition, the largest lag first, at most MAX_CHARTS (the API has them all)
+        ranked = sorted(hist["partitions"], key=lambda p: (-(p["lag"][-1] if p["lag"] else 0), p["topic"],
+                                                            p["partition"]))
+        for p in ranked[:MAX_CHARTS]:
             svg = svg_chart(p["times"], [("log end offset", p["log_end_offset"], "#2563eb"),
                                          ("committed offset", p["committed_offset"], "#16a34a"),
                                          ("lag", p["lag"], "#dc2626")])
             charts.append({"topic": p["topic"], "partition": p["partition"], "svg": Markup(svg)})
-        return await page("group.html", title=f"Group {group_id}", data=data, charts=charts)
+        return await page("group.html", title=f"Group {group_id}", data=data, charts=charts,
+                          more_charts=max(0, len(ranked) - MAX_CHARTS))
 
     async def clients_page(request: Request):
         return await page("clients.html", title="Clients", clients=views.clients())

@@ -15,7 +15,7 @@ from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, benc
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
                rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
-               console_topics=4, console_partitions=2)
+               console_topics=4, console_partitions=2, console_rounds=1)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -69,6 +69,7 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
 
     assert doc["details"]["console_overhead"]["polled_requests"] > 0
+    assert len(doc["details"]["console_overhead"]["runs"]["on"]) == TINY.console_rounds
     assert doc["details"]["console_latency"]["partitions"] == 8
 
     table = format_table(report)
