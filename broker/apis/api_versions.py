@@ -1,4 +1,6 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
+import re
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -15,5 +17,14 @@ def body(error: int = ErrorCode.NONE) -> dict:
     }
 
 
+# KIP-511: from v3 the client names its software; Kafka refuses names outside this pattern.
+SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
 async def handle(broker, request) -> dict:
+    if request.header.api_version >= 3:
+        b = request.body
+        if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
+                and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
     return body()

@@ -9,9 +9,11 @@ BROKERS_ENDPOINT = 1
 
 async def handle(broker, request) -> dict:
     if request.header.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
-        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-                "error_message": "Only broker endpoints are available.",
-                "endpoint_type": request.body.endpoint_type, "cluster_id": broker.cluster_id()}
+        # as Kafka's broker listener: the request wanted another endpoint type (controllers)
+        return {"error_code": ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                "error_message": "The request was sent to an endpoint of type BROKER, "
+                                 f"but we wanted an endpoint of type {request.body.endpoint_type}.",
+                "endpoint_type": BROKERS_ENDPOINT, "cluster_id": ""}
     return {
         "error_code": ErrorCode.NONE,
         "endpoint_type": BROKERS_ENDPOINT,
