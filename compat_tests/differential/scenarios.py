@@ -1,0 +1,696 @@
+"""The differential scenarios, as data: each a name and a few requests (``harness.Step``).
+
+The first scenario builds the shared world both brokers start from (topics ``w-one`` with ten
+records at fixed timestamps, ``w-three`` with two records per partition, ``w-compact``,
+``w-empty``, ``w-small`` with max.message.bytes=1024, and committed offsets of group ``w-group``);
+every later scenario reads the world or makes its own topics and groups named after itself
+(``{s}``), so scenarios never disturb each other. Version loops cover every version Strom
+serves (``strom.broker.apis.SUPPORTED_RANGE``) and the error paths.
+
+Adding a scenario: append ``sc("name", step, step, ...)`` in a section below; a step is
+``req(ApiKey.X, version, {body})`` (helpers below build the common ones).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.apis import SUPPORTED_RANGE
+from strom.protocol.records.batch import Record, build_batch
+from strom.protocol.records.compression import Compression
+from strom.protocol.records.legacy import LegacyMessage, build_message_set
+from strom.protocol.schema import ApiKey
+
+from .harness import Scenario, Step
+
+BASE_TS = 1_700_000_000_000
+GROUP_SESSION_MS = 120_000  # members of the run's groups must not expire while it runs
+A = ApiKey
+
+
+def versions(api: int) -> range:
+    lo, hi = SUPPORTED_RANGE[api]
+    return range(lo, hi + 1)
+
+
+def req(api: int, version: int, body: dict[str, Any] | None = None, **kw: Any) -> Step:
+    return Step(int(api), version, body or {}, **kw)
+
+
+def setup(api: int, version: int, body: dict[str, Any], **kw: Any) -> Step:
+    """A step whose answer is not compared (retried until it carries no error)."""
+    return Step(int(api), version, body, compare=False, until_ok=True, **kw)
+
+
+def sc(name: str, *steps: Step, note: str = "") -> Scenario:
+    return Scenario(name, tuple(steps), note)
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def batch(n: int = 3, *, first_ts: int = BASE_TS, codec: int = 0, key: bytes | None = b"k", value_size: int = 0,
+          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, headers: bool = False) -> bytes:
+    records = [
+        Record(i, i * 1000, key + str(i).encode() if key is not None else None,
+               (b"v" * value_size) if value_size else f"value-{i}".encode(),
+               [("h", f"hv{i}".encode())] if headers else [])
+        for i in range(n)
+    ]
+    return build_batch(records, compression=codec, base_timestamp=first_ts, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def legacy(magic: int, n: int = 2, codec: int = 0) -> bytes:
+    return build_message_set(
+        [LegacyMessage(i, BASE_TS + i if magic else -1, b"k%d" % i, b"legacy-%d" % i, 0, magic) for i in range(n)],
+        magic, codec)
+
+
+def records_for(version: int, n: int = 3, **kw: Any) -> bytes:
+    """The record format a Produce version carries: v0-1 magic 0, v2 magic 1, v3+ batches."""
+    if version <= 1:
+        return legacy(0, n)
+    if version == 2:
+        return legacy(1, n)
+    return batch(n, **kw)
+
+
+def create_topic(name: str, partitions: int = 1, configs: dict[str, str] | None = None, *, compare: bool = False,
+                 version: int = 7) -> Step:
+    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": 10_000, "validate_only": False}
+    if compare:
+        return req(A.CREATE_TOPICS, version, body)
+    return setup(A.CREATE_TOPICS, version, body)
+
+
+def await_topic(name: str, partitions: int = 1) -> Step:
+    """ListOffsets until every partition answers without error: Kafka's broker becomes leader of a new
+    topic's partitions a little after CreateTopics returns."""
+    return setup(A.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                      for p in range(partitions)]}]})
+
+
+def produce_body(topic: str, partition: int, records: bytes, acks: int = -1, txn: str | None = None) -> dict:
+    return {"transactional_id": txn, "acks": acks, "timeout_ms": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+
+
+def produce(topic: str, partition: int, records: bytes, version: int = 9, **kw: Any) -> Step:
+    return req(A.PRODUCE, version, produce_body(topic, partition, records), **kw)
+
+
+def fetch_body(version: int, topic: str, partition: int = 0, offset: int = 0, *, max_bytes: int = 1 << 20,
+               leader_epoch: int = -1, isolation: int = 0) -> dict:
+    return {"replica_id": -1, "max_wait_ms": 10, "min_bytes": 1, "max_bytes": max_bytes,
+            "isolation_level": isolation, "session_id": 0, "session_epoch": -1, "rack_id": "",
+            "topics": [{"topic": topic, "topic_id": "@tid:" + topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": []}
+
+
+def list_offsets_body(topic: str, partition: int, timestamp: int, leader_epoch: int = -1) -> dict:
+    return {"replica_id": -1, "isolation_level": 0, "timeout_ms": 10_000, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": leader_epoch,
+                                        "timestamp": timestamp, "max_num_offsets": 1}]}]}
+
+
+def commit_body(group: str, topic: str, partition: int, offset: int, *, generation: int = -1, member: str = "",
+                metadata: str | None = "m") -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
+            "group_instance_id": None, "retention_time_ms": -1, "topics": [
+                {"name": topic, "partitions": [{"partition_index": partition, "committed_offset": offset,
+                                                "committed_leader_epoch": -1, "commit_timestamp": -1,
+                                                "committed_metadata": metadata}]}]}
+
+
+def offset_fetch_body(version: int, group: str, topics: list[tuple[str, list[int]]] | None) -> dict:
+    tops = None if topics is None else [{"name": t, "partition_indexes": p} for t, p in topics]
+    if version >= 8:
+        return {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": tops}],
+                "require_stable": False}
+    return {"group_id": group, "topics": tops, "require_stable": False}
+
+
+def join_body(group: str, member: str = "", *, session_ms: int = GROUP_SESSION_MS, protocol: str = "range",
+              protocol_type: str = "consumer") -> dict:
+    return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": 30_000,
+            "member_id": member, "group_instance_id": None, "protocol_type": protocol_type,
+            "protocols": [{"name": protocol, "metadata": b"\x00\x01\x00\x00\x00\x01\x00\x05w-one\xff\xff\xff\xff"}],
+            "reason": None}
+
+
+def join_steps(version: int, group: str, member_var: str = "member") -> list[Step]:
+    """JoinGroup as a client does it: from v4 the first join asks for a member id (MEMBER_ID_REQUIRED)."""
+    steps = []
+    if version >= 4:
+        steps.append(req(A.JOIN_GROUP, version, join_body(group), capture={member_var: "member_id"}))
+        steps.append(req(A.JOIN_GROUP, version, join_body(group, "$" + member_var),
+                         capture={member_var: "member_id", "generation": "generation_id"}))
+    else:
+        steps.append(req(A.JOIN_GROUP, version, join_body(group),
+                         capture={member_var: "member_id", "generation": "generation_id"}))
+    return steps
+
+
+def sync_body(group: str, member: str = "$member", generation: Any = "$generation", assign: bool = True) -> dict:
+    return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": member, "assignment": b"\x00\x01\x00\x00\x00\x01\x00\x05w-one\x00\x00\x00\x01"
+                                                                  b"\x00\x00\x00\x00\xff\xff\xff\xff"}] if assign else []}
+
+
+def heartbeat_body(group: str, member: str = "$member", generation: Any = "$generation") -> dict:
+    return {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None}
+
+
+def leave_body(group: str, member: str = "$member") -> dict:
+    return {"group_id": group, "member_id": member,
+            "members": [{"member_id": member, "group_instance_id": None, "reason": None}]}
+
+
+def describe_configs_body(rtype: int, name: str, keys: list[str] | None, synonyms: bool = False) -> dict:
+    return {"resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+            "include_synonyms": synonyms, "include_documentation": False}
+
+
+TOPIC, BROKER = 2, 4
+TOPIC_KEYS = ["cleanup.policy", "retention.ms", "max.message.bytes", "segment.bytes", "min.insync.replicas"]
+
+
+# Kafka's broker applies a config change when the controller's metadata record reaches it, a little
+# after AlterConfigs returns: a DescribeConfigs that reads a change waits this long first.
+SETTLE_S = 0.5
+
+
+def describe_topic(name: str, version: int = 4, keys: list[str] | None = None, pause_s: float = 0.0) -> Step:
+    return req(A.DESCRIBE_CONFIGS, version, describe_configs_body(TOPIC, name, keys or TOPIC_KEYS), pause_s=pause_s)
+
+
+# --------------------------------------------------------------------------- the world
+
+
+WORLD = sc(
+    "world",
+    create_topic("w-one", 1, compare=True),
+    create_topic("w-three", 3, compare=True),
+    create_topic("w-compact", 1, {"cleanup.policy": "compact"}, compare=True),
+    create_topic("w-empty", 1, compare=True),
+    create_topic("w-small", 1, {"max.message.bytes": "1024"}, compare=True),
+    await_topic("w-one"), await_topic("w-three", 3), await_topic("w-compact"), await_topic("w-empty"),
+    await_topic("w-small"),
+    produce("w-one", 0, batch(5, headers=True), until_ok=True),
+    produce("w-one", 0, batch(5, first_ts=BASE_TS + 5000, key=b"j"), until_ok=True),
+    *[produce("w-three", p, batch(2, first_ts=BASE_TS + p), until_ok=True) for p in range(3)],
+    produce("w-compact", 0, batch(3), until_ok=True),
+    setup(A.FIND_COORDINATOR, 3, {"key": "w-group", "key_type": 0}),
+    req(A.OFFSET_COMMIT, 8, commit_body("w-group", "w-one", 0, 4), until_ok=True),
+)
+
+# A stable group with one member that stays for the whole run (session 120 s).
+STABLE = sc(
+    "stable-group",
+    setup(A.FIND_COORDINATOR, 3, {"key": "w-stable", "key_type": 0}),
+    *join_steps(7, "w-stable"),
+    req(A.SYNC_GROUP, 5, sync_body("w-stable")),
+    req(A.OFFSET_COMMIT, 8, commit_body("w-stable", "w-one", 0, 2, generation="$generation", member="$member")),
+)
+
+
+# --------------------------------------------------------------------------- per API
+
+
+def api_versions() -> list[Scenario]:
+    out = [sc(f"api_versions-v{v}", req(A.API_VERSIONS, v, {"client_software_name": "strom-diff",
+                                                            "client_software_version": "1.0"}))
+           for v in versions(A.API_VERSIONS)]
+    out.append(sc("api_versions-v3-invalid-software-name",
+                  req(A.API_VERSIONS, 3, {"client_software_name": "bad name!", "client_software_version": "1.0"})))
+    # An ApiVersions version no broker knows: answered in v0 with UNSUPPORTED_VERSION.
+    out.append(sc("api_versions-v99-unknown", Step(A.API_VERSIONS, 99, {},
+                                                   raw=b"\x00\x12\x00\x63\x00\x00\x00\x07\x00\x04diff\x00\x00\x00")))
+    return out
+
+
+def metadata() -> list[Scenario]:
+    out = []
+    for v in versions(A.METADATA):
+        body = {"topics": [{"name": "w-one", "topic_id": bytes(16)}, {"name": "w-three", "topic_id": bytes(16)}],
+                "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        out.append(sc(f"metadata-v{v}-two-topics", req(A.METADATA, v, body)))
+        if v >= 4:
+            out.append(sc(f"metadata-v{v}-unknown-topic-no-autocreate", req(A.METADATA, v, {
+                "topics": [{"name": "{s}", "topic_id": bytes(16)}], "allow_auto_topic_creation": False})))
+            out.append(sc(f"metadata-v{v}-autocreate", req(A.METADATA, v, {
+                "topics": [{"name": "{s}", "topic_id": bytes(16)}], "allow_auto_topic_creation": True}),
+                await_topic("{s}"), req(A.METADATA, v, {"topics": [{"name": "{s}", "topic_id": bytes(16)}],
+                                                        "allow_auto_topic_creation": False})))
+        if v >= 8:
+            out.append(sc(f"metadata-v{v}-authorized-operations", req(A.METADATA, v, {
+                "topics": [{"name": "w-one", "topic_id": bytes(16)}], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": v <= 10, "include_topic_authorized_operations": True})))
+    out.append(sc("metadata-v1-invalid-topic-name", req(A.METADATA, 1, {"topics": [{"name": "bad name!"}]})))
+    out.append(sc("metadata-v12-invalid-topic-name", req(A.METADATA, 12, {
+        "topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})))
+    out.append(sc("metadata-v12-autocreate-invalid-name", req(A.METADATA, 12, {
+        "topics": [{"name": "a" * 250}], "allow_auto_topic_creation": True})))
+    out.append(sc("metadata-v12-by-topic-id", req(A.METADATA, 12, {
+        "topics": [{"name": None, "topic_id": "@tid:w-one"}], "allow_auto_topic_creation": False})))
+    out.append(sc("metadata-v12-unknown-topic-id", req(A.METADATA, 12, {
+        "topics": [{"name": None, "topic_id": b"\x01" * 16}], "allow_auto_topic_creation": False})))
+    out.append(sc("metadata-v12-empty-list", req(A.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})))
+    out.append(sc("metadata-v3-autocreate-implied", req(A.METADATA, 3, {"topics": [{"name": "{s}"}]}),
+                  await_topic("{s}"), req(A.METADATA, 12, {"topics": [{"name": "{s}"}],
+                                                            "allow_auto_topic_creation": False})))
+    return out
+
+
+def produce_scenarios() -> list[Scenario]:
+    out = []
+    for v in versions(A.PRODUCE):
+        out.append(sc(f"produce-v{v}", create_topic("{s}"), await_topic("{s}"),
+                      produce("{s}", 0, records_for(v), v), produce("{s}", 0, records_for(v), v),
+                      req(A.FETCH, 12, fetch_body(12, "{s}"))))
+        out.append(sc(f"produce-v{v}-unknown-topic", produce("{s}", 0, records_for(v), v)))
+        out.append(sc(f"produce-v{v}-unknown-partition", produce("w-empty", 7, records_for(v), v)))
+    codecs = [("gzip", Compression.GZIP, 3), ("snappy", Compression.SNAPPY, 3), ("lz4", Compression.LZ4, 3),
+              ("zstd", Compression.ZSTD, 7)]
+    for label, codec, v in codecs:
+        out.append(sc(f"produce-v{v}-{label}", create_topic("{s}"), await_topic("{s}"),
+                      produce("{s}", 0, batch(4, codec=codec, headers=True), v),
+                      req(A.FETCH, 12, fetch_body(12, "{s}"))))
+    out.append(sc("produce-v3-zstd-too-old", create_topic("{s}"), await_topic("{s}"),
+                  produce("{s}", 0, batch(2, codec=Compression.ZSTD), 3)))
+    for v in (0, 1):
+        out.append(sc(f"produce-v{v}-legacy-gzip", create_topic("{s}"), await_topic("{s}"),
+                      produce("{s}", 0, legacy(0, 3, Compression.GZIP), v),
+                      req(A.FETCH, 12, fetch_body(12, "{s}"))))
+    out.append(sc("produce-v9-acks-0", create_topic("{s}"), await_topic("{s}"),
+                  req(A.PRODUCE, 9, produce_body("{s}", 0, batch(2), acks=0), no_response=True),
+                  req(A.LIST_OFFSETS, 7, list_offsets_body("{s}", 0, -1), pause_s=0.3)))
+    out.append(sc("produce-v9-acks-1", create_topic("{s}"), await_topic("{s}"),
+                  req(A.PRODUCE, 9, produce_body("{s}", 0, batch(2), acks=1))))
+    out.append(sc("produce-v9-invalid-acks", req(A.PRODUCE, 9, produce_body("w-empty", 0, batch(2), acks=2))))
+    out.append(sc("produce-v9-over-topic-max-message-bytes",
+                  produce("w-small", 0, batch(1, value_size=2000)), req(A.LIST_OFFSETS, 7, list_offsets_body("w-small", 0, -1))))
+    out.append(sc("produce-v9-under-topic-max-message-bytes", produce("w-small", 0, batch(1, value_size=100))))
+    out.append(sc("produce-v3-over-topic-max-message-bytes", produce("w-small", 0, batch(1, value_size=4000), 3)))
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    out.append(sc("produce-v9-corrupt-crc", produce("w-empty", 0, bytes(corrupt)),
+                  req(A.LIST_OFFSETS, 7, list_offsets_body("w-empty", 0, -1))))
+    out.append(sc("produce-v9-truncated-batch", produce("w-empty", 0, batch(2)[:-5])))
+    out.append(sc("produce-v9-compacted-null-key", produce("w-compact", 0, batch(2, key=None))))
+    out.append(sc("produce-v9-compacted-keyed", produce("w-compact", 0, batch(2, key=b"c"))))
+    out.append(sc("produce-v9-invalid-topic-name", produce("bad name!", 0, batch(1))))
+    out.append(sc("produce-v9-empty-records", produce("w-empty", 0, b"")))
+    out.append(sc("produce-v9-three-partitions", create_topic("{s}", 3), await_topic("{s}", 3), req(A.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 10_000, "topic_data": [
+            {"name": "{s}", "partition_data": [{"index": p, "records": batch(p + 1)} for p in range(3)]}]}),
+        req(A.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "{s}", "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                           for p in range(3)]}]})))
+    # idempotence: InitProducerId, sequences in order, a duplicate, a gap, a wrong epoch
+    idem = [create_topic("{s}"), await_topic("{s}"),
+            req(A.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": -1, "producer_id": -1,
+                                        "producer_epoch": -1},
+                capture={"pid": "producer_id", "epoch": "producer_epoch"}, until_ok=True)]
+    out.append(sc("produce-idempotent-in-order", *idem,
+                  produce("{s}", 0, "@batch:0"), produce("{s}", 0, "@batch:2"), produce("{s}", 0, "@batch:2"),
+                  produce("{s}", 0, "@batch:8"), produce("{s}", 0, "@batch:4"),
+                  req(A.LIST_OFFSETS, 7, list_offsets_body("{s}", 0, -1))))
+    out.append(sc("produce-idempotent-first-sequence-not-zero", *idem, produce("{s}", 0, "@batch:5")))
+    out.append(sc("produce-idempotent-unknown-producer-id", create_topic("{s}"), await_topic("{s}"),
+                  produce("{s}", 0, batch(2, producer_id=999_999, producer_epoch=0, base_sequence=0))))
+    out.append(sc("produce-transactional-without-init", create_topic("{s}"), await_topic("{s}"),
+                  req(A.PRODUCE, 9, produce_body("{s}", 0, batch(2), txn="no-such-txn"))))
+    return out
+
+
+def fetch_scenarios() -> list[Scenario]:
+    out = []
+    for v in versions(A.FETCH):
+        out.append(sc(f"fetch-v{v}-from-3", req(A.FETCH, v, fetch_body(v, "w-one", 0, 3))))
+        out.append(sc(f"fetch-v{v}-out-of-range", req(A.FETCH, v, fetch_body(v, "w-one", 0, 100))))
+        out.append(sc(f"fetch-v{v}-unknown-partition", req(A.FETCH, v, fetch_body(v, "w-one", 9, 0))))
+    for v in (4, 11, 12, 13, 17):
+        out.append(sc(f"fetch-v{v}-at-end", req(A.FETCH, v, fetch_body(v, "w-one", 0, 10))))
+        out.append(sc(f"fetch-v{v}-empty-topic", req(A.FETCH, v, fetch_body(v, "w-empty", 0, 0))))
+        out.append(sc(f"fetch-v{v}-three-partitions", req(A.FETCH, v, {
+            **fetch_body(v, "w-three"), "topics": [{"topic": "w-three", "topic_id": "@tid:w-three", "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in range(3)]}]})))
+        out.append(sc(f"fetch-v{v}-small-max-bytes", req(A.FETCH, v, fetch_body(v, "w-one", 0, 0, max_bytes=10))))
+        out.append(sc(f"fetch-v{v}-negative-offset", req(A.FETCH, v, fetch_body(v, "w-one", 0, -5))))
+    for v in (9, 12, 17):
+        out.append(sc(f"fetch-v{v}-future-leader-epoch", req(A.FETCH, v, fetch_body(v, "w-one", 0, 0, leader_epoch=5))))
+        out.append(sc(f"fetch-v{v}-current-leader-epoch", req(A.FETCH, v, fetch_body(v, "w-one", 0, 0, leader_epoch=0))))
+        out.append(sc(f"fetch-v{v}-read-committed", req(A.FETCH, v, fetch_body(v, "w-one", 0, 0, isolation=1))))
+    for v in (4, 12):
+        out.append(sc(f"fetch-v{v}-unknown-topic", req(A.FETCH, v, fetch_body(v, "no-such-topic-at-all"))))
+    for v in (13, 17):
+        body = fetch_body(v, "w-one")
+        body["topics"][0]["topic_id"] = b"\x02" * 16
+        out.append(sc(f"fetch-v{v}-unknown-topic-id", req(A.FETCH, v, body)))
+    out.append(sc("fetch-v12-last-fetched-epoch-diverging", req(A.FETCH, 12, {
+        **fetch_body(12, "w-one"), "topics": [{"topic": "w-one", "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "fetch_offset": 10, "last_fetched_epoch": 3,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})))
+    out.append(sc("fetch-v12-unknown-session", req(A.FETCH, 12, {**fetch_body(12, "w-one"), "session_id": 12345,
+                                                                  "session_epoch": 3})))
+    out.append(sc("fetch-v12-new-session", req(A.FETCH, 12, {**fetch_body(12, "w-one"), "session_epoch": 0})))
+    return out
+
+
+def list_offsets() -> list[Scenario]:
+    out = []
+    for v in versions(A.LIST_OFFSETS):
+        for label, ts in (("earliest", -2), ("latest", -1), ("timestamp", BASE_TS + 4500), ("after-last", BASE_TS + 99_000)):
+            out.append(sc(f"list_offsets-v{v}-{label}", req(A.LIST_OFFSETS, v, list_offsets_body("w-one", 0, ts))))
+        out.append(sc(f"list_offsets-v{v}-unknown-partition", req(A.LIST_OFFSETS, v, list_offsets_body("w-one", 4, -1))))
+    for v in (7, 8, 10):
+        out.append(sc(f"list_offsets-v{v}-max-timestamp", req(A.LIST_OFFSETS, v, list_offsets_body("w-one", 0, -3))))
+    for v in (4, 10):
+        out.append(sc(f"list_offsets-v{v}-future-leader-epoch", req(A.LIST_OFFSETS, v, list_offsets_body("w-one", 0, -1, 3))))
+        out.append(sc(f"list_offsets-v{v}-current-leader-epoch", req(A.LIST_OFFSETS, v, list_offsets_body("w-one", 0, -1, 0))))
+    out.append(sc("list_offsets-v7-unknown-topic", req(A.LIST_OFFSETS, 7, list_offsets_body("no-such-topic-at-all", 0, -1))))
+    out.append(sc("list_offsets-v7-empty-topic", req(A.LIST_OFFSETS, 7, list_offsets_body("w-empty", 0, -2)),
+                  req(A.LIST_OFFSETS, 7, list_offsets_body("w-empty", 0, -1)),
+                  req(A.LIST_OFFSETS, 7, list_offsets_body("w-empty", 0, BASE_TS))))
+    out.append(sc("list_offsets-v9-earliest-local", req(A.LIST_OFFSETS, 9, list_offsets_body("w-one", 0, -4))))
+    out.append(sc("list_offsets-v2-read-committed", req(A.LIST_OFFSETS, 2, {**list_offsets_body("w-one", 0, -1),
+                                                                            "isolation_level": 1})))
+    return out
+
+
+def offsets() -> list[Scenario]:
+    out = []
+    for v in versions(A.OFFSET_COMMIT):
+        fv = min(v, 9)
+        out.append(sc(f"offset_commit-v{v}-simple-group", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      req(A.OFFSET_COMMIT, v, commit_body("{s}", "w-one", 0, 7)),
+                      req(A.OFFSET_FETCH, fv, offset_fetch_body(fv, "{s}", [("w-one", [0])]))))
+        out.append(sc(f"offset_commit-v{v}-unknown-topic", req(A.OFFSET_COMMIT, v, commit_body("w-group", "no-such-topic-at-all", 0, 1))))
+        if v >= 1:
+            out.append(sc(f"offset_commit-v{v}-unknown-member", req(A.OFFSET_COMMIT, v, commit_body(
+                "w-stable", "w-one", 0, 1, generation=1, member="not-a-member"))))
+            out.append(sc(f"offset_commit-v{v}-illegal-generation", req(A.OFFSET_COMMIT, v, commit_body(
+                "w-group", "w-one", 0, 1, generation=5, member="someone"))))
+    out.append(sc("offset_commit-v8-unknown-partition", req(A.OFFSET_COMMIT, 8, commit_body("w-group", "w-one", 7, 1))))
+    out.append(sc("offset_commit-v8-null-metadata", req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 1, metadata=None)),
+                  req(A.OFFSET_FETCH, 8, offset_fetch_body(8, "{s}", [("w-one", [0])]))))
+    out.append(sc("offset_commit-v8-metadata-too-large", req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 1,
+                                                                                             metadata="m" * 5000))))
+    out.append(sc("offset_commit-v8-invalid-group-id", req(A.OFFSET_COMMIT, 8, commit_body("", "w-one", 0, 1))))
+    for v in versions(A.OFFSET_FETCH):
+        out.append(sc(f"offset_fetch-v{v}-committed", req(A.OFFSET_FETCH, v, offset_fetch_body(v, "w-group", [("w-one", [0]), ("w-three", [0, 1])]))))
+        out.append(sc(f"offset_fetch-v{v}-unknown-group", req(A.OFFSET_FETCH, v, offset_fetch_body(v, "{s}", [("w-one", [0])]))))
+        if v >= 2:
+            out.append(sc(f"offset_fetch-v{v}-all-topics", req(A.OFFSET_FETCH, v, offset_fetch_body(v, "w-group", None))))
+        out.append(sc(f"offset_fetch-v{v}-unknown-topic", req(A.OFFSET_FETCH, v, offset_fetch_body(v, "w-group", [("no-such-topic-at-all", [0])]))))
+    out.append(sc("offset_fetch-v8-two-groups", req(A.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": "w-group", "topics": None}, {"group_id": "w-stable", "topics": [{"name": "w-one", "partition_indexes": [0]}]}],
+        "require_stable": True})))
+    out.append(sc("offset_fetch-v7-require-stable", req(A.OFFSET_FETCH, 7, {**offset_fetch_body(7, "w-stable", [("w-one", [0])]),
+                                                                            "require_stable": True})))
+    return out
+
+
+def coordinator() -> list[Scenario]:
+    out = []
+    for v in versions(A.FIND_COORDINATOR):
+        body = {"key": "w-group", "key_type": 0, "coordinator_keys": ["w-group", "w-stable"]}
+        out.append(sc(f"find_coordinator-v{v}-group", req(A.FIND_COORDINATOR, v, body)))
+        if v >= 1:
+            out.append(sc(f"find_coordinator-v{v}-transaction", req(A.FIND_COORDINATOR, v, {
+                "key": "diff-txn", "key_type": 1, "coordinator_keys": ["diff-txn"]}), ))
+            out.append(sc(f"find_coordinator-v{v}-invalid-key-type", req(A.FIND_COORDINATOR, v, {
+                "key": "x", "key_type": 7, "coordinator_keys": ["x"]})))
+    out.append(sc("find_coordinator-v3-empty-group-id", req(A.FIND_COORDINATOR, 3, {"key": "", "key_type": 0})))
+    out.append(sc("find_coordinator-v4-empty-keys", req(A.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": []})))
+    return out
+
+
+def groups() -> list[Scenario]:
+    out = []
+    for jv in versions(A.JOIN_GROUP):
+        sv = min(jv, SUPPORTED_RANGE[A.SYNC_GROUP][1])
+        hv = min(jv, SUPPORTED_RANGE[A.HEARTBEAT][1])
+        lv = min(jv, SUPPORTED_RANGE[A.LEAVE_GROUP][1])
+        dv = min(jv, SUPPORTED_RANGE[A.DESCRIBE_GROUPS][1])
+        out.append(sc(f"group-lifecycle-join-v{jv}",
+                      setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      *join_steps(jv, "{s}"),
+                      req(A.SYNC_GROUP, sv, sync_body("{s}")),
+                      req(A.HEARTBEAT, hv, heartbeat_body("{s}")),
+                      req(A.DESCRIBE_GROUPS, dv, {"groups": ["{s}"], "include_authorized_operations": False}),
+                      req(A.LEAVE_GROUP, lv, leave_body("{s}")),
+                      req(A.DESCRIBE_GROUPS, dv, {"groups": ["{s}"], "include_authorized_operations": False})))
+        out.append(sc(f"join_group-v{jv}-session-timeout-too-small", req(A.JOIN_GROUP, jv, join_body("{s}", session_ms=10))))
+        out.append(sc(f"join_group-v{jv}-unknown-member", req(A.JOIN_GROUP, jv, join_body("{s}", "not-a-member"))))
+    for v in versions(A.SYNC_GROUP):
+        out.append(sc(f"sync_group-v{v}-unknown-group", req(A.SYNC_GROUP, v, sync_body("{s}", "m-1", 1))))
+        out.append(sc(f"sync_group-v{v}-unknown-member", req(A.SYNC_GROUP, v, sync_body("w-stable", "not-a-member", 1))))
+        out.append(sc(f"sync_group-v{v}-illegal-generation", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      *join_steps(7, "{s}"), req(A.SYNC_GROUP, v, sync_body("{s}", generation=9))))
+    for v in versions(A.HEARTBEAT):
+        out.append(sc(f"heartbeat-v{v}-unknown-group", req(A.HEARTBEAT, v, heartbeat_body("{s}", "m-1", 1))))
+        out.append(sc(f"heartbeat-v{v}-unknown-member", req(A.HEARTBEAT, v, heartbeat_body("w-stable", "not-a-member", 1))))
+        out.append(sc(f"heartbeat-v{v}-rebalance-in-progress", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      *join_steps(7, "{s}"), req(A.HEARTBEAT, v, heartbeat_body("{s}"))))
+    for v in versions(A.LEAVE_GROUP):
+        out.append(sc(f"leave_group-v{v}-unknown-member", req(A.LEAVE_GROUP, v, leave_body("w-stable", "not-a-member"))))
+        out.append(sc(f"leave_group-v{v}-unknown-group", req(A.LEAVE_GROUP, v, leave_body("{s}", "m-1"))))
+    out.append(sc("join_group-v5-inconsistent-protocol-type", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                  *join_steps(5, "{s}"), req(A.JOIN_GROUP, 5, join_body("{s}", protocol_type="connect"))))
+    out.append(sc("join_group-v5-protocol-type-mismatch-stable", req(A.JOIN_GROUP, 5, join_body("w-stable", protocol="roundrobin",
+                                                                                                 protocol_type="connect"))))
+    out.append(sc("join_group-v5-invalid-group-id", req(A.JOIN_GROUP, 5, join_body(""))))
+    out.append(sc("join_group-v5-no-protocols", req(A.JOIN_GROUP, 5, {**join_body("{s}"), "protocols": []})))
+    for v in versions(A.DESCRIBE_GROUPS):
+        out.append(sc(f"describe_groups-v{v}", req(A.DESCRIBE_GROUPS, v, {
+            "groups": ["w-group", "w-stable", "no-such-group"], "include_authorized_operations": v >= 3})))
+    for v in versions(A.LIST_GROUPS):
+        out.append(sc(f"list_groups-v{v}", req(A.LIST_GROUPS, v, {"states_filter": [], "types_filter": []})))
+    out.append(sc("list_groups-v4-stable-filter", req(A.LIST_GROUPS, 4, {"states_filter": ["Stable"]})))
+    out.append(sc("list_groups-v4-empty-filter", req(A.LIST_GROUPS, 4, {"states_filter": ["Empty"]})))
+    out.append(sc("list_groups-v5-classic-filter", req(A.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})))
+    out.append(sc("list_groups-v5-consumer-filter", req(A.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})))
+    for v in versions(A.DELETE_GROUPS):
+        out.append(sc(f"delete_groups-v{v}", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3), compare=False),
+                      req(A.DELETE_GROUPS, v, {"groups_names": ["{s}", "no-such-group", "w-stable"]}),
+                      req(A.OFFSET_FETCH, 8, offset_fetch_body(8, "{s}", [("w-one", [0])]))))
+    out.append(sc("offset_delete-v0-empty-group", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                  req(A.OFFSET_COMMIT, 8, {**commit_body("{s}", "w-one", 0, 3)}, compare=False),
+                  req(A.OFFSET_DELETE, 0, {"group_id": "{s}", "topics": [{"name": "w-one", "partitions": [{"partition_index": 0}]}]}),
+                  req(A.OFFSET_FETCH, 8, offset_fetch_body(8, "{s}", [("w-one", [0])]))))
+    out.append(sc("offset_delete-v0-subscribed-topic", req(A.OFFSET_DELETE, 0, {
+        "group_id": "w-stable", "topics": [{"name": "w-one", "partitions": [{"partition_index": 0}]}]})))
+    out.append(sc("offset_delete-v0-unknown-group", req(A.OFFSET_DELETE, 0, {
+        "group_id": "{s}", "topics": [{"name": "w-one", "partitions": [{"partition_index": 0}]}]})))
+    out.append(sc("offset_delete-v0-unknown-topic", req(A.OFFSET_DELETE, 0, {
+        "group_id": "w-group", "topics": [{"name": "no-such-topic-at-all", "partitions": [{"partition_index": 0}]}]})))
+    return out
+
+
+def topics_admin() -> list[Scenario]:
+    out = []
+    for v in versions(A.CREATE_TOPICS):
+        out.append(sc(f"create_topics-v{v}", create_topic("{s}", 2, {"retention.ms": "3600000"}, compare=True, version=v),
+                      await_topic("{s}"), describe_topic("{s}")))
+        out.append(sc(f"create_topics-v{v}-already-exists", create_topic("w-one", 1, compare=True, version=v)))
+        out.append(sc(f"create_topics-v{v}-invalid-name", create_topic("bad name!", 1, compare=True, version=v)))
+        out.append(sc(f"create_topics-v{v}-zero-partitions", create_topic("{s}", 0, compare=True, version=v)))
+        out.append(sc(f"create_topics-v{v}-invalid-config", create_topic("{s}", 1, {"cleanup.policy": "sometimes"},
+                                                                       compare=True, version=v)))
+        if v >= 1:
+            out.append(sc(f"create_topics-v{v}-validate-only", req(A.CREATE_TOPICS, v, {
+                "topics": [{"name": "{s}", "num_partitions": 3, "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout_ms": 10_000, "validate_only": True}),
+                req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False})))
+    for label, topic in (
+        ("replication-factor-too-large", {"num_partitions": 1, "replication_factor": 3}),
+        ("unknown-config", {"num_partitions": 1, "replication_factor": 1,
+                            "configs": [{"name": "no.such.config", "value": "1"}]}),
+        ("default-partitions", {"num_partitions": -1, "replication_factor": -1}),
+        ("manual-assignment", {"num_partitions": -1, "replication_factor": -1, "assignments": [
+            {"partition_index": 0, "broker_ids": ["$node"]}, {"partition_index": 1, "broker_ids": ["$node"]}]}),
+        ("assignment-unknown-broker", {"num_partitions": -1, "replication_factor": -1, "assignments": [
+            {"partition_index": 0, "broker_ids": [77]}]}),
+        ("negative-partitions", {"num_partitions": -5, "replication_factor": 1}),
+        ("name-too-long", {"name": "t" * 250, "num_partitions": 1, "replication_factor": 1}),
+        ("name-dot", {"name": ".", "num_partitions": 1, "replication_factor": 1}),
+        ("invalid-retention", {"num_partitions": 1, "replication_factor": 1,
+                               "configs": [{"name": "retention.ms", "value": "soon"}]}),
+        ("min-insync-too-large", {"num_partitions": 1, "replication_factor": 1,
+                                  "configs": [{"name": "min.insync.replicas", "value": "0"}]}),
+    ):
+        entry = {"name": "{s}", "assignments": [], "configs": [], **topic}
+        steps = [req(A.CREATE_TOPICS, 7, {"topics": [entry], "timeout_ms": 10_000, "validate_only": False})]
+        if "$node" in repr(entry):
+            steps.insert(0, req(A.DESCRIBE_CLUSTER, 0, {}, capture={"node": "controller_id"}, compare=False))
+            steps.append(await_topic("{s}"))
+            steps.append(req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False}))
+        out.append(sc(f"create_topics-v7-{label}", *steps))
+    out.append(sc("create_topics-v7-duplicate-in-request", req(A.CREATE_TOPICS, 7, {"topics": [
+        {"name": "{s}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}] * 2,
+        "timeout_ms": 10_000})))
+    for v in versions(A.DELETE_TOPICS):
+        if v >= 6:
+            body = {"topics": [{"name": "{s}", "topic_id": bytes(16)}], "timeout_ms": 10_000}
+        else:
+            body = {"topic_names": ["{s}"], "timeout_ms": 10_000}
+        out.append(sc(f"delete_topics-v{v}", create_topic("{s}"), await_topic("{s}"), req(A.DELETE_TOPICS, v, body),
+                      req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False}, pause_s=0.2)))
+        unknown = ({"topics": [{"name": "no-such-topic-at-all", "topic_id": bytes(16)}], "timeout_ms": 10_000}
+                   if v >= 6 else {"topic_names": ["no-such-topic-at-all"], "timeout_ms": 10_000})
+        out.append(sc(f"delete_topics-v{v}-unknown-topic", req(A.DELETE_TOPICS, v, unknown)))
+    out.append(sc("delete_topics-v6-by-id", create_topic("{s}"), await_topic("{s}"), req(A.DELETE_TOPICS, 6, {
+        "topics": [{"name": None, "topic_id": "@tid:{s}"}], "timeout_ms": 10_000})))
+    out.append(sc("delete_topics-v6-unknown-id", req(A.DELETE_TOPICS, 6, {
+        "topics": [{"name": None, "topic_id": b"\x03" * 16}], "timeout_ms": 10_000})))
+    out.append(sc("delete_topics-v6-internal-topic", req(A.DELETE_TOPICS, 6, {
+        "topics": [{"name": "__consumer_offsets", "topic_id": bytes(16)}], "timeout_ms": 10_000})))
+    for v in versions(A.CREATE_PARTITIONS):
+        out.append(sc(f"create_partitions-v{v}", create_topic("{s}"), await_topic("{s}"), req(A.CREATE_PARTITIONS, v, {
+            "topics": [{"name": "{s}", "count": 3, "assignments": None}], "timeout_ms": 10_000, "validate_only": False}),
+            req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False}, pause_s=0.3)))
+    for label, count, topic in (("decrease", 1, "w-three"), ("same-count", 3, "w-three"), ("unknown-topic", 2, "no-such-topic-at-all"),
+                                ("too-many-assignments", 5, "w-one")):
+        assignments = [{"broker_ids": [1]}] if label == "too-many-assignments" else None
+        out.append(sc(f"create_partitions-v3-{label}", req(A.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": topic, "count": count, "assignments": assignments}], "timeout_ms": 10_000,
+            "validate_only": False})))
+    out.append(sc("create_partitions-v3-validate-only", req(A.CREATE_PARTITIONS, 3, {
+        "topics": [{"name": "w-one", "count": 4, "assignments": None}], "timeout_ms": 10_000, "validate_only": True}),
+        req(A.METADATA, 12, {"topics": [{"name": "w-one"}], "allow_auto_topic_creation": False})))
+    out.append(sc("create_partitions-v3-duplicate-topic", req(A.CREATE_PARTITIONS, 3, {
+        "topics": [{"name": "w-three", "count": 4, "assignments": None}] * 2, "timeout_ms": 10_000})))
+    return out
+
+
+def configs() -> list[Scenario]:
+    out = []
+    for v in versions(A.DESCRIBE_CONFIGS):
+        out.append(sc(f"describe_configs-v{v}-topic-keys", req(A.DESCRIBE_CONFIGS, v, describe_configs_body(
+            TOPIC, "w-compact", TOPIC_KEYS, synonyms=v >= 1))))
+        out.append(sc(f"describe_configs-v{v}-unknown-topic", req(A.DESCRIBE_CONFIGS, v, describe_configs_body(
+            TOPIC, "no-such-topic-at-all", None))))
+        # the broker resource is named by its node id as text: learn it first
+        out.append(sc(f"describe_configs-v{v}-broker-keys",
+                      req(A.DESCRIBE_CLUSTER, 0, {}, capture={"node_str": "controller_id"}, compare=False),
+                      req(A.DESCRIBE_CONFIGS, v, describe_configs_body(BROKER, "$node_str", [
+                          "num.partitions", "auto.create.topics.enable", "log.retention.hours", "message.max.bytes"],
+                          synonyms=v >= 1))))
+    out.append(sc("describe_configs-v4-all-topic-configs", req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(TOPIC, "w-one", None))))
+    out.append(sc("describe_configs-v4-unknown-key", req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(TOPIC, "w-one", ["no.such.config"]))))
+    out.append(sc("describe_configs-v4-invalid-resource-type", req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(9, "w-one", None))))
+    out.append(sc("describe_configs-v4-unknown-broker", req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "77", ["num.partitions"]))))
+    out.append(sc("describe_configs-v4-bad-broker-name", req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "abc", ["num.partitions"]))))
+    for v in versions(A.ALTER_CONFIGS):
+        out.append(sc(f"alter_configs-v{v}", create_topic("{s}"), await_topic("{s}"), req(A.ALTER_CONFIGS, v, {
+            "resources": [{"resource_type": TOPIC, "resource_name": "{s}", "configs": [
+                {"name": "retention.ms", "value": "7200000"}, {"name": "cleanup.policy", "value": "compact"}]}],
+            "validate_only": False}), describe_topic("{s}", pause_s=SETTLE_S)))
+        out.append(sc(f"alter_configs-v{v}-invalid-value", req(A.ALTER_CONFIGS, v, {
+            "resources": [{"resource_type": TOPIC, "resource_name": "w-empty", "configs": [
+                {"name": "retention.ms", "value": "not-a-number"}]}], "validate_only": False}), describe_topic("w-empty")))
+        out.append(sc(f"alter_configs-v{v}-unknown-topic", req(A.ALTER_CONFIGS, v, {
+            "resources": [{"resource_type": TOPIC, "resource_name": "no-such-topic-at-all", "configs": [
+                {"name": "retention.ms", "value": "1000"}]}], "validate_only": False})))
+    out.append(sc("alter_configs-v2-unknown-key", req(A.ALTER_CONFIGS, 2, {
+        "resources": [{"resource_type": TOPIC, "resource_name": "w-empty", "configs": [
+            {"name": "no.such.config", "value": "1"}]}], "validate_only": False})))
+    out.append(sc("alter_configs-v2-validate-only", req(A.ALTER_CONFIGS, 2, {
+        "resources": [{"resource_type": TOPIC, "resource_name": "w-empty", "configs": [
+            {"name": "retention.ms", "value": "1000"}]}], "validate_only": True}), describe_topic("w-empty")))
+    out.append(sc("alter_configs-v2-invalid-resource-type", req(A.ALTER_CONFIGS, 2, {
+        "resources": [{"resource_type": 9, "resource_name": "w-empty", "configs": []}], "validate_only": False})))
+    for v in versions(A.INCREMENTAL_ALTER_CONFIGS):
+        def inc(name: str, ops: list[tuple[str, int, str | None]], validate: bool = False, rtype: int = TOPIC) -> Step:
+            return req(A.INCREMENTAL_ALTER_CONFIGS, v, {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+                {"name": k, "config_operation": op, "value": val} for k, op, val in ops]}], "validate_only": validate})
+        out.append(sc(f"incremental_alter_configs-v{v}-set-delete", create_topic("{s}"), await_topic("{s}"),
+                      inc("{s}", [("retention.ms", 0, "5000000"), ("max.message.bytes", 0, "2048")]),
+                      describe_topic("{s}", pause_s=SETTLE_S),
+                      inc("{s}", [("retention.ms", 1, None)]), describe_topic("{s}", pause_s=SETTLE_S)))
+        out.append(sc(f"incremental_alter_configs-v{v}-append-subtract", create_topic("{s}"), await_topic("{s}"),
+                      inc("{s}", [("cleanup.policy", 2, "compact")]), describe_topic("{s}", pause_s=SETTLE_S),
+                      inc("{s}", [("cleanup.policy", 3, "delete")]), describe_topic("{s}", pause_s=SETTLE_S)))
+        out.append(sc(f"incremental_alter_configs-v{v}-invalid-value", inc("w-empty", [("retention.ms", 0, "x")]),
+                      describe_topic("w-empty")))
+        out.append(sc(f"incremental_alter_configs-v{v}-unknown-key", inc("w-empty", [("no.such.config", 0, "1")])))
+        out.append(sc(f"incremental_alter_configs-v{v}-unknown-topic", inc("no-such-topic-at-all", [("retention.ms", 0, "1")])))
+        out.append(sc(f"incremental_alter_configs-v{v}-invalid-operation", inc("w-empty", [("retention.ms", 9, "1")])))
+        out.append(sc(f"incremental_alter_configs-v{v}-append-to-non-list", inc("w-empty", [("retention.ms", 2, "1")])))
+        out.append(sc(f"incremental_alter_configs-v{v}-validate-only", inc("w-empty", [("retention.ms", 0, "1000")], True),
+                      describe_topic("w-empty")))
+        out.append(sc(f"incremental_alter_configs-v{v}-duplicate-key", inc("w-empty", [("retention.ms", 0, "1000"),
+                                                                                       ("retention.ms", 0, "2000")])))
+    return out
+
+
+def misc() -> list[Scenario]:
+    out = []
+    for v in versions(A.INIT_PRODUCER_ID):
+        out.append(sc(f"init_producer_id-v{v}-idempotent", req(A.INIT_PRODUCER_ID, v, {
+            "transactional_id": None, "transaction_timeout_ms": -1, "producer_id": -1, "producer_epoch": -1})))
+    out.append(sc("init_producer_id-v4-transactional", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 1}),
+                  req(A.INIT_PRODUCER_ID, 4, {"transactional_id": "{s}", "transaction_timeout_ms": 60_000,
+                                              "producer_id": -1, "producer_epoch": -1})))
+    out.append(sc("init_producer_id-v4-bad-timeout", req(A.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "{s}", "transaction_timeout_ms": 0, "producer_id": -1, "producer_epoch": -1})))
+    for v in versions(A.OFFSET_FOR_LEADER_EPOCH):
+        body = lambda epoch, current=-1, topic="w-one", part=0: {"replica_id": -1, "topics": [  # noqa: E731
+            {"topic": topic, "partitions": [{"partition": part, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+        out.append(sc(f"offset_for_leader_epoch-v{v}-epoch-0", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0))))
+        out.append(sc(f"offset_for_leader_epoch-v{v}-future-epoch", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(4))))
+        out.append(sc(f"offset_for_leader_epoch-v{v}-unknown-topic", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0, topic="no-such-topic-at-all"))))
+        out.append(sc(f"offset_for_leader_epoch-v{v}-unknown-partition", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0, part=5))))
+        if v >= 2:
+            out.append(sc(f"offset_for_leader_epoch-v{v}-fenced-current", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0, current=6))))
+        out.append(sc(f"offset_for_leader_epoch-v{v}-empty-topic", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0, topic="w-empty"))))
+    for v in versions(A.DESCRIBE_CLUSTER):
+        out.append(sc(f"describe_cluster-v{v}", req(A.DESCRIBE_CLUSTER, v, {"include_cluster_authorized_operations": False,
+                                                                             "endpoint_type": 1})))
+    out.append(sc("describe_cluster-v0-authorized-operations", req(A.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True})))
+    out.append(sc("describe_cluster-v1-controller-endpoints", req(A.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
+                                                                                          "endpoint_type": 2})))
+    return out
+
+
+# After a request a broker may close the connection for: is it still serving (on a new one)?
+ALIVE = req(A.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
+
+
+def unsupported() -> list[Scenario]:
+    """Versions past what Strom's schema knows and unknown API keys, as hand-made frames."""
+    out = []
+    for api, (lo, hi) in sorted(SUPPORTED_RANGE.items()):
+        if api == A.API_VERSIONS:
+            continue
+        v = hi + 1
+        # header v1 (non-flexible style) plus a few zero bytes: a broker must not answer an unknown version
+        raw = api.to_bytes(2, "big") + v.to_bytes(2, "big") + (77).to_bytes(4, "big") + b"\x00\x04diff" + b"\x00" * 8
+        out.append(sc(f"unsupported-{ApiKey(api).name.lower()}-v{v}", Step(api, v, {}, raw=raw), ALIVE))
+    for key in (999, 32_000):
+        raw = key.to_bytes(2, "big") + b"\x00\x00" + (5).to_bytes(4, "big") + b"\x00\x04diff"
+        out.append(sc(f"unknown-api-key-{key}", Step(key, 0, {}, raw=raw), ALIVE))
+    return out
+
+
+def all_scenarios() -> list[Scenario]:
+    out = [WORLD, STABLE]
+    for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
+                 coordinator(), groups(), topics_admin(), configs(), misc(), unsupported()):
+        out.extend(part)
+    names = [s.name for s in out]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise ValueError(f"scenario names must be unique: {sorted(dupes)}")
+    return out
