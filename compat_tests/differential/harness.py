@@ -406,6 +406,8 @@ def normalise(value: Any, target: Target, key: str | None = None) -> Any:
         return "<zero>" if bytes(value) == bytes(16) else "<topic-id>"
     if key in ("member_id", "leader", "given_member_id") and isinstance(value, str) and value:
         return "<member>"
+    if key == "session_id" and isinstance(value, int) and value != 0:
+        return "<session>"
     if key in ("producer_id",) and isinstance(value, int) and value >= 0:
         return "<producer-id>"
     if key == "records" and isinstance(value, (bytes, bytearray)):
