@@ -406,6 +406,10 @@ def normalise(value: Any, target: Target, key: str | None = None) -> Any:
         return "<zero>" if bytes(value) == bytes(16) else "<topic-id>"
     if key in ("member_id", "leader", "given_member_id") and isinstance(value, str) and value:
         return "<member>"
+    if key == "log_dir" and isinstance(value, str) and value:
+        return "<log-dir>"
+    if key in ("total_bytes", "usable_bytes") and isinstance(value, int) and value > 0:
+        return "<disk-bytes>"
     if key == "session_id" and isinstance(value, int) and value != 0:
         return "<session>"
     if key in ("producer_id",) and isinstance(value, int) and value >= 0:

@@ -28,7 +28,8 @@ A = ApiKey
 
 
 def versions(api: int) -> range:
-    lo, hi = SUPPORTED_RANGE[api]
+    """The versions Strom serves (none if it does not serve the API)."""
+    lo, hi = SUPPORTED_RANGE.get(api, (0, -1))
     return range(lo, hi + 1)
 
 
@@ -684,11 +685,84 @@ def unsupported() -> list[Scenario]:
     return out
 
 
+def security_and_transactions() -> list[Scenario]:
+    """ACL, SCRAM, SASL, log-dir and transaction APIs on a broker without security configured."""
+    out = []
+    acl_filter = {"resource_type_filter": 2, "resource_name_filter": "w-one", "pattern_type_filter": 3,
+                  "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    for v in versions(A.DESCRIBE_ACLS):
+        out.append(sc(f"describe_acls-v{v}", req(A.DESCRIBE_ACLS, v, acl_filter)))
+    for v in versions(A.CREATE_ACLS):
+        out.append(sc(f"create_acls-v{v}", req(A.CREATE_ACLS, v, {"creations": [
+            {"resource_type": 2, "resource_name": "w-one", "resource_pattern_type": 3, "principal": "User:alice",
+             "host": "*", "operation": 3, "permission_type": 3}]})))
+    for v in versions(A.DELETE_ACLS):
+        out.append(sc(f"delete_acls-v{v}", req(A.DELETE_ACLS, v, {"filters": [
+            {**acl_filter, "pattern_type_filter": 3}]})))
+    for v in versions(A.SASL_HANDSHAKE):
+        out.append(sc(f"sasl_handshake-v{v}", req(A.SASL_HANDSHAKE, v, {"mechanism": "PLAIN"})))
+    for v in versions(A.SASL_AUTHENTICATE):
+        out.append(sc(f"sasl_authenticate-v{v}", req(A.SASL_AUTHENTICATE, v, {"auth_bytes": b"\x00u\x00p"}), ALIVE))
+    for v in versions(A.DESCRIBE_USER_SCRAM_CREDENTIALS):
+        out.append(sc(f"describe_user_scram_credentials-v{v}", req(A.DESCRIBE_USER_SCRAM_CREDENTIALS, v, {
+            "users": [{"name": "alice"}]})))
+        out.append(sc(f"describe_user_scram_credentials-v{v}-all", req(A.DESCRIBE_USER_SCRAM_CREDENTIALS, v, {
+            "users": None})))
+    for v in versions(A.ALTER_USER_SCRAM_CREDENTIALS):
+        out.append(sc(f"alter_user_scram_credentials-v{v}", req(A.ALTER_USER_SCRAM_CREDENTIALS, v, {
+            "deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []})))
+    for v in versions(A.DESCRIBE_LOG_DIRS):
+        out.append(sc(f"describe_log_dirs-v{v}", req(A.DESCRIBE_LOG_DIRS, v, {
+            "topics": [{"topic": "w-three", "partitions": [0, 1, 2]}]})))
+    for v in versions(A.DESCRIBE_PRODUCERS):
+        out.append(sc(f"describe_producers-v{v}", req(A.DESCRIBE_PRODUCERS, v, {
+            "topics": [{"name": "w-one", "partition_indexes": [0, 7]}, {"name": "no-such-topic-at-all",
+                                                                        "partition_indexes": [0]}]})))
+    for v in versions(A.DESCRIBE_TRANSACTIONS):
+        out.append(sc(f"describe_transactions-v{v}", req(A.DESCRIBE_TRANSACTIONS, v, {
+            "transactional_ids": ["no-such-txn"]})))
+    for v in versions(A.LIST_TRANSACTIONS):
+        out.append(sc(f"list_transactions-v{v}", req(A.LIST_TRANSACTIONS, v, {
+            "state_filters": [], "producer_id_filters": [], "duration_filter": -1})))
+    txn = "{s}"
+    for v in versions(A.ADD_PARTITIONS_TO_TXN):
+        body = {"transactional_id": txn, "producer_id": 4242, "producer_epoch": 0,
+                "topics": [{"name": "w-one", "partitions": [0]}],
+                "transactions": [{"transactional_id": txn, "producer_id": 4242, "producer_epoch": 0,
+                                  "verify_only": False, "topics": [{"name": "w-one", "partitions": [0]}]}]}
+        out.append(sc(f"add_partitions_to_txn-v{v}-unknown-producer", req(A.ADD_PARTITIONS_TO_TXN, v, body)))
+    for v in versions(A.ADD_OFFSETS_TO_TXN):
+        out.append(sc(f"add_offsets_to_txn-v{v}-unknown-producer", req(A.ADD_OFFSETS_TO_TXN, v, {
+            "transactional_id": txn, "producer_id": 4242, "producer_epoch": 0, "group_id": "w-group"})))
+    for v in versions(A.END_TXN):
+        out.append(sc(f"end_txn-v{v}-unknown-producer", req(A.END_TXN, v, {
+            "transactional_id": txn, "producer_id": 4242, "producer_epoch": 0, "committed": True})))
+    for v in versions(A.TXN_OFFSET_COMMIT):
+        out.append(sc(f"txn_offset_commit-v{v}-unknown-producer", req(A.TXN_OFFSET_COMMIT, v, {
+            "transactional_id": txn, "group_id": "w-group", "producer_id": 4242, "producer_epoch": 0,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": "w-one", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})))
+    for v in versions(A.WRITE_TXN_MARKERS):
+        out.append(sc(f"write_txn_markers-v{v}", req(A.WRITE_TXN_MARKERS, v, {"markers": []})))
+    return out
+
+
+def defaults_for_the_rest(covered: set[tuple[int, int]]) -> list[Scenario]:
+    """Every version Strom serves that no scenario above sends (an API added since): its request with
+    every field at its default, so no served version goes unchecked."""
+    return [sc(f"default-body-{ApiKey(api).name.lower()}-v{v}", req(api, v, {}), ALIVE)
+            for api, (lo, hi) in sorted(SUPPORTED_RANGE.items()) for v in range(lo, hi + 1)
+            if (api, v) not in covered]
+
+
 def all_scenarios() -> list[Scenario]:
     out = [WORLD, STABLE]
     for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
-                 coordinator(), groups(), topics_admin(), configs(), misc(), unsupported()):
+                 coordinator(), groups(), topics_admin(), configs(), misc(), security_and_transactions(),
+                 unsupported()):
         out.extend(part)
+    out.extend(defaults_for_the_rest({(st.api, st.version) for s in out for st in s.steps if st.raw is None}))
     names = [s.name for s in out]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
