@@ -724,6 +724,12 @@ def security_and_transactions() -> list[Scenario]:
     for v in versions(A.LIST_TRANSACTIONS):
         out.append(sc(f"list_transactions-v{v}", req(A.LIST_TRANSACTIONS, v, {
             "state_filters": [], "producer_id_filters": [], "duration_filter": -1})))
+    for v in versions(A.DESCRIBE_TOPIC_PARTITIONS):
+        out.append(sc(f"describe_topic_partitions-v{v}", req(A.DESCRIBE_TOPIC_PARTITIONS, v, {
+            "topics": [{"name": "w-one"}, {"name": "w-empty"}, {"name": "no-such-topic-at-all"}],
+            "response_partition_limit": 2000, "cursor": None})))
+        out.append(sc(f"describe_topic_partitions-v{v}-cursor", req(A.DESCRIBE_TOPIC_PARTITIONS, v, {
+            "topics": [{"name": "w-one"}, {"name": "w-empty"}], "response_partition_limit": 1, "cursor": None})))
     txn = "{s}"
     for v in versions(A.ADD_PARTITIONS_TO_TXN):
         body = {"transactional_id": txn, "producer_id": 4242, "producer_epoch": 0,
