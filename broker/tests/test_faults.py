@@ -116,7 +116,8 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     injector.record()
     injector.cap_versions("2.0")
     versions = {k.api_key: (k.min_version, k.max_version)
-                for k in (await client.request(ApiKey.API_VERSIONS, 3, {})).api_keys}
+                for k in (await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test",
+                                                                     "client_software_version": "1"})).api_keys}
     assert versions[ApiKey.PRODUCE] == (0, 6) and versions[ApiKey.FETCH] == (0, 8)
     assert ApiKey.DESCRIBE_CLUSTER not in versions  # Kafka 2.0 had no DescribeCluster
     ok = await client.request(ApiKey.PRODUCE, 6, {"acks": -1, "timeout_ms": 1000, "topic_data": [
