@@ -24,6 +24,7 @@ from .group.coordinator import GroupCoordinator
 from .txn.coordinator import TransactionCoordinator, TxnSettings
 from .txn.port import BrokerPort
 from .replica_manager import Partition, ReplicaManager
+from .auth import make_authorizer
 from .security import listener_security
 from .security.credentials import StandaloneCredentials
 from .server import ConnectionHandler
@@ -91,7 +92,7 @@ class Broker:
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None
-        self.authorizer = None  # an ACL authorizer when authorizer.class.name is set (broker/auth)
+        self.authorizer = make_authorizer(config)  # Kafka's ACL authorizer when authorizer.class.name is set
         self.stats = BrokerStats()
         self.console = None  # strom.broker.console.Console when console.listeners is set
         # TLS and SASL settings per listener name, checked now so bad ones stop the start
@@ -116,6 +117,8 @@ class Broker:
         _make_dirs(dirs)
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
         self.credentials = StandaloneCredentials(self.topics)
+        if self.authorizer is not None:
+            self.authorizer.attach(self.topics)
         self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))

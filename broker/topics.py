@@ -74,6 +74,7 @@ class TopicStore:
         self.next_producer_id = 0
         self.producer_id_limit = 0
         self.users: dict[str, dict[str, str]] = {}  # SCRAM credentials as Kafka's /config/users/<user>
+        self.acls: list[list] = []  # ACL bindings (broker.auth.acl.AclBinding.to_json rows)
         if path.exists():
             self._load()
         else:
@@ -89,6 +90,7 @@ class TopicStore:
         self.producer_id_limit = data.get("next_producer_id", 0)
         self.next_producer_id = self.producer_id_limit
         self.users = data.get("users", {})
+        self.acls = data.get("acls", [])
         for name, entry in data.get("topics", {}).items():
             info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
             self.topics[name] = info
@@ -106,6 +108,8 @@ class TopicStore:
         }
         if self.users:
             data["users"] = self.users
+        if self.acls:
+            data["acls"] = self.acls
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=True)
         atomic_write(self.path, text.encode())
@@ -155,6 +159,10 @@ class TopicStore:
             self.users[user] = dict(configs)
         else:
             self.users.pop(user, None)
+        self._save()
+
+    def set_acls(self, rows: list[list]) -> None:
+        self.acls = [list(r) for r in rows]
         self._save()
 
     def allocate_producer_id(self) -> int:

@@ -2,6 +2,7 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
 from .describe_configs import TOPIC
 
@@ -14,6 +15,11 @@ async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dic
     result = {"error_code": ErrorCode.NONE, "error_message": None,
               "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     try:
+        if resource.resource_type == TOPIC and not allowed(broker, Operation.ALTER_CONFIGS, ResourceType.TOPIC,
+                                                           resource.resource_name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        if resource.resource_type != TOPIC and not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+            raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         if resource.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              "Only topic configs can be altered; broker configs are static (server.properties).")

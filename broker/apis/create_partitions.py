@@ -2,6 +2,7 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -11,6 +12,8 @@ VERSIONS = (0, 3)
 async def _grow(broker, topic, validate_only: bool) -> dict:
     result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
     try:
+        if not allowed(broker, Operation.ALTER, ResourceType.TOPIC, topic.name):
+            raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         if topic.assignments:
             brokers = {b for a in topic.assignments for b in a.broker_ids}
             if brokers - {broker.node_id}:

@@ -2,6 +2,7 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
 from .describe_configs import topic_entries
 
@@ -47,6 +48,11 @@ async def handle(broker, request) -> dict:
             results.append(result)
             continue
         seen.add(topic.name)
+        if not (allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC,
+                                                                     topic.name)):
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            results.append(result)
+            continue
         try:
             result.update(await _create(broker, topic, validate_only))
         except TopicError as exc:

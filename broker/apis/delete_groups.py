@@ -1,7 +1,10 @@
 """DeleteGroups: remove empty groups and all their offsets (tombstones in `__consumer_offsets`)."""
 from __future__ import annotations
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
@@ -9,5 +12,7 @@ VERSIONS = (0, 2)
 
 async def handle(broker, request) -> dict:
     return {"throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": broker.groups.delete_group(g)}
+            "results": [{"group_id": g, "error_code": broker.groups.delete_group(g)
+                         if allowed(broker, Operation.DELETE, ResourceType.GROUP, g)
+                         else ErrorCode.GROUP_AUTHORIZATION_FAILED}
                         for g in request.body.groups_names]}

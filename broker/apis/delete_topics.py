@@ -2,6 +2,7 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 from ._common import ZERO_UUID
 
@@ -21,6 +22,9 @@ async def _delete(broker, name, topic_id) -> dict:
         info = broker.topics.topics.get(name)
         if info is not None:
             result["topic_id"] = info.topic_id
+    if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, name):
+        result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        return result
     try:
         await broker.delete_topic(name)
     except TopicError as exc:

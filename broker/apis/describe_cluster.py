@@ -2,12 +2,19 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ._common import OPERATIONS_NOT_REQUESTED
+from ..auth import Operation, allowed_cluster
+
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
 BROKERS_ENDPOINT = 1
 
 
 async def handle(broker, request) -> dict:
+    if not allowed_cluster(broker, Operation.DESCRIBE):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "endpoint_type": BROKERS_ENDPOINT, "cluster_id": broker.cluster_id(), "controller_id": -1,
+                "brokers": [], "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED}
     if request.header.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
         # as Kafka's broker listener: the request wanted another endpoint type (controllers)
         return {"error_code": ErrorCode.MISMATCHED_ENDPOINT_TYPE,

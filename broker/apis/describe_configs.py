@@ -4,6 +4,7 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -63,7 +64,12 @@ def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
               "resource_name": resource.resource_name, "configs": []}
     keys = resource.configuration_keys
-    if resource.resource_type == TOPIC:
+    if resource.resource_type == TOPIC and not allowed(broker, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                                       resource.resource_name):
+        result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+    elif resource.resource_type == BROKER and not allowed_cluster(broker, Operation.DESCRIBE_CONFIGS):
+        result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+    elif resource.resource_type == TOPIC:
         info = broker.topics.topics.get(resource.resource_name)
         if info is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 from strom.broker.group.state import GroupState
 
 from ._common import OPERATIONS_NOT_REQUESTED
@@ -19,6 +21,11 @@ GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 def _describe(broker, group_id: str, with_operations: bool) -> dict:
     operations = GROUP_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
+    if with_operations and broker.authorizer is not None:
+        operations = broker.authorizer.authorized_operations(ResourceType.GROUP, group_id)
+    if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
     out = {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value,
            "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
     error = broker.groups.group_error(group_id) if group_id else (

@@ -22,6 +22,8 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.legacy import downconvert
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from strom.storage import files
 from strom.storage.errors import OffsetOutOfRange, StorageError
 
@@ -141,6 +143,10 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
     read_committed = version >= 4 and body.isolation_level == 1 and replica < 0
     for topic in requested:
         name, topic_id, code = _resolve(broker, topic, version)
+        if code == ErrorCode.NONE and broker.authorizer is not None and not (
+                allowed_cluster(broker, Operation.CLUSTER_ACTION) if replica >= 0
+                else allowed(broker, Operation.READ, ResourceType.TOPIC, name)):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         parts = []
         for req in topic.partitions:
             if code != ErrorCode.NONE:

@@ -12,6 +12,8 @@ import logging
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 from strom.broker.errors import TopicError
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -32,6 +34,10 @@ def _unavailable(key: str, code: ErrorCode) -> dict:
 
 
 async def _coordinator(broker, key: str, key_type: int) -> dict:
+    if key_type == TRANSACTION_KEY_TYPE and not allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return _unavailable(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if key_type == GROUP_KEY_TYPE and not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, key):
+        return _unavailable(key, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == TRANSACTION_KEY_TYPE:
         return await _transaction_coordinator(broker, key)
     if key_type != GROUP_KEY_TYPE:

@@ -1,7 +1,10 @@
 """Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
 from __future__ import annotations
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)
@@ -9,5 +12,7 @@ VERSIONS = (0, 4)
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     code = broker.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
     return {"throttle_time_ms": 0, "error_code": code}

@@ -13,6 +13,7 @@ import logging
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -33,10 +34,16 @@ async def handle(broker, request) -> dict:
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
     if body.transactional_id is not None:
+        if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                    "producer_epoch": -1}
         result = await broker.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
                                                    producer_id, epoch)
         return {"error_code": fenced_code(result.error, 4, request.header.api_version),
                 "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
+    if broker.authorizer is not None and not (allowed_cluster(broker, Operation.IDEMPOTENT_WRITE)
+                                              or broker.authorizer.any_topic_allows(Operation.WRITE)):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
     try:

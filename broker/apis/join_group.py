@@ -10,7 +10,10 @@ import contextlib
 from strom.broker import context
 from strom.broker.errors import TopicError
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 from strom.broker.group.state import JoinRequest
 
@@ -24,6 +27,10 @@ async def handle(broker, request) -> dict:
         await broker.groups.ensure_topic()
     body = request.body
     version = request.header.api_version
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if version >= NULLABLE_PROTOCOL_VERSION else "",
+                "leader": "", "skip_assignment": False, "member_id": body.member_id or "", "members": []}
     req = JoinRequest(
         member_id=body.member_id or "",
         group_instance_id=body.group_instance_id,

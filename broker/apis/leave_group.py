@@ -4,6 +4,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
 BATCH_VERSION = 3
@@ -11,6 +13,8 @@ BATCH_VERSION = 3
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if request.header.api_version < BATCH_VERSION:
         error, results = broker.groups.leave_group(body.group_id, [(body.member_id, None)])
         return {"throttle_time_ms": 0, "error_code": error if error is not ErrorCode.NONE else results[0]}

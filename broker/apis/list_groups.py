@@ -4,6 +4,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
+
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)
 GROUP_TYPE = "classic"
@@ -16,8 +18,10 @@ async def handle(broker, request) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
     states = {s.lower() for s in body.states_filter or []}
     types = {t.lower() for t in body.types_filter or []}
+    everything = allowed_cluster(broker, Operation.DESCRIBE)  # else only the groups it may describe
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                "group_type": GROUP_TYPE}
               for g in list(coordinator.groups.values())
-              if (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
+              if (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+              and (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -8,6 +8,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 from ._common import leader_partition
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -61,7 +63,10 @@ async def handle(broker, request) -> dict:
     read_committed = version >= 2 and request.body.isolation_level == 1
     topics = []
     for topic in request.body.topics:
-        if topic.name not in broker.topics.topics:
+        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      "timestamp": -1, "offset": -1} for p in topic.partitions]
+        elif topic.name not in broker.topics.topics:
             parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       "timestamp": -1, "offset": -1} for p in topic.partitions]
         else:

@@ -6,6 +6,8 @@ request allows it (v4+), as Kafka does.
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
+from ..auth.acl import CLUSTER_NAME
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
 
@@ -59,10 +61,21 @@ async def handle(broker, request) -> dict:
     requested = body.topics
     topics = []
     if requested is None or (version == 0 and not requested):
-        topics = [_topic(broker, info, operations) for info in store.topics.values()]
+        # with an authorizer, only the topics the principal may describe
+        topics = [_topic(broker, info, operations) for info in store.topics.values()
+                  if allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
     else:
         for wanted in requested:
             topics.append(await _lookup(broker, wanted, allow_create, operations))
+    if broker.authorizer is not None and operations != OPERATIONS_NOT_REQUESTED:
+        for topic in topics:
+            if topic["error_code"] == ErrorCode.NONE:
+                topic["topic_authorized_operations"] = broker.authorizer.authorized_operations(
+                    ResourceType.TOPIC, topic["name"])
+    cluster_operations = (CLUSTER_AUTHORIZED_OPERATIONS if 8 <= version <= 10 and body.include_cluster_authorized_operations
+                          else OPERATIONS_NOT_REQUESTED)
+    if broker.authorizer is not None and cluster_operations != OPERATIONS_NOT_REQUESTED:
+        cluster_operations = broker.authorizer.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": rack}
@@ -70,9 +83,7 @@ async def handle(broker, request) -> dict:
         "cluster_id": broker.cluster_id(),
         "controller_id": broker.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": (CLUSTER_AUTHORIZED_OPERATIONS
-                                          if 8 <= version <= 10 and body.include_cluster_authorized_operations
-                                          else OPERATIONS_NOT_REQUESTED),
+        "cluster_authorized_operations": cluster_operations,
     }
 
 
@@ -84,11 +95,18 @@ async def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
         info = store.by_id.get(topic_id)
         if info is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
+            return _missing(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         return _topic(broker, info, operations)
+    if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     info = store.topics.get(name)
     if info is None:
         if topic_name_error(name):
             return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if allow_create and broker.authorizer is not None and not (
+                allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC, name)):
+            return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if allow_create:
             info = await broker.auto_create(name)
         if info is None:

@@ -15,6 +15,8 @@ from strom.broker.group.records import CommittedOffset
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (0, 9)
 
@@ -23,9 +25,12 @@ async def handle(broker, request) -> dict:
     with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
         await broker.groups.ensure_topic()
     body = request.body
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return _all_failed(body.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = [t for t in body.topics if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name)]
     offsets = [(t.name, p.partition_index,
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata or ""))
-               for t in body.topics for p in t.partitions]
+               for t in body.topics if t not in refused for p in t.partitions]
     version = request.header.api_version
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = broker.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
@@ -34,10 +39,16 @@ async def handle(broker, request) -> dict:
         for r in results:
             if r.error == ErrorCode.NONE:
                 r.error = ErrorCode.REQUEST_TIMED_OUT
-    topics: dict[str, list] = {}
+    topics: dict[str, list] = {t["name"]: t["partitions"] for t in
+                               _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]}
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
+
+
+def _all_failed(topics, code) -> dict:
+    return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
 
 
 async def _replicated(broker, group_id: str) -> bool:

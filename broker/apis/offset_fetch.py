@@ -10,12 +10,16 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)
 BATCH_VERSION = 8
 
 
 def _group(broker, group_id: str, topics, require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
+    if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     error = broker.groups.group_error(group_id)
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     if error is not None:
@@ -26,6 +30,10 @@ def _group(broker, group_id: str, topics, require_stable: bool = False) -> tuple
     out: dict[str, list] = {}
     for (topic, index), committed in found.items():
         code = part_error
+        if broker.authorizer is not None and not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic):
+            if asked is None:
+                continue  # all of the group's offsets: the topics the principal may not describe are left out
+            code, committed = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
         if require_stable and code == ErrorCode.NONE and broker.groups.has_pending_txn_offset(group_id, topic, index):
             code, committed = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
         out.setdefault(topic, []).append({

@@ -23,6 +23,8 @@ from strom.protocol.records.compression import Compression
 from strom.protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
 from strom.protocol.records.legacy import upconvert
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from strom.storage.errors import StorageError
 
 from ._common import leader_partition
@@ -155,9 +157,21 @@ async def handle(broker, request) -> dict | None:
     waits: list = []
     leaders: set[int] = set()
     appended = False
+    transactional_id = body.transactional_id if version >= 3 else None
+    if transactional_id is not None and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                    transactional_id):
+        if acks == 0:
+            return None
+        return {"responses": [{"name": t.name, "partition_responses": [
+            _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
+            for t in body.topic_data], "throttle_time_ms": 0, "node_endpoints": []}
     for topic in body.topic_data:
         name = topic.name
-        if name not in broker.topics.topics and await broker.auto_create(name) is None:
+        if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, name):
+            parts = [_result(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]
+        elif name not in broker.topics.topics and (
+                not (allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC, name))
+                or await broker.auto_create(name) is None):
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             parts = [_result(p.index, code) for p in topic.partition_data]
         elif acks not in (0, 1, -1):

@@ -1,7 +1,10 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share back."""
 from __future__ import annotations
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
@@ -9,6 +12,9 @@ VERSIONS = (0, 5)
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     assignments = {a.member_id: bytes(a.assignment or b"") for a in body.assignments}
     result = await broker.groups.sync_group(body.group_id, body.member_id, body.group_instance_id,
                                             body.generation_id, body.protocol_type, body.protocol_name,
