@@ -127,7 +127,7 @@ async def authenticate(client: Client, token: bytes, version: int = 2):
 @pytest.mark.parametrize("version", [0, 1, 2])
 async def test_plain_authenticates_and_then_serves_requests(sasl_broker, nursery, version):
     client = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
-    assert (await client.request(ApiKey.API_VERSIONS, 3, {})).error_code == ErrorCode.NONE, "allowed before"
+    assert (await client.request(ApiKey.API_VERSIONS, 2, {})).error_code == ErrorCode.NONE, "allowed before"
     shake = await handshake(client, "PLAIN")
     assert (shake.error_code, shake.mechanisms) == (ErrorCode.NONE, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
                                                                       "OAUTHBEARER"])
@@ -187,7 +187,7 @@ async def test_v0_handshake_takes_bare_tokens(sasl_broker, nursery):
     token = b"\x00alice\x00alice-secret"
     await client.stream.send_all(struct.pack(">i", len(token)) + token)
     assert await client.receive_frame() == b"", "an empty bare token answers a PLAIN success"
-    assert (await client.request(ApiKey.API_VERSIONS, 3, {})).error_code == ErrorCode.NONE
+    assert (await client.request(ApiKey.API_VERSIONS, 2, {})).error_code == ErrorCode.NONE
     bad = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
     await handshake(bad, "PLAIN", version=0)
     await bad.stream.send_all(struct.pack(">i", 11) + b"\x00alice\x00bad!")
@@ -274,9 +274,9 @@ async def test_reauthentication_within_connections_max_reauth_ms(tmp_path, nurse
         again = await authenticate(client, b"\x00alice\x00alice-secret")
         assert again.error_code == ErrorCode.NONE and again.session_lifetime_ms == 10000
         await trio.sleep(8)  # 16 s after the first login, 8 after the second: still valid
-        assert (await client.request(ApiKey.API_VERSIONS, 3, {})).error_code == ErrorCode.NONE
+        assert (await client.request(ApiKey.API_VERSIONS, 2, {})).error_code == ErrorCode.NONE
         await trio.sleep(3)
-        await client.send(ApiKey.API_VERSIONS, 3, {})
+        await client.send(ApiKey.API_VERSIONS, 2, {})
         assert await closed(client), "a request after the session expired closes the connection"
         other = open_listener(broker, nursery, "SASL_PLAINTEXT")
         await handshake(other, "PLAIN")
@@ -317,7 +317,7 @@ def client_context(pki, cert: bool) -> ssl.SSLContext:
     return ctx
 
 
-async def tls_request(port: int, ctx, api_key=ApiKey.API_VERSIONS, version=3, body=None):
+async def tls_request(port: int, ctx, api_key=ApiKey.API_VERSIONS, version=2, body=None):
     stream = await trio.open_ssl_over_tcp_stream("127.0.0.1", port, ssl_context=ctx, https_compatible=False)
     try:
         client = Client(stream)
