@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from strom.tools import bench_client, bench_console, bench_inflight, bench_machine, bench_sessions
+from strom.tools import bench_client, bench_console, bench_inflight, bench_machine, bench_sessions, bench_txn
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -78,6 +78,8 @@ class BenchSettings:
     console_topics: int = 1_000
     console_partitions: int = 10
     console_rounds: int = 3
+    txn_records: int = 200_000
+    txn_kafka: bool = True
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -87,7 +89,7 @@ FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
                       startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100,
-                      console_rounds=2)
+                      console_rounds=2, txn_records=50_000)
 
 
 @dataclass
@@ -418,6 +420,8 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
                                               consumers=settings.session_consumers,
                                               seconds=settings.session_seconds, workdir=workdir,
                                               kafka=settings.session_kafka)
+        bench_txn.measure_transactions(report, broker.bootstrap, log, records=settings.txn_records,
+                                       kafka=settings.txn_kafka, workdir=workdir)
     finally:
         if profiler is not None:
             profiler.stop()
@@ -484,7 +488,7 @@ def bench(quick: bool, records: int | None, producers: int | None, json_path: Pa
             with tempfile.TemporaryDirectory(prefix="strom-bench-") as tmp:
                 report = run(Path(tmp))
     except (bench_client.WorkloadError, bench_machine.MeasurementError, bench_inflight.InflightError,
-            bench_sessions.SessionBenchError,
+            bench_sessions.SessionBenchError, bench_txn.TxnBenchError,
             BrokerProcessError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(format_table(report))
