@@ -15,7 +15,7 @@ from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, benc
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
                rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
-               console_topics=4, console_partitions=2, console_rounds=1)
+               console_topics=4, console_partitions=2, console_rounds=1, txn_records=2_000, txn_kafka=False)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -30,6 +30,7 @@ EXPECTED_FIGURES = {
     "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu",
     "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
+    "txn_produce_commit_every_1000_records_per_s",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
@@ -38,6 +39,7 @@ EXPECTED_REFERENCES = {
     *(f"client_drain_{s}B_records_per_s" for s in SIZES),
     "strom_fetch_idle_full_cpu",
     "console_produce_100B_1p_records_per_s", "console_consume_100B_1p_records_per_s", "console_static_file_ms",
+    "strom_plain_idempotent_produce",
 }
 
 
@@ -68,6 +70,7 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert sessions["session"]["response_bytes"] < sessions["full"]["response_bytes"] / 10, sessions
     assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
 
+    assert set(doc["details"]["transactions_strom"]) == {"plain", "txn"}
     assert doc["details"]["console_overhead"]["polled_requests"] > 0
     assert len(doc["details"]["console_overhead"]["runs"]["on"]) == TINY.console_rounds
     assert doc["details"]["console_latency"]["partitions"] == 8
