@@ -66,6 +66,7 @@ class Controls:
     async def op_status(self) -> dict:
         b = self.broker
         return {"node_id": b.node_id, "listeners": [str(x.advertised) for x in b.bound],
+                "live_brokers": sorted(node for node, *_ in b.live_brokers()),
                 "topics": sorted(b.topics.topics) if b.topics is not None else [],
                 **b.injector().status()}
 

@@ -95,6 +95,7 @@ class StromBroker:
         self._error: BaseException | None = None
         self._process = None
         self._paused_process = False
+        self._stuck: threading.Thread | None = None
         self.faults = Faults(self._control)
         self.startup_s: float | None = None
 
@@ -119,8 +120,13 @@ class StromBroker:
 
     @property
     def control_address(self) -> str | None:
-        """``host:port`` of the control endpoint (process mode), for ``strom control --to``."""
-        return f"{HOST}:{self._control_port}" if self.mode == "process" and self._control_port else None
+        """``host:port`` of the control endpoint, for ``strom control --to`` (always in process mode;
+        in thread mode when ``control.listener`` is configured)."""
+        if self.mode == "thread":
+            broker = self._broker
+            port = broker.control_port if broker is not None else None
+            return f"{broker.config.control.host}:{port}" if port else None
+        return f"{HOST}:{self._control_port}" if self._control_port else None
 
     # ---- lifecycle -----------------------------------------------------------------
     def _start_props(self) -> dict[str, str]:
@@ -219,8 +225,9 @@ class StromBroker:
                     pass
             thread.join(self.stop_timeout)
             if thread.is_alive():
-                log.warning("embedded broker on port %d did not stop within %.0fs; leaving its thread behind",
+                log.warning("embedded broker on port %d did not stop within %.1fs; leaving its thread behind",
                             self.port, self.stop_timeout)
+                self._stuck = thread
             self._thread = self._token = self._cancel = None
         elif self._process is not None:
             if self._paused_process:
@@ -235,6 +242,9 @@ class StromBroker:
     def close(self) -> None:
         """Stop, and remove the data directory unless it is kept."""
         self.stop()
+        if self._stuck is not None and self._stuck.is_alive():
+            log.warning("data dir %s left in place: its broker is still shutting down", self._data_dir)
+            return
         if not self.keep_data and self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
 

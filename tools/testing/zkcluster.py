@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .embedded import StromBroker, broker_props, config_key
+
+READY_TIMEOUT_S = 30.0
 
 
 def zookeeper_available() -> str | None:
@@ -66,10 +69,23 @@ class StromCluster:
                                 for i in range(self.size)]
             for b in self.brokers:
                 b.start()
+            self._wait_for_each_other()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _wait_for_each_other(self) -> None:
+        """Return once every broker sees every other one registered (bounded)."""
+        want = list(range(self.size))
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            seen = [b._control("status", {})["live_brokers"] for b in self.brokers]
+            if all(s == want for s in seen):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster not formed within {READY_TIMEOUT_S:.0f}s: brokers see {seen}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         for b in self.brokers:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -243,3 +245,36 @@ def test_bench_testbroker_workload_and_report():
     text = format_report({"median": {"embedded_warm": run, "serve_process": dict(run, total_s=0.9),
                                      "embedded_idle_rss_bytes": 18 * 2**20}})
     assert "embedded_warm" in text and "< 0.5 s: yes" in text and "18.0 MiB" in text
+
+
+def test_stop_is_bounded_even_when_the_broker_hangs_in_shutdown(monkeypatch, caplog):
+    import threading
+
+    from strom.broker.broker import Broker
+
+    release = threading.Event()
+    real_close = Broker.close
+    monkeypatch.setattr(Broker, "close", lambda self: (release.wait(30), real_close(self)))
+    b = StromBroker(stop_timeout=0.5).start()
+    thread = b._thread
+    try:
+        with caplog.at_level(logging.WARNING, logger="strom.testing"):
+            b.close()
+        assert thread.is_alive()  # stuck in shutdown, and close() returned all the same
+        assert "did not stop within" in caplog.text and b.data_dir.exists()  # not removed under it
+    finally:
+        release.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    shutil.rmtree(b.data_dir)
+
+
+def test_control_endpoint_of_an_embedded_broker_when_configured():
+    from strom.testing import ControlClient
+
+    with broker(control_listener="127.0.0.1:0") as b:
+        assert b.control_address is not None
+        ControlClient(b.control_address)("fault", {"api": "Fetch", "delay_ms": 10, "count": None})
+        assert [r["api"] for r in b.faults.rules()] == ["Fetch"]
+    with broker() as b:
+        assert b.control_address is None
