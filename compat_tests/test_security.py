@@ -239,3 +239,98 @@ def test_java_client_and_kafka_configs_manage_scram_users(secure_broker, pki, tm
                               str(JAVA_CLIENT), secure_broker.address(listener), "java-" + listener.lower(), "5",
                               *configs], capture_output=True, text=True, timeout=180)
         assert out.stdout.strip().splitlines()[-1:] == ["ok 5"], (listener, out.stdout[-3000:], out.stderr[-3000:])
+
+
+class AclBroker(BrokerProcess):
+    """PLAINTEXT for the administrator (User:ANONYMOUS is a super user) and SASL_PLAINTEXT for users."""
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        i = cmd.index(f"listeners=PLAINTEXT://{HOST}:{self._port}")
+        cmd[i] = f"listeners=PLAINTEXT://{HOST}:{self._port},SASL_PLAINTEXT://{HOST}:0"
+        return cmd
+
+    address = SecureBroker.address
+
+
+def kafka_acls(bootstrap: str, *args: str) -> str:
+    env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "KAFKA_OPTS": "-Xshare:auto -XX:TieredStopAtLevel=1"}
+    out = subprocess.run([str(KAFKA_HOME / "bin/kafka-acls.sh"), "--bootstrap-server", bootstrap, *args],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def delivery_errors(conf: dict, topic: str) -> list:
+    errors = []
+    producer = Producer({**conf, "message.timeout.ms": 10000, "retries": 0})
+    producer.produce(topic, b"x", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(20)
+    return errors
+
+
+@pytest.mark.skipif(not java_available(), reason="no java or no Kafka 4.0 jars")
+def test_kafka_acls_tool_and_what_each_principal_may_do(tmp_path):
+    broker = AclBroker(tmp_path / "acl-broker", {
+        "num.partitions": "1", "group.initial.rebalance.delay.ms": "0",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    broker.start()
+    try:
+        from confluent_kafka.admin import NewTopic
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("orders", "pay-in", "pay-secret")]).values():
+            future.result(30)
+        admin_producer = Producer({"bootstrap.servers": broker.bootstrap})
+        admin_producer.produce("orders", b"order-1", partition=0)
+        assert admin_producer.flush(20) == 0
+
+        kafka_acls(broker.bootstrap, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                   "--topic", "orders", "--group", "app")
+        kafka_acls(broker.bootstrap, "--add", "--allow-principal", "User:alice", "--operation", "Write",
+                   "--topic", "pay-", "--resource-pattern-type", "prefixed")
+        kafka_acls(broker.bootstrap, "--add", "--deny-principal", "User:alice", "--operation", "Write",
+                   "--topic", "pay-secret")
+        listed = kafka_acls(broker.bootstrap, "--list")
+        assert "ResourcePattern(resourceType=TOPIC, name=pay-, patternType=PREFIXED)" in listed
+        assert "(principal=User:alice, host=*, operation=WRITE, permissionType=DENY)" in listed
+        assert "ResourcePattern(resourceType=GROUP, name=app, patternType=LITERAL)" in listed
+
+        alice = {"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "security.protocol": "SASL_PLAINTEXT",
+                 "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+        assert delivery_errors(alice, "pay-in") == [None], "a prefixed ACL allows pay-in"
+        assert [e.code() for e in delivery_errors(alice, "pay-secret")] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert [e.code() for e in delivery_errors(alice, "orders")] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+        consumer = Consumer({**alice, "group.id": "app", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["orders"])
+        got, deadline = None, time.monotonic() + 30
+        while got is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got = message.value()
+        consumer.close()
+        assert got == b"order-1"
+
+        stranger = Consumer({**alice, "group.id": "not-mine", "auto.offset.reset": "earliest"})
+        stranger.subscribe(["orders"])
+        error, deadline = None, time.monotonic() + 20
+        while error is None and time.monotonic() < deadline:
+            message = stranger.poll(0.5)
+            if message is not None and message.error():
+                error = message.error()
+        stranger.close()
+        assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+        admin.create_topics([NewTopic("internal-only", 1, 1)])["internal-only"].result(30)
+        topics = AdminClient(alice).list_topics(timeout=10).topics
+        # READ and WRITE imply DESCRIBE (a deny of WRITE does not deny DESCRIBE): internal-only is hidden
+        assert set(topics) == {"orders", "pay-in", "pay-secret"}, "Metadata lists only what alice may describe"
+
+        kafka_acls(broker.bootstrap, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Write",
+                   "--topic", "pay-", "--resource-pattern-type", "prefixed")
+        assert [e.code() for e in delivery_errors(alice, "pay-in")] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert "pay-" not in kafka_acls(broker.bootstrap, "--list", "--topic", "pay-", "--resource-pattern-type", "prefixed")
+    finally:
+        broker.stop()
