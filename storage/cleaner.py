@@ -21,6 +21,14 @@ One pass (:meth:`LogCleaner.clean`):
    run (so the cleaned segment ends at the same offset as the segments it replaces): those are
    kept as empty, uncompressed batches (``records_count`` 0, timestamps -1).
 
+Transactions (Kafka's rules): the cleanable range also ends at the last stable offset, so an open
+transaction's batches are never cleaned; records of aborted transactions (known from the log's
+aborted-transaction index, storage.txn_index) take no part in the offset map and are removed (their
+batch dropped, or kept empty where a producer's last batch must stay); committed transactional
+records are compacted like any other; control batches (markers) are copied verbatim. Kafka
+eventually removes a marker once no data of its transaction is left and delete.retention.ms has
+passed; Strom keeps markers (one small batch per transaction and partition).
+
 Delete horizon (KIP-534, attributes bit 6 = 0x40): when a batch holding tombstones is first
 rewritten, its ``base_timestamp`` is set to ``now + delete.retention.ms`` and the bit is set;
 record timestamp deltas are re-based on it, so ``base_timestamp + delta`` still gives every
@@ -118,8 +126,9 @@ class CleanView(NamedTuple):
     segments: list[LogSegment]
     handles: list[FileHandle]
     producer_last_offsets: dict[int, int]
-    high_watermark: int
+    high_watermark: int  # the last stable offset when transactions are open (never cleaned past)
     log_start_offset: int
+    aborted: tuple = ()  # storage.txn_index.AbortedTxn of the log: whose data the cleaner removes
 
 
 @dataclass(frozen=True)
@@ -268,14 +277,29 @@ def _decode(header: BatchHeader, raw: bytes, name: str) -> list[Record]:
         raise CorruptLog(f"{name}: batch at offset {header.base_offset} cannot be cleaned: {exc}") from None
 
 
-def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], first_dirty: int) -> dict[bytes, int]:
-    """key -> highest offset among the records at or above ``first_dirty`` in ``segments``."""
+def aborted_checker(aborted) -> "callable":
+    """header -> whether the batch belongs to an aborted transaction (data, not its marker)."""
+    by_pid: dict[int, list[tuple[int, int]]] = {}
+    for entry in aborted:
+        by_pid.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+
+    def is_aborted(header: BatchHeader) -> bool:
+        if not by_pid or not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset < last for first, last in by_pid.get(header.producer_id, ()))
+    return is_aborted
+
+
+def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], first_dirty: int,
+                     is_aborted=lambda header: False) -> dict[bytes, int]:
+    """key -> highest offset among the records at or above ``first_dirty`` in ``segments``
+    (records of aborted transactions excluded)."""
     offsets: dict[bytes, int] = {}
     for segment, handle in zip(segments, handles):
         if segment.next_offset <= first_dirty:
             continue
         for header, raw in iter_segment_batches(handle, segment.size, str(segment.log_path)):
-            if header.is_control or header.last_offset < first_dirty:
+            if header.is_control or header.last_offset < first_dirty or is_aborted(header):
                 continue
             for record in _decode(header, raw, str(segment.log_path)):
                 offset = header.base_offset + record.offset_delta
@@ -530,11 +554,13 @@ class LogCleaner:
             if not segments:
                 return CleanResult(view.log_start_offset, first_dirty_offset(log), 0, 0, 0, 0)
             first_dirty = first_dirty_offset(log)
-            offsets = build_offset_map(segments, handles, first_dirty)
-            return self._clean_groups(log, view, segments, handles, offsets, now_ms)
+            is_aborted = aborted_checker(view.aborted)
+            offsets = build_offset_map(segments, handles, first_dirty, is_aborted)
+            return self._clean_groups(log, view, segments, handles, offsets, now_ms, is_aborted)
 
     def _clean_groups(self, log: "Log", view: CleanView, segments: list[LogSegment],
-                      handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int) -> CleanResult:
+                      handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int,
+                      is_aborted=lambda header: False) -> CleanResult:
         config = log.config
         handle_of = {id(s): h for s, h in zip(segments, handles)}
         groups = group_segments(segments, config.segment_bytes, config.segment_index_bytes)
@@ -544,7 +570,7 @@ class LogCleaner:
         aborted = False
         for group in groups:
             outcome = self._clean_group(log, group, [handle_of[id(s)] for s in group], offsets,
-                                        view.producer_last_offsets, now_ms, stats)
+                                        view.producer_last_offsets, now_ms, stats, is_aborted)
             if outcome is None:
                 aborted = True
                 break
@@ -560,7 +586,7 @@ class LogCleaner:
 
     def _clean_group(self, log: "Log", group: list[LogSegment], handles: list[FileHandle],
                      offsets: dict[bytes, int], producer_last: dict[int, int], now_ms: int,
-                     stats: _Stats) -> int | None:
+                     stats: _Stats, is_aborted=lambda header: False) -> int | None:
         """Rewrite one run and swap it in; returns its new size, None if the log changed."""
         config = log.config
         cleaned = CleanedSegment(log.dir, group[0].base_offset, config.index_interval_bytes,
@@ -574,8 +600,12 @@ class LogCleaner:
                 for header, raw in iter_segment_batches(handle, segment.size, name):
                     keep = header.last_offset == run_end or (
                         header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset)
-                    batch = filter_batch(header, raw, offsets, keep, now_ms,
-                                         config.delete_retention_ms, stats, name)
+                    if is_aborted(header):
+                        stats.records_removed += header.records_count
+                        batch = (raw if not header.records_count else _empty_batch(header)) if keep else None
+                    else:
+                        batch = filter_batch(header, raw, offsets, keep, now_ms,
+                                             config.delete_retention_ms, stats, name)
                     unchanged = unchanged and batch is raw
                     if batch is None:
                         continue

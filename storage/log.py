@@ -633,7 +633,7 @@ class Log:
             self._ensure_open()
             segments = list(self._segments)
             return CleanView(segments, [s.handle for s in segments], self._producer_last_offsets(),
-                             self._high_watermark, self.log_start_offset)
+                             self.last_stable_offset, self.log_start_offset, tuple(self.txn.aborted))
 
     def _producer_last_offsets(self) -> dict[int, int]:
         return {pid: entry.last_offset for pid, entry in self.producer_state.producers.items()}

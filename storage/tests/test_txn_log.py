@@ -127,3 +127,41 @@ def test_truncation_forgets_aborts_above_and_reopens_transactions(open_log):
     log.truncate_fully_and_start_at(10)
     assert log.aborted_transactions(0, 100) == [] and not log.producer_state.ongoing
     assert not list(log.dir.glob("*.txnindex"))
+
+
+def test_compaction_removes_aborted_data_keeps_markers_and_stops_at_the_lso(open_log):
+    from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+
+    def put(pairs, pid=-1, seq=-1, txn=False):
+        data = build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(pairs)], base_timestamp=1_000,
+                           producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq,
+                           is_transactional=txn)
+        log.append_as_leader(data, validate_batches(data), 0)
+
+    log = open_log(LogConfig(cleanup_policy="compact", segment_bytes=100_000, file_delete_delay_ms=0))
+    put([(b"k", b"committed-1")])                                   # 0
+    put([(b"k", b"aborted"), (b"j", b"aborted")], A, 0, txn=True)    # 1-2
+    append(log, marker(A, commit=False))                            # 3
+    put([(b"j", b"committed-2")], B, 0, txn=True)                   # 4
+    append(log, marker(B, commit=True))                             # 5
+    log.roll()
+    put([(b"k", b"open")], A, 2, txn=True)                          # 6: open: the LSO
+    put([(b"k", b"open")], B, 1)                                    # a later duplicate key, still open
+    log.roll()
+    put([(b"x", b"tail")])                                          # 8 (active segment)
+    _hw(log)
+    assert log.last_stable_offset == 6
+    result = log.compact(now_ms=10_000_000)
+    assert result is not None and result.records_removed == 2
+    found = []
+    offset = 0
+    while offset < log.log_end_offset:
+        raw = log.read(offset, 1 << 20).records.read()
+        for pos, h in iter_batches(raw):
+            values = None if h.is_control else [r.value for r in iter_records(raw[pos:pos + h.size])]
+            found.append((h.base_offset, h.is_control, values))
+            offset = h.last_offset + 1
+    # the aborted records are gone (not shadowing k=committed-1), markers stay, the open
+    # transaction (beyond the LSO) was not touched
+    assert found == [(0, False, [b"committed-1"]), (3, True, None), (4, False, [b"committed-2"]),
+                     (5, True, None), (6, False, [b"open"]), (7, False, [b"open"]), (8, False, [b"tail"])]
