@@ -22,6 +22,7 @@ from . import describe_log_dirs
 from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
                list_transactions, txn_offset_commit, write_txn_markers)
 from . import delete_records, describe_topic_partitions, elect_leaders
+from . import consumer_group_describe, consumer_group_heartbeat
 
 MODULES: list[ModuleType] = [
     produce,
@@ -68,6 +69,8 @@ MODULES: list[ModuleType] = [
     delete_records,
     elect_leaders,
     describe_topic_partitions,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

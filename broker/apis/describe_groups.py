@@ -34,8 +34,8 @@ def _describe(broker, group_id: str, with_operations: bool) -> dict:
         out["error_code"] = error
         return out
     group = broker.groups.get(group_id)
-    if group is None:
-        return out
+    if group is None or broker.groups.consumer.get(group_id) is not None:
+        return out  # a KIP-848 consumer group is no classic group: Dead, as Kafka answers up to v5
     stable = group.state is GroupState.STABLE
     out.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
                protocol_data=(group.protocol_name or "") if stable else "")

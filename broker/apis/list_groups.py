@@ -1,4 +1,5 @@
-"""ListGroups: every group this broker coordinates, filtered by state (v4+) and type (v5+)."""
+"""ListGroups: every group this broker coordinates, classic and KIP-848 consumer groups, filtered
+by state (v4+) and type (v5+)."""
 from __future__ import annotations
 
 from strom.protocol.errors import ErrorCode
@@ -9,6 +10,7 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)
 GROUP_TYPE = "classic"
+CONSUMER_TYPE = "consumer"  # KIP-848 groups
 
 
 async def handle(broker, request) -> dict:
@@ -19,9 +21,16 @@ async def handle(broker, request) -> dict:
     states = {s.lower() for s in body.states_filter or []}
     types = {t.lower() for t in body.types_filter or []}
     everything = allowed_cluster(broker, Operation.DESCRIBE)  # else only the groups it may describe
+    consumer = coordinator.consumer.groups
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                "group_type": GROUP_TYPE}
               for g in list(coordinator.groups.values())
-              if (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+              if g.group_id not in consumer
+              and (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
               and (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
+    groups += [{"group_id": g.group_id, "protocol_type": CONSUMER_TYPE, "group_state": g.state,
+                "group_type": CONSUMER_TYPE}
+               for g in list(consumer.values())
+               if (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+               and (not states or g.state.lower() in states) and (not types or CONSUMER_TYPE in types)]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -34,7 +34,7 @@ async def handle(broker, request) -> dict:
     version = request.header.api_version
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = broker.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
-                                           generation, body.retention_time_ms, offsets)
+                                           generation, body.retention_time_ms, offsets, version)
     if not await _replicated(broker, body.group_id):
         for r in results:
             if r.error == ErrorCode.NONE:

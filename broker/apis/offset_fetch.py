@@ -17,10 +17,13 @@ VERSIONS = (0, 9)
 BATCH_VERSION = 8
 
 
-def _group(broker, group_id: str, topics, require_stable: bool = False) -> tuple[ErrorCode, list[dict]]:
+def _group(broker, group_id: str, topics, require_stable: bool = False,
+           member: tuple[str | None, int] | None = None) -> tuple[ErrorCode, list[dict]]:
     if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     error = broker.groups.group_error(group_id)
+    if error is None and member is not None:  # v9: a KIP-848 member fetches with its epoch
+        error = broker.groups.consumer.fetch_error(group_id, member[0], member[1])
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     if error is not None:
         found = {} if asked is None else {(t, p): None for t, parts in asked for p in parts}
@@ -50,7 +53,8 @@ async def handle(broker, request) -> dict:
     if request.header.api_version >= BATCH_VERSION:
         groups = []
         for g in body.groups:
-            error, topics = _group(broker, g.group_id, g.topics, body.require_stable)
+            member = (g.member_id, g.member_epoch) if request.header.api_version >= 9 else None
+            error, topics = _group(broker, g.group_id, g.topics, body.require_stable, member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _group(broker, body.group_id, body.topics,

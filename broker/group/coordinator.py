@@ -48,6 +48,7 @@ from ..errors import TopicError
 from .records import (CommittedOffset, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
                       encode_offset_value, partition_for)
+from .consumer_groups import ConsumerGroups
 from .state import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class GroupCoordinator:
         # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
         self.pending_txn: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         self._led: set[int] = set()
+        self.consumer = ConsumerGroups(self)  # KIP-848 groups, beside the classic ones
         self.loading = True
         self.active = True
         self._changed = trio.Event()
@@ -125,6 +127,7 @@ class GroupCoordinator:
             for member in list(group.members.values()):
                 member.answer_join(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
                 member.answer_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+        self.consumer.drop_unled(lambda g: self.partition_of(g) in now_led)
         for index in sorted(gained):
             partition = self.broker.partition(OFFSETS_TOPIC, index)
             if partition is not None:
@@ -294,6 +297,7 @@ class GroupCoordinator:
         """Serve every timer until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._timer_loop)
+            nursery.start_soon(self.consumer.run)
             nursery.start_soon(self._retention_loop)
 
     async def _timer_loop(self) -> None:
@@ -396,6 +400,8 @@ class GroupCoordinator:
         error = self.group_error(group_id) or self._session_error(req.session_timeout_ms)
         if error is not None:
             return JoinResult(error, member_id=req.member_id)
+        if self.consumer.has_members(group_id):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
         if req.member_id and self.get(group_id) is None:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
         group = self._get_or_create(group_id)
@@ -445,8 +451,14 @@ class GroupCoordinator:
         return ErrorCode.NONE, results
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                       retention_ms: int, offsets: list[tuple[str, int, CommittedOffset]]) -> list[CommitResult]:
+                       retention_ms: int, offsets: list[tuple[str, int, CommittedOffset]],
+                       api_version: int = 9) -> list[CommitResult]:
         error = self.group_error(group_id)
+        if error is None and self.consumer.get(group_id) is not None:
+            error = self.consumer.commit_error(group_id, member_id, generation, api_version)
+            if error is None:
+                # checked against the member epoch; the classic group only holds the offsets
+                member_id, instance_id, generation = "", None, -1
         group = self.get(group_id)
         if error is None and group is None:
             error = None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
@@ -552,7 +564,13 @@ class GroupCoordinator:
         error = self.group_error(group_id)
         if error is not None:
             return error
+        consumer = self.consumer.delete(group_id)
+        if consumer is ErrorCode.NON_EMPTY_GROUP:
+            return consumer
         group = self.get(group_id)
+        if group is None and consumer is ErrorCode.NONE:
+            log.info("deleted consumer group=%s", group_id)
+            return ErrorCode.NONE
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state is not GroupState.EMPTY:

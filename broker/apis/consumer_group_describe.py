@@ -1,0 +1,18 @@
+"""ConsumerGroupDescribe (KIP-848): a consumer group's epochs, assignor and members with their
+current and target assignments (`kafka-consumer-groups.sh --describe` on such a group)."""
+from __future__ import annotations
+
+from strom.protocol.schema import ApiKey
+
+from ._common import OPERATIONS_NOT_REQUESTED
+from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
+
+API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
+VERSIONS = (0, 0)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    operations = GROUP_AUTHORIZED_OPERATIONS if body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
+    return {"throttle_time_ms": 0,
+            "groups": [broker.groups.consumer.describe(g, operations) for g in body.group_ids]}

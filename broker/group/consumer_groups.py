@@ -1,0 +1,220 @@
+"""The KIP-848 consumer groups a coordinator keeps beside its classic groups: request checks,
+Kafka's errors, the member timers, and what OffsetCommit/OffsetFetch must check for them.
+
+A group id is either a classic group (JoinGroup/SyncGroup) or a consumer group
+(ConsumerGroupHeartbeat), as in Kafka: a heartbeat for a classic group that has members gets
+GROUP_ID_NOT_FOUND ("not a consumer group"), a JoinGroup for a consumer group with members gets
+INCONSISTENT_GROUP_PROTOCOL. Committed offsets of both kinds live in the coordinator's offset
+store (`__consumer_offsets`).
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import uuid
+
+import trio
+
+from strom.protocol.errors import ErrorCode
+
+from .consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerGroupSettings,
+                       GroupError, TopicMeta, assignment_list, parse_assignors)
+
+log = logging.getLogger("strom.group.consumer")
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's Uuid.toString(): 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ConsumerGroups:
+    def __init__(self, coordinator):
+        self.coordinator = coordinator
+        self.broker = coordinator.broker
+        config = self.broker.config
+        self.settings = ConsumerGroupSettings(
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))))
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._changed = trio.Event()
+
+    # ------------------------------------------------------------------ helpers
+    def topics(self) -> dict[str, TopicMeta]:
+        return {name: TopicMeta(name, info.topic_id, info.partitions)
+                for name, info in self.broker.topics.topics.items()}
+
+    def names_by_id(self) -> dict[bytes, str]:
+        return {info.topic_id: name for name, info in self.broker.topics.topics.items()}
+
+    def get(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def _validate(self, version: int, body) -> None:
+        if not body.group_id:
+            raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        if body.instance_id is not None and not body.instance_id:
+            raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+        if body.rack_id is not None and not body.rack_id:
+            raise GroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+        epoch = body.member_epoch
+        if epoch == JOIN_EPOCH:
+            if version >= 1 and not body.member_id:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+            if body.rebalance_timeout_ms == -1:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if body.topic_partitions is None or any(tp.partitions for tp in body.topic_partitions):
+                raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            regex = body.subscribed_topic_regex if version >= 1 else None
+            if body.subscribed_topic_names is None and regex is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST,
+                                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                                 if version >= 1 else "SubscribedTopicNames must be set in first request.")
+        elif epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) or epoch > 0:
+            if not body.member_id:
+                raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+            if epoch == STATIC_LEAVE_EPOCH and body.instance_id is None:
+                raise GroupError(ErrorCode.INVALID_REQUEST,
+                                 "InstanceId can't be null when MemberEpoch is -2.")
+        else:
+            raise GroupError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}.")
+        if body.server_assignor is not None and body.server_assignor not in self.settings.assignors:
+            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {body.server_assignor} is not supported. Supported assignors: "
+                             f"{', '.join(self.settings.assignors)}.")
+        regex = body.subscribed_topic_regex if version >= 1 else None
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
+
+    # ------------------------------------------------------------------ requests
+    def heartbeat(self, version: int, body, client_id: str, client_host: str) -> dict:
+        try:
+            self._validate(version, body)
+            error = self.coordinator.group_error(body.group_id)
+            if error is not None:
+                raise GroupError(error)
+            classic = self.coordinator.get(body.group_id)
+            if classic is not None and classic.members:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a consumer group.")
+            group = self.groups.get(body.group_id)
+            if group is None:
+                if body.member_epoch != JOIN_EPOCH:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH)
+                                     else ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {body.group_id} not found.")
+                group = self.groups[body.group_id] = ConsumerGroup(body.group_id, self.settings)
+            if body.member_epoch == JOIN_EPOCH and not body.member_id:
+                body.member_id = new_member_id()  # v0: the coordinator names the member
+            member, send_assignment = group.heartbeat(body, trio.current_time(), self.topics(), client_id, client_host)
+        except GroupError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "member_id": None,
+                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        finally:
+            self._changed.set()
+        if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                    "member_id": body.member_id, "member_epoch": body.member_epoch, "heartbeat_interval_ms": 0,
+                    "assignment": None}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "member_id": member.member_id, "member_epoch": member.member_epoch,
+                "heartbeat_interval_ms": self.settings.heartbeat_interval_ms,
+                "assignment": {"topic_partitions": assignment_list(member.assigned)} if send_assignment else None}
+
+    def describe(self, group_id: str, operations: int) -> dict:
+        out = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
+               "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+               "authorized_operations": operations}
+        error = self.coordinator.group_error(group_id)
+        group = self.groups.get(group_id)
+        if error is None and group is None:
+            classic = self.coordinator.get(group_id)
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+            out["error_message"] = (f"Group {group_id} is not a consumer group." if classic is not None
+                                    else f"Group {group_id} not found.")
+        if error is not None:
+            out["error_code"] = error
+            return out
+        names = self.names_by_id()
+
+        def listed(assignment):
+            return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(p)}
+                                         for t, p in sorted(assignment.items()) if p]}
+
+        out.update(group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                   assignor_name=group.assignor_name)
+        out["members"] = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                           "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+                           "subscribed_topic_names": sorted(m.subscribed_topic_names),
+                           "subscribed_topic_regex": m.subscribed_topic_regex,
+                           "assignment": listed(m.assigned), "target_assignment": listed(group.target.get(m.member_id, {}))}
+                          for m in group.members.values()]
+        return out
+
+    def commit_error(self, group_id: str, member_id: str, epoch: int, api_version: int) -> ErrorCode | None:
+        """OffsetCommit to a consumer group: members commit with their current epoch (v9+);
+        anyone else (epoch -1, no member) only while the group has no members."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if epoch > member.member_epoch:
+            return ErrorCode.FENCED_MEMBER_EPOCH
+        if epoch < member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def fetch_error(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
+        group = self.groups.get(group_id)
+        if group is None or (epoch < 0 and not member_id):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return None
+
+    def delete(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups: None if `group_id` is no consumer group, else its answer."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        return ErrorCode.NONE
+
+    def drop_unled(self, is_coordinator) -> None:
+        for group_id in [g for g in self.groups if not is_coordinator(g)]:
+            del self.groups[group_id]
+
+    # ------------------------------------------------------------------ timers
+    async def run(self) -> None:
+        while True:
+            self._changed = trio.Event()
+            deadline = min((g.next_deadline() for g in self.groups.values()), default=float("inf"))
+            with trio.move_on_at(deadline):
+                await self._changed.wait()
+            now = trio.current_time()
+            for group in list(self.groups.values()):
+                try:
+                    group.expire(now)
+                except Exception:
+                    log.exception("expiring members of consumer group %s failed", group.group_id)

@@ -1,0 +1,125 @@
+"""KIP-848 consumer groups as a state machine: assignors, revoke-before-assign, epochs, fencing,
+leaving, static members, timeouts, regex subscriptions."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from strom.broker.group.consumer import (ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState, TopicMeta,
+                                         parse_assignors, range_assign, uniform_assign)
+from strom.protocol.errors import ErrorCode
+
+A, B = b"A" * 16, b"B" * 16
+TOPICS = {"a": TopicMeta("a", A, 4), "b": TopicMeta("b", B, 2)}
+
+
+def hb(member_id, epoch, topics=None, owned=None, regex=None, instance=None, assignor=None, rebalance_ms=60000):
+    return SimpleNamespace(member_id=member_id, member_epoch=epoch, instance_id=instance, rack_id=None,
+                           rebalance_timeout_ms=rebalance_ms if epoch == 0 else -1,
+                           subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor,
+                           topic_partitions=None if owned is None else
+                           [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
+
+
+def flat(assignment) -> set:
+    return {(t, p) for t, parts in assignment.items() for p in parts}
+
+
+def test_assignors_balance_and_keep_what_they_can():
+    subs = {"m1": {"a", "b"}, "m2": {"a", "b"}}
+    out = uniform_assign(subs, TOPICS, {})
+    assert sorted(len(flat(a)) for a in out.values()) == [3, 3]
+    assert flat(out["m1"]) | flat(out["m2"]) == {(A, p) for p in range(4)} | {(B, p) for p in range(2)}
+    again = uniform_assign({**subs, "m3": {"a", "b"}}, TOPICS, out)
+    assert sorted(len(flat(a)) for a in again.values()) == [2, 2, 2]
+    assert all(flat(again[m]) <= flat(out[m]) for m in ("m1", "m2")), "existing owners keep partitions"
+    ranged = range_assign({"m1": {"a"}, "m2": {"a", "b"}}, TOPICS, {})
+    assert ranged == {"m1": {A: {0, 1}}, "m2": {A: {2, 3}, B: {0, 1}}}
+    assert parse_assignors("org.apache.kafka.coordinator.group.assignor.RangeAssignor, uniform") == ["range", "uniform"]
+    with pytest.raises(ValueError):
+        parse_assignors("sticky")
+
+
+def test_join_then_a_second_member_revoke_before_assign():
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    m1, send = g.heartbeat(hb("m1", 0, ["a"], owned={}), 0.0, TOPICS)
+    assert send and m1.member_epoch == 1 and flat(m1.assigned) == {(A, p) for p in range(4)}
+    assert g.state == "Stable"
+    m2, _ = g.heartbeat(hb("m2", 0, ["a"], owned={}), 1.0, TOPICS)
+    assert g.group_epoch == 2 and m2.member_epoch == 2
+    assert m2.assigned == {} and m2.state is MemberState.UNRELEASED_PARTITIONS, "m1 still owns everything"
+    # m1 heartbeats: it must give up two partitions first, keeping its epoch
+    m1, send = g.heartbeat(hb("m1", 1, owned={A: {0, 1, 2, 3}}), 2.0, TOPICS)
+    assert send and m1.member_epoch == 1 and m1.state is MemberState.UNREVOKED_PARTITIONS
+    kept = flat(m1.assigned)
+    assert len(kept) == 2 and g.state == "Reconciling"
+    # still owning them: nothing moves
+    m2, send = g.heartbeat(hb("m2", 2, owned={}), 3.0, TOPICS)
+    assert m2.assigned == {} and not send
+    # m1 reports it revoked: it moves to epoch 2, and m2 gets the released partitions
+    m1, _ = g.heartbeat(hb("m1", 1, owned={A: {p for _, p in kept}}), 4.0, TOPICS)
+    assert m1.member_epoch == 2 and m1.state is MemberState.STABLE
+    m2, send = g.heartbeat(hb("m2", 2, owned={}), 5.0, TOPICS)
+    assert send and flat(m2.assigned) == {(A, p) for p in range(4)} - kept
+    assert g.state == "Stable"
+
+
+def test_fencing_lost_responses_and_leaving():
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    m1, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}), 0.0, TOPICS)
+    with pytest.raises(GroupError) as unknown:
+        g.heartbeat(hb("nobody", 1), 0.0, TOPICS)
+    assert unknown.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    g.heartbeat(hb("m1", 0, ["a", "b"], owned={}), 1.0, TOPICS)  # rejoin: a fresh member, new epoch
+    m1 = g.members["m1"]
+    epoch = m1.member_epoch
+    g.group_epoch += 1  # something else changed (say, a topic grew): a new target, same partitions
+    g.heartbeat(hb("m1", epoch, owned={t: set(p) for t, p in m1.assigned.items()}), 2.0, TOPICS)
+    assert m1.member_epoch == epoch + 1 and m1.previous_member_epoch == epoch
+    # the answer was lost: the member still sends its previous epoch with what it owns: accepted
+    g.heartbeat(hb("m1", epoch, owned={t: set(p) for t, p in m1.assigned.items()}), 3.0, TOPICS)
+    with pytest.raises(GroupError) as fenced:
+        g.heartbeat(hb("m1", epoch + 7, owned={}), 4.0, TOPICS)
+    assert fenced.value.code == ErrorCode.FENCED_MEMBER_EPOCH and "m1" not in g.members
+    m2, _ = g.heartbeat(hb("m2", 0, ["a"], owned={}), 5.0, TOPICS)
+    g.heartbeat(hb("m2", -1), 6.0, TOPICS)
+    assert g.members == {} and g.state == "Empty"
+
+
+def test_session_and_rebalance_timeouts_remove_members():
+    g = ConsumerGroup("g", ConsumerGroupSettings(session_timeout_ms=10_000))
+    g.heartbeat(hb("m1", 0, ["a"], owned={}, rebalance_ms=5000), 0.0, TOPICS)
+    g.heartbeat(hb("m2", 0, ["a"], owned={}), 1.0, TOPICS)
+    g.heartbeat(hb("m1", 1, owned={A: {0, 1, 2, 3}}), 2.0, TOPICS)
+    assert g.members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    assert g.next_deadline() == 7.0
+    assert g.expire(7.0) and "m1" not in g.members, "revocation not done within the rebalance timeout"
+    m2, _ = g.heartbeat(hb("m2", 2, owned={}), 8.0, TOPICS)
+    assert flat(m2.assigned) == {(A, p) for p in range(4)}
+    assert not g.expire(17.9)
+    assert g.expire(18.0) and g.members == {}
+
+
+def test_static_member_comes_back_with_its_assignment():
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    m1, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}, instance="i1"), 0.0, TOPICS)
+    before = (m1.member_epoch, flat(m1.assigned))
+    with pytest.raises(GroupError) as taken:
+        g.heartbeat(hb("other", 0, ["a"], owned={}, instance="i1"), 0.5, TOPICS)
+    assert taken.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+    g.heartbeat(hb("m1", -2, instance="i1"), 1.0, TOPICS)
+    assert "m1" in g.members and g.group_epoch == before[0], "a static member's temporary leave changes nothing"
+    back, send = g.heartbeat(hb("m1b", 0, ["a"], owned={}, instance="i1"), 2.0, TOPICS)
+    assert send and (back.member_epoch, flat(back.assigned)) == before and list(g.members) == ["m1b"]
+
+
+def test_regex_subscription_follows_new_topics():
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    topics = {"orders-1": TopicMeta("orders-1", A, 2), "other": TopicMeta("other", B, 1)}
+    m, _ = g.heartbeat(hb("m", 0, None, owned={}, regex="orders-.*"), 0.0, topics)
+    assert flat(m.assigned) == {(A, 0), (A, 1)}
+    c = b"C" * 16
+    topics["orders-2"] = TopicMeta("orders-2", c, 1)
+    m, send = g.heartbeat(hb("m", m.member_epoch, owned={A: {0, 1}}), 1.0, topics)
+    assert send and flat(m.assigned) == {(A, 0), (A, 1), (c, 0)}

@@ -1,0 +1,103 @@
+"""ConsumerGroupHeartbeat / ConsumerGroupDescribe and the APIs that see consumer groups beside
+classic ones (ListGroups, DescribeGroups, OffsetCommit/OffsetFetch with member epochs, JoinGroup)."""
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from .test_apis import create
+
+
+def heartbeat(group, member, epoch, topics=None, owned=None, **kw) -> dict:
+    body = {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30000 if epoch == 0 else -1, "subscribed_topic_names": topics,
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": owned}
+    body.update(kw)
+    return body
+
+
+def commit(group, member, epoch, topic, partition, offset) -> dict:
+    return {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member, "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "committed_offset": offset,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
+async def test_heartbeat_join_assign_commit_describe_and_leave(connect, broker):
+    client = await connect()
+    await create(client, "cgt", partitions=3)
+    topic_id = broker.topics.topics["cgt"].topic_id
+    joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g1", "member-1", 0, ["cgt"], []))
+    assert joined.error_code == ErrorCode.NONE and joined.member_id == "member-1" and joined.member_epoch == 1
+    assert joined.heartbeat_interval_ms == 5000
+    assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == [(topic_id, [0, 1, 2])]
+    steady = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g1", "member-1", 1))
+    assert steady.error_code == ErrorCode.NONE and steady.member_epoch == 1 and steady.assignment is None
+
+    # Commits carry the member epoch (OffsetCommit v9); an old epoch is stale, a newer one fenced.
+    ok = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("g1", "member-1", 1, "cgt", 0, 42))
+    assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE
+    for epoch, code in ((0, ErrorCode.STALE_MEMBER_EPOCH), (5, ErrorCode.FENCED_MEMBER_EPOCH)):
+        bad = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("g1", "member-1", epoch, "cgt", 0, 1))
+        assert bad.topics[0].partitions[0].error_code == code
+    stranger = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("g1", "", -1, "cgt", 0, 1))
+    assert stranger.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID, "not while it has members"
+    fetched = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+        {"group_id": "g1", "member_id": "member-1", "member_epoch": 1, "topics": [{"name": "cgt", "partition_indexes": [0]}]}],
+        "require_stable": False})
+    assert fetched.groups[0].error_code == ErrorCode.NONE
+    assert fetched.groups[0].topics[0].partitions[0].committed_offset == 42
+    stale = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+        {"group_id": "g1", "member_id": "member-1", "member_epoch": 3, "topics": None}], "require_stable": False})
+    assert stale.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
+
+    described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g1", "nope"],
+                                                                         "include_authorized_operations": False})
+    g1, nope = described.groups
+    assert (g1.error_code, g1.group_state, g1.group_epoch, g1.assignment_epoch, g1.assignor_name) == \
+        (ErrorCode.NONE, "Stable", 1, 1, "uniform")
+    member = g1.members[0]
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == ("member-1", 1, ["cgt"])
+    assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("cgt", [0, 1, 2])]
+    assert nope.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+    # A classic JoinGroup cannot use the id; classic DescribeGroups says Dead, ListGroups says consumer.
+    join = await client.request(ApiKey.JOIN_GROUP, 5, {
+        "group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    old = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g1"], "include_authorized_operations": False})
+    assert old.groups[0].group_state == "Dead"
+    listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == \
+        [("g1", "consumer", "Stable", "consumer")]
+
+    left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g1", "member-1", -1))
+    assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
+    empty = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": ["empty"], "types_filter": []})
+    assert [g.group_id for g in empty.groups] == ["g1"]
+    gone = await client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g1"]})
+    assert gone.results[0].error_code == ErrorCode.NONE
+
+
+async def test_heartbeat_request_errors(connect):
+    client = await connect()
+    await create(client, "cge")
+    cases = [
+        (heartbeat("", "m", 0, ["cge"], []), ErrorCode.INVALID_REQUEST),
+        (heartbeat("g", "", 0, ["cge"], []), ErrorCode.INVALID_REQUEST),
+        (heartbeat("g", "m", 0, None, []), ErrorCode.INVALID_REQUEST),
+        (heartbeat("g", "m", 0, ["cge"], None), ErrorCode.INVALID_REQUEST),
+        (heartbeat("g", "m", 0, ["cge"], [], rebalance_timeout_ms=-1), ErrorCode.INVALID_REQUEST),
+        (heartbeat("g", "m", 0, ["cge"], [], server_assignor="sticky"), ErrorCode.UNSUPPORTED_ASSIGNOR),
+        (heartbeat("g", "m", 0, None, [], subscribed_topic_regex="(unclosed"), ErrorCode.INVALID_REGULAR_EXPRESSION),
+        (heartbeat("g", "m", 4), ErrorCode.GROUP_ID_NOT_FOUND),
+        (heartbeat("g", "m", -5), ErrorCode.INVALID_REQUEST),
+    ]
+    for body, code in cases:
+        answer = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+        assert answer.error_code == code, (body, answer)
+        assert answer.member_id is None and answer.assignment is None
+    v0 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, heartbeat("g0", "", 0, ["cge"], []))
+    assert v0.error_code == ErrorCode.NONE and len(v0.member_id) == 22, "v0: the coordinator names the member"
+    known = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g0", "someone-else", 1))
+    assert known.error_code == ErrorCode.UNKNOWN_MEMBER_ID
