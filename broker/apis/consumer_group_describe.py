@@ -2,7 +2,10 @@
 current and target assignments (`kafka-consumer-groups.sh --describe` on such a group)."""
 from __future__ import annotations
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 from ._common import OPERATIONS_NOT_REQUESTED
 from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
@@ -14,5 +17,12 @@ VERSIONS = (0, 0)
 async def handle(broker, request) -> dict:
     body = request.body
     operations = GROUP_AUTHORIZED_OPERATIONS if body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
-    return {"throttle_time_ms": 0,
-            "groups": [broker.groups.consumer.describe(g, operations) for g in body.group_ids]}
+    groups = []
+    for g in body.group_ids:
+        if allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g):
+            groups.append(broker.groups.consumer.describe(g, operations))
+        else:
+            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": g,
+                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                           "members": [], "authorized_operations": OPERATIONS_NOT_REQUESTED})
+    return {"throttle_time_ms": 0, "groups": groups}

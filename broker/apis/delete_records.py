@@ -18,6 +18,7 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
 from ._common import leader_partition
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -28,6 +29,9 @@ log = logging.getLogger("strom.delete_records")
 
 
 def _delete(broker, topic: str, req) -> tuple[dict, object]:
+    if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, topic):
+        return {"partition_index": req.partition_index, "low_watermark": -1,
+                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, None
     partition, code = leader_partition(broker, topic, req.partition_index)
     result = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
     if code != ErrorCode.NONE:

@@ -17,6 +17,7 @@ import logging
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, ZERO_UUID
 
@@ -67,6 +68,12 @@ async def handle(broker, request) -> dict:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         info = store.topics.get(name)
+        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if not every_topic:
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
+                               "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": OPERATIONS_NOT_REQUESTED})
+            continue
         if info is None:
             if not every_topic:
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

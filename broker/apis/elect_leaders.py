@@ -13,6 +13,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, allowed_cluster
+
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
 PREFERRED, UNCLEAN = 0, 1
@@ -40,6 +42,10 @@ async def handle(broker, request) -> dict:
     wanted = None
     if body.topic_partitions is not None:
         wanted = list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
+    if not allowed_cluster(broker, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": _grouped(
+                    {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for k in wanted or ()}, [])}
     if election not in (PREFERRED, UNCLEAN):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "replica_election_results": _grouped(

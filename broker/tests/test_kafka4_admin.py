@@ -130,3 +130,45 @@ async def test_elect_leaders_on_a_single_broker(connect):
     odd = await client.request(ApiKey.ELECT_LEADERS, 2, {**body, "election_type": 3})
     assert odd.error_code == ErrorCode.INVALID_REQUEST
     assert {p.error_code for t in odd.replica_election_results for p in t.partition_result} == {ErrorCode.INVALID_REQUEST}
+
+
+async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
+    from strom.broker.auth.acl import Operation as Op, ResourceType as R
+
+    from strom.broker.broker import Broker
+    from strom.broker.config import BrokerConfig
+
+    from .test_auth import JAAS, creation, login
+    broker = Broker(BrokerConfig({
+        "log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
+        "connection.failed.authentication.delay.ms": "0"}))
+    broker.open_storage()
+    try:
+        admin, alice = await login(broker, nursery, "admin"), await login(broker, nursery, "alice")
+        await create(admin, "seen")
+        await create(admin, "unseen")
+        await admin.request(ApiKey.CREATE_ACLS, 3, {"creations": [creation(R.TOPIC, "seen", Op.DESCRIBE)]})
+        described = await alice.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, dtp(["seen", "unseen"]))
+        assert {t.name: t.error_code for t in described.topics} == {
+            "seen": ErrorCode.NONE, "unseen": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        everything = await alice.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, dtp([]))
+        assert [t.name for t in everything.topics] == ["seen"]
+        deleted = await alice.request(ApiKey.DELETE_RECORDS, 2, delete_body("seen", {0: 0}))
+        assert deleted.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elected = await alice.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 1000,
+                                                                "topic_partitions": [{"topic": "seen", "partitions": [0]}]})
+        assert elected.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        heartbeat = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["seen"], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []})
+        assert heartbeat.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        group = await alice.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g"],
+                                                                        "include_authorized_operations": False})
+        assert group.groups[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        ok = await admin.request(ApiKey.DELETE_RECORDS, 2, delete_body("seen", {0: 0}))
+        assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE
+    finally:
+        broker.close()
