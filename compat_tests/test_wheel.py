@@ -121,3 +121,24 @@ def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(ve
     done = _run([str(venv / "bin" / "python"), str(script)], cwd=project,
                 env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
     assert "ROUND TRIP OK" in done.stdout
+
+
+def test_installed_strom_testing_embeds_a_broker_and_registers_the_pytest_plugin(venv: Path, tmp_path: Path):
+    script = tmp_path / "embedded.py"
+    script.write_text(textwrap.dedent("""
+        from importlib.metadata import entry_points
+        from confluent_kafka import Producer
+        from strom.testing import broker
+        plugins = {e.name: e.value for e in entry_points(group="pytest11")}
+        assert plugins.get("strom") == "strom.testing.pytest_plugin", plugins
+        with broker(num_partitions=2) as b:
+            b.faults.cap_versions("2.8")          # the release table ships in the wheel
+            b.create_topic("embedded")
+            producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+            producer.produce("embedded", b"x")
+            assert producer.flush(30) == 0
+        print("EMBEDDED OK")
+    """))
+    done = _run([str(venv / "bin" / "python"), str(script)], cwd=tmp_path,
+                env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
+    assert "EMBEDDED OK" in done.stdout
