@@ -123,8 +123,14 @@ class Broker:
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
         known = {(t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)}
-        for key in self.logs.all_logs():
-            if key not in known:
+        for key, partition_log in self.logs.all_logs().items():
+            if key in known:
+                continue
+            if partition_log.size_in_bytes == 0 and partition_log.log_start_offset == 0:
+                # an interrupted topic creation (logs are made before the metadata is written)
+                log.info("removing empty log %s-%d of no known topic (a topic creation was interrupted)", *key)
+                self.logs.delete_log(*key)
+            else:
                 log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
         self.groups = GroupCoordinator(self)
         self.groups.load()
@@ -154,9 +160,18 @@ class Broker:
         self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
 
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
+        """Host existing partitions; one whose log is in a dir that is offline stays unhosted
+        (its requests are answered KAFKA_STORAGE_ERROR)."""
         config = self.log_config(info.configs)
-        return [self.replicas.add(info.name, i, self.logs.get_or_create_log(info.name, i, config))
-                for i in indexes]
+        out = []
+        for i in indexes:
+            try:
+                partition_log = self.logs.get_or_create_log(info.name, i, config, is_new=False)
+            except StorageError as exc:
+                log.error("partition %s-%d is unavailable: %s", info.name, i, exc)
+                continue
+            out.append(self.replicas.add(info.name, i, partition_log))
+        return out
 
     async def run(self, prebound: list[BoundSockets] | None = None, *,
                   task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -377,11 +392,16 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.delete_topic(name)
         else:
-            self.topics.delete(name)
-            self.stats.forget_topic(name)
+            # logs first, then the metadata: a crash between leaves the topic listed with empty
+            # partitions (recreated at start), never partition dirs that belong to no topic
             for partition in list(self.replicas.partitions.values()):
                 if partition.topic == name:
-                    self.drop_local_partition(name, partition.index)
+                    try:
+                        self.drop_local_partition(name, partition.index)
+                    except StorageError as exc:
+                        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+            self.topics.delete(name)
+            self.stats.forget_topic(name)
         log.info("deleted topic=%s partitions=%d", name, info.partitions)
 
     def _create_logs(self, topic: str, indexes, config: LogConfig) -> list:
@@ -406,8 +426,8 @@ class Broker:
 
     def drop_local_partition(self, topic: str, index: int) -> None:
         """Stop hosting a partition and delete its log (its topic is gone)."""
-        self.replicas.remove(topic, index)
         self.logs.delete_log(topic, index)
+        self.replicas.remove(topic, index)
         self.replicas.notify_data()
 
     async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:

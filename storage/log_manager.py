@@ -234,6 +234,9 @@ class LogManager:
         first_dirty = self._read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
         self._progress(f"loading logs from {log_dir} ({'clean' if clean else 'unclean'} shutdown)")
         for path in sorted(log_dir.iterdir()):
+            if path.name.endswith(".tmp") and path.is_file():
+                path.unlink(missing_ok=True)  # a checkpoint or metadata write a crash interrupted
+                continue
             if not path.is_dir():
                 continue
             if path.name.endswith(DELETE_DIR_SUFFIX):
@@ -269,12 +272,20 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log, created in the log dir holding the fewest partitions."""
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                          is_new: bool = True) -> Log:
+        """The partition's log, created in the log dir holding the fewest partitions.
+
+        A log that should exist (``is_new`` False: a partition known from before) and is in no
+        working dir while a dir is offline is not created afresh (it may be in the failed dir;
+        an empty copy elsewhere would hide its data): LogDirOffline, as Kafka does."""
         tp = (topic, partition)
         log = self._logs.get(tp)
         if log is not None:
             return log
+        if not is_new and self.offline_dirs:
+            raise LogDirOffline(f"{topic}-{partition} is in no working log dir and log dirs "
+                                f"{', '.join(map(str, self.offline_dirs))} are offline")
         if config is not None:
             self._topic_configs[topic] = config
         online = self.online_dirs()

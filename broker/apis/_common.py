@@ -19,6 +19,8 @@ def leader_partition(broker, topic: str, index: int, current_leader_epoch: int =
     partition = broker.partition(topic, index)
     if partition is None:
         known = topic in broker.topics.topics and index < broker.topics.topics[topic].partitions
+        if known and broker.cluster is None and broker.logs is not None and broker.logs.offline_dirs:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if partition.log.offline is not None:  # its log dir failed
         return partition, ErrorCode.KAFKA_STORAGE_ERROR

@@ -9,6 +9,8 @@ or partition appears, a deletion is requested) it reconciles the whole cluster a
 - a partition whose leader is gone gets a new leader from the live ISR (or, when the topic
   allows unclean election, any live replica), with the leader epoch bumped;
 - dead brokers leave every ISR;
+- replicas in a broker's failed log dir (``/log_dir_event_notification``) count as dead for
+  their partitions: leadership moves away from them and they leave the ISR;
 - topics marked for deletion lose their znodes (brokers then delete their logs).
 Brokers learn the outcome from the partition-state znodes they watch.
 """
@@ -57,12 +59,15 @@ class Controller:
             missing = {}
             for partition, replicas in assignment.partitions.items():
                 current = view.states.get((name, partition))
+                # a replica in a failed log dir counts as dead for its partition (Kafka's
+                # log dir failure handling): leadership moves away, it leaves the ISR
+                usable = live - view.offline_replicas.get((name, partition), set())
                 if current is None:
-                    state = initial_state(replicas, live, epoch)
+                    state = initial_state(replicas, usable, epoch)
                     if state is not None:
                         missing[partition] = state
                     continue
-                wrote |= await self._repair(name, partition, replicas, current, live, epoch, unclean)
+                wrote |= await self._repair(name, partition, replicas, current, usable, epoch, unclean)
             if missing:
                 log.info("creating partition states topic=%s partitions=%s", name, sorted(missing))
                 await zk.create_partition_states(name, missing)

@@ -58,6 +58,8 @@ class ClusterView:
     states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
     to_delete: list[str] = field(default_factory=list)
     controller_id: int = -1
+    # replicas in failed log dirs (from /log_dir_event_notification): (topic, partition) -> brokers
+    offline_replicas: dict[tuple[str, int], set[int]] = field(default_factory=dict)
 
     def unclean_allowed(self, topic: str, default: bool = False) -> bool:
         value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -99,6 +101,8 @@ class ClusterMember:
         self._pid_next, self._pid_end = 0, -1
         self._nursery: trio.Nursery | None = None
         self._session_lost = False
+        self._unloadable: set[tuple[str, int]] = set()
+        self._published_offline: frozenset = frozenset()
 
     # ----------------------------------------------------------------- start-up
     async def connect(self) -> str:
@@ -121,6 +125,11 @@ class ClusterMember:
             self._nursery = nursery
             self.zk.add_session_listener(self._on_session)
             await self._register()
+            self._token = trio.lowlevel.current_trio_token()
+            self.broker.logs.dir_failure_listener = self._log_dir_failed
+            await self.zk.delete_log_dir_events(self.node_id)  # restarted: dirs checked afresh
+            self._published_offline = frozenset()
+            await self.zk.watch_log_dir_events(lambda names: self.mark_dirty())
             await self.zk.watch_broker_ids(lambda ids: self.mark_dirty())
             await self.zk.watch_topics(lambda names: self.mark_dirty())
             await self.zk.watch_topics_to_delete(lambda names: self.mark_dirty())
@@ -195,9 +204,35 @@ class ClusterMember:
                 await trio.sleep(FETCH_BACKOFF_S)
                 self.mark_dirty()
 
+    def _log_dir_failed(self, log_dir, partitions) -> None:
+        """A log dir went offline (called on any thread): publish its replicas at the next
+        reconcile, so the controller moves leadership away and drops them from the ISRs."""
+        token = getattr(self, "_token", None)
+        if token is not None:
+            try:
+                token.run_sync_soon(self.mark_dirty)
+            except trio.RunFinishedError:
+                pass
+
+    def _offline_local(self) -> frozenset:
+        """Hosted replicas whose log dir failed, and known partitions with no log because
+        their dir was offline at start."""
+        return frozenset(key for key, p in self.broker.replicas.partitions.items() if p.log.offline is not None) \
+            | frozenset(self._unloadable)
+
+    async def _publish_offline(self) -> None:
+        offline = self._offline_local()
+        if offline and offline != self._published_offline:
+            await self.zk.create_log_dir_event(self.node_id, offline)
+            log.warning("announced %d replicas in failed log dirs to the controller", len(offline))
+            self._published_offline = offline
+
     async def read_view(self) -> ClusterView:
         zk = self.zk
         view = ClusterView(brokers=await zk.get_all_brokers(), to_delete=await zk.get_topics_to_delete())
+        for _, broker_id, partitions in await zk.get_log_dir_events():
+            for key in partitions:
+                view.offline_replicas.setdefault(key, set()).add(broker_id)
         controller = await zk.get_controller_id()
         view.controller_id = -1 if controller is None else controller
         for name in await zk.get_topics():
@@ -211,6 +246,7 @@ class ClusterMember:
         return view
 
     async def _reconcile(self) -> None:
+        await self._publish_offline()
         view = await self.read_view()
         if await self.controller.reconcile(view):
             view = await self.read_view()
@@ -249,7 +285,16 @@ class ClusterMember:
                 state = view.states.get((name, index))
                 partition = broker.partition(name, index)
                 if partition is None:
-                    partition_log = broker.logs.get_or_create_log(name, index, broker.log_config(view.configs.get(name, {})))
+                    is_new = state is None or state.state.leader_epoch == 0
+                    try:
+                        partition_log = broker.logs.get_or_create_log(
+                            name, index, broker.log_config(view.configs.get(name, {})), is_new=is_new)
+                    except StorageError as exc:  # its dir is offline (or full): an offline replica
+                        if (name, index) not in self._unloadable:
+                            log.warning("cannot host %s-%d: %s", name, index, exc)
+                        self._unloadable.add((name, index))
+                        continue
+                    self._unloadable.discard((name, index))
                     partition = broker.replicas.add(name, index, partition_log, leader=NO_LEADER, leader_epoch=-1,
                                                     replicas=list(replicas), isr=[])
                 if state is not None:
@@ -336,7 +381,7 @@ class ClusterMember:
 
     def _followed(self, leader: int) -> list["Partition"]:
         return [p for p in self.broker.replicas.partitions.values()
-                if p.leader_id == leader and not p.is_leader]
+                if p.leader_id == leader and not p.is_leader and p.log.offline is None]
 
     async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
         client = None
@@ -385,7 +430,12 @@ class ClusterMember:
                 partition = self.broker.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
-                progressed |= self._apply_fetched(partition, data)
+                try:
+                    progressed |= self._apply_fetched(partition, data)
+                except StorageError as exc:
+                    # cannot write (full or failed dir): this replica falls behind and the leader
+                    # drops it from the ISR; the broker and its other partitions carry on
+                    log.debug("follower append to %s-%d failed: %s", partition.topic, partition.index, exc)
         if progressed:
             self.broker.replicas.notify_data()
         elif any(d.error_code for t in response.responses for d in t.partitions):

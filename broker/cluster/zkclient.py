@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import trio
 from kazoo.client import KazooClient
@@ -50,6 +50,7 @@ from strom.broker.cluster.zkdata import (
     BrokerInfo,
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
+    LogDirEventNotificationSequenceZNode,
     ConfigEntityZNode,
     ControllerEpochZNode,
     ControllerInfo,
@@ -459,6 +460,40 @@ class KafkaZkClient:
         roots = [TopicZNode.path(name), ConfigEntityZNode.path(TOPIC_CONFIG, name), DeleteTopicsTopicZNode.path(name)]
         paths = await self._call(self._subtrees_bottom_up, roots)
         await self._fenced(lease, [("delete", path, None, -1) for path in paths])
+
+    # log dir failures ---------------------------------------------------------------------
+
+    async def create_log_dir_event(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
+        """Announce that ``partitions`` of ``broker_id`` are in a failed log dir."""
+        await self._call(self._zk.create, LogDirEventNotificationSequenceZNode.create_path(),
+                         LogDirEventNotificationSequenceZNode.encode(broker_id, partitions), sequence=True)
+
+    async def get_log_dir_events(self) -> list[tuple[str, int, list[tuple[str, int]]]]:
+        """(znode name, broker id, offline replicas) of every notification (malformed ones skipped)."""
+        out = []
+        for name in sorted(await self._call(self._zk.get_children, Paths.LOG_DIR_EVENTS)):
+            data = await self._get_data(LogDirEventNotificationSequenceZNode.path(name))
+            if data is None:
+                continue
+            try:
+                broker, partitions = LogDirEventNotificationSequenceZNode.decode(data[0])
+            except ZkDataError:
+                log.warning("ignoring malformed log dir event %s", name)
+                continue
+            out.append((name, broker, partitions))
+        return out
+
+    async def delete_log_dir_events(self, broker_id: int) -> None:
+        """Remove ``broker_id``'s notifications (it restarted: its dirs are checked afresh)."""
+        for name, broker, _ in await self.get_log_dir_events():
+            if broker == broker_id:
+                try:
+                    await self._call(self._zk.delete, LogDirEventNotificationSequenceZNode.path(name))
+                except NoNodeError:
+                    pass
+
+    async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> Watch:
+        return await self._watch_children(Paths.LOG_DIR_EVENTS, list, callback)
 
     # cluster id ---------------------------------------------------------------------------
 

@@ -152,10 +152,12 @@ class Paths:
     ADMIN = "/admin"
     DELETE_TOPICS = "/admin/delete_topics"
     ISR_CHANGES = "/isr_change_notification"
+    LOG_DIR_EVENTS = "/log_dir_event_notification"
     CLUSTER = "/cluster"
 
     PERSISTENT = (
         BROKER_IDS, TOPICS, SEQID, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, ISR_CHANGES, CLUSTER,
+        LOG_DIR_EVENTS,
     )
 
 
@@ -647,3 +649,47 @@ class ClusterIdZNode:
         if not cluster_id:
             raise ZkDataError("cluster id is empty")
         return cluster_id
+
+
+# --- /log_dir_event_notification/log_dir_event_<seq> -----------------------------------------
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<10-digit sequence>``: persistent sequential,
+    written by a broker whose log dir failed. Kafka's JSON ``{"version":1,"broker":<id>,"event":1}``
+    (1: LogDirFailure); Strom adds ``"partitions": [["<topic>", <partition>], ...]``, the replicas
+    in the failed dir (Kafka's controller learns them from LeaderAndIsr answers, which Strom does
+    not have). The controller moves leadership away from those replicas and out of their ISRs;
+    the broker deletes its notifications when it starts again (its dirs are checked afresh)."""
+
+    PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE = 1
+
+    @staticmethod
+    def create_path() -> str:
+        return f"{Paths.LOG_DIR_EVENTS}/{LogDirEventNotificationSequenceZNode.PREFIX}"
+
+    @staticmethod
+    def path(name: str) -> str:
+        return f"{Paths.LOG_DIR_EVENTS}/{name}"
+
+    @staticmethod
+    def encode(broker_id: int, partitions: Iterable[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id, "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE,
+                       "partitions": [[t, p] for t, p in sorted(partitions)]})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, list[tuple[str, int]]]:
+        """``(broker id, offline replicas)`` of a notification (no partitions: a Kafka broker's)."""
+        what = "log dir event notification"
+        doc = _loads_object(data, what)
+        if _field(doc, "version", int, what) != 1:
+            raise ZkDataError(f"{what}: unsupported version {doc['version']}")
+        broker = _field(doc, "broker", int, what)
+        partitions = []
+        for item in doc.get("partitions", []):
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                    or isinstance(item[1], bool) or not isinstance(item[1], int)):
+                raise ZkDataError(f"{what}: partitions must be [topic, partition] pairs")
+            partitions.append((item[0], item[1]))
+        return broker, partitions

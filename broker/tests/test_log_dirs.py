@@ -119,3 +119,39 @@ async def test_a_removed_dir_goes_offline_at_the_next_checkpoint(two_dirs, nurse
     assert list(broker.logs.offline_dirs) == [dirs[0]]
     response = await describe(client)
     assert [r.error_code for r in response.results] == [ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NONE]
+
+
+async def test_a_dir_unusable_at_start_leaves_its_partitions_unavailable_not_empty(tmp_path, nursery):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    broker = make_broker(tmp_path, log_dirs=",".join(map(str, dirs)))
+    client = open_client(broker, nursery)
+    await create(client, "t", partitions=4)
+    for p in range(4):
+        assert (await produce(client, "t", p)).error_code == ErrorCode.NONE
+    where = placement(broker, "t", 4)
+    broker.close()
+    hidden = tmp_path / "b-away"
+    dirs[1].rename(hidden)
+    dirs[1].write_text("not a directory")  # the disk did not come back
+    again = make_broker(tmp_path, log_dirs=",".join(map(str, dirs)))
+    try:
+        client = open_client(again, nursery)
+        assert list(again.logs.offline_dirs) == [dirs[1]]
+        for p, d in where.items():
+            answer = await produce(client, "t", p)
+            if d == dirs[1]:  # no empty copy was made in the working dir
+                assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+                assert again.logs.get_log("t", p) is None
+            else:
+                assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 2)
+    finally:
+        again.close()
+    dirs[1].unlink()
+    hidden.rename(dirs[1])
+    third = make_broker(tmp_path, log_dirs=",".join(map(str, dirs)))
+    try:
+        client = open_client(third, nursery)
+        for p, d in where.items():
+            assert (await produce(client, "t", p)).base_offset == (2 if d == dirs[1] else 4)
+    finally:
+        third.close()
