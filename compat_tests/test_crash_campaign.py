@@ -152,7 +152,6 @@ def _check(broker: BrokerProcess, work: Workload, round_: int) -> None:
             newest[value.split(b"-")[2]] = offset
         lost = {o for o in newest.values() if compacted.get(o) != acked[COMPACTED][p][o]}
         assert not lost, f"{where}: {len(lost)} keys of {COMPACTED}-{p} lost their newest acknowledged value"
-        assert len(set(keep.values())) == len(keep), f"{where}: a retried record was written twice"
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
     topics = set(metadata.topics)
     assert created - deleted <= topics, f"{where}: acknowledged topics missing: {sorted(created - deleted - topics)}"

@@ -23,15 +23,20 @@ from strom.protocol.records.header import parse_header
 from strom.storage import files
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
-from strom.storage.tests.batches import make_batch
+from strom.protocol.records.batch import Record, build_batch
 
 BATCH = 1024
 PER_SEGMENT = 4
 
 
+def _batch() -> bytes:
+    """One record batch of about BATCH bytes."""
+    return build_batch([Record(0, 0, b"key", b"v" * (BATCH - 90), [])], base_timestamp=1_700_000_000_000)
+
+
 def _build(directory: Path, partitions: int, segments: int) -> None:
     """``partitions`` copies of one partition of ``segments`` full segments (setup, not timed)."""
-    batch = make_batch(1, payload=BATCH - 61)
+    batch = _batch()
     headers = [parse_header(batch)]
     template = Log.open(directory / "p-0", LogConfig(segment_bytes=BATCH * PER_SEGMENT, index_interval_bytes=BATCH))
     for _ in range(segments * PER_SEGMENT):
@@ -51,7 +56,7 @@ def _run(directory: Path, capacity: int, partitions: int, appends_each: int) -> 
     files.cache.resize(1)
     files.cache.shed()
     files.cache.resize(capacity)
-    batch = make_batch(1, payload=BATCH - 61)
+    batch = _batch()
     headers = [parse_header(batch)]
     config = LogConfig(segment_bytes=1 << 30, index_interval_bytes=BATCH)  # no roll while timed
     logs = [Log.open(directory / f"p-{i}", config, clean_shutdown=True) for i in range(partitions)]
@@ -104,17 +109,18 @@ def measure(partitions: int = 1000, segments: int = 3, bounded: int = 256,
     }
 
 
-def add_to_report(report, workdir: Path, log) -> None:
+def add_to_report(report, partitions: int, workdir: Path, log) -> None:
     """The figures in ``strom bench``'s report (each a ratio to a reference of the same run)."""
-    log("file cache: 1,000 partitions of 4 segments, bounded (256 open files) vs unbounded")
-    m = measure(workdir=workdir)
+    bounded = max(16, partitions // 4)
+    log(f"file cache: {partitions} partitions of 4 segments, {bounded} open files vs unbounded")
+    m = measure(partitions=partitions, bounded=bounded, workdir=workdir)
     report.details["file_cache"] = m
     report.reference("file_cache_unbounded_appends_per_s", m["unbounded_appends_per_s"], "appends/s",
-                     f"1 KiB appends round-robin over 1,000 partitions, every one of {m['files']} files open")
+                     f"1 KiB appends round-robin over {partitions} partitions, all {m['files']} files open")
     report.reference("file_cache_unbounded_old_reads_per_s", m["unbounded_old_reads_per_s"], "reads/s",
-                     "reads from offset 0 (old segments) of 1,000 partitions, every file open")
+                     f"reads from offset 0 (old segments) of {partitions} partitions, all files open")
     report.reference("file_cache_bounded_active_reads_per_s", m["bounded_active_reads_per_s"], "reads/s",
-                     "reads of the last batch (active segments) of 1,000 partitions, 256 files open")
+                     f"reads of the last batch (active segments) of {partitions} partitions, {bounded} files open")
     report.add("file_cache_bounded_appends_per_s", m["bounded_appends_per_s"], "appends/s",
                "file_cache_unbounded_appends_per_s")
     report.add("file_cache_bounded_old_reads_per_s", m["bounded_old_reads_per_s"], "reads/s",

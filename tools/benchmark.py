@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from strom.tools import bench_client, bench_console, bench_inflight, bench_machine, bench_sessions, bench_txn
+from strom.tools import (bench_client, bench_console, bench_files, bench_inflight, bench_machine,
+                         bench_sessions, bench_txn)
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -80,6 +81,7 @@ class BenchSettings:
     console_rounds: int = 3
     txn_records: int = 200_000
     txn_kafka: bool = True
+    file_cache_partitions: int = 1000
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -89,7 +91,8 @@ FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
                       startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100,
-                      console_rounds=2, txn_records=50_000)
+                      console_rounds=2, txn_records=50_000,
+                      file_cache_partitions=300)
 
 
 @dataclass
@@ -427,6 +430,7 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
             profiler.stop()
         broker.stop()
     run_console_benchmark(settings, workdir, log, report)
+    bench_files.add_to_report(report, settings.file_cache_partitions, workdir, log)
     return report
 
 

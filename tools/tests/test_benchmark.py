@@ -15,7 +15,8 @@ from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, benc
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
                rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
-               console_topics=4, console_partitions=2, console_rounds=1, txn_records=2_000, txn_kafka=False)
+               console_topics=4, console_partitions=2, console_rounds=1, txn_records=2_000, txn_kafka=False,
+               file_cache_partitions=40)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -31,6 +32,7 @@ EXPECTED_FIGURES = {
     "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
     "txn_produce_commit_every_1000_records_per_s",
+    "file_cache_bounded_appends_per_s", "file_cache_bounded_old_reads_per_s", "file_cache_old_segment_reads_per_s",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
@@ -40,6 +42,8 @@ EXPECTED_REFERENCES = {
     "strom_fetch_idle_full_cpu",
     "console_produce_100B_1p_records_per_s", "console_consume_100B_1p_records_per_s", "console_static_file_ms",
     "strom_plain_idempotent_produce",
+    "file_cache_unbounded_appends_per_s", "file_cache_unbounded_old_reads_per_s",
+    "file_cache_bounded_active_reads_per_s",
 }
 
 
