@@ -11,3 +11,7 @@ class TopicError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class DropConnection(Exception):
+    """Close the client's connection without answering (fault injection, broker/faults.py)."""

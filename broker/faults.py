@@ -39,6 +39,8 @@ from construct import Container
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec, in_range
 
+from .errors import DropConnection  # noqa: F401  (raised here, caught by the connection handler)
+
 log = logging.getLogger("strom.faults")
 
 RELEASES_PATH = Path(__file__).with_name("kafka_releases.json")
@@ -47,8 +49,6 @@ MAX_DELAY_MS = 600_000
 RECORD_LIMIT = 100_000
 
 
-class DropConnection(Exception):
-    """Close the client's connection without answering (raised by the injector)."""
 
 
 @cache

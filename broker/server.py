@@ -19,7 +19,7 @@ from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, 
 
 from . import context
 from .apis import HANDLERS, SUPPORTED_RANGE, error_response
-from .faults import DropConnection
+from .errors import DropConnection  # broker/faults.py loads only when a test injects faults
 from .security import PLAINTEXT, ListenerSecurity
 from .security.connection import SecureConnection
 
