@@ -419,3 +419,103 @@ async def test_fetch_over_tls_sends_the_segment_bytes(tmp_path, pki):
         assert bytes(fetched.responses[0].partitions[0].records)[16:] == records[16:], "all but offset and leader epoch"
         await stream.aclose()
         nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------------------------------- fuzz
+async def _outcome(client: Client) -> str:
+    """'closed', or 'answered' with the first frame's bytes discarded."""
+    with trio.fail_after(5):
+        try:
+            await client.receive_frame()
+        except EOFError:
+            return "closed"
+    return "answered"
+
+
+async def test_fuzz_random_bytes_and_mutated_sasl_tokens_never_authenticate(sasl_broker, nursery):
+    import random
+    rng = random.Random(1414)
+    valid_plain = b"\x00alice\x00alice-secret"
+    for round_ in range(60):
+        client = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
+        kind = round_ % 3
+        if kind == 0:  # random bytes, framed or not
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            if rng.random() < 0.5:
+                junk = struct.pack(">i", len(junk)) + junk
+            await client.stream.send_all(junk)
+            await client.stream.send_all(encode_request(ApiKey.METADATA, 12, 99, "x", {
+                "topics": None, "allow_auto_topic_creation": False}))
+            with trio.fail_after(5):
+                try:
+                    while True:
+                        frame = await client.receive_frame()
+                        assert int.from_bytes(frame[:4], "big") != 99, "Metadata answered without authentication"
+                except EOFError:
+                    pass
+            continue
+        mechanism = "PLAIN" if kind == 1 else "SCRAM-SHA-256"
+        version = rng.choice([0, 1]) if kind == 1 else 1
+        await handshake(client, mechanism, version=version)
+        if kind == 1:
+            token = bytearray(valid_plain)
+            for _ in range(rng.randrange(1, 4)):
+                token[rng.randrange(len(token))] = rng.randrange(256)
+            if bytes(token) == valid_plain:
+                continue
+            if version == 0:  # a bare token; a failure closes without an answer
+                await client.stream.send_all(struct.pack(">i", len(token)) + bytes(token))
+            else:
+                response = await authenticate(client, bytes(token))
+                assert response.error_code != ErrorCode.NONE
+        else:
+            await sasl_broker.credentials.alter({("alice", "SCRAM-SHA-256"): __import__(
+                "strom.protocol.sasl", fromlist=["x"]).scram_credential("SCRAM-SHA-256", "pw")}, set())
+            first = await authenticate(client, b"n,,n=alice,r=abc")
+            attrs = dict(item.split("=", 1) for item in first.auth_bytes.decode().split(","))
+            without = f"c=biws,r={attrs['r']}"
+            auth = f"n=alice,r=abc,{first.auth_bytes.decode()},{without}".encode()
+            proof = bytearray(scram_client_proof("SCRAM-SHA-256", "pw", base64.b64decode(attrs["s"]),
+                                                 int(attrs["i"]), auth))
+            proof[rng.randrange(len(proof))] ^= 1 << rng.randrange(8)
+            final = f"{without},p={base64.b64encode(bytes(proof)).decode()}".encode()
+            cut = rng.choice([None, rng.randrange(len(final))])
+            response = await authenticate(client, final if cut is None else final[:cut])
+            assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert await _outcome(client) == "closed"
+    ok = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
+    await handshake(ok, "PLAIN")
+    assert (await authenticate(ok, valid_plain)).error_code == ErrorCode.NONE, "the broker still serves"
+
+
+async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_path, pki):
+    import random
+    rng = random.Random(7)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hello_ctx = client_context(pki, False)
+    tls = hello_ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    hello = outgoing.read()
+    props = {"log.dirs": str(tmp_path), "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+             "ssl.keystore.location": str(pki["server_pem"])}
+    async with trio.open_nursery() as nursery:
+        broker = await serve(props, nursery)
+        port = tls_port(broker)
+        for _ in range(25):
+            mutated = bytearray(hello)
+            for _ in range(rng.randrange(1, 6)):
+                mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            try:
+                await stream.send_all(bytes(mutated[:rng.randrange(1, len(mutated) + 1)]))
+                await stream.send_eof()
+                with trio.fail_after(10):
+                    while await stream.receive_some(4096):
+                        pass
+            except trio.BrokenResourceError:
+                pass
+            finally:
+                await stream.aclose()
+        assert (await tls_request(port, client_context(pki, False))).error_code == ErrorCode.NONE
+        nursery.cancel_scope.cancel()
