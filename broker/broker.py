@@ -26,7 +26,8 @@ from .txn.port import BrokerPort
 from .replica_manager import Partition, ReplicaManager
 from .auth import make_authorizer
 from .security import listener_security
-from .security.credentials import StandaloneCredentials
+from .security.interbroker import inter_broker_security
+from .security.credentials import StandaloneCredentials, ZkCredentials
 from .server import ConnectionHandler
 from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
@@ -99,6 +100,7 @@ class Broker:
         self.security = {listener.name: listener_security(config, listener.name, listener.security_protocol)
                          for listener in config.listeners}
         self.credentials = None  # SCRAM credentials, once the metadata is open
+        self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster = None
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
@@ -140,7 +142,7 @@ class Broker:
     def _start_txn(self) -> None:
         def client(host: str, port: int):
             from .cluster.client import BrokerClient
-            return BrokerClient(host, port, f"strom-txn-{self.node_id}")
+            return BrokerClient(host, port, f"strom-txn-{self.node_id}", security=self.inter_broker)
 
         self.txn = TransactionCoordinator(BrokerPort(self), TxnSettings.from_config(self.config), client,
                                           lambda: self.groups._topic_partitions())
@@ -149,6 +151,7 @@ class Broker:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
         _make_dirs(self.config.log_dirs)
         cluster_id = await self.cluster.connect()
+        self.credentials = ZkCredentials(self.cluster.zk)
         self.topics = self.cluster.cache
         self._start_logs(cluster_id, {})
         self.groups = GroupCoordinator(self)
@@ -519,8 +522,8 @@ class Broker:
     def controller_id(self) -> int:
         return self.cluster.view.controller_id if self.cluster is not None else self.node_id
 
-    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        for node, host, port, _ in self.live_brokers():
+    def broker_endpoint(self, broker_id: int, listener_name: str | None = None) -> tuple[str, int] | None:
+        for node, host, port, _ in self.live_brokers(listener_name):
             if node == broker_id:
                 return host, port
         return None

@@ -285,3 +285,43 @@ def validate_unsecured_jws(token: str, now_ms: int, *, principal_claim: str = "s
     if missing:
         raise SaslError(f"insufficient_scope: missing {' '.join(missing)}")
     return UnsecuredJws(principal, expires_ms, scope)
+
+
+class ScramClient:
+    """The client side of SCRAM (a broker connecting to another broker): ``first()`` ->
+    client-first, ``final(server-first)`` -> client-final, ``verify(server-final)``."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None):
+        self.mechanism, self.user, self.password = mechanism, user, password
+        self.nonce = nonce or base64.b64encode(os.urandom(18)).decode()
+        self._bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={self.nonce}"
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = _utf8(server_first, "SCRAM server-first message")
+        attrs = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+        if "e" in attrs:
+            raise SaslAuthenticationError(f"SCRAM server error: {attrs['e']}")
+        try:
+            nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        except (KeyError, ValueError, binascii.Error):
+            raise SaslError("Invalid SCRAM server first message") from None
+        if not nonce.startswith(self.nonce) or not MIN_ITERATIONS <= iterations <= 10 * MAX_ITERATIONS:
+            raise SaslError("Invalid SCRAM server first message: nonce or iterations")
+        without_proof = f"c=biws,r={nonce}"
+        self._auth = f"{self._bare},{text},{without_proof}".encode()
+        self._salted = hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[self.mechanism]().name, self.password.encode(),
+                                           salt, iterations)
+        hash_fn = SCRAM_MECHANISMS[self.mechanism]
+        client_key = _hmac(hash_fn, self._salted, b"Client Key")
+        signature = _hmac(hash_fn, hash_fn(client_key).digest(), self._auth)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        hash_fn = SCRAM_MECHANISMS[self.mechanism]
+        expected = _hmac(hash_fn, _hmac(hash_fn, self._salted, b"Server Key"), self._auth)
+        if server_final != b"v=" + base64.b64encode(expected):
+            raise SaslError("the server's SCRAM signature does not match: not the broker we trust")

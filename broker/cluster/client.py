@@ -12,6 +12,8 @@ import trio
 
 from strom.protocol.codec import decode_response, encode_request
 
+from ..security.interbroker import InterBrokerAuthError, secure
+
 log = logging.getLogger("strom.cluster.client")
 
 CONNECT_TIMEOUT_S = 5.0
@@ -22,7 +24,8 @@ class BrokerUnavailable(Exception):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, request_timeout_s: float = 30.0):
+    def __init__(self, host: str, port: int, client_id: str, request_timeout_s: float = 30.0, security=None):
+        self.security = security  # broker.security.interbroker.InterBrokerSecurity: TLS and SASL, or None
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -35,8 +38,14 @@ class BrokerClient:
         if self._stream is None:
             try:
                 with trio.fail_after(CONNECT_TIMEOUT_S):
-                    self._stream = await trio.open_tcp_stream(self.host, self.port)
-            except (OSError, trio.TooSlowError) as exc:
+                    stream = await trio.open_tcp_stream(self.host, self.port)
+                    try:
+                        self._stream = await secure(stream, self.host, self.security, self.client_id)
+                    except BaseException:
+                        with trio.move_on_after(1):
+                            await stream.aclose()
+                        raise
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, InterBrokerAuthError) as exc:
                 raise BrokerUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
             self._buffer.clear()
         return self._stream

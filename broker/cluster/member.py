@@ -397,7 +397,8 @@ class ClusterMember:
                     if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
                         if client is not None:
                             await client.close()
-                        client = BrokerClient(endpoint.host, endpoint.port, f"strom-replica-{self.node_id}")
+                        client = BrokerClient(endpoint.host, endpoint.port, f"strom-replica-{self.node_id}",
+                                              security=self.broker.inter_broker)
                     try:
                         await self._fetch_once(client, partitions)
                     except BrokerUnavailable as exc:

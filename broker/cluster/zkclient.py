@@ -438,6 +438,26 @@ class KafkaZkClient:
         data = await self._get_data(ConfigEntityZNode.path(TOPIC_CONFIG, name))
         return {} if data is None else ConfigEntityZNode.decode(data[0])
 
+    async def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """``/config/<entity type>/<name>`` (users: SCRAM credentials); empty when absent."""
+        data = await self._get_data(ConfigEntityZNode.path(entity_type, name))
+        return {} if data is None else ConfigEntityZNode.decode(data[0])
+
+    async def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """Replace ``/config/<entity type>/<name>`` and announce it under ``/config/changes``."""
+        await self._call(self._zk.ensure_path, f"{Paths.CONFIG}/{entity_type}")
+        await self._call(self._set_or_create, ConfigEntityZNode.path(entity_type, name),
+                         ConfigEntityZNode.encode(dict(configs)))
+        await self._call(self._zk.create, ConfigEntityChangeNotificationSequenceZNode.create_path(),
+                         ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, name), sequence=True,
+                         makepath=True)
+
+    async def get_entity_names(self, entity_type: str) -> list[str]:
+        path = f"{Paths.CONFIG}/{entity_type}"
+        if await self._call(self._zk.exists, path) is None:
+            return []
+        return sorted(await self._call(self._zk.get_children, path))
+
     # deletion -----------------------------------------------------------------------------
 
     async def mark_topic_for_deletion(self, name: str) -> None:

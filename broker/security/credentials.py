@@ -43,3 +43,48 @@ class StandaloneCredentials:
                 if u == user:
                     configs[mechanism] = credential.to_kafka_string()
             self.store.set_user_configs(user, configs)
+
+
+class ZkCredentials:
+    """A cluster's SCRAM credentials in ZooKeeper, as Kafka's ZooKeeper mode keeps them:
+    ``/config/users/<user>`` = ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,iterations=4096"}}``.
+    Read on each authentication, so every broker sees a change at once."""
+
+    USERS = "users"
+
+    def __init__(self, zk):
+        self.zk = zk  # broker.cluster.zkclient.KafkaZkClient
+
+    async def scram(self, user: str, mechanism: str) -> ScramCredential | None:
+        try:
+            text = (await self.zk.get_entity_config(self.USERS, user)).get(mechanism)
+        except Exception:  # an unreadable or foreign znode, a bad user name for a path
+            return None
+        if text is None:
+            return None
+        try:
+            return ScramCredential.from_kafka_string(text)
+        except ValueError:
+            return None
+
+    async def describe(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for user in await self.zk.get_entity_names(self.USERS):
+            for mechanism, text in (await self.zk.get_entity_config(self.USERS, user)).items():
+                if mechanism.startswith("SCRAM-"):
+                    try:
+                        out.setdefault(user, {})[mechanism] = ScramCredential.from_kafka_string(text).iterations
+                    except ValueError:
+                        continue
+        return out
+
+    async def alter(self, upserts: dict[tuple[str, str], ScramCredential], deletions: set[tuple[str, str]]) -> None:
+        for user in {user for user, _ in [*upserts, *deletions]}:
+            configs = dict(await self.zk.get_entity_config(self.USERS, user))
+            for (u, mechanism) in deletions:
+                if u == user:
+                    configs.pop(mechanism, None)
+            for (u, mechanism), credential in upserts.items():
+                if u == user:
+                    configs[mechanism] = credential.to_kafka_string()
+            await self.zk.set_entity_config(self.USERS, user, configs)

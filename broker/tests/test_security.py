@@ -519,3 +519,25 @@ async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_pa
                 await stream.aclose()
         assert (await tls_request(port, client_context(pki, False))).error_code == ErrorCode.NONE
         nursery.cancel_scope.cancel()
+
+
+def test_inter_broker_security_from_the_listener_config():
+    from strom.broker.security.interbroker import inter_broker_security
+    base = {"zookeeper.connect": "127.0.0.1:2181", "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
+            "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}
+    with pytest.raises(ConfigError, match="needs username"):
+        inter_broker_security(BrokerConfig(base))
+    security = inter_broker_security(BrokerConfig({**base, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";'}))
+    assert (security.protocol, security.mechanism, security.username, security.password) == (
+        "SASL_PLAINTEXT", "SCRAM-SHA-256", "b", "pw")
+    assert "pw" not in repr(security)
+    assert inter_broker_security(BrokerConfig({"listeners": "SASL_PLAINTEXT://:0"})) is None, "standalone"
+
+
+def test_scram_client_and_server_agree():
+    from strom.protocol.sasl import ScramClient, ScramServer, scram_credential
+    credential = scram_credential("SCRAM-SHA-512", "pw")
+    server = ScramServer("SCRAM-SHA-512", lambda u: credential if u == "b,=x" else None)
+    client = ScramClient("SCRAM-SHA-512", "b,=x", "pw")
+    client.verify(server.final(client.final(server.first(client.first()))))

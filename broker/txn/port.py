@@ -74,7 +74,7 @@ class BrokerPort:
         return await self._broker.allocate_producer_id()
 
     def endpoint(self, broker_id: int):
-        return self._broker.broker_endpoint(broker_id)
+        return self._broker.broker_endpoint(broker_id, self._broker.config.inter_broker_listener)
 
     def notify_data(self) -> None:
         self._broker.replicas.notify_data()
