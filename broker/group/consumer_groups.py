@@ -18,10 +18,26 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 
+from strom.storage.errors import StorageError
+
 from .consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerGroupSettings,
-                       GroupError, TopicMeta, assignment_list, parse_assignors)
+                       ConsumerMember, GroupError, MemberState, TopicMeta, assignment_list, parse_assignors)
+from .records import (ConsumerGroupKey, GroupRecordError, decode_consumer_value, encode_consumer_key,
+                      encode_consumer_value)
 
 log = logging.getLogger("strom.group.consumer")
+
+
+# Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignment records
+STATE_CODES = {MemberState.STABLE: 1, MemberState.UNREVOKED_PARTITIONS: 2, MemberState.UNRELEASED_PARTITIONS: 3}
+CODE_STATES = {v: k for k, v in STATE_CODES.items()}
+# the order Kafka writes a change in: subscriptions, group epoch, target assignment, current assignments
+WRITE_ORDER = {5: 0, 4: 1, 3: 2, 7: 3, 6: 4, 8: 5}
+UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the timers start
+
+
+def _partitions(assignment) -> list[dict]:
+    return [{"topic_id": t, "partitions": sorted(p)} for t, p in sorted(assignment.items()) if p]
 
 
 def new_member_id() -> str:
@@ -40,6 +56,7 @@ class ConsumerGroups:
             max_size=config["group.consumer.max.size"],
             assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))))
         self.groups: dict[str, ConsumerGroup] = {}
+        self.persisted: dict[str, dict[ConsumerGroupKey, bytes]] = {}  # what __consumer_offsets holds
         self._changed = trio.Event()
 
     # ------------------------------------------------------------------ helpers
@@ -121,6 +138,7 @@ class ConsumerGroups:
             return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "member_id": None,
                     "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         finally:
+            self.persist(body.group_id)
             self._changed.set()
         if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
@@ -199,22 +217,135 @@ class ConsumerGroups:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self.persist(group_id)
         return ErrorCode.NONE
 
     def drop_unled(self, is_coordinator) -> None:
         for group_id in [g for g in self.groups if not is_coordinator(g)]:
             del self.groups[group_id]
+            self.persisted.pop(group_id, None)
+
+    # ------------------------------------------------------------------ __consumer_offsets
+    def _records(self, group: ConsumerGroup) -> dict[ConsumerGroupKey, bytes]:
+        g = group.group_id
+        out = {ConsumerGroupKey(3, g): encode_consumer_value("ConsumerGroupMetadata", {"epoch": group.group_epoch}),
+               ConsumerGroupKey(4, g): encode_consumer_value("ConsumerGroupPartitionMetadata", {"topics": [
+                   {"topic_id": tid, "topic_name": name, "num_partitions": n,
+                    "partition_metadata": []} for name, tid, n in group.subscribed_signature]}),
+               ConsumerGroupKey(6, g): encode_consumer_value("ConsumerGroupTargetAssignmentMetadata",
+                                                             {"assignment_epoch": group.assignment_epoch})}
+        for m in group.members.values():
+            out[ConsumerGroupKey(5, g, m.member_id)] = encode_consumer_value("ConsumerGroupMemberMetadata", {
+                "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+                "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "server_assignor": m.server_assignor})
+            out[ConsumerGroupKey(7, g, m.member_id)] = encode_consumer_value(
+                "ConsumerGroupTargetAssignmentMember",
+                {"topic_partitions": _partitions(group.target.get(m.member_id, {}))})
+            out[ConsumerGroupKey(8, g, m.member_id)] = encode_consumer_value("ConsumerGroupCurrentMemberAssignment", {
+                "member_epoch": STATIC_LEAVE_EPOCH if m.left_static else m.member_epoch,
+                "previous_member_epoch": m.previous_member_epoch, "state": STATE_CODES[m.state],
+                "assigned_partitions": _partitions(m.assigned),
+                "partitions_pending_revocation": _partitions(m.pending_revocation)})
+        return out
+
+    def persist(self, group_id: str) -> None:
+        """Append what changed in a group since the last write (tombstones for what went)."""
+        group = self.groups.get(group_id)
+        current = self._records(group) if group is not None else {}
+        before = self.persisted.get(group_id, {})
+        gone = sorted((k for k in before if k not in current), key=lambda k: (k.member == "", -k.version))
+        changed = sorted((k for k, v in current.items() if before.get(k) != v), key=lambda k: WRITE_ORDER[k.version])
+        if not gone and not changed:
+            return
+        try:
+            self.coordinator._append(group_id, [(encode_consumer_key(k), None) for k in gone]
+                                     + [(encode_consumer_key(k), current[k]) for k in changed])
+        except (StorageError, OSError) as exc:
+            log.error("could not persist consumer group %s: %s", group_id, exc)
+            return
+        if current:
+            self.persisted[group_id] = current
+        else:
+            self.persisted.pop(group_id, None)
+
+    def replay(self, key: ConsumerGroupKey, value: bytes | None) -> None:
+        """Loading `__consumer_offsets`: one KIP-848 record (None: a tombstone)."""
+        group = self.groups.get(key.group)
+        if value is None:
+            self.persisted.get(key.group, {}).pop(key, None)
+            if group is None:
+                return
+            if key.version == 5:
+                member = group.members.pop(key.member, None)
+                if member is not None and member.instance_id:
+                    group.static_members.pop(member.instance_id, None)
+            elif key.version == 7:
+                group.target.pop(key.member, None)
+            elif key.version == 3:
+                del self.groups[key.group]
+                self.persisted.pop(key.group, None)
+            return
+        try:
+            body = decode_consumer_value(key.record_type, value)
+        except GroupRecordError as exc:
+            log.warning("skipping an unreadable consumer group record of %s: %s", key.group, exc)
+            return
+        if group is None:
+            group = self.groups[key.group] = ConsumerGroup(key.group, self.settings)
+        v = key.version
+        if v == 3:
+            group.group_epoch = body.epoch
+        elif v == 4:
+            group.subscribed_signature = tuple((t.topic_name, bytes(t.topic_id), t.num_partitions) for t in body.topics)
+        elif v == 6:
+            group.assignment_epoch = body.assignment_epoch
+        elif v == 7:
+            group.target[key.member] = {bytes(tp.topic_id): set(tp.partitions) for tp in body.topic_partitions}
+        else:
+            member = group.members.get(key.member)
+            if member is None:
+                member = group.members[key.member] = ConsumerMember(key.member, session_deadline=UNSET)
+            if v == 5:
+                member.instance_id, member.rack_id = body.instance_id, body.rack_id
+                member.client_id, member.client_host = body.client_id, body.client_host
+                member.subscribed_topic_names = list(body.subscribed_topic_names or [])
+                member.subscribed_topic_regex = body.subscribed_topic_regex
+                member.rebalance_timeout_ms, member.server_assignor = body.rebalance_timeout_ms, body.server_assignor
+                if member.instance_id:
+                    group.static_members[member.instance_id] = member.member_id
+            else:
+                member.left_static = body.member_epoch == STATIC_LEAVE_EPOCH
+                member.member_epoch, member.previous_member_epoch = body.member_epoch, body.previous_member_epoch
+                member.state = CODE_STATES.get(body.state, MemberState.STABLE)
+                member.assigned = {bytes(tp.topic_id): set(tp.partitions) for tp in body.assigned_partitions}
+                member.pending_revocation = {bytes(tp.topic_id): set(tp.partitions)
+                                             for tp in body.partitions_pending_revocation}
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    member.revocation_deadline = UNSET
+        self.persisted.setdefault(key.group, {})[key] = bytes(value)
+
+    def _start_loaded_timers(self, now: float) -> None:
+        for group in self.groups.values():
+            for m in group.members.values():
+                if m.session_deadline == UNSET:
+                    m.session_deadline = now + self.settings.session_timeout_ms / 1000
+                if m.revocation_deadline == UNSET:
+                    m.revocation_deadline = now + m.rebalance_timeout_ms / 1000
 
     # ------------------------------------------------------------------ timers
     async def run(self) -> None:
         while True:
             self._changed = trio.Event()
+            self._start_loaded_timers(trio.current_time())
             deadline = min((g.next_deadline() for g in self.groups.values()), default=float("inf"))
             with trio.move_on_at(deadline):
                 await self._changed.wait()
             now = trio.current_time()
             for group in list(self.groups.values()):
                 try:
-                    group.expire(now)
+                    if group.expire(now):
+                        self.persist(group.group_id)
                 except Exception:
                     log.exception("expiring members of consumer group %s failed", group.group_id)

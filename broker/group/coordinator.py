@@ -45,7 +45,7 @@ from strom.storage.errors import StorageError
 
 from ..errors import TopicError
 
-from .records import (CommittedOffset, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
+from .records import (CommittedOffset, ConsumerGroupKey, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
                       encode_offset_value, partition_for)
 from .consumer_groups import ConsumerGroups
@@ -228,7 +228,9 @@ class GroupCoordinator:
     def _apply(self, key_bytes: bytes | None, value: bytes | None) -> None:
         try:
             key = decode_key(key_bytes)
-            if isinstance(key, OffsetKey):
+            if isinstance(key, ConsumerGroupKey):
+                self.consumer.replay(key, value)
+            elif isinstance(key, OffsetKey):
                 group = self._get_or_create(key.group)
                 if value is None:
                     group.offsets.pop((key.topic, key.partition), None)

@@ -77,7 +77,50 @@ _SCHEMAS: dict[str, tuple[tuple[int, int], int | None, list[dict]]] = {
             _f("session_timeout", "int32", (0, None)),
             _f("subscription", "bytes", (0, None)),
             _f("assignment", "bytes", (0, None))])]),
+    # KIP-848 consumer groups (Kafka 4.0's record types, key versions 3-8)
+    "ConsumerGroupMetadataKey": ((3, 3), None, [_f("group_id", "string", (3, 3))]),
+    "ConsumerGroupMetadataValue": ((0, 0), 0, [_f("epoch", "int32", (0, None))]),
+    "ConsumerGroupPartitionMetadataKey": ((4, 4), None, [_f("group_id", "string", (4, 4))]),
+    "ConsumerGroupPartitionMetadataValue": ((0, 0), 0, [
+        _f("topics", "[]TopicMetadata", (0, None), fields=[
+            _f("topic_id", "uuid", (0, None)), _f("topic_name", "string", (0, None)),
+            _f("num_partitions", "int32", (0, None)),
+            _f("partition_metadata", "[]PartitionMetadata", (0, None), fields=[
+                _f("partition", "int32", (0, None)), _f("racks", "[]string", (0, None))])])]),
+    "ConsumerGroupMemberMetadataKey": ((5, 5), None, [
+        _f("group_id", "string", (5, 5)), _f("member_id", "string", (5, 5))]),
+    "ConsumerGroupMemberMetadataValue": ((0, 0), 0, [
+        _f("instance_id", "string", (0, None), nullable=(0, None)),
+        _f("rack_id", "string", (0, None), nullable=(0, None)),
+        _f("client_id", "string", (0, None)),
+        _f("client_host", "string", (0, None)),
+        _f("subscribed_topic_names", "[]string", (0, None)),
+        _f("subscribed_topic_regex", "string", (0, None), nullable=(0, None)),
+        _f("rebalance_timeout_ms", "int32", (0, None), default=-1),
+        _f("server_assignor", "string", (0, None), nullable=(0, None))]),
+    "ConsumerGroupTargetAssignmentMetadataKey": ((6, 6), None, [_f("group_id", "string", (6, 6))]),
+    "ConsumerGroupTargetAssignmentMetadataValue": ((0, 0), 0, [_f("assignment_epoch", "int32", (0, None))]),
+    "ConsumerGroupTargetAssignmentMemberKey": ((7, 7), None, [
+        _f("group_id", "string", (7, 7)), _f("member_id", "string", (7, 7))]),
+    "ConsumerGroupTargetAssignmentMemberValue": ((0, 0), 0, [
+        _f("topic_partitions", "[]TopicPartition", (0, None), fields=[
+            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))])]),
+    "ConsumerGroupCurrentMemberAssignmentKey": ((8, 8), None, [
+        _f("group_id", "string", (8, 8)), _f("member_id", "string", (8, 8))]),
+    "ConsumerGroupCurrentMemberAssignmentValue": ((0, 0), 0, [
+        _f("member_epoch", "int32", (0, None)),
+        _f("previous_member_epoch", "int32", (0, None)),
+        _f("state", "int8", (0, None)),
+        _f("assigned_partitions", "[]TopicPartitions", (0, None), fields=[
+            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))]),
+        _f("partitions_pending_revocation", "[]TopicPartitions", (0, None), fields=[
+            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))])]),
 }
+
+# key version -> the KIP-848 record type it names (its value type is the same name with "Value")
+CONSUMER_GROUP_KEYS = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
+                       5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
+                       7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment"}
 
 
 @cache
@@ -177,13 +220,42 @@ def encode_group_value(value: GroupRecord) -> bytes:
         "members": [vars(m) for m in value.members]})
 
 
-def decode_key(data: bytes | None) -> OffsetKey | GroupKey:
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    """A KIP-848 record's key: its version (3-8) names the record type; member is "" for group-level ones."""
+    version: int
+    group: str
+    member: str = ""
+
+    @property
+    def record_type(self) -> str:
+        return CONSUMER_GROUP_KEYS[self.version]
+
+
+def encode_consumer_key(key: ConsumerGroupKey) -> bytes:
+    body = {"group_id": key.group, "member_id": key.member}
+    return encode(key.record_type + "Key", key.version, body)
+
+
+def encode_consumer_value(record_type: str, body: dict) -> bytes:
+    return encode(record_type + "Value", 0, body)
+
+
+def decode_consumer_value(record_type: str, data: bytes):
+    return _decode(record_type + "Value", data)[1]
+
+
+def decode_key(data: bytes | None) -> OffsetKey | GroupKey | ConsumerGroupKey:
     """The key of a `__consumer_offsets` record; GroupRecordError for other or malformed keys."""
     if data is None:
         raise GroupRecordError("a __consumer_offsets record has no key")
     if len(data) >= 2 and _INT16.unpack_from(data)[0] == GROUP_METADATA_KEY_VERSION:
         _, body = _decode("GroupMetadataKey", data)
         return GroupKey(body.group)
+    if len(data) >= 2 and _INT16.unpack_from(data)[0] in CONSUMER_GROUP_KEYS:
+        version = _INT16.unpack_from(data)[0]
+        _, body = _decode(CONSUMER_GROUP_KEYS[version] + "Key", data)
+        return ConsumerGroupKey(version, body.group_id, body.get("member_id") or "")
     _, body = _decode("OffsetCommitKey", data)
     return OffsetKey(body.group, body.topic, body.partition)
 

@@ -101,3 +101,50 @@ async def test_heartbeat_request_errors(connect):
     assert v0.error_code == ErrorCode.NONE and len(v0.member_id) == 22, "v0: the coordinator names the member"
     known = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g0", "someone-else", 1))
     assert known.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "cgr", partitions=2)
+        for member in ("m1", "m2"):
+            await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", member, 0, ["cgr"], []))
+        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", 1, owned=[
+            {"topic_id": b.topics.topics["cgr"].topic_id, "partitions": [0, 1]}]))
+        owned = [(t.topic_id, list(t.partitions)) for t in m1.assignment.topic_partitions]
+        assert len(owned[0][1]) == 1, "m1 gave one partition up"
+        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", 1, owned=[
+            {"topic_id": t, "partitions": p} for t, p in owned]))
+        m2 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m2", 2, owned=[]))
+        assert (m1.member_epoch, m2.member_epoch) == (2, 2)
+        before = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
+                                                                          "include_authorized_operations": False})).groups[0]
+    finally:
+        b.close()
+    b2 = make_broker(tmp_path)
+    try:
+        client = open_client(b2, nursery)
+        after = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
+                                                                         "include_authorized_operations": False})).groups[0]
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == \
+            (before.group_epoch, before.assignment_epoch, "Stable")
+        assert sorted((m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
+                      for m in after.members) == \
+            sorted((m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
+                   for m in before.members)
+        again = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m2", 2))
+        assert again.error_code == ErrorCode.NONE and again.member_epoch == 2, "members go on after a restart"
+        left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", -1))
+        assert left.error_code == ErrorCode.NONE
+    finally:
+        b2.close()
+    b3 = make_broker(tmp_path)
+    try:
+        client = open_client(b3, nursery)
+        after = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
+                                                                         "include_authorized_operations": False})).groups[0]
+        assert [m.member_id for m in after.members] == ["m2"], "a member that left stays gone (tombstones)"
+    finally:
+        b3.close()
