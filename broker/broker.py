@@ -431,6 +431,8 @@ class Broker:
         """Stop hosting a partition and delete its log (its topic is gone)."""
         self.logs.delete_log(topic, index)
         self.replicas.remove(topic, index)
+        if topic not in self.topics.topics:
+            self.stats.forget_topic(topic)  # as Kafka drops a deleted topic's metrics
         self.replicas.notify_data()
 
     async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:

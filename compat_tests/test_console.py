@@ -125,6 +125,33 @@ def test_metrics_count_what_was_produced(setup):
     assert metrics["kafka_coordinator_group_groupmetadatamanager_num_groups"][(("state", "Empty"),)] >= 1
 
 
+def test_metrics_count_what_was_consumed(setup):
+    broker, base, admin = setup
+    name = "console-consumed"
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    produce_single_batches(broker.bootstrap, name, {0: 12})
+    size = get_json(base, f"/api/topics/{name}")["size"]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "console-reader",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(name, 0, 0)])
+    try:
+        received = 0
+        while received < 12:
+            message = consumer.poll(10)
+            assert message is not None, f"only {received} of 12 records consumed"
+            received += message.error() is None
+        labels = (("topic", name),)
+
+        def counted():
+            metrics = _metrics(base)
+            return (metrics["kafka_server_brokertopicmetrics_messages_out_total"].get(labels),
+                    metrics["kafka_server_brokertopicmetrics_bytes_out_total"].get(labels))
+        # records out are counted when the consumer fetches past them (its next fetch offset)
+        wait_for(lambda: counted() == (12, size), 15, what=f"12 records and {size} bytes out, got {counted()}")
+    finally:
+        consumer.close()
+
+
 def test_clients_show_software_and_roles(setup):
     broker, base, _ = setup
     member = ActiveConsumer(broker.bootstrap, "console-clients", TOPIC).start()

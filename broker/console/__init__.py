@@ -37,7 +37,10 @@ class Console:
         config = Config()
         config.bind = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.broker.config.console_listeners]
         config.accesslog = None
-        config.errorlog = logging.getLogger("strom.console.http")
+        http_log = logging.getLogger("strom.console.http")
+        if http_log.level == logging.NOTSET:
+            http_log.setLevel(logging.WARNING)  # its "Running on" line repeats ours below
+        config.errorlog = http_log
         config.graceful_timeout = 1.0
         config.keep_alive_timeout = 30
         config.include_server_header = False
