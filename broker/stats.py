@@ -167,6 +167,8 @@ class BrokerStats:
             conn.last_active = time.monotonic()
             if header.client_id is not None:
                 conn.client_id = header.client_id
+        if failed:
+            return  # the connection closes; nothing it sent counts as appended or fetched
         try:
             if key == PRODUCE:
                 self._produced(conn, request.body, body)

@@ -10,12 +10,16 @@ its pages and API answer on a broker with many partitions.
 2. Latency: a broker with ``console_topics`` topics of ``console_partitions`` partitions (1,000 x
    10 in the full run) and a consumer group with committed offsets on 100 of them; every page and
    endpoint is fetched ``LATENCY_TRIES`` times; the median and the worst are reported
-   (target: the worst under 200 ms).
+   (target: the worst under 200 ms). Meanwhile a Kafka connection sends ApiVersions back to back:
+   its worst round trip while the console answers, against its worst with the console idle, is
+   how long Kafka requests waited behind the console on the event loop.
 """
 from __future__ import annotations
 
 import json
+import socket
 import statistics
+import struct
 import threading
 import time
 import urllib.request
@@ -28,6 +32,7 @@ POLLED = ("/", "/api/overview", "/topics", "/api/topics", "/groups", "/api/group
           "/metrics")
 LATENCY_TRIES = 5
 CREATE_BATCH = 100
+PROBE_IDLE_S = 2.0
 GROUP = "bench-console-group"
 
 Log = Callable[[str], None]
@@ -87,6 +92,52 @@ class Poller:
     def __exit__(self, *exc: object) -> None:
         self.stop_event.set()
         self.thread.join(30)
+
+
+class KafkaProbe:
+    """ApiVersions round trips on one connection, back to back, until stopped: the worst one
+    shows how long a Kafka request waited behind the console on the broker's event loop."""
+
+    REQUEST = struct.pack(">ihhih", 10, 18, 0, 1, -1)
+
+    def __init__(self, port: int):
+        self.port = port
+        self.stop_event = threading.Event()
+        self.latencies: list[float] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _recv(self, sock: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise bench_client.WorkloadError("broker closed the probe connection")
+            data += chunk
+        return data
+
+    def _run(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
+            while not self.stop_event.is_set():
+                started = time.perf_counter()
+                sock.sendall(self.REQUEST)
+                (size,) = struct.unpack(">i", self._recv(sock, 4))
+                self._recv(sock, size)
+                self.latencies.append((time.perf_counter() - started) * 1000)
+                time.sleep(0.002)
+
+    def __enter__(self) -> "KafkaProbe":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.thread.join(30)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"count": len(ordered), "median": statistics.median(ordered),
+            "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], "max": ordered[-1]}
 
 
 def _console(broker) -> str:
@@ -177,19 +228,29 @@ def measure_latency(report, settings, workdir: Path, log: Log) -> None:
             static.append(_get(base + "/static/console.css")[0] * 1000)
         report.reference("console_static_file_ms", statistics.median(static), "ms",
                          "GET of a small static file from the same console (the HTTP stack alone), median")
+        with KafkaProbe(broker.port) as idle_probe:
+            time.sleep(PROBE_IDLE_S)
         details: dict[str, Any] = {}
         worst_all = 0.0
-        for path in paths:
-            _get(base + path)  # warm
-            times, size = [], 0
-            for _ in range(LATENCY_TRIES):
-                elapsed, size = _get(base + path)
-                times.append(elapsed * 1000)
-            details[path] = {"median_ms": statistics.median(times), "max_ms": max(times), "bytes": size}
-            worst_all = max(worst_all, max(times))
-            log(f"console latency: {path} median {statistics.median(times):.1f} ms, worst {max(times):.1f} ms, "
-                f"{size} bytes")
-        report.details["console_latency"] = {"topics": topics, "partitions": topics * partitions, "paths": details}
+        with KafkaProbe(broker.port) as probe:
+            for path in paths:
+                _get(base + path)  # warm
+                times, size = [], 0
+                for _ in range(LATENCY_TRIES):
+                    elapsed, size = _get(base + path)
+                    times.append(elapsed * 1000)
+                details[path] = {"median_ms": statistics.median(times), "max_ms": max(times), "bytes": size}
+                worst_all = max(worst_all, max(times))
+                log(f"console latency: {path} median {statistics.median(times):.1f} ms, worst {max(times):.1f} ms, "
+                    f"{size} bytes")
+        report.details["console_latency"] = {"topics": topics, "partitions": topics * partitions, "paths": details,
+                                             "kafka_probe_idle_ms": _spread(idle_probe.latencies),
+                                             "kafka_probe_during_ms": _spread(probe.latencies)}
+        report.reference("kafka_request_worst_ms_idle", max(idle_probe.latencies), "ms",
+                         f"worst of {len(idle_probe.latencies)} back-to-back ApiVersions round trips to the same "
+                         f"broker, console idle")
+        report.add(f"kafka_request_worst_ms_while_console_answers_{topics * partitions}p", max(probe.latencies), "ms",
+                   "kafka_request_worst_ms_idle")
         for path, facts in details.items():
             report.add(latency_key(path, topics * partitions), facts["max_ms"], "ms",
                        "console_static_file_ms", target=("< 200 ms", lambda v: v < 200))

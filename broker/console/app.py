@@ -289,7 +289,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
             except ConsoleError as exc:
                 log.info("console action %s refused: %s %s", request.url.path, exc.code, exc.message)
                 return json_error(exc)
-            log.info("console action %s done: %s", request.url.path, result)
+            log.info("console action %s done: %s", request.url.path, result.get("message"))
             return JSONResponse({"ok": True, **result})
         return endpoint
 

@@ -30,6 +30,7 @@ EXPECTED_FIGURES = {
     *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
     "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu",
     "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
+    "kafka_request_worst_ms_while_console_answers_8p",
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
     "txn_produce_commit_every_1000_records_per_s",
     "file_cache_bounded_appends_per_s", "file_cache_bounded_old_reads_per_s", "file_cache_old_segment_reads_per_s",
@@ -44,6 +45,7 @@ EXPECTED_REFERENCES = {
     "strom_plain_idempotent_produce",
     "file_cache_unbounded_appends_per_s", "file_cache_unbounded_old_reads_per_s",
     "file_cache_bounded_active_reads_per_s",
+    "kafka_request_worst_ms_idle",
 }
 
 
