@@ -194,6 +194,12 @@ def test_record_browser(setup):
     latest = get_json(base, f"/api/topics/{TOPIC}/records?partition=1&limit=2&format=hex")
     assert [r["offset"] for r in latest["records"]] == [18, 19]
     assert latest["records"][0]["key"]["text"] == b"k00018".hex(" ")
+    ranged = get_json(base, f"/api/topics/{TOPIC}/records?partition=0&offset=5&to_offset=8")
+    assert [r["offset"] for r in ranged["records"]] == [5, 6, 7] and not ranged["truncated"]
+    stamp = ranged["records"][1]["timestamp"]
+    by_time = get_json(base, f"/api/topics/{TOPIC}/records?partition=0&timestamp={stamp}&to_timestamp={stamp}")
+    assert by_time["records"] and all(r["timestamp"] == stamp for r in by_time["records"])
+    assert by_time["records"][0]["offset"] <= 6 <= by_time["records"][-1]["offset"]
     status, body, _ = http(base + f"/api/topics/{TOPIC}/records?partition=7")
     assert status == 404 and json.loads(body)["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 

@@ -63,7 +63,8 @@ def env(tmp_path_factory):
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for name, parts in ((TOPIC, 3), ("browser-live", 1)):
-            admin.create_topics([NewTopic(name, parts, 1)])[name].result(30)
+            configs = {"retention.ms": "7200000"} if name == TOPIC else {}
+            admin.create_topics([NewTopic(name, parts, 1, config=configs)])[name].result(30)
         produce_single_batches(broker.bootstrap, TOPIC, PRODUCED)
         commit(broker.bootstrap, GROUP, {(TOPIC, p): o for p, o in COMMITTED.items()})
         with BackgroundProducer(broker.bootstrap, "browser-live"):
@@ -136,6 +137,9 @@ def test_pages_show_the_numbers_of_the_api(env, driver, tmp_path):
             assert _text(driver, prow + " .log-end") == str(count) and _text(driver, prow + " .isr") == "0"
     finally:
         consumer.close()
+
+    overrides = [r.get_attribute("data-config") for r in driver.find_elements(By.CSS_SELECTOR, "#configs tr.override")]
+    assert overrides == ["retention.ms"]  # the one non-default config is highlighted
 
     _open(driver, base + f"/topics/{TOPIC}/records?partition=0&offset=3&limit=4", shots, "records")
     assert _text(driver, "#record-count") == "4"

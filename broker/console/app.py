@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from . import metrics, records
 from .chart import svg_chart
 from .source import BrokerSource, ConsoleError
-from .views import Views
+from .views import Views, gc_paused
 
 log = logging.getLogger("strom.console")
 
@@ -124,6 +124,15 @@ class AccessMiddleware:
         await self.app(scope, receive, send)
 
 
+def _paused(endpoint):
+    """Build the answer with the cyclic collector paused (see views.gc_paused); sending it,
+    however slow the client, happens after."""
+    async def wrapped(request):
+        with gc_paused():
+            return await endpoint(request)
+    return wrapped
+
+
 def build_app(source: BrokerSource, history) -> Starlette:
     views = Views(source, history)
     csrf = secrets.token_urlsafe(32)
@@ -150,10 +159,10 @@ def build_app(source: BrokerSource, history) -> Starlette:
 
     # ------------------------------------------------------------------ pages
     async def overview_page(request: Request):
-        return await page("overview.html", title="Overview", data=views.overview())
+        return await page("overview.html", title="Overview", data=await views.overview())
 
     async def topics_page(request: Request):
-        return await page("topics.html", title="Topics", topics=views.topics())
+        return await page("topics.html", title="Topics", topics=await views.topics())
 
     async def topic_page(request: Request):
         name = request.path_params["name"]
@@ -174,7 +183,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
                     partitions=(source.topic(name).partitions if source.topic(name) else 0))
 
     async def groups_page(request: Request):
-        return await page("groups.html", title="Consumer groups", groups=views.groups())
+        return await page("groups.html", title="Consumer groups", groups=await views.groups())
 
     async def group_page(request: Request):
         group_id = request.path_params["group"]
@@ -199,13 +208,13 @@ def build_app(source: BrokerSource, history) -> Starlette:
 
     # ------------------------------------------------------------------ JSON
     async def api_overview(request: Request):
-        return JSONResponse(views.overview())
+        return JSONResponse(await views.overview())
 
     async def api_brokers(request: Request):
         return JSONResponse(views.brokers())
 
     async def api_topics(request: Request):
-        return JSONResponse(views.topics())
+        return JSONResponse(await views.topics())
 
     async def api_topic(request: Request):
         data = views.topic(request.path_params["name"])
@@ -223,7 +232,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
             return json_error(exc)
 
     async def api_groups(request: Request):
-        return JSONResponse(views.groups())
+        return JSONResponse(await views.groups())
 
     async def api_group(request: Request):
         data = views.group(request.path_params["group"])
@@ -239,7 +248,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         return JSONResponse(views.clients())
 
     async def metrics_endpoint(request: Request):
-        families = metrics.collect(source)
+        families = await metrics.collect(source)
         body = await anyio.to_thread.run_sync(metrics.render, families)
         return Response(body, media_type=metrics.CONTENT_TYPE)
 
@@ -249,11 +258,14 @@ def build_app(source: BrokerSource, history) -> Starlette:
             partition = int(q.get("partition", "0"))
             offset = int(q["offset"]) if q.get("offset") not in (None, "") else None
             timestamp = int(q["timestamp"]) if q.get("timestamp") not in (None, "") else None
+            to_offset = int(q["to_offset"]) if q.get("to_offset") not in (None, "") else None
+            to_timestamp = int(q["to_timestamp"]) if q.get("to_timestamp") not in (None, "") else None
             limit = int(q.get("limit") or 50)
         except ValueError:
-            raise ConsoleError("INVALID_REQUEST", "partition, offset, timestamp and limit must be integers",
-                               400) from None
-        return await records.browse(source, name, partition, offset=offset, timestamp=timestamp, limit=limit,
+            raise ConsoleError("INVALID_REQUEST", "partition, offset, timestamp, to_offset, to_timestamp and "
+                               "limit must be integers", 400) from None
+        return await records.browse(source, name, partition, offset=offset, timestamp=timestamp,
+                                    to_offset=to_offset, to_timestamp=to_timestamp, limit=limit,
                                     fmt=q.get("format") or "text")
 
     # ------------------------------------------------------------------ actions
@@ -395,6 +407,8 @@ def build_app(source: BrokerSource, history) -> Starlette:
         Route("/metrics", metrics_endpoint),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
+    routes = [Route(r.path, _paused(r.endpoint), methods=r.methods) if isinstance(r, Route) else r
+              for r in routes]
     app = Starlette(routes=routes)
     app.state.csrf = csrf
     return app

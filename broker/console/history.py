@@ -50,10 +50,12 @@ class History:
         self._topic_rates: dict[str, dict[str, float]] = {}
 
     async def run(self) -> None:
-        self.sample()
+        from .views import gc_paused
+
         while True:
+            with gc_paused():
+                self.sample()
             await trio.sleep(self.interval_s)
-            self.sample()
 
     # ------------------------------------------------------------------ sampling
     def _counters(self) -> dict:

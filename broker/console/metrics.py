@@ -11,11 +11,15 @@ its parser checks the output in the tests.
 """
 from __future__ import annotations
 
+import trio
+
 from strom.protocol.schema import ApiKey
 
 from ..stats import LATENCY_BUCKETS
 from .source import BrokerSource
-from .views import Views
+from .views import CHUNK, Views
+
+PAUSE = object()  # yielded by the collector between chunks of partitions
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -189,6 +193,7 @@ class _Collector:
         lag_bytes = self._gauge("kafka_consumergroup_lag_bytes", ["group", "topic", "partition"])
         current = self._gauge("kafka_consumergroup_current_offset", ["group", "topic", "partition"])
         for group in sorted(groups, key=lambda g: g.group_id):
+            yield PAUSE
             for entry in self.views._offsets(group):
                 labels = label_text(("group", "topic", "partition"), (group.group_id, entry["topic"], entry["partition"]))
                 current.add_raw(labels, entry["committed_offset"])
@@ -204,7 +209,9 @@ class _Collector:
         start = self._gauge("kafka_log_log_start_offset", ["topic", "partition"])
         segments = self._gauge("kafka_log_num_log_segments", ["topic", "partition"])
         escaped: dict[str, str] = {}
-        for p in sorted(local, key=lambda p: (p.topic, p.index)):
+        for n, p in enumerate(sorted(local, key=lambda p: (p.topic, p.index))):
+            if n % CHUNK == CHUNK - 1:
+                yield PAUSE
             topic = escaped.get(p.topic)
             if topic is None:
                 topic = escaped[p.topic] = _escape(p.topic)
@@ -221,9 +228,16 @@ class _Collector:
         yield segments
 
 
-def collect(source: BrokerSource) -> list[_Family]:
-    """A snapshot of every metric as plain numbers (on the event loop: it reads live state)."""
-    return list(_Collector(source).collect())
+async def collect(source: BrokerSource) -> list[_Family]:
+    """A snapshot of every metric as plain numbers (on the event loop: it reads live state),
+    giving the loop back between chunks of partitions."""
+    families = []
+    for item in _Collector(source).collect():
+        if item is PAUSE:
+            await trio.sleep(0)
+        else:
+            families.append(item)
+    return families
 
 
 def _escape(value: str) -> str:

@@ -38,9 +38,11 @@ def render_bytes(data: bytes | None, fmt: str) -> dict:
 
 
 async def browse(source, topic: str, index: int, *, offset: int | None = None, timestamp: int | None = None,
+                 to_offset: int | None = None, to_timestamp: int | None = None,
                  limit: int = 50, fmt: str = "text") -> dict:
     """Records of ``topic``-``index`` from ``offset`` (or the first at/after ``timestamp``, or the
-    latest ``limit``), up to the high watermark, at most ``limit`` records and MAX_BYTES read."""
+    latest ``limit``), up to the high watermark, ``to_offset`` (exclusive) or the last record
+    stamped at or before ``to_timestamp``; at most ``limit`` records and MAX_BYTES read."""
     if source.topic(topic) is None:
         raise ConsoleError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist.", 404)
     partition = source.local_partition(topic, index)
@@ -58,8 +60,11 @@ async def browse(source, topic: str, index: int, *, offset: int | None = None, t
         begin = min(max(offset, start), end)
     else:
         begin = max(start, end - limit)
+    if to_offset is not None:
+        end = max(begin, min(end, to_offset))
     records, position, budget = [], begin, MAX_BYTES
     truncated = False
+    past_range = False
     while position < end and len(records) < limit and budget > 0:
         try:
             region = plog.read(position, budget, max_offset=end).records
@@ -75,6 +80,9 @@ async def browse(source, topic: str, index: int, *, offset: int | None = None, t
                 last = rec.offset
                 if rec.offset < begin or rec.offset >= end:
                     continue
+                if to_timestamp is not None and rec.timestamp > to_timestamp:
+                    past_range = True
+                    break
                 if len(records) >= limit:
                     truncated = True
                     break
@@ -85,7 +93,7 @@ async def browse(source, topic: str, index: int, *, offset: int | None = None, t
                 })
         except RecordsError as exc:
             raise ConsoleError("CORRUPT_MESSAGE", f"{topic}-{index} at offset {position}: {exc}", 500) from None
-        if last < position:
+        if last < position or past_range:
             break
         position = last + 1
     if budget <= 0 and position < end and len(records) < limit:

@@ -2,10 +2,55 @@
 the JSON API returns, so both always agree)."""
 from __future__ import annotations
 
+import gc
 import struct
 import time
+from contextlib import contextmanager
+
+import trio
 
 from .source import OFFSETS_TOPIC, BrokerSource, PartitionInfo
+
+# Views over every partition give the event loop back after this many partitions, so that a
+# page of a 10,000-partition broker never holds Kafka requests for more than a few milliseconds.
+CHUNK = 200
+
+
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection while a view is built. A view over 10,000 partitions makes
+    tens of thousands of short-lived objects; with the collector on, gen-0 passes promote the
+    live ones and soon trigger a full collection, which walks the broker's whole heap (200 ms
+    with 10,000 partitions) and holds every Kafka request meanwhile. Paused, they are freed by
+    reference counting when the answer is built, and nothing is promoted."""
+    global _gc_holders, _gc_was_enabled
+    if _gc_holders == 0:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _gc_holders += 1
+    try:
+        yield
+    finally:
+        _gc_holders -= 1
+        if _gc_holders == 0 and _gc_was_enabled:
+            gc.enable()
+
+
+class Pacer:
+    """Counts work and yields to the event loop every ``CHUNK`` units."""
+
+    def __init__(self, chunk: int = CHUNK):
+        self.chunk, self.done = chunk, 0
+
+    async def tick(self, units: int = 1) -> None:
+        before = self.done
+        self.done += units
+        if before // self.chunk != self.done // self.chunk:
+            await trio.sleep(0)
 
 
 def decode_assignment(data: bytes) -> dict[str, list[int]]:
@@ -55,18 +100,17 @@ class Views:
                         "this": broker_id == s.node_id})
         return out
 
-    def _all_partitions(self):
-        for name in self.source.topic_names():
-            yield from self.source.partitions(name)
-
-    def overview(self) -> dict:
+    async def overview(self) -> dict:
         s = self.source
         total = led = under = offline = 0
-        for p in self._all_partitions():
-            total += 1
-            led += p.leader == s.node_id
-            under += p.under_replicated
-            offline += p.offline
+        pacer = Pacer()
+        for name in s.topic_names():
+            for p in s.partitions(name):
+                total += 1
+                led += p.leader == s.node_id
+                under += p.under_replicated
+                offline += p.offline
+            await pacer.tick(s.topic(name).partitions if s.topic(name) else 1)
         brokers = self.brokers()
         rates = self.history.rates() if self.history is not None else {}
         return {
@@ -82,11 +126,13 @@ class Views:
         }
 
     # ------------------------------------------------------------------ topics
-    def topics(self) -> list[dict]:
+    async def topics(self) -> list[dict]:
         out = []
+        pacer = Pacer()
         for name in self.source.topic_names():
             parts = list(self.source.partitions(name))
             out.append(self._topic_summary(name, parts))
+            await pacer.tick(len(parts))
         return out
 
     def _topic_summary(self, name: str, parts: list[PartitionInfo]) -> dict:
@@ -121,10 +167,12 @@ class Views:
         return out
 
     # ------------------------------------------------------------------ groups
-    def groups(self) -> list[dict]:
+    async def groups(self) -> list[dict]:
         out = []
+        pacer = Pacer()
         for group in sorted(self.source.groups(), key=lambda g: g.group_id):
             detail = self._offsets(group)
+            await pacer.tick(len(detail) + 1)
             out.append({
                 "group_id": group.group_id, "state": group.state.value, "protocol_type": group.protocol_type,
                 "protocol": group.protocol_name, "members": len(group.members),
