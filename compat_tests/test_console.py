@@ -72,6 +72,9 @@ def test_topic_api_matches_the_log_and_the_admin_api(setup):
     assert configs["segment.bytes"]["default"] is True
     listed = {t["name"]: t for t in get_json(base, "/api/topics")}
     assert listed[TOPIC]["size"] == topic["size"] and listed[TOPIC]["partitions"] == 2
+    assert [t["name"] for t in get_json(base, "/api/topics?q=ORDERS")] == [TOPIC]
+    status, page, _ = http(base + "/topics?q=orders")
+    assert status == 200 and f'data-topic="{TOPIC}"'.encode() in page and b'data-topic="__consumer_offsets"' not in page
 
 
 def test_group_lag_in_records_and_bytes(setup):

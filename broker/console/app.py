@@ -34,6 +34,7 @@ log = logging.getLogger("strom.console")
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_CHARTS = 12
+TOPICS_PER_PAGE = 100
 
 
 def _human_bytes(n) -> str:
@@ -162,7 +163,16 @@ def build_app(source: BrokerSource, history) -> Starlette:
         return await page("overview.html", title="Overview", data=await views.overview())
 
     async def topics_page(request: Request):
-        return await page("topics.html", title="Topics", topics=await views.topics())
+        query = request.query_params.get("q") or None
+        names = views.topic_names(query)
+        pages = max(1, -(-len(names) // TOPICS_PER_PAGE))
+        try:
+            number = min(max(1, int(request.query_params.get("page", "1"))), pages)
+        except ValueError:
+            number = 1
+        shown = names[(number - 1) * TOPICS_PER_PAGE:number * TOPICS_PER_PAGE]
+        return await page("topics.html", title="Topics", topics=await views.topics(shown), query=query or "",
+                          page_number=number, pages=pages, matching=len(names))
 
     async def topic_page(request: Request):
         name = request.path_params["name"]
@@ -214,7 +224,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         return JSONResponse(views.brokers())
 
     async def api_topics(request: Request):
-        return JSONResponse(await views.topics())
+        return JSONResponse(await views.topics(views.topic_names(request.query_params.get("q") or None)))
 
     async def api_topic(request: Request):
         data = views.topic(request.path_params["name"])

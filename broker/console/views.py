@@ -126,10 +126,14 @@ class Views:
         }
 
     # ------------------------------------------------------------------ topics
-    async def topics(self) -> list[dict]:
+    def topic_names(self, query: str | None = None) -> list[str]:
+        names = self.source.topic_names()
+        return [n for n in names if query.lower() in n.lower()] if query else names
+
+    async def topics(self, names: list[str] | None = None) -> list[dict]:
         out = []
         pacer = Pacer()
-        for name in self.source.topic_names():
+        for name in self.source.topic_names() if names is None else names:
             parts = list(self.source.partitions(name))
             out.append(self._topic_summary(name, parts))
             await pacer.tick(len(parts))
