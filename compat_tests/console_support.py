@@ -104,6 +104,7 @@ class ActiveConsumer:
     topic: str
     instance_id: str | None = None
     session_timeout_ms: int = 10000
+    group_protocol: str = "classic"
     assigned: threading.Event = field(default_factory=threading.Event)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -114,6 +115,9 @@ class ActiveConsumer:
                   "client.id": f"console-test-{self.group}", "fetch.wait.max.ms": 100}
         if self.instance_id:
             config["group.instance.id"] = self.instance_id
+        if self.group_protocol == "consumer":  # KIP-848: the broker assigns, no session settings
+            config["group.protocol"] = "consumer"
+            del config["session.timeout.ms"]
         self._consumer = Consumer(config)
         self._consumer.subscribe([self.topic], on_assign=lambda c, parts: self.assigned.set())
         self._thread = threading.Thread(target=self._run, daemon=True)

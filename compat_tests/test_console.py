@@ -256,6 +256,32 @@ def test_actions_are_refused_for_an_active_group_and_work_once_it_is_empty(setup
     assert status == 404 and body["error"] == "GROUP_ID_NOT_FOUND"
 
 
+def test_a_kip848_consumer_group_is_shown_and_protected_while_active(setup):
+    broker, base, _ = setup
+    token = csrf_token(base)
+    group = "console-kip848"
+    member = ActiveConsumer(broker.bootstrap, group, TOPIC, group_protocol="consumer").start()
+    try:
+        detail = wait_for(lambda: (d := get_json(base, f"/api/groups/{group}"))["state"] == "Stable" and d,
+                          what="the consumer-protocol group to be Stable")
+        assert detail["group_protocol"] == "consumer" and len(detail["members"]) == 1
+        assert detail["members"][0]["assignment"] == [{"topic": TOPIC, "partitions": [0, 1]}]
+        assert detail["members"][0]["client_id"] == f"console-test-{group}"
+        listed = {g["group_id"]: g for g in get_json(base, "/api/groups")}[group]
+        assert (listed["state"], listed["members"], listed["group_protocol"]) == ("Stable", 1, "consumer")
+        status, body = post(base, f"/api/groups/{group}/reset-offsets", token, to="earliest", topic=TOPIC)
+        assert status == 409 and body["error"] == "NON_EMPTY_GROUP"
+        status, body = post(base, f"/api/groups/{group}/delete", token)
+        assert status == 409 and body["error"] == "NON_EMPTY_GROUP"
+    finally:
+        member.stop()
+    wait_for(lambda: get_json(base, f"/api/groups/{group}")["state"] == "Empty", what="the group to empty")
+    status, body = post(base, f"/api/groups/{group}/reset-offsets", token, to="earliest", topic=TOPIC)
+    assert status == 200, body
+    assert {o["partition"]: o["committed_offset"] for o in get_json(base, f"/api/groups/{group}")["offsets"]} == {
+        0: 0, 1: 0}
+
+
 def test_remove_a_stale_static_member(setup):
     broker, base, _ = setup
     token = csrf_token(base)

@@ -334,12 +334,13 @@ def build_app(source: BrokerSource, history) -> Starlette:
     async def reset_offsets(request: Request, form: dict):
         group_id = request.path_params["group"]
         group = source.group(group_id)
-        if group is None:
+        if group is None and source.consumer_group(group_id) is None:
             raise ConsoleError("GROUP_ID_NOT_FOUND", f"Group {group_id} does not exist.", 404)
+        committed = group.offsets if group is not None else {}
         to = form.get("to", "")
         topic = form.get("topic") or None
         partition = _int(form, "partition", -1)
-        wanted = [tp for tp in sorted(group.offsets) if (topic is None or tp[0] == topic)
+        wanted = [tp for tp in sorted(committed) if (topic is None or tp[0] == topic)
                   and (partition < 0 or tp[1] == partition)]
         if topic is not None and not wanted:
             info = source.topic(topic)

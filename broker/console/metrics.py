@@ -186,8 +186,12 @@ class _Collector:
 
         groups = s.groups()
         states = self._gauge("kafka_coordinator_group_groupmetadatamanager_num_groups", ["state"])
-        for state in GROUP_STATES:
-            states.add_metric([state], sum(g.state.value == state for g in groups))
+        counts: dict[str, int] = {state: 0 for state in GROUP_STATES}
+        for group_id in self.views._group_ids():
+            state = s.group_state(group_id)[0]
+            counts[state] = counts.get(state, 0) + 1
+        for state, count in counts.items():
+            states.add_metric([state], count)
         yield states
         lag = self._gauge("kafka_consumergroup_lag", ["group", "topic", "partition"])
         lag_bytes = self._gauge("kafka_consumergroup_lag_bytes", ["group", "topic", "partition"])

@@ -229,6 +229,21 @@ class BrokerSource:
         coordinator = self._broker.groups
         return coordinator.get(group_id) if coordinator is not None else None
 
+    def consumer_groups(self) -> list:
+        """KIP-848 (consumer protocol) groups coordinated here, beside the classic ones."""
+        kip848 = getattr(self._broker.groups, "consumer", None)
+        return list(kip848.groups.values()) if kip848 is not None else []
+
+    def consumer_group(self, group_id: str):
+        kip848 = getattr(self._broker.groups, "consumer", None)
+        return kip848.get(group_id) if kip848 is not None else None
+
+    def consumer_session_timeout_ms(self) -> int:
+        return self._broker.groups.consumer.settings.session_timeout_ms
+
+    def topic_name_by_id(self, topic_id: bytes) -> str | None:
+        return self._broker.topic_name_by_id(topic_id)
+
     def group_coordinator_id(self, group_id: str) -> int | None:
         coordinator = self._broker.groups
         return coordinator.coordinator_of(group_id) if coordinator is not None else None
@@ -239,7 +254,17 @@ class BrokerSource:
         return trio.current_time()
 
     # ------------------------------------------------------------------ actions
-    def _coordinated_group(self, group_id: str):
+    def group_state(self, group_id: str, group=None) -> tuple[str, int]:
+        """(state, member count) of a group of either protocol."""
+        kip848 = self.consumer_group(group_id)
+        group = group if group is not None else self.group(group_id)
+        if kip848 is not None and (kip848.members or group is None or not group.members):
+            return kip848.state, len(kip848.members)
+        if group is None:
+            return "Dead", 0
+        return group.state.value, len(group.members)
+
+    def _coordinated_group(self, group_id: str, must_exist: bool = True):
         coordinator = self._broker.groups
         error = coordinator.group_error(group_id)
         if error is ErrorCode.NOT_COORDINATOR:
@@ -249,23 +274,25 @@ class BrokerSource:
         if error is not None:
             raise ConsoleError(error.name, f"The coordinator cannot act on group {group_id} now ({error.name}).", 503)
         group = coordinator.get(group_id)
-        if group is None:
+        if group is None and self.consumer_group(group_id) is None and must_exist:
             raise ConsoleError("GROUP_ID_NOT_FOUND", f"Group {group_id} does not exist.", 404)
         return coordinator, group
 
     def delete_group(self, group_id: str) -> None:
         coordinator, group = self._coordinated_group(group_id)
+        state, members = self.group_state(group_id, group)
         code = coordinator.delete_group(group_id)
         if code is ErrorCode.NON_EMPTY_GROUP:
-            raise ConsoleError(code.name, f"Group {group_id} is {group.state.value} with {len(group.members)} "
-                               f"member(s); only an empty group can be deleted (as Kafka's DeleteGroups).")
+            raise ConsoleError(code.name, f"Group {group_id} is {state} with {members} member(s); only an empty "
+                               f"group can be deleted (as Kafka's DeleteGroups).")
         if code is not ErrorCode.NONE:
             raise ConsoleError(code.name, f"Deleting group {group_id} failed: {code.name}.")
 
     def reset_offsets(self, group_id: str, targets: dict[tuple[str, int], int]) -> None:
-        coordinator, group = self._coordinated_group(group_id)
-        if group.state.value != "Empty":
-            raise ConsoleError("NON_EMPTY_GROUP", f"Group {group_id} is {group.state.value}; offsets can only be "
+        coordinator, group = self._coordinated_group(group_id, must_exist=False)
+        state, _ = self.group_state(group_id, group)
+        if state != "Empty":
+            raise ConsoleError("NON_EMPTY_GROUP", f"Group {group_id} is {state}; offsets can only be "
                                f"reset while it is empty (stop its consumers first), as kafka-consumer-groups "
                                f"--reset-offsets requires.")
         from ..group.records import CommittedOffset
@@ -278,6 +305,10 @@ class BrokerSource:
 
     def remove_static_member(self, group_id: str, instance_id: str) -> None:
         coordinator, group = self._coordinated_group(group_id)
+        if self.consumer_group(group_id) is not None:
+            raise ConsoleError("UNSUPPORTED_VERSION", f"Group {group_id} uses the consumer protocol (KIP-848); its "
+                               f"static members leave through their own heartbeat and are not removed from the "
+                               f"console.", 409)
         _, results = coordinator.leave_group(group_id, [("", instance_id)])
         code = results[0] if results else ErrorCode.UNKNOWN_MEMBER_ID
         if code is ErrorCode.UNKNOWN_MEMBER_ID:

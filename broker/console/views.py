@@ -171,15 +171,34 @@ class Views:
         return out
 
     # ------------------------------------------------------------------ groups
+    def _group_ids(self) -> list[str]:
+        ids = {g.group_id for g in self.source.groups()} | {g.group_id for g in self.source.consumer_groups()}
+        return sorted(ids)
+
+    def _kind(self, group_id: str):
+        """(classic group or None, KIP-848 group or None, which one describes the members)."""
+        classic = self.source.group(group_id)
+        kip848 = self.source.consumer_group(group_id)
+        use_kip848 = kip848 is not None and (bool(kip848.members) or classic is None
+                                             or not classic.members)
+        return classic, kip848, use_kip848
+
     async def groups(self) -> list[dict]:
         out = []
         pacer = Pacer()
-        for group in sorted(self.source.groups(), key=lambda g: g.group_id):
-            detail = self._offsets(group)
+        for group_id in self._group_ids():
+            classic, kip848, use_kip848 = self._kind(group_id)
+            detail = self._offsets(classic) if classic is not None else []
             await pacer.tick(len(detail) + 1)
+            if use_kip848:
+                state, protocol_type, protocol, members = (kip848.state, "consumer", kip848.assignor_name,
+                                                           len(kip848.members))
+            else:
+                state, protocol_type, protocol, members = (classic.state.value, classic.protocol_type,
+                                                           classic.protocol_name, len(classic.members))
             out.append({
-                "group_id": group.group_id, "state": group.state.value, "protocol_type": group.protocol_type,
-                "protocol": group.protocol_name, "members": len(group.members),
+                "group_id": group_id, "state": state, "protocol_type": protocol_type, "protocol": protocol,
+                "group_protocol": "consumer" if use_kip848 else "classic", "members": members,
                 "coordinator": self.source.node_id, "partitions": len(detail),
                 "total_lag": sum(o["lag"] for o in detail), "total_lag_bytes": sum(o["lag_bytes"] for o in detail),
             })
@@ -202,12 +221,8 @@ class Views:
             out.append(entry)
         return out
 
-    def group(self, group_id: str) -> dict | None:
-        group = self.source.group(group_id)
-        if group is None:
-            return None
-        now = self.source.now()
-        members, owners = [], {}
+    def _classic_members(self, group, now: float, owners: dict) -> list[dict]:
+        members = []
         for m in group.members.values():
             assignment = decode_assignment(m.assignment) if group.protocol_type == "consumer" else {}
             for topic, parts in assignment.items():
@@ -222,12 +237,47 @@ class Views:
                 "since_heartbeat_ms": since, "leader": m.member_id == group.leader_id,
                 "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())],
             })
-        offsets = self._offsets(group, owners)
+        return members
+
+    def _kip848_members(self, group, now: float, owners: dict) -> list[dict]:
+        members = []
+        timeout_ms = self.source.consumer_session_timeout_ms()
+        for m in group.members.values():
+            assignment: dict[str, list[int]] = {}
+            for topic_id, parts in m.assigned.items():
+                name = self.source.topic_name_by_id(topic_id) or topic_id.hex()
+                assignment[name] = sorted(parts)
+                for p in parts:
+                    owners[(name, p)] = m.member_id
+            since = max(0, int((now - (m.session_deadline - timeout_ms / 1000)) * 1000)) if m.session_deadline else None
+            members.append({
+                "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                "instance_id": m.instance_id, "session_timeout_ms": timeout_ms, "since_heartbeat_ms": since,
+                "leader": False, "member_epoch": m.member_epoch,
+                "assignment": [{"topic": t, "partitions": ps} for t, ps in sorted(assignment.items())],
+            })
+        return members
+
+    def group(self, group_id: str) -> dict | None:
+        classic, kip848, use_kip848 = self._kind(group_id)
+        if classic is None and kip848 is None:
+            return None
+        now = self.source.now()
+        owners: dict = {}
+        if use_kip848:
+            members = self._kip848_members(kip848, now, owners)
+            head = {"state": kip848.state, "protocol_type": "consumer", "protocol": kip848.assignor_name,
+                    "group_protocol": "consumer", "generation": kip848.group_epoch, "leader": None}
+        else:
+            members = self._classic_members(classic, now, owners)
+            head = {"state": classic.state.value, "protocol_type": classic.protocol_type,
+                    "protocol": classic.protocol_name, "group_protocol": "classic",
+                    "generation": classic.generation, "leader": classic.leader_id}
+        offsets = self._offsets(classic, owners) if classic is not None else []
         return {
-            "group_id": group.group_id, "state": group.state.value, "protocol_type": group.protocol_type,
-            "protocol": group.protocol_name, "generation": group.generation, "leader": group.leader_id,
-            "coordinator": self.source.node_id, "members": members, "offsets": offsets,
-            "total_lag": sum(o["lag"] for o in offsets), "total_lag_bytes": sum(o["lag_bytes"] for o in offsets),
+            "group_id": group_id, **head, "coordinator": self.source.node_id, "members": members,
+            "offsets": offsets, "total_lag": sum(o["lag"] for o in offsets),
+            "total_lag_bytes": sum(o["lag_bytes"] for o in offsets),
         }
 
     # ------------------------------------------------------------------ clients
