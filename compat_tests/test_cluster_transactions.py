@@ -1,0 +1,134 @@
+"""Transactions in a 3-broker ZooKeeper cluster: markers go broker to broker, and kill -9 of the
+transaction coordinator's broker in the middle of transactions leaves every transaction wholly
+committed or wholly aborted (a new coordinator loads `__transaction_state` from its replica and
+finishes or aborts what the old one started)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from strom.broker.group.records import partition_for
+
+from .test_cluster import _admin, _bootstrap, _create, _partition_meta, _wait
+from .zookeeper import zookeeper_fixture
+
+from strom.tools.broker_process import BrokerProcess
+
+zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
+TID = "cluster-tx"
+TXN_PARTITIONS = 3
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):
+    chroot = "/strom-" + request.node.name
+    brokers = []
+    try:
+        for node in range(3):
+            b = BrokerProcess(tmp_path / f"b{node}", {
+                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot,
+                "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "5000",
+                "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
+                "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+                "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+                "group.initial.rebalance.delay.ms": "0", "default.replication.factor": "3",
+                "min.insync.replicas": "2"})
+            brokers.append(b.start())
+        yield brokers
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def _read_committed(brokers, topic: str, partitions: int, expected: int) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": _bootstrap(brokers), "group.id": "verify", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    got: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 60
+        quiet = None
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                if len(got) >= expected and quiet and time.monotonic() - quiet > 2:
+                    break
+                quiet = quiet or time.monotonic()
+                continue
+            quiet = None
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(m.error())
+            got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(cluster):
+    topic = "ctx"
+    _create(cluster, topic, 3)
+    _wait(lambda: all(sorted(_partition_meta(cluster, topic, p).isrs) == [0, 1, 2] for p in range(3)), 20,
+          "full ISRs")
+    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "transactional.id": TID, "linger.ms": 5,
+                         "transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
+    producer.init_transactions(60)
+    state_partition = partition_for(TID, TXN_PARTITIONS)
+    _wait(lambda: sorted(_partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 20,
+          "full ISR of the coordinator's partition")
+    coordinator = _partition_meta(cluster, "__transaction_state", state_partition).leader
+    committed: list[bytes] = []
+    uncertain: list[list[bytes]] = []  # transactions whose outcome the client could not learn
+    killed = False
+    txn = 0
+    deadline = time.monotonic() + 120
+    while txn < 12 and time.monotonic() < deadline:
+        values = [b"t%02d-%d" % (txn, i) for i in range(9)]
+        try:
+            producer.begin_transaction()
+            for i, v in enumerate(values):
+                producer.produce(topic, v, partition=i % 3)
+            producer.flush(60)
+            if txn == 5 and not killed:
+                cluster[coordinator].kill()  # in the middle: data written, nothing ended
+                killed = True
+            producer.commit_transaction(60)
+            committed += values
+            txn += 1
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.txn_requires_abort():
+                producer.abort_transaction(60)
+                txn += 1
+            elif error.retriable():
+                uncertain.append(values)
+                txn += 1
+                time.sleep(0.5)
+            elif error.fatal() and killed:
+                # a machine too slow for the failover within transaction.timeout.ms: the coordinator
+                # aborted the transaction and fenced this producer, as Kafka's would; still whole
+                uncertain.append(values)
+                break
+            else:
+                raise
+    assert killed and (txn == 12 or uncertain)
+    survivors = [b for b in cluster if b.running]
+    got = _read_committed(survivors, topic, 3, len(committed))
+    by_txn: dict[bytes, int] = {}
+    for v in got:
+        by_txn[v[:3]] = by_txn.get(v[:3], 0) + 1
+    assert all(n == 9 for n in by_txn.values()), by_txn  # every transaction wholly there or not at all
+    assert set(committed) <= set(got)
+    maybe = {v for values in uncertain for v in values}
+    assert set(got) - set(committed) <= maybe
+    assert len(got) == len(set(got))
+    # the killed broker comes back and catches up; the coordinator's state is consistent
+    cluster[coordinator].start()
+    admin = _admin(cluster)
+    _wait(lambda: sorted(_partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 30,
+          "the restarted broker back in the ISR")
+    del admin
