@@ -126,9 +126,43 @@ def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(clus
     maybe = {v for values in uncertain for v in values}
     assert set(got) - set(committed) <= maybe
     assert len(got) == len(set(got))
+    _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(survivors, topic)
     # the killed broker comes back and catches up; the coordinator's state is consistent
     cluster[coordinator].start()
-    admin = _admin(cluster)
     _wait(lambda: sorted(_partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 30,
           "the restarted broker back in the ISR")
-    del admin
+
+
+def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(brokers, topic: str) -> None:
+    """KIP-890 verification across brokers: the leader asks the coordinator (AddPartitionsToTxn v4)."""
+    from strom.protocol.records.batch import Record, build_batch
+    from strom.protocol.schema import ApiKey
+
+    from .test_transactions_differential import Raw
+
+    tid = "verify-tx"
+    raw = Raw(brokers[0].port)
+    try:
+        found = raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+        assert found.error_code == 0
+    finally:
+        raw.close()
+    coordinator = Raw(found.port)
+    try:
+        init = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                                "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0
+    finally:
+        coordinator.close()
+    meta = _admin(brokers).list_topics(topic, timeout=10)
+    partition = next(p for p in meta.topics[topic].partitions.values() if p.leader != found.node_id)
+    leader = Raw(meta.brokers[partition.leader].port)
+    try:
+        batch = build_batch([Record(0, 0, None, b"stray")], producer_id=init.producer_id, producer_epoch=0,
+                            base_sequence=0, is_transactional=True)
+        produced = leader.request(ApiKey.PRODUCE, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000,
+                                                      "topic_data": [{"name": topic, "partition_data": [
+                                                          {"index": partition.id, "records": batch}]}]})
+        assert produced.responses[0].partition_responses[0].error_code == 48  # INVALID_TXN_STATE
+    finally:
+        leader.close()

@@ -7,8 +7,9 @@ written with one write. v0/v1 message sets from old clients are converted to v2 
 Transactions are recognised from the batch header attributes alone. A client may not write
 control batches (INVALID_RECORD). A transactional batch whose producer has no open transaction in
 the partition is checked with the transaction coordinator first (KIP-890's verification, when
-this broker coordinates the transactional id): a partition the producer never added to an Ongoing
-transaction answers INVALID_TXN_STATE (an older epoch PRODUCER_FENCED... as the coordinator says),
+this broker coordinates the transactional id; in a cluster the coordinating broker is asked with
+AddPartitionsToTxn v4 verify_only): a partition the producer never added to an Ongoing transaction
+answers INVALID_TXN_STATE (an older epoch INVALID_PRODUCER_EPOCH, as the coordinator says),
 so a zombie or a confused client cannot open a transaction that would hold the LSO back forever.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import recompress, validate_batches, validate_keys
 from strom.protocol.records.compression import Compression
+from strom.protocol.records.header import HEADER_SIZE, parse_header
 from strom.protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
 from strom.protocol.records.legacy import upconvert
 from strom.protocol.schema import ApiKey
@@ -77,7 +79,36 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
         raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
-def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers) -> None:
+async def _verify_remotely(broker, body) -> dict[tuple[str, int], ErrorCode]:
+    """Cluster, transactional.id coordinated by another broker: ask it (one request per producer)
+    about the partitions whose first transactional batch this is, read from the first batch
+    header only."""
+    tid = body.transactional_id
+    txn = broker.txn
+    if broker.cluster is None or txn is None or txn.state.ownership_error(tid) is None:
+        return {}
+    asked: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            partition = broker.partition(topic.name, p.index)
+            if partition is None or not partition.is_leader or not records or len(records) < HEADER_SIZE:
+                continue
+            header = parse_header(records, 0)
+            if header.magic != 2 or not header.is_transactional or \
+                    header.producer_id in partition.log.producer_state.ongoing:
+                continue
+            asked.setdefault((header.producer_id, header.producer_epoch), []).append((topic.name, p.index))
+    out: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), partitions in asked.items():
+        found = await txn.verify_elsewhere(tid, pid, epoch, partitions)
+        if found:
+            out.update(found)
+    return out
+
+
+def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers,
+                        remote: dict | None = None) -> None:
     """Raise PartitionError unless every transactional producer here is in an Ongoing transaction
     that holds this partition (asked only when the log knows no open transaction of it)."""
     ongoing = partition.log.producer_state.ongoing
@@ -88,9 +119,12 @@ def _verify_transaction(broker, transactional_id, topic: str, index: int, partit
             raise PartitionError(ErrorCode.INVALID_RECORD, "transactional batches need a transactional.id")
         txn = broker.txn
         if txn.state.ownership_error(transactional_id) is not None:
-            continue  # coordinated elsewhere: accepted as Kafka does without verification
-        code = txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
-                                     [(topic, index)])[(topic, index)]
+            code = (remote or {}).get((topic, index))
+            if code is None:
+                continue  # the coordinator could not be asked: accepted unverified
+        else:
+            code = txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
+                                         [(topic, index)])[(topic, index)]
         if code == ErrorCode.PRODUCER_FENCED:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         if code != ErrorCode.NONE:
@@ -101,7 +135,7 @@ def _verify_transaction(broker, transactional_id, topic: str, index: int, partit
 
 
 def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list,
-            transactional_id: str | None = None) -> dict:
+            transactional_id: str | None = None, remote: dict | None = None) -> dict:
     partition, code = leader_partition(broker, topic, index)
     if code != ErrorCode.NONE:
         raise PartitionError(code)
@@ -123,7 +157,7 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
     if any(h.is_control for h in headers):
         raise PartitionError(ErrorCode.INVALID_RECORD, "control batches are written by transaction coordinators only")
     if any(h.is_transactional for h in headers):
-        _verify_transaction(broker, transactional_id, topic, index, partition, headers)
+        _verify_transaction(broker, transactional_id, topic, index, partition, headers, remote)
     try:
         info = partition.append(data, headers)
     except StorageError as exc:
@@ -165,6 +199,7 @@ async def handle(broker, request) -> dict | None:
         return {"responses": [{"name": t.name, "partition_responses": [
             _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
             for t in body.topic_data], "throttle_time_ms": 0, "node_endpoints": []}
+    remote = await _verify_remotely(broker, body) if transactional_id else None
     for topic in body.topic_data:
         name = topic.name
         if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, name):
@@ -181,7 +216,7 @@ async def handle(broker, request) -> dict | None:
             for p in topic.partition_data:
                 try:
                     parts.append(_append(broker, name, p.index, p.records, version, acks, waits,
-                                         body.transactional_id if version >= 3 else None))
+                                         transactional_id, remote))
                     appended = True
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import trio
 
 from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
 from strom.broker.group.records import partition_for
 
 from .markers import TransactionMarkerChannelManager
@@ -67,6 +68,7 @@ class TransactionCoordinator:
         self._offsets_partitions = offsets_partitions
         self._nursery: trio.Nursery | None = None
         self._pending_completions: list[str] = []
+        self._verify_clients: dict[int, object] = {}
         self.active = True
 
     # ------------------------------------------------------------------ lifecycle
@@ -98,6 +100,8 @@ class TransactionCoordinator:
                 self._nursery = None
                 with trio.CancelScope(shield=True):
                     await self.markers.close()
+                    for client in self._verify_clients.values():
+                        await client.close()
 
     def shutdown(self) -> None:
         self.active = False
@@ -251,6 +255,39 @@ class TransactionCoordinator:
         ongoing = meta.state == TxnState.ONGOING
         return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
                 for tp in partitions}
+
+    async def verify_elsewhere(self, tid: str, pid: int, epoch: int,
+                               partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode] | None:
+        """Ask the broker coordinating ``tid`` (AddPartitionsToTxn v4 verify_only), as a partition
+        leader does before a transaction's first batch; None if it cannot be asked now."""
+        leader = self.state.coordinator_of(tid)
+        address = self.port.endpoint(leader) if leader is not None and leader != self.port.node_id else None
+        factory = self.markers._client_factory
+        if address is None or factory is None:
+            return None
+        client = self._verify_clients.get(leader)
+        if client is None:
+            client = self._verify_clients[leader] = factory(*address)
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        body = {"transactions": [{"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                  "verify_only": True,
+                                  "topics": [{"name": t, "partitions": p} for t, p in topics.items()]}]}
+        try:
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, body, timeout_s=5)
+        except Exception as exc:  # unreachable coordinator: the batch is accepted unverified
+            log.info("could not verify transactional.id=%s with broker %s: %s", tid, leader, exc)
+            self._verify_clients.pop(leader, None)
+            return None
+        if response.error_code:
+            return {tp: ErrorCode(response.error_code) for tp in partitions}
+        out = {}
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    out[(topic.name, p.partition_index)] = ErrorCode(p.partition_error_code)
+        return out
 
     # ------------------------------------------------------------------ EndTxn
     async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
