@@ -321,6 +321,21 @@ class ErrorAnswer:
         return {"throttle_time_ms": 0, resp.name: entries}
 
 
+def _topic_names(body: Container) -> set[str]:
+    """Topics a request without a partition layout names (DeleteTopics, DescribeConfigs, the
+    transaction APIs, ...): the names in its top-level lists of topics or resources."""
+    out: set[str] = set()
+    for key, value in body.items():
+        if not isinstance(value, list) or not ("topic" in key or key == "resources"):
+            continue
+        for item in value:
+            if isinstance(item, str):
+                out.add(item)
+            elif isinstance(item, dict):
+                out.update(item[k] for k in ("name", "topic", "resource_name") if item.get(k))
+    return out
+
+
 def _same_topic(resp_entry: dict, req_entry: dict, layout: _Layout) -> bool:
     if req_entry.get("topic_id") is not None and resp_entry.get("topic_id") is not None:
         return resp_entry["topic_id"] == req_entry["topic_id"]
@@ -515,7 +530,7 @@ class FaultInjector:
             topics = request.body.get("topics")
             return topics is None or any(t.get("name") == rule.topic for t in topics)
         if request.header.api_key not in _LAYOUTS:
-            return False
+            return rule.topic in _topic_names(request.body)
         answer.split()
         return bool(answer.faulted)
 

@@ -223,3 +223,15 @@ def test_release_table_is_what_real_brokers_answered():
             if key in known:
                 assert hi <= api_spec(key).max_version, (name, key)
     assert releases["2.8"][0] == (0, 9) and releases["3.0"][ApiKey.METADATA] == (0, 11)
+
+
+async def test_a_topic_rule_on_an_api_without_partitions_matches_requests_naming_the_topic(connect, broker):
+    client = await connect()
+    await create(client, "keep")
+    await create(client, "gone")
+    rule = broker.injector().add("DeleteTopics", error="TOPIC_DELETION_DISABLED", topic="keep")
+    response = await client.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["gone"], "timeout_ms": 1000})
+    assert response.responses[0].error_code == 0 and rule.hits == 0
+    response = await client.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["keep"], "timeout_ms": 1000})
+    assert response.responses[0].error_code == ErrorCode.TOPIC_DELETION_DISABLED and rule.hits == 1
+    assert "keep" in broker.topics.topics and "gone" not in broker.topics.topics
