@@ -18,7 +18,9 @@ One run, in order:
    record, ``rounds`` runs, best kept); end-to-end latency at a fixed modest rate; 50
    connections x 20 one-record Produce requests in flight; peak memory (VmHWM); then broker CPU
    with consumers of 1,000 idle partitions, full fetches vs incremental fetch sessions, and the
-   same against the reference Kafka 4.0 when it can run here (``bench_sessions``).
+   same against the reference Kafka 4.0 when it can run here (``bench_sessions``); transactions
+   (``bench_txn``); produce and consume over an SSL listener against the PLAINTEXT one, and
+   against the reference Kafka 4.0 over SSL (``bench_tls``).
 
 Clients are confluent-kafka with linger.ms=5, batch.num.messages=10000, consumer
 fetch.queue.backoff.ms=1. Figures are reported, never asserted. The output is a table on stdout
@@ -42,7 +44,7 @@ from typing import Any, Callable, Iterator
 import click
 
 from strom.tools import (bench_client, bench_console, bench_files, bench_inflight, bench_machine,
-                         bench_sessions, bench_txn)
+                         bench_sessions, bench_tls, bench_txn)
 
 MIB = 1 << 20
 SIZES = (100, 1024)
@@ -81,6 +83,7 @@ class BenchSettings:
     console_rounds: int = 3
     txn_records: int = 200_000
     txn_kafka: bool = True
+    tls_records: int = 300_000
     file_cache_partitions: int = 1000
 
     def records(self, size: int) -> int:
@@ -91,7 +94,7 @@ FULL = BenchSettings()
 QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
                       inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
                       startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100,
-                      console_rounds=2, txn_records=50_000,
+                      console_rounds=2, txn_records=50_000, tls_records=50_000,
                       file_cache_partitions=300)
 
 
@@ -429,6 +432,7 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
         if profiler is not None:
             profiler.stop()
         broker.stop()
+    bench_tls.measure_tls(report, log, records=settings.tls_records, workdir=workdir, kafka=settings.txn_kafka)
     run_console_benchmark(settings, workdir, log, report)
     bench_files.add_to_report(report, settings.file_cache_partitions, workdir, log)
     return report

@@ -16,7 +16,7 @@ TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, l
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
                rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
                console_topics=4, console_partitions=2, console_rounds=1, txn_records=2_000, txn_kafka=False,
-               file_cache_partitions=40)
+               file_cache_partitions=40, tls_records=300)
 
 EXPECTED_FIGURES = {
     "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
@@ -34,6 +34,7 @@ EXPECTED_FIGURES = {
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
     "txn_produce_commit_every_1000_records_per_s",
     "file_cache_bounded_appends_per_s", "file_cache_bounded_old_reads_per_s", "file_cache_old_segment_reads_per_s",
+    "tls_produce_100b", "tls_consume_100b",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
@@ -46,6 +47,7 @@ EXPECTED_REFERENCES = {
     "file_cache_unbounded_appends_per_s", "file_cache_unbounded_old_reads_per_s",
     "file_cache_bounded_active_reads_per_s",
     "kafka_request_worst_ms_idle",
+    "strom_plaintext_produce", "strom_plaintext_consume",
 }
 
 
@@ -77,6 +79,7 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
 
     assert set(doc["details"]["transactions_strom"]) == {"plain", "txn"}
+    assert set(doc["details"]["tls"]["strom"]) == {"plaintext_produce", "plaintext_consume", "ssl_produce", "ssl_consume"}
     assert doc["details"]["console_overhead"]["polled_requests"] > 0
     assert len(doc["details"]["console_overhead"]["runs"]["on"]) == TINY.console_rounds
     assert doc["details"]["console_latency"]["partitions"] == 8
