@@ -11,6 +11,8 @@ from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
@@ -19,6 +21,10 @@ VERSIONS = (0, 4)
 
 async def handle(broker, request) -> dict:
     body = request.body
+    if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not body.group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     with contextlib.suppress(TopicError):

@@ -11,6 +11,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
+
 from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -31,6 +33,14 @@ def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
 
 async def _one(broker, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
     partitions = [(t.name, p) for t in topics for p in t.partitions]
+    if not verify_only and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in partitions}
+    if verify_only and not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+        return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in partitions}
+    denied = {tp for tp in partitions if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, tp[0])}
+    if denied and not verify_only:  # as Kafka: the others are not attempted
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
     if verify_only:
         return broker.txn.verify_partitions(tid, pid, epoch, partitions)
     unknown = {tp for tp in partitions if _unknown(broker, *tp)}

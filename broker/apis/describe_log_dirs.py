@@ -13,6 +13,8 @@ import os
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, allowed_cluster
+
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 VERSIONS = (0, 4)
 
@@ -25,6 +27,8 @@ def _wanted(body):
 
 
 async def handle(broker, request) -> dict:
+    if not allowed_cluster(broker, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = _wanted(request.body)
     results = []
     for info in broker.logs.describe_dirs():

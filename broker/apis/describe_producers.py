@@ -7,6 +7,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 from ._common import leader_partition
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
@@ -14,6 +16,9 @@ VERSIONS = (0, 0)
 
 
 def _partition(broker, topic: str, index: int) -> dict:
+    if not allowed(broker, Operation.READ, ResourceType.TOPIC, topic):
+        return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None,
+                "active_producers": []}
     partition, code = leader_partition(broker, topic, index)
     out = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
     if code != ErrorCode.NONE:

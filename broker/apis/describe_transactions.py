@@ -3,7 +3,10 @@
 NOT_COORDINATOR, an unknown one TRANSACTIONAL_ID_NOT_FOUND."""
 from __future__ import annotations
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 VERSIONS = (0, 0)
@@ -11,4 +14,12 @@ VERSIONS = (0, 0)
 
 async def handle(broker, request) -> dict:
     return {"throttle_time_ms": 0,
-            "transaction_states": [broker.txn.describe(tid) for tid in request.body.transactional_ids]}
+            "transaction_states": [broker.txn.describe(tid)
+                                   if allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+                                   else _denied(tid) for tid in request.body.transactional_ids]}
+
+
+def _denied(tid: str) -> dict:
+    return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+            "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+            "producer_id": -1, "producer_epoch": -1, "topics": []}

@@ -8,6 +8,8 @@ from strom.broker.txn.metadata import TxnState
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed
+
 API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = (0, 1)
 
@@ -26,6 +28,9 @@ async def handle(broker, request) -> dict:
     else:
         duration = body.duration_filter if request.header.api_version >= 1 else -1
         states = broker.txn.list(known or None, set(body.producer_id_filters or []) or None, duration)
+    if broker.authorizer is not None:  # only the transactional ids the principal may describe
+        states = [s for s in states if allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                               s["transactional_id"])]
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.txn.loading else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": states}

@@ -2,6 +2,8 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
+
 from ._common import leader_partition
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -10,6 +12,10 @@ VERSIONS = (0, 4)
 
 def _answer(broker, topic: str, req, version: int) -> dict:
     out = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
+    if broker.authorizer is not None and not (allowed_cluster(broker, Operation.CLUSTER_ACTION) or
+                                              allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic)):
+        out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return out
     partition, code = leader_partition(broker, topic, req.partition, req.current_leader_epoch if version >= 2 else -1)
     if code != ErrorCode.NONE:
         out["error_code"] = code

@@ -7,7 +7,10 @@ generation, checked like OffsetCommit's when given.
 from __future__ import annotations
 
 from strom.broker.group.records import CommittedOffset
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 4)
@@ -16,6 +19,19 @@ VERSIONS = (0, 4)
 async def handle(broker, request) -> dict:
     body = request.body
     version = request.header.api_version
+    denied = None
+    if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if denied is not None:
+        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": denied} for p in t.partitions]} for t in body.topics]}
+    refused = {t.name for t in body.topics if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name)}
+    if refused:
+        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+             if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in t.partitions]} for t in body.topics]}
     offsets = [(t.name, p.partition_index,
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                                 p.committed_metadata or ""))

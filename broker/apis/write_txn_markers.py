@@ -12,12 +12,18 @@ from strom.broker.txn.markers import REPLICATION_TIMEOUT_S, append_marker, await
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, allowed_cluster
+
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
 
 
 async def handle(broker, request) -> dict:
     port = broker.txn.port
+    if not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+        return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [
+            {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} for i in t.partition_indexes]}
+            for t in m.topics]} for m in request.body.markers]}
     answers = []
     waits = []
     for marker in request.body.markers:

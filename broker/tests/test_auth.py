@@ -196,3 +196,28 @@ async def test_every_api_answers_its_authorization_error(secured, nursery):
     assert cluster.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     scram = await alice.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
     assert scram.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_transaction_and_replication_apis_check_their_resources(secured, nursery):
+    alice = await login(secured, nursery, "alice")
+    end = await alice.request(ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                                  "committed": True})
+    assert end.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    added = await alice.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "tx",
+        "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "t", "partitions": [0]}]})
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code \
+        == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    offsets = await alice.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "tx", "producer_id": 1,
+                                                                 "producer_epoch": 0, "group_id": "g"})
+    assert offsets.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    described = await alice.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
+    assert described.transaction_states[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    markers = await alice.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{"producer_id": 1, "producer_epoch": 0,
+        "transaction_result": True, "topics": [{"name": "t", "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+    assert markers.markers[0].topics[0].partitions[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    dirs = await alice.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert dirs.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    epochs = await alice.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    assert epochs.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
