@@ -330,3 +330,50 @@ class FetchManager:
             topic_id = forgotten.topic_id if uses_ids else bytes(16)
             for index in forgotten.partitions:
                 parts.pop(_key(uses_ids, name, topic_id, index), None)
+
+
+class FetchSessionHandler:
+    """The client side of a fetch session, as a follower uses it (Kafka's FetchSessionHandler).
+
+    `build(wanted)` turns the partitions to fetch ({(topic, partition): fields}) into the
+    session id, epoch, partitions to send and partitions to forget: everything at first and
+    after any error; afterwards only partitions that are new or whose fields changed.
+    `handle(response)` moves the session on, or starts over on any session error."""
+
+    def __init__(self):
+        self.session_id = INVALID_SESSION_ID
+        self.next_epoch = INITIAL_EPOCH
+        self.sent: dict[tuple[str, int], dict] = {}   # what the broker's session holds, as last sent
+        self._pending: dict[tuple[str, int], dict] | None = None
+        self._full = True
+
+    def reset(self) -> None:
+        self.session_id, self.next_epoch, self.sent, self._pending = INVALID_SESSION_ID, INITIAL_EPOCH, {}, None
+
+    def build(self, wanted: dict[tuple[str, int], dict]) -> tuple[int, int, dict, list[tuple[str, int]]]:
+        """(session id, epoch, partitions to send, partitions to forget)."""
+        self._pending = {k: dict(v) for k, v in wanted.items()}
+        if self.session_id == INVALID_SESSION_ID or self.next_epoch == INITIAL_EPOCH:
+            self._full = True
+            return INVALID_SESSION_ID, INITIAL_EPOCH, dict(wanted), []
+        self._full = False
+        send = {k: v for k, v in wanted.items() if self.sent.get(k) != v}
+        forget = [k for k in self.sent if k not in wanted]
+        return self.session_id, self.next_epoch, send, forget
+
+    def handle(self, error_code: int, session_id: int) -> None:
+        if error_code != ErrorCode.NONE:
+            if error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                              ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR):
+                log.debug("fetch session %d: %s; starting a new one", self.session_id, ErrorCode(error_code).name)
+            self.reset()
+            return
+        if self._full:
+            if session_id == INVALID_SESSION_ID:
+                self.reset()  # no room in the leader's cache: full fetches, asking again each time
+                return
+            self.session_id, self.next_epoch = session_id, next_epoch(INITIAL_EPOCH)
+        else:
+            self.next_epoch = next_epoch(self.next_epoch)
+        self.sent = self._pending or {}
+        self._pending = None

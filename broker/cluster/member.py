@@ -33,6 +33,7 @@ from .controller import Controller
 from .placement import PlacementError, assign_replicas
 from .zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
                        VersionedPartitionState, ZkClientError)
+from ..fetch_session import FetchSessionHandler
 from .zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
 
 if TYPE_CHECKING:
@@ -385,6 +386,7 @@ class ClusterMember:
 
     async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
         client = None
+        session = FetchSessionHandler()  # an incremental fetch session with this leader (KIP-227)
         with scope:
             try:
                 while True:
@@ -399,9 +401,11 @@ class ClusterMember:
                             await client.close()
                         client = BrokerClient(endpoint.host, endpoint.port, f"strom-replica-{self.node_id}",
                                               security=self.broker.inter_broker)
+                        session.reset()
                     try:
-                        await self._fetch_once(client, partitions)
+                        await self._fetch_once(client, partitions, session)
                     except BrokerUnavailable as exc:
+                        session.reset()
                         log.debug("fetching from broker %d failed: %s", leader, exc)
                         with trio.move_on_after(FETCH_BACKOFF_S):
                             await self._changed.wait()
@@ -411,20 +415,38 @@ class ClusterMember:
                     with trio.CancelScope(shield=True):
                         await client.close()
 
-    async def _fetch_once(self, client: BrokerClient, partitions: list["Partition"]) -> None:
-        by_topic: dict[str, list] = {}
+    async def _fetch_once(self, client: BrokerClient, partitions: list["Partition"],
+                          session: FetchSessionHandler | None = None) -> None:
+        wanted: dict[tuple[str, int], dict] = {}
         for p in partitions:
             epoch = p.log.latest_epoch()
-            by_topic.setdefault(p.topic, []).append({
+            wanted[(p.topic, p.index)] = {
                 "partition": p.index, "current_leader_epoch": p.leader_epoch,
                 "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": epoch if epoch is not None else -1,
                 "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": self.config["replica.fetch.max.bytes"]})
+                "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
+        session = session if session is not None else FetchSessionHandler()
+        session_id, session_epoch, send, forget = session.build(wanted)
+        by_topic: dict[str, list] = {}
+        for (topic, _), fields in send.items():
+            by_topic.setdefault(topic, []).append(fields)
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
                 "max_bytes": self.config["replica.fetch.response.max.bytes"], "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
-        response = await client.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=FETCH_WAIT_MS / 1000 + 30)
+                "session_id": session_id, "session_epoch": session_epoch,
+                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
+        try:
+            response = await client.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=FETCH_WAIT_MS / 1000 + 30)
+        except BaseException:
+            session.reset()
+            raise
+        session.handle(response.error_code, response.session_id)
+        if response.error_code != ErrorCode.NONE:
+            log.debug("fetch from the leader answered %s", ErrorCode(response.error_code).name)
+            return
         progressed = False
         for topic in response.responses:
             for data in topic.partitions:

@@ -226,3 +226,45 @@ def test_eviction_prefers_followers_and_bigger_sessions_once_old_enough():
     assert consumer and cache.get(big) is None, "a consumer may evict only consumers' sessions"
     assert cache.evictions == 2
     assert next_epoch(2**31 - 1) == 1 and next_epoch(0) == 1
+
+
+async def test_follower_side_handler_sends_only_changes_and_starts_over_after_errors(connect, broker):
+    from strom.broker.fetch_session import FetchSessionHandler
+    client = await connect()
+    await create(client, "fh", partitions=3)
+    handler = FetchSessionHandler()
+
+    def fields(p, offset):
+        return {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+                "last_fetched_epoch": -1, "log_start_offset": 0}
+
+    async def fetch(wanted):
+        sid, epoch, send, forget = handler.build(wanted)
+        body = session_fetch({}, sid, epoch, replica_id=5)
+        by_topic = {}
+        for (t, _), f in send.items():
+            by_topic.setdefault(t, []).append(f)
+        body["topics"] = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        body["forgotten_topics_data"] = [{"topic": t, "partitions": [p]} for t, p in forget]
+        response = await client.request(ApiKey.FETCH, 12, body)
+        handler.handle(response.error_code, response.session_id)
+        return send, forget, response
+
+    wanted = {("fh", p): fields(p, 0) for p in range(3)}
+    send, _, first = await fetch(wanted)
+    assert len(send) == 3 and handler.session_id == first.session_id != 0 and handler.next_epoch == 1
+    send, forget, second = await fetch(wanted)
+    assert send == {} and forget == [] and second.responses == []
+    await client.request(ApiKey.PRODUCE, 9, produce_body("fh", batch(2), partition=1))
+    send, _, third = await fetch(wanted)
+    assert list(answered(third)) == [("fh", 1)]
+    wanted[("fh", 1)] = fields(1, 2)
+    del wanted[("fh", 2)]
+    send, forget, _ = await fetch(wanted)
+    assert list(send) == [("fh", 1)] and forget == [("fh", 2)]
+    assert sorted(broker.fetch_sessions.cache.get(handler.session_id).partitions) == [("fh", 0), ("fh", 1)]
+    broker.fetch_sessions.cache.remove(handler.session_id)  # say, evicted
+    _, _, lost = await fetch(wanted)
+    assert lost.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and handler.session_id == 0
+    send, _, renewed = await fetch(wanted)
+    assert len(send) == 2 and renewed.session_id != 0, "a full fetch opens a new session"
