@@ -4,14 +4,12 @@
 idempotent producers with each codec, consumer groups with the range and cooperative-sticky
 assignors, manual and automatic commits, seek by timestamp, and the Admin calls Strom serves. It
 is compiled once per run with javac (Debian's openjdk-17-jdk-headless) and run against one broker;
-each check becomes one test here. The results are recorded in ``results.json`` beside this file
-(`--record` style: only when STROM_RECORD_COMPAT=1) for the README's compatibility table.
+each check becomes one test here (recorded for the README's table by conftest.py).
 
 Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -25,7 +23,6 @@ from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "StromClientChecks.java"
-RESULTS = HERE / "results.json"
 KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", HERE.parents[2] / "shared" / "jvm" / "kafka-4.0.0"))
 JVM_FLAGS = ["-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m"]
 CHECKS = (
@@ -83,10 +80,6 @@ def java_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
             results[name] = "passed" if word == "PASS" else f"failed: {detail}"
     results["_stderr"] = run.stderr[-3000:]
     results["_seconds"] = f"{seconds:.1f}"
-    if os.environ.get("STROM_RECORD_COMPAT") == "1":
-        RESULTS.write_text(json.dumps({"client": "Apache Kafka Java client", "version": "4.0.0",
-                                       "checks": {k: v for k, v in results.items() if not k.startswith("_")}},
-                                      indent=1, sort_keys=True) + "\n")
     yield results
 
 
