@@ -278,3 +278,41 @@ def test_control_endpoint_of_an_embedded_broker_when_configured():
         assert [r["api"] for r in b.faults.rules()] == ["Fetch"]
     with broker() as b:
         assert b.control_address is None
+
+
+def test_the_control_endpoint_answers_bad_requests_with_400_and_keeps_serving():
+    import socket
+
+    def raw(address: str, data: bytes) -> bytes:
+        host, port = address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    with broker(control_listener="127.0.0.1:0") as b:
+        address = b.control_address
+        def post(path: str, body: bytes) -> bytes:
+            return b"POST %s HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body)
+
+        cases = {
+            b"DELETE /v1/status HTTP/1.1\r\n\r\n": b"expected GET or POST",
+            post("/v1/fault", b"{nope"): b"not JSON",
+            post("/v1/fault", b"[]"): b"JSON object",
+            post("/v1/fault", b'{"api": "Nope", "error": 6}'): b"unknown API",
+            post("/v1/fault", b'{"api": "Fetch"}'): b"needs an error, a delay or a drop",
+            b"POST /v1/explode HTTP/1.1\r\n\r\n": b"unknown operation",
+            b"POST /v1/fault HTTP/1.1\r\nContent-Length: 999999999\r\n\r\n": b"too large",
+            b"GET /other HTTP/1.1\r\n\r\n": b"unknown path",
+            post("/v1/fault", b'{"bogus": 1}'): b"unexpected keyword",
+        }
+        for request, message in cases.items():
+            answer = raw(address, request)
+            assert answer.split(b"\r\n", 1)[0] in (b"HTTP/1.1 400 Error", b"HTTP/1.1 404 Error"), (request, answer)
+            assert message in answer, (request, answer)
+        assert b"closed before the request ended" in raw(address, b"POST /v1/fau")  # cut short
+        assert b"\"result\"" in raw(address, b"GET /v1/status HTTP/1.1\r\n\r\n")
+        _produce(b.bootstrap_servers, "still-serving", [b"ok"])
