@@ -19,6 +19,7 @@ from . import context
 from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
 from .errors import TopicError
 from .fetch_session import FetchManager, FetchSessionCache
+from .quotas import QuotaManager
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .txn.coordinator import TransactionCoordinator, TxnSettings
@@ -106,6 +107,7 @@ class Broker:
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
         # version cap or recording is active, so the request path checks one attribute for None.
         self.faults = None
+        self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
         self._injector = None
         self.control_port: int | None = None  # the test control endpoint's port (control.listener)
         if config["zookeeper.connect"]:

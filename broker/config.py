@@ -188,6 +188,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "A follower that has not caught up for this long leaves the ISR.", minimum=1),
     _D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower fetches per partition per request.", minimum=1),
     _D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", minimum=1),
+    _D("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", minimum=1),
+    _D("quota.window.size.seconds", "int", 1, "Length of one client quota rate sample.", minimum=1),
     _D("max.request.partition.size.limit", "int", 2000,
        "Most partitions one DescribeTopicPartitions answer holds.", minimum=1),
     _D("max.incremental.fetch.session.cache.slots", "int", 1000,

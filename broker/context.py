@@ -16,3 +16,6 @@ listener_name: ContextVar[str] = ContextVar("listener_name", default="")
 
 # The authenticated principal of the connection, as Kafka writes it: "User:alice".
 principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
+
+# Until when (trio clock) the connection reads nothing more: a client over its quota (0: not muted).
+muted_until: ContextVar[float] = ContextVar("muted_until", default=0.0)

@@ -137,6 +137,13 @@ class ConnectionHandler:
                     await self._send(stream, out)
                     out = []
                 keep_open = await self._dispatch(conn, event, out, peer)
+                muted = context.muted_until.get()
+                if muted and keep_open:  # over a client quota: answer now, read nothing more until then
+                    context.muted_until.set(0.0)
+                    if out:
+                        await self._send(stream, out)
+                        out = []
+                    await trio.sleep_until(muted)
             elif isinstance(event, BadRequest):
                 keep_open = self._reject(conn, event, out, peer)
             elif isinstance(event, FrameTooLarge):
@@ -178,6 +185,11 @@ class ConnectionHandler:
             accounting.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
                            failed, self.broker.topic_name_by_id)
         if body is not None:
+            if self.broker.quotas.entries:  # client quotas: throttle_time_ms, then mute the connection
+                mute_ms = self.broker.quotas.throttle(request, body, time.perf_counter() - started,
+                                                      context.principal.get(), trio.current_time())
+                if mute_ms:
+                    context.muted_until.set(trio.current_time() + mute_ms / 1000)
             out.extend(conn.send_response(request, body))
         return True
 

@@ -75,6 +75,7 @@ class TopicStore:
         self.producer_id_limit = 0
         self.users: dict[str, dict[str, str]] = {}  # SCRAM credentials as Kafka's /config/users/<user>
         self.acls: list[list] = []  # ACL bindings (broker.auth.acl.AclBinding.to_json rows)
+        self.quotas: dict[tuple, dict[str, float]] = {}  # client quotas: entity -> {key: value}
         if path.exists():
             self._load()
         else:
@@ -91,6 +92,7 @@ class TopicStore:
         self.next_producer_id = self.producer_id_limit
         self.users = data.get("users", {})
         self.acls = data.get("acls", [])
+        self.quotas = {tuple((t, n) for t, n in q["entity"]): dict(q["values"]) for q in data.get("quotas", [])}
         for name, entry in data.get("topics", {}).items():
             info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
             self.topics[name] = info
@@ -110,6 +112,9 @@ class TopicStore:
             data["users"] = self.users
         if self.acls:
             data["acls"] = self.acls
+        if self.quotas:
+            data["quotas"] = [{"entity": [list(e) for e in entity], "values": values}
+                              for entity, values in sorted(self.quotas.items(), key=lambda kv: repr(kv[0]))]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=True)
         atomic_write(self.path, text.encode())
@@ -160,6 +165,11 @@ class TopicStore:
         else:
             self.users.pop(user, None)
         self._save()
+
+    def set_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
+        old = self.quotas
+        self.quotas = {e: dict(v) for e, v in quotas.items() if v}
+        self._save_or_undo(lambda: setattr(self, "quotas", old))
 
     def set_acls(self, rows: list[list]) -> None:
         self.acls = [list(r) for r in rows]

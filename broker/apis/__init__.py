@@ -23,6 +23,7 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, de
                list_transactions, txn_offset_commit, write_txn_markers)
 from . import delete_records, describe_topic_partitions, elect_leaders
 from . import consumer_group_describe, consumer_group_heartbeat
+from . import alter_client_quotas, describe_client_quotas
 
 MODULES: list[ModuleType] = [
     produce,
@@ -71,6 +72,8 @@ MODULES: list[ModuleType] = [
     describe_topic_partitions,
     consumer_group_heartbeat,
     consumer_group_describe,
+    describe_client_quotas,
+    alter_client_quotas,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}
