@@ -199,7 +199,10 @@ def build_app(source: BrokerSource, history) -> Starlette:
         group_id = request.path_params["group"]
         data = views.group(group_id)
         if data is None:
-            return await not_found(f"Group {group_id} is not coordinated by this broker (or does not exist).")
+            other = source.group_coordinator_id(group_id) if source.clustered else None
+            if other is not None and other != source.node_id:
+                return await not_found(f"Group {group_id} is coordinated by broker {other}: its console shows it.")
+            return await not_found(f"Group {group_id} does not exist.")
         hist = history.group(group_id)
         charts = []
         # a chart per partition, the largest lag first, at most MAX_CHARTS (the API has them all)
