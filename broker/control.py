@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .errors import TopicError
-from .faults import kafka_releases
 from .listen import BoundSockets, bind_listener
 
 if TYPE_CHECKING:
@@ -93,6 +92,8 @@ class Controls:
         self.broker.injector().resume()
 
     async def op_cap(self, release: str | None = None) -> dict:
+        from .faults import kafka_releases
+
         self.broker.injector().cap_versions(release)
         return {"release": release, "known": list(kafka_releases())}
 

@@ -173,14 +173,13 @@ class StromBroker:
 
         async def main() -> None:
             from strom.broker.broker import Broker
-            from strom.broker.control import Controls
 
             self._token = trio.lowlevel.current_trio_token()
             broker = Broker(config)
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 await nursery.start(broker.run, prebound)
-                self._broker, self._controls = broker, Controls(broker)
+                self._broker = broker
                 ready.set()
 
         try:
@@ -292,8 +291,14 @@ class StromBroker:
 
         from strom.broker.control import ControlError as BrokerControlError
 
+        if self._controls is None or self._controls.broker is not self._broker:
+            from strom.broker.control import Controls  # loaded on the first control call
+
+            self._controls = Controls(self._broker)
+        controls, token = self._controls, self._token
+
         def call():
-            return trio.from_thread.run(self._controls.call, operation, args, trio_token=self._token)
+            return trio.from_thread.run(controls.call, operation, args, trio_token=token)
 
         try:
             trio.lowlevel.current_task()
