@@ -26,6 +26,8 @@ from .txn.coordinator import TransactionCoordinator, TxnSettings
 from .txn.port import BrokerPort
 from .replica_manager import Partition, ReplicaManager
 from .auth import make_authorizer
+from .auth.acl import AclBinding
+from .auth.zkstore import StandaloneAclStore, ZkAclStore
 from .security import listener_security
 from .security.interbroker import inter_broker_security
 from .security.credentials import StandaloneCredentials, ZkCredentials
@@ -122,7 +124,8 @@ class Broker:
         self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
         self.credentials = StandaloneCredentials(self.topics)
         if self.authorizer is not None:
-            self.authorizer.attach(self.topics)
+            store = StandaloneAclStore(self.topics)
+            self.authorizer.attach(store, [AclBinding.from_json(row) for row in self.topics.acls])
         self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
         for info in self.topics.topics.values():
             self._open_partitions(info, range(info.partitions))
@@ -154,6 +157,10 @@ class Broker:
         _make_dirs(self.config.log_dirs)
         cluster_id = await self.cluster.connect()
         self.credentials = ZkCredentials(self.cluster.zk)
+        if self.authorizer is not None:
+            store = ZkAclStore(self.cluster.zk)
+            self.authorizer.attach(store, await store.load())
+            await store.watch(self.authorizer.changed_elsewhere)
         self.topics = self.cluster.cache
         self._start_logs(cluster_id, {})
         self.groups = GroupCoordinator(self)
@@ -209,6 +216,8 @@ class Broker:
                                    self.config["log.retention.check.interval.ms"], self._retention)
                 nursery.start_soon(self._periodic, "log cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
                 nursery.start_soon(self.groups.run)
+                if self.authorizer is not None and self.cluster is not None:
+                    nursery.start_soon(self.authorizer.follow)
                 await nursery.start(self.txn.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)

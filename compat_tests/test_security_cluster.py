@@ -26,6 +26,9 @@ class ReplicatingOverSaslSsl(BrokerProcess):
         cmd[i] = f"listeners=PLAINTEXT://{HOST}:{self._port},SASL_SSL://{HOST}:0"
         return cmd
 
+    def sasl_ssl(self) -> str:
+        return next(t.split("://", 1)[1] for t in self.info.listeners if t.startswith("SASL_SSL://"))
+
 
 def wait(predicate, timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
@@ -53,7 +56,9 @@ def test_replication_and_failover_over_sasl_ssl_between_brokers(zookeeper, tmp_p
                 "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
                 "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server_pem),
-                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_pem)}).start())
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_pem),
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": "User:broker;User:ANONYMOUS"}).start())
         bootstrap = ",".join(b.bootstrap for b in brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         # the brokers' own SCRAM user, written to ZooKeeper through one broker, read by all
@@ -88,8 +93,45 @@ def test_replication_and_failover_over_sasl_ssl_between_brokers(zookeeper, tmp_p
             values.extend(m.value() for m in consumer.consume(300, 1) if not m.error())
         consumer.close()
         assert values == [b"%05d" % i for i in range(300)]
+        check_acls_shared_through_zookeeper(zookeeper, survivors, ca_pem)
         logs = "".join(b.log_tail(1 << 20) for b in brokers)
         assert "broker-secret" not in logs
     finally:
         for b in brokers:
             b.stop()
+
+
+def check_acls_shared_through_zookeeper(zookeeper, brokers, ca_pem) -> None:
+    """An ACL created through one broker is stored in Kafka's /kafka-acl layout and enforced by
+    every broker (each reloads on the change notification)."""
+    import json
+
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    from kazoo.client import KazooClient
+    first, last = brokers[0], brokers[-1]
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"carol-secret")]).values():
+        future.result(30)
+    carol = AdminClient({"bootstrap.servers": last.sasl_ssl(), "security.protocol": "SASL_SSL",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret",
+                         "ssl.ca.location": str(ca_pem)})
+    assert "secure-repl" not in carol.list_topics(timeout=20).topics, "no ACL yet: carol sees nothing"
+    binding = AclBinding(ResourceType.TOPIC, "secure-", ResourcePatternType.PREFIXED, "User:carol", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        future.result(30)
+    wait(lambda: "secure-repl" in carol.list_topics(timeout=20).topics, 20,
+         "the other broker to enforce the ACL created through the first")
+    zk = KazooClient(hosts=zookeeper.connect_string + "/strom-sasl-ssl")
+    zk.start(timeout=20)
+    try:
+        data, _ = zk.get("/kafka-acl-extended/prefixed/Topic/secure-")
+        assert json.loads(data) == {"version": 1, "acls": [
+            {"principal": "User:carol", "permissionType": "Allow", "operation": "Describe", "host": "*"}]}
+        assert zk.get_children("/kafka-acl-extended-changes")
+        user, _ = zk.get("/config/users/carol")
+        assert json.loads(user)["config"]["SCRAM-SHA-512"].endswith(",iterations=4096")
+    finally:
+        zk.stop()

@@ -30,9 +30,6 @@ def make_authorizer(config: BrokerConfig) -> "AclAuthorizer | None":
     if name not in AUTHORIZER_CLASSES:
         raise ConfigError(f"authorizer.class.name={name}: Strom has Kafka's ACL authorizer; set one of "
                           f"{', '.join(AUTHORIZER_CLASSES[:2])}")
-    if config["zookeeper.connect"]:
-        raise ConfigError("authorizer.class.name: ACLs are kept standalone only so far; a ZooKeeper cluster "
-                          "(/kafka-acl) cannot use the authorizer yet")
     super_users = {p.strip() for p in (config["super.users"] or "").split(";") if p.strip()}
     return AclAuthorizer(super_users, config["allow.everyone.if.no.acl.found"])
 
@@ -45,12 +42,29 @@ class AclAuthorizer:
     def __init__(self, super_users: set[str], allow_if_no_acl: bool):
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
-        self.store = None  # attached when the broker's metadata is open
+        self.store = None  # attached when the broker's metadata is open (auth.zkstore)
         self._bindings: list[AclBinding] = []
+        self._changed = None
 
-    def attach(self, store) -> None:
+    def attach(self, store, bindings: list[AclBinding]) -> None:
         self.store = store
-        self._bindings = [AclBinding.from_json(row) for row in store.acls]
+        self._bindings = list(bindings)
+
+    def changed_elsewhere(self) -> None:
+        """Another broker changed ACLs (a ZooKeeper change notification): reload them."""
+        if self._changed is not None:
+            self._changed.set()
+
+    async def follow(self) -> None:
+        """Cluster: reload the bindings whenever ``changed_elsewhere`` is called, until cancelled."""
+        import trio
+        while True:
+            self._changed = trio.Event()
+            await self._changed.wait()
+            try:
+                self._bindings = await self.store.load()
+            except Exception:
+                log.exception("reloading ACLs from ZooKeeper failed; will try on the next change")
 
     @property
     def bindings(self) -> list[AclBinding]:
@@ -105,8 +119,8 @@ class AclAuthorizer:
                    for b in self._bindings)
 
     # ------------------------------------------------------------------ ACL APIs
-    def _save(self) -> None:
-        self.store.set_acls([b.to_json() for b in self._bindings])
+    async def _save(self, changed: set[tuple[int, str, int]]) -> None:
+        await self.store.save(self._bindings, changed)
 
     async def describe_acls_response(self, request) -> dict:
         body = request.body
@@ -134,6 +148,7 @@ class AclAuthorizer:
             return {"throttle_time_ms": 0, "results": [
                 {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for _ in creations]}
         results = []
+        changed = set()
         for c in creations:
             binding = AclBinding(c.resource_type, c.resource_name, c.get("resource_pattern_type", PatternType.LITERAL),
                                  c.principal, c.host, c.operation, c.permission_type)
@@ -143,9 +158,10 @@ class AclAuthorizer:
                 continue
             if binding not in self._bindings:
                 self._bindings.append(binding)
+                changed.add((binding.resource_type, binding.name, binding.pattern_type))
             results.append({"error_code": ErrorCode.NONE, "error_message": None})
             log.info("ACL added %s", _describe(binding))
-        self._save()
+        await self._save(changed)
         return {"throttle_time_ms": 0, "results": results}
 
     async def delete_acls_response(self, request) -> dict:
@@ -155,6 +171,7 @@ class AclAuthorizer:
                 {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "matching_acls": []}
                 for _ in filters]}
         results = []
+        changed = set()
         for f in filters:
             flt = AclFilter(f.resource_type_filter, f.resource_name_filter, f.get("pattern_type_filter", PatternType.LITERAL),
                             f.principal_filter, f.host_filter, f.operation, f.permission_type)
@@ -166,11 +183,12 @@ class AclAuthorizer:
             self._bindings = [b for b in self._bindings if b not in removed]
             for b in removed:
                 log.info("ACL removed %s", _describe(b))
+                changed.add((b.resource_type, b.name, b.pattern_type))
             results.append({"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
                 {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.resource_type,
                  "resource_name": b.name, "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
                  "operation": b.operation, "permission_type": b.permission} for b in removed]})
-        self._save()
+        await self._save(changed)
         return {"throttle_time_ms": 0, "filter_results": results}
 
 

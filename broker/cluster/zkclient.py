@@ -458,6 +458,39 @@ class KafkaZkClient:
             return []
         return sorted(await self._call(self._zk.get_children, path))
 
+    # generic znodes (the ACL store: /kafka-acl, /kafka-acl-extended and their change logs) ---
+
+    async def children(self, path: str) -> list[str]:
+        """Children of ``path``; empty when it does not exist."""
+        try:
+            return sorted(await self._call(self._zk.get_children, path))
+        except NoNodeError:
+            return []
+
+    async def data(self, path: str) -> bytes | None:
+        got = await self._get_data(path)
+        return None if got is None else got[0]
+
+    async def put(self, path: str, data: bytes) -> None:
+        """Set ``path`` to ``data``, creating it and its parents when absent."""
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            await self._call(self._zk.ensure_path, parent)
+        await self._call(self._set_or_create, path, data)
+
+    async def remove(self, path: str) -> None:
+        try:
+            await self._call(self._zk.delete, path)
+        except NoNodeError:
+            pass
+
+    async def append_sequential(self, prefix: str, data: bytes) -> None:
+        await self._call(self._zk.create, prefix, data, sequence=True, makepath=True)
+
+    async def watch_child_names(self, path: str, callback: Callable[[list[str]], None]) -> Watch:
+        await self._call(self._zk.ensure_path, path)
+        return await self._watch_children(path, lambda children: sorted(children), callback)
+
     # deletion -----------------------------------------------------------------------------
 
     async def mark_topic_for_deletion(self, name: str) -> None:

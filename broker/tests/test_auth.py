@@ -20,19 +20,9 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_a
         'user_bob="b";')
 
 
-class Store:
-    def __init__(self):
-        self.acls = []
-
-    def set_acls(self, rows):
-        self.acls = rows
-
-
 def authorizer(*bindings, super_users=(), allow_if_no_acl=False) -> AclAuthorizer:
     a = AclAuthorizer(set(super_users), allow_if_no_acl)
-    store = Store()
-    store.acls = [b.to_json() for b in bindings]
-    a.attach(store)
+    a.attach(None, list(bindings))
     return a
 
 
@@ -118,10 +108,10 @@ async def test_acl_apis_create_describe_delete_and_need_cluster_rights(secured, 
     match = await admin.request(ApiKey.DESCRIBE_ACLS, 3, {**ANY_FILTER, "resource_type_filter": R.TOPIC,
                                                            "resource_name_filter": "pre-x", "pattern_type_filter": Pat.MATCH})
     assert [r.resource_name for r in match.resources] == ["pre-"]
-    stored = secured.topics.acls
     reopened = Broker(secured.config)
-    reopened.authorizer.attach(type("S", (), {"acls": stored})())
+    reopened.open_storage()
     assert len(reopened.authorizer.bindings) == 2, "bindings persist in the metadata file"
+    reopened.close()
     deleted = await admin.request(ApiKey.DELETE_ACLS, 3, {"filters": [{**ANY_FILTER, "resource_name_filter": "t"}]})
     assert [(m.resource_name, m.operation) for m in deleted.filter_results[0].matching_acls] == [("t", Op.READ)]
     assert [r.resource_name for r in (await admin.request(ApiKey.DESCRIBE_ACLS, 3, ANY_FILTER)).resources] == ["pre-"]
@@ -221,3 +211,16 @@ async def test_transaction_and_replication_apis_check_their_resources(secured, n
     epochs = await alice.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
         {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
     assert epochs.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_zookeeper_acl_layout_is_kafkas():
+    from strom.broker.auth.zkstore import change_notification, decode_acls, encode_acls, resource_path
+    b = acl(R.TOPIC, "pay-", Op.WRITE, pattern=Pat.PREFIXED)
+    assert resource_path(R.TOPIC, "orders", Pat.LITERAL) == "/kafka-acl/Topic/orders"
+    assert resource_path(R.TRANSACTIONAL_ID, "pay-", Pat.PREFIXED) == "/kafka-acl-extended/prefixed/TransactionalId/pay-"
+    assert encode_acls([b]) == (b'{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",'
+                                b'"operation":"Write","host":"*"}]}')
+    assert decode_acls(R.TOPIC, "pay-", Pat.PREFIXED, encode_acls([b])) == [b]
+    assert change_notification(R.GROUP, "g", Pat.LITERAL) == ("/kafka-acl-changes/acl_changes_", b"Group:g")
+    assert change_notification(R.TOPIC, "pay-", Pat.PREFIXED)[1] == (
+        b'{"version":1,"resourceType":"Topic","name":"pay-","patternType":"Prefixed"}')
