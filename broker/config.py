@@ -276,12 +276,16 @@ _TOPIC_CHOICES = {
 }
 
 
+# Lower bounds Kafka enforces on topic values (found by compat_tests/differential).
+_TOPIC_MINIMUMS = {"min.insync.replicas": 1}
+
+
 def parse_topic_config(key: str, raw: str) -> Any:
     """Parse one topic-level value; ConfigError names an unknown key or a bad value."""
     if key not in TOPIC_CONFIGS:
         raise ConfigError(f"unknown topic config {key!r}")
     _, _, typ, _ = TOPIC_CONFIGS[key]
-    return ConfigDef(key, typ, None, "", choices=_TOPIC_CHOICES.get(key)).parse(raw)
+    return ConfigDef(key, typ, None, "", choices=_TOPIC_CHOICES.get(key), minimum=_TOPIC_MINIMUMS.get(key)).parse(raw)
 
 
 def read_properties(path: Path) -> dict[str, str]:

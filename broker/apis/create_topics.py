@@ -56,6 +56,6 @@ async def handle(broker, request) -> dict:
         try:
             result.update(await _create(broker, topic, validate_only))
         except TopicError as exc:
-            result.update(error_code=exc.code, error_message=exc.message, configs=None)
+            result.update(error_code=exc.code, error_message=exc.message, configs=[])  # as Kafka (v5+)
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}

@@ -40,7 +40,14 @@ async def handle(broker, request) -> dict:
     responses = []
     for resource in body.resources:
         if resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics:
-            configs, problem = _updated(broker, resource)
+            names = [c.name for c in resource.configs]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            configs, problem = _updated(broker, resource) if not duplicates else (None, None)
+            if duplicates:  # as Kafka: the whole resource is refused
+                responses.append({"error_code": ErrorCode.INVALID_REQUEST,
+                                  "error_message": f"Error due to duplicate config keys: {', '.join(duplicates)}",
+                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                continue
             if problem:
                 responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})

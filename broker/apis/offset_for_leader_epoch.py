@@ -21,6 +21,11 @@ def _answer(broker, topic: str, req, version: int) -> dict:
         out["error_code"] = code
         return out
     epoch, end_offset = partition.log.end_offset_for_epoch(req.leader_epoch)
+    if epoch < 0 <= req.leader_epoch == partition.leader_epoch:
+        # The leader's current epoch ends at its log end offset even before anything was appended
+        # in it (Kafka records the epoch's start when it becomes leader: an empty partition
+        # answers epoch 0 ending at offset 0).
+        epoch, end_offset = partition.leader_epoch, partition.log.log_end_offset
     out.update(leader_epoch=epoch, end_offset=end_offset)
     return out
 

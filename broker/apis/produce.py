@@ -69,6 +69,10 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
                                      f"Produce v{version} requires record batches of magic 2") from None
             records = upconvert(records)
             headers = validate_batches(records, max_batch_size=max_bytes)
+        if version < 7 and any(h.compression == Compression.ZSTD for h in headers):
+            # as Kafka: a client too old for Produce v7 could not read zstd batches back
+            raise PartitionError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                 f"zstd-compressed batches need Produce v7 or later, not v{version}")
         if codec is not None and any(h.compression != codec for h in headers):
             records = recompress(records, headers, codec)
             headers = validate_batches(records, max_batch_size=max_bytes)
@@ -140,7 +144,7 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
     if code != ErrorCode.NONE:
         raise PartitionError(code)
     if not records:
-        return _result(index, start=partition.log.log_start_offset)
+        raise PartitionError(ErrorCode.INVALID_RECORD, "a Produce request must carry at least one record batch")
     min_isr = broker.topic_setting(topic, "min.insync.replicas") if acks == -1 else 1
     if len(partition.isr) < min_isr:
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
