@@ -33,6 +33,9 @@ def test_a_killed_broker_is_down_and_its_partitions_under_replicated_everywhere(
                      and o["under_replicated_partitions"] == 0 and o["partitions"] == 3
                      and o["offline_partitions"] == 0, 30, what=f"a healthy cluster on {base}")
             assert get_json(base, "/api/overview")["mode"] == "zookeeper"
+        shown = get_json(consoles[0], "/api/brokers")
+        assert [b["id"] for b in shown] == [0, 1, 2] and all(b["up"] and b["uptime_s"] >= 0 for b in shown)
+        assert shown[1]["listeners"] == [f"PLAINTEXT://127.0.0.1:{brokers[1].port}"]
         led = sum(get_json(base, "/api/overview")["partitions_led"] for base in consoles)
         assert led == 3  # each partition led by exactly one broker
         assert sum(int(get_json(base, "/api/overview")["controller"] == i) for i, base in enumerate(consoles)) == 1

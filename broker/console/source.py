@@ -103,6 +103,16 @@ class BrokerSource:
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
         return self._broker.live_brokers()
 
+    def registrations(self) -> dict[int, tuple[list[str], int]]:
+        """Cluster members' registrations: (advertised listeners, registered at, epoch ms)."""
+        cluster = self._broker.cluster
+        if cluster is None:
+            return {}
+        out = {}
+        for broker_id, info in cluster.view.brokers.items():
+            out[broker_id] = ([f"{e.listener}://{e.host}:{e.port}" for e in info.endpoints], info.timestamp_ms)
+        return out
+
     def known_broker_ids(self) -> set[int]:
         """Every broker named as a replica anywhere, live or not."""
         ids = {b[0] for b in self.live_brokers()}

@@ -89,15 +89,21 @@ class Views:
         live = {b[0]: b for b in s.live_brokers()}
         controller = s.controller_id()
         out = []
+        registered = s.registrations()
+        now = time.time()
         for broker_id in sorted(s.known_broker_ids() | set(live)):
             entry = live.get(broker_id)
-            listeners = [f"PLAINTEXT://{entry[1]}:{entry[2]}"] if entry else []
+            listeners, since_ms = registered.get(broker_id, ([f"PLAINTEXT://{entry[1]}:{entry[2]}"] if entry else [],
+                                                             0))
+            uptime = round(now - since_ms / 1000, 1) if entry and since_ms > 0 else None
+            version = None
             if broker_id == s.node_id:
-                listeners = s.listeners()
+                listeners, uptime, version = s.listeners(), round(s.uptime_s(), 1), s.version
             out.append({"id": broker_id, "up": entry is not None, "host": entry[1] if entry else None,
                         "port": entry[2] if entry else None, "rack": entry[3] if entry else None,
                         "listeners": listeners, "controller": broker_id == controller,
-                        "this": broker_id == s.node_id})
+                        "this": broker_id == s.node_id, "version": version,
+                        "uptime_s": uptime})  # other brokers: since their ZooKeeper registration
         return out
 
     async def overview(self) -> dict:
