@@ -15,8 +15,8 @@ each, divided by the time they span (at least all but one sample).
   the connection is muted that long after the answer is sent (Kafka's KIP-219 behaviour: newer
   clients also hold back themselves).
 
-Standalone, the configs live in the broker's metadata file; a ZooKeeper cluster keeps none yet
-(AlterClientQuotas answers INVALID_REQUEST there rather than keep them on one broker only).
+Standalone, the configs live in the broker's metadata file; in a ZooKeeper cluster under
+/config/users and /config/clients (`strom.broker.cluster.quotas_zk`), re-read on every change.
 """
 from __future__ import annotations
 

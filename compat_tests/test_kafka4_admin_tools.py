@@ -155,3 +155,30 @@ def test_delete_records_and_preferred_election_in_a_cluster(cluster, tmp_path):
     finally:
         consumer.close()
     assert values == [b"%d" % i for i in range(5, 20)]
+
+
+def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeeper):
+    from kazoo.client import KazooClient
+
+    first, second = cluster[0].bootstrap, cluster[1].bootstrap
+    altered = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "clients",
+                   "--entity-name", "q1", "--add-config", "producer_byte_rate=1048576")
+    assert altered.returncode == 0 and "Completed updating config for client q1." in altered.stdout, altered.stderr
+    altered = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "users",
+                   "--entity-name", "alice", "--entity-type", "clients", "--entity-default",
+                   "--add-config", "consumer_byte_rate=2000")
+    assert altered.returncode == 0, altered.stdout + altered.stderr
+
+    def described():
+        out = tool("kafka-configs.sh", "--bootstrap-server", second, "--describe", "--entity-type", "clients",
+                   "--entity-name", "q1").stdout
+        return "Quota configs for client-id 'q1' are producer_byte_rate=1048576.0" in out
+    _wait(described, 30, "the other broker to know the quota")
+    zk = KazooClient(hosts=zookeeper.connect_string + "/strom-k4-" + "test_client_quotas_live_in_zookeeper_and_reach_every_broker")
+    zk.start(timeout=10)
+    try:
+        assert json.loads(zk.get("/config/clients/q1")[0]) == {"version": 1, "config": {"producer_byte_rate": "1048576.0"}}
+        assert json.loads(zk.get("/config/users/alice/clients/<default>")[0])["config"] == {"consumer_byte_rate": "2000.0"}
+    finally:
+        zk.stop()
+        zk.close()

@@ -2,7 +2,8 @@
 (`kafka-configs.sh --alter --entity-type users/clients --add-config producer_byte_rate=...`).
 
 Each entry is checked and applied on its own, as Kafka does. Standalone, the configs are kept in
-the broker's metadata file; a ZooKeeper cluster answers INVALID_REQUEST (not kept there yet)."""
+the broker's metadata file; in a ZooKeeper cluster under /config/users and /config/clients, as
+ZooKeeper-era Kafka keeps them (`strom.broker.cluster.quotas_zk`)."""
 from __future__ import annotations
 
 import math
@@ -46,10 +47,6 @@ async def handle(broker, request) -> dict:
         if not allowed_cluster(broker, Operation.ALTER_CONFIGS):
             results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity})
             continue
-        if broker.cluster is not None:
-            results.append({"error_code": ErrorCode.INVALID_REQUEST, "entity": entity,
-                            "error_message": "client quotas are not kept in a ZooKeeper cluster by Strom yet"})
-            continue
         code, message, key = _check(entry)
         if code == ErrorCode.NONE and not body.validate_only:
             values = quotas.setdefault(key, {})
@@ -60,7 +57,9 @@ async def handle(broker, request) -> dict:
                     values[op.key] = op.value
             changed = True
         results.append({"error_code": code, "error_message": message, "entity": entity})
-    if changed:
+    if changed and broker.cluster is not None:
+        await _write_zookeeper(broker, quotas, results)
+    elif changed:
         try:
             broker.topics.set_quotas(quotas)
         except TopicError as exc:
@@ -68,3 +67,22 @@ async def handle(broker, request) -> dict:
                 if r["error_code"] == ErrorCode.NONE:
                     r["error_code"], r["error_message"] = exc.code, str(exc)
     return {"throttle_time_ms": 0, "entries": results}
+
+
+async def _write_zookeeper(broker, quotas, results) -> None:
+    """In a cluster: each changed entity's node under /config, announced to every broker."""
+    from ..cluster.quotas_zk import write_quota
+    from ..cluster.zkclient import ZkClientError
+    zk = broker.cluster.zk
+    before = broker.quotas.entries
+    for entity in set(quotas) | set(before):
+        if quotas.get(entity, {}) != before.get(entity, {}):
+            try:
+                await zk._call(write_quota, zk._zk, entity, quotas.get(entity, {}))
+            except (ZkClientError, OSError) as exc:
+                for r in results:
+                    if r["error_code"] == ErrorCode.NONE:
+                        r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}"
+                return
+    broker.topics.quotas = {e: v for e, v in quotas.items() if v}  # this broker at once; the others on notice
+    broker.cluster.mark_dirty()

@@ -34,6 +34,7 @@ from .placement import PlacementError, assign_replicas
 from .zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
                        VersionedPartitionState, ZkClientError)
 from ..fetch_session import FetchSessionHandler
+from .quotas_zk import read_quotas
 from .zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class ClusterView:
     controller_id: int = -1
     # replicas in failed log dirs (from /log_dir_event_notification): (topic, partition) -> brokers
     offline_replicas: dict[tuple[str, int], set[int]] = field(default_factory=dict)
+    quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # client quotas (/config/users, /clients)
 
     def unclean_allowed(self, topic: str, default: bool = False) -> bool:
         value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -74,8 +76,10 @@ class TopicCache:
         self.cluster_id = cluster_id
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[bytes, TopicInfo] = {}
+        self.quotas: dict[tuple, dict[str, float]] = {}
 
     def replace(self, view: ClusterView) -> None:
+        self.quotas = view.quotas
         topics = {}
         for name, assignment in view.assignments.items():
             if name in view.to_delete:
@@ -236,6 +240,7 @@ class ClusterMember:
                 view.offline_replicas.setdefault(key, set()).add(broker_id)
         controller = await zk.get_controller_id()
         view.controller_id = -1 if controller is None else controller
+        view.quotas = await zk._call(read_quotas, zk._zk)
         for name in await zk.get_topics():
             assignment = await zk.get_topic_assignment(name)
             if assignment is None:
