@@ -152,6 +152,10 @@ def _check(broker: BrokerProcess, work: Workload, round_: int) -> None:
             newest[value.split(b"-")[2]] = offset
         lost = {o for o in newest.values() if compacted.get(o) != acked[COMPACTED][p][o]}
         assert not lost, f"{where}: {len(lost)} keys of {COMPACTED}-{p} lost their newest acknowledged value"
+        if os.environ.get("STROM_CRASH_DUPS"):
+            seen = {}
+            dups = [(seen.setdefault(v, o), o) for o, v in sorted(keep.items()) if seen.setdefault(v, o) != o]
+            assert not dups, f"{where}: {KEEP}-{p} records written twice (first, again): {dups[:5]}"
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
     topics = set(metadata.topics)
     assert created - deleted <= topics, f"{where}: acknowledged topics missing: {sorted(created - deleted - topics)}"

@@ -208,13 +208,11 @@ class FileHandle:
 
     def write_all(self, data) -> int:
         """Write every byte of ``data`` (looping over short writes); OSError on failure."""
-        view = memoryview(data)
-        written = 0
-        try:
-            while written < len(view):
-                written += ops.write(self.fd, view[written:], self.path)
-        finally:
-            view.release()
+        written = ops.write(self.fd, data, self.path)
+        if written < len(data):
+            with memoryview(data) as view:
+                while written < len(view):
+                    written += ops.write(self.fd, view[written:], self.path)
         return written
 
     def truncate(self, size: int) -> None:
@@ -241,11 +239,14 @@ class FileCache:
         self.evicted = 0
 
     def get(self, path: str, flags: int) -> FileHandle:
-        with self._lock:
-            handle = self._handles.get(path)
-            if handle is not None:
-                self._handles.move_to_end(path)
-                return handle
+        handles = self._handles
+        handle = handles.get(path)  # the hot path takes no lock: each dict call is atomic
+        if handle is not None:
+            try:
+                handles.move_to_end(path)
+            except KeyError:
+                pass  # evicted meanwhile by another thread: this caller still holds it
+            return handle
         handle = self._open(path, flags)  # outside the lock: open can block
         evicted = []
         with self._lock:

@@ -87,7 +87,7 @@ class LogSegment:
         self.created_ms = created_ms
         self.log_path = self.directory / file_name(base_offset, LOG_SUFFIX)
         self._closed = False
-        self.size = os.fstat(files.cache.open(str(self.log_path), _CREATE_FLAGS).fd).st_size
+        self.size = os.fstat(files.cache.open(self._log_name, _CREATE_FLAGS).fd).st_size
         self.offset_index = OffsetIndex(
             self.directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size)
         self.time_index = TimeIndex(
@@ -100,11 +100,20 @@ class LogSegment:
 
     # ---------------------------------------------------------------- state
     @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._log_path = Path(path)
+        self._log_name = str(self._log_path)  # the file cache's key, computed once
+
+    @property
     def handle(self) -> FileHandle:
         """The ``.log`` file's descriptor, from the file cache (reopened if it was evicted)."""
         if self._closed:
-            raise CorruptLog(f"{self.log_path}: segment is closed")
-        return files.cache.get(str(self.log_path), _OPEN_FLAGS)
+            raise CorruptLog(f"{self._log_path}: segment is closed")
+        return files.cache.get(self._log_name, _OPEN_FLAGS)
 
     def flush_handles(self) -> tuple[FileHandle, ...]:
         """The descriptors a flush must fsync (captured under the log's lock)."""
@@ -153,39 +162,48 @@ class LogSegment:
         if self.dirty_tail:
             self.repair_tail(handle)
         start = position = self.size
-        saved = (self.offset_index.entries, self.time_index.entries, self.max_timestamp_so_far,
-                 self.offset_of_max_timestamp, self.bytes_since_last_index_entry,
-                 self._rolling_timestamp)
         try:
             handle.write_all(data)
-            self.size = start + len(data)
-            if self._rolling_timestamp is None and start == 0 and batches:
-                self._rolling_timestamp = batches[0][2]
+        except OSError:
+            self._cut_back(handle, start)
+            raise
+        self.size = start + len(data)
+        if self._rolling_timestamp is None and start == 0 and batches:
+            self._rolling_timestamp = batches[0][2]
+        try:
             for size, last_offset, max_ts in batches:
                 self._index_batch(position, size, last_offset, max_ts)
                 position += size
-        except OSError:
-            self._undo_append(handle, start, saved)
+        except OSError:  # an index entry could not be written: undo the whole append
+            self._undo_indexed(handle, start)
             raise
         if batches:
             self.next_offset = batches[-1][1] + 1
 
     dirty_tail = False  # the .log holds bytes past ``size`` that a failed append left there
 
-    def _undo_append(self, handle: FileHandle, start: int, saved: tuple) -> None:
-        (offset_entries, time_entries, self.max_timestamp_so_far, self.offset_of_max_timestamp,
-         self.bytes_since_last_index_entry, self._rolling_timestamp) = saved
-        self.size = start
-        for index, entries in ((self.offset_index, offset_entries), (self.time_index, time_entries)):
-            try:
-                index.truncate_entries(min(entries, index.entries))
-            except OSError:
-                pass  # memory is cut; the file is cut before the index's next write
+    def _cut_back(self, handle: FileHandle, size: int) -> None:
+        """The .log back to ``size`` bytes (or :attr:`dirty_tail` if even that fails)."""
+        self.size = size
         self.dirty_tail = True
         try:
             self.repair_tail(handle)
         except OSError:
             pass  # retried before the next append; bytes past ``size`` are never read
+
+    def _undo_indexed(self, handle: FileHandle, start: int) -> None:
+        """Undo an append whose data was written but an index entry failed: drop the entries it
+        added (by offset: this append's offsets start at ``next_offset``), cut the .log back and
+        recompute the tail state from what is left (the failure path only)."""
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.truncate_to(self.next_offset)
+            except OSError:
+                pass  # memory is cut; the file is cut before the index's next write
+        if start == 0:
+            self._rolling_timestamp = None
+        self._cut_back(handle, start)
+        self.load_tail_state()
 
     def repair_tail(self, handle: FileHandle | None = None) -> None:
         """Cut the ``.log`` back to ``size`` after a failed append (OSError if it cannot)."""
