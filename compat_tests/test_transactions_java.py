@@ -66,3 +66,14 @@ def test_kafka_streams_exactly_once_v2_word_count(broker, tmp_path):
     assert lines[-1] == "done", done.stdout
     assert sorted(line for line in lines if "=" in line and not line.startswith("expected=")) == [
         "alpha=600", "beta=600", "delta=600", "epsilon=600", "gamma=600"]
+
+
+def test_kafka_producer_perf_test_with_a_transactional_id(broker):
+    done = subprocess.run([f"{KAFKA_HOME}/bin/kafka-producer-perf-test.sh", "--topic", "perf", "--num-records", "20000",
+                           "--record-size", "100", "--throughput", "-1", "--transactional-id", "perf-tx",
+                           "--transaction-duration-ms", "200", "--producer-props", f"bootstrap.servers={broker.bootstrap}"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "20000 records sent" in done.stdout
+    described = _tool(broker.bootstrap, "describe", "--transactional-id", "perf-tx")
+    assert dict(zip(described[0], described[1]))["TransactionState"] == "CompleteCommit"
