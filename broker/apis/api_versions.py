@@ -8,13 +8,24 @@ API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
 
 
+# Finalized feature levels (v3+, tagged): transaction.version 1, the transaction protocol Strom
+# implements (Kafka 4.0 clusters running it answer the same; clients take >= 2 to mean KIP-890
+# part 2, which Strom does not offer). Features with a minimum of 0 are not listed as supported,
+# as Kafka 4.0 leaves them out of ApiVersions.
+FINALIZED_FEATURES = [{"name": "transaction.version", "min_version_level": 1, "max_version_level": 1}]
+FINALIZED_FEATURES_EPOCH = 1
+
+
 def body(error: int = ErrorCode.NONE) -> dict:
     from . import SUPPORTED
-    return {
+    out = {
         "error_code": error,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in SUPPORTED],
         "throttle_time_ms": 0,
     }
+    if error == ErrorCode.NONE:
+        out.update(finalized_features_epoch=FINALIZED_FEATURES_EPOCH, finalized_features=FINALIZED_FEATURES)
+    return out
 
 
 # KIP-511: from v3 the client names its software; Kafka refuses names outside this pattern.
