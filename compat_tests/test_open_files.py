@@ -3,6 +3,7 @@ hosts 1,000 partitions: created, written and read, with segment files opened on 
 bounded cache instead of three descriptors per segment kept open."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -11,8 +12,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.tools.broker_process import BrokerProcess
 
-LIMIT = 256
-TOPICS = 10
+# CI: 1,000 partitions under 256 descriptors; STROM_FD_TOPICS=100 STROM_FD_LIMIT=1024 runs the
+# issue's larger case (10,000 partitions under 1,024: passes, about 60 s here).
+LIMIT = int(os.environ.get("STROM_FD_LIMIT", "256"))
+TOPICS = int(os.environ.get("STROM_FD_TOPICS", "10"))
 PARTITIONS = 100
 
 _WRAPPER = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({0}, {0})); "
@@ -33,7 +36,7 @@ def test_a_thousand_partitions_under_256_open_files(tmp_path):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         names = [f"fd-{i}" for i in range(TOPICS)]
         for future in admin.create_topics([NewTopic(n, PARTITIONS) for n in names]).values():
-            future.result(timeout=60)
+            future.result(timeout=600)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
                              "enable.idempotence": True, "linger.ms": 20})
         failures = []
@@ -42,13 +45,13 @@ def test_a_thousand_partitions_under_256_open_files(tmp_path):
             for p in range(PARTITIONS):
                 producer.produce(name, b"%s/%d" % (name.encode(), p), partition=p,
                                  on_delivery=lambda err, m: (failures if err else delivered).append(err or m))
-        assert producer.flush(60) == 0
+        assert producer.flush(600) == 0
         assert failures == [] and len(delivered) == TOPICS * PARTITIONS
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fd-check",
                              "enable.auto.commit": False})
         consumer.assign([TopicPartition(n, p, 0) for n in names for p in range(PARTITIONS)])
         seen = set()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600
         try:
             while len(seen) < TOPICS * PARTITIONS and time.monotonic() < deadline:
                 for message in consumer.consume(1000, 1.0):

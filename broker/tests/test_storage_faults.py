@@ -72,3 +72,33 @@ async def test_create_topics_without_descriptors_answers_kafka_storage_error(con
     assert not any(p.name.startswith("many-") for p in (tmp_path / "data").iterdir())
     faults.clear()
     assert (await create(client, "many", partitions=4)).error_code == ErrorCode.NONE
+
+
+async def test_accept_out_of_descriptors_waits_and_logs_once(caplog, autojump_clock):
+    """EMFILE on accept: retried every 100 ms, one warning with what to do, cached files closed."""
+    import trio
+
+    from strom.broker.broker import AcceptRetry
+
+    class Exhausted:
+        socket = type("S", (), {"getsockname": lambda self: ("127.0.0.1", 9092)})()
+
+        def __init__(self):
+            self.failures = 25
+
+        async def accept(self):
+            await trio.lowlevel.checkpoint()
+            if self.failures:
+                self.failures -= 1
+                raise OSError(errno.EMFILE, "Too many open files")
+            return "connection"
+
+        async def aclose(self):
+            pass
+
+    inner = Exhausted()
+    with trio.fail_after(10):
+        assert await AcceptRetry(inner).accept() == "connection"
+    assert inner.failures == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "EMFILE" in r.getMessage()]
+    assert len(warnings) == 1 and "ulimit -n" in warnings[0]
