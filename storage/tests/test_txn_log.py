@@ -165,3 +165,17 @@ def test_compaction_removes_aborted_data_keeps_markers_and_stops_at_the_lso(open
     # transaction (beyond the LSO) was not touched
     assert found == [(0, False, [b"committed-1"]), (3, True, None), (4, False, [b"committed-2"]),
                      (5, True, None), (6, False, [b"open"]), (7, False, [b"open"]), (8, False, [b"tail"])]
+
+
+def test_retention_takes_a_segments_txnindex_with_it(open_log, clock):
+    log = open_log(LogConfig(segment_bytes=200, retention_ms=1000, file_delete_delay_ms=0))
+    append(log, txn(A, 0))
+    append(log, marker(A, commit=False))
+    log.roll()
+    append(log, make_batch(2, timestamp=clock.now))
+    _hw(log)
+    assert (log.dir / f"{0:020d}.txnindex").exists()
+    clock.now += 10_000_000
+    assert log.delete_old_segments() == 1
+    assert not (log.dir / f"{0:020d}.txnindex").exists()
+    assert log.aborted_transactions(0, 100) == []

@@ -262,3 +262,53 @@ async def test_api_versions_finalizes_transaction_version_1(env):
         ("transaction.version", 1, 1)]
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert ranges[ApiKey.END_TXN] == (0, 4) and ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 4)  # no v5: no TV2
+
+
+async def test_idle_transactional_ids_expire_and_are_forgotten_after_a_restart(env):
+    broker, client, restart = env
+    pid = (await init(client)).producer_id
+    coordinator = broker.txn
+    updated = coordinator.state.txns[TID].last_update_ms
+    expiry = coordinator.settings.id_expiration_ms
+    coordinator.port.now_ms = lambda: updated + expiry
+    assert await coordinator.expire_transactional_ids() == 0
+    coordinator.port.now_ms = lambda: updated + expiry + 1
+    assert await coordinator.expire_transactional_ids() == 1
+    described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TID]})
+    assert described.transaction_states[0].error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    assert await end(client, pid, 0, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    broker, client = await restart()  # the tombstone is in __transaction_state
+    assert TID not in broker.txn.state.txns
+    again = await init(client)
+    assert again.error_code == ErrorCode.NONE and again.producer_id != pid
+
+
+async def test_requests_that_make_no_sense_get_error_codes_and_leave_others_alone(env):
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    await add_partitions(client, pid, 0, {"t": [0]})
+    await produce(client, "t", txn_batch(pid, 0, 0, [b"mine"]))
+    other = await init(client, tid="other")
+    # another producer's nonsense: wrong ids, epochs, partitions, groups, empty ids
+    assert await end(client, pid, 0, True, tid="other") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert await end(client, other.producer_id, -1, False, tid="other") == ErrorCode.PRODUCER_FENCED
+    assert await end(client, other.producer_id, 0, True, tid="") == ErrorCode.INVALID_REQUEST
+    assert await add_partitions(client, other.producer_id, 0, {"t": [-1]}, tid="other") == {
+        ("t", -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": "other", "producer_id": other.producer_id, "producer_epoch": 0, "group_id": ""})
+    assert add.error_code == ErrorCode.INVALID_GROUP_ID
+    stray = await produce(client, "t", txn_batch(other.producer_id, 0, 0, [b"stray"]), tid="other")
+    assert stray.error_code == ErrorCode.INVALID_TXN_STATE
+    verify = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+        "transactional_id": "nobody", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+        "topics": [{"name": "t", "partitions": [0]}]}]})
+    code = verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code
+    assert code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    # the first producer's transaction is untouched and commits
+    assert broker.txn.state.txns[TID].state == TxnState.ONGOING
+    assert await end(client, pid, 0, True) == ErrorCode.NONE
+    await settled(broker)
+    _, values = await read(client, "t", committed=True)
+    assert values == [b"mine"]
