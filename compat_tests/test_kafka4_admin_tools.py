@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.tools.broker_process import BrokerProcess
@@ -182,3 +182,75 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
     finally:
         zk.stop()
         zk.close()
+
+
+def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluster, tmp_path):
+    import threading
+
+    everyone = ",".join(b.bootstrap for b in cluster)
+    admin = AdminClient({"bootstrap.servers": everyone})
+    create(everyone, "mv", 2, rf=2)
+    _wait(lambda: all(len(p.isrs) == 2 for p in admin.list_topics("mv", timeout=10).topics["mv"].partitions.values()),
+          20, "full ISRs")
+    producer = Producer({"bootstrap.servers": everyone, "acks": "all", "linger.ms": 5, "enable.idempotence": True})
+    acked: list[bytes] = []
+    stop = threading.Event()
+
+    def produce():
+        i = 0
+        while not stop.is_set():
+            producer.produce("mv", b"%07d" % i, partition=i % 2,
+                             on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+            i += 1
+            producer.poll(0.002)
+        producer.flush(30)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    try:
+        _wait(lambda: len(acked) > 500, 30, "records acknowledged before the move")
+        before = admin.list_topics("mv", timeout=10).topics["mv"].partitions
+        # each partition: its first replica (usually the leader) replaced by the broker it lacks
+        targets = {p: [next(b for b in (0, 1, 2) if b not in before[p].replicas), before[p].replicas[1]]
+                   for p in (0, 1)}
+        removed = {p: before[p].replicas[0] for p in (0, 1)}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "mv", "partition": p, "replicas": targets[p]} for p in (0, 1)]}))
+        executed = tool("kafka-reassign-partitions.sh", "--bootstrap-server", everyone, "--execute",
+                        "--reassignment-json-file", str(plan))
+        assert executed.returncode == 0, executed.stdout + executed.stderr
+        assert "Successfully started partition reassignments for mv-0,mv-1" in executed.stdout, executed.stdout
+
+        def verified():
+            out = tool("kafka-reassign-partitions.sh", "--bootstrap-server", everyone, "--verify",
+                       "--reassignment-json-file", str(plan))
+            last[:] = [out.stdout + out.stderr]
+            return out.returncode == 0 and "Reassignment of partition mv-0 is completed" in out.stdout \
+                and "Reassignment of partition mv-1 is completed" in out.stdout
+        last: list[str] = []
+        try:
+            _wait(verified, 90, "the reassignment to complete")
+        except AssertionError:
+            raise AssertionError("\n".join([last[0] if last else ""] + [b.log_tail(4000) for b in cluster])) from None
+        count = len(acked)
+        _wait(lambda: len(acked) > count + 300, 30, "acknowledgements after the move")
+    finally:
+        stop.set()
+        writer.join(60)
+    parts = admin.list_topics("mv", timeout=10).topics["mv"].partitions
+    assert (parts[0].replicas, parts[1].replicas) == (targets[0], targets[1])
+    assert parts[0].leader in targets[0] and parts[1].leader in targets[1]
+    _wait(lambda: not any((cluster[removed[p]].log_dir / f"mv-{p}").exists() for p in (0, 1)), 30,
+          "the removed replicas' logs deleted")
+    consumer = Consumer({"bootstrap.servers": everyone, "group.id": "mv-check", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("mv", 0, 0), TopicPartition("mv", 1, 0)])
+        seen = set()
+        deadline = time.monotonic() + 60
+        while not set(acked) <= seen and time.monotonic() < deadline:
+            seen.update(m.value() for m in consumer.consume(1000, 1) if not m.error())
+    finally:
+        consumer.close()
+    missing = set(acked) - seen
+    assert not missing, f"{len(missing)} acknowledged records lost in the move"

@@ -24,6 +24,7 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, de
 from . import delete_records, describe_topic_partitions, elect_leaders
 from . import consumer_group_describe, consumer_group_heartbeat
 from . import alter_client_quotas, describe_client_quotas
+from . import alter_partition_reassignments, list_partition_reassignments
 
 MODULES: list[ModuleType] = [
     produce,
@@ -74,6 +75,8 @@ MODULES: list[ModuleType] = [
     consumer_group_describe,
     describe_client_quotas,
     alter_client_quotas,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -9,6 +9,12 @@ from .describe_configs import TOPIC
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+BROKER = 4
+# Replication throttles Strom does not keep: removing them (kafka-reassign-partitions.sh --verify
+# clears them) changes nothing and succeeds; setting them is refused below as any other key.
+UNSET_THROTTLES = {BROKER: {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                            "replica.alter.log.dirs.io.max.bytes.per.second"},
+                   TOPIC: {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}}
 
 
 def _updated(broker, resource) -> tuple[dict | None, str | None]:
@@ -39,6 +45,12 @@ async def handle(broker, request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
+        throttles = UNSET_THROTTLES.get(resource.resource_type, set())
+        if resource.configs and all(c.config_operation == DELETE and c.name in throttles for c in resource.configs) \
+                and (resource.resource_type != TOPIC or resource.resource_name in broker.topics.topics):
+            responses.append({"error_code": ErrorCode.NONE, "error_message": None,
+                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            continue
         if resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics:
             names = [c.name for c in resource.configs]
             duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -17,13 +17,14 @@ Brokers learn the outcome from the partition-state znodes they watch.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strom.protocol.errors import ErrorCode
 
 from .election import Strategy, elect_leader, initial_state, remove_replica_from_isr
 from .zkclient import ControllerMovedError, PartitionStateConflictError, ZkClientError
-from .zkdata import NO_LEADER
+from .zkdata import NO_LEADER, TopicAssignment
 
 if TYPE_CHECKING:
     from .member import ClusterMember, ClusterView
@@ -72,6 +73,7 @@ class Controller:
                 log.info("creating partition states topic=%s partitions=%s", name, sorted(missing))
                 await zk.create_partition_states(name, missing)
                 wrote = True
+        wrote |= await self.progress_reassignments(view)
         return wrote
 
     async def _repair(self, topic, partition, replicas, current, live: set[int], epoch: int, unclean: bool) -> bool:
@@ -166,3 +168,119 @@ class Controller:
         if wanted is None:
             results = {k: v for k, v in results.items() if v[0] != ErrorCode.ELECTION_NOT_NEEDED}
         return results
+
+    # ----------------------------------------------------------------- reassignments
+    async def alter_reassignments(self, wanted: list[tuple[str, int, list[int] | None]]
+                                  ) -> list[tuple[str, int, ErrorCode, str | None]]:
+        """AlterPartitionReassignments: record the target replicas of each partition in its
+        topic znode (adding/removing replicas, as Kafka does); None cancels a reassignment.
+        `progress_reassignments` then carries them out as the new replicas catch up."""
+        view = await self.member.read_view()
+        live = set(view.brokers)
+        from ..apis.alter_partition_reassignments import _target_error
+        results: list[tuple[str, int, ErrorCode, str | None]] = []
+        changed: dict[str, TopicAssignment] = {}
+        for topic, partition, target in wanted:
+            assignment = changed.get(topic) or view.assignments.get(topic)
+            if assignment is None or topic in view.to_delete:
+                results.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"Unable to find a topic named {topic}."))
+                continue
+            if partition not in assignment.partitions:
+                results.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"Unable to find partition {topic}:{partition}."))
+                continue
+            replicas = list(assignment.partitions[partition])
+            adding = list(assignment.adding_replicas.get(partition, ()))
+            removing = list(assignment.removing_replicas.get(partition, ()))
+            if target is None:
+                if not adding and not removing:
+                    results.append((topic, partition, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None))
+                    continue
+                original = [r for r in replicas if r not in adding]
+                new_replicas, new_adding, new_removing = original, [], []
+            else:
+                problem = _target_error(list(target), live)
+                if problem is not None:
+                    results.append((topic, partition, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem))
+                    continue
+                original = [r for r in replicas if r not in adding]
+                if list(target) == original:
+                    new_replicas, new_adding, new_removing = original, [], []
+                else:
+                    new_replicas = list(target) + [r for r in original if r not in target]
+                    new_adding = [r for r in target if r not in original]
+                    new_removing = [r for r in original if r not in target]
+            partitions = dict(assignment.partitions)
+            partitions[partition] = tuple(new_replicas)
+            add_map = {p: r for p, r in assignment.adding_replicas.items() if p != partition}
+            rem_map = {p: r for p, r in assignment.removing_replicas.items() if p != partition}
+            if new_adding:
+                add_map[partition] = tuple(new_adding)
+            if new_removing:
+                rem_map[partition] = tuple(new_removing)
+            changed[topic] = TopicAssignment(partitions, assignment.topic_id, add_map, rem_map)
+            results.append((topic, partition, ErrorCode.NONE, None))
+            log.info("reassigning %s-%d: replicas %s -> %s", topic, partition, replicas,
+                     new_replicas if not new_removing else [r for r in new_replicas if r not in new_removing])
+        for topic, assignment in changed.items():
+            try:
+                await self.member.zk.set_topic_assignment(topic, assignment)
+            except ZkClientError as exc:
+                results = [(t, p, ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}")
+                           if t == topic and code == ErrorCode.NONE else (t, p, code, m) for t, p, code, m in results]
+        if changed:
+            self.member.mark_dirty()
+        return results
+
+    async def progress_reassignments(self, view: "ClusterView") -> bool:
+        """Finish reassignments whose target replicas are all in sync: leadership to a target
+        replica, the removed replicas out of the ISR (leader epoch bumped), then out of the
+        assignment. True if anything was written."""
+        epoch = self.epoch
+        if epoch is None:
+            return False
+        zk = self.member.zk
+        live = set(view.brokers)
+        wrote = False
+        for name, assignment in view.assignments.items():
+            if name in view.to_delete or not (assignment.adding_replicas or assignment.removing_replicas):
+                continue
+            done: dict[int, tuple[int, ...]] = {}
+            for p in sorted(set(assignment.adding_replicas) | set(assignment.removing_replicas)):
+                removing = set(assignment.removing_replicas.get(p, ()))
+                target = tuple(r for r in assignment.partitions.get(p, ()) if r not in removing)
+                current = view.states.get((name, p))
+                if current is None or not target:
+                    continue
+                state = current.state
+                if not all(r in state.isr for r in target):
+                    continue  # the new replicas are still catching up
+                isr = tuple(r for r in state.isr if r in target)
+                leader = state.leader
+                if leader not in target or leader not in live:
+                    leader = next((r for r in target if r in live and r in isr), None)
+                    if leader is None:
+                        continue
+                if (leader, isr) != (state.leader, state.isr):
+                    new = replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                  controller_epoch=epoch)
+                    try:
+                        await zk.set_partition_state(name, p, new, current.zk_version)
+                    except (PartitionStateConflictError, ControllerMovedError, ZkClientError) as exc:
+                        log.debug("reassignment of %s-%d: state not written (%s); will retry", name, p, exc)
+                        continue
+                    wrote = True
+                done[p] = target
+            if done:
+                partitions = dict(assignment.partitions)
+                partitions.update(done)
+                new_assignment = TopicAssignment(
+                    partitions, assignment.topic_id,
+                    {p: r for p, r in assignment.adding_replicas.items() if p not in done},
+                    {p: r for p, r in assignment.removing_replicas.items() if p not in done})
+                await zk.set_topic_assignment(name, new_assignment)
+                for p, target in done.items():
+                    log.info("reassignment of %s-%d done: replicas %s", name, p, list(target))
+                wrote = True
+        return wrote

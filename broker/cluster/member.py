@@ -308,6 +308,10 @@ class ClusterMember:
         for key in list(broker.replicas.partitions):
             if key not in hosted and key[0] not in view.assignments:
                 broker.drop_local_partition(*key)
+            elif (key not in hosted and key[0] not in view.to_delete
+                  and key[1] in view.assignments[key[0]].partitions):
+                log.info("%s-%d was reassigned away from this broker; deleting its replica", *key)
+                broker.drop_local_partition(*key)
         for leader in {p.leader_id for p in broker.replicas.partitions.values()
                        if not p.is_leader and p.leader_id != NO_LEADER}:
             if leader not in self._fetchers and leader in view.brokers:

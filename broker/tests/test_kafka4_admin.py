@@ -172,3 +172,36 @@ async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
         assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE
     finally:
         broker.close()
+
+
+async def test_partition_reassignments_on_a_single_broker(connect, broker):
+    client = await connect()
+    await create(client, "ra", partitions=2)
+    me = broker.node_id
+    answer = await client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": [
+        {"name": "ra", "partitions": [{"partition_index": 0, "replicas": [me]}, {"partition_index": 1, "replicas": [7]},
+                                      {"partition_index": 1, "replicas": None}, {"partition_index": 0, "replicas": [me, me]},
+                                      {"partition_index": 0, "replicas": []}]},
+        {"name": "nope", "partitions": [{"partition_index": 0, "replicas": [me]}]}]})
+    got = [(t.name, p.partition_index, p.error_code, p.error_message) for t in answer.responses for p in t.partitions]
+    assert got == [
+        ("ra", 0, ErrorCode.NONE, None),
+        ("ra", 1, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 7, but no such broker is registered."),
+        ("ra", 1, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None),
+        ("ra", 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker {me} more than once."),
+        ("ra", 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."),
+        ("nope", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named nope.")]
+    listed = await client.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None})
+    assert (listed.error_code, listed.topics) == (ErrorCode.NONE, [])
+    # kafka-reassign-partitions.sh --verify clears replication throttles: nothing to clear, no error
+    cleared = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": 4, "resource_name": str(me), "configs": [
+            {"name": "leader.replication.throttled.rate", "config_operation": 1, "value": None}]},
+        {"resource_type": 2, "resource_name": "ra", "configs": [
+            {"name": "follower.replication.throttled.replicas", "config_operation": 1, "value": None}]}]})
+    assert [r.error_code for r in cleared.responses] == [ErrorCode.NONE, ErrorCode.NONE]
+    throttled = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": 4, "resource_name": str(me), "configs": [
+            {"name": "leader.replication.throttled.rate", "config_operation": 0, "value": "1000"}]}]})
+    assert throttled.responses[0].error_code != ErrorCode.NONE, "throttles are not kept: setting one is refused"

@@ -1,0 +1,70 @@
+"""AlterPartitionReassignments: move partitions to other replicas (`kafka-reassign-partitions.sh
+--execute`), or cancel a move (replicas null).
+
+In a ZooKeeper cluster the controller records the target in the topic's znode (adding/removing
+replicas, as Kafka does); the new replicas are created and catch up, leadership moves to a target
+replica, then the old replicas leave the ISR and the assignment and delete their logs. Another
+broker answers NOT_CONTROLLER (the admin client then asks the controller). A standalone broker is
+the only replica there is: a target of just itself changes nothing, any other is
+INVALID_REPLICA_ASSIGNMENT."""
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, allowed_cluster
+
+API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+VERSIONS = (0, 0)
+
+
+def _target_error(target: list[int], live: set[int]) -> str | None:
+    """Kafka's complaint about a proposed replica list, or None."""
+    if not target:
+        return "The manual partition assignment includes an empty replica list."
+    twice = next((r for r in target if target.count(r) > 1), None)
+    if twice is not None:
+        return f"The manual partition assignment includes the broker {twice} more than once."
+    unknown = next((r for r in target if r not in live), None)
+    if unknown is not None:
+        return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
+    return None
+
+
+def _standalone(broker, wanted) -> list:
+    results = []
+    for topic, index, target in wanted:
+        info = broker.topics.topics.get(topic)
+        if info is None:
+            results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."))
+        elif not 0 <= index < info.partitions:
+            results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"Unable to find partition {topic}:{index}."))
+        elif target is None:
+            results.append((topic, index, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None))
+        elif (problem := _target_error(target, {broker.node_id})) is not None:
+            results.append((topic, index, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem))
+        else:
+            results.append((topic, index, ErrorCode.NONE, None))
+    return results
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if not allowed_cluster(broker, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "responses": []}
+    wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+              for t in body.topics for p in t.partitions]
+    if broker.cluster is None:
+        results = _standalone(broker, wanted)
+    elif broker.cluster.controller.epoch is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                "error_message": "This broker is not the controller.", "responses": []}
+    else:
+        results = await broker.cluster.controller.alter_reassignments(wanted)
+    topics: dict[str, list] = {}
+    for topic, index, code, message in results:
+        topics.setdefault(topic, []).append({"partition_index": index, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "responses": [{"name": t, "partitions": parts} for t, parts in topics.items()]}

@@ -1,0 +1,37 @@
+"""ListPartitionReassignments: the partitions being moved, with their replicas and the replicas
+being added and removed (`kafka-reassign-partitions.sh --verify`, `--list`)."""
+from __future__ import annotations
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, allowed_cluster
+
+API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
+VERSIONS = (0, 0)
+
+
+async def handle(broker, request) -> dict:
+    body = request.body
+    if not allowed_cluster(broker, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "topics": []}
+    if broker.cluster is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+    if broker.cluster.controller.epoch is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                "error_message": "This broker is not the controller.", "topics": []}
+    view = await broker.cluster.read_view()
+    asked = None if body.topics is None else {(t.name, p) for t in body.topics for p in t.partition_indexes}
+    topics = []
+    for name, assignment in sorted(view.assignments.items()):
+        parts = []
+        for p in sorted(set(assignment.adding_replicas) | set(assignment.removing_replicas)):
+            if asked is not None and (name, p) not in asked:
+                continue
+            parts.append({"partition_index": p, "replicas": list(assignment.partitions.get(p, ())),
+                          "adding_replicas": list(assignment.adding_replicas.get(p, ())),
+                          "removing_replicas": list(assignment.removing_replicas.get(p, ()))})
+        if parts:
+            topics.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}
