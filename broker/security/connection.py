@@ -50,7 +50,9 @@ class SecureConnection:
                             self.peer, TLS_HANDSHAKE_TIMEOUT_S)
                 return None
             except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError, OSError) as exc:
-                log.warning("closing connection peer=%s listener=%s: TLS handshake failed: %s", self.peer,
+                # INFO as Kafka's "Failed authentication ... (SSL handshake failed)": health checks and
+                # port scans do this all day
+                log.info("closing connection peer=%s listener=%s: TLS handshake failed: %s", self.peer,
                             self.security.name, _reason(exc))
                 return None
             try:

@@ -366,6 +366,7 @@ async def test_tls_client_auth_required_and_principal_from_the_certificate(tmp_p
              "ssl.truststore.password": "trust-pw", "ssl.client.auth": "required",
              "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/L,DEFAULT"}
     api_versions.handle = recording
+    caplog.set_level("INFO", logger="strom.security")
     try:
         async with trio.open_nursery() as nursery:
             broker = await serve(props, nursery)

@@ -48,6 +48,10 @@ CASE_TIMEOUT_S = 300.0
 BROKER_OVERRIDES = {
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
+    # as the suite's own clusters (trivup): an ACL authorizer that allows what no ACL names, so the
+    # ACL tests (0081 CreateAcls..., 0109/0115/0119 with kafka-acls.sh) can deny a topic
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
 }
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
 _SUMMARY = re.compile(r"^\|\s*(\d{4}_\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([0-9.]+)s\s*\|\s*(.*)$")
