@@ -11,8 +11,10 @@ VERSIONS = (0, 4)
 # Finalized feature levels (v3+, tagged): transaction.version 1, the transaction protocol Strom
 # implements (Kafka 4.0 clusters running it answer the same; clients take >= 2 to mean KIP-890
 # part 2, which Strom does not offer). Features with a minimum of 0 are not listed as supported,
-# as Kafka 4.0 leaves them out of ApiVersions.
-FINALIZED_FEATURES = [{"name": "transaction.version", "min_version_level": 1, "max_version_level": 1}]
+# as Kafka 4.0 leaves them out of ApiVersions. group.version 1: the KIP-848 consumer group protocol
+# (ConsumerGroupHeartbeat) is on, as in Kafka 4.0.
+FINALIZED_FEATURES = [{"name": "group.version", "min_version_level": 1, "max_version_level": 1},
+                      {"name": "transaction.version", "min_version_level": 1, "max_version_level": 1}]
 FINALIZED_FEATURES_EPOCH = 1
 
 
