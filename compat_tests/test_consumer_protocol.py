@@ -157,3 +157,55 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
                                capture_output=True, text=True, timeout=120, env=env)
     rows = [line.split() for line in described.stdout.splitlines() if line.startswith("kip848-java-group")]
     assert sorted((r[2], r[3]) for r in rows) == [(str(p), "100") for p in range(4)], described.stdout
+
+
+def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
+    bootstrap = fast_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in ("re-a", "re-b", "other"):
+        admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+
+    def member():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-regex", "group.protocol": "consumer",
+                             "group.instance.id": "static-1", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["^re-.*"])
+        return consumer
+
+    def assigned(consumer, count):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(consumer.assignment()) < count:
+            consumer.poll(0.2)
+        return sorted((p.topic, p.partition) for p in consumer.assignment())
+
+    first = member()
+    try:
+        assert assigned(first, 4) == [("re-a", 0), ("re-a", 1), ("re-b", 0), ("re-b", 1)]
+        admin.create_topics([NewTopic("re-c", 1, 1)])["re-c"].result(30)
+        assert assigned(first, 5)[-1] == ("re-c", 0), "a new topic matching the regex is assigned"
+        epoch = _describe(fast_broker.port, "kip848-regex").group_epoch
+    finally:
+        first.close()  # a static member leaves with epoch -2: its assignment waits for it
+    away = _describe(fast_broker.port, "kip848-regex")
+    assert away.group_epoch == epoch and len(away.members) == 1, "the static member's place is kept"
+    again = member()
+    try:
+        assert len(assigned(again, 5)) == 5
+        back = _describe(fast_broker.port, "kip848-regex")
+        assert back.group_epoch == epoch and [m.instance_id for m in back.members] == ["static-1"], \
+            "the static member took its place back without a rebalance"
+    finally:
+        again.close()
+
+
+def _describe(port: int, group: str):
+    import socket
+    import struct
+
+    from strom.protocol.codec import decode_response, encode_request
+    from strom.protocol.schema import ApiKey
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, "test", body))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        _, response = decode_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, sock.recv(size, socket.MSG_WAITALL))
+    return response.groups[0]
