@@ -5,6 +5,7 @@ certificates), SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256, SCRAM-SHA-
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -334,3 +335,17 @@ def test_kafka_acls_tool_and_what_each_principal_may_do(tmp_path):
         assert "pay-" not in kafka_acls(broker.bootstrap, "--list", "--topic", "pay-", "--resource-pattern-type", "prefixed")
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize("mechanism", ["none", "plain", "scram-sha-256", "scram-sha-512"])
+def test_kafkajs_over_ssl_and_sasl_ssl(secure_broker, pki, mechanism):
+    from compat_tests.clients import kafkajs
+    if kafkajs.unavailable() is not None:
+        pytest.skip(kafkajs.unavailable())
+    user, secret = USERS[mechanism.upper()] if mechanism != "none" else ("", "")
+    listener = "SSL" if mechanism == "none" else "SASL_SSL"
+    script = Path(__file__).parent / "kafkajs" / "security.js"
+    done = subprocess.run(["node", str(script), secure_broker.address(listener), "js-" + uuid.uuid4().hex[:8],
+                           str(pki["ca"]), mechanism, user, secret], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"values": ["a", "b", "c"]}
