@@ -174,6 +174,17 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
                    "--entity-name", "q1").stdout
         return "Quota configs for client-id 'q1' are producer_byte_rate=1048576.0" in out
     _wait(described, 30, "the other broker to know the quota")
+    # ... and enforces it: a tiny quota set through one broker throttles a producer on every other
+    tiny = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "clients",
+                "--entity-name", "tiny", "--add-config", "producer_byte_rate=100")
+    assert tiny.returncode == 0, tiny.stdout + tiny.stderr
+    create(",".join(b.bootstrap for b in cluster), "qt", 3, rf=1)
+    admin = AdminClient({"bootstrap.servers": second})
+    leaders = _wait(lambda: (lambda parts: parts if all(m.leader >= 0 for m in parts.values()) else None)(
+        admin.list_topics("qt", timeout=10).topics["qt"].partitions), 20, "leaders of qt")
+    for partition, meta in leaders.items():
+        _wait(lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0, 20,
+              f"broker {meta.leader} throttling the client id")
     zk = KazooClient(hosts=zookeeper.connect_string + "/strom-k4-" + "test_client_quotas_live_in_zookeeper_and_reach_every_broker")
     zk.start(timeout=10)
     try:
@@ -254,3 +265,22 @@ def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluste
         consumer.close()
     missing = set(acked) - seen
     assert not missing, f"{len(missing)} acknowledged records lost in the move"
+
+
+def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:
+    """One acks=1 Produce v9 of 5 KB as `client_id`; the answer's throttle_time_ms."""
+    import socket
+    import struct
+
+    from strom.protocol.codec import decode_response, encode_request
+    from strom.protocol.records.batch import Record, build_batch
+    from strom.protocol.schema import ApiKey
+    records = build_batch([Record(i, i, None, b"x" * 1000) for i in range(5)])
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(encode_request(ApiKey.PRODUCE, 9, 1, client_id, body))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        _, response = decode_response(ApiKey.PRODUCE, 9, sock.recv(size, socket.MSG_WAITALL))
+    assert response.responses[0].partition_responses[0].error_code == 0
+    return response.throttle_time_ms
