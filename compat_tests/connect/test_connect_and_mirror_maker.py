@@ -82,7 +82,9 @@ class Jvm:
     def __init__(self, main: str, args: list[str], log: Path) -> None:
         self.log = log
         self.out = log.open("w")
-        self.proc = subprocess.Popen(["java", *JAVA_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", main, *args],
+        # connect-log4j2.yaml also writes connect.log files into kafka.logs.dir: keep them in the test's dir
+        self.proc = subprocess.Popen(["java", *JAVA_FLAGS, f"-Dkafka.logs.dir={log.parent}", "-cp",
+                                      f"{KAFKA_HOME}/libs/*", main, *args], cwd=log.parent,
                                      stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self) -> None:
