@@ -2,8 +2,8 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from ._common import OPERATIONS_NOT_REQUESTED
-from ..auth import Operation, allowed_cluster
+from ._common import CLUSTER_AUTHORIZED_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from ..auth import Operation, allowed_cluster, cluster_operations
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
@@ -28,4 +28,7 @@ async def handle(broker, request) -> dict:
         "controller_id": broker.controller_id,
         "brokers": [{"broker_id": node, "host": host, "port": port, "rack": rack}
                     for node, host, port, rack in broker.live_brokers()],
+        "cluster_authorized_operations": (
+            cluster_operations(broker, CLUSTER_AUTHORIZED_OPERATIONS) if request.body.include_cluster_authorized_operations
+            else OPERATIONS_NOT_REQUESTED),
     }

@@ -2,6 +2,8 @@
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..auth import Operation, ResourceType, allowed, allowed_cluster
+
 from ..config import TOPIC_CONFIGS
 from .alter_configs import apply
 from .describe_configs import TOPIC
@@ -41,10 +43,25 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
+def _denied(broker, resource):
+    """The authorization error for altering ``resource``'s configs, or None."""
+    if resource.resource_type == TOPIC:
+        if not allowed(broker, Operation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle(broker, request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
+        denied = _denied(broker, resource)
+        if denied is not None:
+            responses.append({"error_code": denied, "error_message": "Authorization failed.",
+                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            continue
         throttles = UNSET_THROTTLES.get(resource.resource_type, set())
         if resource.configs and all(c.config_operation == DELETE and c.name in throttles for c in resource.configs) \
                 and (resource.resource_type != TOPIC or resource.resource_name in broker.topics.topics):

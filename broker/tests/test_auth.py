@@ -184,6 +184,13 @@ async def test_every_api_answers_its_authorization_error(secured, nursery):
     cluster = await alice.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
                                                                "endpoint_type": 1})
     assert cluster.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    full = await admin.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
+                                                            "endpoint_type": 1})
+    assert full.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)), "a super user"
+    altered = await alice.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 2, "resource_name": "visible", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": False})
+    assert altered.responses[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     scram = await alice.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
     assert scram.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
