@@ -15,3 +15,14 @@ class TopicError(Exception):
 
 class DropConnection(Exception):
     """Close the client's connection without answering (fault injection, broker/faults.py)."""
+
+
+class AnswerInVersion(Exception):
+    """Answer the request with ``body`` encoded in ``version`` instead of the request's own: an
+    ApiVersions request above a version cap (broker/faults.py) gets v0 with UNSUPPORTED_VERSION,
+    as Kafka answers an ApiVersions version it does not know."""
+
+    def __init__(self, version: int, body: dict):
+        super().__init__(f"answer in v{version}")
+        self.version = version
+        self.body = body

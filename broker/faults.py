@@ -15,7 +15,9 @@ one thing to the next ``count`` matching requests:
 
 Besides rules: ``pause()`` holds every request until ``resume()``; ``cap_versions("2.8")`` makes
 ApiVersions advertise what that Kafka release did (``kafka_releases.json``, the ApiVersions
-answers of real brokers) and closes connections that use a version outside it; ``record()``
+answers of real brokers) and closes connections that use a version outside it, except that an
+ApiVersions request above the release's ApiVersions version gets UNSUPPORTED_VERSION with the v0
+answer, as Kafka answers an ApiVersions version it does not know; ``record()``
 keeps (api, version, client id) of every request for a test to read.
 
 Cost when unused: the connection handler checks ``broker.faults is None`` once per request; the
@@ -39,7 +41,7 @@ from construct import Container
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec, in_range
 
-from .errors import DropConnection  # noqa: F401  (raised here, caught by the connection handler)
+from .errors import AnswerInVersion, DropConnection  # noqa: F401  (raised here, caught by the connection handler)
 
 log = logging.getLogger("strom.faults")
 
@@ -464,6 +466,15 @@ class FaultInjector:
         if self._resumed is not None:
             with trio.move_on_after(MAX_PAUSE_S):
                 await self._resumed.wait()
+        if self.cap is not None and header.api_key == 18:
+            rel = self.cap.get(18)
+            if rel is not None and header.api_version > rel[1]:
+                # as that Kafka answers a version it does not know: v0, UNSUPPORTED_VERSION and the
+                # versions it does support, from which the client picks and asks again
+                log.info("ApiVersions v%d is above Kafka %s's v%d (version cap): UNSUPPORTED_VERSION "
+                         "peer=%s", header.api_version, self.cap_name, rel[1], peer)
+                body = await self._answer(module, request)
+                raise AnswerInVersion(0, dict(body, error_code=ErrorCode.UNSUPPORTED_VERSION))
         if self.cap is not None and header.api_key != 18:
             rel = self.cap.get(header.api_key)
             if rel is None or not rel[0] <= header.api_version <= rel[1]:

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.protocol.codec import encode_response
 from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
                                  RawFrame, Request, ServerConnection)
 
 from . import context
 from .apis import HANDLERS, SUPPORTED_RANGE, error_response
-from .errors import DropConnection  # broker/faults.py loads only when a test injects faults
+from .errors import AnswerInVersion, DropConnection  # broker/faults.py loads only when a test injects faults
 from .security import PLAINTEXT, ListenerSecurity
 from .security.connection import SecureConnection
 
@@ -206,6 +207,10 @@ class ConnectionHandler:
             failed = False
         except DropConnection:
             return False
+        except AnswerInVersion as answer:  # ApiVersions above a version cap: v0, UNSUPPORTED_VERSION
+            failed = False
+            out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
+            return True
         except Exception:
             log.exception("handler failed api=%s version=%d peer=%s; closing the connection",
                           module.__name__.rsplit(".", 1)[-1], request.header.api_version, peer)

@@ -110,5 +110,9 @@ def test_version_cap_makes_clients_fall_back(strom_broker, strom_topic):
     strom_broker.faults.cap_versions("2.0")  # Kafka 2.0: Produce up to v6, Metadata up to v6
     capped = versions_sent()
     assert capped["rdkafka", "Produce"] == {6} and capped["kp", "Produce"] == {6}
+    # ApiVersions above 2.0's v2 got UNSUPPORTED_VERSION (as from that Kafka): each client asked again lower
+    for client in ("rdkafka", "kp"):
+        asked = capped[client, "ApiVersions"]
+        assert max(asked) > 2 and min(asked) <= 2, (client, asked)
     assert max(capped["rdkafka", "Metadata"]) <= 6 and max(capped["kp", "Metadata"]) <= 6
     assert _consume_all(strom_broker.bootstrap_servers, strom_topic, 4) == [b"x", b"y", b"x", b"y"]

@@ -116,8 +116,7 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     injector.record()
     injector.cap_versions("2.0")
     versions = {k.api_key: (k.min_version, k.max_version)
-                for k in (await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test",
-                                                                     "client_software_version": "1"})).api_keys}
+                for k in (await client.request(ApiKey.API_VERSIONS, 2, {})).api_keys}  # 2.0 knew v0-v2
     assert versions[ApiKey.PRODUCE] == (0, 6) and versions[ApiKey.FETCH] == (0, 8)
     assert ApiKey.DESCRIBE_CLUSTER not in versions  # Kafka 2.0 had no DescribeCluster
     ok = await client.request(ApiKey.PRODUCE, 6, {"acks": -1, "timeout_ms": 1000, "topic_data": [
@@ -128,9 +127,29 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     with pytest.raises(EOFError):
         await client.receive_frame()
     seen = [(r["api"], r["version"], r["client_id"]) for r in injector.recorded()]
-    assert seen == [("ApiVersions", 3, "test"), ("Produce", 6, "test"), ("Produce", 9, "test")]
+    assert seen == [("ApiVersions", 2, "test"), ("Produce", 6, "test"), ("Produce", 9, "test")]
     injector.clear()
     assert broker.faults is None
+
+
+async def test_api_versions_above_the_cap_gets_unsupported_version_and_the_v0_answer(connect, broker):
+    """Kafka 2.0 knew ApiVersions up to v2: a v3 request gets what 2.0 answered a version it did
+    not know (v0, UNSUPPORTED_VERSION, the versions it has), so the client retries with v2."""
+    client = await connect()
+    injector = broker.injector()
+    injector.cap_versions("2.0")
+    await client.send(ApiKey.API_VERSIONS, 3, {"client_software_name": "test", "client_software_version": "1"})
+    _, answer = decode_response(ApiKey.API_VERSIONS, 0, await client.receive_frame())
+    assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
+    versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+    assert versions[ApiKey.API_VERSIONS] == (0, 2) and versions[ApiKey.PRODUCE] == (0, 6)
+    assert ApiKey.DESCRIBE_CLUSTER not in versions
+    fallback = await client.request(ApiKey.API_VERSIONS, 2, {})  # the same connection stays open
+    assert fallback.error_code == ErrorCode.NONE
+    assert {k.api_key: k.max_version for k in fallback.api_keys}[ApiKey.API_VERSIONS] == 2
+    injector.cap_versions(None)
+    assert (await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test",
+                                                         "client_software_version": "1"})).error_code == 0
 
 
 async def test_metadata_error_on_a_topic(connect, broker):
