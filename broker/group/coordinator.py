@@ -404,6 +404,10 @@ class GroupCoordinator:
             return JoinResult(error, member_id=req.member_id)
         if self.consumer.has_members(group_id):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+        if self.consumer.get(group_id) is not None:
+            # an empty consumer group becomes a classic one (its offsets stay), as Kafka 4.0 converts it
+            self.consumer.delete(group_id)
+            log.info("empty consumer group %s converted to a classic group", group_id)
         if req.member_id and self.get(group_id) is None:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
         group = self._get_or_create(group_id)

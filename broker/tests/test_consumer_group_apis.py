@@ -148,3 +148,34 @@ async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
         assert [m.member_id for m in after.members] == ["m2"], "a member that left stays gone (tombstones)"
     finally:
         b3.close()
+
+
+async def test_empty_groups_change_protocol_keeping_their_offsets(tmp_path, nursery):
+    from .conftest import make_broker, open_client
+    broker = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
+    try:
+        await _convert(broker, open_client(broker, nursery))
+    finally:
+        broker.close()
+
+
+async def _convert(broker, client):
+    await create(client, "conv")
+    join = {"group_id": "conv", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    # a consumer group commits, empties, and classic members take the id over
+    await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "m", 0, ["conv"], []))
+    await client.request(ApiKey.OFFSET_COMMIT, 9, commit("conv", "m", 1, "conv", 0, 7))
+    await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "m", -1))
+    joined = await client.request(ApiKey.JOIN_GROUP, 3, join)
+    assert joined.error_code == ErrorCode.NONE
+    assert broker.groups.consumer.get("conv") is None
+    listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [("conv", "classic")]
+    fetched = await client.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": "conv", "topics": [{"name": "conv", "partition_indexes": [0]}]}], "require_stable": False})
+    assert fetched.groups[0].topics[0].partitions[0].committed_offset == 7
+    # a heartbeat cannot take a classic group that has members (no upgrade of live classic members yet)
+    refused = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "n", 0, ["conv"], []))
+    assert (refused.error_code, refused.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                           "Group conv is not a consumer group.")
