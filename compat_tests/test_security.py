@@ -218,7 +218,8 @@ def java_available() -> bool:
 @pytest.mark.skipif(not java_available(), reason="no java or no Kafka 4.0 jars")
 def test_java_client_and_kafka_configs_manage_scram_users(secure_broker, pki, tmp_path):
     """kafka-configs.sh adds a SCRAM user; the Java 4.0 client logs in with it over SASL_SSL with a
-    PEM trust store, and over SSL with a PEM key store (client certificate)."""
+    PEM trust store, over SSL with a PEM key store (client certificate), and with an unsecured
+    OAUTHBEARER token over SASL_PLAINTEXT."""
     env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m", "KAFKA_OPTS": "-Xshare:auto -XX:TieredStopAtLevel=1"}
     added = subprocess.run([str(KAFKA_HOME / "bin/kafka-configs.sh"), "--bootstrap-server", secure_broker.bootstrap,
                             "--alter", "--add-config", "SCRAM-SHA-512=[iterations=4096,password=java-secret]",
@@ -234,6 +235,9 @@ def test_java_client_and_kafka_configs_manage_scram_users(secure_broker, pki, tm
                      "ssl.truststore.type=PEM", f"ssl.truststore.location={pki['ca']}"],
         "SSL": ["security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={pki['ca']}",
                 "ssl.keystore.type=PEM", f"ssl.keystore.location={combined}"],
+        "SASL_PLAINTEXT": ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=OAUTHBEARER",
+                           "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                           'required unsecuredLoginStringClaim_sub="bob";'],
     }
     for listener, configs in runs.items():
         out = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*",
