@@ -83,7 +83,9 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
     import trio
 
     try:
-        trio.run(_serve, config, prebound, ready_file)
+        from .clock import PausableClock  # `strom control pause` stops the broker's timers too
+
+        trio.run(_serve, config, prebound, ready_file, clock=PausableClock())
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -13,7 +13,9 @@ one thing to the next ``count`` matching requests:
 - ``drop``: close the connection, ``"before"`` handling the request or ``"after"`` (the request
   took effect, its answer is lost: what an idempotent producer's retry must cope with).
 
-Besides rules: ``pause()`` holds every request until ``resume()``; ``cap_versions("2.8")`` makes
+Besides rules: ``pause()`` holds every request until ``resume()`` and stops the broker's
+trio clock when it runs on a ``PausableClock`` (broker/clock.py: the embedded broker and
+``strom serve`` do), so no timer fires while paused; ``cap_versions("2.8")`` makes
 ApiVersions advertise what that Kafka release did (``kafka_releases.json``, the ApiVersions
 answers of real brokers) and closes connections that use a version outside it, except that an
 ApiVersions request above the release's ApiVersions version gets UNSUPPORTED_VERSION with the v0
@@ -41,12 +43,12 @@ from construct import Container
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec, in_range
 
+from .clock import MAX_PAUSE_S, PausableClock
 from .errors import AnswerInVersion, DropConnection  # noqa: F401  (raised here, caught by the connection handler)
 
 log = logging.getLogger("strom.faults")
 
 RELEASES_PATH = Path(__file__).with_name("kafka_releases.json")
-MAX_PAUSE_S = 600.0
 MAX_DELAY_MS = 600_000
 RECORD_LIMIT = 100_000
 
@@ -405,13 +407,23 @@ class FaultInjector:
         self.resume()
 
     def pause(self) -> None:
+        """Hold every request until ``resume()``; on a broker run with a ``PausableClock`` (the
+        embedded broker, ``strom serve``) its trio time stops too, so no timer fires meanwhile
+        (group sessions, flush, retention, cleaner, offset expiry), as under SIGSTOP."""
         if self._resumed is None:
             self._resumed = trio.Event()
-            log.info("broker paused: requests are held until resumed (at most %.0f s)", MAX_PAUSE_S)
+            clock = trio.lowlevel.current_clock()
+            if isinstance(clock, PausableClock):
+                clock.pause()
+            log.info("broker paused: requests are held and timers stopped until resumed (at most %.0f s)",
+                     MAX_PAUSE_S)
         self._update()
 
     def resume(self) -> None:
         if self._resumed is not None:
+            clock = trio.lowlevel.current_clock()
+            if isinstance(clock, PausableClock):
+                clock.resume()
             self._resumed.set()
             self._resumed = None
             log.info("broker resumed")

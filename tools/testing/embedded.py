@@ -182,8 +182,10 @@ class StromBroker:
                 self._broker = broker
                 ready.set()
 
+        from strom.broker.clock import PausableClock  # pause() stops the broker's timers too
+
         try:
-            trio.run(main)
+            trio.run(main, clock=PausableClock())
         except BaseException as exc:  # reported by start() or logged
             if not ready.is_set():
                 self._error = exc
@@ -249,7 +251,8 @@ class StromBroker:
 
     def pause(self) -> None:
         """Stop answering: requests are held until ``resume()`` (a process is sent SIGSTOP, as a
-        frozen JVM; in thread mode the broker holds every request and its timers go on)."""
+        frozen JVM; in thread mode the broker holds every request and its trio clock stands still, so
+        no timer fires meanwhile: no session expiry, flush, retention or cleaner run)."""
         if self.mode == "process":
             os.kill(self._process.pid, signal.SIGSTOP)
             self._paused_process = True
