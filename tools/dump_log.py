@@ -5,7 +5,8 @@ Reads files, never a broker. A ``.log`` segment is a sequence of log entries; ea
 the 61-byte header of :mod:`protocol.records.header`, CRC-32C over bytes [21, end); v0/v1
 messages: CRC-32 at byte 12 over bytes [16, end)). ``.index`` files hold 8-byte entries
 ``relative_offset int32 | position int32`` (relative_offset = last offset of the batch at that
-position); ``.timeindex`` files 12-byte entries ``timestamp int64 | relative_offset int32``.
+position); ``.timeindex`` files 12-byte entries ``timestamp int64 | relative_offset int32``;
+``.txnindex`` files Kafka's 34-byte aborted-transaction entries (storage.txn_index).
 File names are the segment's 20-digit base offset.
 
 Every problem found (bad CRC, truncated or unreadable entry, offsets out of order, an index
@@ -264,6 +265,26 @@ def scan_time_index(data: bytes, base_offset: int, log: LogScan | None) -> Index
 # --------------------------------------------------------------------------- files and output
 
 
+_TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+def scan_txn_index(data: bytes, base_offset: int, log: LogScan | None) -> IndexScan:
+    """Entries of a ``.txnindex`` (storage.txn_index: version, producer id, first offset, last
+    offset = the ABORT marker's, last stable offset); each marker must lie in the segment."""
+    scan = IndexScan()
+    end = log.last_offset if log is not None else None
+    for version, pid, first, last, lso in _entries(data, _TXN_ENTRY, scan):
+        scan.entries.append({"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last,
+                             "lastStableOffset": lso})
+        if version != 0:
+            scan.problems.append(f"entry of producer {pid}: unknown version {version}")
+        elif first > last:
+            scan.problems.append(f"entry of producer {pid}: first offset {first} after its marker {last}")
+        elif last < base_offset or (end is not None and last > end):
+            scan.problems.append(f"entry of producer {pid}: marker offset {last} is outside the segment")
+    return scan
+
+
 def base_offset_of(path: Path) -> int:
     stem = path.name.split(".")[0]
     if not stem.isdigit():
@@ -346,6 +367,7 @@ DUMPERS: dict[str, Callable[[Path, bool, bool, bool], list[str]]] = {
     ".log": _dump_log_file,
     ".index": lambda p, deep, show, as_json: _dump_index_file(p, scan_offset_index, as_json),
     ".timeindex": lambda p, deep, show, as_json: _dump_index_file(p, scan_time_index, as_json),
+    ".txnindex": lambda p, deep, show, as_json: _dump_index_file(p, scan_txn_index, as_json),
 }
 
 
@@ -355,7 +377,7 @@ DUMPERS: dict[str, Callable[[Path, bool, bool, bool], list[str]]] = {
 @click.option("--deep-iteration", is_flag=True, help="Decode every record (checks them) without necessarily printing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
 def dump_log(files: tuple[Path, ...], print_data: bool, deep_iteration: bool, as_json: bool) -> None:
-    """Print and check .log segments, .index and .timeindex files (as kafka-dump-log).
+    """Print and check .log segments, .index, .timeindex and .txnindex files (as kafka-dump-log).
 
     Exits with 1 if any batch is corrupt (bad CRC, truncated, undecodable) or an index disagrees.
     """
@@ -363,7 +385,7 @@ def dump_log(files: tuple[Path, ...], print_data: bool, deep_iteration: bool, as
     for path in files:
         dumper = DUMPERS.get(path.suffix)
         if dumper is None:
-            raise click.BadParameter(f"{path.name}: expected a .log, .index or .timeindex file", param_hint="FILES")
+            raise click.BadParameter(f"{path.name}: expected a .log, .index, .timeindex or .txnindex file", param_hint="FILES")
         if not as_json:
             click.echo(f"Dumping {path}")
         problems = dumper(path, print_data or deep_iteration, print_data, as_json)

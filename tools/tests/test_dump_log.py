@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from strom.protocol.records.batch import Record, build_batch
-from strom.tools.dump_log import INDEX_ENTRY, dump_log, scan_log, scan_offset_index, scan_time_index
+from strom.tools.dump_log import INDEX_ENTRY, dump_log, scan_log, scan_offset_index, scan_time_index, scan_txn_index
 from strom.tools.tests.conftest import Strom
 
 SEGMENT = "00000000000000000000"
@@ -105,6 +105,21 @@ def test_time_index_must_increase_and_stay_inside_the_log() -> None:
     assert scan_time_index(entry.pack(1000, 1) + entry.pack(2005, 2), 0, log).problems == []
     assert "out of order" in scan_time_index(entry.pack(2000, 1) + entry.pack(1000, 2), 0, log).problems[0]
     assert "beyond" in scan_time_index(entry.pack(1000, 9), 0, log).problems[0]
+
+
+def test_txn_index_entries_are_printed_and_checked(tmp_path: Path) -> None:
+    entry = struct.Struct(">hqqqq")
+    log = scan_log(_two_batches())
+    assert scan_txn_index(entry.pack(0, 7, 0, 1, 2), 0, log).entries == [
+        {"version": 0, "producerId": 7, "firstOffset": 0, "lastOffset": 1, "lastStableOffset": 2}]
+    assert scan_txn_index(entry.pack(0, 7, 0, 1, 2), 0, log).problems == []
+    assert "outside" in scan_txn_index(entry.pack(0, 7, 0, 50, 51), 0, log).problems[0]
+    assert "unknown version" in scan_txn_index(entry.pack(3, 7, 0, 1, 2), 0, log).problems[0]
+    assert "torn" in scan_txn_index(entry.pack(0, 7, 0, 1, 2) + b"\x00", 0, log).problems[0]
+    path = tmp_path / f"{0:020d}.txnindex"
+    path.write_bytes(entry.pack(0, 7, 0, 1, 2))
+    result = _dump(str(path))
+    assert result.exit_code == 0 and "producerId: 7 firstOffset: 0 lastOffset: 1" in result.output
 
 
 def test_unknown_file_kind_is_a_usage_error(tmp_path: Path) -> None:
