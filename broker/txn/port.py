@@ -1,15 +1,13 @@
 """What the transaction coordinator needs from the broker, and nothing more.
 
-The coordinator is written against :class:`TxnBrokerPort` so it can be tested alone (see
-``broker/txn/tests``) and does not import the Broker. :class:`BrokerPort` adapts a running
-`Broker` to it.
+The coordinator is written against :class:`TxnBrokerPort` and never imports the Broker, so any
+object with these members can host it (``broker/txn/tests`` drive it through an in-process broker
+and replace ``now_ms`` to move its clock). :class:`BrokerPort` adapts a running `Broker` to it.
 """
 from __future__ import annotations
 
 import time
 from typing import Protocol
-
-
 
 
 class TxnBrokerPort(Protocol):
@@ -89,6 +87,3 @@ class BrokerPort:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
-
-
-

@@ -165,6 +165,13 @@ def test_compaction_removes_aborted_data_keeps_markers_and_stops_at_the_lso(open
     # transaction (beyond the LSO) was not touched
     assert found == [(0, False, [b"committed-1"]), (3, True, None), (4, False, [b"committed-2"]),
                      (5, True, None), (6, False, [b"open"]), (7, False, [b"open"]), (8, False, [b"tail"])]
+    # the swapped-in segment carries the aborted transaction's index entry across a restart
+    aborted = log.aborted_transactions(0, 100)
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in aborted] == [(A, 1, 3)]
+    log.close()
+    again = _hw(open_log(LogConfig(cleanup_policy="compact", segment_bytes=100_000), clean_shutdown=True))
+    assert again.aborted_transactions(0, 100) == aborted
+    assert again.last_stable_offset == 6
 
 
 def test_retention_takes_a_segments_txnindex_with_it(open_log, clock):
