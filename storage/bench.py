@@ -13,7 +13,7 @@ from pathlib import Path
 from strom.protocol.records.header import parse_header
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
-from strom.storage.tests.batches import make_batch
+from strom.storage.synthetic import make_batch
 
 
 def run(directory: Path, batch_bytes: int, seconds: float = 2.0) -> tuple[float, float]:

@@ -42,6 +42,29 @@ def test_every_import_of_strom_code_uses_the_strom_namespace():
     assert offenders == [], "import these as strom.<package>:\n" + "\n".join(offenders)
 
 
+def _tests_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names if "tests" in name.split(".")]
+    return found
+
+
+def test_no_module_of_the_wheel_imports_a_tests_package():
+    """The wheel carries no tests packages: a shipped module importing one (as storage/bench.py
+    once did) fails from an installed wheel while passing here."""
+    shipped = [p for p in _python_files() if "tests" not in p.relative_to(ROOT).parts
+               and p.parts[len(ROOT.parts)] in PACKAGES]
+    offenders = [line for path in shipped for line in _tests_imports(path)]
+    assert offenders == [], "move what these need out of the tests package:\n" + "\n".join(offenders)
+
+
 def test_the_import_check_sees_an_old_style_import(tmp_path):
     sample = ROOT / "tools" / "tests" / "_sample_old_import.py"
     try:
