@@ -1,4 +1,6 @@
 """CreateTopics: new topics with a partition count (or a manual assignment) and config overrides."""
+from collections import Counter
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -27,6 +29,8 @@ async def _create(broker, topic, validate_only: bool) -> dict:
         replication = max(len(a.broker_ids) for a in topic.assignments)
     configs = {c.name: c.value for c in topic.configs}
     info = await broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+    if replication == -1:  # answered resolved, as Kafka does
+        replication = broker.config["default.replication.factor"]
     if info is None:
         partitions = partitions if partitions != -1 else broker.config["num.partitions"]
         return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
@@ -41,11 +45,16 @@ async def handle(broker, request) -> dict:
     validate_only = body.get("validate_only", False)
     results = []
     seen = set()
+    counts = Counter(t.name for t in body.topics)
     for topic in body.topics:
         result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
-        if topic.name in seen:
-            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic in request.")
-            results.append(result)
+        if counts[topic.name] > 1:
+            # as Kafka: a name given twice is refused altogether, answered once
+            if topic.name not in seen:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, configs=[],
+                              error_message="Create topics request contains duplicate topic name.")
+                results.append(result)
+            seen.add(topic.name)
             continue
         seen.add(topic.name)
         if not (allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC,

@@ -103,3 +103,17 @@ async def test_create_topics_refuses_min_insync_replicas_zero_and_answers_failur
         "name": "isr-one", "num_partitions": 1, "replication_factor": 1, "assignments": [],
         "configs": [{"name": "min.insync.replicas", "value": "1"}]}], "timeout_ms": 1000})
     assert ok.topics[0].error_code == ErrorCode.NONE and ok.topics[0].configs
+
+
+async def test_create_topics_refuses_a_name_given_twice_and_resolves_default_replication(connect):
+    client = await connect()
+    entry = {"name": "given-twice", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    reply = await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [entry, entry], "timeout_ms": 1000})
+    assert [(t.name, t.error_code) for t in reply.topics] == [("given-twice", ErrorCode.INVALID_REQUEST)]
+    meta = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "given-twice"}],
+                                                      "allow_auto_topic_creation": False})
+    assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    defaults = await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+        {"name": "by-default", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}],
+        "timeout_ms": 1000})
+    assert (defaults.topics[0].error_code, defaults.topics[0].replication_factor) == (ErrorCode.NONE, 1)
