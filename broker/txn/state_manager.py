@@ -25,8 +25,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import trio
-
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
 from strom.protocol.records.errors import RecordsError
