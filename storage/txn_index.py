@@ -157,6 +157,8 @@ class TxnLogState:
             self.aborted.append(entry)
             self._lasts.append(marker)
             append_entry(txn_index_path(self.directory, segment_base), entry)
+        if self.unreplicated:  # bounded on followers too, whose LSO nobody asks for
+            self.unreplicated = [u for u in self.unreplicated if u[1] >= high_watermark]
         if marker >= high_watermark:
             self.unreplicated.append((first_offset, marker))
 

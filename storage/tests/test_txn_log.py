@@ -186,3 +186,12 @@ def test_retention_takes_a_segments_txnindex_with_it(open_log, clock):
     assert log.delete_old_segments() == 1
     assert not (log.dir / f"{0:020d}.txnindex").exists()
     assert log.aborted_transactions(0, 100) == []
+
+
+def test_completed_transactions_above_the_high_watermark_stay_bounded(open_log):
+    log = open_log()  # a follower: its high watermark trails, nobody asks it for an LSO
+    for n in range(50):
+        append(log, txn(A, 2 * n))
+        append(log, marker(A, commit=True))
+        log.high_watermark = log.log_end_offset - 1
+    assert len(log.txn.unreplicated) <= 2
