@@ -714,6 +714,8 @@ class Log:
                 fsync_dir(self.dir)
                 self.recovery_point = self.log_end_offset
                 self.leader_epoch_cache.flush_if_dirty()
+                if self.txn.unwritten:
+                    self.txn.write_unwritten(self._bases)
                 self.producer_state.take_snapshot(self.log_end_offset)
             except OSError as exc:
                 failure = exc  # the recovery point stays where it was: the next start recovers

@@ -28,6 +28,7 @@ and a torn index tail is simply re-derived.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import NamedTuple
 from strom.protocol.records.control import ABORT, control_type
 from strom.protocol.records.header import BatchHeader
 
+log = logging.getLogger("strom.storage.txn")
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -100,6 +102,7 @@ class TxnLogState:
         self.aborted: list[AbortedTxn] = []       # sorted by last_offset
         self._lasts: list[int] = []
         self.unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset)
+        self.unwritten: set[int] = set()  # segments whose index file missed an entry (write failed)
 
     # ------------------------------------------------------------ loading
     def load(self, segment_bases: list[int]) -> None:
@@ -139,6 +142,19 @@ class TxnLogState:
         i = bisect.bisect_right(segment_bases, offset) - 1
         return segment_bases[i] if i >= 0 else None
 
+    def write_unwritten(self, segment_bases: list[int]) -> None:
+        """Rewrite the index files that missed an entry (at close), from memory."""
+        for base in sorted(self.unwritten):
+            i = bisect.bisect_left(segment_bases, base)
+            if i < len(segment_bases) and segment_bases[i] == base:
+                end = segment_bases[i + 1] if i + 1 < len(segment_bases) else 1 << 62
+                try:
+                    self.rewrite_segment(base, end)
+                except OSError as exc:
+                    log.error("could not write %s: %s", txn_index_path(self.directory, base), exc)
+                    continue
+            self.unwritten.discard(base)
+
     def rewrite_segment(self, base: int, next_offset: int) -> None:
         """Write the index of a segment swapped in by compaction from the entries in memory."""
         lo = bisect.bisect_left(self._lasts, base)
@@ -156,7 +172,13 @@ class TxnLogState:
             entry = AbortedTxn(header.producer_id, first_offset, marker, stable_after)
             self.aborted.append(entry)
             self._lasts.append(marker)
-            append_entry(txn_index_path(self.directory, segment_base), entry)
+            try:
+                append_entry(txn_index_path(self.directory, segment_base), entry)
+            except OSError as exc:  # the marker is written: keep serving from memory
+                log.error("could not write the aborted-transaction index of %s (producer %d, offsets %d-%d): "
+                          "%s; written again when the log closes", self.directory,
+                          entry.producer_id, entry.first_offset, entry.last_offset, exc)
+                self.unwritten.add(segment_base)
         if self.unreplicated:  # bounded on followers too, whose LSO nobody asks for
             self.unreplicated = [u for u in self.unreplicated if u[1] >= high_watermark]
         if marker >= high_watermark:

@@ -195,3 +195,21 @@ def test_completed_transactions_above_the_high_watermark_stay_bounded(open_log):
         append(log, marker(A, commit=True))
         log.high_watermark = log.log_end_offset - 1
     assert len(log.txn.unreplicated) <= 2
+
+
+def test_an_index_write_that_fails_is_redone_at_close(open_log, monkeypatch):
+    from strom.storage import txn_index
+
+    log = open_log()
+    append(log, txn(A, 0))
+    real = txn_index.append_entry
+
+    def broken(path, entry):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(txn_index, "append_entry", broken)
+    append(log, marker(A, commit=False))            # the marker is written; the index file is not
+    assert log.log_end_offset == 3 and log.aborted_transactions(0, 10) == [AbortedTxn(A, 0, 2, 3)]
+    monkeypatch.setattr(txn_index, "append_entry", real)
+    log.close()
+    assert read_index(log.dir / f"{0:020d}.txnindex") == [AbortedTxn(A, 0, 2, 3)]
