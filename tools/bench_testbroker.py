@@ -11,6 +11,10 @@ then), ``warm`` the second (every later test of a session). The `strom serve` pr
 from spawn to its ready file, the reference Kafka from ``kafka-reference.sh start`` (which
 formats its storage and waits for its port) to ``stop`` returning.
 
+Children run as an installed strom runs, with compiled bytecode kept (``installed_env`` of
+`strom bench`: pip compiles on install), after one run that compiles it; ``--no-bytecode`` runs
+them as a checkout under PYTHONDONTWRITEBYTECODE=1 would, compiling every module at each start.
+
 Figures are medians of ``--runs`` runs (the reference Kafka: ``--kafka-runs``), reported with
 their ratio to the reference Kafka's time in the same run; never asserted.
 """
@@ -171,34 +175,43 @@ def run_kafka(workdir: Path) -> dict:
     return {"total_s": end - start, "start_s": started - start, "stop_s": end - before_stop, **phases}
 
 
-def _child(kind: str, workdir: Path) -> dict:
+def _child(kind: str, workdir: Path, env: dict[str, str] | None = None) -> dict:
     """One run in a fresh interpreter, as a test session would start."""
     result = subprocess.run([sys.executable, "-m", "strom.tools.bench_testbroker", "--child", kind,
                              "--workdir", str(workdir)], capture_output=True, text=True, timeout=300,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, env=env)
     if result.returncode != 0:
         raise click.ClickException(f"{kind} run failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def measure(runs: int, kafka_runs: int, workdir: Path, log) -> dict:
+def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = True) -> dict:
     results: dict[str, list[dict]] = {"embedded_cold": [], "embedded_warm": [], "serve_process": [],
                                       "kafka_reference": []}
     idle = []
+    if bytecode:
+        from strom.tools.benchmark import installed_env
+
+        env = installed_env(workdir / "pycache")
+        log("compiling the bytecode (one embedded and one process run, not counted)")
+        _child("embedded", workdir / "compile-e", env)
+        _child("process", workdir / "compile-p", env)
+    else:
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     for i in range(runs):
         log(f"run {i + 1}/{runs}: embedded broker (cold and warm), strom serve process")
-        embedded = _child("embedded", workdir / f"e{i}")
+        embedded = _child("embedded", workdir / f"e{i}", env)
         results["embedded_cold"].append(embedded["cold"])
         results["embedded_warm"].append(embedded["warm"])
-        idle.append(_child("idle", workdir / f"i{i}")["idle_rss_bytes"])
-        results["serve_process"].append(_child("process", workdir / f"p{i}"))
+        idle.append(_child("idle", workdir / f"i{i}", env)["idle_rss_bytes"])
+        results["serve_process"].append(_child("process", workdir / f"p{i}", env))
     for i in range(kafka_runs):
         log(f"reference Kafka run {i + 1}/{kafka_runs}")
-        results["kafka_reference"].append(_child("kafka", workdir / f"k{i}"))
+        results["kafka_reference"].append(_child("kafka", workdir / f"k{i}", env))
     summary = {kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
                for kind, rs in results.items() if rs}
     summary["embedded_idle_rss_bytes"] = statistics.median(idle)
-    return {"median": summary, "runs": results}
+    return {"median": summary, "runs": results, "bytecode_cached": bytecode}
 
 
 def format_report(report: dict) -> str:
@@ -217,6 +230,9 @@ def format_report(report: dict) -> str:
                      f"{m['total_s'] / kafka:.3f}" if kafka else "-", target])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    cached = report.get("bytecode_cached", True)
+    table += "\n\nbytecode: " + ("compiled and kept, as an installed strom runs" if cached else
+                                 "not kept (PYTHONDONTWRITEBYTECODE=1): every cold start compiles strom's modules")
     return table + f"\n\nembedded broker idle memory: {median['embedded_idle_rss_bytes'] / 2**20:.1f} MiB " \
                    f"(RSS of a test process with an idle broker minus before it started: the broker's modules, loop and logs)"
 
@@ -228,9 +244,11 @@ def format_report(report: dict) -> str:
               help="Runs against the reference Kafka (0: skip it).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every run as JSON here.")
+@click.option("--bytecode/--no-bytecode", default=True, show_default=True,
+              help="Keep compiled bytecode as an installed strom does, or compile at every start.")
 @click.option("--child", type=click.Choice(["embedded", "idle", "process", "kafka"]), hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
-def bench_testbroker(runs: int, kafka_runs: int, json_path: Path | None, child: str | None,
+def bench_testbroker(runs: int, kafka_runs: int, json_path: Path | None, bytecode: bool, child: str | None,
                      workdir: Path | None) -> None:
     """Time a typical integration test against the embedded broker, strom serve and Kafka."""
     if child is not None:
@@ -243,7 +261,7 @@ def bench_testbroker(runs: int, kafka_runs: int, json_path: Path | None, child: 
         click.echo("reference Kafka not found (kafka-reference.sh): its column is left out", err=True)
         kafka_runs = 0
     with tempfile.TemporaryDirectory(prefix="strom-bench-tb-") as tmp:
-        report = measure(runs, kafka_runs, Path(tmp), lambda m: click.echo(m, err=True))
+        report = measure(runs, kafka_runs, Path(tmp), lambda m: click.echo(m, err=True), bytecode)
     click.echo(format_report(report))
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=2))
