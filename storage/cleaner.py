@@ -27,7 +27,9 @@ aborted-transaction index, storage.txn_index) take no part in the offset map and
 batch dropped, or kept empty where a producer's last batch must stay); committed transactional
 records are compacted like any other; control batches (markers) are copied verbatim. Kafka
 eventually removes a marker once no data of its transaction is left and delete.retention.ms has
-passed; Strom keeps markers (one small batch per transaction and partition).
+passed (and drops an ABORT marker's index entry with it: a consumer that met the entry without the
+marker would skip that producer's later committed batches); Strom keeps every marker (one small
+batch per transaction and partition) and its index entries.
 
 Delete horizon (KIP-534, attributes bit 6 = 0x40): when a batch holding tombstones is first
 rewritten, its ``base_timestamp`` is set to ``now + delete.retention.ms`` and the bit is set;
