@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
-import crc32c
 
 from strom.protocol.records.batch import Record, build_batch, read_batch
 from strom.protocol.records.errors import RecordsError
@@ -81,6 +80,7 @@ from strom.protocol.records.header import (
 )
 from strom.storage.checkpoint import fsync_dir
 from strom.storage.errors import CorruptLog, StorageError
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 from strom.storage import files
 from strom.storage.files import FileHandle
 from strom.storage.index import OffsetIndex, TimeIndex

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
-import crc32c
 
 from strom.protocol.records.header import (
     CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, parse_header, set_base_offset,
@@ -32,6 +31,7 @@ from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileC
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-import crc32c
 
 from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from strom.storage.checkpoint import atomic_write
 from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import crc32c
 
 from strom.protocol.records.header import (
     CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader, entry_frame, parse_header,
@@ -16,6 +15,7 @@ from strom.storage import files
 from strom.storage.errors import CorruptLog
 from strom.storage.files import FileHandle, FileRegion
 from strom.storage.index import OffsetIndex, TimeIndex
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 INT32_MAX = (1 << 31) - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # batch_length of a v2 batch with no records

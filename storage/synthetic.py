@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
 
 from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
