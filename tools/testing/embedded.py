@@ -220,8 +220,16 @@ class StromBroker:
             if thread is None:
                 return
             if token is not None and cancel is not None and thread.is_alive():
+                def stop_now() -> None:  # a paused broker's clock runs again for its shutdown
+                    import trio
+
+                    clock = trio.lowlevel.current_clock()
+                    if hasattr(clock, "resume"):
+                        clock.resume()
+                    cancel.cancel()
+
                 try:
-                    token.run_sync_soon(cancel.cancel)
+                    token.run_sync_soon(stop_now)
                 except Exception:  # the loop already ended
                     pass
             thread.join(self.stop_timeout)

@@ -134,6 +134,18 @@ def test_process_mode_faults_pause_and_resume():
         os.kill(pid, 0)
 
 
+def test_thread_mode_pause_holds_requests_and_a_paused_broker_still_stops():
+    b = StromBroker()
+    with b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **QUIET})
+        admin.list_topics(timeout=10)
+        b.pause()  # requests held, the broker's clock stopped (broker/tests/test_clock.py)
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=1)
+        start = time.monotonic()
+    assert time.monotonic() - start < b.stop_timeout and b._stuck is None  # stopped while paused
+
+
 def test_maintenance_now_retention_compaction_offset_expiry():
     with broker() as b:
         b.create_topic("ret", retention_ms=1)
