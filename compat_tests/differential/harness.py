@@ -56,6 +56,8 @@ class Step:
     compare: bool = True        # False: a setup step, its answer is only checked for errors
     pause_s: float = 0.0        # sleep before sending (a coordinator settling, a retention pass)
     until_ok: bool = False      # setup: resend (up to 5 s) while the answer carries an error code
+    until_has: str | None = None    # resend (up to 5 s) until this text is in the answer's repr
+    until_lacks: str | None = None  # resend (up to 5 s) while this text is in the answer's repr
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,14 @@ def present(value: Any, fields: tuple[FieldSpec, ...], version: int) -> Any:
     return out
 
 
+def settling(step: Step, answer: Any) -> bool:
+    """True while a step's answer is not yet the settled one it waits for (Kafka's broker applies
+    the controller's metadata changes a little after the admin request returned)."""
+    text = repr(answer)
+    return bool((step.until_ok and has_error(answer)) or (step.until_has and step.until_has not in text)
+                or (step.until_lacks and step.until_lacks in text))
+
+
 def has_error(answer: Any) -> bool:
     """True when an answer is not a decoded body or carries a non-zero error code anywhere."""
     if isinstance(answer, str):
@@ -302,7 +312,7 @@ def run_scenario(target: Target, scenario: Scenario) -> list[Any]:
                 answer = TIMEOUT
             answer = present(answer, api_spec(step.api).response.fields, 0 if step.raw else step.version) \
                 if not isinstance(answer, str) else answer
-            if not step.until_ok or not has_error(answer):
+            if not settling(step, answer):
                 break
             time.sleep(0.1)
         for name, path in step.capture.items():
