@@ -10,6 +10,8 @@ The README's compatibility table must match the recorded results.
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,25 @@ def test_librdkafka_allowlisted_tests_pass(tmp_path: Path) -> None:
     allowed = read_allowlist(rdk_runner.ALLOWLIST)
     numbers = rdk_runner.allowlisted_numbers(allowed)
     results = rdk_runner.run(numbers, workers=WORKERS, tree=tree, expected=rdk_runner.expected_durations())
+    results = _rerun_failed_alone(results, allowed, tree)
     assert not results.failed_of(allowed), _report(results, allowed)
+
+
+def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path) -> SuiteResults:
+    """A few of librdkafka's tests time their own steps (0018's group termination, 0086's purge of
+    requests in flight) and miss now and then under four workers plus the rest of CI on two
+    cores. Each allow-listed test that failed runs once more, alone; the first failure is still
+    shown, as a warning, so a test that fails often stays visible."""
+    failed = results.failed_of(allowed)
+    if not failed:
+        return results
+    again = rdk_runner.run(sorted({name[:4] for name in failed}), workers=1, tree=tree)
+    for name in failed:
+        first, second = results.tests.get(name), again.tests.get(name)
+        warnings.warn(f"librdkafka {name} did not pass under load "
+                      f"({first.state + ' ' + first.detail if first else 'not reported'}); "
+                      f"run again alone: {second.state if second else 'not reported'}")
+    return replace(results, tests={**results.tests, **again.tests})
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S)
@@ -145,3 +165,23 @@ def test_kcat_outcome_reads_skips_and_failures() -> None:
     assert skipped.state == SKIPPED and "schema-registry" in skipped.detail
     assert kcat_runner.outcome_of(1, "boom\n", 10).state == FAILED
     assert kcat_runner.outcome_of(None, "", 10).state == TIMEOUT
+
+
+def test_a_failed_allowlisted_test_runs_once_more_alone(monkeypatch) -> None:
+    first = SuiteResults("librdkafka", "librdkafka", "2", {
+        "0001_a": Outcome(PASSED), "0018_b": Outcome(TIMEOUT, detail="timed out"), "0086_c": Outcome(FAILED)})
+    asked = []
+
+    def rerun(numbers, *, workers, tree):
+        asked.append((numbers, workers))
+        return SuiteResults("librdkafka", "librdkafka", "2",
+                            {"0018_b": Outcome(PASSED), "0086_c": Outcome(FAILED, detail="again")})
+
+    monkeypatch.setattr(rdk_runner, "run", rerun)
+    with pytest.warns(UserWarning) as warned:
+        merged = _rerun_failed_alone(first, ["0001_a", "0018_b", "0086_c"], Path("."))
+    assert [str(w.message).split(" did not")[0] for w in warned] == ["librdkafka 0018_b", "librdkafka 0086_c"]
+    assert asked == [(["0018", "0086"], 1)]
+    assert merged.failed_of(["0001_a", "0018_b", "0086_c"]) == ["0086_c"]
+    assert _rerun_failed_alone(merged, ["0001_a", "0018_b"], Path(".")) is merged  # nothing failed: no rerun
+    assert len(asked) == 1
