@@ -15,43 +15,67 @@ One pass (:meth:`LogCleaner.clean`):
    survives until its batch's delete horizon has passed.
 3. Offsets never change. A rewritten batch keeps its base offset, ``last_offset_delta``,
    producer id/epoch/base sequence, partition leader epoch, timestamp type, transactional flag
-   and codec (records are re-compressed with it); record timestamps are kept exactly. Control
-   batches are copied verbatim. A batch that loses every record is dropped, except the last
-   batch of a producer id in the log (idempotence needs its sequence) and the last batch of the
-   run (so the cleaned segment ends at the same offset as the segments it replaces): those are
-   kept as empty, uncompressed batches (``records_count`` 0, timestamps -1).
+   and codec (records are re-compressed with it); record timestamps are kept exactly. A batch
+   that loses every record is dropped, except the batches producer state needs and the last
+   batch of the run (so the cleaned segment ends at the same offset as the segments it
+   replaces): those are kept as empty batches (see Transactions below).
 
-Transactions (Kafka's rules): the cleanable range also ends at the last stable offset, so an open
-transaction's batches are never cleaned; records of aborted transactions (known from the log's
-aborted-transaction index, storage.txn_index) take no part in the offset map and are removed (their
-batch dropped, or kept empty where a producer's last batch must stay); committed transactional
-records are compacted like any other; control batches (markers) are copied verbatim. Kafka
-eventually removes a marker once no data of its transaction is left and delete.retention.ms has
-passed (and drops an ABORT marker's index entry with it: a consumer that met the entry without the
-marker would skip that producer's later committed batches); Strom keeps every marker (one small
-batch per transaction and partition) and its index entries.
+Transactions (Kafka's LogCleaner and its CleanedTransactionMetadata, followed rule for rule):
 
-Delete horizon (KIP-534, attributes bit 6 = 0x40): when a batch holding tombstones is first
-rewritten, its ``base_timestamp`` is set to ``now + delete.retention.ms`` and the bit is set;
-record timestamp deltas are re-based on it, so ``base_timestamp + delta`` still gives every
-record's original timestamp, and ``max_timestamp`` stays the largest record timestamp. Once a
-pass runs at or after the horizon, the tombstones are removed and the bit cleared. The bit is
-set exactly when a batch holds a tombstone. Tombstones are therefore kept at least
-``delete.retention.ms`` after the segment holding them was first cleaned.
+* The cleanable range ends at the last stable offset, so an open transaction's batches are never
+  cleaned.
+* The batches of a pass are walked in offset order with the log's aborted transactions
+  (storage.txn_index) sorted by first offset: a transactional batch of a producer with an
+  aborted transaction in progress (its first offset reached, its ABORT marker not yet) is
+  aborted data. It takes no part in the offset map and is removed whole. Any other
+  transactional batch marks its producer's transaction as having data, and is compacted like
+  any other batch.
+* A COMMIT marker is "empty" when no batch of its transaction was met in this pass. An ABORT
+  marker is empty when none of its aborted batches was met. A marker with data is kept
+  verbatim. An ABORT marker with data also keeps its aborted-transaction entry, which is
+  written to the cleaned segment's ``.txnindex``. So an entry goes away in the pass that finds
+  its data gone, never later than its marker does. A consumer that met the entry without the
+  marker would skip that producer's later committed batches.
+* An empty marker is removed in two passes (KIP-534, as tombstones): the first rewrites it with
+  the delete-horizon bit and ``base_timestamp = now + delete.retention.ms``. A pass at or after
+  that horizon removes it. A control batch with no record (a marker emptied earlier) is
+  removed.
+* Producer state, as Kafka keeps it: the batch holding a producer's last data offset is kept
+  (emptied if nothing in it survives), so its sequence survives for idempotence. A producer whose
+  last entry is a marker (an epoch bump cleared its batches) keeps every marker of its current
+  epoch, emptied once removable, for fencing. The last batch of every run is kept (emptied if
+  need be) so the cleaned segment ends where the run did. Kafka keeps only the last batch of the
+  round; the difference is one empty batch per run, which no consumer sees.
+* An empty batch is written as Kafka's ``writeEmptyHeader`` writes it (no records, no codec,
+  base timestamp -1, the control flag kept), except that its max timestamp is -1 too.
 
-Files and crash safety. A run is written to ``<base>.log.cleaned``, ``<base>.index.cleaned``
-and ``<base>.timeindex.cleaned`` (same layouts as a segment, see LogSegment / storage.index),
-all fsynced. Then, under the log's lock: the three files are renamed to ``*.swap`` (the
-``.log`` last) and the directory fsynced; the old segments' files are renamed to
-``*.deleted``; the swap files are renamed to their final names (``.log`` last) and the
-directory fsynced. On :func:`recover_swaps` (run by ``Log.open`` before anything else): a
-``.log.swap`` is complete, so every ``.log`` whose base offset lies in ``[swap base, swap next
-offset)`` is deleted with its indexes, the swap becomes ``<base>.log`` and its indexes are
-rebuilt; ``*.cleaned`` files (a pass that had not reached the swap) are deleted by the log's
-leftover sweep, leaving the old segments. Because the cleaned segment always ends at the
-replaced run's end offset, that range is exactly the replaced run. A crash at any point leaves
-either the old segments or the new one for each run, never a mix, and never loses the latest
-record of a key.
+Delete horizon (KIP-534, attributes bit 6 = 0x40): when a batch holding tombstones (or an
+empty marker) is first rewritten, its ``base_timestamp`` is set to ``now + delete.retention.ms``
+and the bit is set. Record timestamp deltas are re-based on it, so ``base_timestamp + delta``
+still gives every record's original timestamp, and ``max_timestamp`` stays the largest record
+timestamp. Once a pass runs at or after the horizon, the tombstones (and the empty marker) are
+removed. As in Kafka, a batch rewritten later keeps the horizon it has. Tombstones are
+therefore kept at least ``delete.retention.ms`` after the segment holding them was first
+cleaned. Kafka's cleaner starts a pass only on the dirty ratio or max.compaction.lag.ms.
+Strom's also starts one when the earliest horizon that still guards a tombstone or a marker
+has passed.
+
+Files and crash safety. A run is written to ``<base>.log.cleaned``, ``<base>.index.cleaned``,
+``<base>.timeindex.cleaned`` and ``<base>.txnindex.cleaned`` (same layouts as a segment, see
+LogSegment / storage.index / storage.txn_index; the last one is written even when it has no
+entry), all fsynced. Then, under the log's lock: the four files are renamed to ``*.swap`` (the
+``.log`` last) and the directory fsynced. The old segments' files (with their ``.txnindex``)
+are renamed to ``*.deleted``. The swap files are renamed to their final names (``.log`` last)
+and the directory fsynced; an empty ``.txnindex`` is then removed. On :func:`recover_swaps`
+(run by ``Log.open`` before anything else), a ``.log.swap`` is complete. Every ``.log`` whose
+base offset lies in ``[swap base, swap next offset)`` is deleted with its indexes. The
+``.txnindex`` comes from ``.txnindex.swap``, or ``.txnindex.cleaned``, or, when neither is
+left, the final name (it was already renamed). The swap becomes ``<base>.log`` and its offset
+and time indexes are rebuilt. ``*.cleaned`` files (a pass that had not reached the swap) are
+deleted by the log's leftover sweep, leaving the old segments. The cleaned segment always ends
+at the replaced run's end offset, so that range is exactly the replaced run. A crash at any
+point leaves, for each run, either the old segment files and their ``.txnindex`` or the new
+ones, never a mix. It never loses the latest record of a key.
 
 Locking: :meth:`LogCleaner.clean` is synchronous and may run on a worker thread while the
 event-loop thread appends and reads. It takes the log's lock only to capture the segment list
@@ -73,6 +97,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
 
 from strom.protocol.records.batch import Record, build_batch, read_batch
+from strom.protocol.records.control import ABORT, COMMIT, control_type
 from strom.protocol.records.errors import RecordsError
 from strom.protocol.records.header import (
     ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, entry_frame,
@@ -87,6 +112,7 @@ from strom.storage.index import OffsetIndex, TimeIndex
 from strom.storage.segment import (
     INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name, header_error,
 )
+from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, read_index, write_index
 
 if TYPE_CHECKING:
     from strom.storage.log import Log
@@ -95,7 +121,7 @@ DELETE_HORIZON_MASK = 0x40  # attributes bit 6: base_timestamp is the delete hor
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 NO_TIMESTAMP = -1
-SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)  # renamed in this order: .log last
+SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)  # renamed in this order: .log last
 
 _READ_BLOCK = 1 << 20
 _WRITE_BUFFER = 1 << 20
@@ -127,10 +153,18 @@ class CleanView(NamedTuple):
 
     segments: list[LogSegment]
     handles: list[FileHandle]
-    producer_last_offsets: dict[int, int]
+    producer_last_offsets: dict[int, "ProducerLast"]
     high_watermark: int  # the last stable offset when transactions are open (never cleaned past)
     log_start_offset: int
     aborted: tuple = ()  # storage.txn_index.AbortedTxn of the log: whose data the cleaner removes
+
+
+class ProducerLast(NamedTuple):
+    """What the cleaner keeps of a producer (Kafka's LastRecord): the last offset of its last
+    data batch (-1 when a marker with a newer epoch cleared its batches) and its epoch."""
+
+    last_data_offset: int
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -146,12 +180,14 @@ class CleanResult:
     records_removed: int = 0
     tombstones_removed: int = 0
     aborted: bool = False  # the log changed underneath; the remaining runs were left as they were
+    markers_removed: int = 0  # transaction markers (control batches) removed
 
 
 @dataclass
 class _Stats:
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0
     min_horizon: int | None = None
 
     def horizon(self, value: int) -> None:
@@ -279,29 +315,80 @@ def _decode(header: BatchHeader, raw: bytes, name: str) -> list[Record]:
         raise CorruptLog(f"{name}: batch at offset {header.base_offset} cannot be cleaned: {exc}") from None
 
 
-def aborted_checker(aborted) -> "callable":
-    """header -> whether the batch belongs to an aborted transaction (data, not its marker)."""
-    by_pid: dict[int, list[tuple[int, int]]] = {}
-    for entry in aborted:
-        by_pid.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+class TxnTracker:
+    """Kafka's CleanedTransactionMetadata: the transactions a pass is inside of, batch by batch.
 
-    def is_aborted(header: BatchHeader) -> bool:
-        if not by_pid or not header.is_transactional or header.is_control:
+    Fed every batch of a pass in offset order (:meth:`on_batch`, :meth:`on_control`) and the
+    log's aborted transactions. It says which data batches are aborted and which markers no
+    longer have data. ``kept`` collects the aborted-transaction entries whose ABORT marker stays
+    (with data); the caller takes them per run for the cleaned ``.txnindex``.
+    """
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda e: e.first_offset)
+        self._next = 0
+        self._committed: set[int] = set()           # producers with data in an open committed txn
+        self._aborted: dict[int, list] = {}         # producer -> [entry, whether data was met]
+        self.kept: list[AbortedTxn] = []
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            entry = pending[self._next]
+            self._next += 1
+            self._aborted.setdefault(entry.producer_id, [entry, False])
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (to be discarded)."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
             return False
-        return any(first <= header.base_offset < last for first, last in by_pid.get(header.producer_id, ()))
-    return is_aborted
+        state = self._aborted.get(header.producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control(self, header: BatchHeader, raw) -> bool:
+        """A marker: True when no data of its transaction was met (it may be removed)."""
+        self._consume_up_to(header.last_offset)
+        if not header.records_count:
+            return True  # emptied by an earlier pass
+        kind = control_type(raw, 0)
+        pid = header.producer_id
+        if kind == ABORT:
+            state = self._aborted.pop(pid, None)
+            if state is not None and state[1]:
+                self.kept.append(state[0])
+                return False
+            return True
+        if kind == COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def take_kept(self) -> list[AbortedTxn]:
+        kept, self.kept = self.kept, []
+        return sorted(kept, key=lambda e: e.last_offset)
 
 
 def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], first_dirty: int,
-                     is_aborted=lambda header: False) -> dict[bytes, int]:
+                     aborted: Iterable[AbortedTxn] = ()) -> dict[bytes, int]:
     """key -> highest offset among the records at or above ``first_dirty`` in ``segments``
     (records of aborted transactions excluded)."""
     offsets: dict[bytes, int] = {}
+    tracker = TxnTracker(aborted)
     for segment, handle in zip(segments, handles):
         if segment.next_offset <= first_dirty:
             continue
         for header, raw in iter_segment_batches(handle, segment.size, str(segment.log_path)):
-            if header.is_control or header.last_offset < first_dirty or is_aborted(header):
+            if header.is_control:
+                tracker.on_control(header, raw)
+                continue
+            if tracker.on_batch(header) or header.last_offset < first_dirty:
                 continue
             for record in _decode(header, raw, str(segment.log_path)):
                 offset = header.base_offset + record.offset_delta
@@ -335,20 +422,35 @@ def filter_batch(header: BatchHeader, raw: bytes, offsets: dict[bytes, int], kee
     records = _decode(header, raw, name)
     kept = _retained(header, records, offsets, now_ms, stats)
     had_horizon = bool(header.attributes & DELETE_HORIZON_MASK)
-    needs_horizon = any(r.value is None for r in kept)
-    if kept and len(kept) == len(records) and had_horizon == needs_horizon:
-        if had_horizon:
-            stats.horizon(header.base_timestamp)
-        return raw
+    tombstones = any(r.value is None for r in kept)
     if not kept:
         if not keep_header:
             return None
         return raw if not records else _empty_batch(header)
-    horizon = None
-    if needs_horizon:
-        horizon = header.base_timestamp if had_horizon else now_ms + delete_retention_ms
+    # as Kafka: a horizon is set on the first rewrite that finds a tombstone, and kept after
+    horizon = header.base_timestamp if had_horizon else (now_ms + delete_retention_ms if tombstones else None)
+    if tombstones:
         stats.horizon(horizon)
+    if len(kept) == len(records) and (had_horizon or not tombstones):
+        return raw
     return _rebuild(header, kept, horizon)
+
+
+def filter_control(header: BatchHeader, raw: bytes, removable: bool, keep_header: bool,
+                   now_ms: int, delete_retention_ms: int, stats: _Stats, name: str = "") -> bytes | None:
+    """A marker that is not yet removed: kept verbatim while its transaction has data; once it
+    has none (``removable``), rewritten with a delete horizon (first pass), then removed at the
+    horizon (the caller does that). An emptied control batch goes unless ``keep_header``."""
+    if not header.records_count:
+        return raw if keep_header else None
+    if not removable:
+        return raw
+    if header.attributes & DELETE_HORIZON_MASK:
+        stats.horizon(header.base_timestamp)
+        return raw
+    horizon = now_ms + delete_retention_ms
+    stats.horizon(horizon)
+    return _rebuild(header, _decode(header, raw, name), horizon)
 
 
 def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> bytes:
@@ -365,20 +467,25 @@ def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> by
         timestamp_type=header.timestamp_type, base_timestamp=base,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional, last_offset_delta=header.last_offset_delta))
+        is_transactional=header.is_transactional, is_control=header.is_control,
+        last_offset_delta=header.last_offset_delta))
     max_timestamp = header.max_timestamp if header.timestamp_type else max(timestamps)
     attributes = _INT16.unpack_from(batch, ATTRIBUTES_OFFSET)[0] | (DELETE_HORIZON_MASK if horizon is not None else 0)
     return _stamp(batch, attributes, max_timestamp)
 
 
 def _empty_batch(header: BatchHeader) -> bytes:
-    """A batch with no records covering the same offsets, for the producer state / run end."""
+    """A batch with no records covering the same offsets, for the producer state / run end:
+    as Kafka's ``writeEmptyHeader`` (no codec, base timestamp -1, the control flag kept) but
+    with max timestamp -1, so a ListOffsets by timestamp never lands on a batch with nothing
+    to return (Strom's time lookup trusts batch max timestamps)."""
     batch = bytearray(build_batch(
         [], base_offset=header.base_offset, timestamp_type=header.timestamp_type,
         base_timestamp=NO_TIMESTAMP, producer_id=header.producer_id,
         producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
         partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional, last_offset_delta=header.last_offset_delta))
+        is_transactional=header.is_transactional, is_control=header.is_control,
+        last_offset_delta=header.last_offset_delta))
     return bytes(batch)
 
 
@@ -396,7 +503,8 @@ def cleaned_path(directory: Path, base_offset: int, suffix: str, state: str) -> 
 
 
 class CleanedSegment:
-    """A segment being written as ``<base>.log.cleaned`` + ``.index.cleaned`` + ``.timeindex.cleaned``.
+    """A segment being written as ``<base>.log.cleaned`` + ``.index.cleaned`` + ``.timeindex.cleaned``
+    + ``.txnindex.cleaned`` (the aborted transactions in :attr:`aborted`, written by :meth:`finish`).
 
     The layouts are a segment's (LogSegment, storage.index); batches are appended in offset
     order through a write buffer and indexed exactly as LogSegment indexes appends. After a
@@ -419,6 +527,7 @@ class CleanedSegment:
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max = base_offset
         self._since_index = 0
+        self.aborted: list[AbortedTxn] = []
 
     def path(self, suffix: str, state: str = CLEANED_SUFFIX) -> Path:
         return cleaned_path(self.directory, self.base_offset, suffix, state)
@@ -443,11 +552,13 @@ class CleanedSegment:
         self._buffer.clear()
 
     def finish(self) -> None:
-        """Write the rest, add the final time index entry, fsync all three files."""
+        """Write the rest, add the final time index entry, write the ``.txnindex`` (even with no
+        entry: recovery tells a renamed one from an old one by it), fsync all four files."""
         self._write_buffer()
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max, skip_full_check=True)
         for handle in (self._log, self.offset_index.handle, self.time_index.handle):
             handle.fsync()
+        write_index(self.path(TXN_INDEX_SUFFIX), self.aborted, keep_empty=True)
 
     def discard(self) -> None:
         for suffix in SEGMENT_SUFFIXES:
@@ -465,6 +576,8 @@ class CleanedSegment:
         for suffix in SEGMENT_SUFFIXES:
             os.rename(self.path(suffix, SWAP_SUFFIX), self.directory / file_name(self.base_offset, suffix))
         fsync_dir(self.directory)
+        if not self.aborted:
+            (self.directory / file_name(self.base_offset, TXN_INDEX_SUFFIX)).unlink(missing_ok=True)
         segment = open_segment(self.base_offset)
         segment.load_tail_state()
         return segment, deleted
@@ -485,13 +598,23 @@ def recover_swaps(directory: Path) -> set[int]:
         if end is None:
             swap.unlink()
             continue
+        txn_index = directory / file_name(base, TXN_INDEX_SUFFIX)
+        new_txn_index = next((path for path in (cleaned_path(directory, base, TXN_INDEX_SUFFIX, SWAP_SUFFIX),
+                                                cleaned_path(directory, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX))
+                              if path.exists()), None)
         for old in _log_bases(directory):
             if base <= old < end:
                 for suffix in SEGMENT_SUFFIXES:
+                    if old == base and suffix == TXN_INDEX_SUFFIX and new_txn_index is None:
+                        continue  # renamed already: the new one
                     (directory / file_name(old, suffix)).unlink(missing_ok=True)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (directory / file_name(base, suffix)).unlink(missing_ok=True)
             cleaned_path(directory, base, suffix, SWAP_SUFFIX).unlink(missing_ok=True)
+        if new_txn_index is not None:
+            os.rename(new_txn_index, txn_index)
+        if txn_index.exists() and not read_index(txn_index):
+            txn_index.unlink()
         os.rename(swap, directory / file_name(base, LOG_SUFFIX))
         completed.add(base)
     if completed:
@@ -556,23 +679,22 @@ class LogCleaner:
             if not segments:
                 return CleanResult(view.log_start_offset, first_dirty_offset(log), 0, 0, 0, 0)
             first_dirty = first_dirty_offset(log)
-            is_aborted = aborted_checker(view.aborted)
-            offsets = build_offset_map(segments, handles, first_dirty, is_aborted)
-            return self._clean_groups(log, view, segments, handles, offsets, now_ms, is_aborted)
+            offsets = build_offset_map(segments, handles, first_dirty, view.aborted)
+            return self._clean_groups(log, view, segments, handles, offsets, now_ms)
 
     def _clean_groups(self, log: "Log", view: CleanView, segments: list[LogSegment],
-                      handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int,
-                      is_aborted=lambda header: False) -> CleanResult:
+                      handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int) -> CleanResult:
         config = log.config
         handle_of = {id(s): h for s, h in zip(segments, handles)}
         groups = group_segments(segments, config.segment_bytes, config.segment_index_bytes)
         stats = _Stats()
+        tracker = TxnTracker(view.aborted)  # carried from run to run, as Kafka's
         after = 0
         count_after = 0
         aborted = False
         for group in groups:
             outcome = self._clean_group(log, group, [handle_of[id(s)] for s in group], offsets,
-                                        view.producer_last_offsets, now_ms, stats, is_aborted)
+                                        view.producer_last_offsets, now_ms, stats, tracker)
             if outcome is None:
                 aborted = True
                 break
@@ -584,11 +706,11 @@ class LogCleaner:
             log.cleaner_state.next_horizon_ms = -1 if stats.min_horizon is None else stats.min_horizon
         return CleanResult(view.log_start_offset, end, len(segments), count_after,
                            sum(s.size for s in segments), after, stats.records_removed,
-                           stats.tombstones_removed, aborted)
+                           stats.tombstones_removed, aborted, stats.markers_removed)
 
     def _clean_group(self, log: "Log", group: list[LogSegment], handles: list[FileHandle],
-                     offsets: dict[bytes, int], producer_last: dict[int, int], now_ms: int,
-                     stats: _Stats, is_aborted=lambda header: False) -> int | None:
+                     offsets: dict[bytes, int], producers: dict[int, ProducerLast], now_ms: int,
+                     stats: _Stats, tracker: TxnTracker) -> int | None:
         """Rewrite one run and swap it in; returns its new size, None if the log changed."""
         config = log.config
         cleaned = CleanedSegment(log.dir, group[0].base_offset, config.index_interval_bytes,
@@ -600,11 +722,22 @@ class LogCleaner:
             for segment, handle in zip(group, handles):
                 name = str(segment.log_path)
                 for header, raw in iter_segment_batches(handle, segment.size, name):
-                    keep = header.last_offset == run_end or (
-                        header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset)
-                    if is_aborted(header):
-                        stats.records_removed += header.records_count
+                    keep = header.last_offset == run_end or _last_of_producer(header, producers)
+                    if header.is_control:
+                        removable = tracker.on_control(header, raw)
+                        discard = (removable and bool(header.attributes & DELETE_HORIZON_MASK)
+                                   and header.base_timestamp <= now_ms)
+                    else:
+                        discard = tracker.on_batch(header)  # aborted data
+                    if discard:
+                        if header.is_control:
+                            stats.markers_removed += 1 if header.records_count else 0
+                        else:
+                            stats.records_removed += header.records_count
                         batch = (raw if not header.records_count else _empty_batch(header)) if keep else None
+                    elif header.is_control:
+                        batch = filter_control(header, raw, removable, keep, now_ms,
+                                               config.delete_retention_ms, stats, name)
                     else:
                         batch = filter_batch(header, raw, offsets, keep, now_ms,
                                              config.delete_retention_ms, stats, name)
@@ -612,16 +745,17 @@ class LogCleaner:
                     if batch is None:
                         continue
                     cleaned.append(batch)
-                    if header.producer_id >= 0:
+                    if header.producer_id >= 0 and not header.is_control:
                         kept_last.add((header.producer_id, header.last_offset))
-            if unchanged and len(group) == 1:
+            cleaned.aborted = tracker.take_kept()
+            if unchanged and len(group) == 1 and cleaned.aborted == _index_entries(group[0]):
                 cleaned.discard()
                 return group[0].size
             cleaned.finish()
             range_ = (group[0].base_offset, group[-1].next_offset)
             swapped = log.replace_segments(
                 group, lambda open_segment: cleaned.install(group, open_segment),
-                lambda producers: _producers_kept(producers, range_, kept_last))
+                lambda current: _producers_kept(current, range_, kept_last), aborted=cleaned.aborted)
         except BaseException:
             cleaned.discard()
             raise
@@ -631,8 +765,26 @@ class LogCleaner:
         return cleaned.size
 
 
-def _producers_kept(producers: dict[int, int], range_: tuple[int, int],
+def _last_of_producer(header: BatchHeader, producers: dict[int, ProducerLast]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch with the producer's last data offset, or,
+    when a marker cleared its batches, a marker of its current epoch (fencing needs it)."""
+    if header.producer_id < 0:
+        return False
+    last = producers.get(header.producer_id)
+    if last is None:
+        return False
+    if last.last_data_offset >= 0:
+        return header.last_offset == last.last_data_offset
+    return header.is_control and header.producer_epoch == last.epoch
+
+
+def _index_entries(segment: LogSegment) -> list[AbortedTxn]:
+    return read_index(segment.directory / file_name(segment.base_offset, TXN_INDEX_SUFFIX))
+
+
+def _producers_kept(producers: dict[int, ProducerLast], range_: tuple[int, int],
                     kept: set[tuple[int, int]]) -> bool:
-    """Whether every producer whose last batch lies in the run still has that batch."""
+    """Whether every producer whose last data batch lies in the run still has that batch."""
     start, end = range_
-    return all((pid, last) in kept for pid, last in producers.items() if start <= last < end)
+    return all((pid, last.last_data_offset) in kept for pid, last in producers.items()
+               if start <= last.last_data_offset < end)

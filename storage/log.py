@@ -19,7 +19,9 @@ from strom.protocol.records.header import (
 from strom.protocol.records.batch import iter_records
 from strom.protocol.records.errors import RecordsError
 from strom.storage.checkpoint import fsync_dir
-from strom.storage.cleaner import CleanerState, CleanResult, CleanView, LogCleaner, needs_cleaning, recover_swaps
+from strom.storage.cleaner import (
+    CleanerState, CleanResult, CleanView, LogCleaner, ProducerLast, needs_cleaning, recover_swaps,
+)
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
     CorruptLog, CorruptRecord, KafkaStorageError, LogDirOffline, OffsetOutOfRange,
@@ -635,18 +637,22 @@ class Log:
             return CleanView(segments, [s.handle for s in segments], self._producer_last_offsets(),
                              self.last_stable_offset, self.log_start_offset, tuple(self.txn.aborted))
 
-    def _producer_last_offsets(self) -> dict[int, int]:
-        return {pid: entry.last_offset for pid, entry in self.producer_state.producers.items()}
+    def _producer_last_offsets(self) -> dict[int, ProducerLast]:
+        return {pid: ProducerLast(entry.last_offset, entry.producer_epoch)
+                for pid, entry in self.producer_state.producers.items()}
 
     def replace_segments(self, old: Sequence[LogSegment],
                          install: Callable[[Callable[[int], LogSegment]], tuple[LogSegment, list[Path]]],
-                         check: Callable[[dict[int, int]], bool]) -> bool:
+                         check: Callable[[dict[int, ProducerLast]], bool],
+                         aborted: list[AbortedTxn] | None = None) -> bool:
         """Swap consecutive non-active segments ``old`` for one cleaned segment, under the lock.
 
         Returns False (and calls nothing) if ``old`` are no longer consecutive non-active
         segments of this log or ``check(producer last offsets)`` fails. ``install`` renames the
         files (see storage.cleaner) and returns the new segment and the ``*.deleted`` paths,
-        which are unlinked after file.delete.delay.ms like retention's.
+        which are unlinked after file.delete.delay.ms like retention's. ``aborted``: the
+        aborted-transaction entries of the new segment's ``.txnindex`` (written by ``install``);
+        None rewrites that index from the entries in memory.
         """
         with self._lock:
             if self._closed:
@@ -659,7 +665,10 @@ class Log:
             if not check(self._producer_last_offsets()):
                 return False
             segment, deleted = install(self._new_segment)
-            self.txn.rewrite_segment(segment.base_offset, segment.next_offset)
+            if aborted is None:
+                self.txn.rewrite_segment(segment.base_offset, segment.next_offset)
+            else:
+                self.txn.replace_range(segment.base_offset, segment.next_offset, aborted)
             segments = list(self._segments)
             segments[index:index + len(old)] = [segment]
             self._segments = segments

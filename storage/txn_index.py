@@ -74,9 +74,9 @@ def _encode(entries) -> bytes:
     return b"".join(_ENTRY.pack(VERSION, *e) for e in entries)
 
 
-def write_index(path: Path, entries: list[AbortedTxn]) -> None:
-    """Replace a ``.txnindex`` (removed when no entry is left)."""
-    if not entries:
+def write_index(path: Path, entries: list[AbortedTxn], keep_empty: bool = False) -> None:
+    """Replace a ``.txnindex`` (removed when no entry is left, unless ``keep_empty``)."""
+    if not entries and not keep_empty:
         path.unlink(missing_ok=True)
         return
     tmp = path.with_name(path.name + ".tmp")
@@ -154,6 +154,16 @@ class TxnLogState:
                     log.error("could not write %s: %s", txn_index_path(self.directory, base), exc)
                     continue
             self.unwritten.discard(base)
+
+    def replace_range(self, base: int, next_offset: int, entries: list[AbortedTxn]) -> None:
+        """Compaction swapped in a segment for ``[base, next_offset)`` whose ``.txnindex`` holds
+        ``entries`` (already written): the entries in memory for that range become those."""
+        lo = bisect.bisect_left(self._lasts, base)
+        hi = bisect.bisect_left(self._lasts, next_offset)
+        entries = sorted(entries, key=lambda e: e.last_offset)
+        self.aborted[lo:hi] = entries
+        self._lasts[lo:hi] = [e.last_offset for e in entries]
+        self.unwritten = {b for b in self.unwritten if not base <= b < next_offset}
 
     def rewrite_segment(self, base: int, next_offset: int) -> None:
         """Write the index of a segment swapped in by compaction from the entries in memory."""
