@@ -309,9 +309,10 @@ class Broker:
         only to swap segments in)."""
         results = await trio.to_thread.run_sync(self.logs.clean_compacted)
         for (topic, index), result in results.items():
-            if result is not None and not result.aborted and result.records_removed:
-                log.info("compacted %s-%d: %d records removed, %d -> %d bytes", topic, index,
-                         result.records_removed, result.bytes_before, result.bytes_after)
+            if result is not None and not result.aborted and (result.records_removed or result.markers_removed):
+                log.info("compacted %s-%d: %d records and %d transaction markers removed, %d -> %d bytes",
+                         topic, index, result.records_removed, result.markers_removed,
+                         result.bytes_before, result.bytes_after)
 
     # ----------------------------------------------------------------- topics
     def log_config(self, overrides: dict[str, str]) -> LogConfig:

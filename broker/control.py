@@ -134,8 +134,9 @@ class Controls:
             for partition_log in self._logs(topic, compacted=True):
                 partition_log.roll()
         results = await trio.to_thread.run_sync(self.broker.logs.clean_compacted)
-        removed = sum(r.records_removed for r in results.values() if r is not None and not r.aborted)
-        return {"logs_cleaned": len(results), "records_removed": removed}
+        done = [r for r in results.values() if r is not None and not r.aborted]
+        return {"logs_cleaned": len(results), "records_removed": sum(r.records_removed for r in done),
+                "markers_removed": sum(r.markers_removed for r in done)}
 
     async def op_expire_offsets(self, advance_ms: int = 0) -> dict:
         """Expire committed offsets now, as if the clock were ``advance_ms`` later."""
