@@ -6,45 +6,24 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from strom.broker.group.records import partition_for
 
-from .test_cluster import _admin, _bootstrap, _create, _partition_meta, _wait
-from .zookeeper import zookeeper_fixture
+from .cluster_support import admin, bootstrap, cluster_fixture, create, partition_meta, wait
+from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 
-from strom.tools.broker_process import BrokerProcess
-
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 TID = "cluster-tx"
 TXN_PARTITIONS = 3
 
-
-@pytest.fixture
-def cluster(zookeeper, tmp_path, request):
-    chroot = "/strom-" + request.node.name
-    brokers = []
-    try:
-        for node in range(3):
-            b = BrokerProcess(tmp_path / f"b{node}", {
-                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot,
-                "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "5000",
-                "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
-                "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
-                "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-                "group.initial.rebalance.delay.ms": "0", "default.replication.factor": "3",
-                "min.insync.replicas": "2"})
-            brokers.append(b.start())
-        yield brokers
-    finally:
-        for b in brokers:
-            b.stop()
+cluster = cluster_fixture(**{
+    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
 
 
 def _read_committed(brokers, topic: str, partitions: int, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": _bootstrap(brokers), "group.id": "verify", "isolation.level": "read_committed",
+    c = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "verify", "isolation.level": "read_committed",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     got: list[bytes] = []
     try:
@@ -71,16 +50,16 @@ def _read_committed(brokers, topic: str, partitions: int, expected: int) -> list
 
 def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(cluster):
     topic = "ctx"
-    _create(cluster, topic, 3)
-    _wait(lambda: all(sorted(_partition_meta(cluster, topic, p).isrs) == [0, 1, 2] for p in range(3)), 20,
-          "full ISRs")
-    producer = Producer({"bootstrap.servers": _bootstrap(cluster), "transactional.id": TID, "linger.ms": 5,
+    create(cluster, topic, 3)
+    wait(lambda: all(sorted(partition_meta(cluster, topic, p).isrs) == [0, 1, 2] for p in range(3)), 20,
+         "full ISRs")
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": TID, "linger.ms": 5,
                          "transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
     producer.init_transactions(60)
     state_partition = partition_for(TID, TXN_PARTITIONS)
-    _wait(lambda: sorted(_partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 20,
-          "full ISR of the coordinator's partition")
-    coordinator = _partition_meta(cluster, "__transaction_state", state_partition).leader
+    wait(lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 20,
+         "full ISR of the coordinator's partition")
+    coordinator = partition_meta(cluster, "__transaction_state", state_partition).leader
     committed: list[bytes] = []
     uncertain: list[list[bytes]] = []  # transactions whose outcome the client could not learn
     killed = False
@@ -129,8 +108,8 @@ def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(clus
     _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(survivors, topic)
     # the killed broker comes back and catches up; the coordinator's state is consistent
     cluster[coordinator].start()
-    _wait(lambda: sorted(_partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 30,
-          "the restarted broker back in the ISR")
+    wait(lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 30,
+         "the restarted broker back in the ISR")
 
 
 def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(brokers, topic: str) -> None:
@@ -154,7 +133,7 @@ def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(broker
         assert init.error_code == 0
     finally:
         coordinator.close()
-    meta = _admin(brokers).list_topics(topic, timeout=10)
+    meta = admin(brokers).list_topics(topic, timeout=10)
     partition = next(p for p in meta.topics[topic].partitions.values() if p.leader != found.node_id)
     leader = Raw(meta.brokers[partition.leader].port)
     try:

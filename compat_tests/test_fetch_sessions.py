@@ -6,9 +6,7 @@ arrive while it polls, through one session, and sees each exactly once.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -19,16 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.tools.broker_process import BrokerProcess
 
-KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
+from .jvm import KAFKA_HOME, java_unavailable
+
 PROGRAM = Path(__file__).parent / "kafka4" / "CountingConsumer.java"
-
-
-def java_unavailable() -> str | None:
-    if shutil.which("java") is None:
-        return "no java on PATH"
-    if not (KAFKA_HOME / "libs").is_dir():
-        return f"no Kafka 4.0 client jars under {KAFKA_HOME}"
-    return None
 
 
 class DebugBroker(BrokerProcess):

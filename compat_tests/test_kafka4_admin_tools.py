@@ -5,32 +5,18 @@ records stay deleted on the followers."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.tools.broker_process import BrokerProcess
+from .cluster_support import AckedProducer, cluster_fixture, read_back, wait
+from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+from .jvm import java_unavailable, kafka_tool as tool
 
-from .zookeeper import zookeeper_fixture
-
-KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
-NO_JAVA = shutil.which("java") is None or not (KAFKA_HOME / "bin").is_dir()
-pytestmark = pytest.mark.skipif(NO_JAVA, reason=f"needs java and Kafka 4.0's tools at {KAFKA_HOME}")
-
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
-
-
-def tool(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KAFKA_HOME": str(KAFKA_HOME), "KAFKA_HEAP_OPTS": "-Xmx256m",
-           "KAFKA_OPTS": "-XX:TieredStopAtLevel=1 -Xshare:auto"}
-    return subprocess.run([str(KAFKA_HOME / "bin" / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+NO_JAVA = java_unavailable(needs="bin")
+pytestmark = pytest.mark.skipif(NO_JAVA is not None, reason=str(NO_JAVA))
 
 
 def create(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
@@ -51,16 +37,6 @@ def earliest(bootstrap: str, topic: str, partition: int = 0) -> int:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
     finally:
         consumer.close()
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def test_admin_tools_on_a_standalone_broker(broker, tmp_path):
@@ -93,22 +69,8 @@ def test_admin_tools_on_a_standalone_broker(broker, tmp_path):
     assert all(r[4] == "Leader:" and r[6] == "Replicas:" and r[5] == r[7] for r in rows), described.stdout
 
 
-@pytest.fixture
-def cluster(zookeeper, tmp_path, request):
-    chroot = "/strom-k4-" + request.node.name
-    brokers = []
-    try:
-        for node in range(3):
-            b = BrokerProcess(tmp_path / f"b{node}", {
-                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot,
-                "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "5000",
-                "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
-                "default.replication.factor": "3"})
-            brokers.append(b.start())
-        yield brokers
-    finally:
-        for b in brokers:
-            b.stop()
+# Kafka's default min.insync.replicas: acks=all producers carry on through a reassignment's ISR changes.
+cluster = cluster_fixture("/strom-k4-", **{"min.insync.replicas": "1"})
 
 
 def _partition(bootstrap: str, topic: str):
@@ -119,7 +81,7 @@ def _partition(bootstrap: str, topic: str):
 def test_delete_records_and_preferred_election_in_a_cluster(cluster, tmp_path):
     everyone = ",".join(b.bootstrap for b in cluster)
     create(everyone, "moved", 1, rf=3)
-    _wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 20, "full ISR")
+    wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 20, "full ISR")
     preferred = _partition(everyone, "moved").replicas[0]
     produce(everyone, "moved", 20)
     offsets = tmp_path / "delete.json"
@@ -130,17 +92,17 @@ def test_delete_records_and_preferred_election_in_a_cluster(cluster, tmp_path):
     # The preferred leader goes away: another replica leads, and it too starts at offset 5.
     cluster[preferred].stop()
     others = ",".join(b.bootstrap for b in cluster if b.running)
-    _wait(lambda: _partition(others, "moved").leader not in (-1, preferred), 30, "a new leader")
+    wait(lambda: _partition(others, "moved").leader not in (-1, preferred), 30, "a new leader")
     assert earliest(others, "moved") == 5, "the follower kept records DeleteRecords removed"
     cluster[preferred].start()
-    _wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 40, "the preferred replica back in the ISR")
+    wait(lambda: len(_partition(everyone, "moved").isrs) == 3, 40, "the preferred replica back in the ISR")
     assert _partition(everyone, "moved").leader != preferred
 
     elected = tool("kafka-leader-election.sh", "--bootstrap-server", everyone, "--election-type", "preferred",
                    "--topic", "moved", "--partition", "0")
     assert elected.returncode == 0, elected.stdout + elected.stderr
     assert "Successfully completed leader election (PREFERRED) for partitions moved-0" in elected.stdout
-    _wait(lambda: _partition(everyone, "moved").leader == preferred, 20, "leadership back on the preferred replica")
+    wait(lambda: _partition(everyone, "moved").leader == preferred, 20, "leadership back on the preferred replica")
     again = tool("kafka-leader-election.sh", "--bootstrap-server", everyone, "--election-type", "preferred",
                  "--all-topic-partitions")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -173,18 +135,18 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
         out = tool("kafka-configs.sh", "--bootstrap-server", second, "--describe", "--entity-type", "clients",
                    "--entity-name", "q1").stdout
         return "Quota configs for client-id 'q1' are producer_byte_rate=1048576.0" in out
-    _wait(described, 30, "the other broker to know the quota")
+    wait(described, 30, "the other broker to know the quota")
     # ... and enforces it: a tiny quota set through one broker throttles a producer on every other
     tiny = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "clients",
                 "--entity-name", "tiny", "--add-config", "producer_byte_rate=100")
     assert tiny.returncode == 0, tiny.stdout + tiny.stderr
     create(",".join(b.bootstrap for b in cluster), "qt", 3, rf=1)
     admin = AdminClient({"bootstrap.servers": second})
-    leaders = _wait(lambda: (lambda parts: parts if all(m.leader >= 0 for m in parts.values()) else None)(
+    leaders = wait(lambda: (lambda parts: parts if all(m.leader >= 0 for m in parts.values()) else None)(
         admin.list_topics("qt", timeout=10).topics["qt"].partitions), 20, "leaders of qt")
     for partition, meta in leaders.items():
-        _wait(lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0, 20,
-              f"broker {meta.leader} throttling the client id")
+        wait(lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0, 20,
+             f"broker {meta.leader} throttling the client id")
     zk = KazooClient(hosts=zookeeper.connect_string + "/strom-k4-" + "test_client_quotas_live_in_zookeeper_and_reach_every_broker")
     zk.start(timeout=10)
     try:
@@ -196,30 +158,13 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
 
 
 def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluster, tmp_path):
-    import threading
-
     everyone = ",".join(b.bootstrap for b in cluster)
     admin = AdminClient({"bootstrap.servers": everyone})
     create(everyone, "mv", 2, rf=2)
-    _wait(lambda: all(len(p.isrs) == 2 for p in admin.list_topics("mv", timeout=10).topics["mv"].partitions.values()),
-          20, "full ISRs")
-    producer = Producer({"bootstrap.servers": everyone, "acks": "all", "linger.ms": 5, "enable.idempotence": True})
-    acked: list[bytes] = []
-    stop = threading.Event()
-
-    def produce():
-        i = 0
-        while not stop.is_set():
-            producer.produce("mv", b"%07d" % i, partition=i % 2,
-                             on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
-            i += 1
-            producer.poll(0.002)
-        producer.flush(30)
-
-    writer = threading.Thread(target=produce, daemon=True)
-    writer.start()
-    try:
-        _wait(lambda: len(acked) > 500, 30, "records acknowledged before the move")
+    wait(lambda: all(len(p.isrs) == 2 for p in admin.list_topics("mv", timeout=10).topics["mv"].partitions.values()),
+         20, "full ISRs")
+    with AckedProducer(everyone, "mv", partitions=2) as producer:
+        producer.wait_acked(500, 30, "records acknowledged before the move")
         before = admin.list_topics("mv", timeout=10).topics["mv"].partitions
         # each partition: its first replica (usually the leader) replaced by the broker it lacks
         targets = {p: [next(b for b in (0, 1, 2) if b not in before[p].replicas), before[p].replicas[1]]
@@ -241,30 +186,16 @@ def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluste
                 and "Reassignment of partition mv-1 is completed" in out.stdout
         last: list[str] = []
         try:
-            _wait(verified, 90, "the reassignment to complete")
+            wait(verified, 90, "the reassignment to complete")
         except AssertionError:
             raise AssertionError("\n".join([last[0] if last else ""] + [b.log_tail(4000) for b in cluster])) from None
-        count = len(acked)
-        _wait(lambda: len(acked) > count + 300, 30, "acknowledgements after the move")
-    finally:
-        stop.set()
-        writer.join(60)
+        producer.wait_acked(300, 30, "acknowledgements after the move")
     parts = admin.list_topics("mv", timeout=10).topics["mv"].partitions
     assert (parts[0].replicas, parts[1].replicas) == (targets[0], targets[1])
     assert parts[0].leader in targets[0] and parts[1].leader in targets[1]
-    _wait(lambda: not any((cluster[removed[p]].log_dir / f"mv-{p}").exists() for p in (0, 1)), 30,
-          "the removed replicas' logs deleted")
-    consumer = Consumer({"bootstrap.servers": everyone, "group.id": "mv-check", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition("mv", 0, 0), TopicPartition("mv", 1, 0)])
-        seen = set()
-        deadline = time.monotonic() + 60
-        while not set(acked) <= seen and time.monotonic() < deadline:
-            seen.update(m.value() for m in consumer.consume(1000, 1) if not m.error())
-    finally:
-        consumer.close()
-    missing = set(acked) - seen
-    assert not missing, f"{len(missing)} acknowledged records lost in the move"
+    wait(lambda: not any((cluster[removed[p]].log_dir / f"mv-{p}").exists() for p in (0, 1)), 30,
+         "the removed replicas' logs deleted")
+    producer.check(read_back(everyone, "mv", 2, producer.count, group="mv-check"), ordered=False)
 
 
 def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:

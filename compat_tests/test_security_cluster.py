@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from strom.testing.certs import CertificateAuthority
 from strom.tools.broker_process import HOST, BrokerProcess
 
-from .zookeeper import zookeeper_fixture
+from .cluster_support import running_cluster, wait
+from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
               'password="broker-secret";')
 
@@ -30,35 +29,18 @@ class ReplicatingOverSaslSsl(BrokerProcess):
         return next(t.split("://", 1)[1] for t in self.info.listeners if t.startswith("SASL_SSL://"))
 
 
-def wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def test_replication_and_failover_over_sasl_ssl_between_brokers(zookeeper, tmp_path):
     ca = CertificateAuthority()
     ca_pem = ca.write_pem(tmp_path / "ca.pem")
     server_pem = ca.issue("broker", hosts=["127.0.0.1", "localhost"]).write_pem(tmp_path / "broker.pem")
-    brokers = []
-    try:
-        for node in range(3):
-            brokers.append(ReplicatingOverSaslSsl(tmp_path / f"b{node}", {
-                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + "/strom-sasl-ssl",
-                "zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "5000",
-                "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
-                "default.replication.factor": "3", "min.insync.replicas": "2",
-                "inter.broker.listener.name": "SASL_SSL", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
-                "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server_pem),
-                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_pem),
-                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                "super.users": "User:broker;User:ANONYMOUS"}).start())
+    with running_cluster(zookeeper, tmp_path, "/strom-sasl-ssl", {
+            "inter.broker.listener.name": "SASL_SSL", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(server_pem),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_pem),
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:broker;User:ANONYMOUS"}, broker_class=ReplicatingOverSaslSsl) as brokers:
         bootstrap = ",".join(b.bootstrap for b in brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         # the brokers' own SCRAM user, written to ZooKeeper through one broker, read by all
@@ -96,9 +78,6 @@ def test_replication_and_failover_over_sasl_ssl_between_brokers(zookeeper, tmp_p
         check_acls_shared_through_zookeeper(zookeeper, survivors, ca_pem)
         logs = "".join(b.log_tail(1 << 20) for b in brokers)
         assert "broker-secret" not in logs
-    finally:
-        for b in brokers:
-            b.stop()
 
 
 def check_acls_shared_through_zookeeper(zookeeper, brokers, ca_pem) -> None:

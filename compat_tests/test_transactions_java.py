@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.test_fetch_sessions import KAFKA_HOME, java_unavailable
+from compat_tests.jvm import KAFKA_HOME, java_unavailable
 
 PROGRAM = Path(__file__).parent / "kafka4" / "TransactionalRoundTrip.java"
 pytestmark = pytest.mark.skipif(java_unavailable() is not None, reason=str(java_unavailable()))

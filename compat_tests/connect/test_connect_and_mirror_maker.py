@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +23,7 @@ from typing import Callable, Iterator
 import pytest
 
 from compat_tests.differential.harness import Target
-from compat_tests.java.test_java_client import KAFKA_HOME
+from compat_tests.jvm import KAFKA_HOME, java_unavailable, skip_unless_available
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcess
 
@@ -36,21 +35,9 @@ OVERRIDES = {"num.partitions": "1", "default.replication.factor": "1", "group.in
 pytestmark = pytest.mark.timeout(600)
 
 
-def unavailable() -> str | None:
-    if shutil.which("java") is None:
-        return "no java runtime"
-    if not (KAFKA_HOME / "libs" / "connect-runtime-4.0.0.jar").exists():
-        return f"Kafka Connect's jars not found in {KAFKA_HOME}/libs"
-    return None
-
-
 @pytest.fixture
 def jvm_ok() -> None:
-    why = unavailable()
-    if why:
-        if os.environ.get("STROM_COMPAT_REQUIRE_ALL") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    skip_unless_available(java_unavailable(needs="libs/connect-runtime-4.0.0.jar"))
 
 
 def free_port() -> int:

@@ -10,8 +10,6 @@ Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,10 +19,10 @@ import pytest
 
 from strom.tools.broker_process import BrokerProcess
 
+from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
+
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "StromClientChecks.java"
-KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", HERE.parents[2] / "shared" / "jvm" / "kafka-4.0.0"))
-JVM_FLAGS = ["-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m"]
 CHECKS = (
     ["admin.create_topics"]
     + [f"producer.idempotent.{c}" for c in ("none", "gzip", "snappy", "lz4", "zstd")]
@@ -39,14 +37,6 @@ CHECKS = (
 )
 
 
-def java_unavailable() -> str | None:
-    if shutil.which("java") is None or shutil.which("javac") is None:
-        return "java/javac not on PATH (Debian: openjdk-17-jdk-headless)"
-    if not (KAFKA_HOME / "libs").is_dir():
-        return f"Kafka's jars not found at {KAFKA_HOME}/libs (set KAFKA_HOME)"
-    return None
-
-
 def compile_program(out: Path) -> Path:
     """javac once; the classes land in ``out``."""
     subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", f"{KAFKA_HOME}/libs/*", str(PROGRAM)],
@@ -56,11 +46,7 @@ def compile_program(out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def java_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    why = java_unavailable()
-    if why:
-        if os.environ.get("STROM_COMPAT_REQUIRE_ALL") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    skip_unless_available(java_unavailable(javac=True))
     base = tmp_path_factory.mktemp("java-client")
     classes = compile_program(base / "classes")
     broker = BrokerProcess(base / "broker", {"num.partitions": "1", "default.replication.factor": "1",

@@ -20,7 +20,7 @@ from typing import Iterator, NamedTuple
 
 import pytest
 
-from compat_tests.java.test_java_client import JVM_FLAGS, KAFKA_HOME, java_unavailable
+from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
@@ -95,11 +95,7 @@ def plan(bootstrap: str, log_dir: Path) -> list[tuple[str, str, str, list[str]]]
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
-    why = java_unavailable()
-    if why:
-        if os.environ.get("STROM_COMPAT_REQUIRE_ALL") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    skip_unless_available(java_unavailable(javac=True))
     base = tmp_path_factory.mktemp("kafka-tools")
     classes, out = base / "classes", base / "out"
     out.mkdir()

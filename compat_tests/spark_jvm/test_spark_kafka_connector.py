@@ -22,6 +22,7 @@ from typing import Iterator
 
 import pytest
 
+from compat_tests.jvm import skip_unless_available
 from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
@@ -71,11 +72,7 @@ def seed(bootstrap: str) -> None:
 
 @pytest.fixture(scope="module")
 def spark_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    why = unavailable()
-    if why:
-        if os.environ.get("STROM_COMPAT_REQUIRE_ALL") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
+    skip_unless_available(unavailable())
     base = tmp_path_factory.mktemp("spark-jvm")
     broker = BrokerProcess(base / "broker", {"num.partitions": "1", "default.replication.factor": "1",
                                              "group.initial.rebalance.delay.ms": "0",
