@@ -170,6 +170,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "Server-side assignors of KIP-848 consumer groups, the default first (short or Kafka's class names).",
        choices=("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
                 "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
+    _D("group.consumer.migration.policy", "string", "bidirectional",
+       "Online conversion of a group with members between the classic and the consumer (KIP-848) protocol: "
+       "bidirectional, upgrade (classic to consumer only), downgrade (consumer to classic only) or disabled.",
+       choices=("bidirectional", "upgrade", "downgrade", "disabled",
+                "BIDIRECTIONAL", "UPGRADE", "DOWNGRADE", "DISABLED")),
     _D("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", minimum=1),
     _D("offsets.topic.replication.factor", "int", 1, "Replication factor of __consumer_offsets.", minimum=1),
     _D("offsets.topic.segment.bytes", "int", 100 * 1024 * 1024, "Segment size of __consumer_offsets.", minimum=14),

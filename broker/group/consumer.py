@@ -76,6 +76,10 @@ class ConsumerMember:
     session_deadline: float = 0.0
     revocation_deadline: float | None = None
     left_static: bool = False  # a static member away (epoch -2) until its session expires
+    # a member that joined with JoinGroup (the classic protocol): migration.ClassicMeta, else None
+    classic: object = None
+    join_deadline: float | None = None  # classic: told to rejoin, must JoinGroup by then
+    sync_deadline: float | None = None  # classic: joined, must SyncGroup by then
 
     def owns(self) -> Assignment:
         return _union(self.assigned, self.pending_revocation)
@@ -109,17 +113,22 @@ def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMe
     wanted = [(topics[name].topic_id, p) for name in sorted(topics) for p in range(topics[name].partitions)
               if any(name in subs for subs in members.values())]
     eligible = {tp: sorted(m for m, subs in members.items() if by_id[tp[0]].name in subs) for tp in wanted}
-    quota = -(-len(wanted) // len(members))  # ceiling share; exact for one shared subscription
+    # each member keeps up to its share (floor; `extra` of them one more), the rest is handed out
+    base, extra = divmod(len(wanted), len(members))
     load = {m: 0 for m in members}
     taken = set()
-    for member in sorted(members):
-        for topic_id, parts in sorted((current.get(member) or {}).items()):
-            for p in sorted(parts):
-                tp = (topic_id, p)
-                if tp in eligible and member in eligible[tp] and tp not in taken and load[member] < quota:
-                    out[member].setdefault(topic_id, set()).add(p)
-                    load[member] += 1
-                    taken.add(tp)
+    for quota in (base, base + 1):
+        for member in sorted(members):
+            for topic_id, parts in sorted((current.get(member) or {}).items()):
+                for p in sorted(parts):
+                    tp = (topic_id, p)
+                    if (tp in eligible and member in eligible[tp] and tp not in taken and load[member] < quota
+                            and (quota == base or extra > 0)):
+                        out[member].setdefault(topic_id, set()).add(p)
+                        load[member] += 1
+                        taken.add(tp)
+                        if quota > base:
+                            extra -= 1
     for tp in wanted:
         if tp in taken:
             continue
@@ -175,6 +184,8 @@ class ConsumerGroupSettings:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    downgrade_enabled: bool = True  # group.consumer.migration.policy allows consumer -> classic
+    classic_max_size: int = 2**31 - 1  # group.max.size
 
 
 class ConsumerGroup:
@@ -188,6 +199,8 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.subscribed_signature: tuple = ()
         self.assignor_name = settings.assignors[0]
+        # members whose leaving converts the group to a classic one (the coordinator does it)
+        self.downgrade_pending: set[str] | None = None
 
     # ------------------------------------------------------------------ views
     @property
@@ -231,7 +244,10 @@ class ConsumerGroup:
                 if epoch == STATIC_LEAVE_EPOCH or not member_id:
                     raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
-            self.remove(member, "left the group", static_keep=epoch == STATIC_LEAVE_EPOCH)
+            if epoch == STATIC_LEAVE_EPOCH:
+                self.remove(member, "left the group", static_keep=True)
+            else:
+                self.fence([member], "left the group")
             return member, False
         full = epoch == JOIN_EPOCH or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                                        and req.topic_partitions is not None)
@@ -255,6 +271,8 @@ class ConsumerGroup:
                                      f"one known by the group coordinator ({member.member_epoch}). The member "
                                      "must abandon all its partitions and rejoin.")
             self._update_subscription(member, req)
+        member.classic = None  # it heartbeats with the consumer protocol now
+        member.join_deadline = member.sync_deadline = None
         member.session_deadline = now + self.settings.session_timeout_ms / 1000
         before = _copy(member.assigned), member.member_epoch
         self.maybe_rebalance(topics)
@@ -267,7 +285,7 @@ class ConsumerGroup:
         if req.instance_id:
             old_id = self.static_members.get(req.instance_id)
             old = self.members.get(old_id) if old_id else None
-            if old is not None and old_id != member_id and not old.left_static:
+            if old is not None and old_id != member_id and not old.left_static and old.classic is None:
                 raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {old_id} with instance id {req.instance_id} is still active.")
             if old is not None and old_id != member_id:
@@ -317,7 +335,23 @@ class ConsumerGroup:
         if changed and member.member_id in self.members:
             self.group_epoch += 1
 
-    def remove(self, member: ConsumerMember, why: str, static_keep: bool = False) -> None:
+    def fence(self, members: list[ConsumerMember], why: str) -> bool:
+        """Members leave or are fenced. When only classic members would remain and the policy allows
+        it, nothing is removed: `downgrade_pending` names the leavers and the coordinator turns the
+        group into a classic group (True). Otherwise they are removed; the group epoch goes up once."""
+        leaving = {m.member_id for m in members}
+        remaining = [m for m in self.members.values() if m.member_id not in leaving]
+        if (remaining and all(m.classic is not None for m in remaining) and self.settings.downgrade_enabled
+                and len(remaining) <= self.settings.classic_max_size):
+            self.downgrade_pending = leaving
+            log.info("consumer group %s: %s (%s); only classic members remain, converting to a classic group",
+                     self.group_id, ", ".join(sorted(leaving)), why)
+            return True
+        for i, member in enumerate(members):
+            self.remove(member, why, bump=i == len(members) - 1)
+        return False
+
+    def remove(self, member: ConsumerMember, why: str, static_keep: bool = False, bump: bool = True) -> None:
         """Take a member out (its partitions become free); the group epoch goes up."""
         if static_keep and member.instance_id:
             # A static member leaving temporarily keeps its place until its session expires.
@@ -328,7 +362,8 @@ class ConsumerGroup:
         self.target.pop(member.member_id, None)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
-        self.group_epoch += 1
+        if bump:
+            self.group_epoch += 1
         log.info("member %s of consumer group %s removed: %s (group epoch %d)", member.member_id, self.group_id,
                  why, self.group_epoch)
 
@@ -386,7 +421,8 @@ class ConsumerGroup:
             member.assigned = keep
             member.pending_revocation = revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
-            member.revocation_deadline = now + member.rebalance_timeout_ms / 1000
+            if member.classic is None:  # classic members are timed by their join and sync deadlines
+                member.revocation_deadline = now + member.rebalance_timeout_ms / 1000
             return
         busy = self._owned_by_others(member.member_id)
         unreleased = False
@@ -404,20 +440,178 @@ class ConsumerGroup:
     # ------------------------------------------------------------------ timers
     def next_deadline(self) -> float:
         times = [m.session_deadline for m in self.members.values()]
-        times += [m.revocation_deadline for m in self.members.values() if m.revocation_deadline is not None]
+        for m in self.members.values():
+            times += [d for d in (m.revocation_deadline, m.join_deadline, m.sync_deadline) if d is not None]
         return min(times, default=float("inf"))
 
     def expire(self, now: float) -> bool:
-        """Remove members past their session or revocation deadline; True if any went."""
+        """Fence members past their session, revocation, join or sync deadline; True if any went.
+        Stops at a fencing that converts the group (`downgrade_pending`)."""
         gone = False
         for member in list(self.members.values()):
+            if self.downgrade_pending is not None:
+                break
+            why = None
             if member.session_deadline <= now:
-                self.remove(member, f"no heartbeat within {self.settings.session_timeout_ms} ms")
-                gone = True
+                timeout = member.classic.session_timeout_ms if member.classic else self.settings.session_timeout_ms
+                why = f"no heartbeat within {timeout} ms"
             elif member.revocation_deadline is not None and member.revocation_deadline <= now:
-                self.remove(member, f"did not revoke its partitions within {member.rebalance_timeout_ms} ms")
+                why = f"did not revoke its partitions within {member.rebalance_timeout_ms} ms"
+            elif member.join_deadline is not None and member.join_deadline <= now:
+                why = "the classic member failed to join within the rebalance timeout"
+            elif member.sync_deadline is not None and member.sync_deadline <= now:
+                why = "the member failed to sync within timeout"
+            if why is not None:
+                self.fence([member], why)
                 gone = True
         return gone
+
+    # ------------------------------------------------------------------ classic members (JoinGroup & co)
+    def supports_classic(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: the consumer protocol type and a protocol every
+        classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [m for m in self.members.values() if m.classic is not None]
+        return any(all(name in {n for n, _ in m.classic.protocols} for m in classic) for name in names)
+
+    def classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember:
+        """Kafka's validateConsumerGroupMember for SyncGroup/Heartbeat."""
+        if instance_id is None:
+            member = self.members.get(member_id)
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member {member_id} is not a member of group {self.group_id}.")
+        else:
+            member = self.members.get(self.static_members.get(instance_id, ""))
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                 f"Member with instance id {instance_id} is not a member of group {self.group_id}.")
+            if member.member_id != member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                                 f"{member.member_id}.")
+        if member.classic is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        return member
+
+    def _must_rejoin(self, member: ConsumerMember) -> bool:
+        return (member.member_epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(member)))
+
+    def _waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        busy = self._owned_by_others(member.member_id)
+        return any((t, p) in busy for t, parts in self.target.get(member.member_id, {}).items()
+                   for p in parts if p not in member.assigned.get(t, set()))
+
+    def _schedule_join(self, member: ConsumerMember, now: float) -> None:
+        if member.join_deadline is None:
+            member.join_deadline = now + member.rebalance_timeout_ms / 1000
+
+    def classic_join(self, member_id: str, instance_id: str | None, classic, subscription, owned: Assignment,
+                     rebalance_timeout_ms: int, client_id: str, client_host: str, now: float,
+                     topics: Mapping[str, TopicMeta]) -> ConsumerMember:
+        """A JoinGroup into this consumer group (Kafka's classicGroupJoinToConsumerGroup after its
+        checks): get or create the member, update it from its subscription, bump the group epoch if
+        that changed, compute the target and reconcile with the partitions it says it owns."""
+        created = False
+        if instance_id is None:
+            member = self.members.get(member_id)
+        else:
+            existing = self.members.get(self.static_members.get(instance_id, ""))
+            if existing is not None and existing.member_id != member_id:
+                # a static member comes back under a new member id: it takes the old one's place
+                del self.members[existing.member_id]
+                if existing.member_id in self.target:
+                    self.target[member_id] = self.target.pop(existing.member_id)
+                log.info("static member %s of consumer group %s replaced by %s (classic protocol)",
+                         existing.member_id, self.group_id, member_id)
+                existing.member_id = member_id
+                existing.member_epoch = existing.previous_member_epoch = 0
+                existing.left_static = False
+                self.members[member_id] = existing
+                self.static_members[instance_id] = member_id
+            member = self.members.get(member_id)
+        if member is None:
+            if len(self.members) >= self.settings.max_size:
+                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum "
+                                 f"capacity of {self.settings.max_size} members.")
+            member = ConsumerMember(member_id, instance_id)
+            self.members[member_id] = member
+            if instance_id:
+                self.static_members[instance_id] = member_id
+            created = True
+            log.info("member %s joins consumer group %s using the classic protocol", member_id, self.group_id)
+        if subscription.rack_id:
+            member.rack_id = subscription.rack_id
+        if rebalance_timeout_ms not in (-1, None):
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        member.classic = classic
+        member.left_static = False
+        if created or sorted(subscription.topics) != sorted(member.subscribed_topic_names):
+            member.subscribed_topic_names = list(subscription.topics)
+            self.group_epoch += 1
+        member.revocation_deadline = None
+        self.maybe_rebalance(topics)
+        self._reconcile(member, owned, now)
+        member.revocation_deadline = None
+        member.join_deadline = None
+        member.sync_deadline = now + member.rebalance_timeout_ms / 1000
+        member.session_deadline = now + classic.session_timeout_ms / 1000
+        return member
+
+    def classic_sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
+                     protocol_name: str | None, now: float) -> ConsumerMember:
+        """SyncGroup from a classic member: its assigned partitions, unless it must rejoin first."""
+        member = self.classic_member(member_id, instance_id)
+        if generation != member.member_epoch:
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION, f"The request generation id {generation} is not equal to "
+                             f"the member epoch {member.member_epoch} of member {member.member_id}.")
+        name = member.classic.protocol_name
+        if protocol_type is not None and protocol_type != "consumer":
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if protocol_name is not None and protocol_name != name:
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if self.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join(member, now)
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
+        member.sync_deadline = None
+        member.session_deadline = now + member.classic.session_timeout_ms / 1000
+        return member
+
+    def classic_heartbeat(self, member_id: str, instance_id: str | None, generation: int, now: float) -> ErrorCode:
+        member = self.classic_member(member_id, instance_id)
+        if generation != member.member_epoch:
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        member.session_deadline = now + member.classic.session_timeout_ms / 1000
+        if self._must_rejoin(member):
+            self._schedule_join(member, now)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, identities: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """LeaveGroup of classic members (by member id, or by instance id); one answer each."""
+        results, leaving = [], []
+        for member_id, instance_id in identities:
+            if instance_id is None:
+                member = self.members.get(member_id)
+            else:
+                member = self.members.get(self.static_members.get(instance_id, ""))
+                if member is not None and member_id and member.member_id != member_id:
+                    results.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+            if member is None or member.classic is None:
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            results.append(ErrorCode.NONE)
+            if member not in leaving:
+                leaving.append(member)
+        if leaving:
+            self.fence(leaving, "left with LeaveGroup")
+        return results
 
 
 def _owned(req) -> Assignment | None:

@@ -2,10 +2,12 @@
 Kafka's errors, the member timers, and what OffsetCommit/OffsetFetch must check for them.
 
 A group id is either a classic group (JoinGroup/SyncGroup) or a consumer group
-(ConsumerGroupHeartbeat), as in Kafka: a heartbeat for a classic group that has members gets
-GROUP_ID_NOT_FOUND ("not a consumer group"), a JoinGroup for a consumer group with members gets
-INCONSISTENT_GROUP_PROTOCOL. Committed offsets of both kinds live in the coordinator's offset
-store (`__consumer_offsets`).
+(ConsumerGroupHeartbeat), as in Kafka. A heartbeat joining a classic group that has members
+converts it to a consumer group when `group.consumer.migration.policy` allows (else
+GROUP_ID_NOT_FOUND); JoinGroup/SyncGroup/Heartbeat/LeaveGroup from classic members of a consumer
+group are served here, and the group turns back into a classic group when only classic members
+remain (see `migration`). Committed offsets of both kinds live in the coordinator's offset store
+(`__consumer_offsets`), held by a member-less classic `Group` while the id is a consumer group.
 """
 from __future__ import annotations
 
@@ -22,8 +24,12 @@ from strom.storage.errors import StorageError
 
 from .consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerGroupSettings,
                        ConsumerMember, GroupError, MemberState, TopicMeta, assignment_list, parse_assignors)
-from .records import (ConsumerGroupKey, GroupRecordError, decode_consumer_value, encode_consumer_key,
-                      encode_consumer_value)
+from .migration import (ClassicMeta, CustomAssignorError, MigrationPolicy, ProtocolError,
+                        classic_group_from_consumer, consumer_group_from_classic, decode_subscription,
+                        encode_assignment, to_ids, to_names, upgrade_refusal)
+from .records import (ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value, encode_consumer_key,
+                      encode_consumer_value, encode_group_key, encode_group_value)
+from .state import Group, JoinRequest, JoinResult, SyncResult
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -50,11 +56,13 @@ class ConsumerGroups:
         self.coordinator = coordinator
         self.broker = coordinator.broker
         config = self.broker.config
+        self.policy = MigrationPolicy.parse(config["group.consumer.migration.policy"])
         self.settings = ConsumerGroupSettings(
             session_timeout_ms=config["group.consumer.session.timeout.ms"],
             heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
             max_size=config["group.consumer.max.size"],
-            assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))))
+            assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))),
+            downgrade_enabled=self.policy.downgrade, classic_max_size=config["group.max.size"])
         self.groups: dict[str, ConsumerGroup] = {}
         self.persisted: dict[str, dict[ConsumerGroupKey, bytes]] = {}  # what __consumer_offsets holds
         self._changed = trio.Event()
@@ -66,6 +74,9 @@ class ConsumerGroups:
 
     def names_by_id(self) -> dict[bytes, str]:
         return {info.topic_id: name for name, info in self.broker.topics.topics.items()}
+
+    def ids_by_name(self) -> dict[str, bytes]:
+        return {name: info.topic_id for name, info in self.broker.topics.topics.items()}
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -122,8 +133,10 @@ class ConsumerGroups:
             if error is not None:
                 raise GroupError(error)
             classic = self.coordinator.get(body.group_id)
-            if classic is not None and classic.members:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a consumer group.")
+            if classic is not None and classic.members and body.group_id not in self.groups:
+                if body.member_epoch != JOIN_EPOCH:
+                    raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a consumer group.")
+                self._upgrade(classic)
             group = self.groups.get(body.group_id)
             if group is None:
                 if body.member_epoch != JOIN_EPOCH:
@@ -138,8 +151,7 @@ class ConsumerGroups:
             return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "member_id": None,
                     "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         finally:
-            self.persist(body.group_id)
-            self._changed.set()
+            self._settle(body.group_id)
         if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                     "member_id": body.member_id, "member_epoch": body.member_epoch, "heartbeat_interval_ms": 0,
@@ -148,6 +160,133 @@ class ConsumerGroups:
                 "member_id": member.member_id, "member_epoch": member.member_epoch,
                 "heartbeat_interval_ms": self.settings.heartbeat_interval_ms,
                 "assignment": {"topic_partitions": assignment_list(member.assigned)} if send_assignment else None}
+
+    # ------------------------------------------------------------------ migration
+    def _settle(self, group_id: str) -> None:
+        """After a change: convert the group to a classic one if a fencing asked for it, persist,
+        wake the timers."""
+        group = self.groups.get(group_id)
+        if group is not None and group.downgrade_pending is not None:
+            self._downgrade(group)
+        else:
+            self.persist(group_id)
+        self._changed.set()
+
+    def _upgrade(self, classic: Group) -> None:
+        """A classic group with members becomes a consumer group (GroupError when Kafka refuses)."""
+        g = classic.group_id
+        refusal = upgrade_refusal(classic, self.policy, self.settings.max_size)
+        if refusal is not None:
+            log.info("%s", refusal)
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
+        try:
+            group = consumer_group_from_classic(classic, self.settings, self.ids_by_name(), trio.current_time())
+        except ProtocolError as exc:
+            log.warning("cannot upgrade classic group %s: its embedded consumer protocol is malformed (%s)", g, exc)
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {g} to consumer group "
+                             "because the embedded consumer protocol is malformed.") from None
+        except CustomAssignorError:
+            log.warning("cannot upgrade classic group %s: a custom assignor's user data would be lost", g)
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {g} to consumer group "
+                             "because an unsupported custom assignor is in use. Please refer to the documentation "
+                             "or switch to a default assignor before re-attempting the upgrade.") from None
+        for member in classic.members.values():  # those waiting in a rebalance rejoin the new group
+            member.answer_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
+            member.answer_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        holder = Group(g, self.coordinator.settings, classic.wall_ms)  # keeps the committed offsets
+        holder.offsets = classic.offsets
+        self.coordinator.groups[g] = holder
+        self.groups[g] = group
+        self.persist(g, first=[(encode_group_key(GroupKey(g)), None)])
+        log.info("classic group %s with %d members converted to a consumer group (epoch %d)", g,
+                 len(group.members), group.group_epoch)
+
+    def _downgrade(self, group: ConsumerGroup) -> None:
+        """Only classic members remain: the group becomes a classic group again and rebalances."""
+        g = group.group_id
+        leaving = group.downgrade_pending or set()
+        group.downgrade_pending = None
+        now = trio.current_time()
+        classic = classic_group_from_consumer(group, leaving, self.coordinator.settings, self._wall_ms(),
+                                              self.names_by_id(), now)
+        holder = self.coordinator.groups.get(g)
+        if holder is not None:
+            classic.offsets = holder.offsets
+        del self.groups[g]
+        self.persist(g, last=[(encode_group_key(GroupKey(g)), encode_group_value(classic.to_record()))])
+        self.coordinator.groups[g] = classic
+        classic._prepare_rebalance(now)
+        self.coordinator._changed.set()
+        log.info("consumer group %s converted to a classic group (generation %d, %d members); rebalancing", g,
+                 classic.generation, len(classic.members))
+
+    def _wall_ms(self):
+        from .coordinator import wall_clock_ms
+        return wall_clock_ms
+
+    # ------------------------------------------------------------------ classic members of consumer groups
+    def classic_join(self, group_id: str, req: JoinRequest) -> JoinResult:
+        """JoinGroup to a consumer group with members (Kafka's classicGroupJoinToConsumerGroup)."""
+        group = self.groups[group_id]
+        member_id = req.member_id or new_member_id()
+        try:
+            if len(group.members) >= self.settings.max_size and member_id not in group.members:
+                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED)
+            if not group.supports_classic(req.protocol_type, {name for name, _ in req.protocols}):
+                raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            if req.require_known_member_id and not req.member_id and req.group_instance_id is None:
+                log.info("consumer group %s: a classic member without id joins; it rejoins as %s", group_id, member_id)
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
+            if req.group_instance_id is not None and req.member_id:
+                existing = group.members.get(group.static_members.get(req.group_instance_id, ""))
+                if existing is None:
+                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+                if existing.member_id != member_id:
+                    raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+            try:
+                sub = decode_subscription(req.protocols[0][1])
+            except ProtocolError as exc:
+                log.warning("consumer group %s: malformed subscription from %s: %s", group_id, member_id, exc)
+                raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
+            classic = ClassicMeta(req.session_timeout_ms, list(req.protocols))
+            member = group.classic_join(member_id, req.group_instance_id, classic, sub,
+                                        to_ids(sub.owned_partitions, self.ids_by_name()), req.rebalance_timeout_ms,
+                                        req.client_id, req.client_host, trio.current_time(), self.topics())
+        except GroupError as exc:
+            return JoinResult(exc.code, member_id="")
+        finally:
+            self._settle(group_id)
+        return JoinResult(ErrorCode.NONE, member_id=member.member_id, generation=member.member_epoch,
+                          protocol_type="consumer", protocol_name=member.classic.protocol_name)
+
+    def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                     protocol_type: str | None, protocol_name: str | None) -> SyncResult:
+        group = self.groups[group_id]
+        if not group.members:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        try:
+            member = group.classic_sync(member_id, instance_id, generation, protocol_type, protocol_name,
+                                        trio.current_time())
+        except GroupError as exc:
+            return SyncResult(exc.code)
+        finally:
+            self._changed.set()
+        assignment = encode_assignment(to_names(member.assigned, self.names_by_id()), member.classic.version())
+        return SyncResult(ErrorCode.NONE, protocol_type, protocol_name, assignment)
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
+        try:
+            return self.groups[group_id].classic_heartbeat(member_id, instance_id, generation, trio.current_time())
+        except GroupError as exc:
+            return exc.code
+        finally:
+            self._changed.set()
+
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        try:
+            return self.groups[group_id].classic_leave(members)
+        finally:
+            self._settle(group_id)
 
     def describe(self, group_id: str, operations: int) -> dict:
         out = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
@@ -190,6 +329,8 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its member epoch as generation
+            return ErrorCode.ILLEGAL_GENERATION if epoch != member.member_epoch else None
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch > member.member_epoch:
@@ -206,7 +347,7 @@ class ConsumerGroups:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def delete(self, group_id: str) -> ErrorCode | None:
@@ -239,7 +380,10 @@ class ConsumerGroups:
                 "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
                 "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
                 "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "server_assignor": m.server_assignor})
+                "server_assignor": m.server_assignor,
+                "classic_member_metadata": None if m.classic is None else {
+                    "session_timeout_ms": m.classic.session_timeout_ms,
+                    "supported_protocols": [{"name": n, "metadata": meta} for n, meta in m.classic.protocols]}})
             out[ConsumerGroupKey(7, g, m.member_id)] = encode_consumer_value(
                 "ConsumerGroupTargetAssignmentMember",
                 {"topic_partitions": _partitions(group.target.get(m.member_id, {}))})
@@ -250,18 +394,19 @@ class ConsumerGroups:
                 "partitions_pending_revocation": _partitions(m.pending_revocation)})
         return out
 
-    def persist(self, group_id: str) -> None:
-        """Append what changed in a group since the last write (tombstones for what went)."""
+    def persist(self, group_id: str, first: list | None = None, last: list | None = None) -> None:
+        """Append what changed in a group since the last write (tombstones for what went), in one
+        batch with the `first` and `last` records of a conversion."""
         group = self.groups.get(group_id)
         current = self._records(group) if group is not None else {}
         before = self.persisted.get(group_id, {})
         gone = sorted((k for k in before if k not in current), key=lambda k: (k.member == "", -k.version))
         changed = sorted((k for k, v in current.items() if before.get(k) != v), key=lambda k: WRITE_ORDER[k.version])
-        if not gone and not changed:
+        if not gone and not changed and not first and not last:
             return
         try:
-            self.coordinator._append(group_id, [(encode_consumer_key(k), None) for k in gone]
-                                     + [(encode_consumer_key(k), current[k]) for k in changed])
+            self.coordinator._append(group_id, (first or []) + [(encode_consumer_key(k), None) for k in gone]
+                                     + [(encode_consumer_key(k), current[k]) for k in changed] + (last or []))
         except (StorageError, OSError) as exc:
             log.error("could not persist consumer group %s: %s", group_id, exc)
             return
@@ -313,6 +458,9 @@ class ConsumerGroups:
                 member.subscribed_topic_names = list(body.subscribed_topic_names or [])
                 member.subscribed_topic_regex = body.subscribed_topic_regex
                 member.rebalance_timeout_ms, member.server_assignor = body.rebalance_timeout_ms, body.server_assignor
+                meta = body.get("classic_member_metadata")
+                member.classic = None if meta is None else ClassicMeta(
+                    meta.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in meta.supported_protocols])
                 if member.instance_id:
                     group.static_members[member.instance_id] = member.member_id
             else:
@@ -330,9 +478,10 @@ class ConsumerGroups:
         for group in self.groups.values():
             for m in group.members.values():
                 if m.session_deadline == UNSET:
-                    m.session_deadline = now + self.settings.session_timeout_ms / 1000
+                    timeout = m.classic.session_timeout_ms if m.classic is not None else self.settings.session_timeout_ms
+                    m.session_deadline = now + timeout / 1000
                 if m.revocation_deadline == UNSET:
-                    m.revocation_deadline = now + m.rebalance_timeout_ms / 1000
+                    m.revocation_deadline = None if m.classic is not None else now + m.rebalance_timeout_ms / 1000
 
     # ------------------------------------------------------------------ timers
     async def run(self) -> None:
@@ -346,6 +495,6 @@ class ConsumerGroups:
             for group in list(self.groups.values()):
                 try:
                     if group.expire(now):
-                        self.persist(group.group_id)
+                        self._settle(group.group_id)
                 except Exception:
                     log.exception("expiring members of consumer group %s failed", group.group_id)

@@ -403,7 +403,8 @@ class GroupCoordinator:
         if error is not None:
             return JoinResult(error, member_id=req.member_id)
         if self.consumer.has_members(group_id):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            # a classic member joins a consumer group (a rolling downgrade, or mixed clients)
+            return self.consumer.classic_join(group_id, req)
         if self.consumer.get(group_id) is not None:
             # an empty consumer group becomes a classic one (its offsets stay), as Kafka 4.0 converts it
             self.consumer.delete(group_id)
@@ -422,6 +423,9 @@ class GroupCoordinator:
         error = self.group_error(group_id)
         if error is not None:
             return SyncResult(error)
+        if self.consumer.get(group_id) is not None:
+            return self.consumer.classic_sync(group_id, member_id, instance_id, generation, protocol_type,
+                                              protocol_name)
         group = self.get(group_id)
         if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -436,6 +440,8 @@ class GroupCoordinator:
         error = self.group_error(group_id)
         if error is not None:
             return error
+        if self.consumer.get(group_id) is not None:
+            return self.consumer.classic_heartbeat(group_id, member_id, instance_id, generation)
         group = self.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -448,6 +454,8 @@ class GroupCoordinator:
         error = self.group_error(group_id)
         if error is not None:
             return error, []
+        if self.consumer.get(group_id) is not None:
+            return ErrorCode.NONE, self.consumer.classic_leave(group_id, members)
         group = self.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in members]

@@ -43,9 +43,12 @@ class GroupRecordError(ValueError):
     """A `__consumer_offsets` record this broker cannot read."""
 
 
-def _f(name: str, type_: str, versions: tuple[int, int | None], *, nullable=None, default=..., fields=()) -> dict:
+def _f(name: str, type_: str, versions: tuple[int, int | None], *, nullable=None, default=..., fields=(),
+       tag: int | None = None) -> dict:
     raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
                            "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
+    if tag is not None:
+        raw["tagged_versions"], raw["tag"] = list(versions), tag
     if default is not ...:
         raw["default"] = default
     return raw
@@ -97,7 +100,12 @@ _SCHEMAS: dict[str, tuple[tuple[int, int], int | None, list[dict]]] = {
         _f("subscribed_topic_names", "[]string", (0, None)),
         _f("subscribed_topic_regex", "string", (0, None), nullable=(0, None)),
         _f("rebalance_timeout_ms", "int32", (0, None), default=-1),
-        _f("server_assignor", "string", (0, None), nullable=(0, None))]),
+        _f("server_assignor", "string", (0, None), nullable=(0, None)),
+        # a member that joined with the classic protocol (JoinGroup) inside a consumer group
+        _f("classic_member_metadata", "ClassicMemberMetadata", (0, None), nullable=(0, None), default=None, tag=0,
+           fields=[_f("session_timeout_ms", "int32", (0, None)),
+                   _f("supported_protocols", "[]ClassicProtocol", (0, None), fields=[
+                       _f("name", "string", (0, None)), _f("metadata", "bytes", (0, None))])])]),
     "ConsumerGroupTargetAssignmentMetadataKey": ((6, 6), None, [_f("group_id", "string", (6, 6))]),
     "ConsumerGroupTargetAssignmentMetadataValue": ((0, 0), 0, [_f("assignment_epoch", "int32", (0, None))]),
     "ConsumerGroupTargetAssignmentMemberKey": ((7, 7), None, [

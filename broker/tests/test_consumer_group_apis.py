@@ -60,11 +60,16 @@ async def test_heartbeat_join_assign_commit_describe_and_leave(connect, broker):
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("cgt", [0, 1, 2])]
     assert nope.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
-    # A classic JoinGroup cannot use the id; classic DescribeGroups says Dead, ListGroups says consumer.
+    # A classic JoinGroup joins the consumer group (first asked for a member id, as Kafka 4.0 does);
+    # classic DescribeGroups says Dead, ListGroups says consumer.
     join = await client.request(ApiKey.JOIN_GROUP, 5, {
         "group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
         "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
-    assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert join.error_code == ErrorCode.MEMBER_ID_REQUIRED and join.member_id
+    other = await client.request(ApiKey.JOIN_GROUP, 5, {
+        "group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "connect", "protocols": [{"name": "range", "metadata": b""}]})
+    assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     old = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g1"], "include_authorized_operations": False})
     assert old.groups[0].group_state == "Dead"
     listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
@@ -175,7 +180,8 @@ async def _convert(broker, client):
     fetched = await client.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
         {"group_id": "conv", "topics": [{"name": "conv", "partition_indexes": [0]}]}], "require_stable": False})
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == 7
-    # a heartbeat cannot take a classic group that has members (no upgrade of live classic members yet)
+    # a heartbeat cannot take over a classic group whose member's subscription is no ConsumerProtocol
     refused = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "n", 0, ["conv"], []))
-    assert (refused.error_code, refused.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND,
-                                                           "Group conv is not a consumer group.")
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade classic group conv to consumer group because the embedded consumer protocol is malformed.")

@@ -1,0 +1,179 @@
+"""Online migration of a live group between the classic and the consumer protocol (Kafka 4.0's
+`group.consumer.migration.policy`), with real clients: a rolling upgrade of confluent-kafka
+consumers from `group.protocol=classic` to `consumer` one by one while a producer runs, then a
+rolling downgrade back. Every member commits by hand after each record; nothing is lost and
+nothing processed twice. ListGroups, DescribeGroups and ConsumerGroupDescribe show the group's
+kind at each step."""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.schema import ApiKey
+
+TOPIC = "migrate"
+GROUP = "migrate-group"
+PARTITIONS = 6
+
+
+class Member(threading.Thread):
+    """A consumer in the group: processes a record, then commits it synchronously; a record counts
+    as processed only once its commit succeeded (else its next owner reads it again)."""
+
+    def __init__(self, bootstrap: str, name: str, protocol: str, processed: list, lock: threading.Lock):
+        super().__init__(daemon=True, name=name)
+        config = {"bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": protocol,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": name}
+        if protocol == "classic":
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        self.consumer = Consumer(config)
+        self.protocol = protocol
+        self.processed, self.lock = processed, lock
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.count = 0
+        self.consumer.subscribe([TOPIC])
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self.errors.append(str(msg.error()))
+                    continue
+                try:
+                    self.consumer.commit(message=msg, asynchronous=False)
+                except KafkaException as exc:
+                    self.errors.append(f"commit: {exc}")
+                    continue
+                with self.lock:
+                    self.processed.append(msg.value())
+                self.count += 1
+        finally:
+            self.consumer.close()
+
+
+def _wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def _request(port: int, api: ApiKey, version: int, body: dict):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(encode_request(api, version, 1, "migration-test", body))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        return decode_response(api, version, sock.recv(size, socket.MSG_WAITALL))[1]
+
+
+def _group_type(port: int) -> str | None:
+    groups = _request(port, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
+    return next((g.group_type for g in groups if g.group_id == GROUP), None)
+
+
+def _consumer_describe(port: int):
+    return _request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                    {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
+
+
+def _classic_describe(port: int):
+    return _request(port, ApiKey.DESCRIBE_GROUPS, 5,
+                    {"groups": [GROUP], "include_authorized_operations": False}).groups[0]
+
+
+def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
+    broker = make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
+                          "group.initial.rebalance.delay.ms": "0"})
+    bootstrap, port = broker.bootstrap, broker.port
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
+    processed: list[bytes] = []
+    lock = threading.Lock()
+    sent: list[bytes] = []
+    stop_producing = threading.Event()
+
+    def produce():
+        i = 0
+        while not stop_producing.is_set():
+            producer.produce(TOPIC, b"%06d" % i, partition=i % PARTITIONS)
+            sent.append(b"%06d" % i)
+            i += 1
+            producer.poll(0)
+            time.sleep(0.004)
+        producer.flush(30)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    all_members: list[Member] = []
+
+    def start(name: str, protocol: str) -> Member:
+        member = Member(bootstrap, name, protocol, processed, lock)
+        all_members.append(member)
+        member.start()
+        return member
+
+    def progress(what: str):
+        count = len(processed)
+        _wait(lambda: len(processed) > count + 150, 40, f"progress {what}")
+
+    def replace(members: list[Member], i: int, protocol: str):
+        old = members[i]
+        old.stop.set()
+        old.join(30)
+        members[i] = start(f"{protocol}-{i}", protocol)
+        _wait(lambda: members[i].count > 0, 40, f"{members[i].name} consuming")
+        progress(f"after {members[i].name} joined")
+
+    members: list[Member] = []
+    try:
+        writer.start()
+        members = [start(f"classic-{i}", "classic") for i in range(3)]
+        _wait(lambda: all(m.count > 0 for m in members), 40, "three classic members consuming")
+        assert _group_type(port) == "classic" and _classic_describe(port).group_state == "Stable"
+
+        replace(members, 0, "consumer")  # the first consumer-protocol member converts the live group
+        assert _group_type(port) == "consumer"
+        assert _classic_describe(port).group_state == "Dead", "no classic group any more (DescribeGroups v5)"
+        _wait(lambda: _consumer_describe(port).group_state == "Stable", 30, "the mixed group reconciled")
+        described = _consumer_describe(port)
+        assert described.error_code == 0 and len(described.members) == 3, described
+        owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
+        assert owned == list(range(PARTITIONS)), f"each partition owned once by the three members: {owned}"
+        assert all(m.assignment.topic_partitions for m in described.members), "classic members reconciled too"
+
+        replace(members, 1, "consumer")
+        replace(members, 2, "consumer")
+        assert _group_type(port) == "consumer" and len(_consumer_describe(port).members) == 3
+
+        replace(members, 0, "classic")  # classic members join the consumer group
+        assert _group_type(port) == "consumer"
+        replace(members, 1, "classic")
+        replace(members, 2, "classic")  # the last consumer-protocol member left: classic again
+        _wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
+        _wait(lambda: _classic_describe(port).group_state == "Stable", 30, "the classic group Stable")
+        assert len(_classic_describe(port).members) == 3
+        assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
+        progress("after the downgrade")
+
+        stop_producing.set()
+        writer.join(60)
+        _wait(lambda: len(set(processed)) >= len(sent), 60, "every produced record processed")
+    finally:
+        stop_producing.set()
+        for m in all_members:
+            m.stop.set()
+        for m in all_members:
+            m.join(30)
+    assert len(processed) == len(set(processed)), "a record was processed twice"
+    assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
