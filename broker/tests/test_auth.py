@@ -195,6 +195,34 @@ async def test_every_api_answers_its_authorization_error(secured, nursery):
     assert scram.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
+async def test_consumer_group_heartbeat_refuses_a_subscription_naming_an_undescribable_topic(secured, nursery):
+    # Kafka 4.0 checks DESCRIBE on every subscribed topic name before the coordinator sees the
+    # heartbeat; one unauthorized topic fails the whole subscription (librdkafka 0109 in consumer mode).
+    admin, alice = await login(secured, nursery, "admin"), await login(secured, nursery, "alice")
+    for name in ("visible", "hidden"):
+        await admin.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{"name": name, "num_partitions": 1,
+            "replication_factor": 1, "assignments": [], "configs": []}], "timeout_ms": 1000})
+    await admin.request(ApiKey.CREATE_ACLS, 3, {"creations": [creation(R.TOPIC, "visible", Op.READ),
+                                                              creation(R.GROUP, "mine", Op.READ)]})
+
+    def join(topics):
+        return {"group_id": "mine", "member_id": "m-1", "member_epoch": 0, "instance_id": None, "rack_id": None,
+                "rebalance_timeout_ms": 30000, "subscribed_topic_names": topics, "subscribed_topic_regex": None,
+                "server_assignor": None, "topic_partitions": []}
+
+    for topics in (["visible", "hidden"], ["hidden"], ["visible", "never-created"]):
+        refused = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join(topics))
+        assert (refused.error_code, refused.member_id, refused.member_epoch, refused.assignment) == \
+            (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, 0, None), topics
+    assert "mine" not in [g.group_id for g in (await admin.request(ApiKey.LIST_GROUPS, 5, {
+        "states_filter": [], "types_filter": []})).groups], "a refused heartbeat creates no group"
+    joined = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, join(["visible"]))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
+    assert [t.partitions for t in joined.assignment.topic_partitions] == [[0]]
+    other = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {**join(["visible"]), "group_id": "other"})
+    assert other.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED, "the group is checked first"
+
+
 async def test_transaction_and_replication_apis_check_their_resources(secured, nursery):
     alice = await login(secured, nursery, "alice")
     end = await alice.request(ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
