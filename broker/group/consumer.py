@@ -408,8 +408,10 @@ class ConsumerGroup:
             member.revocation_deadline = None
             member.state = MemberState.STABLE
             member.previous_member_epoch, member.member_epoch = member.member_epoch, self.assignment_epoch
-            # the revoked partitions are free now; compute what it gets next below
-        if member.member_epoch == self.assignment_epoch and member.state is MemberState.STABLE:
+            # the revoked partitions are free now; what it gets next is computed below, in this same
+            # answer (as Kafka's CurrentAssignmentBuilder), or a member that revoked some partitions
+            # and gains others would never receive the new ones
+        elif member.member_epoch == self.assignment_epoch and member.state is MemberState.STABLE:
             return
         target = self.target.get(member.member_id, {})
         keep: Assignment = {}

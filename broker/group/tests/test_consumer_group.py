@@ -65,6 +65,19 @@ def test_join_then_a_second_member_revoke_before_assign():
     assert g.state == "Stable"
 
 
+def test_a_member_that_revokes_gets_its_new_partitions_in_the_same_answer():
+    # A subscription change from one topic to another: revoke all of a, then receive all of b (found
+    # by librdkafka 0045_subscribe_many_updates in consumer-protocol mode: b never came).
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    m, _ = g.heartbeat(hb("m", 0, ["a"], owned={}), 0.0, TOPICS)
+    m, send = g.heartbeat(hb("m", 1, ["b"], owned={A: {0, 1, 2, 3}}), 1.0, TOPICS)
+    assert send and m.member_epoch == 1 and m.assigned == {} and m.state is MemberState.UNREVOKED_PARTITIONS
+    m, send = g.heartbeat(hb("m", 1, owned={}), 2.0, TOPICS)
+    assert send and m.member_epoch == 2 and m.state is MemberState.STABLE
+    assert flat(m.assigned) == {(B, 0), (B, 1)}
+    assert g.state == "Stable"
+
+
 def test_fencing_lost_responses_and_leaving():
     g = ConsumerGroup("g", ConsumerGroupSettings())
     m1, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}), 0.0, TOPICS)
