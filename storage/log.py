@@ -128,7 +128,7 @@ class Log:
         self._closed = False
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / EPOCH_FILE)
         self.producer_state = ProducerStateManager(self.dir)
-        self.txn = TxnLogState(self.dir)
+        self.txn = TxnLogState(self.dir, lambda: self._bases)
         self.cleaner_state = CleanerState()
 
     # ================================================================ open / recovery
@@ -635,7 +635,7 @@ class Log:
             self._ensure_open()
             segments = list(self._segments)
             return CleanView(segments, [s.handle for s in segments], self._producer_last_offsets(),
-                             self.last_stable_offset, self.log_start_offset, tuple(self.txn.aborted))
+                             self.last_stable_offset, self.log_start_offset, tuple(self.txn.all_entries()))
 
     def _producer_last_offsets(self) -> dict[int, ProducerLast]:
         return {pid: ProducerLast(entry.last_offset, entry.producer_epoch)

@@ -31,6 +31,8 @@ import bisect
 import logging
 import os
 import struct
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -94,48 +96,124 @@ def append_entry(path: Path, entry: AbortedTxn) -> None:
         os.fsync(f.fileno())
 
 
-class TxnLogState:
-    """One log's aborted transactions and completed-but-unreplicated transactions."""
+MAX_IN_MEMORY = 10_000  # aborted transactions kept in memory per log; older ones are read from files
+SEGMENTS_CACHED = 8     # parsed ``.txnindex`` files below the memory floor kept for fetches of old data
 
-    def __init__(self, directory: Path) -> None:
+
+class TxnLogState:
+    """One log's aborted transactions and completed-but-unreplicated transactions.
+
+    Memory stays bounded: the newest entries (those whose marker is at or above :attr:`floor`,
+    at most about MAX_IN_MEMORY) are kept in a list sorted by marker offset, and serve the
+    read_committed fetches near the log end from memory. Entries below the floor live only in
+    their segments' ``.txnindex`` files. A fetch of older data reads those files, as Kafka
+    does for every fetch, through a small cache of parsed files (SEGMENTS_CACHED). The floor
+    only rises, and only while every entry below it is in a file.
+
+    Threads: appends, truncation and retention run on the event-loop thread under the log's
+    lock; compaction's :meth:`replace_range` runs on a worker thread under that lock. Fetches
+    (:meth:`collect`) read without it, so the entry list and its offsets are one pair
+    (``_entries``) that compaction replaces whole.
+    """
+
+    def __init__(self, directory: Path, bases=lambda: []) -> None:
         self.directory = Path(directory)
-        self.aborted: list[AbortedTxn] = []       # sorted by last_offset
-        self._lasts: list[int] = []
+        self._bases = bases  # () -> the log's segment base offsets, ascending
+        self._entries: tuple[list[AbortedTxn], list[int]] = ([], [])  # sorted by last_offset
+        self.floor = 0  # entries whose marker is below it are only in files
+        self._cache: OrderedDict[int, list[AbortedTxn]] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset)
         self.unwritten: set[int] = set()  # segments whose index file missed an entry (write failed)
 
+    @property
+    def aborted(self) -> list[AbortedTxn]:
+        """The entries in memory (those at or above :attr:`floor`)."""
+        return self._entries[0]
+
+    @property
+    def _lasts(self) -> list[int]:
+        return self._entries[1]
+
     # ------------------------------------------------------------ loading
     def load(self, segment_bases: list[int]) -> None:
-        entries = []
-        for base in segment_bases:
-            entries.extend(read_index(txn_index_path(self.directory, base)))
+        """Read the newest segments' files until about MAX_IN_MEMORY entries are in memory."""
+        entries: list[AbortedTxn] = []
+        self.floor = 0
+        for base in reversed(segment_bases):
+            if len(entries) >= MAX_IN_MEMORY:
+                self.floor = self._next_base(base, segment_bases)
+                break
+            entries[:0] = read_index(txn_index_path(self.directory, base))
         entries.sort(key=lambda e: e.last_offset)
-        self.aborted = entries
-        self._lasts = [e.last_offset for e in entries]
+        self._entries = (entries, [e.last_offset for e in entries])
+        self._forget_cache()
         self.unreplicated = []
+
+    @staticmethod
+    def _next_base(base: int, segment_bases: list[int]) -> int:
+        i = bisect.bisect_right(segment_bases, base)
+        return segment_bases[i] if i < len(segment_bases) else base
+
+    def _bound_memory(self) -> None:
+        """Raise the floor so that about half of MAX_IN_MEMORY entries stay in memory."""
+        aborted, lasts = self._entries
+        if len(aborted) <= MAX_IN_MEMORY or self.unwritten:
+            return  # every entry below a floor must be in a file: not while a write failed
+        cut = len(aborted) - MAX_IN_MEMORY // 2
+        self.floor = lasts[cut]
+        cut = bisect.bisect_left(lasts, self.floor)
+        self._entries = (aborted[cut:], lasts[cut:])
 
     def truncate_from(self, offset: int, segment_bases: list[int]) -> None:
         """Forget every abort whose marker is at or above ``offset`` (memory and files)."""
-        cut = bisect.bisect_left(self._lasts, offset)
-        if cut < len(self.aborted):
-            dropped = self.aborted[cut:]
-            del self.aborted[cut:], self._lasts[cut:]
-            for base in {self._segment_of(e.last_offset, segment_bases) for e in dropped}:
-                if base is not None:
-                    keep = [e for e in self.aborted if self._segment_of(e.last_offset, segment_bases) == base]
-                    write_index(txn_index_path(self.directory, base), keep)
+        aborted, lasts = self._entries
+        cut = bisect.bisect_left(lasts, offset)
+        bases = {self._segment_of(e.last_offset, segment_bases) for e in aborted[cut:]}
+        if offset < self.floor:  # entries only in files may be cut as well
+            first = max(0, bisect.bisect_right(segment_bases, offset) - 1)
+            bases.update(b for b in segment_bases[first:] if b < self.floor)
+        if cut < len(aborted):
+            del aborted[cut:], lasts[cut:]
+        for base in bases:
+            if base is None:
+                continue
+            path = txn_index_path(self.directory, base)
+            keep = [e for e in self._segment_entries(base, segment_bases) if e.last_offset < offset]
+            if keep != read_index(path):
+                write_index(path, keep)
+        self.floor = min(self.floor, offset)
+        self._forget_cache()
         self.unreplicated = [u for u in self.unreplicated if u[1] < offset]
+
+    def _segment_entries(self, base: int, segment_bases: list[int]) -> list[AbortedTxn]:
+        """A segment's entries: its file's, and those in memory (a failed write may have left
+        the file short)."""
+        i = bisect.bisect_right(segment_bases, base)
+        end = segment_bases[i] if i < len(segment_bases) else 1 << 62
+        aborted, lasts = self._entries
+        mine = aborted[bisect.bisect_left(lasts, base):bisect.bisect_left(lasts, end)]
+        on_disk = [e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor]
+        return on_disk + mine
 
     def drop_below(self, log_start_offset: int) -> None:
         """Retention moved the log start: entries wholly below it are of no use to a fetch."""
-        cut = bisect.bisect_left(self._lasts, log_start_offset)
+        aborted, lasts = self._entries
+        cut = bisect.bisect_left(lasts, log_start_offset)
         if cut:
-            del self.aborted[:cut], self._lasts[:cut]
+            del aborted[:cut], lasts[:cut]
+        self._forget_cache()
 
     def clear(self) -> None:
         for path in self.directory.glob("*" + TXN_INDEX_SUFFIX):
             path.unlink(missing_ok=True)
-        self.aborted, self._lasts, self.unreplicated = [], [], []
+        self._entries, self.unreplicated, self.floor = ([], []), [], 0
+        self._forget_cache()
+
+    def _forget_cache(self, start: int = 0, end: int = 1 << 62) -> None:
+        with self._cache_lock:
+            for base in [b for b in self._cache if start <= b < end]:
+                del self._cache[base]
 
     @staticmethod
     def _segment_of(offset: int, segment_bases: list[int]) -> int | None:
@@ -157,19 +235,35 @@ class TxnLogState:
 
     def replace_range(self, base: int, next_offset: int, entries: list[AbortedTxn]) -> None:
         """Compaction swapped in a segment for ``[base, next_offset)`` whose ``.txnindex`` holds
-        ``entries`` (already written): the entries in memory for that range become those."""
-        lo = bisect.bisect_left(self._lasts, base)
-        hi = bisect.bisect_left(self._lasts, next_offset)
-        entries = sorted(entries, key=lambda e: e.last_offset)
-        self.aborted[lo:hi] = entries
-        self._lasts[lo:hi] = [e.last_offset for e in entries]
+        ``entries`` (already written): the entries in memory for that range become those (the
+        ones at or above the floor). A fetch reading meanwhile sees the old list or the new."""
+        aborted, lasts = self._entries
+        lo = bisect.bisect_left(lasts, max(base, self.floor))
+        hi = bisect.bisect_left(lasts, next_offset)
+        entries = sorted((e for e in entries if e.last_offset >= self.floor), key=lambda e: e.last_offset)
+        new = aborted[:lo] + entries + aborted[hi:]
+        self._entries = (new, [e.last_offset for e in new])
+        self._forget_cache(base, next_offset)
         self.unwritten = {b for b in self.unwritten if not base <= b < next_offset}
 
     def rewrite_segment(self, base: int, next_offset: int) -> None:
-        """Write the index of a segment swapped in by compaction from the entries in memory."""
-        lo = bisect.bisect_left(self._lasts, base)
-        hi = bisect.bisect_left(self._lasts, next_offset)
-        write_index(txn_index_path(self.directory, base), self.aborted[lo:hi])
+        """Write a segment's index from the entries in memory (and its file's below the floor)."""
+        aborted, lasts = self._entries
+        lo = bisect.bisect_left(lasts, max(base, self.floor))
+        hi = bisect.bisect_left(lasts, next_offset)
+        below = [] if base >= self.floor else \
+            [e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor]
+        write_index(txn_index_path(self.directory, base), below + aborted[lo:hi])
+
+    def all_entries(self) -> list[AbortedTxn]:
+        """Every entry of the log, from files below the floor and memory above (for the cleaner)."""
+        out = []
+        if self.floor:
+            for base in self._bases():
+                if base >= self.floor:
+                    break
+                out.extend(e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor)
+        return out + list(self._entries[0])
 
     # ------------------------------------------------------------ appends
     def on_control(self, buf, pos: int, header: BatchHeader, first_offset: int | None,
@@ -180,8 +274,9 @@ class TxnLogState:
         marker = header.base_offset
         if control_type(buf, pos) == ABORT:
             entry = AbortedTxn(header.producer_id, first_offset, marker, stable_after)
-            self.aborted.append(entry)
-            self._lasts.append(marker)
+            aborted, lasts = self._entries
+            aborted.append(entry)
+            lasts.append(marker)
             try:
                 append_entry(txn_index_path(self.directory, segment_base), entry)
             except OSError as exc:  # the marker is written: keep serving from memory
@@ -189,6 +284,8 @@ class TxnLogState:
                           "%s; written again when the log closes", self.directory,
                           entry.producer_id, entry.first_offset, entry.last_offset, exc)
                 self.unwritten.add(segment_base)
+            if len(aborted) > MAX_IN_MEMORY:
+                self._bound_memory()
         if self.unreplicated:  # bounded on followers too, whose LSO nobody asks for
             self.unreplicated = [u for u in self.unreplicated if u[1] >= high_watermark]
         if marker >= high_watermark:
@@ -207,6 +304,40 @@ class TxnLogState:
         return lso
 
     def collect(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions a read_committed fetch from ``fetch_offset`` needs to know of."""
-        lo = bisect.bisect_left(self._lasts, fetch_offset)
-        return [e for e in self.aborted[lo:] if e.first_offset < upper_bound]
+        """Aborted transactions a read_committed fetch from ``fetch_offset`` needs to know of:
+        those whose marker is at or after it and whose first offset is below ``upper_bound``."""
+        aborted, lasts = self._entries
+        out = []
+        if fetch_offset < self.floor:
+            bases = self._bases()
+            first = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+            for base in bases[first:]:
+                if base >= self.floor:
+                    break
+                for e in self._cached(base):
+                    if e.last_offset >= self.floor:
+                        break
+                    if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                        out.append(e)
+                    if e.last_stable_offset >= upper_bound:
+                        return out  # no later abort can reach below the bound (Kafka's rule)
+        for i in range(bisect.bisect_left(lasts, fetch_offset), len(aborted)):
+            e = aborted[i]
+            if e.first_offset < upper_bound:
+                out.append(e)
+            if e.last_stable_offset >= upper_bound:
+                break
+        return out
+
+    def _cached(self, base: int) -> list[AbortedTxn]:
+        with self._cache_lock:
+            entries = self._cache.get(base)
+            if entries is not None:
+                self._cache.move_to_end(base)
+                return entries
+        entries = read_index(txn_index_path(self.directory, base))
+        with self._cache_lock:
+            self._cache[base] = entries
+            while len(self._cache) > SEGMENTS_CACHED:
+                self._cache.popitem(last=False)
+        return entries

@@ -341,3 +341,82 @@ def test_crash_at_every_rename_keeps_log_index_and_txnindex_consistent(open_log,
             finally:
                 reopened.close()
     assert latest(after_committed) == latest(before_committed)
+
+
+# ============================================================ memory bound of the aborted transactions
+def _brute_force(log, fetch, upper):
+    return [e for e in index_entries(log) if e.last_offset >= fetch and e.first_offset < upper]
+
+
+def _many_aborts(log, count, producers=(A, B)):
+    sent = [Producer(log, pid) for pid in producers]
+    for n in range(count):
+        p = sent[n % len(sent)]
+        p.send((b"k%d" % (n % 7), b"aborted-%d" % n))
+        if n % 3 == 0:
+            p.send((b"j", b"aborted-more-%d" % n))
+        p.end(commit=False)
+        Producer(log).send((b"k%d" % (n % 7), b"plain-%d" % n))
+        if n % 4 == 3:
+            log.roll()
+    log.high_watermark = log.log_end_offset
+    return sent
+
+
+def test_only_the_newest_aborted_transactions_stay_in_memory_and_fetches_read_the_rest(open_log, monkeypatch):
+    from strom.storage import txn_index
+
+    monkeypatch.setattr(txn_index, "MAX_IN_MEMORY", 6)
+    monkeypatch.setattr(txn_index, "SEGMENTS_CACHED", 2)
+    log = open_log(CONFIG)
+    _many_aborts(log, 30)
+    assert len(index_entries(log)) == 30
+    assert len(log.txn.aborted) <= 6 and log.txn.floor > 0
+
+    def check(log):
+        end = log.log_end_offset
+        for fetch in range(0, end + 1):
+            for upper in (fetch + 1, fetch + 5, end):
+                assert log.aborted_transactions(fetch, upper) == _brute_force(log, fetch, upper), (fetch, upper)
+    check(log)
+    log.close()
+    reopened = open_log(CONFIG, clean_shutdown=True, high_watermark=log.log_end_offset)
+    assert len(reopened.txn.aborted) <= 6 + 4 and reopened.txn.floor > 0  # newest segments' entries
+    check(reopened)
+
+
+def test_compaction_and_truncation_below_the_memory_floor(open_log, clock, monkeypatch):
+    from strom.storage import txn_index
+
+    monkeypatch.setattr(txn_index, "MAX_IN_MEMORY", 6)
+    log = open_log(CONFIG)
+    _many_aborts(log, 24)
+    seal(log)
+    Producer(log).send((b"tail", b"t"))
+    committed = visible(log)
+    assert log.txn.floor > 0
+    LogCleaner().clean(log, clock.now)                 # all aborted data goes; entries stay (pass 1)
+    assert len(consistent_index(log)) == 24
+    assert latest(visible(log)) == latest(committed)
+    assert not [v for _, _, v in visible(log, read_committed=False) if v.startswith(b"aborted")]
+    LogCleaner().clean(log, clock.now)                 # no aborted data left: the entries go,
+    left = consistent_index(log)                       # but each producer's last batch stays (empty)
+    assert sorted(e.producer_id for e in left) == [A, B] and latest(visible(log)) == latest(committed)
+    floor = log.txn.floor
+    log.truncate_to(floor - 3)                         # below the floor: files are cut too
+    assert log.txn.floor <= floor - 3
+    consistent_index(log)
+
+
+def test_truncation_below_the_floor_cuts_entries_only_in_files(open_log, monkeypatch):
+    from strom.storage import txn_index
+
+    monkeypatch.setattr(txn_index, "MAX_IN_MEMORY", 4)
+    log = open_log(CONFIG)
+    _many_aborts(log, 16)
+    entries = index_entries(log)
+    cut = entries[5].last_offset
+    assert cut < log.txn.floor
+    log.truncate_to(cut)
+    assert index_entries(log) == entries[:5]
+    assert log.aborted_transactions(0, 1 << 62) == entries[:5]
