@@ -20,6 +20,8 @@ from .config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_t
 from .errors import TopicError
 from .fetch_session import FetchManager, FetchSessionCache
 from .quotas import QuotaManager
+from .dynamic_config import DynamicConfigs
+from .replication_quota import FOLLOWER, LEADER, ReplicationQuota
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
 from .txn.coordinator import TransactionCoordinator, TxnSettings
@@ -110,6 +112,11 @@ class Broker:
         # version cap or recording is active, so the request path checks one attribute for None.
         self.faults = None
         self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
+        self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
+        self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
+                                             config["replication.quota.window.size.seconds"])
+        self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],
+                                               config["replication.quota.window.size.seconds"])
         self._injector = None
         self.control_port: int | None = None  # the test control endpoint's port (control.listener)
         if config["zookeeper.connect"]:
@@ -482,6 +489,15 @@ class Broker:
         else:
             self.topics.set_configs(name, configs)
         self.logs.update_config(name, self.log_config(configs))
+
+    async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        """The dynamic configs of broker `name` ("" for the cluster default), replaced."""
+        if self.cluster is not None:
+            await self.cluster.set_broker_configs(name, configs)
+        else:
+            self.topics.set_broker_configs(name, configs)
+        log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default",
+                 configs or "none")
 
     async def allocate_producer_id(self) -> int:
         if self.cluster is not None:

@@ -195,6 +195,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower fetches per request.", minimum=1),
     _D("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", minimum=1),
     _D("quota.window.size.seconds", "int", 1, "Length of one client quota rate sample.", minimum=1),
+    _D("replication.quota.window.num", "int", 11,
+       "Samples a replication throttle's rate is measured over (leader/follower.replication.throttled.rate).",
+       minimum=1),
+    _D("replication.quota.window.size.seconds", "int", 1, "Length of one replication throttle rate sample.",
+       minimum=1),
+    _D("max.connection.creation.rate", "int", 2**31 - 1,
+       "New connections per second each listener accepts (all IPs together); also settable dynamically.",
+       minimum=0),
     _D("max.request.partition.size.limit", "int", 2000,
        "Most partitions one DescribeTopicPartitions answer holds.", minimum=1),
     _D("max.incremental.fetch.session.cache.slots", "int", 1000,
@@ -264,14 +272,14 @@ TOPIC_CONFIGS: dict[str, TopicDef] = {t[0]: t for t in [
     ("unclean.leader.election.enable", "unclean.leader.election.enable", "bool", False),
     # Accepted and shown as Kafka 3.x does, with no effect here: batches are always stored as v2
     # (message.format.version is ignored from inter-broker protocol 3.0 on in Kafka too), the log
-    # is not preallocated, and replication is not throttled.
+    # is not preallocated. The replication throttle lists are honoured (strom.broker.replication_quota).
     ("message.format.version", None, "string", "3.0-IV1"),
     ("message.downconversion.enable", None, "bool", True),
     ("preallocate", None, "bool", False),
     ("segment.jitter.ms", None, "long", 0),
     ("message.timestamp.difference.max.ms", None, "long", (1 << 63) - 1),
-    ("leader.replication.throttled.replicas", None, "string", ""),
-    ("follower.replication.throttled.replicas", None, "string", ""),
+    ("leader.replication.throttled.replicas", None, "list", []),
+    ("follower.replication.throttled.replicas", None, "list", []),
 ]}
 
 _TOPIC_CHOICES = {
@@ -290,7 +298,22 @@ def parse_topic_config(key: str, raw: str) -> Any:
     if key not in TOPIC_CONFIGS:
         raise ConfigError(f"unknown topic config {key!r}")
     _, _, typ, _ = TOPIC_CONFIGS[key]
+    if key in THROTTLED_REPLICAS_KEYS:
+        _check_throttled_replicas(key, raw)
     return ConfigDef(key, typ, None, "", choices=_TOPIC_CHOICES.get(key), minimum=_TOPIC_MINIMUMS.get(key)).parse(raw)
+
+
+THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_REPLICA_PAIR = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _check_throttled_replicas(key: str, raw: str) -> None:
+    """Kafka's ThrottledReplicaListValidator: '*' or partition:broker pairs, comma separated."""
+    items = _parse_list(raw)
+    if all(_REPLICA_PAIR.fullmatch(i) for i in items) or "".join(items) == "*":
+        return
+    raise ConfigError(f"Invalid value [{', '.join(items)}] for configuration {key}: {key} must be the literal '*' "
+                      "or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -46,10 +46,13 @@ def entity_key(pairs) -> Entity:
 
 
 class Sensor:
-    """A windowed rate: samples of `window_s` seconds, `samples` of them kept."""
+    """A windowed rate: samples of `window_s` seconds, `samples` of them kept. The rate is taken
+    over at least `min_windows` windows (Kafka's Rate: all but one sample; its SimpleRate, which
+    replication quotas use: one)."""
 
-    def __init__(self, samples: int, window_s: float):
+    def __init__(self, samples: int, window_s: float, min_windows: int | None = None):
         self.samples_max, self.window_s = samples, window_s
+        self.min_windows = samples - 1 if min_windows is None else min_windows
         self.samples: deque[list] = deque()  # [start, value]
 
     def record(self, value: float, now: float) -> None:
@@ -62,11 +65,20 @@ class Sensor:
 
     def window(self, now: float) -> float:
         """Seconds the rate is taken over: the samples' span, at least (samples - 1) windows."""
+        self._purge(now)
         elapsed = now - self.samples[0][0] if self.samples else 0.0
-        return max(elapsed, (self.samples_max - 1) * self.window_s, self.window_s)
+        return max(elapsed, self.min_windows * self.window_s, self.window_s)
+
+    def _purge(self, now: float) -> None:
+        while self.samples and now - self.samples[0][0] > self.samples_max * self.window_s:
+            self.samples.popleft()
+
+    def total(self, now: float) -> float:
+        self._purge(now)
+        return sum(v for _, v in self.samples)
 
     def rate(self, now: float) -> float:
-        return sum(v for _, v in self.samples) / self.window(now)
+        return self.total(now) / self.window(now)
 
 
 class QuotaManager:

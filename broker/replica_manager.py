@@ -47,6 +47,9 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     state_version: int = -1  # the partition-state znode version this view came from
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    # as a follower: whether the last fetch found this replica at the leader's high watermark
+    # (Kafka's "in sync" for the follower replication throttle)
+    fetch_caught_up: bool = False
 
     @property
     def is_leader(self) -> bool:
@@ -69,6 +72,8 @@ class Partition:
         self.maybe_advance_high_watermark()
 
     def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
+        if leader != self.leader_id:
+            self.fetch_caught_up = False
         self.leader_id, self.leader_epoch = leader, epoch
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {}

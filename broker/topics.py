@@ -76,6 +76,8 @@ class TopicStore:
         self.users: dict[str, dict[str, str]] = {}  # SCRAM credentials as Kafka's /config/users/<user>
         self.acls: list[list] = []  # ACL bindings (broker.auth.acl.AclBinding.to_json rows)
         self.quotas: dict[tuple, dict[str, float]] = {}  # client quotas: entity -> {key: value}
+        # dynamic broker configs (AlterConfigs on a broker resource): "" (the cluster default) or a node id
+        self.broker_configs: dict[str, dict[str, str]] = {}
         if path.exists():
             self._load()
         else:
@@ -93,6 +95,7 @@ class TopicStore:
         self.users = data.get("users", {})
         self.acls = data.get("acls", [])
         self.quotas = {tuple((t, n) for t, n in q["entity"]): dict(q["values"]) for q in data.get("quotas", [])}
+        self.broker_configs = {k: dict(v) for k, v in data.get("broker_configs", {}).items()}
         for name, entry in data.get("topics", {}).items():
             info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
             self.topics[name] = info
@@ -115,6 +118,8 @@ class TopicStore:
         if self.quotas:
             data["quotas"] = [{"entity": [list(e) for e in entity], "values": values}
                               for entity, values in sorted(self.quotas.items(), key=lambda kv: repr(kv[0]))]
+        if self.broker_configs:
+            data["broker_configs"] = self.broker_configs
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=True)
         atomic_write(self.path, text.encode())
@@ -170,6 +175,15 @@ class TopicStore:
         old = self.quotas
         self.quotas = {e: dict(v) for e, v in quotas.items() if v}
         self._save_or_undo(lambda: setattr(self, "quotas", old))
+
+    def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        """The dynamic configs of broker `name` ("" for the cluster-wide default)."""
+        old = dict(self.broker_configs)
+        if configs:
+            self.broker_configs[name] = dict(configs)
+        else:
+            self.broker_configs.pop(name, None)
+        self._save_or_undo(lambda: setattr(self, "broker_configs", old))
 
     def set_acls(self, rows: list[list]) -> None:
         self.acls = [list(r) for r in rows]

@@ -1,17 +1,53 @@
-"""AlterConfigs: replace a topic's whole set of config overrides (the legacy, non-incremental API)."""
+"""AlterConfigs: replace a topic's whole set of config overrides, or a broker's dynamic configs
+(the legacy, non-incremental API)."""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
-from .describe_configs import TOPIC
+from ..config import BROKER_CONFIGS
+from ..dynamic_config import DEFAULT, check_value, not_dynamic
+from .describe_configs import BROKER, TOPIC
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 
 
+async def apply_broker(broker, resource, new_configs: dict, validate_only: bool) -> dict:
+    """A broker resource (this broker's id, or "" for the cluster default): replace its dynamic
+    configs (`strom.broker.dynamic_config`), refusing keys that cannot change at run time."""
+    result = {"error_code": ErrorCode.NONE, "error_message": None,
+              "resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    name = resource.resource_name or ""
+    try:
+        if not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+            raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
+        if name != DEFAULT:
+            try:
+                node = int(name)
+            except ValueError:
+                raise TopicError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+            if node != broker.node_id:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+        fixed = not_dynamic(new_configs, BROKER_CONFIGS)
+        if fixed:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+        for key, value in new_configs.items():
+            problem = check_value(key, value)
+            if problem:
+                raise TopicError(ErrorCode.INVALID_REQUEST, problem)
+        if not validate_only:
+            await broker.set_broker_configs(name, {k: v for k, v in new_configs.items() if v is not None})
+    except TopicError as exc:
+        result.update(error_code=exc.code, error_message=exc.message)
+    return result
+
+
 async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dict:
     """Shared with IncrementalAlterConfigs: check the resource, validate, store."""
+    if resource.resource_type == BROKER:
+        return await apply_broker(broker, resource, new_configs, validate_only)
     result = {"error_code": ErrorCode.NONE, "error_message": None,
               "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     try:
@@ -22,7 +58,7 @@ async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dic
             raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         if resource.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
-                             "Only topic configs can be altered; broker configs are static (server.properties).")
+                             f"Resource type {resource.resource_type} is not supported; topic and broker configs are.")
         if resource.resource_name not in broker.topics.topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist.")
         broker.validate_topic_configs(new_configs)

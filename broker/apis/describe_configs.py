@@ -60,6 +60,32 @@ def broker_entries(broker, keys: list[str] | None, docs: bool = False) -> list[d
     return out
 
 
+def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: list[dict]) -> list[dict]:
+    """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
+    cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
+    also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
+    from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE
+    by_name = {e["name"]: i for i, e in enumerate(out)}
+    for key, (typ, _) in DYNAMIC.items():
+        if keys is not None and key not in keys:
+            continue
+        if default_only:
+            value = broker.dynamic_configs.overrides(DEFAULT).get(key)
+            source = DYNAMIC_DEFAULT_BROKER_CONFIG
+        else:
+            value, source = broker.dynamic_configs.lookup(key)
+        if value is None:
+            continue
+        entry = _entry(key, value, source, "", [{"name": key, "value": value, "source": source}], None)
+        entry["config_type"] = CONFIG_TYPE[typ]
+        entry["read_only"] = key not in BROKER_CONFIGS
+        if key in by_name:
+            out[by_name[key]] = entry
+        else:
+            out.append(entry)
+    return out
+
+
 def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
               "resource_name": resource.resource_name, "configs": []}
@@ -80,8 +106,10 @@ def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
         if resource.resource_name not in ("", str(broker.node_id)):
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Unexpected broker id, expected {broker.node_id} but received {resource.resource_name}")
+        elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
+            result["configs"] = dynamic_entries(broker, keys, True, [])
         else:
-            result["configs"] = broker_entries(broker, keys, docs)
+            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs))
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST,
                       error_message=f"Resource type {resource.resource_type} is not supported.")

@@ -9,6 +9,9 @@ transaction's data) and lists the aborted transactions overlapping the data retu
 first offset) from the logs' `.txnindex`, so the consumer drops their batches; read_uncommitted
 answers a null list, as Kafka does. Every v4+ answer carries the partition's LSO.
 
+A follower's fetch of a throttled partition obeys the leader's replication throttle
+(`strom.broker.replication_quota`).
+
 Incremental fetch sessions (KIP-227) live in `strom.broker.fetch_session`: it says which
 partitions a request reads (the request's own, or its session's) and which of them the answer
 carries; this module reads them.
@@ -94,6 +97,10 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
         if diverging is not None:
             result["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
             return result, 0
+        quota = broker.leader_quota
+        if replica not in partition.isr and quota.is_throttled(name, req.partition) \
+                and quota.exceeded(trio.current_time()):
+            return result, 0  # a throttled replica out of sync: nothing this time (Kafka's leader throttle)
         max_offset = None
     else:
         hw = partition.high_watermark
@@ -127,6 +134,19 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
         return result, len(converted)
     result["records"] = region
     return result, region.size
+
+
+def _record_throttled(broker, topics: list[dict]) -> None:
+    """Count the bytes sent to a follower for throttled partitions (in sync or not) against the
+    leader's replication quota, as Kafka does, so all throttled traffic stays within it."""
+    quota = broker.leader_quota
+    size = 0
+    for topic in topics:
+        for part in topic["partitions"]:
+            records = part.get("records")
+            if records and quota.is_throttled(topic["topic"], part["partition_index"]):
+                size += getattr(records, "size", None) or len(records)
+    quota.record(size, trio.current_time())
 
 
 def _replica_id(body, version: int) -> int:
@@ -169,11 +189,19 @@ async def handle(broker, request) -> dict:
     if context.error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    follower = _replica_id(body, version) >= 0
     while True:
         topics, total, errors = _read_all(broker, body, version, context.topics)
-        if total >= body.min_bytes or errors or trio.current_time() >= deadline:
+        now = trio.current_time()
+        if total >= body.min_bytes or errors or now >= deadline:
             break
-        with trio.move_on_at(deadline):
+        wake = deadline
+        if follower and broker.leader_quota.limit() != float("inf"):
+            # data held back by the replication throttle is due again once the rate falls
+            wake = min(deadline, now + max(broker.leader_quota.delay(now), 0.005))
+        with trio.move_on_at(wake):
             await broker.replicas.wait_for_data()
+    if follower:
+        _record_throttled(broker, topics)
     session_id, topics = context.finish(topics)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}

@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys."""
+"""IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys; SET and
+DELETE of a broker's dynamic configs (`strom.broker.dynamic_config`)."""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -12,11 +13,6 @@ API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER = 4
-# Replication throttles Strom does not keep: removing them (kafka-reassign-partitions.sh --verify
-# clears them) changes nothing and succeeds; setting them is refused below as any other key.
-UNSET_THROTTLES = {BROKER: {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                            "replica.alter.log.dirs.io.max.bytes.per.second"},
-                   TOPIC: {"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"}}
 
 
 def _updated(broker, resource) -> tuple[dict | None, str | None]:
@@ -43,6 +39,22 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
+def _updated_broker(broker, resource) -> tuple[dict | None, str | None]:
+    """A broker resource's dynamic configs after the operations (a wrong broker id is refused later)."""
+    configs = broker.dynamic_configs.overrides(resource.resource_name or "")
+    for change in resource.configs:
+        op, key = change.config_operation, change.name
+        if op == SET:
+            configs[key] = change.value
+        elif op == DELETE:
+            configs.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            return None, f"Config value {'append' if op == APPEND else 'subtract'} is not allowed for config key: {key}"
+        else:
+            return None, f"Unknown config operation {op}"
+    return configs, None
+
+
 def _denied(broker, resource):
     """The authorization error for altering ``resource``'s configs, or None."""
     if resource.resource_type == TOPIC:
@@ -62,16 +74,12 @@ async def handle(broker, request) -> dict:
             responses.append({"error_code": denied, "error_message": "Authorization failed.",
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
-        throttles = UNSET_THROTTLES.get(resource.resource_type, set())
-        if resource.configs and all(c.config_operation == DELETE and c.name in throttles for c in resource.configs) \
-                and (resource.resource_type != TOPIC or resource.resource_name in broker.topics.topics):
-            responses.append({"error_code": ErrorCode.NONE, "error_message": None,
-                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
-            continue
-        if resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics:
+        known_topic = resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics
+        if known_topic or resource.resource_type == BROKER:
             names = [c.name for c in resource.configs]
             duplicates = sorted({n for n in names if names.count(n) > 1})
-            configs, problem = _updated(broker, resource) if not duplicates else (None, None)
+            updated = _updated if known_topic else _updated_broker
+            configs, problem = updated(broker, resource) if not duplicates else (None, None)
             if duplicates:  # as Kafka: the whole resource is refused
                 responses.append({"error_code": ErrorCode.INVALID_REQUEST,
                                   "error_message": f"Error due to duplicate config keys: {', '.join(duplicates)}",

@@ -34,7 +34,7 @@ from .placement import PlacementError, assign_replicas
 from .zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
                        VersionedPartitionState, ZkClientError)
 from ..fetch_session import FetchSessionHandler
-from .quotas_zk import read_quotas
+from .quotas_zk import read_broker_configs, read_quotas
 from .zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class ClusterView:
     # replicas in failed log dirs (from /log_dir_event_notification): (topic, partition) -> brokers
     offline_replicas: dict[tuple[str, int], set[int]] = field(default_factory=dict)
     quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # client quotas (/config/users, /clients)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # /config/brokers ("" = <default>)
 
     def unclean_allowed(self, topic: str, default: bool = False) -> bool:
         value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -77,9 +78,11 @@ class TopicCache:
         self.topics: dict[str, TopicInfo] = {}
         self.by_id: dict[bytes, TopicInfo] = {}
         self.quotas: dict[tuple, dict[str, float]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def replace(self, view: ClusterView) -> None:
         self.quotas = view.quotas
+        self.broker_configs = view.broker_configs
         topics = {}
         for name, assignment in view.assignments.items():
             if name in view.to_delete:
@@ -241,6 +244,7 @@ class ClusterMember:
         controller = await zk.get_controller_id()
         view.controller_id = -1 if controller is None else controller
         view.quotas = await zk._call(read_quotas, zk._zk)
+        view.broker_configs = await zk._call(read_broker_configs, zk._zk)
         for name in await zk.get_topics():
             assignment = await zk.get_topic_assignment(name)
             if assignment is None:
@@ -427,6 +431,16 @@ class ClusterMember:
     async def _fetch_once(self, client: BrokerClient, partitions: list["Partition"],
                           session: FetchSessionHandler | None = None) -> None:
         wanted: dict[tuple[str, int], dict] = {}
+        quota = self.broker.follower_quota
+        now = trio.current_time()
+        held = [p for p in partitions if not p.fetch_caught_up and quota.is_throttled(p.topic, p.index)
+                and quota.exceeded(now)]
+        if held:  # Kafka's follower throttle: out-of-sync throttled partitions wait for the rate to fall
+            partitions = [p for p in partitions if p not in held]
+            if not partitions:
+                with trio.move_on_after(min(max(quota.delay(now), 0.01), FETCH_BACKOFF_S)):
+                    await self._changed.wait()
+                return
         for p in partitions:
             epoch = p.log.latest_epoch()
             wanted[(p.topic, p.index)] = {
@@ -457,17 +471,23 @@ class ClusterMember:
             log.debug("fetch from the leader answered %s", ErrorCode(response.error_code).name)
             return
         progressed = False
+        throttled_bytes = 0
         for topic in response.responses:
             for data in topic.partitions:
                 partition = self.broker.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
+                if data.records and quota.is_throttled(partition.topic, partition.index):
+                    throttled_bytes += len(data.records)
                 try:
                     progressed |= self._apply_fetched(partition, data)
                 except StorageError as exc:
                     # cannot write (full or failed dir): this replica falls behind and the leader
                     # drops it from the ISR; the broker and its other partitions carry on
                     log.debug("follower append to %s-%d failed: %s", partition.topic, partition.index, exc)
+                if data.error_code == ErrorCode.NONE:
+                    partition.fetch_caught_up = partition.log.log_end_offset >= data.high_watermark
+        quota.record(throttled_bytes, trio.current_time())
         if progressed:
             self.broker.replicas.notify_data()
         elif any(d.error_code for t in response.responses for d in t.partitions):
@@ -558,6 +578,21 @@ class ClusterMember:
         await self.zk.set_topic_config(name, configs)
         await self.wait_for(lambda: self.cache.topics.get(name) is not None
                             and self.cache.topics[name].configs == configs)
+
+    async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Write /config/brokers/<name> (announced to every broker); this broker uses it at once."""
+        from .quotas_zk import write_broker_config
+        try:
+            await self.zk._call(write_broker_config, self.zk._zk, name, configs)
+        except (ZkClientError, OSError) as exc:
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}") from None
+        stored = dict(self.cache.broker_configs)
+        if configs:
+            stored[name] = dict(configs)
+        else:
+            stored.pop(name, None)
+        self.cache.broker_configs = stored
+        self.mark_dirty()
 
     async def allocate_producer_id(self) -> int:
         if self._pid_next > self._pid_end:

@@ -6,6 +6,8 @@
     /config/clients/<client id>
     /config/clients/<default>
 
+Dynamic broker configs live beside them, in /config/brokers/<id> and /config/brokers/<default>.
+
 Names are sanitized as Kafka's Sanitizer does (URL-encoded; "*" as %2A). Other keys in a user's
 node (SCRAM credentials) are left as they are. Every change is announced under /config/changes
 with the entity path ("users/<u>/clients/<c>"), which makes every broker re-read the quotas.
@@ -104,6 +106,33 @@ def write_quota(zk, entity, values: dict[str, float]) -> None:
         current = {}
     config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
     config.update({k: repr(float(v)) for k, v in values.items()})
+    _write_config(zk, rel, config)
+
+
+def read_broker_configs(zk) -> dict[str, dict[str, str]]:
+    """Dynamic broker configs: {"" (the cluster default) or node id: {key: value}} (blocking)."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        names = zk.get_children(f"{Paths.CONFIG}/brokers")
+    except NoNodeError:
+        return out
+    for name in names:
+        try:
+            config = _decode(zk.get(f"{Paths.CONFIG}/brokers/{name}")[0])
+        except NoNodeError:
+            continue
+        if config:
+            out["" if name == DEFAULT else name] = config
+    return out
+
+
+def write_broker_config(zk, name: str, config: dict[str, str]) -> None:
+    """Replace the dynamic configs of broker `name` ("" for the default) and announce it (blocking)."""
+    _write_config(zk, f"brokers/{DEFAULT if name == '' else name}", dict(config))
+
+
+def _write_config(zk, rel: str, config: dict[str, str]) -> None:
+    path = f"{Paths.CONFIG}/{rel}"
     payload = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
     try:
         zk.set(path, payload)

@@ -1,0 +1,173 @@
+"""Replication throttles (leader/follower.replication.throttled.rate and the topics'
+*.replication.throttled.replicas) and the dynamic broker configs they are set through."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import trio
+
+from strom.broker.dynamic_config import DynamicConfigs, check_value
+from strom.broker.replication_quota import ALL, FOLLOWER, LEADER, ReplicationQuota, throttled_partitions
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from .conftest import make_broker, open_client
+from .test_apis import batch, create, produce_body
+
+BROKER, TOPIC = 4, 2
+
+
+def inc(rtype: int, name: str, ops, validate_only=False) -> dict:
+    return {"validate_only": validate_only, "resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+        {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}]}
+
+
+def describe(rtype: int, name: str, keys=None) -> dict:
+    return {"resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+            "include_synonyms": True, "include_documentation": False}
+
+
+def shown(response) -> dict:
+    return {c.name: (c.value, c.config_source) for c in response.results[0].configs}
+
+
+def test_throttled_replica_lists_name_partitions_per_broker():
+    assert throttled_partitions("0:1,1:2,2:1", 1) == frozenset({0, 2})
+    assert throttled_partitions("0:1, 1:2", 2) == frozenset({1})
+    assert throttled_partitions(" * ", 7) == ALL
+    assert throttled_partitions("", 1) == frozenset() and throttled_partitions(None, 1) == frozenset()
+
+
+def test_dynamic_values_are_checked_as_kafka_checks_them():
+    assert check_value("leader.replication.throttled.rate", "1000") is None
+    assert check_value("leader.replication.throttled.rate", "abc") == \
+        "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG"
+    assert check_value("follower.replication.throttled.rate", "-5") == \
+        "Invalid value -5 for configuration follower.replication.throttled.rate: Value must be at least 0"
+    assert check_value("max.connection.creation.rate", str(2**31)).endswith("Not a number of type INT")
+
+
+def _fake_broker(stored: dict, topic_configs: dict, node_id: int = 1):
+    from strom.broker.config import BrokerConfig
+    broker = SimpleNamespace(node_id=node_id, config=BrokerConfig({"log.dirs": "/nonexistent"}),
+                             topics=SimpleNamespace(broker_configs=stored, topics={
+                                 name: SimpleNamespace(configs=c) for name, c in topic_configs.items()}))
+    broker.dynamic_configs = DynamicConfigs(broker)
+    return broker
+
+
+def test_own_value_wins_over_the_cluster_default_and_the_rate_is_kept_to():
+    broker = _fake_broker({"": {"leader.replication.throttled.rate": "500", "follower.replication.throttled.rate": "300"},
+                           "1": {"leader.replication.throttled.rate": "1000"}},
+                          {"t": {"leader.replication.throttled.replicas": "0:1,1:2",
+                                 "follower.replication.throttled.replicas": "*"}})
+    leader, follower = ReplicationQuota(broker, LEADER), ReplicationQuota(broker, FOLLOWER)
+    assert (leader.limit(), follower.limit()) == (1000.0, 300.0)
+    assert leader.is_throttled("t", 0) and not leader.is_throttled("t", 1) and not leader.is_throttled("other", 0)
+    assert follower.is_throttled("t", 5)
+    assert not leader.exceeded(100.0), "nothing sent yet"
+    leader.record(1500, 100.0)
+    assert leader.exceeded(100.0), "1500 bytes within the first second is over 1000 B/s (at least one window)"
+    assert abs(leader.delay(100.0) - 0.5) < 1e-9, "1500 bytes at 1000 B/s: half a second more"
+    assert not leader.exceeded(101.5)
+    unthrottled = ReplicationQuota(_fake_broker({}, {}), LEADER)
+    unthrottled.record(10**9, 0.0)
+    assert unthrottled.limit() == float("inf") and not unthrottled.exceeded(0.0) and unthrottled.delay(0.0) == 0
+
+
+async def test_broker_dynamic_configs_are_set_described_removed_and_kept(tmp_path, nursery):
+    b = make_broker(tmp_path)
+    me = str(b.node_id)
+    try:
+        client = open_client(b, nursery)
+        ok = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, me, [
+            ("leader.replication.throttled.rate", 0, "1000"), ("follower.replication.throttled.rate", 0, "2000")]))
+        assert ok.responses[0].error_code == ErrorCode.NONE
+        default = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, "", [
+            ("follower.replication.throttled.rate", 0, "50"), ("max.connection.creation.rate", 0, "7")]))
+        assert default.responses[0].error_code == ErrorCode.NONE
+        assert b.dynamic_configs.value("follower.replication.throttled.rate") == 2000, "the broker's own value wins"
+        assert b.dynamic_configs.value("max.connection.creation.rate") == 7
+        own = shown(await client.request(ApiKey.DESCRIBE_CONFIGS, 4, describe(BROKER, me, [
+            "leader.replication.throttled.rate", "follower.replication.throttled.rate", "max.connection.creation.rate"])))
+        assert own == {"leader.replication.throttled.rate": ("1000", 2), "follower.replication.throttled.rate": ("2000", 2),
+                       "max.connection.creation.rate": ("7", 3)}
+        defaults = shown(await client.request(ApiKey.DESCRIBE_CONFIGS, 4, describe(BROKER, "")))
+        assert defaults == {"follower.replication.throttled.rate": ("50", 3), "max.connection.creation.rate": ("7", 3)}
+        for rtype, name, ops, code, message in [
+                (BROKER, me, [("leader.replication.throttled.rate", 0, "abc")], ErrorCode.INVALID_REQUEST,
+                 "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG"),
+                (BROKER, me, [("log.dirs", 0, "/x")], ErrorCode.INVALID_REQUEST,
+                 "Cannot update these configs dynamically: Set(log.dirs)"),
+                (BROKER, "77", [("leader.replication.throttled.rate", 0, "1")], ErrorCode.INVALID_REQUEST,
+                 f"Unexpected broker id, expected {me}, but received 77"),
+                (BROKER, me, [("leader.replication.throttled.rate", 2, "1")], ErrorCode.INVALID_CONFIG,
+                 "Config value append is not allowed for config key: leader.replication.throttled.rate")]:
+            refused = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(rtype, name, ops))
+            assert (refused.responses[0].error_code, refused.responses[0].error_message) == (code, message)
+        await create(client, "tt")
+        bad = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(TOPIC, "tt", [
+            ("leader.replication.throttled.replicas", 0, "0-1")]))
+        assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
+        assert "must be the literal '*' or a list of replicas" in bad.responses[0].error_message
+        # the legacy AlterConfigs replaces the broker's whole set
+        legacy = await client.request(ApiKey.ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
+            {"resource_type": BROKER, "resource_name": me, "configs": [
+                {"name": "leader.replication.throttled.rate", "value": "77"}]}]})
+        assert legacy.responses[0].error_code == ErrorCode.NONE
+        assert b.topics.broker_configs[me] == {"leader.replication.throttled.rate": "77"}
+    finally:
+        b.close()
+    b2 = make_broker(tmp_path)
+    try:
+        assert b2.dynamic_configs.value("leader.replication.throttled.rate") == 77, "kept across a restart"
+        client = open_client(b2, nursery)
+        cleared = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, me, [
+            ("leader.replication.throttled.rate", 1, None), ("follower.replication.throttled.rate", 1, None)]))
+        assert cleared.responses[0].error_code == ErrorCode.NONE
+        assert b2.leader_quota.limit() == float("inf") and b2.follower_quota.limit() == 50.0
+    finally:
+        b2.close()
+
+
+def _follower_fetch(topic: str, offset: int, replica: int, partition: int = 0) -> dict:
+    return {"replica_id": replica, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+
+
+async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, nursery):
+    b = make_broker(tmp_path)
+    me = b.node_id
+    try:
+        client = open_client(b, nursery)
+        await create(client, "slow", configs={"leader.replication.throttled.replicas": f"0:{me}"})
+        await create(client, "fast")
+        await create(client, "every", configs={"leader.replication.throttled.replicas": "*"})
+        for topic in ("slow", "fast", "every"):
+            for _ in range(3):
+                await client.request(ApiKey.PRODUCE, 9, produce_body(topic, batch(20)))
+        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
+            ("leader.replication.throttled.rate", 0, "1000")]))
+
+        async def records(topic: str, replica: int = 5) -> int:
+            answer = await client.request(ApiKey.FETCH, 12, _follower_fetch(topic, 0, replica))
+            part = answer.responses[0].partitions[0]
+            assert part.error_code == ErrorCode.NONE
+            return len(part.records or b"")
+
+        first = await records("slow")
+        assert first > 1000, "under the quota a throttled replica is served"
+        assert await records("slow") == 0, "over 1000 B/s: the out-of-sync replica gets nothing"
+        assert await records("every") == 0, "'*' throttles every partition of the topic"
+        assert await records("fast") > 0, "a partition not in the throttle list is not held back"
+        assert await records("slow", replica=-1) > 0, "consumers are not subject to replication throttles"
+        b.replicas.get("slow", 0).isr.append(5)
+        assert await records("slow") > 0, "a replica in the ISR is never held back"
+        assert b.leader_quota.sensor.total(trio.current_time()) >= 2 * first, "in-sync traffic still counts"
+        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
+            ("leader.replication.throttled.rate", 1, None)]))
+        b.replicas.get("slow", 0).isr.remove(5)
+        assert await records("slow") > 0, "without a rate nothing is throttled"
+    finally:
+        b.close()
