@@ -1,6 +1,9 @@
 """Crash consistency: kill -9 the broker at random moments while segments roll, retention deletes,
-the cleaner compacts, checkpoints are written and topics are created and deleted; after every
-restart each acknowledged record is there and no orphan file is left.
+the cleaner compacts (also a topic written by transactions, committed and aborted, whose markers
+and aborted-transaction index entries the cleaner removes), checkpoints are written and topics are
+created and deleted; after every restart each acknowledged record is there, a read_committed
+consumer sees the newest committed value of every key and nothing aborted, and no orphan file is
+left.
 
 A few rounds in CI; ``STROM_CRASH_ROUNDS=200`` (or any number) for a longer campaign, with
 ``STROM_CRASH_SEED`` to replay one.
@@ -21,6 +24,7 @@ from strom.tools.broker_process import BrokerProcess
 ROUNDS = int(os.environ.get("STROM_CRASH_ROUNDS", "3"))
 SEED = int(os.environ.get("STROM_CRASH_SEED", str(random.randrange(1 << 30))))
 KEEP, RETAINED, COMPACTED = "keep", "retained", "compacted"
+TXN = "txn-compacted"  # written by a transactional producer only
 PARTITIONS = 2
 KEYS = 50
 BROKER_SETTINGS = {
@@ -34,6 +38,8 @@ TOPIC_CONFIGS = {
     COMPACTED: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "2048",
                 "delete.retention.ms": "0", "file.delete.delay.ms": "0"},
 }
+TXN_CONFIG = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "1024",
+              "delete.retention.ms": "0", "file.delete.delay.ms": "0"}
 LEFTOVERS = (".tmp", ".deleted", ".cleaned", ".swap", "-delete")
 
 
@@ -53,6 +59,60 @@ class Workload:
         self.admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200})
         self.sent = 0
         self.topic_seq = 0
+        self.bootstrap = bootstrap
+        self.txn_producer = self._txn_producer()
+        self.committed: dict[int, dict[int, bytes]] = {p: {} for p in range(PARTITIONS)}  # offset -> value
+        self.aborted: set[bytes] = set()
+        self.open_txn: list[bytes] = []  # values of the transaction left open when the broker dies
+        self._pending: list[tuple[int, int, bytes]] = []
+
+    def _txn_producer(self) -> Producer:
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "crash-txn", "linger.ms": 2,
+                      "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50})
+        p.init_transactions(60)
+        return p
+
+    def _txn_delivered(self, err, msg) -> None:
+        if err is None:
+            self._pending.append((msg.partition(), msg.offset(), msg.value()))
+
+    def transaction(self, end: bool = True) -> None:
+        """A few records on the transactional topic, then commit (mostly) or abort; with
+        ``end=False`` the transaction stays open (the broker is about to be killed)."""
+        p = self.txn_producer
+        p.begin_transaction()
+        values = []
+        for _ in range(self.rng.randrange(1, 5)):
+            key = b"t%02d" % self.rng.randrange(12)
+            value = b"txn-%08d-%s-" % (self.sent, key) + b"w" * self.rng.randrange(10, 120)
+            self.sent += 1
+            values.append(value)
+            p.produce(TXN, value, key=key, partition=self.rng.randrange(PARTITIONS), on_delivery=self._txn_delivered)
+        p.flush(60)
+        if not end:
+            self.open_txn = values
+            return
+        if self.rng.random() < 0.7:
+            p.commit_transaction(60)
+            for partition, offset, value in self._pending:
+                self.committed[partition][offset] = value
+        else:
+            p.abort_transaction(60)
+            self.aborted.update(values)
+        self._pending.clear()
+
+    def settle(self) -> None:
+        """After a restart: abort the transaction left open (a new producer with the same
+        transactional.id fences the old one and aborts it, if the old one cannot)."""
+        if not self.open_txn:
+            return
+        try:
+            self.txn_producer.abort_transaction(60)
+        except KafkaException:
+            self.txn_producer = self._txn_producer()
+        self.aborted.update(self.open_txn)
+        self.open_txn = []
+        self._pending.clear()
 
     def _delivered(self, err, msg) -> None:
         if err is None:
@@ -75,6 +135,9 @@ class Workload:
                 self.producer.poll(0)
             if self.sent % 150 == 0:
                 self._topic_churn()
+            if self.sent % 40 == 0:
+                self.transaction()
+        self.transaction(end=False)
 
     def _topic_churn(self) -> None:
         """Create a topic; delete one created earlier (each acknowledged answer is recorded)."""
@@ -97,10 +160,11 @@ class Workload:
                 pass
 
 
-def _read(bootstrap: str, topic: str, partition: int) -> dict[int, bytes]:
-    """offset -> value of every record from the log start up to the high watermark."""
+def _read(bootstrap: str, topic: str, partition: int, isolation: str = "read_uncommitted") -> dict[int, bytes]:
+    """offset -> value of every record from the log start up to the high watermark (the last
+    stable offset for read_committed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+                         "auto.offset.reset": "earliest", "isolation.level": isolation})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, low)])
@@ -112,6 +176,8 @@ def _read(bootstrap: str, topic: str, partition: int) -> dict[int, bytes]:
                 if message.error() is None:
                     out[message.offset()] = message.value()
                     position = message.offset() + 1
+            # past the transaction markers (and records compacted away) that end the range
+            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
         assert position >= high, f"{topic}-{partition}: could not read up to {high}"
         return out
     finally:
@@ -152,6 +218,14 @@ def _check(broker: BrokerProcess, work: Workload, round_: int) -> None:
             newest[value.split(b"-")[2]] = offset
         lost = {o for o in newest.values() if compacted.get(o) != acked[COMPACTED][p][o]}
         assert not lost, f"{where}: {len(lost)} keys of {COMPACTED}-{p} lost their newest acknowledged value"
+        committed = _read(broker.bootstrap, TXN, p, "read_committed")
+        shown_aborted = [v for v in committed.values() if v in work.aborted]
+        assert not shown_aborted, f"{where}: read_committed shows aborted records of {TXN}-{p}: {shown_aborted[:3]}"
+        newest = {}
+        for offset, value in sorted(work.committed[p].items()):
+            newest[value.split(b"-")[2]] = offset
+        lost = {o for o in newest.values() if committed.get(o) != work.committed[p][o]}
+        assert not lost, f"{where}: {len(lost)} keys of {TXN}-{p} lost their newest committed value"
         if os.environ.get("STROM_CRASH_DUPS"):
             seen = {}
             dups = [(seen.setdefault(v, o), o) for o, v in sorted(keep.items()) if seen.setdefault(v, o) != o]
@@ -175,14 +249,16 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_record_and_leaves_no_orp
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics([NewTopic(t, PARTITIONS, config=c)
-                                           for t, c in TOPIC_CONFIGS.items()]).values():
+                                           for t, c in {**TOPIC_CONFIGS, TXN: TXN_CONFIG}.items()]).values():
             future.result(timeout=30)
         work = Workload(broker.bootstrap, rng)
         for round_ in range(ROUNDS):
             work.produce_for(rng.uniform(0.3, 1.5))
             broker.restart(crash=True)  # kill -9 in the middle of whatever it was doing
             assert work.producer.flush(60) == 0, f"round {round_}: records never acknowledged after restart"
+            work.settle()
             _check(broker, work, round_)
         assert sum(len(v) for v in work.acked[KEEP].values()) > 100
+        assert sum(len(v) for v in work.committed.values()) > 5 and work.aborted
     finally:
         broker.stop()
