@@ -21,6 +21,7 @@ from .errors import TopicError
 from .fetch_session import FetchManager, FetchSessionCache
 from .quotas import QuotaManager
 from .dynamic_config import DynamicConfigs
+from .connection_quota import ConnectionQuotas
 from .replication_quota import FOLLOWER, LEADER, ReplicationQuota
 from .listen import BoundSockets, bind_listeners
 from .group.coordinator import GroupCoordinator
@@ -113,6 +114,7 @@ class Broker:
         self.faults = None
         self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
         self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
+        self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
         self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
                                              config["replication.quota.window.size.seconds"])
         self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],

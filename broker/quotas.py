@@ -33,8 +33,10 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 KEYS = {USER: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
-        CLIENT_ID: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE)}
+        CLIENT_ID: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
+        IP: (CONNECTION_CREATION_RATE,)}
 MAX_THROTTLE_MS = 2**31 - 1
 
 # An entity: ((entity type, name or None for the default), ...) sorted by type.
@@ -81,11 +83,68 @@ class Sensor:
         return self.total(now) / self.window(now)
 
 
+class TokenBucket:
+    """Kafka's TokenBucket stat (KIP-599): credits refill at `rate` per second up to a burst of
+    rate x samples x window; a mutation takes as many credits as it creates or deletes
+    partitions, and the quota is exhausted while the credits are below zero."""
+
+    def __init__(self) -> None:
+        self.rate, self.burst = 0.0, 0.0
+        self.tokens: float | None = None  # full at first
+        self.last = 0.0
+
+    def configure(self, rate: float, span_s: float) -> None:
+        self.rate, self.burst = rate, rate * span_s
+
+    def level(self, now: float) -> float:
+        if self.tokens is None:
+            self.tokens = self.burst
+        else:
+            self.tokens = min(self.burst, self.tokens + self.rate * max(now - self.last, 0.0))
+        self.last = now
+        return self.tokens
+
+    def take(self, permits: float, now: float) -> None:
+        self.tokens = min(self.burst, self.level(now) - permits)
+
+    def throttle_ms(self, now: float) -> int:
+        """How long until the credits are back at zero."""
+        tokens = self.level(now)
+        if tokens >= 0 or self.rate <= 0:
+            return 0
+        return int(min(round(-tokens / self.rate * 1000), MAX_THROTTLE_MS))
+
+
+class MutationQuota:
+    """One request's view of its client's controller mutation quota."""
+
+    def __init__(self, bucket: TokenBucket, strict: bool) -> None:
+        self.bucket, self.strict = bucket, strict
+        self.violation_ms = 0
+
+    def record(self, permits: int, now: float) -> int:
+        """Take `permits` credits. Strict: if the quota is already exhausted, take nothing and
+        return the throttle time (the topic is answered THROTTLING_QUOTA_EXCEEDED); else 0."""
+        if self.strict:
+            wait = self.bucket.throttle_ms(now)
+            if wait > 0:
+                self.violation_ms = wait
+                return wait
+        self.bucket.take(permits, now)
+        return 0
+
+    def throttle_ms(self, now: float) -> int:
+        """The answer's throttle_time_ms (and how long the connection is muted): strict, the
+        throttle of a refused topic; permissive, how long the credits take to recover."""
+        return self.violation_ms if self.strict else self.bucket.throttle_ms(now)
+
+
 class QuotaManager:
     def __init__(self, broker, samples: int = 11, window_s: float = 1.0):
         self.broker = broker  # broker.topics.quotas: {Entity: {key: value}} (standalone metadata)
         self.samples, self.window_s = samples, window_s
         self.sensors: dict[tuple[str, Entity], Sensor] = {}
+        self.buckets: dict[Entity, TokenBucket] = {}  # controller mutation quotas
 
     @property
     def entries(self) -> dict:
@@ -110,8 +169,7 @@ class QuotaManager:
         if found is None:
             return 0
         quota, entity = found
-        # a default entity's sensor is per client: each one gets the default, not a share of it
-        sensor_entity = tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
+        sensor_entity = self._sensor_entity(entity, user, client_id)
         sensor = self.sensors.get((key, sensor_entity))
         if sensor is None:
             sensor = self.sensors[(key, sensor_entity)] = Sensor(self.samples, self.window_s)
@@ -121,6 +179,30 @@ class QuotaManager:
             return 0
         throttle = (rate - quota) / quota * sensor.window(now) * 1000
         return int(min(throttle, self.samples * self.window_s * 1000, MAX_THROTTLE_MS))
+
+    def _sensor_entity(self, entity: Entity, user: str, client_id: str) -> Entity:
+        # a default entity's sensor is per client: each one gets the default, not a share of it
+        return tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
+
+    # ------------------------------------------------------------------ controller mutations
+    def mutation_quota(self, request, principal: str, strict_since: int) -> "MutationQuota | None":
+        """The controller mutation quota (KIP-599) of a CreateTopics/CreatePartitions/DeleteTopics
+        request's client, or None when none applies. From `strict_since` on, a request over the
+        quota is answered THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled."""
+        if not self.entries:
+            return None
+        user = principal.split(":", 1)[1] if ":" in principal else principal
+        client_id = request.header.client_id or ""
+        found = self.quota(CONTROLLER_MUTATION_RATE, user, client_id)
+        if found is None or found[0] <= 0 or math.isinf(found[0]):
+            return None
+        rate, entity = found
+        key = self._sensor_entity(entity, user, client_id)
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = TokenBucket()
+        bucket.configure(rate, self.samples * self.window_s)
+        return MutationQuota(bucket, request.header.api_version >= strict_since)
 
     # ------------------------------------------------------------------ per request
     def throttle(self, request, body: dict, elapsed_s: float, principal: str, now: float) -> int:

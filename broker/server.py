@@ -121,6 +121,12 @@ class ConnectionHandler:
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
         secure = SecureConnection(self.security, self.broker, peer, conn)
         try:
+            # connection creation quotas: wait for the broker-wide rate, or close when over the IP's
+            close_in_ms = await self.broker.connection_quotas.admit(
+                self.security.name, peer.rsplit(":", 1)[0] if peer != "memory" else None)
+            if close_in_ms:
+                await trio.sleep(close_in_ms / 1000)
+                return
             wrapped = await secure.start(stream)
             if wrapped is None:
                 return

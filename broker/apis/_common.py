@@ -30,3 +30,33 @@ def leader_partition(broker, topic: str, index: int, current_leader_epoch: int =
         return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
                            else ErrorCode.UNKNOWN_LEADER_EPOCH)
     return partition, ErrorCode.NONE
+
+
+def mutation_quota(broker, request, strict_since: int):
+    """The client's controller mutation quota for this request (None when no quota applies)."""
+    from .. import context
+    return broker.quotas.mutation_quota(request, context.principal.get(), strict_since)
+
+
+def mutation_refused(quota, permits: int) -> bool:
+    """Take `permits` from the quota; True when a strict quota refuses the mutation
+    (THROTTLING_QUOTA_EXCEEDED)."""
+    import trio
+    return quota is not None and quota.record(permits, trio.current_time()) > 0
+
+
+def throttled(quota, body: dict) -> dict:
+    """The answer with the quota's throttle_time_ms; the connection is muted that long, as Kafka does."""
+    if quota is not None:
+        import trio
+
+        from .. import context
+        now = trio.current_time()
+        wait_ms = quota.throttle_ms(now)
+        if wait_ms > 0:
+            body["throttle_time_ms"] = max(body.get("throttle_time_ms") or 0, wait_ms)
+            context.muted_until.set(max(context.muted_until.get(), now + wait_ms / 1000))
+    return body
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."

@@ -1,39 +1,67 @@
-"""AlterClientQuotas: set or remove quota configs of users, client ids and their defaults
-(`kafka-configs.sh --alter --entity-type users/clients --add-config producer_byte_rate=...`).
+"""AlterClientQuotas: set or remove quota configs of users, client ids, IPs and their defaults
+(`kafka-configs.sh --alter --entity-type users/clients --add-config producer_byte_rate=...`,
+`--entity-type ips --add-config connection_creation_rate=N`).
 
 Each entry is checked and applied on its own, as Kafka does. Standalone, the configs are kept in
 the broker's metadata file; in a ZooKeeper cluster under /config/users and /config/clients, as
-ZooKeeper-era Kafka keeps them (`strom.broker.cluster.quotas_zk`)."""
+ZooKeeper-era Kafka keeps them, /config/ips for IPs (`strom.broker.cluster.quotas_zk`)."""
 from __future__ import annotations
 
+import ipaddress
 import math
+
+import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
 from ..errors import TopicError
-from ..quotas import CLIENT_ID, IP, KEYS, USER, entity_key
+from ..quotas import CLIENT_ID, CONNECTION_CREATION_RATE, IP, KEYS, USER, entity_key
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 VERSIONS = (0, 1)
 
 
-def _check(entry) -> tuple[ErrorCode, str | None, tuple | None]:
+async def _check(entry) -> tuple[ErrorCode, str | None, tuple | None]:
     pairs = list(dict((e.entity_type, e.entity_name) for e in entry.entity).items())  # a type twice: the last counts
     if not pairs:
         return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity", None
-    for t, _ in pairs:
-        if t == IP:
-            return ErrorCode.INVALID_REQUEST, "IP quotas (connection_creation_rate) are not supported by Strom", None
-        if t not in (USER, CLIENT_ID):
+    types = {t for t, _ in pairs}
+    for t in types:
+        if t not in (USER, CLIENT_ID, IP):
             return ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {t}", None
+    if IP in types and len(types) > 1:
+        return ErrorCode.INVALID_REQUEST, ("Invalid quota entity combination, IP entity shouldnot be combined with "
+                                           "User or ClientId"), None  # sic, Kafka's words
+    allowed_keys = KEYS[IP] if IP in types else KEYS[USER]
     for op in entry.ops:
-        if op.key not in KEYS[USER]:
+        if op.key not in allowed_keys:
             return ErrorCode.INVALID_REQUEST, f"Invalid configuration key {op.key}", None
         if not op.remove and (not math.isfinite(op.value) or op.value <= 0):
             return ErrorCode.INVALID_REQUEST, f"Quota {op.key} must be greater than 0", None
+        if not op.remove and op.key == CONNECTION_CREATION_RATE and op.value != int(op.value):
+            return ErrorCode.INVALID_REQUEST, f"{op.key} cannot be a fractional value.", None
+    if IP in types:
+        name = dict(pairs)[IP]
+        if name is not None and not await _valid_host(name):
+            return ErrorCode.INVALID_REQUEST, f"{name} is not a valid IP or resolvable host.", None
     return ErrorCode.NONE, None, entity_key(pairs)
+
+
+async def _valid_host(name: str) -> bool:
+    """An IP address, or a name that resolves (as Kafka's InetAddress.getByName)."""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        with trio.move_on_after(5):
+            return bool(await trio.socket.getaddrinfo(name, None))
+    except (OSError, UnicodeError):
+        return False
+    return False
 
 
 async def handle(broker, request) -> dict:
@@ -47,7 +75,7 @@ async def handle(broker, request) -> dict:
         if not allowed_cluster(broker, Operation.ALTER_CONFIGS):
             results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity})
             continue
-        code, message, key = _check(entry)
+        code, message, key = await _check(entry)
         if code == ErrorCode.NONE and not body.validate_only:
             values = quotas.setdefault(key, {})
             for op in entry.ops:

@@ -1,19 +1,26 @@
-"""CreatePartitions: grow a topic's partition count."""
+"""CreatePartitions: grow a topic's partition count; the new partitions count against the
+client's controller_mutation_rate quota."""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
+from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
+STRICT_SINCE = 3  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v3, only throttled before
 
 
-async def _grow(broker, topic, validate_only: bool) -> dict:
+async def _grow(broker, topic, validate_only: bool, quota) -> dict:
     result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
     try:
         if not allowed(broker, Operation.ALTER, ResourceType.TOPIC, topic.name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        info = broker.topics.topics.get(topic.name)
+        if info is not None and topic.count > info.partitions \
+                and mutation_refused(quota, topic.count - info.partitions):
+            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         if topic.assignments:
             brokers = {b for a in topic.assignments for b in a.broker_ids}
             if brokers - {broker.node_id}:
@@ -27,4 +34,6 @@ async def _grow(broker, topic, validate_only: bool) -> dict:
 
 async def handle(broker, request) -> dict:
     body = request.body
-    return {"throttle_time_ms": 0, "results": [await _grow(broker, t, body.validate_only) for t in body.topics]}
+    quota = mutation_quota(broker, request, STRICT_SINCE)
+    results = [await _grow(broker, t, body.validate_only, quota) for t in body.topics]
+    return throttled(quota, {"throttle_time_ms": 0, "results": results})

@@ -1,4 +1,5 @@
-"""CreateTopics: new topics with a partition count (or a manual assignment) and config overrides."""
+"""CreateTopics: new topics with a partition count (or a manual assignment) and config overrides.
+Each new topic's partitions count against the client's controller_mutation_rate quota."""
 from collections import Counter
 
 from strom.protocol.errors import ErrorCode
@@ -6,10 +7,12 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
+from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 from .describe_configs import topic_entries
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (0, 7)
+STRICT_SINCE = 6  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v6, only throttled before
 
 
 async def _create(broker, topic, validate_only: bool) -> dict:
@@ -46,6 +49,7 @@ async def handle(broker, request) -> dict:
     results = []
     seen = set()
     counts = Counter(t.name for t in body.topics)
+    quota = mutation_quota(broker, request, STRICT_SINCE)
     for topic in body.topics:
         result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
         if counts[topic.name] > 1:
@@ -62,9 +66,20 @@ async def handle(broker, request) -> dict:
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             results.append(result)
             continue
+        if topic.name not in broker.topics.topics and mutation_refused(quota, _partition_count(broker, topic)):
+            result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE, configs=[])
+            results.append(result)
+            continue
         try:
             result.update(await _create(broker, topic, validate_only))
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message, configs=[])  # as Kafka (v5+)
         results.append(result)
-    return {"throttle_time_ms": 0, "topics": results}
+    return throttled(quota, {"throttle_time_ms": 0, "topics": results})
+
+
+def _partition_count(broker, topic) -> int:
+    """The partitions a new topic takes from the controller mutation quota."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return topic.num_partitions if topic.num_partitions > 0 else broker.config["num.partitions"]

@@ -1,16 +1,18 @@
-"""DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed."""
+"""DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed. The deleted
+partitions count against the client's controller_mutation_rate quota."""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
-from ._common import ZERO_UUID
+from ._common import THROTTLED_MESSAGE, ZERO_UUID, mutation_quota, mutation_refused, throttled
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
+STRICT_SINCE = 5  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v5, only throttled before
 
 
-async def _delete(broker, name, topic_id) -> dict:
+async def _delete(broker, name, topic_id, quota) -> dict:
     result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
     if name is None:
         info = broker.topics.by_id.get(topic_id)
@@ -25,6 +27,9 @@ async def _delete(broker, name, topic_id) -> dict:
     if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, name):
         result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         return result
+    if info is not None and mutation_refused(quota, info.partitions):
+        result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE)
+        return result
     try:
         await broker.delete_topic(name)
     except TopicError as exc:
@@ -38,4 +43,6 @@ async def handle(broker, request) -> dict:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
-    return {"throttle_time_ms": 0, "responses": [await _delete(broker, name, tid) for name, tid in wanted]}
+    quota = mutation_quota(broker, request, STRICT_SINCE)
+    responses = [await _delete(broker, name, tid, quota) for name, tid in wanted]
+    return throttled(quota, {"throttle_time_ms": 0, "responses": responses})

@@ -5,6 +5,8 @@
     /config/users/<user>/clients/<client id>  (and <default> on either side)
     /config/clients/<client id>
     /config/clients/<default>
+    /config/ips/<ip>                         {"version":1,"config":{"connection_creation_rate":"5.0"}}
+    /config/ips/<default>
 
 Dynamic broker configs live beside them, in /config/brokers/<id> and /config/brokers/<default>.
 
@@ -19,11 +21,11 @@ from urllib.parse import quote, unquote
 
 from kazoo.exceptions import NoNodeError, NodeExistsError
 
-from ..quotas import CLIENT_ID, KEYS, USER
+from ..quotas import CLIENT_ID, IP, KEYS, USER
 from .zkdata import Paths
 
 DEFAULT = "<default>"
-QUOTA_KEYS = set(KEYS[USER])
+QUOTA_KEYS = set(KEYS[USER]) | set(KEYS[IP])
 
 
 def sanitize(name: str | None) -> str:
@@ -37,6 +39,8 @@ def desanitize(name: str) -> str | None:
 def entity_path(entity) -> str:
     """The path below /config of an entity ((type, name) pairs)."""
     names = dict(entity)
+    if IP in names:
+        return f"ips/{DEFAULT if names[IP] is None else names[IP]}"  # IPs are kept as they are
     if USER in names and CLIENT_ID in names:
         return f"users/{sanitize(names[USER])}/clients/{sanitize(names[CLIENT_ID])}"
     if USER in names:
@@ -84,6 +88,10 @@ def read_quotas(zk) -> dict[tuple, dict[str, float]]:
         values = _quota_values(config(f"{Paths.CONFIG}/clients/{name}"))
         if values:
             out[((CLIENT_ID, desanitize(name)),)] = values
+    for name in children(f"{Paths.CONFIG}/ips"):
+        values = _quota_values(config(f"{Paths.CONFIG}/ips/{name}"))
+        if values:
+            out[((IP, None if name == DEFAULT else name),)] = values
     for user in children(f"{Paths.CONFIG}/users"):
         values = _quota_values(config(f"{Paths.CONFIG}/users/{user}"))
         if values:

@@ -16,14 +16,15 @@ from strom.protocol.codec import decode_response, encode_request
 class Client:
     """Sends requests over one in-memory connection and decodes the responses."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, client_id: str = "test"):
         self.stream = stream
+        self.client_id = client_id
         self.correlation = itertools.count(1)
         self.buffer = bytearray()
 
     async def send(self, api_key: int, version: int, body: dict) -> int:
         correlation_id = next(self.correlation)
-        await self.stream.send_all(encode_request(api_key, version, correlation_id, "test", body))
+        await self.stream.send_all(encode_request(api_key, version, correlation_id, self.client_id, body))
         return correlation_id
 
     async def receive(self, api_key: int, version: int):

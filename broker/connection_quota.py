@@ -1,0 +1,98 @@
+"""Connection creation quotas (KIP-612), as Kafka's ConnectionQuotas applies them.
+
+- Per IP: the `connection_creation_rate` client quota of the `ip` entity (an address, or the
+  default for every address; `kafka-configs.sh --alter --entity-type ips ...`). A new connection
+  from an IP over its rate is not served: it is closed after the throttle time, as Kafka closes
+  it, and it does not count toward the rate.
+- Broker-wide: `max.connection.creation.rate` (server.properties or a dynamic broker config),
+  new connections per second on all listeners but the inter-broker one (exempt only where there
+  are other listeners, as in Kafka). Over it, new connections
+  wait their turn, one at a time, as Kafka's acceptor waits before taking the next one.
+
+Both rates are measured as client quotas are (`quota.window.num` samples of
+`quota.window.size.seconds`), and the time to wait is Kafka's: how long the measured rate needs
+to fall back to the quota.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, Sensor
+
+log = logging.getLogger("strom.connections")
+
+MAX_IP_SENSORS = 10_000  # a flood of source addresses cannot grow this without bound
+
+
+class ConnectionQuotas:
+    def __init__(self, broker):
+        self.broker = broker
+        config = broker.config
+        self.samples, self.window_s = config["quota.window.num"], config["quota.window.size.seconds"]
+        self.broker_sensor = Sensor(self.samples, self.window_s)
+        self.ip_sensors: dict[str, Sensor] = {}
+        self._accepting = trio.Lock()
+        self.throttled_ips = 0  # connections closed for an IP quota
+        self.delayed = 0  # connections that waited for max.connection.creation.rate
+
+    def ip_quota(self, ip: str) -> float | None:
+        entries = self.broker.quotas.entries
+        for entity in (((IP, ip),), ((IP, None),)):
+            values = entries.get(entity)
+            if values and CONNECTION_CREATION_RATE in values:
+                return float(values[CONNECTION_CREATION_RATE])
+        return None
+
+    def _throttle_ms(self, sensor: Sensor, quota: float, now: float) -> int:
+        rate = sensor.rate(now)
+        if quota <= 0 or math.isinf(quota) or rate <= quota:
+            return 0
+        return int(min((rate - quota) / quota * sensor.window(now) * 1000, self.samples * self.window_s * 1000,
+                       MAX_THROTTLE_MS))
+
+    def ip_throttle_ms(self, ip: str, now: float) -> int:
+        """Record a new connection from `ip`; the time to wait before closing it when that is
+        over the IP's quota (then it is not counted), else 0."""
+        quota = self.ip_quota(ip)
+        if quota is None:
+            return 0
+        sensor = self.ip_sensors.get(ip)
+        if sensor is None:
+            if len(self.ip_sensors) >= MAX_IP_SENSORS:
+                self.ip_sensors.clear()
+            sensor = self.ip_sensors[ip] = Sensor(self.samples, self.window_s)
+        sensor.record(1, now)
+        throttle = self._throttle_ms(sensor, quota, now)
+        if throttle:
+            sensor.record(-1, now)  # a refused connection does not count
+        return throttle
+
+    def broker_limit(self) -> float:
+        return float(self.broker.dynamic_configs.value("max.connection.creation.rate"))
+
+    async def admit(self, listener_name: str, ip: str | None) -> int:
+        """Before serving a new connection: 0 to serve it (after any wait the broker-wide rate
+        asks for), or the milliseconds to wait before closing it (over its IP's quota)."""
+        if ip is not None and self.broker.quotas.entries:
+            throttle = self.ip_throttle_ms(ip, trio.current_time())
+            if throttle:
+                self.throttled_ips += 1
+                log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
+                return throttle
+        config = self.broker.config
+        if listener_name == config.inter_broker_listener and len(config.listeners) > 1:
+            return 0  # the inter-broker listener is exempt when there are others (Kafka's "protected" listener)
+        limit = self.broker_limit()
+        if limit >= 2**31 - 1:
+            return 0
+        async with self._accepting:  # one at a time, as Kafka's acceptor
+            now = trio.current_time()
+            self.broker_sensor.record(1, now)
+            wait_ms = self._throttle_ms(self.broker_sensor, limit, now)
+            if wait_ms:
+                self.delayed += 1
+                await trio.sleep(wait_ms / 1000)
+        return 0
