@@ -201,6 +201,10 @@ class ConsumerGroup:
         self.assignor_name = settings.assignors[0]
         # members whose leaving converts the group to a classic one (the coordinator does it)
         self.downgrade_pending: set[str] | None = None
+        # Regexes no member used before, named in the heartbeat being answered. Kafka 4.0 resolves a
+        # new regex asynchronously, after that answer: its assignment leaves the regex's topics out
+        # and a later heartbeat brings them (librdkafka's 0045 expects exactly that order).
+        self.pending_regexes: set[str] = set()
 
     # ------------------------------------------------------------------ views
     @property
@@ -220,7 +224,7 @@ class ConsumerGroup:
         out = {}
         for m in self.members.values():
             names = {n for n in m.subscribed_topic_names if n in topics}
-            if m.subscribed_topic_regex:
+            if m.subscribed_topic_regex and m.subscribed_topic_regex not in self.pending_regexes:
                 pattern = re.compile(m.subscribed_topic_regex)
                 names |= {n for n in topics if pattern.fullmatch(n) and not n.startswith("__")}
             out[m.member_id] = names
@@ -277,6 +281,8 @@ class ConsumerGroup:
         before = _copy(member.assigned), member.member_epoch
         self.maybe_rebalance(topics)
         self._reconcile(member, _owned(req), now)
+        # resolved once answered: the next heartbeat sees the regex's topics (a new target epoch)
+        self.pending_regexes.clear()
         changed = not _same(before[0], member.assigned) or before[1] != member.member_epoch
         return member, full or changed
 
@@ -327,6 +333,8 @@ class ConsumerGroup:
         if regex is not None and regex != (member.subscribed_topic_regex or ""):
             member.subscribed_topic_regex = regex or None
             changed = True
+            if regex and not any(m.subscribed_topic_regex == regex for m in self.members.values() if m is not member):
+                self.pending_regexes.add(regex)
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor or None
             changed = True

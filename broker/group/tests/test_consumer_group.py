@@ -131,8 +131,25 @@ def test_regex_subscription_follows_new_topics():
     g = ConsumerGroup("g", ConsumerGroupSettings())
     topics = {"orders-1": TopicMeta("orders-1", A, 2), "other": TopicMeta("other", B, 1)}
     m, _ = g.heartbeat(hb("m", 0, None, owned={}, regex="orders-.*"), 0.0, topics)
-    assert flat(m.assigned) == {(A, 0), (A, 1)}
+    assert m.assigned == {}, "as Kafka: a new regex is resolved after the answer to the heartbeat naming it"
+    m, send = g.heartbeat(hb("m", m.member_epoch, owned={}), 0.5, topics)
+    assert send and flat(m.assigned) == {(A, 0), (A, 1)}
     c = b"C" * 16
     topics["orders-2"] = TopicMeta("orders-2", c, 1)
     m, send = g.heartbeat(hb("m", m.member_epoch, owned={A: {0, 1}}), 1.0, topics)
     assert send and flat(m.assigned) == {(A, 0), (A, 1), (c, 0)}
+
+
+def test_a_new_regex_is_resolved_after_the_answer_literal_topics_at_once():
+    # librdkafka 0045_resubscribe_with_regex (consumer protocol) against Kafka 4.0: subscribing to a
+    # regex and a literal topic assigns the literal topic first, the regex's topics a heartbeat later.
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    topics = {"re-1": TopicMeta("re-1", A, 2), "lit": TopicMeta("lit", B, 1)}
+    m, _ = g.heartbeat(hb("m", 0, ["lit"], owned={}, regex="re-.*"), 0.0, topics)
+    assert flat(m.assigned) == {(B, 0)}
+    m, send = g.heartbeat(hb("m", m.member_epoch, owned={B: {0}}), 1.0, topics)
+    assert send and flat(m.assigned) == {(B, 0), (A, 0), (A, 1)}
+    # a second member naming a regex the group already resolved gets its share at once
+    m2, _ = g.heartbeat(hb("m2", 0, [], owned={}, regex="re-.*"), 2.0, topics)
+    assert g.subscribed_topics(topics)["m2"] == {"re-1"}, "no wait for a regex the group resolved already"
+    assert g.assignment_epoch == g.group_epoch == 3
