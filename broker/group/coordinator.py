@@ -598,11 +598,18 @@ class GroupCoordinator:
         if error is not None:
             return error, {}
         group = self.get(group_id)
-        if group is None:
+        consumer = self.consumer.get(group_id)
+        if consumer is not None:
+            # a KIP-848 group (as Kafka 4.0): offsets may go at any time, except those of topics a
+            # member subscribes to (by name or by its regex)
+            subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())
+        elif group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        subscribed = group.subscribed_topics()
-        if group.state is not GroupState.EMPTY and subscribed is None:
-            return ErrorCode.NON_EMPTY_GROUP, {}
+        else:
+            subscribed = group.subscribed_topics()
+            if group.state is not GroupState.EMPTY and subscribed is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+        offsets = group.offsets if group is not None else {}
         results, doomed = {}, []
         for topic, index in partitions:
             if subscribed and topic in subscribed:
@@ -611,7 +618,7 @@ class GroupCoordinator:
                 results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 results[(topic, index)] = ErrorCode.NONE
-                if (topic, index) in group.offsets:
+                if (topic, index) in offsets:
                     doomed.append((topic, index))
         if doomed:
             self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in doomed])

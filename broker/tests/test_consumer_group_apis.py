@@ -185,3 +185,31 @@ async def _convert(broker, client):
     assert (refused.error_code, refused.error_message) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
         "Cannot upgrade classic group conv to consumer group because the embedded consumer protocol is malformed.")
+
+
+async def test_offset_delete_refuses_topics_a_consumer_group_member_subscribes_to(connect, broker):
+    # As Kafka 4.0 (librdkafka 0081 DeleteConsumerGroupOffsets in consumer-protocol mode): a KIP-848
+    # group's offsets may be deleted while it has members, except for topics a member subscribes to.
+    client = await connect()
+    for name in ("sub-a", "sub-b", "free"):
+        await create(client, name, partitions=1)
+    joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                                  heartbeat("gd", "m-1", 0, ["sub-a"], [], subscribed_topic_regex="sub-b"))
+    assert joined.error_code == ErrorCode.NONE
+    steady = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gd", "m-1", joined.member_epoch))
+    epoch = steady.member_epoch
+    for topic in ("sub-a", "sub-b", "free"):
+        ok = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("gd", "m-1", epoch, topic, 0, 7))
+        assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE, topic
+
+    async def delete(topic):
+        response = await client.request(ApiKey.OFFSET_DELETE, 0, {"group_id": "gd", "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0}]}]})
+        return response.error_code, [p.error_code for t in response.topics for p in t.partitions]
+
+    assert await delete("sub-a") == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])
+    assert await delete("sub-b") == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC]), "by its regex"
+    assert await delete("free") == (ErrorCode.NONE, [ErrorCode.NONE])
+    fetched = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+        {"group_id": "gd", "member_id": None, "member_epoch": -1, "topics": None}], "require_stable": False})
+    assert sorted(t.name for t in fetched.groups[0].topics) == ["sub-a", "sub-b"]
