@@ -378,9 +378,11 @@ class TxnTracker:
 def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], first_dirty: int,
                      aborted: Iterable[AbortedTxn] = ()) -> dict[bytes, int]:
     """key -> highest offset among the records at or above ``first_dirty`` in ``segments``
-    (records of aborted transactions excluded)."""
+    (records of aborted transactions excluded). Only the dirty section is read, so only the
+    aborts whose marker lies in it count (Kafka's collectAbortedTransactions(firstDirty, end)):
+    an abort ended in the clean section must not make later data of its producer look aborted."""
     offsets: dict[bytes, int] = {}
-    tracker = TxnTracker(aborted)
+    tracker = TxnTracker(e for e in aborted if e.last_offset >= first_dirty)
     for segment, handle in zip(segments, handles):
         if segment.next_offset <= first_dirty:
             continue
