@@ -2,6 +2,7 @@
 `kafka-delete-records.sh` and Kafka Streams (repartition topics) ask.
 
 Offset -1 means the high watermark. An offset past the high watermark gets OFFSET_OUT_OF_RANGE;
+a topic whose cleanup.policy lacks "delete" (compact only) gets POLICY_VIOLATION, as in Kafka;
 a partition this broker does not lead gets NOT_LEADER_OR_FOLLOWER (clients send to the leader,
 as for Produce). Records before the new log start offset are no longer readable at once; whole
 segments below it are deleted by the next retention pass. In a cluster the leader answers once
@@ -37,6 +38,11 @@ def _delete(broker, topic: str, req) -> tuple[dict, object]:
     if code != ErrorCode.NONE:
         return result, None
     plog = partition.log
+    if not plog.config.delete_enabled:  # as Kafka: a compacted topic's records go only by compaction
+        result["error_code"] = ErrorCode.POLICY_VIOLATION
+        log.info("DeleteRecords refused on %s-%d: cleanup.policy=%s has no delete", topic, req.partition_index,
+                 plog.config.cleanup_policy)
+        return result, None
     hw = partition.high_watermark
     offset = hw if req.offset == HIGH_WATERMARK else req.offset
     if offset < 0 or offset > hw:

@@ -4,6 +4,16 @@ The hot path: batches stay bytes. Each partition's records are checked batch by 
 size, CRC-32C), copied once into a bytearray whose base offsets the log rewrites in place, and
 written with one write. v0/v1 message sets from old clients are converted to v2 first.
 
+Malformed input is answered as Kafka 4.0 answers it: Produce v3+ carries exactly one whole v2
+batch per partition (else INVALID_RECORD), a bad CRC or an impossible length is CORRUPT_MESSAGE,
+a header that contradicts itself (record count, offsets, a producer id without a sequence) is
+INVALID_RECORD. Unlike Kafka, records inside an intact batch are not decoded (nor decompressed)
+unless the topic is compacted or recompresses: a client that writes a valid header and CRC over
+garbage records gets them stored (FINDINGS.md F11).
+
+A topic that does not exist is UNKNOWN_TOPIC_OR_PARTITION: as in Kafka 4, only Metadata creates
+topics automatically, and clients ask Metadata before they produce.
+
 Transactions are recognised from the batch header attributes alone. A client may not write
 control batches (INVALID_RECORD). A transactional batch whose producer has no open transaction in
 the partition is checked with the transaction coordinator first (KIP-890's verification, when
@@ -21,12 +31,13 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import recompress, validate_batches, validate_keys
 from strom.protocol.records.compression import Compression
-from strom.protocol.records.header import HEADER_SIZE, parse_header
-from strom.protocol.records.errors import BatchTooLarge, LegacyFormat, RecordsError
+from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, parse_header
+from strom.protocol.records.errors import (BatchTooLarge, InvalidBatch, InvalidRecord, LegacyFormat, RecordsError,
+                                           UnknownCodec)
 from strom.protocol.records.legacy import upconvert
 from strom.protocol.schema import ApiKey
 
-from ..auth import Operation, ResourceType, allowed, allowed_cluster
+from ..auth import Operation, ResourceType, allowed
 from strom.storage.errors import StorageError
 
 from ._common import leader_partition
@@ -38,10 +49,18 @@ log = logging.getLogger("strom.produce")
 
 
 class PartitionError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None):
+    """A partition's records refused. ``at_log``: found where Kafka's log validates a batch, so the
+    answer carries the partition's log start offset, as Kafka's does (its request-level checks, CRC
+    and size errors answer -1)."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None, at_log: bool = False,
+                 record_errors: list[dict] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.at_log = at_log
+        self.log_start_offset = -1
+        self.record_errors = record_errors or []
 
 
 def _result(index: int, code=ErrorCode.NONE, base_offset=-1, append_time=-1, start=-1, message=None) -> dict:
@@ -53,6 +72,66 @@ def _result(index: int, code=ErrorCode.NONE, base_offset=-1, append_time=-1, sta
 # Topic compression.type values other than "producer": the codec batches are stored in.
 TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                 "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+
+
+# Kafka's ByteBufferLogInputStream: an entry shorter than a v0 message's overhead cannot be
+# anything; an entry cut short ends the records.
+_RECORD_OVERHEAD_V0 = 14
+_HEADER_UP_TO_MAGIC = MAGIC_OFFSET + 1
+
+
+def _entry_size(view, pos: int) -> int | None:
+    """The size of the log entry at ``pos`` as Kafka's reader sees it: None when it is cut short
+    (Kafka's iterator ends there), CORRUPT_MESSAGE when its length or magic is impossible."""
+    remaining = len(view) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    length = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+    if length < _RECORD_OVERHEAD_V0:
+        raise PartitionError(ErrorCode.CORRUPT_MESSAGE,
+                             f"Record size {length} is less than the minimum record overhead ({_RECORD_OVERHEAD_V0})")
+    if remaining < _HEADER_UP_TO_MAGIC:
+        return None
+    magic = view[pos + MAGIC_OFFSET]
+    if magic > 2:  # unsigned here: a negative magic byte reads as > 127
+        raise PartitionError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
+    size = LOG_OVERHEAD + length
+    return size if remaining >= size else None
+
+
+def _one_batch(records, version: int):
+    """Produce v3+ carries exactly one v2 batch per partition (Kafka's ProduceRequest.validateRecords):
+    no whole batch, a magic 0/1 one, or a second whole batch is INVALID_RECORD; bytes after the one
+    batch that are not a whole entry are dropped, as Kafka's reader drops them."""
+    view = memoryview(records)
+    first = _entry_size(view, 0)
+    if first is None:
+        raise PartitionError(ErrorCode.INVALID_RECORD,
+                             f"Produce requests with version {version} must have at least one record batch per partition")
+    if view[MAGIC_OFFSET] != 2:
+        raise PartitionError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} are only allowed to "
+                             "contain record batches with magic version 2")
+    if _entry_size(view, first) is not None:
+        raise PartitionError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} are only allowed to "
+                             "contain exactly one record batch per partition")
+    return records if first == len(view) else records[:first]
+
+
+def _check_client_batch(header) -> None:
+    """What Kafka's LogValidator refuses in a batch from a client, beyond its framing and CRC."""
+    count = header.last_offset_delta + 1
+    if header.records_count <= 0:
+        raise PartitionError(ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: "
+                             f"{header.records_count}", at_log=True)
+    if count != header.records_count:
+        raise PartitionError(ErrorCode.INVALID_RECORD, f"Inconsistent batch offset range [0, {count - 1}] and "
+                             f"count of records {header.records_count}", at_log=True)
+    if header.is_control:
+        raise PartitionError(ErrorCode.INVALID_RECORD, "control batches are written by transaction coordinators only",
+                             at_log=True)
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise PartitionError(ErrorCode.INVALID_RECORD, f"Invalid sequence number {header.base_sequence} in record "
+                             f"batch with producerId {header.producer_id}", at_log=True)
 
 
 def _batches(records, version: int, max_bytes: int, codec: int | None):
@@ -79,6 +158,10 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
         return bytearray(records), headers
     except BatchTooLarge as exc:
         raise PartitionError(ErrorCode.MESSAGE_TOO_LARGE, str(exc)) from None
+    except InvalidBatch as exc:
+        raise PartitionError(ErrorCode.INVALID_RECORD, str(exc), at_log=True) from None
+    except UnknownCodec as exc:
+        raise PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc), at_log=True) from None
     except RecordsError as exc:
         raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
@@ -140,37 +223,64 @@ def _verify_transaction(broker, transactional_id, topic: str, index: int, partit
 
 def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list,
             transactional_id: str | None = None, remote: dict | None = None) -> dict:
+    if version >= 3:
+        records = _one_batch(records or b"", version)
+    elif not records:
+        raise PartitionError(ErrorCode.INVALID_RECORD, "a Produce request must carry at least one record batch")
     partition, code = leader_partition(broker, topic, index)
     if code != ErrorCode.NONE:
         raise PartitionError(code)
-    if not records:
-        raise PartitionError(ErrorCode.INVALID_RECORD, "a Produce request must carry at least one record batch")
     min_isr = broker.topic_setting(topic, "min.insync.replicas") if acks == -1 else 1
     if len(partition.isr) < min_isr:
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
-    config = partition.log.config
-    codec = TOPIC_CODECS.get(config.compression_type)
-    data, headers = _batches(records, version, config.max_message_bytes, codec)
-    if config.compact_enabled:
-        try:
-            validate_keys(data)
-        except RecordsError as exc:
-            raise PartitionError(ErrorCode.INVALID_RECORD,
-                                 f"Compacted topic cannot accept a record without a key: {exc}") from None
-    if any(h.is_control for h in headers):
-        raise PartitionError(ErrorCode.INVALID_RECORD, "control batches are written by transaction coordinators only")
-    if any(h.is_transactional for h in headers):
-        _verify_transaction(broker, transactional_id, topic, index, partition, headers, remote)
     try:
+        data, headers = _validated(broker, topic, index, partition, records, version, transactional_id, remote)
         info = partition.append(data, headers)
     except StorageError as exc:
-        raise PartitionError(ErrorCode[exc.error_code_name], str(exc)) from None
+        code = ErrorCode[exc.error_code_name]
+        # as Kafka: a sequence or epoch refused by the log's producer state answers with the log start
+        raise _at_log(PartitionError(code, str(exc), at_log=code not in _WITHOUT_LOG_START), partition) from None
+    except PartitionError as exc:
+        raise _at_log(exc, partition) from None
     result = _result(index, base_offset=info.first_offset, append_time=info.log_append_time,
                      start=info.log_start_offset)
     if acks == -1:
         waits.append((partition, info.last_offset + 1, min_isr, result))
     return result
+
+
+# Errors Kafka's ReplicaManager answers without the partition's log start offset.
+_WITHOUT_LOG_START = {ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
+                      ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+
+def _at_log(exc: PartitionError, partition) -> PartitionError:
+    if exc.at_log:
+        exc.log_start_offset = partition.log.log_start_offset
+    return exc
+
+
+def _validated(broker, topic: str, index: int, partition, records, version: int, transactional_id, remote):
+    """The batches to append and their headers, checked as Kafka's log checks a client's batches."""
+    config = partition.log.config
+    codec = TOPIC_CODECS.get(config.compression_type)
+    data, headers = _batches(records, version, config.max_message_bytes, codec)
+    for header in headers:
+        _check_client_batch(header)
+    if config.compact_enabled:
+        try:
+            validate_keys(data)
+        except InvalidRecord as exc:
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+            raise PartitionError(ErrorCode.INVALID_RECORD, why, at_log=True, record_errors=[
+                {"batch_index": i, "batch_index_error_message": why} for i in exc.indexes]) from None
+        except RecordsError as exc:  # records that do not decode
+            raise PartitionError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}",
+                                 at_log=True) from None
+    if any(h.is_transactional for h in headers):
+        _verify_transaction(broker, transactional_id, topic, index, partition, headers, remote)
+    return data, headers
 
 
 async def _await_replication(broker, waits: list, timeout_ms: int) -> None:
@@ -208,11 +318,9 @@ async def handle(broker, request) -> dict | None:
         name = topic.name
         if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, name):
             parts = [_result(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]
-        elif name not in broker.topics.topics and (
-                not (allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC, name))
-                or await broker.auto_create(name) is None):
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            parts = [_result(p.index, code) for p in topic.partition_data]
+        elif name not in broker.topics.topics:
+            # As Kafka 4: only Metadata creates a missing topic (clients ask it before producing).
+            parts = [_result(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in topic.partition_data]
         elif acks not in (0, 1, -1):
             parts = [_result(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in topic.partition_data]
         else:
@@ -225,7 +333,8 @@ async def handle(broker, request) -> dict | None:
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",
                               name, p.index, exc.code.name, exc.message)
-                    result = _result(p.index, exc.code, message=exc.message)
+                    result = _result(p.index, exc.code, start=exc.log_start_offset, message=exc.message)
+                    result["record_errors"] = exc.record_errors
                     if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                         result["current_leader"] = _leader_hint(broker, name, p.index, leaders)
                     parts.append(result)

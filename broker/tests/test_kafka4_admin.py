@@ -1,6 +1,8 @@
 """DescribeTopicPartitions, DeleteRecords and ElectLeaders on a standalone broker, over raw frames."""
 from __future__ import annotations
 
+import pytest
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
@@ -108,6 +110,26 @@ async def test_delete_records_moves_the_low_watermark_and_survives_a_restart(tmp
         assert await list_earliest(client, "del") == 8
     finally:
         b2.close()
+
+
+@pytest.mark.parametrize("policy, expected", [("compact", ErrorCode.POLICY_VIOLATION),
+                                              ("compact,delete", ErrorCode.NONE)])
+async def test_delete_records_on_a_topic_without_the_delete_policy_is_a_policy_violation(tmp_path, nursery,
+                                                                                         policy, expected):
+    """As Kafka: a compacted topic's records go only by compaction (checked before the offset's range)."""
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "kept", configs={"cleanup.policy": policy})
+        await client.request(ApiKey.PRODUCE, 9, produce_body("kept", batch(4)))
+        answer = (await client.request(ApiKey.DELETE_RECORDS, 2, delete_body("kept", {0: 2}))).topics[0].partitions[0]
+        assert answer.error_code == expected
+        assert await list_earliest(client, "kept") == (0 if expected else 2)
+        if expected:
+            past = await client.request(ApiKey.DELETE_RECORDS, 2, delete_body("kept", {0: 99}))
+            assert past.topics[0].partitions[0].error_code == ErrorCode.POLICY_VIOLATION
+    finally:
+        b.close()
 
 
 async def test_elect_leaders_on_a_single_broker(connect):

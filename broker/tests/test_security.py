@@ -414,6 +414,8 @@ async def test_fetch_over_tls_sends_the_segment_bytes(tmp_path, pki):
                                                      ssl_context=client_context(pki, False), https_compatible=False)
         client = Client(stream)
         records = batch(50)
+        await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "tls", "topic_id": bytes(16)}],
+                                                    "allow_auto_topic_creation": True})  # creates it, as a client's
         produced = await client.request(ApiKey.PRODUCE, 9, produce_body("tls", records))
         assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
         fetched = await client.request(ApiKey.FETCH, 12, fetch_body("tls", 0))

@@ -12,11 +12,13 @@ Adding a scenario: append ``sc("name", step, step, ...)`` in a section below; a 
 """
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from strom.broker.apis import SUPPORTED_RANGE
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.compression import Compression
+from strom.protocol.records.crc import crc32c
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
 
@@ -65,6 +67,53 @@ def legacy(magic: int, n: int = 2, codec: int = 0) -> bytes:
     return build_message_set(
         [LegacyMessage(i, BASE_TS + i if magic else -1, b"k%d" % i, b"legacy-%d" % i, 0, magic) for i in range(n)],
         magic, codec)
+
+
+def patched(data: bytes, **fields: int) -> bytes:
+    """A v2 batch with header fields overwritten (``length``, ``magic``, ``attributes``,
+    ``last_offset_delta``, ``records_count``, ``base_sequence``) and its CRC-32C made right again, so
+    that only the named field is wrong."""
+    out = bytearray(data)
+    for name, value in fields.items():
+        offset, fmt = _HEADER_FIELDS[name]
+        struct.pack_into(fmt, out, offset, value)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+_HEADER_FIELDS = {"length": (8, ">i"), "magic": (16, ">b"), "attributes": (21, ">h"), "last_offset_delta": (23, ">i"),
+                  "base_sequence": (53, ">i"), "records_count": (57, ">i")}
+
+
+def malformed_batches() -> dict[str, bytes]:
+    """A Produce v9 batch wrong in each way a client (or a broken proxy) can get one wrong."""
+    two = batch(2)
+    three = batch(3)
+    body = bytearray(three)
+    body[61] = 0x7e  # the first record's length varint: 63 where its fields take fewer bytes
+    gzip_garbage = patched(build_batch([Record(0, 0, b"k", b"v")]) + b"", attributes=Compression.GZIP)
+    return {
+        "truncated-batch": two[:-5],
+        "truncated-header": two[:40],
+        "truncated-frame": two[:8],
+        "second-batch-truncated": two + two[:-5],
+        "two-batches": two + batch(1),
+        "length-below-minimum": patched(two, length=20),
+        "negative-length": patched(two, length=-1),
+        "unknown-magic": patched(two, magic=3),
+        "count-above-offsets": patched(three, records_count=5),
+        "count-below-offsets": patched(three, records_count=2),
+        "no-records": build_batch([], base_timestamp=BASE_TS),
+        "unknown-codec": patched(two, attributes=5),
+        "record-length-wrong": patched(bytes(body)),
+        "bytes-after-last-record": patched(three + b"\x00\x00", length=len(three) - 12 + 2),
+        "garbage-gzip-payload": gzip_garbage,
+        "control-batch": patched(two, attributes=0x20),
+        "producer-id-without-sequence": batch(2, producer_id=7, producer_epoch=0, base_sequence=-1),
+        "legacy-magic": legacy(1),
+        "whole-batch-then-garbage": two + b"\x00" * 11,
+        "whole-batch-then-impossible-entry": two + b"\x00" * 12,
+    }
 
 
 def records_for(version: int, n: int = 3, **kw: Any) -> bytes:
@@ -304,7 +353,9 @@ def produce_scenarios() -> list[Scenario]:
     corrupt[-1] ^= 0xFF
     out.append(sc("produce-v9-corrupt-crc", produce("w-empty", 0, bytes(corrupt)),
                   req(A.LIST_OFFSETS, 7, list_offsets_body("w-empty", 0, -1))))
-    out.append(sc("produce-v9-truncated-batch", produce("w-empty", 0, batch(2)[:-5])))
+    for label, records in malformed_batches().items():
+        out.append(sc(f"produce-v9-malformed-{label}", create_topic("{s}"), await_topic("{s}"),
+                      produce("{s}", 0, records), req(A.LIST_OFFSETS, 7, list_offsets_body("{s}", 0, -1))))
     out.append(sc("produce-v9-compacted-null-key", produce("w-compact", 0, batch(2, key=None))))
     out.append(sc("produce-v9-compacted-keyed", produce("w-compact", 0, batch(2, key=b"c"))))
     out.append(sc("produce-v9-invalid-topic-name", produce("bad name!", 0, batch(1))))
@@ -664,6 +715,22 @@ def misc() -> list[Scenario]:
     out.append(sc("describe_cluster-v0-authorized-operations", req(A.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True})))
     out.append(sc("describe_cluster-v1-controller-endpoints", req(A.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
                                                                                           "endpoint_type": 2})))
+
+    def delete(topic: str, offsets: dict[int, int], v: int = 2) -> Step:
+        return req(A.DELETE_RECORDS, v, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": p, "offset": o} for p, o in offsets.items()]}], "timeout_ms": 5000})
+    for v in versions(A.DELETE_RECORDS):
+        out.append(sc(f"delete_records-v{v}", create_topic("{s}", 2), await_topic("{s}", 2),
+                      produce("{s}", 0, batch(4)), produce("{s}", 1, batch(2)),
+                      delete("{s}", {0: 3, 1: -1}, v), req(A.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0,
+                      "topics": [{"name": "{s}", "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                                                 "timestamp": -2} for p in (0, 1)]}]})))
+    out.append(sc("delete_records-v2-errors", create_topic("{s}"), await_topic("{s}"), produce("{s}", 0, batch(2)),
+                  delete("{s}", {0: 5}), delete("{s}", {0: -2}), delete("{s}", {7: 0}),
+                  delete("no-such-topic-at-all", {0: 0})))
+    out.append(sc("delete_records-v2-compacted-topic", delete("w-compact", {0: 1}), delete("w-compact", {0: 9})))
+    out.append(sc("delete_records-v2-compact-and-delete", create_topic("{s}", 1, {"cleanup.policy": "compact,delete"}),
+                  await_topic("{s}"), produce("{s}", 0, batch(3)), delete("{s}", {0: 2})))
     return out
 
 
@@ -745,12 +812,34 @@ def security_and_transactions() -> list[Scenario]:
     for v in versions(A.END_TXN):
         out.append(sc(f"end_txn-v{v}-unknown-producer", req(A.END_TXN, v, {
             "transactional_id": txn, "producer_id": 4242, "producer_epoch": 0, "committed": True})))
-    for v in versions(A.TXN_OFFSET_COMMIT):
-        out.append(sc(f"txn_offset_commit-v{v}-unknown-producer", req(A.TXN_OFFSET_COMMIT, v, {
-            "transactional_id": txn, "group_id": "w-group", "producer_id": 4242, "producer_epoch": 0,
+    def txn_commit(v: int, pid: Any = "$pid", epoch: Any = "$epoch", group: str = "w-group") -> Step:
+        return req(A.TXN_OFFSET_COMMIT, v, {
+            "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
                 {"name": "w-one", "partitions": [{"partition_index": 0, "committed_offset": 1,
-                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})))
+                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    # A transactional id never used, once its coordinator has loaded (DescribeTransactions answers
+    # TRANSACTIONAL_ID_NOT_FOUND, 105, and no longer NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS).
+    loaded = Step(int(A.DESCRIBE_TRANSACTIONS), 0, {"transactional_ids": [txn]}, compare=False,
+                  until_has="'error_code': 105")
+    for v in versions(A.TXN_OFFSET_COMMIT):
+        out.append(sc(f"txn_offset_commit-v{v}-unknown-producer", setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1}),
+                      loaded, txn_commit(v, 4242, 0)))
+    init_txn = [setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1}),
+                req(A.INIT_PRODUCER_ID, 4, {"transactional_id": txn, "transaction_timeout_ms": 60_000,
+                                            "producer_id": -1, "producer_epoch": -1},
+                    capture={"pid": "producer_id", "epoch": "producer_epoch"}, until_ok=True)]
+    out.append(sc("txn_offset_commit-v3-initialised-id-other-producer", *init_txn, txn_commit(3, 4242, 0)))
+    out.append(sc("txn_offset_commit-v3-offsets-not-added", *init_txn, txn_commit(3)))
+    out.append(sc("txn_offset_commit-v3-other-epoch", *init_txn, req(A.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": txn, "producer_id": "$pid", "producer_epoch": "$epoch", "group_id": "w-group"}),
+        txn_commit(3, epoch=7)))
+    out.append(sc("txn_offset_commit-v3-after-add-offsets", *init_txn,
+                  req(A.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, "producer_id": "$pid",
+                                                "producer_epoch": "$epoch", "group_id": "{s}"}),
+                  setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}), txn_commit(3, group="{s}"),
+                  req(A.END_TXN, 3, {"transactional_id": txn, "producer_id": "$pid", "producer_epoch": "$epoch",
+                                     "committed": False})))
     for v in versions(A.WRITE_TXN_MARKERS):
         out.append(sc(f"write_txn_markers-v{v}", req(A.WRITE_TXN_MARKERS, v, {"markers": []})))
     return out
@@ -771,6 +860,13 @@ def all_scenarios() -> list[Scenario]:
                  unsupported()):
         out.extend(part)
     out.extend(defaults_for_the_rest({(st.api, st.version) for s in out for st in s.steps if st.raw is None}))
+    # Last, the scenarios that disturb the whole broker, so that none of the others runs in their
+    # wake: deleting __consumer_offsets (both brokers do it; Kafka's group coordinators unload and
+    # answer COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR until the topic is back), and an unknown
+    # IncrementalAlterConfigs operation, which makes Kafka 4.0's controller fail (a
+    # NullPointerException) and renounce its leadership for a moment.
+    out.sort(key=lambda s: s.name == "delete_topics-v6-internal-topic" or (
+        s.name.startswith("incremental_alter_configs-") and s.name.endswith("-invalid-operation")))
     names = [s.name for s in out]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

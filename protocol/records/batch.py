@@ -30,8 +30,10 @@ from strom.protocol.records.crc import crc32c
 from strom.protocol.records.errors import (
     BatchTooLarge,
     CorruptRecords,
+    InvalidBatch,
     InvalidRecord,
     LegacyFormat,
+    UnknownCodec,
 )
 from strom.protocol.records.header import (
     ATTRIBUTES_OFFSET,
@@ -216,16 +218,16 @@ def _check_header(h: BatchHeader, view: memoryview, pos: int, end: int) -> None:
     if crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != h.crc:
         raise CorruptRecords(f"CRC-32C mismatch in batch at byte {pos}")
     if h.records_count < 0 or h.last_offset_delta < 0:
-        raise CorruptRecords(f"negative record count or offset delta in batch at byte {pos}")
+        raise InvalidBatch(f"negative record count or offset delta in batch at byte {pos}")
     if h.records_count > h.last_offset_delta + 1:
-        raise CorruptRecords(
+        raise InvalidBatch(
             f"batch at byte {pos} has {h.records_count} records but last offset delta {h.last_offset_delta}"
         )
     codec = h.attributes & COMPRESSION_MASK
     if codec > _MAX_CODEC:
-        raise CorruptRecords(f"unknown compression codec {codec} in batch at byte {pos}")
+        raise UnknownCodec(f"unknown compression codec {codec} in batch at byte {pos}")
     if codec == 0 and h.records_count * MIN_RECORD_SIZE > end - pos - HEADER_SIZE:
-        raise CorruptRecords(f"batch at byte {pos} is too short for {h.records_count} records")
+        raise InvalidBatch(f"batch at byte {pos} is too short for {h.records_count} records")
 
 
 def validate_batches(buf: Buffer, *, max_batch_size: int | None = None) -> list[BatchHeader]:
@@ -421,17 +423,22 @@ def iter_records(buf: Buffer, *, max_size: int = DEFAULT_MAX_SIZE) -> Iterator[D
 
 
 def validate_keys(buf: Buffer, *, max_size: int = DEFAULT_MAX_SIZE) -> None:
-    """Raise :class:`InvalidRecord` if a data record in ``buf`` has a null key (compacted topics)."""
+    """Raise :class:`InvalidRecord` if a data record in ``buf`` has a null key (compacted topics);
+    its ``indexes`` are the positions of every such record within its batch."""
     view = memoryview(buf)
+    indexes: list[int] = []
+    first = ""
     for pos, header in iter_batches(view):
         if header.is_control:
             continue
-        for record in _batch_records(view, pos, pos + header.size, header, max_size):
+        for i, record in enumerate(_batch_records(view, pos, pos + header.size, header, max_size)):
             if record.key is None:
-                raise InvalidRecord(
-                    f"record at offset delta {record.offset_delta} of batch at byte {pos} has a null key"
-                    " (not allowed on a compacted topic)"
-                )
+                indexes.append(i)
+                first = first or f"record at offset delta {record.offset_delta} of batch at byte {pos} has a null key"
+    if indexes:
+        error = InvalidRecord(f"{first} (not allowed on a compacted topic)")
+        error.indexes = indexes
+        raise error
 
 
 def recompress(buf: Buffer, headers: list[BatchHeader], codec: int, *, max_size: int = DEFAULT_MAX_SIZE) -> bytes:

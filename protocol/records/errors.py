@@ -18,6 +18,21 @@ class CorruptRecords(RecordsError):
     error_code = 2  # CORRUPT_MESSAGE
 
 
+class InvalidBatch(CorruptRecords):
+    """An intact batch (its CRC holds) whose header contradicts itself: a record count that is not
+    ``last_offset_delta + 1``, negative counts, or fewer bytes than its records need. Kafka answers a
+    client's such batch with INVALID_RECORD; other readers treat it as corrupt."""
+
+    error_code = 87  # INVALID_RECORD
+
+
+class UnknownCodec(CorruptRecords):
+    """An intact batch whose attributes name a compression codec that does not exist. Kafka 4.0
+    answers a client's such batch with UNKNOWN_SERVER_ERROR (its codec lookup throws)."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+
 class LegacyFormat(RecordsError):
     """The entry is a magic 0/1 message set; the caller converts it (``legacy.upconvert``)."""
 
@@ -48,6 +63,8 @@ class UnsupportedCompression(RecordsError):
 
 
 class InvalidRecord(RecordsError):
-    """A well-formed record the topic refuses (a null key on a compacted topic)."""
+    """A well-formed record the topic refuses (a null key on a compacted topic). ``indexes``: the
+    refused records' positions within their batch."""
 
     error_code = 87  # INVALID_RECORD
+    indexes: list[int] = []
