@@ -442,3 +442,94 @@ def test_an_abort_marker_in_the_clean_section_ends_its_transaction_for_the_offse
     LogCleaner().clean(log, clock.now)
     assert [v for _, k, v in visible(log) if k == b"k"] == [b"new"]
     assert [v for _, k, v in visible(log, read_committed=False) if k == b"k"] == [b"new"]
+
+
+# ============================================================ tombstones keep Kafka's horizon
+def test_a_rewritten_batch_keeps_its_delete_horizon_as_kafka_does(open_log, clock):
+    log = open_log(CONFIG)
+    plain = Producer(log)
+    plain.send((b"gone", None), (b"stays", b"1"), ts=2_000)
+    seal(log)
+    plain.send((b"tail", b"t"))
+    LogCleaner().clean(log, clock.now)
+    header = batches(log)[0][0]
+    assert header.attributes & DELETE_HORIZON_MASK and header.base_timestamp == clock.now + DAY
+    result = LogCleaner().clean(log, clock.now + DAY)
+    assert result.tombstones_removed == 1
+    (header, raw), *_ = batches(log)
+    # Kafka (MemoryRecords.filterTo) rebuilds the batch with the horizon it already has
+    assert header.attributes & DELETE_HORIZON_MASK and header.base_timestamp == clock.now + DAY
+    assert [(r.key, r.value, r.timestamp) for r in iter_records(raw)] == [(b"stays", b"1", 2_000)]
+    assert not needs_cleaning(log, clock.now + 2 * DAY)  # no tombstone left to wait for
+
+
+# ============================================================ a model of consumers
+def _txn_ops():
+    from hypothesis import strategies as st
+
+    key = st.sampled_from([b"a", b"b", b"c", b"d"])
+    value = st.one_of(st.none(), st.binary(min_size=1, max_size=8))
+    return st.lists(st.one_of(
+        st.tuples(st.just("txn"), st.sampled_from([A, B]), st.lists(st.tuples(key, value), min_size=1, max_size=3),
+                  st.booleans()),
+        st.tuples(st.just("put"), st.none(), st.lists(st.tuples(key, value), min_size=1, max_size=2), st.none()),
+        st.tuples(st.just("bump"), st.sampled_from([A, B]), st.none(), st.booleans()),
+        st.tuples(st.just("clean"), st.none(), st.none(), st.integers(0, 2)),
+    ), min_size=1, max_size=25)
+
+
+def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
+    """Random commits, aborts (some with an epoch bump), plain writes with tombstones, and passes
+    at random times: read_committed shows each key's last committed value (or nothing once its
+    tombstone has gone), never an aborted value, and read_uncommitted shows none in cleaned
+    segments. Every index entry has its marker, and producer epochs survive."""
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(ops=_txn_ops())
+    def run(ops):
+        now = [1_000_000]
+        config = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=100,
+                           index_interval_bytes=64, file_delete_delay_ms=0)
+        log = Log.open(tmp_path_factory.mktemp("txnmodel") / "topic-0", config, now_ms=lambda: now[0])
+        producers = {A: Producer(log, A), B: Producer(log, B)}
+        model, aborted, committed, epochs = {}, set(), set(), {A: 0, B: 0}
+        try:
+            for op, pid, pairs, flag in ops:
+                if op == "txn":
+                    for key, value in pairs:
+                        producers[pid].send((key, value), ts=now[0])
+                    if flag:
+                        producers[pid].end(commit=True)
+                        model.update(pairs)
+                        committed.update(v for _, v in pairs)
+                    else:
+                        producers[pid].end(commit=False)
+                        aborted.update(v for _, v in pairs if v is not None)
+                elif op == "put":
+                    Producer(log).send(*pairs, ts=now[0])
+                    model.update(pairs)
+                    committed.update(v for _, v in pairs)
+                elif op == "bump":
+                    epochs[pid] += 1                   # an abort that bumps the epoch (KIP-360 / TV2)
+                    producers[pid].end(commit=flag, epoch=epochs[pid])
+                else:
+                    now[0] += flag * 60
+                    seal(log)
+                    LogCleaner().clean(log, now[0])
+            consistent_index(log)
+            got = visible(log)
+            assert not [v for _, _, v in got if v in aborted and v not in committed]
+            live = latest(got)
+            for key, value in model.items():
+                assert live.get(key) == value, (key, live.get(key), value)
+            cleaned_end = log.cleaner_state.first_dirty_offset
+            uncommitted = [(o, v) for o, _, v in visible(log, read_committed=False) if o < cleaned_end]
+            assert not [v for _, v in uncommitted if v in aborted and v not in committed]
+            for pid, epoch in epochs.items():
+                entry = log.producer_state.producers.get(pid)
+                assert entry is None or entry.producer_epoch == epoch
+        finally:
+            log.close()
+
+    run()
