@@ -60,7 +60,8 @@ def broker_entries(broker, keys: list[str] | None, docs: bool = False) -> list[d
     return out
 
 
-def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: list[dict]) -> list[dict]:
+def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: list[dict],
+                    synonyms: bool = False) -> list[dict]:
     """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
     cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
     also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
@@ -76,7 +77,8 @@ def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: lis
             value, source = broker.dynamic_configs.lookup(key)
         if value is None:
             continue
-        entry = _entry(key, value, source, "", [{"name": key, "value": value, "source": source}], None)
+        entry = _entry(key, value, source, "", [{"name": key, "value": value, "source": source}] if synonyms else [],
+                       None)
         entry["config_type"] = CONFIG_TYPE[typ]
         entry["read_only"] = key not in BROKER_CONFIGS
         if key in by_name:
@@ -107,9 +109,9 @@ def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Unexpected broker id, expected {broker.node_id} but received {resource.resource_name}")
         elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
-            result["configs"] = dynamic_entries(broker, keys, True, [])
+            result["configs"] = dynamic_entries(broker, keys, True, [], synonyms)
         else:
-            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs))
+            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs), synonyms)
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST,
                       error_message=f"Resource type {resource.resource_type} is not supported.")

@@ -22,7 +22,7 @@ from strom.protocol.records.crc import crc32c
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
 
-from .harness import Scenario, Step
+from .harness import CLIENT_ID, Scenario, Step
 
 BASE_TS = 1_700_000_000_000
 GROUP_SESSION_MS = 120_000  # members of the run's groups must not expire while it runs
@@ -689,6 +689,123 @@ def configs() -> list[Scenario]:
     return out
 
 
+def _quota_entry(entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]) -> dict:
+    return {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+            "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in ops]}
+
+
+def alter_quotas(*entries: dict, **kw: Any) -> Step:
+    return req(A.ALTER_CLIENT_QUOTAS, 1, {"entries": list(entries), "validate_only": False}, **kw)
+
+
+def describe_quotas(components: list[tuple[str, int, str | None]], strict: bool = False, **kw: Any) -> Step:
+    return req(A.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [
+        {"entity_type": t, "match_type": m, "match": n} for t, m, n in components], "strict": strict}, **kw)
+
+
+def create_many(version: int, topics: list[tuple[str, int]], **kw: Any) -> Step:
+    body = {"topics": [{"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+                       for n, p in topics], "timeout_ms": 5000, "validate_only": False}
+    return req(A.CREATE_TOPICS, version, body, **kw)
+
+
+def quotas_and_throttles() -> list[Scenario]:
+    """Client quotas of IPs (connection_creation_rate), the controller mutation quota
+    (controller_mutation_rate: strict THROTTLING_QUOTA_EXCEEDED from CreateTopics v6, CreatePartitions
+    v3 and DeleteTopics v5, only throttled before), dynamic broker configs (the replication throttle
+    rates, max.connection.creation.rate) and the topics' throttled replica lists."""
+    out = []
+    ccr = "connection_creation_rate"
+    # IP quotas are set on addresses the run never connects from: it keeps connecting from 127.0.0.1.
+    # One entity per request and per answer: Kafka answers several in no fixed order (and the parts
+    # of an ip+user entity, refused, too: that refusal is checked by the unit tests).
+    ips = [("127.0.0.2", 7.0), ("::2", 9.0), ("localhost", 3.0)]
+    out.append(sc("client_quotas-ip-entities",
+                  *[alter_quotas(_quota_entry([("ip", ip)], [(ccr, v)])) for ip, v in ips],
+                  *[describe_quotas([("ip", 0, ip)], strict=True, until_has=repr(v)) for ip, v in ips],
+                  describe_quotas([("ip", 1, None)]),
+                  describe_quotas([("ip", 0, "127.0.0.2"), ("user", 2, None)]),
+                  *[alter_quotas(_quota_entry([("ip", ip)], [(ccr, None)])) for ip, _ in ips],
+                  *[describe_quotas([("ip", 0, ip)], strict=True, until_lacks=repr(v)) for ip, v in ips]))
+    out.append(sc("client_quotas-ip-errors",
+                  *[alter_quotas(_quota_entry(entity, ops)) for entity, ops in [
+                      ([("ip", "127.0.0.2")], [(ccr, 2.5)]),
+                      ([("ip", "not-an-ip")], [(ccr, 5.0)]),
+                      ([("ip", "127.0.0.2")], [("producer_byte_rate", 5.0)]),
+                      ([("user", "{s}")], [(ccr, 5.0)]),
+                      ([("ip", "127.0.0.3")], [(ccr, 0.0)])]],
+                  describe_quotas([("ip", 0, "127.0.0.2")])))
+    # A controller mutation quota of 1 partition a second on this run's own client id (a burst of
+    # 11 credits with Kafka's default 11 one-second samples), removed at the end. Each step starts
+    # where the credits are known: after the mute of the step before, plus a pause.
+    me = [("client-id", CLIENT_ID)]
+    rate = "controller_mutation_rate"
+    out.append(sc("controller_mutation_quota",
+                  alter_quotas(_quota_entry(me, [(rate, 1.0)])),
+                  describe_quotas([("client-id", 0, CLIENT_ID)], strict=True, until_has="controller_mutation_rate"),
+                  # 9 + 1 + 1 empty the burst, the fourth topic takes it below zero, the fifth is refused
+                  create_many(7, [("{s}-z", 9), ("{s}-x", 1), ("{s}-y", 1), ("{s}-w", 1), ("{s}-v", 1)], pause_s=0.5),
+                  # 2 s later the credits are back at +1: x takes them below zero, y is refused
+                  req(A.CREATE_PARTITIONS, 3, {"topics": [{"name": "{s}-x", "count": 4, "assignments": None},
+                                                          {"name": "{s}-y", "count": 2, "assignments": None}],
+                                               "timeout_ms": 5000, "validate_only": False}, pause_s=2.0),
+                  # 3 s later the credits are back at +1: x is deleted and takes them below zero
+                  # (Kafka's controller takes the topics of one DeleteTopics in no fixed order, so a
+                  # refusal among several is not compared here; the unit tests check it)
+                  req(A.DELETE_TOPICS, 6, {"topics": [{"name": "{s}-x", "topic_id": bytes(16)}],
+                                           "timeout_ms": 5000}, pause_s=3.0),
+                  # older versions are served while over the quota, only throttled
+                  create_many(5, [("{s}-u", 1)]),
+                  req(A.DELETE_TOPICS, 4, {"topic_names": ["{s}-u"], "timeout_ms": 5000}),
+                  alter_quotas(_quota_entry(me, [(rate, None)])),
+                  describe_quotas([("client-id", 0, CLIENT_ID)], strict=True, until_lacks="controller_mutation_rate"),
+                  create_many(7, [("{s}-t", 12)], pause_s=0.5)))
+
+    def inc(name: str, ops: list[tuple[str, int, str | None]], rtype: int = BROKER, **kw: Any) -> Step:
+        return req(A.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+            {"name": k, "config_operation": op, "value": val} for k, op, val in ops]}], "validate_only": False}, **kw)
+
+    node = req(A.DESCRIBE_CLUSTER, 0, {}, capture={"node_str": "controller_id"}, compare=False)
+    rates = ["leader.replication.throttled.rate", "follower.replication.throttled.rate", "max.connection.creation.rate"]
+    out.append(sc("broker_dynamic_configs-replication-throttles", node,
+                  inc("$node_str", [("leader.replication.throttled.rate", 0, "1000"),
+                                    ("follower.replication.throttled.rate", 0, "2000")]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", rates[:2], synonyms=True),
+                      until_has="'2000'"),
+                  inc("$node_str", [("leader.replication.throttled.rate", 1, None),
+                                    ("follower.replication.throttled.rate", 1, None)]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", rates[:2], synonyms=True),
+                      until_lacks="'2000'"),
+                  req(A.ALTER_CONFIGS, 2, {"resources": [{"resource_type": BROKER, "resource_name": "$node_str", "configs": [
+                      {"name": "leader.replication.throttled.rate", "value": "77"}]}], "validate_only": False}),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", rates[:1]), until_has="'77'"),
+                  req(A.ALTER_CONFIGS, 2, {"resources": [{"resource_type": BROKER, "resource_name": "$node_str",
+                                                          "configs": []}], "validate_only": False}),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", rates[:1]), until_lacks="'77'")))
+    out.append(sc("broker_dynamic_configs-cluster-default",
+                  inc("", [("follower.replication.throttled.rate", 0, "3000"), ("max.connection.creation.rate", 0, "5000")]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "", rates, synonyms=True), until_has="'5000'"),
+                  inc("", [("follower.replication.throttled.rate", 1, None), ("max.connection.creation.rate", 1, None)]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "", rates), until_lacks="'5000'")))
+    out.append(sc("broker_dynamic_configs-errors", node,
+                  inc("$node_str", [("leader.replication.throttled.rate", 0, "abc")]),
+                  inc("$node_str", [("follower.replication.throttled.rate", 0, "-5")]),
+                  inc("$node_str", [("log.dirs", 0, "/tmp/elsewhere")]),
+                  inc("77", [("leader.replication.throttled.rate", 0, "1")])))
+    out.append(sc("topic_throttled_replicas", create_topic("{s}", 2), await_topic("{s}", 2),
+                  inc("{s}", [("leader.replication.throttled.replicas", 0, "0:1,1:2"),
+                              ("follower.replication.throttled.replicas", 0, "*")], rtype=TOPIC),
+                  describe_topic("{s}", keys=["leader.replication.throttled.replicas",
+                                              "follower.replication.throttled.replicas"], has="'0:1,1:2'"),
+                  inc("{s}", [("leader.replication.throttled.replicas", 0, "0-1")], rtype=TOPIC),
+                  inc("{s}", [("follower.replication.throttled.replicas", 0, "*,0:1")], rtype=TOPIC),
+                  inc("{s}", [("leader.replication.throttled.replicas", 1, None),
+                              ("follower.replication.throttled.replicas", 1, None)], rtype=TOPIC),
+                  describe_topic("{s}", keys=["leader.replication.throttled.replicas",
+                                              "follower.replication.throttled.replicas"], lacks="'0:1,1:2'")))
+    return out
+
+
 def misc() -> list[Scenario]:
     out = []
     for v in versions(A.INIT_PRODUCER_ID):
@@ -856,7 +973,8 @@ def defaults_for_the_rest(covered: set[tuple[int, int]]) -> list[Scenario]:
 def all_scenarios() -> list[Scenario]:
     out = [WORLD, STABLE]
     for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
-                 coordinator(), groups(), topics_admin(), configs(), misc(), security_and_transactions(),
+                 coordinator(), groups(), topics_admin(), configs(), quotas_and_throttles(), misc(),
+                 security_and_transactions(),
                  unsupported()):
         out.extend(part)
     out.extend(defaults_for_the_rest({(st.api, st.version) for s in out for st in s.steps if st.raw is None}))
