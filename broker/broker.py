@@ -224,6 +224,8 @@ class Broker:
                 nursery.start_soon(self._periodic, "retention",
                                    self.config["log.retention.check.interval.ms"], self._retention)
                 nursery.start_soon(self._periodic, "log cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
+                nursery.start_soon(self._periodic, "producer id expiry",
+                                   self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)
                 nursery.start_soon(self.groups.run)
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
@@ -312,6 +314,11 @@ class Broker:
 
     async def _retention(self) -> None:
         self.logs.cleanup()
+
+    async def _expire_producers(self) -> None:
+        removed = self.logs.remove_expired_producers(self.config["producer.id.expiration.ms"])
+        if removed:
+            log.info("forgot %d producer ids idle for producer.id.expiration.ms", removed)
 
     async def _clean(self) -> None:
         """Compact `cleanup.policy=compact` logs on a worker thread (the cleaner locks each log

@@ -238,6 +238,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "How often transactions open longer than their timeout are aborted.", minimum=1),
     _D("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
        "How often expired transactional ids are removed.", minimum=1),
+    _D("producer.id.expiration.ms", "int", 86400000,
+       "A producer id with no transaction open and no write for this long leaves a partition's "
+       "producer state (and the cleaner no longer keeps its last batch).", minimum=1),
+    _D("producer.id.expiration.check.interval.ms", "int", 600000,
+       "How often expired producer ids are removed.", minimum=1),
 ]}
 
 # `strom serve --dev` and strom.testing's brokers: what a test suite wants, each one overridable.

@@ -553,6 +553,14 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(offset)
             self.producer_state.remove_below(offset)
 
+    # ================================================================ producer expiry
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """producer.id.expiration.ms: forget idle producers (see ProducerStateManager)."""
+        with self._lock:
+            if self._closed or self.offline is not None:
+                return 0
+            return self.producer_state.remove_expired(self._now_ms(), expiration_ms)
+
     # ================================================================ retention
     def delete_old_segments(self) -> int:
         """Retention: delete old segments by time, size and log start; returns how many."""

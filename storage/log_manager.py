@@ -391,6 +391,10 @@ class LogManager:
             self.checkpoint()
         return deleted
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """producer.id.expiration.ms over every log; returns how many producers were forgotten."""
+        return sum(log.remove_expired_producers(expiration_ms) for log in self.all_logs().values())
+
     def clean_compacted(self, now_ms: int | None = None) -> dict[TopicPartition, CleanResult]:
         """Compact every log whose policy asks for it (dirtiest first); returns what was done.
 

@@ -215,6 +215,15 @@ class ProducerStateManager:
         self.ongoing.pop(pid, None)
         return first if first >= 0 else None
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's producer.id.expiration.ms: forget producers with no open transaction whose
+        last write (batch or marker timestamp) is ``expiration_ms`` old. Returns how many."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def remove_below(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (retention, DeleteRecords)."""
         for pid in [p for p, e in self.producers.items()

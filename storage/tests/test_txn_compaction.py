@@ -533,3 +533,24 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
             log.close()
 
     run()
+
+
+# ============================================================ producer.id.expiration.ms
+def test_an_expired_producers_last_batch_and_marker_are_no_longer_kept(open_log, clock):
+    log = open_log(CONFIG)
+    a, b, plain = Producer(log, A), Producer(log, B), Producer(log)
+    a.send((b"k", b"txn"), ts=clock.now)
+    a.end(commit=True)
+    plain.send((b"k", b"plain"), ts=clock.now)
+    seal(log)
+    b.send((b"open", b"o"), ts=clock.now)            # B's transaction stays open: never expired
+    LogCleaner().clean(log, clock.now)
+    assert layout(log)[:2] == [(0, "data", []), (1, "COMMIT", None)]  # A's last batch kept, empty
+    assert log.remove_expired_producers(DAY) == 0
+    clock.now += DAY
+    assert log.remove_expired_producers(DAY) == 1     # A only: B has a transaction open
+    assert set(log.producer_state.producers) == {B}
+    for now in (clock.now, clock.now, clock.now + DAY):
+        LogCleaner().clean(log, now)
+    assert [o for o, _, _ in layout(log)][:1] == [2]  # A's batch and marker are gone
+    assert latest(visible(log))[b"k"] == b"plain"
