@@ -1,4 +1,5 @@
-"""DescribeGroups: state, protocol and members; metadata and assignments only once Stable.
+"""DescribeGroups: state, protocol and members; members' metadata only once Stable (their last
+assignment always, as Kafka shows it).
 
 A group that does not exist is described as Dead with no error, as Kafka does up to v5.
 """
@@ -42,7 +43,7 @@ def _describe(broker, group_id: str, with_operations: bool) -> dict:
     out["members"] = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                        "client_id": m.client_id, "client_host": m.client_host,
                        "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                       "member_assignment": m.assignment if stable else b""}
+                       "member_assignment": m.assignment}
                       for m in group.members.values()]
     return out
 

@@ -427,7 +427,8 @@ class ConsumerGroup:
         for t, parts in member.assigned.items():
             for p in parts:
                 (keep if p in target.get(t, ()) else revoke).setdefault(t, set()).add(p)
-        if revoke:
+        if revoke and (owned is None or any(owned.get(t, set()) & parts for t, parts in revoke.items())):
+            # it must give them up first (a member that says it no longer owns them moves on at once)
             member.assigned = keep
             member.pending_revocation = revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
@@ -603,7 +604,7 @@ class ConsumerGroup:
         return ErrorCode.NONE
 
     def classic_leave(self, identities: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        """LeaveGroup of classic members (by member id, or by instance id); one answer each."""
+        """LeaveGroup (by member id, or by instance id; any member, as Kafka 4.0 allows); one answer each."""
         results, leaving = [], []
         for member_id, instance_id in identities:
             if instance_id is None:
@@ -613,7 +614,7 @@ class ConsumerGroup:
                 if member is not None and member_id and member.member_id != member_id:
                     results.append(ErrorCode.FENCED_INSTANCE_ID)
                     continue
-            if member is None or member.classic is None:
+            if member is None:  # Kafka 4.0 lets LeaveGroup remove consumer-protocol members too
                 results.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
             results.append(ErrorCode.NONE)

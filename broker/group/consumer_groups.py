@@ -313,7 +313,7 @@ class ConsumerGroups:
         out["members"] = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                            "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                            "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                           "subscribed_topic_regex": m.subscribed_topic_regex,
+                           "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when unset
                            "assignment": listed(m.assigned), "target_assignment": listed(group.target.get(m.member_id, {}))}
                           for m in group.members.values()]
         return out

@@ -182,14 +182,23 @@ async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
         elected = await alice.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 1000,
                                                                 "topic_partitions": [{"topic": "seen", "partitions": [0]}]})
         assert elected.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        heartbeat = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        heartbeat = {
             "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None, "rack_id": None,
             "rebalance_timeout_ms": 1000, "subscribed_topic_names": ["seen"], "subscribed_topic_regex": None,
-            "server_assignor": None, "topic_partitions": []})
-        assert heartbeat.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+            "server_assignor": None, "topic_partitions": []}
+        denied = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
+        assert denied.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
         group = await alice.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g"],
                                                                         "include_authorized_operations": False})
         assert group.groups[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        # with READ on the group, Kafka 4.0 also wants DESCRIBE on every subscribed topic name
+        await admin.request(ApiKey.CREATE_ACLS, 3, {"creations": [creation(R.GROUP, "g", Op.READ)]})
+        heartbeat["subscribed_topic_names"] = ["seen", "unseen"]
+        refused = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
+        assert (refused.error_code, refused.member_id) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        heartbeat["subscribed_topic_names"] = ["seen", "seen"]
+        joined = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
+        assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
         ok = await admin.request(ApiKey.DELETE_RECORDS, 2, delete_body("seen", {0: 0}))
         assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE
     finally:

@@ -434,11 +434,15 @@ def normalise(value: Any, target: Target, key: str | None = None) -> Any:
 def _keyed(items: list[Any]) -> Any:
     if not items or not all(isinstance(i, dict) for i in items):
         return items
+    named = False
     for k in KEY_FIELDS:
         if all(k in i for i in items):
             keys = [_hashable(i[k]) for i in items]
             if len(set(keys)) == len(keys):
                 return {f"[{k}={kv}]": i for kv, i in zip(keys, items)}
+            named = True
+    if named:  # named things whose names normalise alike (member ids): order still never counts
+        return sorted(items, key=repr)
     return items
 
 

@@ -550,6 +550,95 @@ def groups() -> list[Scenario]:
     return out
 
 
+# ConsumerProtocol bytes of a classic member subscribed to w-migrate (2 partitions; subscription v1,
+# no owned partitions) and of its assignment (both partitions), as the Java client writes them.
+# Two partitions for two members: Kafka's uniform assignor gives the extra partition of an odd
+# count to whichever member its hash map yields first, which no other broker can repeat.
+SUBSCRIPTION_V1 = b"\x00\x01\x00\x00\x00\x01\x00\x09w-migrate\xff\xff\xff\xff\x00\x00\x00\x00"
+ASSIGNMENT_V1 = (b"\x00\x01\x00\x00\x00\x01\x00\x09w-migrate\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x01"
+                 b"\xff\xff\xff\xff")
+
+
+def migration_join(group: str, member: str = "", protocol_type: str = "consumer", metadata: bytes = SUBSCRIPTION_V1,
+                   protocol: str = "range") -> dict:
+    return {**join_body(group, member, protocol=protocol, protocol_type=protocol_type),
+            "protocols": [{"name": protocol, "metadata": metadata}]}
+
+
+def cg_heartbeat(group: str, member: str, epoch: int, topics: list[str] | None = None) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30_000 if epoch == 0 else -1, "subscribed_topic_names": topics,
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": [] if epoch == 0 else None}
+
+
+def classic_member_steps(group: str, protocol_type: str = "consumer", metadata: bytes = SUBSCRIPTION_V1) -> list[Step]:
+    """A classic member joins and syncs (Stable, generation 1), holding w-one partition 0."""
+    return [setup(A.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}),
+            req(A.JOIN_GROUP, 5, migration_join(group, protocol_type=protocol_type, metadata=metadata),
+                capture={"member": "member_id"}),
+            req(A.JOIN_GROUP, 5, migration_join(group, "$member", protocol_type=protocol_type, metadata=metadata),
+                capture={"generation": "generation_id"}),
+            req(A.SYNC_GROUP, 5, {**sync_body(group), "protocol_type": protocol_type,
+                                  "assignments": [{"member_id": "$member", "assignment": ASSIGNMENT_V1}]})]
+
+
+def group_migration() -> list[Scenario]:
+    """Kafka 4.0's online migration (group.consumer.migration.policy=bidirectional, its default)."""
+    describe = lambda: req(A.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["{s}"],  # noqa: E731
+                                                          "include_authorized_operations": False})
+    classic_describe = lambda: req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}"],  # noqa: E731
+                                                          "include_authorized_operations": False})
+    listed = lambda: req(A.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})  # noqa: E731
+    out = [sc("group-migration-upgrade-then-downgrade-live-members",
+              create_topic("w-migrate", 2), await_topic("w-migrate", 2),
+              *classic_member_steps("{s}"),
+              # a consumer-protocol member converts the live classic group
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
+              listed(), classic_describe(), describe(),
+              # the classic member is told to rejoin, rejoins with the new epoch, syncs its assignment
+              req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
+              req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
+              req(A.SYNC_GROUP, 5, {**sync_body("{s}"), "assignments": []}),
+              req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
+              req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-migrate", 0, 3, generation="$generation", member="$member")),
+              req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-migrate", 0, 3, generation=1, member="$member")),
+              describe(),
+              # the last consumer-protocol member leaves: a classic group again, rebalancing
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", -1)),
+              listed(), classic_describe(), describe(),
+              req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
+              req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
+              req(A.SYNC_GROUP, 5, {**sync_body("{s}"), "assignments": [
+                  {"member_id": "$member", "assignment": ASSIGNMENT_V1}]}),
+              classic_describe(),
+              req(A.OFFSET_FETCH, 8, offset_fetch_body(8, "{s}", [("w-migrate", [0])]))),
+           sc("group-migration-refused-not-the-consumer-protocol",
+              *classic_member_steps("{s}", protocol_type="connect"),
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 1)),
+              listed()),
+           sc("group-migration-refused-malformed-subscription",
+              *classic_member_steps("{s}", metadata=b"\x00\x01\x00\x00"),
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
+              listed()),
+           sc("group-migration-classic-requests-to-a-consumer-group",
+              setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+              req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
+              req(A.JOIN_GROUP, 5, migration_join("{s}", protocol_type="connect")),
+              req(A.JOIN_GROUP, 5, migration_join("{s}"), capture={"member": "member_id"}),
+              req(A.JOIN_GROUP, 3, migration_join("{s}", protocol="roundrobin"), capture={"other": "member_id"}),
+              req(A.JOIN_GROUP, 5, migration_join("{s}", "$member", protocol="range"),
+                  capture={"generation": "generation_id"}),
+              req(A.SYNC_GROUP, 5, sync_body("{s}", "{s}-consumer-member", 1)),
+              req(A.SYNC_GROUP, 5, {**sync_body("{s}"), "protocol_name": "roundrobin"}),
+              req(A.HEARTBEAT, 4, heartbeat_body("{s}", "{s}-consumer-member", 1)),
+              req(A.HEARTBEAT, 4, heartbeat_body("{s}", "$member", 99)),
+              req(A.LEAVE_GROUP, 5, leave_body("{s}", "{s}-consumer-member")),
+              req(A.LEAVE_GROUP, 5, leave_body("{s}", "$other")),
+              describe())]
+    return out
+
+
 def topics_admin() -> list[Scenario]:
     out = []
     for v in versions(A.CREATE_TOPICS):
@@ -973,7 +1062,7 @@ def defaults_for_the_rest(covered: set[tuple[int, int]]) -> list[Scenario]:
 def all_scenarios() -> list[Scenario]:
     out = [WORLD, STABLE]
     for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
-                 coordinator(), groups(), topics_admin(), configs(), quotas_and_throttles(), misc(),
+                 coordinator(), groups(), group_migration(), topics_admin(), configs(), quotas_and_throttles(), misc(),
                  security_and_transactions(),
                  unsupported()):
         out.extend(part)
