@@ -2,8 +2,8 @@
 `group.consumer.migration.policy`), with real clients: a rolling upgrade of confluent-kafka
 consumers from `group.protocol=classic` to `consumer` one by one while a producer runs, then a
 rolling downgrade back. Every member commits by hand after each record; nothing is lost and
-nothing processed twice. ListGroups, DescribeGroups and ConsumerGroupDescribe show the group's
-kind at each step."""
+nothing processed twice. ListGroups, DescribeGroups, ConsumerGroupDescribe and Kafka 4.0's
+kafka-consumer-groups.sh show the group's kind at each step."""
 from __future__ import annotations
 
 import socket
@@ -11,11 +11,14 @@ import struct
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from compat_tests.jvm import java_unavailable, kafka_tool
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
+from strom.testing.zookeeper import require_all
 
 TOPIC = "migrate"
 GROUP = "migrate-group"
@@ -92,6 +95,21 @@ def _classic_describe(port: int):
                     {"groups": [GROUP], "include_authorized_operations": False}).groups[0]
 
 
+def _tool_state(bootstrap: str) -> list[str] | None:
+    """kafka-consumer-groups.sh --describe --state: [group, coordinator, id, strategy, state, #members]
+    (None without Java and Kafka's tools, a failure under STROM_COMPAT_REQUIRE_ALL)."""
+    why = java_unavailable(needs="bin")
+    if why:
+        if require_all():
+            pytest.fail(f"required by STROM_COMPAT_REQUIRE_ALL: {why}")
+        return None
+    out = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe", "--group", GROUP,
+                     "--state")
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith(GROUP)]
+    assert len(rows) == 1, out.stdout + out.stderr
+    return rows[0]
+
+
 def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
     broker = make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
                           "group.initial.rebalance.delay.ms": "0"})
@@ -151,6 +169,8 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
         owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
         assert owned == list(range(PARTITIONS)), f"each partition owned once by the three members: {owned}"
         assert all(m.assignment.topic_partitions for m in described.members), "classic members reconciled too"
+        state = _tool_state(bootstrap)
+        assert state is None or (state[3:] == ["uniform", "Stable", "3"]), state
 
         replace(members, 1, "consumer")
         replace(members, 2, "consumer")
@@ -163,6 +183,8 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
         _wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
         _wait(lambda: _classic_describe(port).group_state == "Stable", 30, "the classic group Stable")
         assert len(_classic_describe(port).members) == 3
+        state = _tool_state(bootstrap)
+        assert state is None or (state[3:] == ["range", "Stable", "3"]), state
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
         progress("after the downgrade")
 

@@ -149,6 +149,14 @@ def scenario(port: int) -> dict:
     out["offset_fetch_other"] = fetch_offsets.error_code
     groups = alice.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["other"], "include_authorized_operations": False})
     out["describe_groups_other"] = groups.groups[0].error_code
+    # ConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed topic name
+    for group, topics in (("other", ["visible"]), ("mine", ["visible", "hidden"]), ("mine", ["visible"])):
+        heartbeat = alice.call_settled(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": group, "member_id": "alice-member-" + "-".join(topics), "member_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 10000, "subscribed_topic_names": topics,
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []},
+            lambda a: [a.error_code])
+        out[f"consumer_group_heartbeat_{group}_{'_'.join(topics)}"] = (heartbeat.error_code, heartbeat.member_epoch)
     configs = alice.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
         {"resource_type": 2, "resource_name": "visible", "configuration_keys": None},
         {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],

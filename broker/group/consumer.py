@@ -205,6 +205,7 @@ class ConsumerGroup:
         # new regex asynchronously, after that answer: its assignment leaves the regex's topics out
         # and a later heartbeat brings them (librdkafka's 0045 expects exactly that order).
         self.pending_regexes: set[str] = set()
+        self.downgrade_rebalance = True  # False: a static replacement, the classic group stays Stable
 
     # ------------------------------------------------------------------ views
     @property
@@ -351,7 +352,7 @@ class ConsumerGroup:
         remaining = [m for m in self.members.values() if m.member_id not in leaving]
         if (remaining and all(m.classic is not None for m in remaining) and self.settings.downgrade_enabled
                 and len(remaining) <= self.settings.classic_max_size):
-            self.downgrade_pending = leaving
+            self.downgrade_pending, self.downgrade_rebalance = leaving, True
             log.info("consumer group %s: %s (%s); only classic members remain, converting to a classic group",
                      self.group_id, ", ".join(sorted(leaving)), why)
             return True
@@ -527,12 +528,13 @@ class ConsumerGroup:
         """A JoinGroup into this consumer group (Kafka's classicGroupJoinToConsumerGroup after its
         checks): get or create the member, update it from its subscription, bump the group epoch if
         that changed, compute the target and reconcile with the partitions it says it owns."""
-        created = False
+        created = replaced_consumer = False
         if instance_id is None:
             member = self.members.get(member_id)
         else:
             existing = self.members.get(self.static_members.get(instance_id, ""))
             if existing is not None and existing.member_id != member_id:
+                replaced_consumer = existing.classic is None
                 # a static member comes back under a new member id: it takes the old one's place
                 del self.members[existing.member_id]
                 if existing.member_id in self.target:
@@ -572,6 +574,13 @@ class ConsumerGroup:
         member.join_deadline = None
         member.sync_deadline = now + member.rebalance_timeout_ms / 1000
         member.session_deadline = now + classic.session_timeout_ms / 1000
+        if (replaced_consumer and all(m.classic is not None for m in self.members.values())
+                and self.settings.downgrade_enabled and len(self.members) <= self.settings.classic_max_size):
+            # the last consumer-protocol member was a static one, replaced by a classic member: the
+            # group becomes classic at once, Stable, the newcomer holding what it took over
+            self.downgrade_pending, self.downgrade_rebalance = set(), False
+            log.info("consumer group %s: static member %s took the place of the last consumer-protocol member; "
+                     "converting to a classic group", self.group_id, member_id)
         return member
 
     def classic_sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,

@@ -215,10 +215,11 @@ class ConsumerGroups:
         del self.groups[g]
         self.persist(g, last=[(encode_group_key(GroupKey(g)), encode_group_value(classic.to_record()))])
         self.coordinator.groups[g] = classic
-        classic._prepare_rebalance(now)
+        if group.downgrade_rebalance:
+            classic._prepare_rebalance(now)
         self.coordinator._changed.set()
-        log.info("consumer group %s converted to a classic group (generation %d, %d members); rebalancing", g,
-                 classic.generation, len(classic.members))
+        log.info("consumer group %s converted to a classic group (generation %d, %d members)%s", g,
+                 classic.generation, len(classic.members), "; rebalancing" if group.downgrade_rebalance else "")
 
     def _wall_ms(self):
         from .coordinator import wall_clock_ms
@@ -400,6 +401,9 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         current = self._records(group) if group is not None else {}
         before = self.persisted.get(group_id, {})
+        metadata_key = ConsumerGroupKey(4, group_id)
+        if group is not None and not group.subscribed_signature and metadata_key not in before:
+            del current[metadata_key]  # Kafka writes subscription metadata only once it is not empty
         gone = sorted((k for k in before if k not in current), key=lambda k: (k.member == "", -k.version))
         changed = sorted((k for k, v in current.items() if before.get(k) != v), key=lambda k: WRITE_ORDER[k.version])
         if not gone and not changed and not first and not last:

@@ -213,3 +213,86 @@ async def test_offset_delete_refuses_topics_a_consumer_group_member_subscribes_t
     fetched = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
         {"group_id": "gd", "member_id": None, "member_epoch": -1, "topics": None}], "require_stable": False})
     assert sorted(t.name for t in fetched.groups[0].topics) == ["sub-a", "sub-b"]
+
+
+def _subscription(topic: str) -> bytes:
+    """ConsumerProtocolSubscription v1 (no owned partitions), as the Java client writes it."""
+    name = topic.encode()
+    return b"\x00\x01\x00\x00\x00\x01" + len(name).to_bytes(2, "big") + name + b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+async def _classic_member(client, group: str, topic: str, partitions: list[int]) -> tuple[str, int]:
+    from strom.broker.group.migration import encode_assignment
+    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": _subscription(topic)}]}
+    first = await client.request(ApiKey.JOIN_GROUP, 5, join)
+    joined = await client.request(ApiKey.JOIN_GROUP, 5, {**join, "member_id": first.member_id})
+    assert joined.error_code == ErrorCode.NONE
+    synced = await client.request(ApiKey.SYNC_GROUP, 5, {
+        "group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
+        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": joined.member_id, "assignment": encode_assignment({topic: partitions}, 1)}]})
+    assert synced.error_code == ErrorCode.NONE
+    return joined.member_id, joined.generation_id
+
+
+async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_comes_back(tmp_path, nursery):
+    from strom.broker.group.coordinator import OFFSETS_TOPIC
+    from strom.broker.group.records import (ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key)
+    from strom.protocol.records.batch import iter_batches, iter_records
+
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "mig", partitions=2)
+        classic_id, generation = await _classic_member(client, "mg", "mig", [0, 1])
+        joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("mg", "new", 0, ["mig"], []))
+        assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, generation + 1)
+        partition = b.partition(OFFSETS_TOPIC, b.groups.partition_of("mg"))
+        data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
+        records = [(decode_key(r.key), r.value) for pos, h in iter_batches(data)
+                   for r in iter_records(memoryview(data)[pos:pos + h.size])]
+        tombstone = records.index((GroupKey("mg"), None))
+        converted = [k.version for k, _ in records[tombstone + 1:tombstone + 6]]
+        assert converted == [5, 3, 7, 6, 8], "Kafka's conversion: member, epoch, target, target epoch, current"
+        member = decode_consumer_value("ConsumerGroupMemberMetadata", records[tombstone + 1][1])
+        assert member.classic_member_metadata.session_timeout_ms == 10000
+        assert [p.name for p in member.classic_member_metadata.supported_protocols] == ["range"]
+        assert ConsumerGroupKey(5, "mg", "new") in [k for k, _ in records]
+    finally:
+        b.close()
+    b2 = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
+    try:
+        client = open_client(b2, nursery)
+        group = b2.groups.consumer.get("mg")
+        assert group is not None and group.members[classic_id].classic.session_timeout_ms == 10000
+        assert b2.groups.get("mg") is None or not b2.groups.get("mg").members, "no classic group beside it"
+        # the classic member goes on through the classic APIs after the restart
+        beat = await client.request(ApiKey.HEARTBEAT, 4, {"group_id": "mg", "generation_id": generation,
+                                                          "member_id": classic_id, "group_instance_id": None})
+        assert beat.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+        left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("mg", "new", -1))
+        assert left.error_code == ErrorCode.NONE
+        described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["mg"],
+                                                                     "include_authorized_operations": False})
+        assert (described.groups[0].group_state, [m.member_id for m in described.groups[0].members]) == \
+            ("PreparingRebalance", [classic_id]), "back to a classic group"
+    finally:
+        b2.close()
+
+
+async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="DISABLED")
+    try:
+        client = open_client(b, nursery)
+        await create(client, "mig", partitions=1)
+        await _classic_member(client, "md", "mig", [0])
+        refused = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("md", "new", 0, ["mig"], []))
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            "Cannot upgrade classic group md to consumer group because online upgrade is disabled.")
+    finally:
+        b.close()

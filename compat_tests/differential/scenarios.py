@@ -588,13 +588,15 @@ def group_migration() -> list[Scenario]:
                                                           "include_authorized_operations": False})
     classic_describe = lambda: req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}"],  # noqa: E731
                                                           "include_authorized_operations": False})
-    listed = lambda: req(A.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})  # noqa: E731
+    # ListGroups filtered to what this group should be (the run's other groups have their own findings)
+    listed = lambda kind, state=None: req(A.LIST_GROUPS, 5, {  # noqa: E731
+        "states_filter": [state] if state else [], "types_filter": [kind]})
     out = [sc("group-migration-upgrade-then-downgrade-live-members",
               create_topic("w-migrate", 2), await_topic("w-migrate", 2),
               *classic_member_steps("{s}"),
               # a consumer-protocol member converts the live classic group
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
-              listed(), classic_describe(), describe(),
+              listed("consumer"), classic_describe(), describe(),
               # the classic member is told to rejoin, rejoins with the new epoch, syncs its assignment
               req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
               req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
@@ -605,7 +607,7 @@ def group_migration() -> list[Scenario]:
               describe(),
               # the last consumer-protocol member leaves: a classic group again, rebalancing
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", -1)),
-              listed(), classic_describe(), describe(),
+              listed("classic", "PreparingRebalance"), classic_describe(), describe(),
               req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
               req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
               req(A.SYNC_GROUP, 5, {**sync_body("{s}"), "assignments": [
@@ -616,11 +618,11 @@ def group_migration() -> list[Scenario]:
               *classic_member_steps("{s}", protocol_type="connect"),
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 1)),
-              listed()),
+              listed("classic", "Stable")),
            sc("group-migration-refused-malformed-subscription",
               *classic_member_steps("{s}", metadata=b"\x00\x01\x00\x00"),
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
-              listed()),
+              listed("classic", "Stable")),
            sc("group-migration-classic-requests-to-a-consumer-group",
               setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),

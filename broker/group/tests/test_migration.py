@@ -230,3 +230,22 @@ def test_classic_join_refuses_a_fenced_static_member_and_replaces_a_returning_on
     m = g.classic_join("new", "i1", ClassicMeta(10_000, meta.protocols), sub, {}, 60_000, "c", "h", 1.0, TOPICS)
     assert m.member_id == "new" and set(g.members) == {"new"} and g.static_members == {"i1": "new"}
     assert m.assigned == {A: {0, 1, 2, 3}} and m.member_epoch == g.assignment_epoch
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades_without_a_rebalance():
+    classic = classic_group({"m1": [0, 1]})
+    g = consumer_group_from_classic(classic, ConsumerGroupSettings(), IDS, now=0.0)
+    static = hb("c", 0, ["a"], owned={})
+    static.instance_id = "i-c"
+    g.heartbeat(static, 1.0, TOPICS)
+    target_c = g.target["c"]
+    meta = g.members["m1"].classic
+    sub = decode_subscription(meta.protocols[0][1])
+    m = g.classic_join("c2", "i-c", ClassicMeta(10_000, meta.protocols), sub, {}, 60_000, "c", "h", 2.0, TOPICS)
+    assert g.downgrade_pending == set() and not g.downgrade_rebalance
+    assert m.member_id == "c2" and g.target["c2"] == target_c and "c" not in g.members
+    back = classic_group_from_consumer(g, set(), GroupSettings(), lambda: 1000, NAMES, 2.0)
+    assert back.state is GroupState.STABLE and set(back.members) == {"m1", "c2"}
+    assert back.static_members == {"i-c": "c2"}
+    expected = sorted(target_c.get(A, ()))
+    assert decode_assignment(back.members["c2"].assignment) == ([("a", expected)] if expected else [])
