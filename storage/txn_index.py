@@ -13,8 +13,9 @@ read_committed fetches return the entries whose last offset is at or above the f
 whose first offset lies below the fetch's upper bound, and consumers drop the aborted batches
 with them. Commits need no entry.
 
-:class:`TxnLogState` keeps one log's entries in memory (sorted by last offset) and the
-transactions completed above the high watermark. The last stable offset (LSO) is the smallest of
+:class:`TxnLogState` keeps one log's newest entries in memory, sorted by last offset. Older
+entries are read from their files when a fetch reaches back to them, so memory stays bounded.
+It also keeps the transactions completed above the high watermark. The last stable offset (LSO) is the smallest of
 the high watermark, the first offset of every open transaction (kept by the producer state) and
 the first offset of every completed transaction whose marker the high watermark has not yet
 passed.
@@ -23,7 +24,8 @@ Crash behaviour: an entry is appended and fsynced when its marker is appended (a
 so entries below the recovery point are durable. On recovery the producer state replays batch
 headers from its snapshot; every entry at or above the replay start is dropped first and
 re-derived from the replayed markers, so the index never holds an abort whose marker was lost,
-and a torn index tail is simply re-derived.
+and a torn index tail is simply re-derived. Compaction (storage.cleaner) rewrites a run's
+entries into the cleaned segment's ``.txnindex``, which is swapped in with the segment.
 """
 from __future__ import annotations
 
