@@ -66,7 +66,8 @@ async def handle(broker, request) -> dict:
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             results.append(result)
             continue
-        if topic.name not in broker.topics.topics and mutation_refused(quota, _partition_count(broker, topic)):
+        if quota is not None and await _valid(broker, topic) \
+                and mutation_refused(quota, _partition_count(broker, topic)):
             result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE, configs=[])
             results.append(result)
             continue
@@ -76,6 +77,16 @@ async def handle(broker, request) -> dict:
             result.update(error_code=exc.code, error_message=exc.message, configs=[])  # as Kafka (v5+)
         results.append(result)
     return throttled(quota, {"throttle_time_ms": 0, "topics": results})
+
+
+async def _valid(broker, topic) -> bool:
+    """Whether the topic would be created: as Kafka's controller, only a creation that passes
+    every check takes from the controller mutation quota."""
+    try:
+        await _create(broker, topic, True)
+    except TopicError:
+        return False
+    return True
 
 
 def _partition_count(broker, topic) -> int:

@@ -194,3 +194,24 @@ def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
                                (("ip", None),): {"connection_creation_rate": 50.0}}
     assert read_broker_configs(zk) == {"": {"follower.replication.throttled.rate": "10"},
                                        "2": {"leader.replication.throttled.rate": "20"}}
+
+
+async def test_only_creations_that_pass_their_checks_take_from_the_quota(tmp_path, nursery):
+    b = make_broker(tmp_path, quota_window_num=2)
+    try:
+        client = open_client(b, nursery)
+        await _create(client, 7, [("there", 1)])
+        await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "test")], [("controller_mutation_rate", 1.0)]))
+        bad = await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+            {"name": "there", "num_partitions": 5, "replication_factor": 1, "assignments": [], "configs": []},
+            {"name": "bad", "num_partitions": 5, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "retention.ms", "value": "x"}]},
+            {"name": "none", "num_partitions": 0, "replication_factor": 1, "assignments": [], "configs": []},
+            {"name": "fits", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []},
+            {"name": "last", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 1000, "validate_only": False})
+        assert [t.error_code for t in bad.topics] == [ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_CONFIG,
+                                                      ErrorCode.INVALID_PARTITIONS, ErrorCode.NONE, ErrorCode.NONE], \
+            "the refused topics took nothing: 2 credits of 2 for fits, last takes them below zero"
+    finally:
+        b.close()

@@ -171,3 +171,53 @@ async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, n
         assert await records("slow") > 0, "without a rate nothing is throttled"
     finally:
         b.close()
+
+
+class _Leader:
+    """Answers a follower's Fetch with `records` for every partition it asks for, the leader's
+    high watermark far ahead (so the follower is not caught up)."""
+
+    def __init__(self, records: bytes):
+        self.records, self.asked = records, []
+
+    async def request(self, api_key, version, body, timeout_s=None):
+        asked = [(t["topic"], p["partition"], p["fetch_offset"]) for t in body["topics"] for p in t["partitions"]]
+        self.asked.append(asked)
+        no_divergence = SimpleNamespace(epoch=-1, end_offset=-1)
+        return SimpleNamespace(error_code=0, session_id=0, responses=[
+            SimpleNamespace(topic=topic, partitions=[SimpleNamespace(
+                partition_index=index, error_code=0, records=self.records if offset == 0 else b"",
+                high_watermark=1000, log_start_offset=0, diverging_epoch=no_divergence)])
+            for topic, index, offset in asked])
+
+
+async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp_path, nursery):
+    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.fetch_session import FetchSessionHandler
+
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "slow", configs={"follower.replication.throttled.replicas": f"0:{b.node_id}"})
+        await create(client, "fast")
+        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(b.node_id), [
+            ("follower.replication.throttled.rate", 0, "1000")]))
+        slow, fast = b.replicas.get("slow", 0), b.replicas.get("fast", 0)
+        for p in (slow, fast):
+            p.become_follower(7, 1, [b.node_id, 7], [7], 0)
+        member = ClusterMember(b)
+        leader = _Leader(batch(80))  # about 2 KB
+        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        assert leader.asked[-1] == [("slow", 0, 0), ("fast", 0, 0)], "under the rate both are fetched"
+        assert slow.log.log_end_offset == 80 and not slow.fetch_caught_up
+        member._changed.set()  # nothing to wait for in this test
+        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        assert leader.asked[-1] == [("fast", 0, 80)], "over 1000 B/s the throttled partition waits"
+        calls = len(leader.asked)
+        await member._fetch_once(leader, [slow], FetchSessionHandler())
+        assert len(leader.asked) == calls, "with only throttled partitions to fetch, no request is sent"
+        slow.fetch_caught_up = True
+        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        assert leader.asked[-1] == [("slow", 0, 80), ("fast", 0, 80)], "a caught-up replica is never held back"
+    finally:
+        b.close()

@@ -826,6 +826,20 @@ def quotas_and_throttles() -> list[Scenario]:
                       ([("user", "{s}")], [(ccr, 5.0)]),
                       ([("ip", "127.0.0.3")], [(ccr, 0.0)])]],
                   describe_quotas([("ip", 0, "127.0.0.2")])))
+    # Only a creation that passes its checks takes credits (a fresh quota on the run's user, so a
+    # full burst of 11): the existing, badly configured and empty topics take none.
+    anonymous = [("user", "ANONYMOUS")]
+    out.append(sc("controller_mutation_quota-checks-come-first",
+                  alter_quotas(_quota_entry(anonymous, [("controller_mutation_rate", 1.0)])),
+                  describe_quotas([("user", 0, "ANONYMOUS")], strict=True, until_has="controller_mutation_rate"),
+                  req(A.CREATE_TOPICS, 7, {"topics": [
+                      {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": c}
+                      for n, p, c in [("w-one", 11, []), ("{s}-bad", 11, [{"name": "retention.ms", "value": "x"}]),
+                                      ("{s}-none", 0, []), ("{s}-fits", 11, []), ("{s}-last", 1, []),
+                                      ("{s}-after", 1, [])]], "timeout_ms": 5000, "validate_only": False},
+                      pause_s=0.5),
+                  alter_quotas(_quota_entry(anonymous, [("controller_mutation_rate", None)])),
+                  describe_quotas([("user", 0, "ANONYMOUS")], strict=True, until_lacks="controller_mutation_rate")))
     # A controller mutation quota of 1 partition a second on this run's own client id (a burst of
     # 11 credits with Kafka's default 11 one-second samples), removed at the end. Each step starts
     # where the credits are known: after the mute of the step before, plus a pause.
