@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator
 
 import click
 
+from strom.tools import bench_compaction
 from strom.tools import (bench_client, bench_console, bench_files, bench_inflight, bench_machine,
                          bench_sessions, bench_tls, bench_txn)
 
@@ -435,6 +436,7 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
     bench_tls.measure_tls(report, log, records=settings.tls_records, workdir=workdir, kafka=settings.txn_kafka)
     run_console_benchmark(settings, workdir, log, report)
     bench_files.add_to_report(report, settings.file_cache_partitions, workdir, log)
+    bench_compaction.add_to_report(report, workdir, log)
     return report
 
 

@@ -35,6 +35,7 @@ EXPECTED_FIGURES = {
     "txn_produce_commit_every_1000_records_per_s",
     "file_cache_bounded_appends_per_s", "file_cache_bounded_old_reads_per_s", "file_cache_old_segment_reads_per_s",
     "tls_produce_100b", "tls_consume_100b",
+    "compaction_txn_records_per_s", "txn_lookup_100k_aborts_tail_s", "txn_lookup_100k_aborts_old_data_s",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
@@ -48,6 +49,7 @@ EXPECTED_REFERENCES = {
     "file_cache_bounded_active_reads_per_s",
     "kafka_request_worst_ms_idle",
     "strom_plaintext_produce", "strom_plaintext_consume",
+    "compaction_plain_records_per_s", "txn_lookup_1k_aborts_tail_s",
 }
 
 
