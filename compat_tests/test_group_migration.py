@@ -1,21 +1,23 @@
 """Online migration of a live group between the classic and the consumer protocol (Kafka 4.0's
 `group.consumer.migration.policy`), with real clients: a rolling upgrade of confluent-kafka
-consumers from `group.protocol=classic` to `consumer` one by one while a producer runs, then a
-rolling downgrade back. Every member commits by hand after each record; nothing is lost and
+consumers, and of Java 4.0 consumers, from `group.protocol=classic` to `consumer` one by one while
+a producer runs, then a rolling downgrade back. Every member commits by hand after each record; nothing is lost and
 nothing processed twice. ListGroups, DescribeGroups, ConsumerGroupDescribe and Kafka 4.0's
 kafka-consumer-groups.sh show the group's kind at each step."""
 from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.jvm import java_unavailable, kafka_tool
+from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
 from strom.testing.zookeeper import require_all
@@ -42,6 +44,11 @@ class Member(threading.Thread):
         self.errors: list[str] = []
         self.count = 0
         self.consumer.subscribe([TOPIC])
+        self.start()
+
+    def leave(self):
+        self.stop.set()
+        self.join(30)
 
     def run(self):
         try:
@@ -54,8 +61,12 @@ class Member(threading.Thread):
                     continue
                 try:
                     self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as exc:
+                except KafkaException as exc:  # read it again (here, or from its next owner)
                     self.errors.append(f"commit: {exc}")
+                    try:
+                        self.consumer.seek(msg)
+                    except KafkaException:
+                        pass
                     continue
                 with self.lock:
                     self.processed.append(msg.value())
@@ -110,7 +121,50 @@ def _tool_state(bootstrap: str) -> list[str] | None:
     return rows[0]
 
 
-def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
+JAVA_PROGRAM = Path(__file__).parent / "kafka4" / "MigratingConsumer.java"
+
+
+class JavaMember:
+    """A Java 4.0 KafkaConsumer (MigratingConsumer.java) in the group; it leaves when its standard
+    input closes."""
+
+    def __init__(self, bootstrap: str, name: str, protocol: str, processed: list, lock: threading.Lock):
+        extra = ["group.protocol=" + protocol]
+        if protocol == "classic":
+            extra += ["session.timeout.ms=6000", "heartbeat.interval.ms=300"]
+        self.name, self.processed, self.lock, self.count = name, processed, lock, 0
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", str(JAVA_PROGRAM),
+                                      bootstrap, GROUP, TOPIC, name, *extra],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("processed "):
+                with self.lock:
+                    self.processed.append(line.split()[1].encode())
+                self.count += 1
+            else:
+                self.lines.append(line.rstrip())
+
+    def leave(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            self.reader.join(10)
+
+
+def _rolling(make_broker, member_class, describe_with_tool: bool):
+    """Three classic members; each replaced by a consumer-protocol one (the first converts the
+    group), then each replaced by a classic one again (the last converts it back), while a
+    producer runs; every record processed exactly once."""
     broker = make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
                           "group.initial.rebalance.delay.ms": "0"})
     bootstrap, port = broker.bootstrap, broker.port
@@ -133,31 +187,28 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
         producer.flush(30)
 
     writer = threading.Thread(target=produce, daemon=True)
-    all_members: list[Member] = []
+    all_members: list = []
 
-    def start(name: str, protocol: str) -> Member:
-        member = Member(bootstrap, name, protocol, processed, lock)
+    def start(name: str, protocol: str):
+        member = member_class(bootstrap, name, protocol, processed, lock)
         all_members.append(member)
-        member.start()
         return member
 
     def progress(what: str):
         count = len(processed)
-        _wait(lambda: len(processed) > count + 150, 40, f"progress {what}")
+        _wait(lambda: len(processed) > count + 150, 60, f"progress {what}")
 
-    def replace(members: list[Member], i: int, protocol: str):
-        old = members[i]
-        old.stop.set()
-        old.join(30)
+    def replace(members: list, i: int, protocol: str):
+        members[i].leave()
         members[i] = start(f"{protocol}-{i}", protocol)
-        _wait(lambda: members[i].count > 0, 40, f"{members[i].name} consuming")
+        _wait(lambda: members[i].count > 0, 60, f"{members[i].name} consuming")
         progress(f"after {members[i].name} joined")
 
-    members: list[Member] = []
+    members: list = []
     try:
         writer.start()
         members = [start(f"classic-{i}", "classic") for i in range(3)]
-        _wait(lambda: all(m.count > 0 for m in members), 40, "three classic members consuming")
+        _wait(lambda: all(m.count > 0 for m in members), 60, "three classic members consuming")
         assert _group_type(port) == "classic" and _classic_describe(port).group_state == "Stable"
 
         replace(members, 0, "consumer")  # the first consumer-protocol member converts the live group
@@ -169,8 +220,9 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
         owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
         assert owned == list(range(PARTITIONS)), f"each partition owned once by the three members: {owned}"
         assert all(m.assignment.topic_partitions for m in described.members), "classic members reconciled too"
-        state = _tool_state(bootstrap)
-        assert state is None or (state[3:] == ["uniform", "Stable", "3"]), state
+        if describe_with_tool:
+            state = _tool_state(bootstrap)
+            assert state is None or (state[3:] == ["uniform", "Stable", "3"]), state
 
         replace(members, 1, "consumer")
         replace(members, 2, "consumer")
@@ -183,9 +235,10 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
         _wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
         _wait(lambda: _classic_describe(port).group_state == "Stable", 30, "the classic group Stable")
         assert len(_classic_describe(port).members) == 3
-        state = _tool_state(bootstrap)
-        assert state is None or (state[3:] == ["range", "Stable", "3"]), state
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
+        if describe_with_tool:
+            state = _tool_state(bootstrap)
+            assert state is None or (state[3:] == ["range", "Stable", "3"]), state
         progress("after the downgrade")
 
         stop_producing.set()
@@ -194,8 +247,15 @@ def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
     finally:
         stop_producing.set()
         for m in all_members:
-            m.stop.set()
-        for m in all_members:
-            m.join(30)
+            m.leave()
     assert len(processed) == len(set(processed)), "a record was processed twice"
     assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
+
+
+def test_rolling_upgrade_and_downgrade_while_producing(make_broker):
+    _rolling(make_broker, Member, describe_with_tool=True)
+
+
+def test_java_rolling_upgrade_and_downgrade_while_producing(make_broker):
+    skip_unless_available(java_unavailable())
+    _rolling(make_broker, JavaMember, describe_with_tool=False)
