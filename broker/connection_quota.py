@@ -1,7 +1,8 @@
 """Connection creation quotas (KIP-612), as Kafka's ConnectionQuotas applies them.
 
-- Per IP: the `connection_creation_rate` client quota of the `ip` entity (an address, or the
-  default for every address; `kafka-configs.sh --alter --entity-type ips ...`). A new connection
+- Per IP: the `connection_creation_rate` client quota of the `ip` entity (an address, a host
+  name resolved when the quotas change, or the default for every address;
+  `kafka-configs.sh --alter --entity-type ips ...`). A new connection
   from an IP over its rate is not served: it is closed after the throttle time, as Kafka closes
   it, and it does not count toward the rate.
 - Broker-wide: `max.connection.creation.rate` (server.properties or a dynamic broker config),
@@ -15,6 +16,7 @@ to fall back to the quota.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 
@@ -24,6 +26,7 @@ from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, Sensor
 
 log = logging.getLogger("strom.connections")
 
+RESOLVE_TIMEOUT_S = 2.0
 MAX_IP_SENSORS = 10_000  # a flood of source addresses cannot grow this without bound
 
 
@@ -37,14 +40,48 @@ class ConnectionQuotas:
         self._accepting = trio.Lock()
         self.throttled_ips = 0  # connections closed for an IP quota
         self.delayed = 0  # connections that waited for max.connection.creation.rate
+        self._by_name: dict[str, float] = {}  # addresses of IP entities named by a host name
+        self._resolved_from: dict | None = None  # the quota entries they were resolved from
 
     def ip_quota(self, ip: str) -> float | None:
+        """The connection_creation_rate of `ip`: its own entity, one named by a host name that
+        resolves to it (resolved when the quotas change, as Kafka does), or the default."""
         entries = self.broker.quotas.entries
-        for entity in (((IP, ip),), ((IP, None),)):
-            values = entries.get(entity)
-            if values and CONNECTION_CREATION_RATE in values:
-                return float(values[CONNECTION_CREATION_RATE])
+        values = entries.get(((IP, ip),))
+        if values and CONNECTION_CREATION_RATE in values:
+            return float(values[CONNECTION_CREATION_RATE])
+        by_name = self._by_name.get(ip)
+        if by_name is not None and self._resolved_from is entries:
+            return by_name
+        values = entries.get(((IP, None),))
+        if values and CONNECTION_CREATION_RATE in values:
+            return float(values[CONNECTION_CREATION_RATE])
         return None
+
+    async def resolve_names(self) -> None:
+        """Resolve the IP entities given as host names (`localhost`) once per change of the quotas."""
+        entries = self.broker.quotas.entries
+        if entries is self._resolved_from:
+            return
+        by_name: dict[str, float] = {}
+        for entity, values in list(entries.items()):
+            if len(entity) != 1 or entity[0][0] != IP or entity[0][1] is None or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = entity[0][1]
+            try:
+                ipaddress.ip_address(name)
+                continue  # an address: matched as it is
+            except ValueError:
+                pass
+            infos = []
+            with trio.move_on_after(RESOLVE_TIMEOUT_S):
+                try:
+                    infos = await trio.socket.getaddrinfo(name, None)
+                except (OSError, UnicodeError) as exc:
+                    log.warning("IP quota for %s: the name does not resolve (%s); it applies to no address", name, exc)
+            for info in infos:
+                by_name.setdefault(info[4][0], float(values[CONNECTION_CREATION_RATE]))
+        self._by_name, self._resolved_from = by_name, entries
 
     def _throttle_ms(self, sensor: Sensor, quota: float, now: float) -> int:
         rate = sensor.rate(now)
@@ -77,6 +114,7 @@ class ConnectionQuotas:
         """Before serving a new connection: 0 to serve it (after any wait the broker-wide rate
         asks for), or the milliseconds to wait before closing it (over its IP's quota)."""
         if ip is not None and self.broker.quotas.entries:
+            await self.resolve_names()
             throttle = self.ip_throttle_ms(ip, trio.current_time())
             if throttle:
                 self.throttled_ips += 1

@@ -64,6 +64,10 @@ class ReplicationQuota:
         value = self.broker.dynamic_configs.value(self.rate_key)
         return float("inf") if value >= DYNAMIC[self.rate_key][1] else float(value)
 
+    def active(self) -> bool:
+        """Whether a rate is set at all (without one nothing is held back or measured)."""
+        return self.limit() != float("inf")
+
     def is_throttled(self, topic: str, partition: int) -> bool:
         topics = self.broker.topics
         info = topics.topics.get(topic) if topics is not None else None

@@ -196,12 +196,12 @@ async def handle(broker, request) -> dict:
         if total >= body.min_bytes or errors or now >= deadline:
             break
         wake = deadline
-        if follower and broker.leader_quota.limit() != float("inf"):
+        if follower and broker.leader_quota.active():
             # data held back by the replication throttle is due again once the rate falls
             wake = min(deadline, now + max(broker.leader_quota.delay(now), 0.005))
         with trio.move_on_at(wake):
             await broker.replicas.wait_for_data()
-    if follower:
+    if follower and broker.leader_quota.active():
         _record_throttled(broker, topics)
     session_id, topics = context.finish(topics)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}

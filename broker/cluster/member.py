@@ -432,9 +432,10 @@ class ClusterMember:
                           session: FetchSessionHandler | None = None) -> None:
         wanted: dict[tuple[str, int], dict] = {}
         quota = self.broker.follower_quota
+        throttling = quota.active()
         now = trio.current_time()
         held = [p for p in partitions if not p.fetch_caught_up and quota.is_throttled(p.topic, p.index)
-                and quota.exceeded(now)]
+                and quota.exceeded(now)] if throttling else []
         if held:  # Kafka's follower throttle: out-of-sync throttled partitions wait for the rate to fall
             partitions = [p for p in partitions if p not in held]
             if not partitions:
@@ -477,7 +478,7 @@ class ClusterMember:
                 partition = self.broker.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
-                if data.records and quota.is_throttled(partition.topic, partition.index):
+                if throttling and data.records and quota.is_throttled(partition.topic, partition.index):
                     throttled_bytes += len(data.records)
                 try:
                     progressed |= self._apply_fetched(partition, data)

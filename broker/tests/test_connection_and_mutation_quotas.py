@@ -133,6 +133,10 @@ async def test_connections_over_an_ip_quota_are_closed_unserved(tmp_path, nurser
     assert served.count(False) >= 2 and broker.connection_quotas.throttled_ips >= 2
     broker.topics.set_quotas({(("ip", "127.0.0.9"),): {"connection_creation_rate": 1.0}})
     assert all([await _served(port) for _ in range(4)]), "a quota of another address does not apply"
+    broker.topics.set_quotas({(("ip", "localhost"),): {"connection_creation_rate": 2.0}})
+    broker.connection_quotas.ip_sensors.clear()  # measured afresh, without the connections above
+    by_name = [await _served(port) for _ in range(4)]
+    assert by_name[:2] == [True, True] and False in by_name[2:], "a host name's quota applies to its addresses"
     nursery.cancel_scope.cancel()
 
 
