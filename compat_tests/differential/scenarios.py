@@ -348,6 +348,8 @@ def produce_scenarios() -> list[Scenario]:
     out.append(sc("produce-v9-over-topic-max-message-bytes",
                   produce("w-small", 0, batch(1, value_size=2000)), req(A.LIST_OFFSETS, 7, list_offsets_body("w-small", 0, -1))))
     out.append(sc("produce-v9-under-topic-max-message-bytes", produce("w-small", 0, batch(1, value_size=100))))
+    out.append(sc("produce-v9-over-segment-bytes", create_topic("{s}", 1, {"segment.bytes": "2048"}), await_topic("{s}"),
+                  produce("{s}", 0, batch(8, value_size=300)), req(A.LIST_OFFSETS, 7, list_offsets_body("{s}", 0, -1))))
     out.append(sc("produce-v3-over-topic-max-message-bytes", produce("w-small", 0, batch(1, value_size=4000), 3)))
     corrupt = bytearray(batch(2))
     corrupt[-1] ^= 0xFF
