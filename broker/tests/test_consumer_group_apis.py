@@ -296,3 +296,39 @@ async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
             "Cannot upgrade classic group md to consumer group because online upgrade is disabled.")
     finally:
         b.close()
+
+
+async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, nursery):
+    import trio
+
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
+    try:
+        client, other = open_client(b, nursery), open_client(b, nursery)
+        await create(client, "mig", partitions=2)
+        first, generation = await _classic_member(client, "mr", "mig", [0, 1])
+        join = {"group_id": "mr", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+                "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": _subscription("mig")}]}
+        answers = []
+
+        async def second_member():  # JoinGroup v3: waits for the first member to rejoin
+            answers.append(await other.request(ApiKey.JOIN_GROUP, 3, join))
+
+        nursery.start_soon(second_member)
+        await trio.sleep(0.2)
+        assert b.groups.get("mr").state.value == "PreparingRebalance" and not answers
+        joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("mr", "new", 0, ["mig"], []))
+        assert joined.error_code == ErrorCode.NONE
+        with trio.fail_after(5):
+            while not answers:
+                await trio.sleep(0.05)
+        assert answers[0].error_code == ErrorCode.REBALANCE_IN_PROGRESS, "the waiting JoinGroup is told to rejoin"
+        described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["mr"],
+                                                                            "include_authorized_operations": False})
+        assert len(described.groups[0].members) == 3, "both classic members were carried over"
+        rejoined = await other.request(ApiKey.JOIN_GROUP, 3, {**join, "member_id": answers[0].member_id})
+        assert rejoined.error_code == ErrorCode.NONE and rejoined.generation_id == described.groups[0].group_epoch
+        assert first in {m.member_id for m in described.groups[0].members} and generation == 1
+    finally:
+        b.close()
