@@ -34,6 +34,12 @@ SCALAR_TYPES = INT_TYPES | {"float64", "string", "bytes", "records", "bool", "uu
 
 VersionRange = list[int | None] | None
 
+# Versions Apache Kafka 4.0.0 (the release) defines beyond the reference snapshot (taken from 4.0's
+# trunk before the release), each with the same fields as the version before it (the release's
+# own definitions say so: "Version 12 is the same as version 11 (KIP-890)", "Version 5 is the same
+# as version 4 (KIP-890)"). Only a version number is added: layouts still come from the reference.
+RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5}
+
 
 class ReferenceError(Exception):
     """The reference definitions could not be read or are inconsistent."""
@@ -187,6 +193,10 @@ def generate(reference: Path) -> dict[str, Any]:
                 converted["listeners"] = sorted(msg.get("listeners", []))
             entry[kind] = converted
     for key, entry in apis.items():
+        high = RELEASE_VERSIONS.get(entry["name"])
+        for kind in ("request", "response"):
+            if high is not None and kind in entry and entry[kind]["valid_versions"][1] == high - 1:
+                entry[kind]["valid_versions"][1] = high
         if "request" not in entry or "response" not in entry:
             raise ReferenceError(f"api key {key} ({entry['name']}) lacks a request or response")
     return {

@@ -2,9 +2,11 @@
 
 v0-3 (clients): one transaction; every partition gets the same answer, except unknown partitions
 (UNKNOWN_TOPIC_OR_PARTITION) whose presence makes the others OPERATION_NOT_ATTEMPTED, as Kafka
-answers. v4+ (brokers): a batch of transactions, each possibly ``verify_only`` (is the partition
-already in the Ongoing transaction? what a partition leader asks before a transaction's first
-batch, KIP-890). Transaction version 2 (v5 semantics) is not implemented, so v5 is not advertised.
+answers. v4+ (brokers): a batch of transactions, each either ``verify_only`` (is the partition
+already in the Ongoing transaction? what a partition leader asks before a transaction version 1
+producer's first batch, KIP-890 part 1) or an add on behalf of a transaction version 2 producer
+(what a partition leader asks for Produce v12 and a group coordinator for TxnOffsetCommit v5,
+KIP-890 part 2; the transaction is then ended the TV2 way). v5 adds TRANSACTION_ABORTABLE only.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 def _unknown(broker, topic: str, index: int) -> bool:
@@ -33,12 +35,13 @@ def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
 
 async def _one(broker, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    if not verify_only and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    # v4+ come from brokers (the partition leader checked the producer's own rights)
+    if version < 4 and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in partitions}
-    if verify_only and not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+    if version >= 4 and not allowed_cluster(broker, Operation.CLUSTER_ACTION):
         return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in partitions}
-    denied = {tp for tp in partitions if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, tp[0])}
-    if denied and not verify_only:  # as Kafka: the others are not attempted
+    denied = {tp for tp in partitions if version < 4 and not allowed(broker, Operation.WRITE, ResourceType.TOPIC, tp[0])}
+    if denied:  # as Kafka: the others are not attempted
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
     if verify_only:
@@ -47,7 +50,7 @@ async def _one(broker, tid: str, pid: int, epoch: int, topics, verify_only: bool
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
-    code = await broker.txn.add_partitions(tid, pid, epoch, set(partitions))
+    code = await broker.txn.add_partitions(tid, pid, epoch, set(partitions), tv2=version >= 4)
     code = fenced_code(code, 2, version)
     return {tp: code for tp in partitions}
 

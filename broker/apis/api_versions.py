@@ -8,13 +8,15 @@ API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
 
 
-# Finalized feature levels (v3+, tagged): transaction.version 1, the transaction protocol Strom
-# implements (Kafka 4.0 clusters running it answer the same; clients take >= 2 to mean KIP-890
-# part 2, which Strom does not offer). Features with a minimum of 0 are not listed as supported,
-# as Kafka 4.0 leaves them out of ApiVersions. group.version 1: the KIP-848 consumer group protocol
-# (ConsumerGroupHeartbeat) is on, as in Kafka 4.0.
+# Finalized feature levels (v3+, tagged), as a Kafka 4.0 cluster answers. transaction.version 2:
+# KIP-890 part 2 (EndTxn v5 bumps the epoch of every transaction, Produce v12 and TxnOffsetCommit
+# v5 add partitions to it), which clients that read this (the Java client 4.0) then use; clients
+# that do not (librdkafka, kafka-python, aiokafka, kafkajs) keep the classic requests, which Strom
+# still serves. Features with a minimum of 0 (transaction.version supports 0-2) are not listed as
+# supported, as Kafka 4.0 leaves them out of ApiVersions. group.version 1: the KIP-848 consumer
+# group protocol (ConsumerGroupHeartbeat) is on, as in Kafka 4.0.
 FINALIZED_FEATURES = [{"name": "group.version", "min_version_level": 1, "max_version_level": 1},
-                      {"name": "transaction.version", "min_version_level": 1, "max_version_level": 1}]
+                      {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
 FINALIZED_FEATURES_EPOCH = 1
 
 

@@ -1,7 +1,9 @@
 """EndTxn: commit or abort the producer's transaction.
 
-Answered once PrepareCommit/PrepareAbort is durable; the markers follow (see broker.txn). v5
-(transaction version 2, an epoch bump per transaction) is not implemented and not advertised.
+Answered once PrepareCommit/PrepareAbort is durable; the markers follow (see broker.txn). v5 is
+transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch at the end of
+every transaction (a new producer id once the epoch is exhausted) and answers with the producer id
+and epoch the producer continues with; older versions keep the epoch and answer -1/-1.
 """
 from __future__ import annotations
 
@@ -13,14 +15,17 @@ from ..auth import Operation, ResourceType, allowed
 from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.END_TXN
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 async def handle(broker, request) -> dict:
     body = request.body
+    version = request.header.api_version
     if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
-    code = await broker.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-    return {"throttle_time_ms": 0, "error_code": fenced_code(code, 2, request.header.api_version),
-            "producer_id": -1, "producer_epoch": -1}
+    result = await broker.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+                                      tv2=version >= 5)
+    ok = result.error == ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": fenced_code(result.error, 2, version),
+            "producer_id": result.producer_id if ok else -1, "producer_epoch": result.producer_epoch if ok else -1}

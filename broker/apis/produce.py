@@ -16,11 +16,19 @@ topics automatically, and clients ask Metadata before they produce.
 
 Transactions are recognised from the batch header attributes alone. A client may not write
 control batches (INVALID_RECORD). A transactional batch whose producer has no open transaction in
-the partition is checked with the transaction coordinator first (KIP-890's verification, when
-this broker coordinates the transactional id; in a cluster the coordinating broker is asked with
-AddPartitionsToTxn v4 verify_only): a partition the producer never added to an Ongoing transaction
-answers INVALID_TXN_STATE (an older epoch INVALID_PRODUCER_EPOCH, as the coordinator says),
-so a zombie or a confused client cannot open a transaction that would hold the LSO back forever.
+the partition (at the batch's epoch) goes to the transaction coordinator first, as Kafka 4.0's
+AddPartitionsToTxnManager does (this broker's own coordinator directly; in a cluster the
+coordinating broker with AddPartitionsToTxn v4+):
+
+* Produce v12 (transaction version 2, KIP-890 part 2): the coordinator adds the partition to the
+  producer's transaction (the client sends no AddPartitionsToTxn);
+* older versions (KIP-890 part 1 verification): the partition must already be in the Ongoing
+  transaction, else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11).
+
+An older epoch answers INVALID_PRODUCER_EPOCH; a coordinator that is loading, moved, busy or
+unreachable NOT_ENOUGH_REPLICAS (retried by every client; the batch is never accepted
+unverified). So a zombie or a confused client cannot open a transaction that would hold the LSO
+back forever.
 """
 from __future__ import annotations
 
@@ -44,7 +52,7 @@ from ._common import leader_partition
 
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = (0, 11)
+VERSIONS = (0, 12)
 log = logging.getLogger("strom.produce")
 
 
@@ -166,13 +174,48 @@ def _batches(records, version: int, max_bytes: int, codec: int | None):
         raise PartitionError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
-async def _verify_remotely(broker, body) -> dict[tuple[str, int], ErrorCode]:
-    """Cluster, transactional.id coordinated by another broker: ask it (one request per producer)
-    about the partitions whose first transactional batch this is, read from the first batch
-    header only."""
+# What a partition leader answers when the coordinator could not vouch for a transactional batch
+# (Kafka's ReplicaManager): retriable coordinator trouble becomes NOT_ENOUGH_REPLICAS, which every
+# client retries without a metadata refresh; an unknown producer OUT_OF_ORDER_SEQUENCE_NUMBER.
+_RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+              ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT}
+
+
+def produce_txn_error(code: ErrorCode, version: int) -> ErrorCode:
+    """A coordinator's answer about a transactional batch as Produce ``version`` reports it."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.INVALID_TXN_STATE and version >= 11:
+        return ErrorCode.TRANSACTION_ABORTABLE  # "not in the transaction" (KIP-890), Produce v11+
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        return ErrorCode.INVALID_TXN_STATE
+    if code in _RETRIABLE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    return code
+
+
+def _opens_transaction(partition, header) -> bool:
+    """A transactional batch whose producer has no open transaction at this epoch here."""
+    if not header.is_transactional:
+        return False
+    state = partition.log.producer_state
+    if header.producer_id not in state.ongoing:
+        return True
+    entry = state.producers.get(header.producer_id)
+    return entry is None or entry.producer_epoch != header.producer_epoch
+
+
+async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], ErrorCode]:
+    """For each partition whose first batch would open a transaction here (read from the first
+    batch header only): the coordinator's answer. Produce v12 (transaction version 2) asks it to
+    add the partition, older versions whether it was added (KIP-890 verification). A coordinator
+    on another broker is asked with AddPartitionsToTxn v4+; one that cannot be reached answers
+    COORDINATOR_NOT_AVAILABLE, so the batch is refused as retriable, never accepted unverified."""
     tid = body.transactional_id
     txn = broker.txn
-    if broker.cluster is None or txn is None or txn.state.ownership_error(tid) is None:
+    if txn is None:
         return {}
     asked: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic in body.topic_data:
@@ -181,48 +224,56 @@ async def _verify_remotely(broker, body) -> dict[tuple[str, int], ErrorCode]:
             partition = broker.partition(topic.name, p.index)
             if partition is None or not partition.is_leader or not records or len(records) < HEADER_SIZE:
                 continue
-            header = parse_header(records, 0)
-            if header.magic != 2 or not header.is_transactional or \
-                    header.producer_id in partition.log.producer_state.ongoing:
+            try:
+                header = parse_header(records, 0)
+            except Exception:  # noqa: BLE001 - a malformed batch is refused by _append with its own error
+                continue
+            if header.magic != 2 or header.is_control or not _opens_transaction(partition, header):
                 continue
             asked.setdefault((header.producer_id, header.producer_epoch), []).append((topic.name, p.index))
     out: dict[tuple[str, int], ErrorCode] = {}
+    add = version >= 12
     for (pid, epoch), partitions in asked.items():
-        found = await txn.verify_elsewhere(tid, pid, epoch, partitions)
-        if found:
-            out.update(found)
+        if not tid:
+            continue  # refused by _append (INVALID_RECORD)
+        if txn.state.ownership_error(tid) is None:
+            if add:
+                code = await txn.add_partitions(tid, pid, epoch, set(partitions), tv2=True)
+                out.update({tp: code for tp in partitions})
+            else:
+                out.update(txn.verify_partitions(tid, pid, epoch, partitions))
+        else:
+            found = await txn.ask_elsewhere(tid, pid, epoch, partitions, add=add)
+            out.update(found if found is not None else {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions})
     return out
 
 
-def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers,
-                        remote: dict | None = None) -> None:
+def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers, version: int,
+                        answers: dict) -> None:
     """Raise PartitionError unless every transactional producer here is in an Ongoing transaction
-    that holds this partition (asked only when the log knows no open transaction of it)."""
-    ongoing = partition.log.producer_state.ongoing
+    that holds this partition (asked only when the log knows no open transaction of it at its epoch)."""
     for header in headers:
-        if not header.is_transactional or header.producer_id in ongoing:
+        if not _opens_transaction(partition, header):
             continue
         if not transactional_id:
             raise PartitionError(ErrorCode.INVALID_RECORD, "transactional batches need a transactional.id")
-        txn = broker.txn
-        if txn.state.ownership_error(transactional_id) is not None:
-            code = (remote or {}).get((topic, index))
-            if code is None:
-                continue  # the coordinator could not be asked: accepted unverified
-        else:
-            code = txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
-                                         [(topic, index)])[(topic, index)]
-        if code == ErrorCode.PRODUCER_FENCED:
-            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        code = answers.get((topic, index))
+        if code is None:  # a second producer in one request, or one the first header did not show
+            txn = broker.txn
+            code = (txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
+                                          [(topic, index)])[(topic, index)]
+                    if txn.state.ownership_error(transactional_id) is None else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if code != ErrorCode.NONE:
-            raise PartitionError(code if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE)
-                                 else ErrorCode.INVALID_TXN_STATE,
-                                 f"producer {header.producer_id} has not added {topic}-{index} to an ongoing "
-                                 f"transaction of {transactional_id}")
+            code = produce_txn_error(code, version)
+            message = ("Partition was not added to the transaction"
+                       if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
+                       else f"could not add {topic}-{index} to the transaction of {transactional_id}"
+                       if version >= 12 else f"could not verify the transaction of {transactional_id}")
+            raise PartitionError(code, message)
 
 
 def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list,
-            transactional_id: str | None = None, remote: dict | None = None) -> dict:
+            transactional_id: str | None = None, answers: dict | None = None) -> dict:
     if version >= 3:
         records = _one_batch(records or b"", version)
     elif not records:
@@ -235,7 +286,7 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     try:
-        data, headers = _validated(broker, topic, index, partition, records, version, transactional_id, remote)
+        data, headers = _validated(broker, topic, index, partition, records, version, transactional_id, answers)
         info = partition.append(data, headers)
     except StorageError as exc:
         code = ErrorCode[exc.error_code_name]
@@ -261,7 +312,7 @@ def _at_log(exc: PartitionError, partition) -> PartitionError:
     return exc
 
 
-def _validated(broker, topic: str, index: int, partition, records, version: int, transactional_id, remote):
+def _validated(broker, topic: str, index: int, partition, records, version: int, transactional_id, answers):
     """The batches to append and their headers, checked as Kafka's log checks a client's batches."""
     config = partition.log.config
     codec = TOPIC_CODECS.get(config.compression_type)
@@ -279,7 +330,7 @@ def _validated(broker, topic: str, index: int, partition, records, version: int,
             raise PartitionError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}",
                                  at_log=True) from None
     if any(h.is_transactional for h in headers):
-        _verify_transaction(broker, transactional_id, topic, index, partition, headers, remote)
+        _verify_transaction(broker, transactional_id, topic, index, partition, headers, version, answers or {})
     return data, headers
 
 
@@ -313,7 +364,7 @@ async def handle(broker, request) -> dict | None:
         return {"responses": [{"name": t.name, "partition_responses": [
             _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
             for t in body.topic_data], "throttle_time_ms": 0, "node_endpoints": []}
-    remote = await _verify_remotely(broker, body) if transactional_id else None
+    answers = await _ask_coordinator(broker, body, version) if transactional_id else None
     for topic in body.topic_data:
         name = topic.name
         if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, name):
@@ -328,7 +379,7 @@ async def handle(broker, request) -> dict | None:
             for p in topic.partition_data:
                 try:
                     parts.append(_append(broker, name, p.index, p.records, version, acks, waits,
-                                         transactional_id, remote))
+                                         transactional_id, answers))
                     appended = True
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",

@@ -4,12 +4,12 @@ The group coordinator appends them as a transactional batch and keeps them pendi
 transaction's marker (see broker.group.coordinator). v3+ carry the consumer's member id and
 generation, checked like OffsetCommit's when given.
 
-Before the group coordinator writes anything, the transaction coordinator is asked (KIP-890
-verification, as Kafka 4.0's group coordinator asks): the producer must be the one it knows for
-the transactional id (else INVALID_PRODUCER_ID_MAPPING; an older epoch INVALID_PRODUCER_EPOCH), in
-an Ongoing transaction that AddOffsetsToTxn gave the group's offsets partition (else
-INVALID_TXN_STATE). A coordinator on another broker is asked with AddPartitionsToTxn v4
-verify_only; one that cannot be reached leaves the commit unverified, as for Produce.
+Before the first write of a transaction to the group's `__consumer_offsets` partition, the
+transaction coordinator is asked, as Kafka 4.0 does (KIP-890): v5 (transaction version 2, the
+client sends no AddOffsetsToTxn) has the partition added to the transaction; older versions must
+have added it with AddOffsetsToTxn (INVALID_TXN_STATE, from v4 TRANSACTION_ABORTABLE). An unknown
+producer gets INVALID_PRODUCER_ID_MAPPING, an old epoch INVALID_PRODUCER_EPOCH, a coordinator
+that cannot answer now COORDINATOR_NOT_AVAILABLE (retried by every client).
 """
 from __future__ import annotations
 
@@ -20,7 +20,46 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
+
+
+def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
+    """A transaction coordinator's answer as TxnOffsetCommit reports it (Kafka's group coordinator
+    normalises the partition leader's verification errors)."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.INVALID_TXN_STATE and version >= 4:
+        return ErrorCode.TRANSACTION_ABORTABLE
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+        return ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    return code
+
+
+async def _ask_coordinator(broker, body, version: int) -> ErrorCode:
+    """NONE when the group's offsets partition is (v5: has been made) part of the producer's
+    transaction, else the error every partition of the request gets."""
+    txn = broker.txn
+    tid, pid, epoch = body.transactional_id, body.producer_id, body.producer_epoch
+    partition = txn.offsets_partition(body.group_id)
+    local = broker.partition(*partition)
+    if local is not None:
+        state = local.log.producer_state
+        entry = state.producers.get(pid)
+        if pid in state.ongoing and entry is not None and entry.producer_epoch == epoch:
+            return ErrorCode.NONE  # this transaction already wrote here
+    if txn.state.ownership_error(tid) is None:
+        if version >= 5:
+            return await txn.add_partitions(tid, pid, epoch, {partition}, tv2=True)
+        return txn.verify_partitions(tid, pid, epoch, [partition])[partition]
+    found = await txn.ask_elsewhere(tid, pid, epoch, [partition], add=version >= 5)
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if found is None else found.get(partition, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 async def handle(broker, request) -> dict:
@@ -39,10 +78,11 @@ async def handle(broker, request) -> dict:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
              if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in t.partitions]} for t in body.topics]}
-    refusal = await _verify(broker, body.transactional_id, body.producer_id, body.producer_epoch, body.group_id)
-    if refusal is not None:
-        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": refusal} for p in t.partitions]} for t in body.topics]}
+    if broker.txn is not None and body.transactional_id and broker.groups.group_error(body.group_id) is None:
+        code = _commit_error(await _ask_coordinator(broker, body, version), version)
+        if code != ErrorCode.NONE:
+            return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in body.topics]}
     offsets = [(t.name, p.partition_index,
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                                 p.committed_metadata or ""))
@@ -55,27 +95,3 @@ async def handle(broker, request) -> dict:
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
-
-
-# What a verification failure answers, where Kafka's group coordinator answers differently from the
-# transaction coordinator's own code.
-_ANSWERED_AS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-                ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE}
-
-
-async def _verify(broker, tid: str, pid: int, epoch: int, group: str) -> ErrorCode | None:
-    """None when the producer's Ongoing transaction holds the group's offsets partition (or the
-    coordinator cannot be asked), else the error to answer for every partition."""
-    txn = broker.txn
-    if txn is None or broker.groups.group_error(group) is not None:
-        return None  # the group's own error (NOT_COORDINATOR, ...) is answered by the commit
-    partition = txn.offsets_partition(group)
-    if txn.state.ownership_error(tid) is None:
-        found = txn.verify_partitions(tid, pid, epoch, [partition])
-    else:
-        found = await txn.verify_elsewhere(tid, pid, epoch, [partition])
-        if found is None:
-            return None
-    code = found.get(partition, ErrorCode.INVALID_TXN_STATE)
-    return None if code == ErrorCode.NONE else _ANSWERED_AS.get(code, code)

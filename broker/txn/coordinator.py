@@ -16,6 +16,13 @@ Requests (each answered once the change is durable in `__transaction_state`):
 * EndTxn: Ongoing -> PrepareCommit/PrepareAbort, answered; then markers go to every partition
   (``broker.txn.markers``) and the state becomes CompleteCommit/CompleteAbort. Retried EndTxn calls
   get NONE (already complete) or CONCURRENT_TRANSACTIONS (still completing).
+* Transaction version 2 (EndTxn v5, KIP-890 part 2): the epoch is bumped at Prepare* and the
+  answer carries the producer id and epoch the producer continues with; at epoch 32766 a new
+  producer id is allocated and takes over (epoch 0) once the markers are written. A retry with the
+  epoch before the bump is answered as done; an abort with nothing added (Empty or Complete*) is
+  allowed and ends at once. Partitions are added by partition leaders (Produce v12, TxnOffsetCommit
+  v5, via AddPartitionsToTxn v4+ from a broker, which is ``add_partitions(..., tv2=True)``), as
+  Kafka 4.0's AddPartitionsToTxnManager does.
 
 Errors follow Kafka: unknown id or another producer id -> INVALID_PRODUCER_ID_MAPPING; an older
 epoch -> PRODUCER_FENCED; a change in flight -> CONCURRENT_TRANSACTIONS; a call that does not fit
@@ -43,12 +50,22 @@ from strom.protocol.schema import ApiKey
 from strom.broker.group.records import partition_for
 
 from .markers import TransactionMarkerChannelManager
-from .metadata import NO_EPOCH, TransactionMetadata, TxnState
+from .metadata import MAX_EPOCH, NO_EPOCH, TransactionMetadata, TxnState
 from .state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnSettings
 
 log = logging.getLogger("strom.txn")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+TV2 = 2  # transaction.version 2: EndTxn v5, partitions added by partition leaders
+
+
+@dataclass
+class EndResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass
@@ -219,7 +236,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
     async def add_partitions(self, tid: str, pid: int, epoch: int,
-                             partitions: set[tuple[str, int]]) -> ErrorCode:
+                             partitions: set[tuple[str, int]], tv2: bool = False) -> ErrorCode:
+        """AddPartitionsToTxn / AddOffsetsToTxn (``tv2``: added by a partition leader for a
+        transaction version 2 producer, whose next EndTxn is read the TV2 way)."""
         error = self._error(tid)
         if error is not None:
             return error
@@ -234,10 +253,13 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
             return ErrorCode.NONE
         now = self.now()
+        version = TV2 if tv2 else 0
         if meta.state == TxnState.ONGOING:
-            target = meta.transit(TxnState.ONGOING, now, partitions=meta.partitions | partitions)
+            target = meta.transit(TxnState.ONGOING, now, partitions=meta.partitions | partitions,
+                                  client_transaction_version=version)
         else:
-            target = meta.transit(TxnState.ONGOING, now, partitions=set(partitions), start_ms=now)
+            target = meta.transit(TxnState.ONGOING, now, partitions=set(partitions), start_ms=now,
+                                  client_transaction_version=version)
         return await self._persist(meta, target)
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
@@ -256,14 +278,18 @@ class TransactionCoordinator:
         return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
                 for tp in partitions}
 
-    async def verify_elsewhere(self, tid: str, pid: int, epoch: int,
-                               partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode] | None:
-        """Ask the broker coordinating ``tid`` (AddPartitionsToTxn v4 verify_only), as a partition
-        leader does before a transaction's first batch; None if it cannot be asked now."""
+    async def ask_elsewhere(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
+                            add: bool = False) -> dict[tuple[str, int], ErrorCode] | None:
+        """Ask the broker coordinating ``tid``, as a partition leader does before a transaction's
+        first batch: AddPartitionsToTxn v5 adding the partitions (``add``, transaction version 2)
+        or v4 verify_only. None if it cannot be asked now (the caller refuses the batch as
+        retriable)."""
         leader = self.state.coordinator_of(tid)
         address = self.port.endpoint(leader) if leader is not None and leader != self.port.node_id else None
         factory = self.markers._client_factory
         if address is None or factory is None:
+            log.info("transactional.id=%s: its coordinator (broker %s) is not known or not reachable now",
+                     tid, leader)
             return None
         client = self._verify_clients.get(leader)
         if client is None:
@@ -272,12 +298,12 @@ class TransactionCoordinator:
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)
         body = {"transactions": [{"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                  "verify_only": True,
+                                  "verify_only": not add,
                                   "topics": [{"name": t, "partitions": p} for t, p in topics.items()]}]}
         try:
-            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, body, timeout_s=5)
-        except Exception as exc:  # unreachable coordinator: the batch is accepted unverified
-            log.info("could not verify transactional.id=%s with broker %s: %s", tid, leader, exc)
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5 if add else 4, body, timeout_s=5)
+        except Exception as exc:  # an unreachable coordinator: the batch is refused, retriable
+            log.info("could not ask broker %s about transactional.id=%s: %s", leader, tid, exc)
             self._verify_clients.pop(leader, None)
             return None
         if response.error_code:
@@ -290,30 +316,87 @@ class TransactionCoordinator:
         return out
 
     # ------------------------------------------------------------------ EndTxn
-    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
+    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, tv2: bool = False) -> EndResult:
+        """EndTxn; ``tv2`` for v5 (transaction version 2: the epoch is bumped, the answer carries
+        the producer id and epoch to continue with)."""
         error = self._error(tid)
         if error is not None:
-            return error
+            return EndResult(error)
         meta = self.state.txns.get(tid)
-        error = self._check_producer(meta, pid, epoch)
-        if error is not None:
-            return error
+        if meta is None:
+            return EndResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        # read the TV2 way when both this request (v5) and the transaction's last change are TV2
+        v2_state = tv2 and meta.client_transaction_version >= TV2
         state = meta.state
+        # a TV2 retry: the epoch before the bump, or the last epoch of a producer id that rotated
+        retry_bump = v2_state and meta.producer_epoch == epoch + 1
+        retry_overflow = (v2_state and meta.last_producer_id == pid and meta.producer_id != pid
+                          and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
+        if meta.producer_id != pid and not retry_overflow:
+            return EndResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and v2_state:
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        retry = False
+        if v2_state and state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
+                and (retry_bump or retry_overflow):
+            retry = True
+        elif epoch != meta.producer_epoch:
+            return EndResult(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        current = EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch) if tv2 \
+            else EndResult(ErrorCode.NONE)
+        if retry:
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            return current if state == done else EndResult(ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.ONGOING:
-            target = meta.transit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, self.now())
-            code = await self._persist(meta, target)
-            if code == ErrorCode.NONE:
-                self._schedule_completion(tid)
-            return code
+            return await self._prepare_end(meta, commit, tv2)
+        if tv2 and not commit and state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            # TV2: a producer may abort a transaction it never added anything to
+            return await self._prepare_end(meta, False, True)
+        if v2_state and state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            return EndResult(ErrorCode.INVALID_TXN_STATE)  # the same epoch again is a new transaction
         if state == TxnState.COMPLETE_COMMIT:
-            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+            return current if commit else EndResult(ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.COMPLETE_ABORT:
-            return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
+            return current if not commit else EndResult(ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.PREPARE_COMMIT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
         if state == TxnState.PREPARE_ABORT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.INVALID_TXN_STATE
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE)
+        return EndResult(ErrorCode.INVALID_TXN_STATE)
+
+    async def _prepare_end(self, meta: TransactionMetadata, commit: bool, tv2: bool) -> EndResult:
+        """Ongoing (or, TV2 abort, Empty/Complete*) -> Prepare*, durable; markers follow."""
+        tid = meta.transactional_id
+        now = self.now()
+        changes: dict = {}
+        if tv2:
+            next_pid = -1
+            if meta.is_producer_epoch_exhausted():
+                next_pid = await self.port.allocate_producer_id()
+                if meta.pending is not None or self.state.txns.get(tid) is not meta:
+                    return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            changes = dict(producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
+                           next_producer_id=next_pid, client_transaction_version=TV2)
+            if meta.state != TxnState.ONGOING:  # an abort with nothing added: it starts now
+                changes.update(partitions=set(), start_ms=now)
+        else:
+            changes = dict(client_transaction_version=0)
+        target = meta.transit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now, **changes)
+        code = await self._persist(meta, target)
+        if code != ErrorCode.NONE:
+            return EndResult(code)
+        if tv2:
+            answer = (target.next_producer_id, 0) if target.next_producer_id >= 0 \
+                else (target.producer_id, target.producer_epoch)
+        else:
+            answer = (-1, -1)
+        if not meta.partitions:
+            await self._complete(tid)  # nothing to mark: complete before answering, as Kafka does
+        else:
+            self._schedule_completion(tid)
+        return EndResult(ErrorCode.NONE, *answer)
 
     async def _complete(self, tid: str) -> None:
         """Write the markers of a Prepare* transaction, then CompleteCommit/CompleteAbort."""
@@ -338,8 +421,13 @@ class TransactionCoordinator:
             if meta.pending is not None:
                 await trio.sleep(backoff)
                 continue
+            changes = {}
+            if meta.client_transaction_version >= TV2 and meta.next_producer_id >= 0:
+                # the exhausted producer id retires: its successor starts at epoch 0
+                changes = dict(producer_id=meta.next_producer_id, producer_epoch=0, next_producer_id=-1,
+                               last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch)
             target = meta.transit(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, self.now(),
-                                  partitions=set())
+                                  partitions=set(), **changes)
             code = await self._persist(meta, target)
             if code == ErrorCode.NONE:
                 log.debug("transactional.id=%s producer_id=%d %s", tid, pid, "committed" if commit else "aborted")
@@ -422,4 +510,4 @@ class TransactionCoordinator:
         return bool(self.state.loading)
 
 
-__all__ = ["TransactionCoordinator", "TxnSettings", "InitResult", "TRANSACTION_STATE_TOPIC"]
+__all__ = ["TransactionCoordinator", "TxnSettings", "InitResult", "EndResult", "TRANSACTION_STATE_TOPIC", "TV2"]

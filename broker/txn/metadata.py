@@ -15,6 +15,15 @@ ListTransactions show)::
       bumped (fencing the old instance) and the transaction aborted with the new epoch; the
       fence itself is in memory only, what is written is PrepareAbort with the bumped epoch.
 
+Transaction version 2 (KIP-890 part 2; EndTxn v5 and the Produce v12 / TxnOffsetCommit v5 that
+add partitions implicitly): every EndTxn bumps the epoch. Prepare* carries the bumped epoch (the
+markers are written with it, so a late batch of the ended transaction is fenced), the previous
+epoch stays as ``last_producer_epoch`` (an EndTxn retried with it is answered as done). When the
+epoch would pass 32766, a new producer id is allocated at Prepare* (``next_producer_id``) and
+becomes the producer id, at epoch 0, once the markers are written (Complete*).
+``client_transaction_version`` records which protocol the last change came from (2: EndTxn v5 or
+a partition added by a broker; 0: the classic requests) and decides how a retried EndTxn is read.
+
 A change is first prepared (``pending`` holds the target), written to `__transaction_state`, and
 applied only once the write is replicated; a request meeting a pending change gets
 CONCURRENT_TRANSACTIONS and retries. Prepare* states are durable before EndTxn is answered, so
@@ -57,15 +66,19 @@ _NAMES = {TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE
           TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 
-# Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted).
+# Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted; Empty and
+# Complete* -> PrepareAbort is a transaction version 2 abort of a transaction with nothing added).
 VALID_NEXT: dict[TxnState, set[TxnState]] = {
-    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE},
+    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+                     TxnState.PREPARE_ABORT},
     TxnState.ONGOING: {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
                        TxnState.PREPARE_EPOCH_FENCE},
     TxnState.PREPARE_COMMIT: {TxnState.COMPLETE_COMMIT},
     TxnState.PREPARE_ABORT: {TxnState.COMPLETE_ABORT},
-    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE},
-    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE},
+    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+                               TxnState.PREPARE_ABORT},
+    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
+                              TxnState.PREPARE_ABORT},
     TxnState.PREPARE_EPOCH_FENCE: {TxnState.PREPARE_ABORT},
     TxnState.DEAD: set(),
 }
@@ -85,20 +98,24 @@ class TransactionMetadata:
     last_producer_epoch: int = NO_EPOCH
     pending: "TransactionMetadata | None" = None  # the prepared change being written
     coordinator_epoch: int = 0
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the id that replaces an exhausted one at Complete*
+    client_transaction_version: int = 0
 
     def to_value(self) -> TxnLogValue:
         parts: dict[str, list[int]] = {}
         for topic, index in self.partitions:
             parts.setdefault(topic, []).append(index)
         return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, int(self.state), parts,
-                           self.last_update_ms, self.start_ms, self.last_producer_id)
+                           self.last_update_ms, self.start_ms, self.last_producer_id, self.next_producer_id,
+                           self.client_transaction_version)
 
     @classmethod
     def from_value(cls, transactional_id: str, v: TxnLogValue) -> "TransactionMetadata":
         state = TxnState(v.status) if v.status in TxnState._value2member_map_ else TxnState.DEAD
         return cls(transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms, state,
                    {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                   v.previous_producer_id)
+                   v.previous_producer_id, next_producer_id=v.next_producer_id,
+                   client_transaction_version=v.client_transaction_version)
 
     def transit(self, state: TxnState, now_ms: int, **changes) -> "TransactionMetadata":
         """A copy in ``state`` (checked against the state machine) with ``changes`` applied."""
@@ -108,7 +125,8 @@ class TransactionMetadata:
 
     def apply(self, target: "TransactionMetadata") -> None:
         for name in ("producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
-                     "last_update_ms", "last_producer_id", "last_producer_epoch"):
+                     "last_update_ms", "last_producer_id", "last_producer_epoch", "next_producer_id",
+                     "client_transaction_version"):
             setattr(self, name, getattr(target, name))
         self.pending = None
 

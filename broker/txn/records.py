@@ -14,8 +14,9 @@ Value (``TransactionLogValue``, version 0, or 1 flexible with tagged fields)::
     v1 tagged: 0 previous_producer_id int64, 1 next_producer_id int64,
                2 client_transaction_version int16
 
-A null value (tombstone) removes the transactional id (expiry). Strom writes value version 0,
-which is what Kafka 4.0 writes for clients below transaction version 2, and reads 0 and 1.
+A null value (tombstone) removes the transactional id (expiry). Strom writes value version 1, as
+Kafka 4.0 does once transaction.version 1 or later is finalized (tagged fields only where they
+differ from their defaults; an Empty id has null partitions), and reads 0 and 1.
 Field facts come from Kafka's reference definitions; byte layouts from `protocol.codec`.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from strom.protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_stru
 from strom.protocol.schema import FieldSpec
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 1
 _INT16 = struct.Struct(">h")
 
 
@@ -107,6 +108,8 @@ class TxnLogValue:
     last_update_ms: int
     start_ms: int
     previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -118,13 +121,17 @@ def decode_key(data: bytes | None) -> str:
     return body.transactional_id
 
 
-def encode_value(v: TxnLogValue) -> bytes:
-    return _encode("TransactionLogValue", VALUE_VERSION, {
+def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
+    partitions = None if v.status == 0 and not v.partitions else \
+        [{"topic": t, "partition_ids": sorted(p)} for t, p in sorted(v.partitions.items())]
+    return _encode("TransactionLogValue", version, {
         "producer_id": v.producer_id, "producer_epoch": v.producer_epoch,
+        "previous_producer_id": v.previous_producer_id, "next_producer_id": v.next_producer_id,
         "transaction_timeout_ms": v.timeout_ms, "transaction_status": v.status,
-        "transaction_partitions": [{"topic": t, "partition_ids": sorted(p)} for t, p in sorted(v.partitions.items())],
+        "transaction_partitions": partitions,
         "transaction_last_update_timestamp_ms": v.last_update_ms,
-        "transaction_start_timestamp_ms": v.start_ms})
+        "transaction_start_timestamp_ms": v.start_ms,
+        "client_transaction_version": v.client_transaction_version})
 
 
 def decode_value(data: bytes) -> TxnLogValue:
@@ -134,4 +141,5 @@ def decode_value(data: bytes) -> TxnLogValue:
         partitions.setdefault(p.topic, []).extend(p.partition_ids or [])
     return TxnLogValue(b.producer_id, b.producer_epoch, b.transaction_timeout_ms, b.transaction_status,
                        partitions, b.transaction_last_update_timestamp_ms, b.transaction_start_timestamp_ms,
-                       b.previous_producer_id if version >= 1 else -1)
+                       b.previous_producer_id if version >= 1 else -1, b.next_producer_id if version >= 1 else -1,
+                       b.client_transaction_version if version >= 1 else 0)

@@ -16,7 +16,8 @@ Placeholders inside a step's body are filled per broker before encoding:
 * ``"{s}"`` inside any string: the scenario's own short name (its topics and groups use it);
 * ``"@tid:TOPIC"``: the topic id this broker gave TOPIC (looked up with Metadata v12);
 * ``"@batch:SEQ"``: two records of the idempotent producer captured as ``$pid``/``$epoch``,
-  from sequence SEQ (each broker hands out its own producer id);
+  from sequence SEQ (each broker hands out its own producer id); ``"@txnbatch:SEQ"`` the same as
+  a transactional batch;
 * ``"$NAME"``: a value captured from an earlier step's answer on the same broker
   (``capture={"NAME": "path.to.field"}``), e.g. the member id JoinGroup handed out.
 """
@@ -211,6 +212,8 @@ def _fill(value: Any, target: Target, short: str, captured: Mapping[str, Any]) -
             return str(got) if value.endswith("_str") else got
         if value.startswith("@batch:"):
             return _idempotent_batch(int(value[7:]), captured)
+        if value.startswith("@txnbatch:"):
+            return _idempotent_batch(int(value[10:]), captured, transactional=True)
         return value.replace("{s}", short)
     if isinstance(value, Mapping):
         return {k: _fill(v, target, short, captured) for k, v in value.items()}
@@ -219,11 +222,12 @@ def _fill(value: Any, target: Target, short: str, captured: Mapping[str, Any]) -
     return value
 
 
-def _idempotent_batch(sequence: int, captured: Mapping[str, Any]) -> bytes:
+def _idempotent_batch(sequence: int, captured: Mapping[str, Any], transactional: bool = False) -> bytes:
     """Two records of the producer InitProducerId gave this broker (``$pid``/``$epoch``) from ``sequence``."""
     records = [Record(i, i, b"k%d" % (sequence + i), b"seq-%d" % (sequence + i)) for i in range(2)]
     return build_batch(records, base_timestamp=1_700_000_000_000 + sequence, producer_id=captured.get("pid", -1),
-                       producer_epoch=captured.get("epoch", -1), base_sequence=sequence)
+                       producer_epoch=captured.get("epoch", -1), base_sequence=sequence,
+                       is_transactional=transactional)
 
 
 def _lookup(data: Any, path: str) -> Any:

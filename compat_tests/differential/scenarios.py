@@ -52,7 +52,8 @@ def sc(name: str, *steps: Step, note: str = "") -> Scenario:
 
 
 def batch(n: int = 3, *, first_ts: int = BASE_TS, codec: int = 0, key: bytes | None = b"k", value_size: int = 0,
-          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, headers: bool = False) -> bytes:
+          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, headers: bool = False,
+          is_transactional: bool = False) -> bytes:
     records = [
         Record(i, i * 1000, key + str(i).encode() if key is not None else None,
                (b"v" * value_size) if value_size else f"value-{i}".encode(),
@@ -60,7 +61,7 @@ def batch(n: int = 3, *, first_ts: int = BASE_TS, codec: int = 0, key: bytes | N
         for i in range(n)
     ]
     return build_batch(records, compression=codec, base_timestamp=first_ts, producer_id=producer_id,
-                       producer_epoch=producer_epoch, base_sequence=base_sequence)
+                       producer_epoch=producer_epoch, base_sequence=base_sequence, is_transactional=is_transactional)
 
 
 def legacy(magic: int, n: int = 2, codec: int = 0) -> bytes:

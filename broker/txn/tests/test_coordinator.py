@@ -255,13 +255,14 @@ async def test_transactional_offsets_are_pending_until_the_marker(env, commit):
     assert await offset_fetch(True) == expected
 
 
-async def test_api_versions_finalizes_transaction_version_1(env):
+async def test_api_versions_finalizes_transaction_version_2_with_the_requests_it_needs(env):
     _, client, _ = env
     response = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
-    assert finalized["transaction.version"] == (1, 1)
+    assert finalized["transaction.version"] == (2, 2)  # as Kafka 4.0 answers
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges[ApiKey.END_TXN] == (0, 4) and ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 4)  # no v5: no TV2
+    assert ranges[ApiKey.END_TXN] == (0, 5) and ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 5)
+    assert ranges[ApiKey.PRODUCE][1] == 12 and ranges[ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
 
 
 async def test_idle_transactional_ids_expire_and_are_forgotten_after_a_restart(env):
