@@ -18,6 +18,9 @@ carries; this module reads them.
 """
 from __future__ import annotations
 
+import os
+import struct
+
 import logging
 
 import trio
@@ -39,6 +42,24 @@ VERSIONS = (0, 17)
 _COPY_UNDER_PRESSURE = 1 << 20
 log = logging.getLogger("strom.fetch")
 
+
+
+def _end_offset(region) -> int:
+    """The offset after the last batch of a fetched region, from batch headers (offset, length) only."""
+    fd, position, stop, end = region.fileno(), region.position, region.position + region.size, 0
+    while position + 12 <= stop:
+        head = os.pread(fd, 12, position)
+        if len(head) < 12:
+            break
+        base, length = struct.unpack(">qi", head)
+        if length <= 0 or position + 12 + length > stop:
+            break
+        tail = os.pread(fd, 4, position + 23)  # last offset delta (batch header bytes 23-27)
+        if len(tail) < 4:
+            break
+        end = base + struct.unpack(">i", tail)[0] + 1
+        position += 12 + length
+    return end
 
 
 def _resolve(broker, topic, version: int):
@@ -123,8 +144,13 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     if region is None or region.size == 0:
         return result, 0
     if read_committed:
+        aborted = plog.aborted_transactions(req.fetch_offset, max_offset)
+        if any(a.first_offset >= req.fetch_offset for a in aborted):
+            # as Kafka: only transactions that start within the data returned, not up to the LSO
+            end = _end_offset(region)
+            aborted = [a for a in aborted if a.first_offset < end]
         result["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-                                          for a in plog.aborted_transactions(req.fetch_offset, max_offset)]
+                                          for a in aborted]
     if region.size <= _COPY_UNDER_PRESSURE and files.under_pressure():
         result["records"] = region.read()  # do not hold one more descriptor until it is sent
         return result, len(result["records"])

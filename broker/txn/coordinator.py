@@ -267,15 +267,19 @@ class TransactionCoordinator:
 
     def verify_partitions(self, tid: str, pid: int, epoch: int,
                           partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """AddPartitionsToTxn v4 verify_only: whether each partition is in the Ongoing transaction."""
+        """AddPartitionsToTxn v4+ verify_only: whether each partition is in the Ongoing transaction."""
         error = self._error(tid)
         meta = self.state.txns.get(tid)
         if error is None:
             error = self._check_producer(meta, pid, epoch)
         if error is not None:
             return {tp: error for tp in partitions}
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in partitions}
+        # as Kafka 4.0: a partition not in the transaction is TRANSACTION_ABORTABLE (a partition
+        # leader tells clients older than Produce v11 / TxnOffsetCommit v4 INVALID_TXN_STATE)
         ongoing = meta.state == TxnState.ONGOING
-        return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.INVALID_TXN_STATE
+        return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
                 for tp in partitions}
 
     async def ask_elsewhere(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],

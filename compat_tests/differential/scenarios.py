@@ -1082,6 +1082,74 @@ def security_and_transactions() -> list[Scenario]:
     return out
 
 
+def transactions_v2() -> list[Scenario]:
+    """Transaction version 2 (KIP-890 part 2), which Kafka 4.0 finalizes: EndTxn v5 bumps the epoch
+    of every transaction (retries, fencing, aborts with nothing added), Produce v12 and
+    TxnOffsetCommit v5 add partitions themselves, older versions are verified."""
+    tid = "{s}"
+    init = [setup(A.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1}),
+            req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": -1,
+                                        "producer_epoch": -1},
+                capture={"pid": "producer_id", "epoch": "producer_epoch", "e0": "producer_epoch"}, until_ok=True)]
+
+    def end(commit: bool, epoch: str = "$epoch", version: int = 5, **kw: Any) -> Step:
+        return req(A.END_TXN, version, {"transactional_id": tid, "producer_id": "$pid", "producer_epoch": epoch,
+                                        "committed": commit}, **kw)
+
+    def txn_produce(seq: int, version: int = 12, txn: str = tid) -> Step:
+        return req(A.PRODUCE, version, produce_body("{s}", 0, f"@txnbatch:{seq}", txn=txn))
+
+    def describe(until: str | None = None) -> Step:
+        return req(A.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}, until_has=until and f"'{until}'")
+
+    producers = req(A.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "{s}", "partition_indexes": [0]}]})
+    topic = [create_topic("{s}"), await_topic("{s}")]
+
+    def offset_commit(version: int, pid: Any = "$pid", epoch: Any = "$epoch", txn: str = tid) -> Step:
+        return req(A.TXN_OFFSET_COMMIT, version, {
+            "transactional_id": txn, "group_id": "{s}", "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": "{s}", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+
+    stable_fetch = req(A.OFFSET_FETCH, 8, {"groups": [{"group_id": "{s}", "topics": None}], "require_stable": True})
+    out = [
+        sc("txn-v2-commit-retry-fence-abort", *topic, *init,
+           txn_produce(0), describe(),
+           end(True, capture={"e1": "producer_epoch"}), describe("CompleteCommit"), producers,
+           txn_produce(2),                                     # epoch 0 after the bump: fenced
+           end(True, "$e0", capture={"epoch": "producer_epoch"}),  # a retry: answered with epoch 1
+           end(True), end(False, "$e0"), end(True, "$e0", version=4),
+           txn_produce(0),                                     # epoch 1 from sequence 0: a new transaction
+           end(False, capture={"epoch": "producer_epoch"}), describe("CompleteAbort"), producers,
+           req(A.FETCH, 12, fetch_body(12, "{s}", isolation=1)), req(A.FETCH, 12, fetch_body(12, "{s}", offset=3, isolation=1)),
+           req(A.LIST_OFFSETS, 7, {**list_offsets_body("{s}", 0, -1), "isolation_level": 1}),
+           end(True, version=4)),
+        sc("txn-v2-abort-with-nothing-added", *init,
+           end(True), end(False, capture={"epoch": "producer_epoch"}), describe("CompleteAbort"),
+           end(False, "$e0"), end(True), end(False, "$e0", version=4), end(False)),
+        sc("txn-v2-classic-produce-not-added", *topic, *init,
+           txn_produce(0, 11), txn_produce(0, 10), txn_produce(0, 9),
+           txn_produce(0, 12, txn="{s}-other"), txn_produce(0, 11, txn="{s}-other"),
+           req(A.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": "$pid",
+                                            "v3_and_below_producer_epoch": "$epoch",
+                                            "v3_and_below_topics": [{"name": "{s}", "partitions": [0]}]}),
+           txn_produce(0, 11), end(True, version=4), describe("CompleteCommit"), producers),
+        sc("txn-v2-offsets-without-add-offsets", *topic,
+           setup(A.OFFSET_COMMIT, 8, commit_body("{s}", "{s}", 0, 0)), *init,
+           offset_commit(5, 4242, 0, txn="{s}-other"), offset_commit(5, epoch=7), offset_commit(4, epoch=7),
+           offset_commit(4), offset_commit(5), describe(), stable_fetch,
+           end(True, capture={"epoch": "producer_epoch"}), describe("CompleteCommit"), stable_fetch,
+           offset_commit(5, epoch="$e0")),
+    ]
+    for v in (4, 5):
+        out.append(sc(f"txn-v2-add_partitions_to_txn-v{v}-from-a-broker", *topic, *init, *[
+            req(A.ADD_PARTITIONS_TO_TXN, v, {"transactions": [{
+                "transactional_id": tid, "producer_id": "$pid", "producer_epoch": "$epoch", "verify_only": verify,
+                "topics": [{"name": "{s}", "partitions": [0]}]}]}) for verify in (True, False, True)], describe()))
+    return out
+
+
 def defaults_for_the_rest(covered: set[tuple[int, int]]) -> list[Scenario]:
     """Every version Strom serves that no scenario above sends (an API added since): its request with
     every field at its default, so no served version goes unchecked."""
@@ -1094,7 +1162,7 @@ def all_scenarios() -> list[Scenario]:
     out = [WORLD, STABLE]
     for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
                  coordinator(), groups(), group_migration(), topics_admin(), configs(), quotas_and_throttles(), misc(),
-                 security_and_transactions(),
+                 security_and_transactions(), transactions_v2(),
                  unsupported()):
         out.extend(part)
     out.extend(defaults_for_the_rest({(st.api, st.version) for s in out for st in s.steps if st.raw is None}))
