@@ -145,3 +145,64 @@ def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(broker
         assert produced.responses[0].partition_responses[0].error_code == 48  # INVALID_TXN_STATE
     finally:
         leader.close()
+
+
+def test_java_client_transaction_version_2_across_brokers(cluster):
+    """The Java client 4.0 uses transaction version 2 (Strom finalizes it): its batches and its
+    TxnOffsetCommit reach partition leaders that are not the transaction coordinator, which add
+    the partitions by asking the coordinator (AddPartitionsToTxn v5, broker to broker); every
+    EndTxn v5 bumps the epoch. The round trip must come out exactly as on one broker."""
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    from .jvm import KAFKA_HOME, java_unavailable
+
+    if java_unavailable() is not None:
+        pytest.skip(str(java_unavailable()))
+    topic = "jtv2"
+    create(cluster, topic, 1)
+    create(cluster, topic + "-out", 1)
+    wait(lambda: sorted(partition_meta(cluster, topic).isrs) == [0, 1, 2], 20, "full ISR")
+    leader = partition_meta(cluster, topic).leader
+    from strom.protocol.schema import ApiKey
+
+    from .test_transactions_differential import Raw
+
+    raw = Raw(cluster[0].port)
+    try:  # creates __transaction_state
+        wait(lambda: raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": "any", "key_type": 1}).error_code == 0, 30,
+             "a transaction coordinator")
+    finally:
+        raw.close()
+
+    def state_leaders() -> dict[int, int] | None:
+        try:
+            found = {p: partition_meta(cluster, "__transaction_state", p).leader for p in range(TXN_PARTITIONS)}
+        except KeyError:
+            return None
+        return found if min(found.values()) >= 0 else None
+
+    leaders = wait(state_leaders, 30, "__transaction_state led")
+    # a transactional id coordinated by another broker than the data's leader
+    tid = next((f"jtv2-{i}" for i in range(100)
+                if leaders[partition_for(f"jtv2-{i}", TXN_PARTITIONS)] != leader), None)
+    assert tid is not None, f"every __transaction_state partition is led by {leader}, the data's leader"
+    program = Path(__file__).parent / "kafka4" / "TransactionalRoundTrip.java"
+    done = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*",
+                           str(program), bootstrap(cluster), topic, tid], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    facts = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+    assert facts["committed"] == ",".join(f"c{i}" for i in range(13))
+    assert facts["uncommitted"] == "18"
+    assert (facts["transformed"], facts["group-offset"]) == ("13", "20")
+    assert facts["output"] == ",".join(f"C{i}" for i in range(13))
+    coordinator = partition_meta(cluster, "__transaction_state", partition_for(tid, TXN_PARTITIONS)).leader
+    assert coordinator != leader  # the partition really was added from another broker
+    raw = Raw(cluster[coordinator].port)
+    try:
+        described = raw.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]}).transaction_states[0]
+    finally:
+        raw.close()
+    assert (described.transaction_state, described.producer_epoch) == ("CompleteCommit", 3)  # one bump per end

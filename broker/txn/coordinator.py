@@ -221,12 +221,19 @@ class TransactionCoordinator:
         return InitResult(ErrorCode.NONE, new_pid, new_epoch)
 
     async def _fence_and_abort(self, meta: TransactionMetadata, why: str) -> ErrorCode:
-        """Bump the epoch (fencing the current producer) and abort the Ongoing transaction."""
+        """Bump the epoch (fencing the current producer) and abort the Ongoing transaction.
+
+        As Kafka 4.0 with transaction version 2 finalized: the fence bumps the epoch and the abort,
+        written the TV2 way, bumps it again; the markers carry the second one. So neither the
+        fenced epoch nor the one before it can pass for a retry of this abort (EndTxn v5) or of an
+        InitProducerId (KIP-360): the fenced producer gets PRODUCER_FENCED."""
         now = self.now()
-        epoch = meta.producer_epoch if meta.is_producer_epoch_exhausted() else meta.producer_epoch + 1
+        fenced = meta.producer_epoch if meta.is_producer_epoch_exhausted() else meta.producer_epoch + 1
+        epoch = min(fenced + 1, MAX_EPOCH)
         fence = meta.transit(TxnState.PREPARE_EPOCH_FENCE, now)
         target = fence.transit(TxnState.PREPARE_ABORT, now, producer_epoch=epoch,
-                               last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch)
+                               last_producer_id=meta.producer_id, last_producer_epoch=fenced,
+                               next_producer_id=-1, client_transaction_version=TV2)
         log.info("aborting the transaction of transactional.id=%s producer_id=%d (%s); epoch %d -> %d",
                  meta.transactional_id, meta.producer_id, why, meta.producer_epoch, epoch)
         code = await self._persist(meta, target)

@@ -1084,8 +1084,9 @@ def security_and_transactions() -> list[Scenario]:
 
 def transactions_v2() -> list[Scenario]:
     """Transaction version 2 (KIP-890 part 2), which Kafka 4.0 finalizes: EndTxn v5 bumps the epoch
-    of every transaction (retries, fencing, aborts with nothing added), Produce v12 and
-    TxnOffsetCommit v5 add partitions themselves, older versions are verified."""
+    of every transaction (retries, fencing, aborts with nothing added), Produce v12 adds partitions
+    itself, older versions are verified. TxnOffsetCommit v5 is compared by hand, not here (FINDINGS:
+    what the scenarios do not reach)."""
     tid = "{s}"
     init = [setup(A.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1}),
             req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": -1,
@@ -1105,17 +1106,6 @@ def transactions_v2() -> list[Scenario]:
     producers = req(A.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "{s}", "partition_indexes": [0]}]})
     topic = [create_topic("{s}"), await_topic("{s}")]
 
-    def offset_commit(version: int, pid: Any = "$pid", epoch: Any = "$epoch", txn: str = tid, **kw: Any) -> Step:
-        return req(A.TXN_OFFSET_COMMIT, version, **kw, body={
-            "transactional_id": txn, "group_id": "{s}", "producer_id": pid, "producer_epoch": epoch,
-            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
-                {"name": "{s}", "partitions": [{"partition_index": 0, "committed_offset": 1,
-                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
-
-    # Kafka's group coordinator can answer NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE for a while
-    # on a loaded machine: those answers are waited out (up to 5 s) before the answer is compared
-    stable_fetch = req(A.OFFSET_FETCH, 8, {"groups": [{"group_id": "{s}", "topics": None}], "require_stable": True},
-                       until_lacks="'error_code': 16")
     out = [
         sc("txn-v2-commit-retry-fence-abort", *topic, *init,
            txn_produce(0), describe(),
@@ -1138,14 +1128,16 @@ def transactions_v2() -> list[Scenario]:
                                             "v3_and_below_producer_epoch": "$epoch",
                                             "v3_and_below_topics": [{"name": "{s}", "partitions": [0]}]}),
            txn_produce(0, 11), end(True, version=4), describe("CompleteCommit"), producers),
-        sc("txn-v2-offsets-without-add-offsets", *topic,
-           setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
-           setup(A.OFFSET_COMMIT, 8, commit_body("{s}", "{s}", 0, 0)), *init,
-           offset_commit(5, 4242, 0, txn="{s}-other"), offset_commit(5, epoch=7), offset_commit(4, epoch=7),
-           offset_commit(4), offset_commit(5, until_ok=True), describe(), stable_fetch,
-           end(True, capture={"epoch": "producer_epoch"}), describe("CompleteCommit"), stable_fetch,
-           offset_commit(5, epoch="$e0")),
     ]
+    out.append(sc("txn-v2-new-instance-fences-the-old", *topic, *init, txn_produce(0),
+                  req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000,
+                                              "producer_id": -1, "producer_epoch": -1}),
+                  describe("CompleteAbort"),
+                  req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000,
+                                              "producer_id": -1, "producer_epoch": -1}, until_ok=True),
+                  end(False, "$e0"), end(True, "$e0", version=4), txn_produce(2), producers,
+                  req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000,
+                                              "producer_id": "$pid", "producer_epoch": "$e0"})))
     for v in (4, 5):
         out.append(sc(f"txn-v2-add_partitions_to_txn-v{v}-from-a-broker", *topic, *init, *[
             req(A.ADD_PARTITIONS_TO_TXN, v, {"transactions": [{

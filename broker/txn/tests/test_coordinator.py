@@ -167,7 +167,8 @@ async def test_a_new_instance_fences_the_old_and_aborts_its_transaction(env):
     assert (await init(client)).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
     await settled(broker)
     new = await init(client)
-    assert (new.error_code, new.producer_id, new.producer_epoch) == (ErrorCode.NONE, pid, 2)
+    # epoch 0 -> 1 (fence) -> 2 (the abort, transaction version 2 as Kafka 4.0) -> 3 (the new instance)
+    assert (new.error_code, new.producer_id, new.producer_epoch) == (ErrorCode.NONE, pid, 3)
     # the zombie is fenced everywhere
     assert await end(client, pid, 0, True) == ErrorCode.PRODUCER_FENCED
     assert await add_partitions(client, pid, 0, {"t": [0]}) == {("t", 0): ErrorCode.PRODUCER_FENCED}
@@ -177,10 +178,11 @@ async def test_a_new_instance_fences_the_old_and_aborts_its_transaction(env):
     assert part.last_stable_offset == 2  # the consumer drops the zombie's batch with this list:
     assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
     # KIP-360: the current id and epoch get a bump; the previous ones (a retry) the current ones
-    bumped = await init(client, pid=pid, epoch=2)
-    assert (bumped.error_code, bumped.producer_epoch) == (ErrorCode.NONE, 3)
-    retry = await init(client, pid=pid, epoch=2)
-    assert (retry.error_code, retry.producer_epoch) == (ErrorCode.NONE, 3)
+    bumped = await init(client, pid=pid, epoch=3)
+    assert (bumped.error_code, bumped.producer_epoch) == (ErrorCode.NONE, 4)
+    retry = await init(client, pid=pid, epoch=3)
+    assert (retry.error_code, retry.producer_epoch) == (ErrorCode.NONE, 4)
+    assert (await init(client, pid=pid, epoch=1)).error_code == ErrorCode.PRODUCER_FENCED  # the fence epoch
     assert (await init(client, pid=pid, epoch=0)).error_code == ErrorCode.PRODUCER_FENCED
     assert (await init(client, pid=pid, epoch=0, version=3)).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
 
@@ -201,8 +203,9 @@ async def test_timed_out_transaction_is_aborted_and_its_producer_fenced(env):
     assert await coordinator.abort_timed_out() == 1
     await settled(broker)
     meta = coordinator.state.txns[TID]
-    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, 1)
+    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, 2)  # fenced, then the abort's bump
     assert await end(client, pid, 0, True) == ErrorCode.PRODUCER_FENCED
+    assert await end(client, pid, 0, False, version=5) == ErrorCode.PRODUCER_FENCED  # no retry of the abort
     part, _ = await read(client, "t", committed=True)
     assert part.last_stable_offset == part.high_watermark == 2
     assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
