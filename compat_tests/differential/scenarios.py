@@ -1085,8 +1085,7 @@ def security_and_transactions() -> list[Scenario]:
 def transactions_v2() -> list[Scenario]:
     """Transaction version 2 (KIP-890 part 2), which Kafka 4.0 finalizes: EndTxn v5 bumps the epoch
     of every transaction (retries, fencing, aborts with nothing added), Produce v12 adds partitions
-    itself, older versions are verified. TxnOffsetCommit v5 is compared by hand, not here (FINDINGS:
-    what the scenarios do not reach)."""
+    itself, and TxnOffsetCommit v5 the group's offsets partition; older versions are verified."""
     tid = "{s}"
     init = [setup(A.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1}),
             req(A.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60_000, "producer_id": -1,
@@ -1106,7 +1105,22 @@ def transactions_v2() -> list[Scenario]:
     producers = req(A.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "{s}", "partition_indexes": [0]}]})
     topic = [create_topic("{s}"), await_topic("{s}")]
 
+    def offset_commit(version: int, pid: Any = "$pid", epoch: Any = "$epoch", txn: str = tid, **kw: Any) -> Step:
+        return req(A.TXN_OFFSET_COMMIT, version, **kw, body={
+            "transactional_id": txn, "group_id": "{s}", "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                {"name": "{s}", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+
+    stable_fetch = req(A.OFFSET_FETCH, 8, {"groups": [{"group_id": "{s}", "topics": None}], "require_stable": True})
     out = [
+        sc("txn-v2-offsets-without-add-offsets", *topic,
+           setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+           setup(A.OFFSET_COMMIT, 8, commit_body("{s}", "{s}", 0, 0)), *init,
+           offset_commit(5, 4242, 0, txn="{s}-other"), offset_commit(5, epoch=7), offset_commit(4, epoch=7),
+           offset_commit(4), offset_commit(5), describe(), stable_fetch,
+           end(True, capture={"epoch": "producer_epoch"}), describe("CompleteCommit"), stable_fetch,
+           offset_commit(5, epoch="$e0")),
         sc("txn-v2-commit-retry-fence-abort", *topic, *init,
            txn_produce(0), describe(),
            end(True, capture={"e1": "producer_epoch"}), describe("CompleteCommit"), producers,
