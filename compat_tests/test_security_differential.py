@@ -157,6 +157,27 @@ def scenario(port: int) -> dict:
             "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []},
             lambda a: [a.error_code])
         out[f"consumer_group_heartbeat_{group}_{'_'.join(topics)}"] = (heartbeat.error_code, heartbeat.member_epoch)
+    # a regex subscription: Kafka 4.0 resolves it to every matching topic, those alice may not
+    # DESCRIBE too (only subscribed topic names are checked)
+    left = alice.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        "group_id": "mine", "member_id": "alice-member-visible", "member_epoch": -1, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "subscribed_topic_regex": None,
+        "server_assignor": None, "topic_partitions": None})
+    out["consumer_group_heartbeat_leave"] = left.error_code
+    regex = {"group_id": "mine", "member_id": "alice-regex", "member_epoch": 0, "instance_id": None, "rack_id": None,
+             "rebalance_timeout_ms": 10000, "subscribed_topic_names": None,
+             "subscribed_topic_regex": "visible|hidden|pay-.*", "server_assignor": None, "topic_partitions": []}
+    answer = alice.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, regex)
+    owned: list = []
+    for _ in range(20):  # Kafka resolves a new regex after answering; the assignment follows
+        if answer.assignment is not None:
+            owned = [{"topic_id": t.topic_id, "partitions": list(t.partitions)} for t in answer.assignment.topic_partitions]
+        if sum(len(t["partitions"]) for t in owned) >= 4:
+            break
+        time.sleep(0.3)
+        answer = alice.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+            **regex, "member_epoch": answer.member_epoch, "topic_partitions": owned})
+    out["consumer_group_heartbeat_regex_partitions"] = (answer.error_code, sum(len(t["partitions"]) for t in owned))
     configs = alice.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
         {"resource_type": 2, "resource_name": "visible", "configuration_keys": None},
         {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],

@@ -199,6 +199,17 @@ async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
         heartbeat["subscribed_topic_names"] = ["seen", "seen"]
         joined = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
         assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
+        # a regex is not narrowed by ACLs: Kafka 4.0 resolves it to every matching topic (checked
+        # against it in compat_tests/test_security_differential.py)
+        regex = {**heartbeat, "member_id": "m2", "subscribed_topic_names": None, "subscribed_topic_regex": ".*seen"}
+        first = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, regex)
+        assert first.error_code == ErrorCode.NONE
+        again = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+            **regex, "member_epoch": first.member_epoch, "rebalance_timeout_ms": -1, "subscribed_topic_regex": None,
+            "topic_partitions": None})
+        assert again.error_code == ErrorCode.NONE
+        group = broker.groups.consumer.get("g")
+        assert group.subscribed_topics(broker.groups.consumer.topics())["m2"] == {"seen", "unseen"}
         ok = await admin.request(ApiKey.DELETE_RECORDS, 2, delete_body("seen", {0: 0}))
         assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE
     finally:
