@@ -7,8 +7,9 @@
   it, and it does not count toward the rate.
 - Broker-wide: `max.connection.creation.rate` (server.properties or a dynamic broker config),
   new connections per second on all listeners but the inter-broker one (exempt only where there
-  are other listeners, as in Kafka). Over it, new connections
-  wait their turn, one at a time, as Kafka's acceptor waits before taking the next one.
+  are other listeners, as in Kafka); `listener.name.<listener>.max.connection.creation.rate` for
+  one listener (the inter-broker one too). Over either, new connections wait their turn, one at a
+  time per listener, as Kafka's acceptor waits before taking the next one.
 
 Both rates are measured as client quotas are (`quota.window.num` samples of
 `quota.window.size.seconds`), and the time to wait is Kafka's: how long the measured rate needs
@@ -22,6 +23,7 @@ import math
 
 import trio
 
+from .dynamic_config import INT_MAX, listener_rate_key
 from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, Sensor
 
 log = logging.getLogger("strom.connections")
@@ -37,7 +39,8 @@ class ConnectionQuotas:
         self.samples, self.window_s = config["quota.window.num"], config["quota.window.size.seconds"]
         self.broker_sensor = Sensor(self.samples, self.window_s)
         self.ip_sensors: dict[str, Sensor] = {}
-        self._accepting = trio.Lock()
+        self.listener_sensors: dict[str, Sensor] = {}
+        self._accepting: dict[str, trio.Lock] = {}
         self.throttled_ips = 0  # connections closed for an IP quota
         self.delayed = 0  # connections that waited for max.connection.creation.rate
         self._by_name: dict[str, float] = {}  # addresses of IP entities named by a host name
@@ -121,15 +124,24 @@ class ConnectionQuotas:
                 log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
                 return throttle
         config = self.broker.config
-        if listener_name == config.inter_broker_listener and len(config.listeners) > 1:
-            return 0  # the inter-broker listener is exempt when there are others (Kafka's "protected" listener)
-        limit = self.broker_limit()
-        if limit >= 2**31 - 1:
+        # the inter-broker listener is exempt from the broker-wide limit when there are others
+        # (Kafka's "protected" listener); its own listener limit still applies
+        protected = listener_name == config.inter_broker_listener and len(config.listeners) > 1
+        limit = INT_MAX if protected else self.broker_limit()
+        own = float(self.broker.dynamic_configs.value(listener_rate_key(listener_name)))
+        if limit >= INT_MAX and own >= INT_MAX:
             return 0
-        async with self._accepting:  # one at a time, as Kafka's acceptor
+        lock = self._accepting.setdefault(listener_name, trio.Lock())
+        async with lock:  # one at a time per listener, as Kafka's acceptor
             now = trio.current_time()
-            self.broker_sensor.record(1, now)
-            wait_ms = self._throttle_ms(self.broker_sensor, limit, now)
+            wait_ms = 0
+            if own < INT_MAX:
+                sensor = self.listener_sensors.setdefault(listener_name, Sensor(self.samples, self.window_s))
+                sensor.record(1, now)
+                wait_ms = self._throttle_ms(sensor, own, now)
+            if limit < INT_MAX:
+                self.broker_sensor.record(1, now)
+                wait_ms = max(wait_ms, self._throttle_ms(self.broker_sensor, limit, now))
             if wait_ms:
                 self.delayed += 1
                 await trio.sleep(wait_ms / 1000)

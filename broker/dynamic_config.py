@@ -13,10 +13,13 @@ every broker re-reads them on the change notification.
   see `strom.broker.replication_quota`. Only settable dynamically, as in Kafka.
 - `replica.alter.log.dirs.io.max.bytes.per.second`: kept and shown (Strom does not move replicas
   between log dirs of one broker, so there is nothing for it to limit).
-- `max.connection.creation.rate`: new connections per second a listener accepts from all IPs
-  together (also a static config), see `strom.broker.connection_quota`.
+- `max.connection.creation.rate`: new connections per second the broker accepts from all IPs
+  together (also a static config), and `listener.name.<listener>.max.connection.creation.rate`
+  for one listener (also in server.properties), see `strom.broker.connection_quota`.
 """
 from __future__ import annotations
+
+import re
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -34,11 +37,31 @@ CONFIG_TYPE = {"INT": 3, "LONG": 5}
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 
 
+# a listener's own limit: listener.name.<listener>.max.connection.creation.rate
+LISTENER_RATE = re.compile(r"listener\.name\.[^.]+\.max\.connection\.creation\.rate")
+
+
+def listener_rate_key(listener: str) -> str:
+    return f"listener.name.{listener.lower()}.max.connection.creation.rate"
+
+
+def definition(key: str) -> tuple[str, int] | None:
+    """(Kafka's type name, default) of a dynamic key, or None."""
+    if key in DYNAMIC:
+        return DYNAMIC[key]
+    if LISTENER_RATE.fullmatch(key):
+        return DYNAMIC["max.connection.creation.rate"]
+    return None
+
+
 def check_value(key: str, value: str | None) -> str | None:
     """Kafka's complaint about a value of a dynamic key, or None."""
-    if key not in DYNAMIC or value is None:
+    found = definition(key)
+    if found is None or value is None:
         return None
-    typ = DYNAMIC[key][0]
+    typ = found[0]
+    if LISTENER_RATE.fullmatch(key):
+        key = "max.connection.creation.rate"  # Kafka names the key without its listener prefix
     try:
         number = int(value.strip())
     except ValueError:
@@ -90,12 +113,23 @@ class DynamicConfigs:
         if raw is not None and check_value(key, raw) is None:
             return int(raw.strip())
         config = self.broker.config
-        if key in getattr(config, "originals", {}) or key in _static_keys():
+        static = getattr(config, "originals", {}).get(key)
+        if static is not None and check_value(key, static) is None:
+            return int(static.strip())
+        if key in _static_keys():
             try:
                 return int(config[key])
             except (KeyError, TypeError, ValueError):
                 pass
-        return DYNAMIC[key][1]
+        return definition(key)[1]
+
+    def listener_keys(self, default_only: bool = False) -> list[str]:
+        """The listener-level keys set dynamically (this broker's or the default)."""
+        stored = self.stored()
+        names = set(stored.get(DEFAULT, {}))
+        if not default_only:
+            names |= set(stored.get(str(self.broker.node_id), {}))
+        return sorted(k for k in names if LISTENER_RATE.fullmatch(k))
 
 
 def _static_keys():

@@ -6,6 +6,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
+from ..dynamic_config import DYNAMIC
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -46,14 +47,20 @@ def topic_entries(broker, info, keys: list[str] | None, synonyms: bool = False, 
     return out
 
 
-def broker_entries(broker, keys: list[str] | None, docs: bool = False) -> list[dict]:
+def broker_entries(broker, keys: list[str] | None, docs: bool = False, synonyms: bool = False) -> list[dict]:
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
         value = format_value(broker.config[name])
         source = STATIC_BROKER_CONFIG if name in broker.config.originals else DEFAULT_CONFIG
-        entry = _entry(name, value, source, definition.type, [], definition.doc if docs else None)
+        syn = []
+        if synonyms and definition.type != "password":  # as Kafka: the static value, then the default
+            if source == STATIC_BROKER_CONFIG:
+                syn.append({"name": name, "value": value, "source": STATIC_BROKER_CONFIG})
+            syn.append({"name": name, "value": format_value(definition.default), "source": DEFAULT_CONFIG})
+        entry = _entry(name, value, source, definition.type, syn, definition.doc if docs else None)
+        entry["read_only"] = name not in DYNAMIC  # only the dynamic broker configs change at run time
         if definition.type == "password":  # as Kafka: a secret's value is never sent
             entry["value"], entry["is_sensitive"] = None, True
         out.append(entry)
@@ -65,9 +72,10 @@ def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: lis
     """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
     cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
     also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
-    from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE
+    from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE, definition
     by_name = {e["name"]: i for i, e in enumerate(out)}
-    for key, (typ, _) in DYNAMIC.items():
+    for key in [*DYNAMIC, *broker.dynamic_configs.listener_keys(default_only)]:
+        typ = definition(key)[0]
         if keys is not None and key not in keys:
             continue
         if default_only:
@@ -77,14 +85,37 @@ def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: lis
             value, source = broker.dynamic_configs.lookup(key)
         if value is None:
             continue
-        entry = _entry(key, value, source, "", [{"name": key, "value": value, "source": source}] if synonyms else [],
-                       None)
+        entry = _entry(key, value, source, "", _dynamic_synonyms(broker, key, default_only) if synonyms else [], None)
         entry["config_type"] = CONFIG_TYPE[typ]
         entry["read_only"] = key not in BROKER_CONFIGS
         if key in by_name:
             out[by_name[key]] = entry
         else:
             out.append(entry)
+    return out
+
+
+def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
+    """Kafka's synonyms of a dynamic broker config, most specific first: this broker's value, the
+    cluster default, then (for a key server.properties also has, or a listener's key, whose
+    broker-wide key it is) the static value or the built-in default."""
+    from ..dynamic_config import DEFAULT, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, LISTENER_RATE
+    dynamic = broker.dynamic_configs
+    out = []
+    if not default_only:
+        own = dynamic.overrides(str(broker.node_id)).get(key)
+        if own is not None:
+            out.append({"name": key, "value": own, "source": DYNAMIC_BROKER_CONFIG})
+    default = dynamic.overrides(DEFAULT).get(key)
+    if default is not None:
+        out.append({"name": key, "value": default, "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
+    if default_only:
+        return out
+    base = "max.connection.creation.rate" if LISTENER_RATE.fullmatch(key) else key
+    if base in BROKER_CONFIGS:
+        if base in broker.config.originals:
+            out.append({"name": base, "value": format_value(broker.config[base]), "source": STATIC_BROKER_CONFIG})
+        out.append({"name": base, "value": format_value(BROKER_CONFIGS[base].default), "source": DEFAULT_CONFIG})
     return out
 
 
@@ -111,7 +142,8 @@ def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
         elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
             result["configs"] = dynamic_entries(broker, keys, True, [], synonyms)
         else:
-            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs), synonyms)
+            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs, synonyms),
+                                                synonyms)
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST,
                       error_message=f"Resource type {resource.resource_type} is not supported.")

@@ -144,9 +144,10 @@ async def test_max_connection_creation_rate_makes_new_connections_wait(tmp_path,
     broker, port = await _serving(tmp_path, nursery)
     broker.topics.set_broker_configs("", {"max.connection.creation.rate": "4"})
     started = trio.current_time()
-    assert all([await _served(port) for _ in range(8)]), "connections wait, none is refused"
-    # 8 connections at 4 a second over windows of at least a second: the last ones wait
-    assert trio.current_time() - started >= 0.5 and broker.connection_quotas.delayed >= 3
+    assert all([await _served(port) for _ in range(6)]), "connections wait, none is refused"
+    # 6 connections at 4 a second over windows of at least a second: the fifth waits 0.25 s, the
+    # sixth 0.5 s (the only listener is the inter-broker one: not exempt, as in Kafka)
+    assert trio.current_time() - started >= 0.6 and broker.connection_quotas.delayed >= 2
     nursery.cancel_scope.cancel()
 
 
@@ -219,3 +220,29 @@ async def test_only_creations_that_pass_their_checks_take_from_the_quota(tmp_pat
             "the refused topics took nothing: 2 credits of 2 for fits, last takes them below zero"
     finally:
         b.close()
+
+
+async def test_listener_connection_rates_and_the_exempt_inter_broker_listener(tmp_path, nursery):
+    props = {"listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "log.dirs": str(tmp_path),
+             "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+             "inter.broker.listener.name": "INTERNAL", "quota.window.num": "2",
+             "max.connection.creation.rate": "3"}
+    broker = Broker(BrokerConfig(props))
+    bound = await nursery.start(broker.run)
+    ports = {b.listener.name: b.listener.port for b in bound}
+    quotas = broker.connection_quotas
+    assert all([await _served(ports["INTERNAL"]) for _ in range(5)]) and quotas.delayed == 0, \
+        "the inter-broker listener is exempt from the broker-wide rate when there are other listeners"
+    assert all([await _served(ports["EXTERNAL"]) for _ in range(5)]) and quotas.delayed >= 2
+    # a limit of its own applies to the inter-broker listener too (set dynamically here)
+    broker.topics.set_broker_configs(str(broker.node_id), {"listener.name.internal.max.connection.creation.rate": "3"})
+    delayed = quotas.delayed
+    assert all([await _served(ports["INTERNAL"]) for _ in range(5)]) and quotas.delayed >= delayed + 2
+    client_side = open_client(broker, nursery)
+    shown = await client_side.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 4, "resource_name": str(broker.node_id), "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    values = {c.name: (c.value, c.config_source) for c in shown.results[0].configs}
+    assert values["listener.name.internal.max.connection.creation.rate"] == ("3", 2)
+    assert values["max.connection.creation.rate"] == ("3", 4), "the static value, from server.properties"
+    nursery.cancel_scope.cancel()

@@ -907,6 +907,18 @@ def quotas_and_throttles() -> list[Scenario]:
                   req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "", rates, synonyms=True), until_has="'5000'"),
                   inc("", [("follower.replication.throttled.rate", 1, None), ("max.connection.creation.rate", 1, None)]),
                   req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "", rates), until_lacks="'5000'")))
+    listener_rate = "listener.name.plaintext.max.connection.creation.rate"  # high: the run's connections never wait
+    out.append(sc("broker_dynamic_configs-listener-rate", node,
+                  inc("$node_str", [(listener_rate, 0, "10000")]),
+                  inc("", [(listener_rate, 0, "20000")]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", [listener_rate, rates[2]],
+                                                                   synonyms=True), until_has="'20000'"),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "", None, synonyms=True)),
+                  inc("$node_str", [(listener_rate, 0, "x")]),
+                  inc("$node_str", [(listener_rate, 1, None)]),
+                  inc("", [(listener_rate, 1, None)]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", [listener_rate]),
+                      until_lacks="'20000'")))
     out.append(sc("broker_dynamic_configs-errors", node,
                   inc("$node_str", [("leader.replication.throttled.rate", 0, "abc")]),
                   inc("$node_str", [("follower.replication.throttled.rate", 0, "-5")]),
