@@ -340,6 +340,14 @@ class ConsumerGroups:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
+    def txn_commit_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
+        """TxnOffsetCommit with a member's id and epoch (a transactional consumer's group
+        metadata): Kafka answers a wrong epoch ILLEGAL_GENERATION for both kinds of member."""
+        member = self.groups[group_id].members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.ILLEGAL_GENERATION if epoch != member.member_epoch else None
+
     def fetch_error(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode | None:
         group = self.groups.get(group_id)
         if group is None or (epoch < 0 and not member_id):

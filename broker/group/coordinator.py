@@ -526,7 +526,11 @@ class GroupCoordinator:
         """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker."""
         error = self.group_error(group_id)
         group = self.get(group_id)
-        if error is None and group is not None and generation >= 0 and member_id:
+        if error is None and self.consumer.get(group_id) is not None:
+            # a consumer group (its members of either protocol): checked against its member epochs
+            if generation >= 0 and member_id:
+                error = self.consumer.txn_commit_error(group_id, member_id, generation)
+        elif error is None and group is not None and generation >= 0 and member_id:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]

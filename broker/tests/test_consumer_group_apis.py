@@ -5,6 +5,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from strom.broker.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
+
 from .test_apis import create
 
 
@@ -332,3 +334,26 @@ async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, 
         assert first in {m.member_id for m in described.groups[0].members} and generation == 1
     finally:
         b.close()
+
+
+async def test_transactional_offsets_of_consumer_group_members(env):
+    from strom.broker.txn.tests.test_coordinator import TID, init
+
+    _, client, _ = env
+    await create(client, "t")
+    joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g", "m", 0, ["t"], []))
+    pid = (await init(client)).producer_id
+    added = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+    assert added.error_code == ErrorCode.NONE
+
+    async def txn_commit(member: str, epoch: int) -> ErrorCode:
+        response = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
+            "generation_id": epoch, "member_id": member, "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        return ErrorCode(response.topics[0].partitions[0].error_code)
+
+    assert await txn_commit("m", joined.member_epoch + 1) == ErrorCode.ILLEGAL_GENERATION
+    assert await txn_commit("nobody", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert await txn_commit("m", joined.member_epoch) == ErrorCode.NONE, "a KIP-848 member's groupMetadata()"
