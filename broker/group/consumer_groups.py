@@ -207,8 +207,17 @@ class ConsumerGroups:
         leaving = group.downgrade_pending or set()
         group.downgrade_pending = None
         now = trio.current_time()
-        classic = classic_group_from_consumer(group, leaving, self.coordinator.settings, self._wall_ms(),
-                                              self.names_by_id(), now)
+        try:
+            classic = classic_group_from_consumer(group, leaving, self.coordinator.settings, self._wall_ms(),
+                                                  self.names_by_id(), now)
+        except ProtocolError as exc:  # Kafka refuses the downgrade too; the leavers just go
+            log.warning("cannot downgrade consumer group %s: a member's embedded consumer protocol is malformed "
+                        "(%s); it stays a consumer group", g, exc)
+            members = [group.members[m] for m in leaving if m in group.members]
+            for i, member in enumerate(members):
+                group.remove(member, "left", bump=i == len(members) - 1)
+            self.persist(g)
+            return
         holder = self.coordinator.groups.get(g)
         if holder is not None:
             classic.offsets = holder.offsets

@@ -249,3 +249,17 @@ def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades_with
     assert back.static_members == {"i-c": "c2"}
     expected = sorted(target_c.get(A, ()))
     assert decode_assignment(back.members["c2"].assignment) == ([("a", expected)] if expected else [])
+
+
+def test_a_downgrade_with_unreadable_protocol_bytes_is_refused():
+    classic = classic_group({"m1": [0, 1]})
+    classic.members["m1"].protocols.append(("odd", b"\x00"))
+    g = consumer_group_from_classic(classic, ConsumerGroupSettings(), IDS, now=0.0)
+    g.heartbeat(hb("c", 0, ["a"], owned={}), 1.0, TOPICS)
+    g.heartbeat(hb("c", -1), 2.0, TOPICS)
+    assert g.downgrade_pending == {"c"}
+    back = classic_group_from_consumer(g, {"c"}, GroupSettings(), lambda: 1000, NAMES, 2.0)
+    assert back.protocol_name == "range", "the protocol every member supports"
+    g.members["m1"].classic.protocols[:] = [("range", b"\x00")]
+    with pytest.raises(ProtocolError):
+        classic_group_from_consumer(g, {"c"}, GroupSettings(), lambda: 1000, NAMES, 2.0)
