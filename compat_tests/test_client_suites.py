@@ -2,9 +2,13 @@
 
 Each suite runs its allow-listed tests (``compat_tests/<suite>/allowlist.txt``) on four
 workers, each with its own Strom broker on 127.0.0.1; the test fails naming every
-allow-listed test that did not pass. The suites are built by ``.ci/run`` (their
-``build.sh``); where they are not built the tests skip, unless STROM_COMPAT_REQUIRE_ALL is set.
-The README's compatibility table must match the recorded results.
+allow-listed test that did not pass. librdkafka's suite also runs in two more modes, each with
+its own allow-list, recorded results and findings: ``consumer`` (librdkafka 2.14.2 with
+``TEST_CONSUMER_GROUP_PROTOCOL=consumer``, the KIP-848 group protocol) and ``cluster`` (the tests
+that need three brokers, against ZooKeeper and three Strom brokers per worker). The suites are
+built by ``.ci/run`` (their ``build.sh``, ``build_kip848.sh``); where they are not built the tests
+skip, unless STROM_COMPAT_REQUIRE_ALL is set. The README's compatibility table must match the
+recorded results.
 """
 
 from __future__ import annotations
@@ -46,17 +50,44 @@ def _report(results: SuiteResults, allowed: list[str]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.timeout(SUITE_TIMEOUT_S)
-def test_librdkafka_allowlisted_tests_pass(tmp_path: Path) -> None:
-    tree = _tree_or_skip(rdk_runner.find_tree)
-    allowed = read_allowlist(rdk_runner.ALLOWLIST)
+def _librdkafka_allowlist_passes(mode: rdk_runner.Mode, workers: int) -> None:
+    tree = _tree_or_skip(lambda: rdk_runner.find_tree(mode.tree_root))
+    if mode.brokers > 1:
+        from strom.testing import zookeeper_available
+
+        reason = zookeeper_available()
+        if reason is not None:
+            if os.environ.get("STROM_COMPAT_REQUIRE_ALL"):
+                raise AssertionError(f"the {mode.name} mode needs ZooKeeper: {reason}")
+            pytest.skip(reason)
+    allowed = read_allowlist(mode.allowlist)
     numbers = rdk_runner.allowlisted_numbers(allowed)
-    results = rdk_runner.run(numbers, workers=WORKERS, tree=tree, expected=rdk_runner.expected_durations())
-    results = _rerun_failed_alone(results, allowed, tree)
+    results = rdk_runner.run(numbers, workers=workers, tree=tree, expected=rdk_runner.expected_durations(mode),
+                             mode=mode)
+    results = _rerun_failed_alone(results, allowed, tree, mode)
     assert not results.failed_of(allowed), _report(results, allowed)
 
 
-def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path) -> SuiteResults:
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+def test_librdkafka_allowlisted_tests_pass(tmp_path: Path) -> None:
+    _librdkafka_allowlist_passes(rdk_runner.CLASSIC, WORKERS)
+
+
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+def test_librdkafka_consumer_protocol_allowlisted_tests_pass() -> None:
+    """librdkafka 2.14.2's group tests with group.protocol=consumer (KIP-848) against Strom."""
+    _librdkafka_allowlist_passes(rdk_runner.CONSUMER, WORKERS)
+
+
+@pytest.mark.timeout(SUITE_TIMEOUT_S)
+def test_librdkafka_three_broker_allowlisted_tests_pass() -> None:
+    """The tests that create topics with replication factor 3 (transactions among them) against
+    ZooKeeper and three Strom brokers; two workers, each with its own cluster."""
+    _librdkafka_allowlist_passes(rdk_runner.CLUSTER, min(WORKERS, 2))
+
+
+def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path,
+                        mode: rdk_runner.Mode = rdk_runner.CLASSIC) -> SuiteResults:
     """A few of librdkafka's tests time their own steps (0018's group termination, 0086's purge of
     requests in flight) and miss now and then under four workers plus the rest of CI on two
     cores. Each allow-listed test that failed runs once more, alone; the first failure is still
@@ -64,10 +95,10 @@ def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path) -
     failed = results.failed_of(allowed)
     if not failed:
         return results
-    again = rdk_runner.run(sorted({name[:4] for name in failed}), workers=1, tree=tree)
+    again = rdk_runner.run(sorted({name[:4] for name in failed}), workers=1, tree=tree, mode=mode)
     for name in failed:
         first, second = results.tests.get(name), again.tests.get(name)
-        warnings.warn(f"librdkafka {name} did not pass under load "
+        warnings.warn(f"librdkafka ({mode.name}) {name} did not pass under load "
                       f"({first.state + ' ' + first.detail if first else 'not reported'}); "
                       f"run again alone: {second.state if second else 'not reported'}")
     return replace(results, tests={**results.tests, **again.tests})
@@ -83,20 +114,53 @@ def test_kcat_allowlisted_tests_pass() -> None:
 
 # -- recorded results, allow-lists and the README (no broker needed) ---------------------
 
-@pytest.mark.parametrize("runner", [rdk_runner, kcat_runner], ids=["librdkafka", "kcat"])
-def test_recorded_results_pass_every_allowlisted_test(runner) -> None:
-    recorded = read_results(runner.RECORDED)
-    allowed = read_allowlist(runner.ALLOWLIST)
+# (allow-list, recorded results, findings) of each suite and mode
+_RECORDS = [(rdk_runner.ALLOWLIST, rdk_runner.RECORDED, rdk_runner.HERE / "FINDINGS.md"),
+            (kcat_runner.ALLOWLIST, kcat_runner.RECORDED, kcat_runner.HERE / "FINDINGS.md")]
+_RECORDS += [(m.allowlist, m.recorded, m.findings) for m in (rdk_runner.CONSUMER, rdk_runner.CLUSTER)]
+_RECORD_IDS = ["librdkafka", "kcat", "librdkafka-consumer", "librdkafka-cluster"]
+
+
+@pytest.mark.parametrize("allowlist, recorded, findings", _RECORDS, ids=_RECORD_IDS)
+def test_recorded_results_pass_every_allowlisted_test(allowlist, recorded, findings) -> None:
+    results = read_results(recorded)
+    allowed = read_allowlist(allowlist)
     assert allowed, "an empty allow-list tests nothing"
-    assert not recorded.failed_of(allowed), _report(recorded, allowed)
+    assert not results.failed_of(allowed), _report(results, allowed)
 
 
-@pytest.mark.parametrize("runner", [rdk_runner, kcat_runner], ids=["librdkafka", "kcat"])
-def test_every_test_not_passing_is_named_in_findings(runner) -> None:
-    findings = (runner.HERE / "FINDINGS.md").read_text()
-    recorded = read_results(runner.RECORDED)
-    unexplained = [n for n, r in recorded.tests.items() if r.state != PASSED and n not in findings]
-    assert not unexplained, f"not in FINDINGS.md: {', '.join(sorted(unexplained))}"
+@pytest.mark.parametrize("allowlist, recorded, findings", _RECORDS, ids=_RECORD_IDS)
+def test_every_test_not_passing_is_named_in_findings(allowlist, recorded, findings) -> None:
+    text = findings.read_text()
+    results = read_results(recorded)
+    unexplained = [n for n, r in results.tests.items() if r.state != PASSED and n not in text]
+    assert not unexplained, f"not in {findings.name}: {', '.join(sorted(unexplained))}"
+
+
+def test_consumer_mode_runs_librdkafka_with_the_consumer_group_protocol(tmp_path: Path) -> None:
+    """The consumer mode's environment selects KIP-848 in librdkafka's test harness; its tests are
+    the broker tests that subscribe (not the mock-cluster ones newer suites leave unflagged)."""
+    env = rdk_runner._env(tmp_path, tmp_path / "test.conf", rdk_runner.CONSUMER)
+    assert env["TEST_CONSUMER_GROUP_PROTOCOL"] == "consumer" and env["TEST_KAFKA_VERSION"] == "4.0.0"
+    assert "TEST_CONSUMER_GROUP_PROTOCOL" not in rdk_runner._env(tmp_path, tmp_path / "c", rdk_runner.CLASSIC)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.c").write_text('_TEST(0001_a, 0),\n_TEST(0002_b, 0),\n_TEST(0003_c_mock, 0),\n'
+                                  '_TEST(0004_d, TEST_F_LOCAL),\n')
+    (tests / "0001-a.c").write_text("rd_kafka_produce(rk);\n")
+    (tests / "0002-b.c").write_text("test_consumer_subscribe(rk, topic);\n")
+    (tests / "0003-c_mock.c").write_text("test_consumer_subscribe(rk, topic);\n")
+    (tests / "0004-d.c").write_text("test_consumer_subscribe(rk, topic);\n")
+    assert rdk_runner.CONSUMER.numbers(tmp_path) == ["0002"], "group tests only, no mock or local ones"
+    assert rdk_runner.CLASSIC.numbers(tmp_path) == ["0001", "0002"]
+
+
+def test_a_killed_runner_names_the_tests_that_timed_out() -> None:
+    late = rdk_runner._timed_out("0113", {}, 300, ["0113_cooperative_rebalance"])
+    assert {n: r.state for n, r in late.items()} == {"0113_cooperative_rebalance": TIMEOUT}
+    assert list(rdk_runner._timed_out("0113", {}, 300)) == ["0113_?"]
+    some = rdk_runner._timed_out("0045", {"0045_a": Outcome(PASSED), "0045_b": Outcome(FAILED)}, 300, ["0045_c"])
+    assert {n: r.state for n, r in some.items()} == {"0045_a": PASSED, "0045_b": TIMEOUT}
 
 
 def test_readme_table_is_current() -> None:
@@ -172,7 +236,7 @@ def test_a_failed_allowlisted_test_runs_once_more_alone(monkeypatch) -> None:
         "0001_a": Outcome(PASSED), "0018_b": Outcome(TIMEOUT, detail="timed out"), "0086_c": Outcome(FAILED)})
     asked = []
 
-    def rerun(numbers, *, workers, tree):
+    def rerun(numbers, *, workers, tree, mode):
         asked.append((numbers, workers))
         return SuiteResults("librdkafka", "librdkafka", "2",
                             {"0018_b": Outcome(PASSED), "0086_c": Outcome(FAILED, detail="again")})
@@ -180,7 +244,7 @@ def test_a_failed_allowlisted_test_runs_once_more_alone(monkeypatch) -> None:
     monkeypatch.setattr(rdk_runner, "run", rerun)
     with pytest.warns(UserWarning) as warned:
         merged = _rerun_failed_alone(first, ["0001_a", "0018_b", "0086_c"], Path("."))
-    assert [str(w.message).split(" did not")[0] for w in warned] == ["librdkafka 0018_b", "librdkafka 0086_c"]
+    assert [str(w.message).split(" did not")[0] for w in warned] == ["librdkafka (classic) 0018_b", "librdkafka (classic) 0086_c"]
     assert asked == [(["0018", "0086"], 1)]
     assert merged.failed_of(["0001_a", "0018_b", "0086_c"]) == ["0086_c"]
     assert _rerun_failed_alone(merged, ["0001_a", "0018_b"], Path(".")) is merged  # nothing failed: no rerun

@@ -24,6 +24,8 @@ from compat_tests.librdkafka.suite import PASSED, SKIPPED, SuiteResults, read_re
 README = ROOT / "README.md"
 RESULT_FILES = (
     ROOT / "compat_tests" / "librdkafka" / "results.json",
+    ROOT / "compat_tests" / "librdkafka" / "results-consumer.json",
+    ROOT / "compat_tests" / "librdkafka" / "results-cluster.json",
     ROOT / "compat_tests" / "kcat_suite" / "results.json",
     ROOT / "compat_tests" / "java" / "results.json",
     ROOT / "compat_tests" / "kafka_tools" / "results.json",

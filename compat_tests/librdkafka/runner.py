@@ -14,7 +14,8 @@ parsed from the summary table ``test-runner`` prints (``| name | STATE | 1.234s 
 Usage::
 
     python -m compat_tests.librdkafka.runner [--all | --tests 0001,0002] [--workers N]
-        [--record]   # also write compat_tests/librdkafka/results.json (the README's source)
+        [--mode classic|consumer|cluster]
+        [--record]   # also write the mode's results file (the README's source)
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import re
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable, Mapping
 
 from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
@@ -40,6 +42,7 @@ ALLOWLIST = HERE / "allowlist.txt"
 RECORDED = HERE / "results.json"
 BUILD_SCRIPT = HERE / "build.sh"
 KAFKA_VERSION = "3.9.0"
+KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", PROJECT_ROOT.parent / "shared" / "jvm" / "kafka-4.0.0"))
 TIMEOUT_MULTIPLIER = "2"
 CASE_TIMEOUT_S = 300.0
 # As the suite's own test clusters (tests/scenarios/default.json: 4 partitions,
@@ -60,6 +63,55 @@ _TEST_DEF = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
 _KNOWN_ISSUE = re.compile(r"\bTEST_F_KNOWN_ISSUE\b")
 _SCENARIO = re.compile(r'\.scenario\s*=\s*"([^"]*)"')
 SCENARIO_OVERRIDES = {"default": {}, "noautocreate": {"auto.create.topics.enable": "false"}}
+_SUBSCRIBES = re.compile(r"subscribe\(")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of running the suite: which librdkafka tree, which tests, against which brokers,
+    with its own allow-list, recorded results and findings.
+
+    ``classic``: librdkafka 2.0.2 (bookworm's source package), every broker test, one standalone
+    broker per worker. ``consumer``: librdkafka 2.14.2 (Debian's newer source package, built by
+    ``build_kip848.sh``; 2.0.2 has no KIP-848 client) with ``TEST_CONSUMER_GROUP_PROTOCOL=consumer``,
+    the tests whose consumers join a group (their source calls ``subscribe(``). ``cluster``:
+    librdkafka 2.0.2's tests that create topics with replication factor 3, against ZooKeeper and
+    three Strom brokers per worker."""
+
+    name: str
+    client: str                     # the README table's row label
+    allowlist: Path
+    recorded: Path
+    findings: Path
+    tree_root: Path                 # where find_tree looks
+    kafka_version: str = KAFKA_VERSION
+    env: Mapping[str, str] = field(default_factory=dict)
+    brokers: int = 1                # > 1: a ZooKeeper cluster per worker
+    only: tuple[str, ...] = ()      # test numbers of the mode (empty: every broker test)
+    group_tests_only: bool = False  # only tests whose consumers subscribe
+
+    def numbers(self, tree: Path) -> list[str]:
+        numbers = test_numbers(tree)
+        if self.only:
+            numbers = [n for n in numbers if n in self.only]
+        if self.group_tests_only:
+            numbers = [n for n in numbers if n in subscribing_numbers(tree)]
+        return numbers
+
+
+# The tests that create topics with replication factor 3 (FINDINGS.md, "three brokers").
+CLUSTER_TESTS = ("0098", "0101", "0103", "0107", "0111")
+CLASSIC = Mode("classic", "librdkafka", HERE / "allowlist.txt", HERE / "results.json", HERE / "FINDINGS.md", WORK_ROOT)
+CONSUMER = Mode(
+    "consumer", "librdkafka, group.protocol=consumer", HERE / "allowlist-consumer.txt",
+    HERE / "results-consumer.json", HERE / "FINDINGS-consumer.md", WORK_ROOT / "kip848",
+    kafka_version="4.0.0", env={"TEST_CONSUMER_GROUP_PROTOCOL": "consumer"}, group_tests_only=True,
+)
+CLUSTER = Mode(
+    "cluster", "librdkafka, 3-broker cluster", HERE / "allowlist-cluster.txt", HERE / "results-cluster.json",
+    HERE / "FINDINGS.md", WORK_ROOT, brokers=3, only=CLUSTER_TESTS,
+)
+MODES = {m.name: m for m in (CLASSIC, CONSUMER, CLUSTER)}
 
 
 def find_tree(work: Path = WORK_ROOT) -> Path:
@@ -67,7 +119,17 @@ def find_tree(work: Path = WORK_ROOT) -> Path:
     for tree in sorted(work.glob("librdkafka-[0-9]*")):
         if (tree / "tests" / "test-runner").is_file():
             return tree
-    raise SuiteError(f"librdkafka's test-runner is not built under {work}: run {BUILD_SCRIPT}")
+    script = BUILD_SCRIPT if work == WORK_ROOT else HERE / "build_kip848.sh"
+    raise SuiteError(f"librdkafka's test-runner is not built under {work}: run {script}")
+
+
+def subscribing_numbers(tree: Path) -> set[str]:
+    """Numbers of the tests whose source subscribes a consumer to topics (group members)."""
+    found = set()
+    for source in (tree / "tests").glob("[0-9][0-9][0-9][0-9]-*.c*"):
+        if _SUBSCRIBES.search(source.read_text(errors="replace")):
+            found.add(source.name[:4])
+    return found
 
 
 def version_of(tree: Path) -> str:
@@ -82,6 +144,8 @@ def broker_tests(tree: Path) -> dict[str, tuple[str, ...]]:
     for entry in text.split("_TEST(")[1:]:
         m = _TEST_DEF.match("_TEST(" + entry)
         if not m or "TEST_F_LOCAL" in m.group(2) or "TEST_F_MANUAL" in m.group(2):
+            continue
+        if m.group(1).endswith("_mock"):  # newer suites: mock-cluster tests not flagged local
             continue
         sm = _SCENARIO.search(entry)  # the entry runs up to the next _TEST(
         found[m.group(1)] = tuple(sm.group(1).split(",")) if sm else ("default",)
@@ -128,29 +192,36 @@ def parse_failure(text: str) -> dict[str, Outcome]:
     return found
 
 
-def _timed_out(key: str, found: dict[str, Outcome], timeout: float) -> dict[str, Outcome]:
-    """A killed runner: what it finished keeps its outcome, the rest timed out."""
+def _timed_out(key: str, found: dict[str, Outcome], timeout: float, names: list[str] | None = None) -> dict[str, Outcome]:
+    """A killed runner: what it finished keeps its outcome, the rest (of ``names``, the number's
+    tests in the scenario, when it reported nothing) timed out."""
     late = Outcome(TIMEOUT, timeout, f"no result within {timeout:.0f}s")
     unfinished = {n: late for n, r in found.items() if r.state != PASSED}
-    return {**found, **unfinished} if found else {f"{key}_?": late}
+    if found:
+        return {**found, **unfinished}
+    return {n: late for n in names} if names else {f"{key}_?": late}
 
 
-def _env(tree: Path, conf: Path) -> dict[str, str]:
+def _env(tree: Path, conf: Path, mode: Mode = CLASSIC) -> dict[str, str]:
     libs = f"{tree / 'src'}:{tree / 'src-cpp'}"
+    inherited = {k: v for k, v in os.environ.items() if k != "TEST_CONSUMER_GROUP_PROTOCOL"}  # the mode decides
     return {
-        **os.environ,
+        **inherited,
+        **mode.env,
         "RDKAFKA_TEST_CONF": str(conf),
-        "TEST_KAFKA_VERSION": KAFKA_VERSION,
+        "TEST_KAFKA_VERSION": mode.kafka_version,
         "LD_LIBRARY_PATH": f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}",
         "TEST_LEVEL": "2",
         # kafka-topics.sh for the tests that create topics through it (see kafka_path/).
         "KAFKA_PATH": str(HERE / "kafka_path"),
         "STROM_PYTHON": sys.executable,
         "PYTHONPATH": f"{PROJECT_ROOT}:{os.environ.get('PYTHONPATH', '')}",
+        # 0098's Java transactional producer (tests/java, built by `make java`) against Kafka 4.0's jars
+        "KAFKA_JARS": str(KAFKA_HOME / "libs"),
     }
 
 
-def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CASE_TIMEOUT_S):
+def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CASE_TIMEOUT_S, mode: Mode = CLASSIC):
     """A pool callback that runs one test number, in ``scenario``, against the worker's broker."""
 
     wanted = {name for name, scenarios in broker_tests(tree).items() if scenario in scenarios}
@@ -160,7 +231,7 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
         conf = workdir / "test.conf"
         conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
         output = workdir / f"test-{case.key}.out"
-        env = {**_env(tree, conf), "TESTS": case.key, "BROKERS": broker.bootstrap}
+        env = {**_env(tree, conf, mode), "TESTS": case.key, "BROKERS": broker.bootstrap}
         flags = ["-k"] if case.key in known_issues else []
         started = time.monotonic()
         done = run_command(["./test-runner", "-L", *flags, "-s", scenario], cwd=tree / "tests", env=env, output=output, timeout=timeout)
@@ -169,7 +240,7 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
         wall = round(time.monotonic() - started, 3)  # for tests an abort left without a duration
         found = {n: r if r.duration else replace(r, duration=wall) for n, r in found.items()}
         if done.returncode is None:
-            return _timed_out(case.key, found, timeout)
+            return _timed_out(case.key, found, timeout, sorted(n for n in wanted if n.startswith(case.key)))
         if not found:
             return {f"{case.key}_?": Outcome(FAILED, 0.0, f"no summary (exit {done.returncode}), see {output}")}
         return found
@@ -177,7 +248,8 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
     return run_case
 
 
-def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None) -> SuiteResults:
+def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None,
+        mode: Mode = CLASSIC) -> SuiteResults:
     """Run the broker tests of ``numbers``. Each scenario has its own pool of brokers
     configured for it (``noautocreate``: no topic auto-creation); the pools run at once."""
     expected = expected or {}
@@ -187,10 +259,12 @@ def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, flo
 
     def run_scenario(scenario: str, cases: list[Case]) -> None:
         try:
+            overrides = {**BROKER_OVERRIDES, **SCENARIO_OVERRIDES[scenario]}
             outcomes.update(run_pool(
-                cases, make_case_runner(tree, scenario), workers=min(workers, len(cases)),
-                broker_overrides={**BROKER_OVERRIDES, **SCENARIO_OVERRIDES[scenario]},
-                workdir=WORK_ROOT / "runs" / f"librdkafka-{scenario}",
+                cases, make_case_runner(tree, scenario, mode=mode), workers=min(workers, len(cases)),
+                broker_overrides=overrides,
+                workdir=WORK_ROOT / "runs" / f"librdkafka-{mode.name}-{scenario}",
+                make_broker=None if mode.brokers == 1 else _cluster_factory(mode.brokers, overrides),
             ))
         except BaseException as exc:  # re-raised below, in the caller's thread
             errors.append(exc)
@@ -207,19 +281,52 @@ def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, flo
         t.join()
     if errors:
         raise errors[0]
-    return SuiteResults("librdkafka", "librdkafka", version_of(tree), outcomes)
+    return SuiteResults("librdkafka", mode.client, version_of(tree), outcomes)
+
+
+class ClusterBrokers:
+    """A worker's ZooKeeper and brokers (``strom.testing``'s cluster, brokers as processes), in the
+    shape ``run_pool`` expects of a broker: ``bootstrap``, ``running``, ``start()``, a context."""
+
+    def __init__(self, workdir: Path, size: int, overrides: Mapping[str, str]) -> None:
+        from strom.testing import StromCluster
+
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._cluster = StromCluster(size, dict(overrides), data_dir=str(workdir / "cluster"), keep_data=True)
+
+    @property
+    def bootstrap(self) -> str:
+        return self._cluster.bootstrap_servers
+
+    @property
+    def running(self) -> bool:
+        return bool(self._cluster.brokers) and all(b.running for b in self._cluster.brokers)
+
+    def start(self) -> "ClusterBrokers":
+        self._cluster.start()
+        return self
+
+    def __enter__(self) -> "ClusterBrokers":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._cluster.close()
+
+
+def _cluster_factory(size: int, overrides: Mapping[str, str]) -> Callable[[Path], ClusterBrokers]:
+    return lambda workdir: ClusterBrokers(workdir, size, overrides)
 
 
 def allowlisted_numbers(names: list[str]) -> list[str]:
     return list(dict.fromkeys(n[:4] for n in names))
 
 
-def expected_durations() -> dict[str, float]:
+def expected_durations(mode: Mode = CLASSIC) -> dict[str, float]:
     """Per test number, the duration of the last recorded run (for scheduling)."""
-    if not RECORDED.exists():
+    if not mode.recorded.exists():
         return {}
     totals: dict[str, float] = defaultdict(float)
-    for name, r in read_results(RECORDED).tests.items():
+    for name, r in read_results(mode.recorded).tests.items():
         totals[name[:4]] += r.duration
     return dict(totals)
 
@@ -229,20 +336,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="run every broker test, not just the allow-list")
     ap.add_argument("--tests", help="comma-separated test numbers to run")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--record", action="store_true", help="also write the recorded results.json")
+    ap.add_argument("--record", action="store_true", help="also write the mode's recorded results file")
+    ap.add_argument("--mode", choices=sorted(MODES), default="classic",
+                    help="classic (default), consumer (group.protocol=consumer) or cluster (3 brokers)")
     args = ap.parse_args(argv)
-    tree = find_tree()
-    allowed = read_allowlist(ALLOWLIST)
+    mode = MODES[args.mode]
+    tree = find_tree(mode.tree_root)
+    allowed = read_allowlist(mode.allowlist)
     if args.tests:
         numbers = [n.strip() for n in args.tests.split(",") if n.strip()]
     elif args.all:
-        numbers = test_numbers(tree)
+        numbers = mode.numbers(tree)
     else:
         numbers = allowlisted_numbers(allowed)
-    results = run(numbers, workers=args.workers, tree=tree, expected=expected_durations())
-    write_results(results, RESULTS_DIR / "librdkafka.json")
+    results = run(numbers, workers=args.workers, tree=tree, expected=expected_durations(mode), mode=mode)
+    write_results(results, RESULTS_DIR / f"librdkafka-{mode.name}.json")
     if args.record:
-        write_results(results, RECORDED)
+        write_results(results, mode.recorded)
     for name, r in sorted(results.tests.items()):
         print(f"{name:48s} {r.state:8s} {r.duration:8.1f}s {r.detail}")
     failed = [n for n in results.failed_of(allowed) if n[:4] in numbers]

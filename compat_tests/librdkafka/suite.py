@@ -202,11 +202,14 @@ def run_pool(
     workers: int,
     broker_overrides: Mapping[str, str],
     workdir: Path | None = None,
+    make_broker: Callable[[Path], object] | None = None,
 ) -> dict[str, Outcome]:
     """Run ``cases`` (longest expected first) on ``workers`` threads, one broker each.
 
     Each worker's broker, test configuration and case outputs stay in
-    ``workdir/worker-N`` (replaced on the next run) for diagnosis.
+    ``workdir/worker-N`` (replaced on the next run) for diagnosis. ``make_broker(dir)`` gives a
+    worker something else than one ``BrokerProcess`` (a cluster): an object with ``bootstrap``,
+    ``running`` and ``start()`` that is its own context manager.
     """
     todo: "queue.Queue[Case]" = queue.Queue()
     for case in sorted(cases, key=lambda c: -c.expected_s):
@@ -221,7 +224,8 @@ def run_pool(
 
     def worker(index: int) -> None:
         try:
-            with BrokerProcess(base / f"worker-{index}", broker_overrides) as broker:
+            wdir = base / f"worker-{index}"
+            with (make_broker(wdir) if make_broker else BrokerProcess(wdir, broker_overrides)) as broker:
                 while True:
                     try:
                         case = todo.get_nowait()
