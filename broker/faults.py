@@ -526,6 +526,9 @@ class FaultInjector:
                                         for k, lo, hi in self.capped(
                                             [(a["api_key"], a["min_version"], a["max_version"])
                                              for a in body["api_keys"]])])
+            if "finalized_features" in body:
+                from .apis.api_versions import features_for
+                body["finalized_features"] = features_for(body["api_keys"])
         return body
 
     def _match(self, request) -> Fault | None:

@@ -18,6 +18,17 @@ VERSIONS = (0, 4)
 FINALIZED_FEATURES = [{"name": "group.version", "min_version_level": 1, "max_version_level": 1},
                       {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
 FINALIZED_FEATURES_EPOCH = 1
+# What transaction.version 2 needs a broker to serve (api key: lowest max version): a client that
+# reads the feature sends these versions.
+TV2_REQUESTS = {ApiKey.END_TXN: 5, ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5}
+
+
+def features_for(api_keys: list[dict]) -> list[dict]:
+    """The finalized features an ApiVersions answer listing ``api_keys`` may carry (a version cap
+    that hides what transaction version 2 needs also hides the feature, as older Kafka answered)."""
+    highest = {a["api_key"]: a["max_version"] for a in api_keys}
+    tv2 = all(highest.get(k, -1) >= v for k, v in TV2_REQUESTS.items())
+    return [f for f in FINALIZED_FEATURES if tv2 or f["name"] != "transaction.version"]
 
 
 def body(error: int = ErrorCode.NONE) -> dict:

@@ -201,3 +201,21 @@ async def test_an_unreachable_coordinator_refuses_the_first_batch_as_retriable(e
                                                           ErrorCode.NOT_COORDINATOR)
     _, values = await read(client, "t", committed=False)
     assert values == []
+
+
+async def test_a_version_cap_below_kafka_4_hides_transaction_version_2(env):
+    """A broker capped to Kafka 3.9's versions (strom.testing faults) cannot serve EndTxn v5 or
+    Produce v12, so it must not tell clients to use transaction version 2."""
+    broker, client, _ = env
+
+    async def finalized():
+        r = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        return {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features}
+
+    assert (await finalized())["transaction.version"] == (2, 2)
+    injector = broker.injector()
+    injector.cap_versions("3.9")
+    assert "transaction.version" not in await finalized()
+    injector.cap_versions("4.0")
+    assert (await finalized())["transaction.version"] == (2, 2)
+    injector.cap_versions(None)
