@@ -76,9 +76,12 @@ def _resolve(broker, topic, version: int):
     return info.name, info.topic_id, ErrorCode.NONE
 
 
-def _partition_error(index: int, code: ErrorCode, hw=-1, start=-1) -> dict:
+def _partition_error(index: int, code: ErrorCode, hw=-1, start=-1, aborted: list | None = None) -> dict:
+    """A partition answered with an error, as Kafka answers it: no offsets (-1), and aborted
+    transactions null when the log was asked (Kafka's read result) or an empty list when the
+    partition was refused before (its FetchResponse.partitionResponse)."""
     return {"partition_index": index, "error_code": code, "high_watermark": hw,
-            "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": None,
+            "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": aborted,
             "records": b""}
 
 
@@ -98,7 +101,8 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
                     read_committed: bool = False) -> tuple[dict, int]:
     partition, code = leader_partition(broker, name, req.partition, req.current_leader_epoch if version >= 9 else -1)
     if code != ErrorCode.NONE:
-        result = _partition_error(req.partition, code)
+        result = _partition_error(req.partition, code,
+                                  aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
             view = broker.partition_view(name, req.partition)
             if view is not None:
@@ -135,11 +139,12 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
         data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=max_offset,
                          min_one_message=first and version >= 3)
     except OffsetOutOfRange:
-        result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-        return result, 0
+        if replica >= 0:  # a Strom follower reads the leader's log start and high watermark here
+            result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            return result, 0
+        return _partition_error(req.partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
     except StorageError as exc:  # unreadable segment, no descriptor left: logged by storage
-        result["error_code"] = ErrorCode[exc.error_code_name]
-        return result, 0
+        return _partition_error(req.partition, ErrorCode[exc.error_code_name]), 0
     region = data.records
     if region is None or region.size == 0:
         return result, 0
@@ -195,8 +200,8 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         parts = []
         for req in topic.partitions:
-            if code != ErrorCode.NONE:
-                parts.append(_partition_error(req.partition, code))
+            if code != ErrorCode.NONE:  # refused before any log is asked
+                parts.append(_partition_error(req.partition, code, aborted=[]))
                 errors = True
                 continue
             result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica,

@@ -1049,31 +1049,32 @@ def security_and_transactions() -> list[Scenario]:
         out.append(sc(f"describe_topic_partitions-v{v}-cursor", req(A.DESCRIBE_TOPIC_PARTITIONS, v, {
             "topics": [{"name": "w-one"}, {"name": "w-empty"}], "response_partition_limit": 1, "cursor": None})))
     txn = "{s}"
+    # A transactional id never used, once its coordinator has loaded (DescribeTransactions answers
+    # TRANSACTIONAL_ID_NOT_FOUND, 105, and no longer NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS).
+    found = setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1})
+    loaded = Step(int(A.DESCRIBE_TRANSACTIONS), 0, {"transactional_ids": [txn]}, compare=False,
+                  until_has="'error_code': 105")
     for v in versions(A.ADD_PARTITIONS_TO_TXN):
         body = {"transactional_id": txn, "producer_id": 4242, "producer_epoch": 0,
                 "topics": [{"name": "w-one", "partitions": [0]}],
                 "transactions": [{"transactional_id": txn, "producer_id": 4242, "producer_epoch": 0,
                                   "verify_only": False, "topics": [{"name": "w-one", "partitions": [0]}]}]}
-        out.append(sc(f"add_partitions_to_txn-v{v}-unknown-producer", req(A.ADD_PARTITIONS_TO_TXN, v, body)))
+        out.append(sc(f"add_partitions_to_txn-v{v}-unknown-producer", found, loaded, req(A.ADD_PARTITIONS_TO_TXN, v, body)))
     for v in versions(A.ADD_OFFSETS_TO_TXN):
-        out.append(sc(f"add_offsets_to_txn-v{v}-unknown-producer", req(A.ADD_OFFSETS_TO_TXN, v, {
+        out.append(sc(f"add_offsets_to_txn-v{v}-unknown-producer", found, loaded, req(A.ADD_OFFSETS_TO_TXN, v, {
             "transactional_id": txn, "producer_id": 4242, "producer_epoch": 0, "group_id": "w-group"})))
     for v in versions(A.END_TXN):
-        out.append(sc(f"end_txn-v{v}-unknown-producer", req(A.END_TXN, v, {
+        out.append(sc(f"end_txn-v{v}-unknown-producer", found, loaded, req(A.END_TXN, v, {
             "transactional_id": txn, "producer_id": 4242, "producer_epoch": 0, "committed": True})))
+
     def txn_commit(v: int, pid: Any = "$pid", epoch: Any = "$epoch", group: str = "w-group") -> Step:
         return req(A.TXN_OFFSET_COMMIT, v, {
             "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
             "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
                 {"name": "w-one", "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
-    # A transactional id never used, once its coordinator has loaded (DescribeTransactions answers
-    # TRANSACTIONAL_ID_NOT_FOUND, 105, and no longer NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS).
-    loaded = Step(int(A.DESCRIBE_TRANSACTIONS), 0, {"transactional_ids": [txn]}, compare=False,
-                  until_has="'error_code': 105")
     for v in versions(A.TXN_OFFSET_COMMIT):
-        out.append(sc(f"txn_offset_commit-v{v}-unknown-producer", setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1}),
-                      loaded, txn_commit(v, 4242, 0)))
+        out.append(sc(f"txn_offset_commit-v{v}-unknown-producer", found, loaded, txn_commit(v, 4242, 0)))
     init_txn = [setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1}),
                 req(A.INIT_PRODUCER_ID, 4, {"transactional_id": txn, "transaction_timeout_ms": 60_000,
                                             "producer_id": -1, "producer_epoch": -1},
