@@ -166,6 +166,13 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
                    "--entity-name", "q1").stdout
         return "Quota configs for client-id 'q1' are producer_byte_rate=1048576.0" in out
     wait(described, 30, "the other broker to know the quota")
+    # an IP quota set through one broker is known to every other (from /config/ips)
+    ip = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "ips",
+              "--entity-name", "127.0.0.2", "--add-config", "connection_creation_rate=5")
+    assert ip.returncode == 0, ip.stdout + ip.stderr
+    wait(lambda: "connection_creation_rate=5.0" in tool(
+        "kafka-configs.sh", "--bootstrap-server", cluster[2].bootstrap, "--describe", "--entity-type", "ips",
+        "--entity-name", "127.0.0.2").stdout, 30, "the third broker to know the IP quota")
     # ... and enforces it: a tiny quota set through one broker throttles a producer on every other
     tiny = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "clients",
                 "--entity-name", "tiny", "--add-config", "producer_byte_rate=100")
@@ -182,6 +189,7 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
     try:
         assert json.loads(zk.get("/config/clients/q1")[0]) == {"version": 1, "config": {"producer_byte_rate": "1048576.0"}}
         assert json.loads(zk.get("/config/users/alice/clients/<default>")[0])["config"] == {"consumer_byte_rate": "2000.0"}
+        assert json.loads(zk.get("/config/ips/127.0.0.2")[0])["config"] == {"connection_creation_rate": "5.0"}
     finally:
         zk.stop()
         zk.close()
