@@ -215,8 +215,8 @@ async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], 
     COORDINATOR_NOT_AVAILABLE, so the batch is refused as retriable, never accepted unverified."""
     tid = body.transactional_id
     txn = broker.txn
-    if txn is None:
-        return {}
+    if txn is None or (version < 12 and txn.state.ownership_error(tid) is None):
+        return {}  # verified here, without waiting, by _verify_transaction (the hot path of classic clients)
     asked: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic in body.topic_data:
         for p in topic.partition_data:
