@@ -118,7 +118,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("log.dir", "string", None, "Single-directory alias of log.dirs."),
     _D("num.partitions", "int", 1, "Partitions of an auto-created topic.", minimum=1),
     _D("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", minimum=1),
-    _D("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata and Produce."),
+    _D("auto.create.topics.enable", "bool", True, "Create unknown topics a Metadata request names (as Kafka 4, Produce does not)."),
     _D("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     _D("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", minimum=14),
     _D("log.roll.ms", "long", None, "Segment age before a roll; default log.roll.hours.", minimum=1),

@@ -4,36 +4,24 @@ the error code a client acts on (INVALID_RECORD is final, CORRUPT_MESSAGE is ret
 start offset Kafka reports with log-level errors, and nothing appended."""
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.compression import Compression
-from strom.protocol.records.crc import crc32c
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
+
+from compat_tests.differential.scenarios import patched  # a header field changed, the CRC made right
 
 from .conftest import make_broker, open_client
 from .test_apis import create, produce_body
 
 TS = 1_700_000_000_000
-FIELDS = {"length": (8, ">i"), "magic": (16, ">b"), "attributes": (21, ">h"), "records_count": (57, ">i")}
 
 
 def batch(n: int, **kw) -> bytes:
     return build_batch([Record(i, i, b"k%d" % i, b"v%d" % i, []) for i in range(n)], base_timestamp=TS, **kw)
-
-
-def patched(data: bytes, **fields: int) -> bytes:
-    """``data`` with header fields overwritten and the CRC made right again."""
-    out = bytearray(data)
-    for name, value in fields.items():
-        offset, fmt = FIELDS[name]
-        struct.pack_into(fmt, out, offset, value)
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
-    return bytes(out)
 
 
 TWO = batch(2)
