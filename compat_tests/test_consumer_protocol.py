@@ -4,6 +4,7 @@ lost and nothing processed twice. The Java client 4.0 joins the same way, and Ka
 kafka-consumer-groups.sh describes the group with its member epochs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
@@ -58,8 +59,13 @@ class Member(threading.Thread):
                     continue
                 try:
                     self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as exc:  # not processed: the next owner reads it again
+                except KafkaException as exc:
+                    # Not processed. A commit racing a new member epoch gets STALE_MEMBER_EPOCH (as from
+                    # Kafka 4.0) while this member keeps the partition: read the record again. If the
+                    # partition went to another member, that one reads it from the committed offset.
                     self.errors.append(f"commit: {exc}")
+                    with contextlib.suppress(KafkaException):
+                        self.consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
                     continue
                 with self.lock:
                     self.processed.append(msg.value())
@@ -126,7 +132,9 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
             m.join(30)
     assert len(processed) == len(set(processed)), "a record was processed twice"
     assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
-    assert not [e for m in members for e in m.errors if "commit" in e], [m.errors for m in members]
+    # a commit may race a new member epoch (STALE_MEMBER_EPOCH; the record is read again), nothing else
+    assert not [e for m in members for e in m.errors if "commit" in e and "STALE_MEMBER_EPOCH" not in e], \
+        [m.errors for m in members]
 
 
 @pytest.mark.skipif(NO_JAVA, reason=f"needs java and Kafka 4.0 at {KAFKA_HOME}")
