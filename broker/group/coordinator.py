@@ -334,13 +334,18 @@ class GroupCoordinator:
         removed = 0
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now_ms, self.retention_ms)
+            consumer = self.consumer.get(group.group_id)
+            if expired and consumer is not None and consumer.members:
+                # a consumer group keeps the offsets of topics its members subscribe to, as Kafka does
+                subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())
+                expired = [tp for tp in expired if tp[0] not in subscribed]
             if expired:
                 self._append(group.group_id, [(encode_offset_key(OffsetKey(group.group_id, t, p)), None)
                                               for t, p in expired])
                 for tp in expired:
                     del group.offsets[tp]
                 removed += len(expired)
-            if group.state is GroupState.EMPTY and not group.offsets and not group.members:
+            if group.state is GroupState.EMPTY and not group.offsets and not group.members and consumer is None:
                 log.info("group=%s is empty and has no offsets left: removed", group.group_id)
                 self._remove_group(group)
         return removed

@@ -2,6 +2,8 @@
 classic ones (ListGroups, DescribeGroups, OffsetCommit/OffsetFetch with member epochs, JoinGroup)."""
 from __future__ import annotations
 
+import time
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -357,3 +359,16 @@ async def test_transactional_offsets_of_consumer_group_members(env):
     assert await txn_commit("m", joined.member_epoch + 1) == ErrorCode.ILLEGAL_GENERATION
     assert await txn_commit("nobody", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert await txn_commit("m", joined.member_epoch) == ErrorCode.NONE, "a KIP-848 member's groupMetadata()"
+
+
+async def test_offsets_of_topics_a_consumer_group_subscribes_to_do_not_expire(connect, broker):
+    client = await connect()
+    await create(client, "kept")
+    await create(client, "old")
+    joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("ge", "m", 0, ["kept"], []))
+    for topic in ("kept", "old"):
+        committed = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("ge", "m", joined.member_epoch, topic, 0, 5))
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+    later = int(time.time() * 1000) + broker.groups.retention_ms + 60_000
+    assert broker.groups.expire_offsets(later) == 1
+    assert set(broker.groups.fetch_offsets("ge", None)) == {("kept", 0)}, "the subscribed topic's offset stays"
