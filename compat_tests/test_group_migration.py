@@ -161,6 +161,20 @@ class JavaMember:
             self.reader.join(10)
 
 
+def _tool_shows(bootstrap: str, expected: list[str]) -> None:
+    """kafka-consumer-groups.sh shows the group's assignor, state and member count (asked again
+    while a rebalance settles on a loaded machine)."""
+    seen: list = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = _tool_state(bootstrap)
+        if state is None or state[3:] == expected:
+            return
+        seen.append(state)
+        time.sleep(0.5)
+    raise AssertionError(f"kafka-consumer-groups.sh never showed {expected}: {seen}")
+
+
 def _rolling(make_broker, member_class, describe_with_tool: bool):
     """Three classic members; each replaced by a consumer-protocol one (the first converts the
     group), then each replaced by a classic one again (the last converts it back), while a
@@ -221,8 +235,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         assert owned == list(range(PARTITIONS)), f"each partition owned once by the three members: {owned}"
         assert all(m.assignment.topic_partitions for m in described.members), "classic members reconciled too"
         if describe_with_tool:
-            state = _tool_state(bootstrap)
-            assert state is None or (state[3:] == ["uniform", "Stable", "3"]), state
+            _tool_shows(bootstrap, ["uniform", "Stable", "3"])
 
         replace(members, 1, "consumer")
         replace(members, 2, "consumer")
@@ -237,8 +250,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         assert len(_classic_describe(port).members) == 3
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
         if describe_with_tool:
-            state = _tool_state(bootstrap)
-            assert state is None or (state[3:] == ["range", "Stable", "3"]), state
+            _tool_shows(bootstrap, ["range", "Stable", "3"])
         progress("after the downgrade")
 
         stop_producing.set()
