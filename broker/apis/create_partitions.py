@@ -1,5 +1,8 @@
 """CreatePartitions: grow a topic's partition count; the new partitions count against the
-client's controller_mutation_rate quota."""
+client's controller_mutation_rate quota. A topic named twice in one request is refused (once,
+INVALID_REQUEST) and not grown, as Kafka does."""
+from collections import Counter
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -35,5 +38,14 @@ async def _grow(broker, topic, validate_only: bool, quota) -> dict:
 async def handle(broker, request) -> dict:
     body = request.body
     quota = mutation_quota(broker, request, STRICT_SINCE)
-    results = [await _grow(broker, t, body.validate_only, quota) for t in body.topics]
+    counts = Counter(t.name for t in body.topics)
+    results, refused = [], set()
+    for topic in body.topics:
+        if counts[topic.name] > 1:  # as Kafka: a name given twice is refused altogether, answered once
+            if topic.name not in refused:
+                refused.add(topic.name)
+                results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
+                                "error_message": "Duplicate topic in request."})
+            continue
+        results.append(await _grow(broker, topic, body.validate_only, quota))
     return throttled(quota, {"throttle_time_ms": 0, "results": results})

@@ -1,5 +1,6 @@
 """CreateTopics: new topics with a partition count (or a manual assignment) and config overrides.
 Each new topic's partitions count against the client's controller_mutation_rate quota."""
+import uuid
 from collections import Counter
 
 from strom.protocol.errors import ErrorCode
@@ -7,6 +8,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
+from ..topics import TopicInfo
 from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 from .describe_configs import topic_entries
 
@@ -36,7 +38,10 @@ async def _create(broker, topic, validate_only: bool) -> dict:
         replication = broker.config["default.replication.factor"]
     if info is None:
         partitions = partitions if partitions != -1 else broker.config["num.partitions"]
-        return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
+        if not validate_only:
+            return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
+        # validate_only, as Kafka answers it: the topic as it would be, with an id and every config
+        info = TopicInfo(topic.name, uuid.uuid4().bytes, partitions, configs)
     return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": replication,
             "configs": [{"name": e["name"], "value": e["value"], "read_only": False,
                          "config_source": e["config_source"], "is_sensitive": False}

@@ -4,6 +4,8 @@ from __future__ import annotations
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from .test_apis import create
+
 
 async def test_api_versions_v3_refuses_an_invalid_client_software_name(connect):
     client = await connect()
@@ -117,3 +119,31 @@ async def test_create_topics_refuses_a_name_given_twice_and_resolves_default_rep
         {"name": "by-default", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}],
         "timeout_ms": 1000})
     assert (defaults.topics[0].error_code, defaults.topics[0].replication_factor) == (ErrorCode.NONE, 1)
+
+
+async def test_create_partitions_refuses_a_name_given_twice_and_grows_nothing(connect):
+    client = await connect()
+    await create(client, "grown-twice", 2)
+    other = {"name": "grown-once", "count": 2, "assignments": None}
+    await create(client, "grown-once", 1)
+    twice = {"name": "grown-twice", "count": 3, "assignments": None}
+    reply = await client.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [twice, other, dict(twice, count=4)],
+                                                               "timeout_ms": 1000, "validate_only": False})
+    assert sorted((r.name, r.error_code) for r in reply.results) == [
+        ("grown-once", ErrorCode.NONE), ("grown-twice", ErrorCode.INVALID_REQUEST)]
+    meta = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "grown-twice"}, {"name": "grown-once"}],
+                                                      "allow_auto_topic_creation": False})
+    assert {t.name: len(t.partitions) for t in meta.topics} == {"grown-twice": 2, "grown-once": 2}
+
+
+async def test_create_topics_validate_only_answers_the_topic_as_it_would_be(connect, broker):
+    client = await connect()
+    reply = await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": "only-checked", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": "retention.ms", "value": "1234"}]}], "timeout_ms": 1000, "validate_only": True})
+    (topic,) = reply.topics
+    assert topic.error_code == ErrorCode.NONE and topic.num_partitions == 2
+    assert bytes(topic.topic_id) != bytes(16), "the id it would have"
+    configs = {c.name: (c.value, c.config_source) for c in topic.configs}
+    assert configs["retention.ms"] == ("1234", 1) and configs["cleanup.policy"] == ("delete", 5)
+    assert "only-checked" not in broker.topics.topics
