@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .cluster_support import AckedProducer, cluster_fixture, read_back, wait
@@ -33,12 +33,26 @@ def produce(bootstrap: str, topic: str, count: int, partition: int = 0) -> None:
     assert producer.flush(30) == 0
 
 
-def earliest(bootstrap: str, topic: str, partition: int = 0) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
-    finally:
-        consumer.close()
+def earliest(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30) -> int:
+    """The partition's log start offset. Right after a leader moves, a broker may still name the old
+    leader in its metadata, and librdkafka then fails the query with a local error
+    (_DESTROY_BROKER, _TRANSPORT): those are asked again until ``timeout_s``; an answer is never."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lo"})
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0]
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in _MOVED_LEADER) or time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(0.2)
+
+
+_MOVED_LEADER = {KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                 KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
 def test_admin_tools_on_a_standalone_broker(broker, tmp_path):
