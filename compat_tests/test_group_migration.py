@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
@@ -42,6 +42,7 @@ class Member(threading.Thread):
         self.processed, self.lock = processed, lock
         self.stop = threading.Event()
         self.errors: list[str] = []
+        self.crash: str | None = None
         self.count = 0
         self.consumer.subscribe([TOPIC])
         self.start()
@@ -64,13 +65,15 @@ class Member(threading.Thread):
                 except KafkaException as exc:  # read it again (here, or from its next owner)
                     self.errors.append(f"commit: {exc}")
                     try:
-                        self.consumer.seek(msg)
+                        self.consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
                     except KafkaException:
                         pass
                     continue
                 with self.lock:
                     self.processed.append(msg.value())
                 self.count += 1
+        except BaseException as exc:  # the test fails on it (after the others stopped)
+            self.crash = repr(exc)
         finally:
             self.consumer.close()
 
@@ -133,6 +136,7 @@ class JavaMember:
         if protocol == "classic":
             extra += ["session.timeout.ms=6000", "heartbeat.interval.ms=300"]
         self.name, self.processed, self.lock, self.count = name, processed, lock, 0
+        self.crash: str | None = None
         self.lines: list[str] = []
         self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", str(JAVA_PROGRAM),
                                       bootstrap, GROUP, TOPIC, name, *extra],
@@ -159,6 +163,8 @@ class JavaMember:
             self.proc.wait()
         finally:
             self.reader.join(10)
+        if self.proc.returncode != 0:
+            self.crash = f"exit {self.proc.returncode}: " + " | ".join(self.lines[-5:])
 
 
 def _tool_shows(bootstrap: str, expected: list[str]) -> None:
@@ -228,12 +234,13 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         replace(members, 0, "consumer")  # the first consumer-protocol member converts the live group
         assert _group_type(port) == "consumer"
         assert _classic_describe(port).group_state == "Dead", "no classic group any more (DescribeGroups v5)"
-        _wait(lambda: _consumer_describe(port).group_state == "Stable", 30, "the mixed group reconciled")
-        described = _consumer_describe(port)
-        assert described.error_code == 0 and len(described.members) == 3, described
-        owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
-        assert owned == list(range(PARTITIONS)), f"each partition owned once by the three members: {owned}"
-        assert all(m.assignment.topic_partitions for m in described.members), "classic members reconciled too"
+        def reconciled() -> bool:  # Stable, three members, each partition owned once, by all of them
+            described = _consumer_describe(port)
+            owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
+            return (described.group_state == "Stable" and len(described.members) == 3
+                    and owned == list(range(PARTITIONS)) and all(m.assignment.topic_partitions for m in described.members))
+
+        _wait(reconciled, 60, "the mixed group reconciled: three members, classic ones too, each partition once")
         if describe_with_tool:
             _tool_shows(bootstrap, ["uniform", "Stable", "3"])
 
@@ -246,8 +253,8 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         replace(members, 1, "classic")
         replace(members, 2, "classic")  # the last consumer-protocol member left: classic again
         _wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
-        _wait(lambda: _classic_describe(port).group_state == "Stable", 30, "the classic group Stable")
-        assert len(_classic_describe(port).members) == 3
+        _wait(lambda: (_classic_describe(port).group_state, len(_classic_describe(port).members)) == ("Stable", 3), 60,
+              "the classic group Stable with its three members")
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
         if describe_with_tool:
             _tool_shows(bootstrap, ["range", "Stable", "3"])
@@ -260,6 +267,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         stop_producing.set()
         for m in all_members:
             m.leave()
+    assert not [m.crash for m in all_members if m.crash], [m.crash for m in all_members if m.crash]
     assert len(processed) == len(set(processed)), "a record was processed twice"
     assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
 
