@@ -343,9 +343,7 @@ class ConsumerGroups:
             return ErrorCode.ILLEGAL_GENERATION if epoch != member.member_epoch else None
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if epoch > member.member_epoch:
-            return ErrorCode.FENCED_MEMBER_EPOCH
-        if epoch < member.member_epoch:
+        if epoch != member.member_epoch:  # Kafka 4.0: STALE_MEMBER_EPOCH either way (not FENCED)
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
