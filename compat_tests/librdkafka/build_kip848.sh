@@ -34,14 +34,16 @@ fi
 if [[ ! -d $tree ]]; then
     apt_dir=$work/apt
     mkdir -p "$apt_dir/lists/partial"
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
-        >"$apt_dir/sources.list"
+    # unstable and testing: when unstable moves on, testing keeps the pinned version for a while longer.
+    for from in $suite testing; do
+        echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $from main"
+    done >"$apt_dir/sources.list"
     opts=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o "Dir::Etc::sourceparts=-"
           -o "Dir::State::Lists=$apt_dir/lists" -o "APT::Get::List-Cleanup=0")
     if ! ls "$work"/librdkafka_"$version".orig.tar.gz >/dev/null 2>&1; then
         apt-get -q "${opts[@]}" update
         (cd "$work" && apt-get -q "${opts[@]}" source --download-only "librdkafka=$debian_version") || {
-            echo "librdkafka $debian_version is no longer in Debian $suite: update version= in $0," \
+            echo "librdkafka $debian_version is no longer in Debian $suite or testing: update version= in $0," \
                  "then run the consumer-protocol suite again and re-record (runner.py --mode consumer --all --record)" >&2
             exit 1
         }
