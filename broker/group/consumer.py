@@ -129,12 +129,36 @@ def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMe
                         taken.add(tp)
                         if quota > base:
                             extra -= 1
+    owner = {}
+    for member, assignment in out.items():
+        for topic_id, parts in assignment.items():
+            owner.update(((topic_id, p), member) for p in parts)
     for tp in wanted:
         if tp in taken:
             continue
         member = min(eligible[tp], key=lambda m: (load[m], m))
         out[member].setdefault(tp[0], set()).add(tp[1])
         load[member] += 1
+        owner[tp] = member
+    # With subscriptions that differ, the shares above can leave a member that subscribes only to
+    # topics others hold with nothing (m1 on a+b keeps all three partitions, m2 on a alone gets
+    # none). Move a partition from a member to another subscriber of its topic holding at least two
+    # fewer until none can move; each move lowers the sum of squared loads, so this ends.
+    moved = True
+    while moved:
+        moved = False
+        for tp in wanted:
+            giver = owner[tp]
+            taker = min(eligible[tp], key=lambda m: (load[m], m))
+            if load[taker] + 1 < load[giver]:
+                out[giver][tp[0]].discard(tp[1])
+                if not out[giver][tp[0]]:
+                    del out[giver][tp[0]]
+                out[taker].setdefault(tp[0], set()).add(tp[1])
+                load[giver] -= 1
+                load[taker] += 1
+                owner[tp] = taker
+                moved = True
     return out
 
 

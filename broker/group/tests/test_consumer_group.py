@@ -26,6 +26,23 @@ def flat(assignment) -> set:
     return {(t, p) for t, parts in assignment.items() for p in parts}
 
 
+def test_uniform_balances_members_whose_subscriptions_differ():
+    # m1 held everything while alone; m2 joins subscribing to "b" only: it gets one of b's two
+    # partitions (found by librdkafka 0045 in consumer-protocol mode: m2 got nothing)
+    alone = uniform_assign({"m1": {"a", "b"}}, {"a": TopicMeta("a", A, 1), "b": TopicMeta("b", B, 2)}, {})
+    both = uniform_assign({"m1": {"a", "b"}, "m2": {"b"}}, {"a": TopicMeta("a", A, 1), "b": TopicMeta("b", B, 2)},
+                          alone)
+    assert sorted(len(flat(a)) for a in both.values()) == [1, 2]
+    assert flat(both["m2"]) <= {(B, 0), (B, 1)} and (A, 0) in flat(both["m1"])
+    assert flat(both["m1"]) <= flat(alone["m1"]), "m1 only gives up partitions"
+    # many members on one topic, one on two: loads differ by at most one wherever a move is possible
+    subs = {"x": {"a", "b"}, "y": {"a"}, "z": {"a"}}
+    out = uniform_assign(subs, TOPICS, {"x": {A: {0, 1, 2, 3}, B: {0, 1}}})
+    assert sorted(len(flat(a)) for a in out.values()) == [2, 2, 2]
+    assert flat(out["x"]) | flat(out["y"]) | flat(out["z"]) == {(A, p) for p in range(4)} | {(B, p) for p in range(2)}
+    assert all(t == A for m in ("y", "z") for t in out[m]), "only x subscribes to b"
+
+
 def test_assignors_balance_and_keep_what_they_can():
     subs = {"m1": {"a", "b"}, "m2": {"a", "b"}}
     out = uniform_assign(subs, TOPICS, {})
