@@ -152,12 +152,10 @@ def test_java_client_transaction_version_2_across_brokers(cluster):
     TxnOffsetCommit reach partition leaders that are not the transaction coordinator, which add
     the partitions by asking the coordinator (AddPartitionsToTxn v5, broker to broker); every
     EndTxn v5 bumps the epoch. The round trip must come out exactly as on one broker."""
-    import subprocess
-    from pathlib import Path
-
     import pytest
 
-    from .jvm import KAFKA_HOME, java_unavailable
+    from .jvm import java_unavailable
+    from .test_transactions_java import run_round_trip
 
     if java_unavailable() is not None:
         pytest.skip(str(java_unavailable()))
@@ -189,15 +187,7 @@ def test_java_client_transaction_version_2_across_brokers(cluster):
     tid = next((f"jtv2-{i}" for i in range(100)
                 if leaders[partition_for(f"jtv2-{i}", TXN_PARTITIONS)] != leader), None)
     assert tid is not None, f"every __transaction_state partition is led by {leader}, the data's leader"
-    program = Path(__file__).parent / "kafka4" / "TransactionalRoundTrip.java"
-    done = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*",
-                           str(program), bootstrap(cluster), topic, tid], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    facts = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
-    assert facts["committed"] == ",".join(f"c{i}" for i in range(13))
-    assert facts["uncommitted"] == "18"
-    assert (facts["transformed"], facts["group-offset"]) == ("13", "20")
-    assert facts["output"] == ",".join(f"C{i}" for i in range(13))
+    run_round_trip(bootstrap(cluster), topic, tid)
     coordinator = partition_meta(cluster, "__transaction_state", partition_for(tid, TXN_PARTITIONS)).leader
     assert coordinator != leader  # the partition really was added from another broker
     raw = Raw(cluster[coordinator].port)

@@ -25,9 +25,12 @@ def _tool(bootstrap: str, *args: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.split("\t")] for line in done.stdout.strip().splitlines()]
 
 
-def test_java_transactional_producer_consumers_and_kafka_transactions_tool(broker):
+def run_round_trip(bootstrap: str, topic: str, transactional_id: str) -> None:
+    """Kafka 4.0's Java client (kafka4/TransactionalRoundTrip.java) commits 13 records and aborts 5
+    on ``topic``, read_committed and read_uncommitted consumers read them, and a
+    consume-transform-produce loop sends its offsets to the transaction; checked here."""
     done = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*",
-                           str(PROGRAM), broker.bootstrap, "jt", "java-tx"],
+                           str(PROGRAM), bootstrap, topic, transactional_id],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     facts = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
@@ -36,6 +39,10 @@ def test_java_transactional_producer_consumers_and_kafka_transactions_tool(broke
     # 13 records + 5 aborted + 3 markers: the group's next offset is 21 - 1 = 20 (the last marker's)
     assert (facts["transformed"], facts["group-offset"]) == ("13", "20")
     assert facts["output"] == ",".join(f"C{i}" for i in range(13))
+
+
+def test_java_transactional_producer_consumers_and_kafka_transactions_tool(broker):
+    run_round_trip(broker.bootstrap, "jt", "java-tx")
 
     listed = _tool(broker.bootstrap, "list")
     assert listed[0][:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
