@@ -16,6 +16,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from compat_tests.workload import PacedProducer
+
 KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
 PROGRAM = Path(__file__).parent / "kafka4" / "CountingConsumer.java"
 NO_JAVA = shutil.which("java") is None or not (KAFKA_HOME / "libs").is_dir()
@@ -86,23 +88,10 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
     bootstrap = fast_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
     processed: list[bytes] = []
     lock = threading.Lock()
-    sent = []
-    stop_producing = threading.Event()
-
-    def produce():
-        i = 0
-        while not stop_producing.is_set():
-            producer.produce(TOPIC, b"%06d" % i, partition=i % PARTITIONS)
-            sent.append(b"%06d" % i)
-            i += 1
-            producer.poll(0)
-            time.sleep(0.004)
-        producer.flush(30)
-
-    writer = threading.Thread(target=produce, daemon=True)
+    writer = PacedProducer(bootstrap, TOPIC, PARTITIONS)
+    sent = writer.sent
     first = Member(bootstrap, "first", processed, lock)
     members = [first]
     try:
@@ -121,11 +110,10 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
         first.stop.set()  # leaves the group (epoch -1): the second member takes everything
         first.join(30)
         _wait(lambda: second.assigned == list(range(PARTITIONS)), 30, "the second member owning every partition")
-        stop_producing.set()
-        writer.join(60)
+        writer.finish()
         _wait(lambda: len(processed) >= len(sent), 60, "every produced record processed")
     finally:
-        stop_producing.set()
+        writer.stop()
         for m in members:
             m.stop.set()
         for m in members:

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests.workload import PacedProducer
 
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from strom.protocol.codec import decode_response, encode_request
@@ -190,23 +192,10 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
     bootstrap, port = broker.bootstrap, broker.port
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
     processed: list[bytes] = []
     lock = threading.Lock()
-    sent: list[bytes] = []
-    stop_producing = threading.Event()
-
-    def produce():
-        i = 0
-        while not stop_producing.is_set():
-            producer.produce(TOPIC, b"%06d" % i, partition=i % PARTITIONS)
-            sent.append(b"%06d" % i)
-            i += 1
-            producer.poll(0)
-            time.sleep(0.004)
-        producer.flush(30)
-
-    writer = threading.Thread(target=produce, daemon=True)
+    writer = PacedProducer(bootstrap, TOPIC, PARTITIONS)
+    sent = writer.sent
     all_members: list = []
 
     def start(name: str, protocol: str):
@@ -260,11 +249,10 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
             _tool_shows(bootstrap, ["range", "Stable", "3"])
         progress("after the downgrade")
 
-        stop_producing.set()
-        writer.join(60)
+        writer.finish()
         _wait(lambda: len(set(processed)) >= len(sent), 60, "every produced record processed")
     finally:
-        stop_producing.set()
+        writer.stop()
         for m in all_members:
             m.leave()
     assert not [m.crash for m in all_members if m.crash], [m.crash for m in all_members if m.crash]

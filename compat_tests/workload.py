@@ -81,3 +81,47 @@ def assert_round_trip(expected: list[Record], got: dict[int, list[Record]],
         if offsets != list(range(len(records))):
             problems.append(f"partition {p}: offsets not 0..{len(records) - 1} in order")
     assert not problems, "\n".join(problems)
+
+
+class PacedProducer:
+    """A thread producing b"%06d" values round robin over ``partitions`` of ``topic`` (acks=all), one
+    every ``pause_s``, until stopped; ``sent`` keeps every value handed to the client, in order.
+    Used by the consumer group tests that let members come and go while records arrive.
+
+        writer = PacedProducer(bootstrap, "t", 6)
+        writer.start(); ...; writer.finish()   # stopped and flushed
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, pause_s: float = 0.004):
+        import threading
+
+        from confluent_kafka import Producer
+
+        self.sent: list[bytes] = []
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2})
+        self._topic, self._partitions, self._pause_s = topic, partitions, pause_s
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            value = b"%06d" % i
+            self._producer.produce(self._topic, value, partition=i % self._partitions)
+            self.sent.append(value)
+            i += 1
+            self._producer.poll(0)
+            time.sleep(self._pause_s)
+        self._producer.flush(30)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def finish(self, timeout_s: float = 60) -> None:
+        """Stop producing and wait until what was handed to the client is flushed."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
