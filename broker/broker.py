@@ -5,6 +5,7 @@ import errno
 import logging
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 import trio
 
@@ -37,6 +38,7 @@ from .security.credentials import StandaloneCredentials, ZkCredentials
 from .server import ConnectionHandler
 from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
+from .cluster.placement import PlacementError, added_assignment, manual_assignment
 
 log = logging.getLogger("strom.broker")
 
@@ -364,23 +366,46 @@ class Broker:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo | None:
+                           configs: dict[str, str], *, validate_only: bool = False,
+                           assignment: Sequence[tuple[int, Sequence[int]]] | None = None) -> TopicInfo | None:
+        """Create a topic with ``partitions`` x ``replication_factor`` placed by the broker, or (with
+        ``assignment``: (partition index, replica broker ids) pairs, counts -1) exactly as assigned,
+        the first replica of each partition its preferred leader."""
         reason = topic_name_error(name)
         if reason:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         if name in self.topics.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if partitions == -1:
-            partitions = self.config["num.partitions"]
-        if partitions < 1 or partitions > MAX_PARTITIONS:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if replication_factor < 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if not assignment:
+            if partitions == -1:
+                partitions = self.config["num.partitions"]
+            if partitions < 1 or partitions > MAX_PARTITIONS:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+            if replication_factor == -1:
+                replication_factor = self.config["default.replication.factor"]
+            if replication_factor < 1:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
         self.validate_topic_configs(configs)
+        placed = None
+        if assignment:  # Kafka's controller checks these after the configs
+            if replication_factor != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but replication factor was not set to -1.")
+            if partitions != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but numPartitions was not set to -1.")
+            try:
+                placed = manual_assignment(assignment, await self.registered_brokers())
+            except PlacementError as exc:
+                raise TopicError(exc.code, exc.message) from None
+            if len(placed) > MAX_PARTITIONS:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+            partitions, replication_factor = len(placed), len(placed[0])
         if self.cluster is not None:
-            info = await self.cluster.create_topic(name, partitions, replication_factor, configs, validate_only)
+            info = await self.cluster.create_topic(name, partitions, replication_factor, configs, validate_only,
+                                                   assignment=placed)
         else:
             if replication_factor > 1:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -463,22 +488,33 @@ class Broker:
             self.stats.forget_topic(topic)  # as Kafka drops a deleted topic's metrics
         self.replicas.notify_data()
 
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                                assignment: Sequence[Sequence[int]] | None = None) -> None:
+        """Grow ``name`` to ``count`` partitions, placed by the broker or (``assignment``: one
+        replica list per new partition, in order) exactly as assigned."""
         info = self.topics.topics.get(name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        if count < info.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {info.partitions} partitions, which is higher than the requested {count}.")
         if count == info.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
+        if count < info.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {info.partitions} "
+                             f"partition(s); {count} would not be an increase.")
         if count > MAX_PARTITIONS:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS}.")
+        placed = None
+        if assignment is not None:
+            replication_factor = self.cluster.replication_factor(name) if self.cluster is not None else 1
+            try:
+                placed = added_assignment(assignment, await self.registered_brokers(), info.partitions, count,
+                                          replication_factor)
+            except PlacementError as exc:
+                raise TopicError(exc.code, exc.message) from None
         if validate_only:
             return
         old = info.partitions
         if self.cluster is not None:
-            await self.cluster.create_partitions(name, count)
+            await self.cluster.create_partitions(name, count, assignment=placed)
         else:
             config = self.log_config(info.configs)
             logs = self._create_logs(name, range(old, count), config)
@@ -545,6 +581,13 @@ class Broker:
         replicas = list(assignment.partitions[index])
         live = self.cluster.view.brokers
         return state.leader, state.leader_epoch, replicas, list(state.isr), [r for r in replicas if r not in live]
+
+    async def registered_brokers(self) -> set[int]:
+        """The broker ids a manual replica assignment may name: those registered in ZooKeeper now
+        (as Kafka's controller checks them), standalone this broker."""
+        if self.cluster is not None:
+            return await self.cluster.registered_brokers()
+        return {self.node_id}
 
     def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
         """(id, host, port, rack) of every live broker, at its endpoint on ``listener_name``

@@ -24,12 +24,10 @@ async def _grow(broker, topic, validate_only: bool, quota) -> dict:
         if info is not None and topic.count > info.partitions \
                 and mutation_refused(quota, topic.count - info.partitions):
             raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
-        if topic.assignments:
-            brokers = {b for a in topic.assignments for b in a.broker_ids}
-            if brokers - {broker.node_id}:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Unknown broker ids in the assignment: {sorted(brokers - {broker.node_id})}")
-        await broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
+        # a manual assignment (one replica list per new partition) is checked against the brokers
+        # registered in the cluster and written as given; [] is an assignment too (of nothing), as in Kafka
+        assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        await broker.create_partitions(topic.name, topic.count, validate_only=validate_only, assignment=assignment)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result

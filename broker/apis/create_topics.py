@@ -1,5 +1,10 @@
 """CreateTopics: new topics with a partition count (or a manual assignment) and config overrides.
-Each new topic's partitions count against the client's controller_mutation_rate quota."""
+Each new topic's partitions count against the client's controller_mutation_rate quota.
+
+A manual assignment (``kafka-topics.sh --replica-assignment``, confluent-kafka's
+``NewTopic(replica_assignment=...)``) names each partition's replicas, the preferred leader first;
+it is checked as Kafka 4.0's controller checks it (counts -1, partitions 0..n-1 once each, brokers
+registered in the cluster and distinct, one replication factor) and written as given."""
 import uuid
 from collections import Counter
 
@@ -19,21 +24,13 @@ STRICT_SINCE = 6  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v6
 
 async def _create(broker, topic, validate_only: bool) -> dict:
     partitions, replication = topic.num_partitions, topic.replication_factor
-    if topic.assignments:
-        if partitions != -1 or replication != -1:
-            raise TopicError(ErrorCode.INVALID_REQUEST,
-                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
-        brokers = {b for a in topic.assignments for b in a.broker_ids}
-        if brokers - {broker.node_id}:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Unknown broker ids in the assignment: {sorted(brokers - {broker.node_id})}")
-        indexes = sorted(a.partition_index for a in topic.assignments)
-        if indexes != list(range(len(indexes))):
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered from 0 without gaps.")
-        partitions = len(indexes)
-        replication = max(len(a.broker_ids) for a in topic.assignments)
+    assignment = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments] or None
     configs = {c.name: c.value for c in topic.configs}
-    info = await broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only)
+    # a manual assignment is checked (against the registered brokers) and written as given
+    info = await broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only,
+                                     assignment=assignment)
+    if assignment:  # valid, so: partitions 0..n-1, every one with the same replica count
+        partitions, replication = len(assignment), len(assignment[0][1])
     if replication == -1:  # answered resolved, as Kafka does
         replication = broker.config["default.replication.factor"]
     if info is None:

@@ -536,14 +536,19 @@ class ClusterMember:
 
     # ----------------------------------------------------------------- admin
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str], validate_only: bool) -> TopicInfo | None:
-        # Like Kafka's AdminZkClient, place replicas on the brokers registered in ZooKeeper now: the
-        # watched view can still miss a broker that registered a moment ago.
-        brokers = sorted(await self.zk.get_live_broker_ids())
-        try:
-            assignment = assign_replicas(brokers, partitions, replication_factor)
-        except PlacementError as exc:
-            raise TopicError(exc.code, str(exc)) from None
+                           configs: dict[str, str], validate_only: bool,
+                           assignment: dict[int, list[int]] | None = None) -> TopicInfo | None:
+        """Write the topic's znodes with ``assignment`` (a checked manual one) or, without, replicas
+        placed over the registered brokers; the controller then creates the partition states (the
+        first live replica of each partition leads, the live replicas in their given order in sync)."""
+        if assignment is None:
+            # Like Kafka's AdminZkClient, place replicas on the brokers registered in ZooKeeper now: the
+            # watched view can still miss a broker that registered a moment ago.
+            brokers = sorted(await self.zk.get_live_broker_ids())
+            try:
+                assignment = assign_replicas(brokers, partitions, replication_factor)
+            except PlacementError as exc:
+                raise TopicError(exc.code, str(exc)) from None
         if validate_only:
             return None
         topic_id = uuid.uuid4().bytes
@@ -561,18 +566,29 @@ class ClusterMember:
         await self.zk.mark_topic_for_deletion(name)
         await self.wait_for(lambda: name not in self.cache.topics)
 
-    async def create_partitions(self, name: str, count: int) -> None:
+    def replication_factor(self, name: str) -> int:
+        """The replica count of the topic's first partition (what new partitions get, as in Kafka)."""
         assignment = self.view.assignments[name]
-        existing = len(assignment.partitions)
-        rf = len(next(iter(assignment.partitions.values())))
-        try:
-            added = assign_replicas(sorted(await self.zk.get_live_broker_ids()), count - existing, rf,
-                                    start_partition=existing)
-        except PlacementError as exc:
-            raise TopicError(exc.code, str(exc)) from None
-        partitions = dict(assignment.partitions)
-        partitions.update({existing + i: tuple(r) for i, r in enumerate(added.values())})
-        await self.zk.set_topic_assignment(name, TopicAssignment(partitions, topic_id=assignment.topic_id))
+        return len(next(iter(assignment.partitions.values())))
+
+    async def registered_brokers(self) -> set[int]:
+        """The broker ids registered in ZooKeeper now (the watched view may lag a moment)."""
+        return set(await self.zk.get_live_broker_ids())
+
+    async def create_partitions(self, name: str, count: int, assignment: dict[int, list[int]] | None = None) -> None:
+        """Add partitions up to ``count``, with ``assignment`` (checked manual replica lists of the
+        new partitions) or placed over the registered brokers."""
+        current = self.view.assignments[name]
+        existing = len(current.partitions)
+        if assignment is None:
+            try:
+                assignment = assign_replicas(sorted(await self.zk.get_live_broker_ids()), count - existing,
+                                             self.replication_factor(name), start_partition=existing)
+            except PlacementError as exc:
+                raise TopicError(exc.code, str(exc)) from None
+        partitions = dict(current.partitions)
+        partitions.update({p: tuple(r) for p, r in assignment.items()})
+        await self.zk.set_topic_assignment(name, TopicAssignment(partitions, topic_id=current.topic_id))
         await self.wait_for(lambda: all((name, p) in self.view.states for p in range(count)))
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -703,6 +703,7 @@ def topics_admin() -> list[Scenario]:
             steps.append(await_topic("{s}"))
             steps.append(req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False}))
         out.append(sc(f"create_topics-v7-{label}", *steps))
+    out.extend(manual_assignments())
     out.append(sc("create_topics-v7-duplicate-in-request", req(A.CREATE_TOPICS, 7, {"topics": [
         {"name": "{s}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}] * 2,
         "timeout_ms": 10_000})))
@@ -739,6 +740,62 @@ def topics_admin() -> list[Scenario]:
         req(A.METADATA, 12, {"topics": [{"name": "w-one"}], "allow_auto_topic_creation": False})))
     out.append(sc("create_partitions-v3-duplicate-topic", req(A.CREATE_PARTITIONS, 3, {
         "topics": [{"name": "w-three", "count": 4, "assignments": None}] * 2, "timeout_ms": 10_000})))
+    return out
+
+
+def manual_assignments() -> list[Scenario]:
+    """CreateTopics and CreatePartitions with a manual replica assignment: Kafka's refusals (each
+    checked to have created or grown nothing), validate_only, and assignments that work."""
+    node = req(A.DESCRIBE_CLUSTER, 0, {}, capture={"node": "controller_id"}, compare=False)
+    described = req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False})
+
+    def assigned(*lists: list) -> list[dict]:
+        return [{"partition_index": p, "broker_ids": ids} for p, ids in lists]
+
+    out = []
+    for label, topic in (
+        ("duplicate-broker", {"assignments": assigned((0, ["$node", "$node"]))}),
+        ("empty-replicas", {"assignments": assigned((0, []))}),
+        ("gap", {"assignments": assigned((0, ["$node"]), (2, ["$node"]))}),
+        ("not-from-zero", {"assignments": assigned((1, ["$node"]))}),
+        ("partition-twice", {"assignments": assigned((0, ["$node"]), (0, ["$node"]))}),
+        ("unknown-and-known", {"assignments": assigned((0, ["$node"]), (1, ["$node", 77]))}),
+        ("with-partition-count", {"num_partitions": 2, "assignments": assigned((0, ["$node"]))}),
+        ("with-replication-factor", {"replication_factor": 1, "assignments": assigned((0, ["$node"]))}),
+        ("and-invalid-config", {"assignments": assigned((0, [77])),
+                                "configs": [{"name": "cleanup.policy", "value": "sometimes"}]}),
+    ):
+        entry = {"name": "{s}", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": [],
+                 **topic}
+        out.append(sc(f"create_topics-v7-assignment-{label}", node, req(A.CREATE_TOPICS, 7, {
+            "topics": [entry], "timeout_ms": 10_000, "validate_only": False}), described))
+    out.append(sc("create_topics-v7-assignment-validate-only", node, req(A.CREATE_TOPICS, 7, {"topics": [
+        {"name": "{s}", "num_partitions": -1, "replication_factor": -1, "configs": [],
+         "assignments": assigned((1, ["$node"]), (0, ["$node"]))}], "timeout_ms": 10_000, "validate_only": True}),
+        described))
+
+    def grow(count: int, assignments: list | None, validate_only: bool = False) -> Step:
+        return req(A.CREATE_PARTITIONS, 3, {"topics": [{"name": "{s}", "count": count, "assignments": None if
+                                                        assignments is None else [{"broker_ids": b} for b in assignments]}],
+                                            "timeout_ms": 10_000, "validate_only": validate_only})
+
+    out.append(sc("create_partitions-v3-manual-assignment", node, create_topic("{s}"), await_topic("{s}"),
+                  grow(3, [["$node"], ["$node"]]),
+                  req(A.METADATA, 12, {"topics": [{"name": "{s}"}], "allow_auto_topic_creation": False},
+                      until_has="'partition_index': 2")))
+    for label, count, assignments, validate_only in (
+        ("assignment-unknown-broker", 2, [[77]], False),
+        ("assignment-duplicate-broker", 2, [["$node", "$node"]], False),
+        ("assignment-empty-replicas", 2, [[]], False),
+        ("assignment-too-few", 3, [["$node"]], False),
+        ("assignment-empty-list", 2, [], False),
+        ("assignment-replication-factor", 2, [["$node", 77]], False),
+        ("assignment-validate-only", 3, [["$node"], ["$node"]], True),
+        ("assignment-validate-only-unknown-broker", 2, [[77]], True),
+        ("assignment-same-count", 1, [["$node"]], False),
+    ):
+        out.append(sc(f"create_partitions-v3-{label}", node, create_topic("{s}"), await_topic("{s}"),
+                      grow(count, assignments, validate_only), described))
     return out
 
 

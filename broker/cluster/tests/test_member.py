@@ -80,3 +80,46 @@ def test_topic_placement_uses_the_brokers_registered_in_zookeeper_not_the_watche
         assert sorted(created["t"][2]) == [0, 1, 2]
 
     trio.run(main)
+
+
+def test_a_manual_assignment_is_written_to_zookeeper_as_given():
+    """The topic znode gets the replicas in the given order (first = preferred leader), for new
+    topics and added partitions, without asking placement."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from strom.broker.cluster.member import ClusterMember
+
+    written = {}
+
+    class FakeZk:
+        async def get_live_broker_ids(self):
+            raise AssertionError("a manual assignment needs no placement")
+
+        async def create_topic(self, name, assignment, configs, topic_id):
+            written[name] = assignment
+
+        async def set_topic_assignment(self, name, assignment):
+            written[name] = dict(assignment.partitions)
+
+    member = ClusterMember.__new__(ClusterMember)
+    member.zk = FakeZk()
+    member.view = ClusterView(brokers={0: None, 1: None, 2: None})
+    member.cache = SimpleNamespace(topics={})
+
+    async def no_wait(condition):
+        pass
+
+    member.wait_for = no_wait
+
+    async def main():
+        await member.create_topic("t", 2, 2, {}, validate_only=True, assignment={0: [2, 0], 1: [0, 1]})
+        assert written == {}
+        await member.create_topic("t", 2, 2, {}, validate_only=False, assignment={0: [2, 0], 1: [0, 1]})
+        assert written["t"] == {0: (2, 0), 1: (0, 1)}
+        member.view.assignments["t"] = SimpleNamespace(partitions=written["t"], topic_id="id")
+        await member.create_partitions("t", 3, assignment={2: [1, 2]})
+        assert written["t"] == {0: (2, 0), 1: (0, 1), 2: (1, 2)}
+
+    trio.run(main)

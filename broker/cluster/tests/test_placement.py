@@ -77,3 +77,65 @@ def test_impossible_requests_raise_kafka_errors(brokers: list[int], partitions: 
 def test_replication_factor_message_matches_kafka() -> None:
     with pytest.raises(PlacementError, match=r"Replication factor: 3 larger than available brokers: 2\."):
         assign_replicas([1, 2], 1, 3)
+
+
+# ----------------------------------------------------------------- manual assignments
+# Messages as Kafka 4.0's controller words them (asked of the reference broker; the inconsistent
+# replication factor needs several brokers, so it is from ReplicationControlManager's source).
+
+from strom.broker.cluster.placement import added_assignment, check_replicas, manual_assignment  # noqa: E402
+
+REGISTERED = {0, 1, 2}
+
+
+def refusal(call) -> tuple[ErrorCode, str]:
+    with pytest.raises(PlacementError) as info:
+        call()
+    return info.value.code, info.value.message
+
+
+def test_a_manual_assignment_is_kept_exactly_as_given() -> None:
+    assert manual_assignment([(1, [2, 0]), (0, [1, 2])], REGISTERED) == {0: [1, 2], 1: [2, 0]}
+    assert list(manual_assignment([(1, [2, 0]), (0, [1, 2])], REGISTERED)) == [0, 1]
+
+
+@pytest.mark.parametrize("assignments, message", [
+    ([(0, [0, 7])], "The manual partition assignment includes broker 7, but no such broker is registered."),
+    # the lowest offending id is reported, whether unknown or repeated
+    ([(0, [9, 1, 5])], "The manual partition assignment includes broker 5, but no such broker is registered."),
+    ([(0, [2, 1, 2])], "The manual partition assignment includes the broker 2 more than once."),
+    ([(0, [7, 7, 1])], "The manual partition assignment includes broker 7, but no such broker is registered."),
+    ([(0, [])], "The manual partition assignment includes an empty replica list."),
+    ([(0, [0, 1]), (1, [2])], "The manual partition assignment includes a partition with 1 replica(s), but this is "
+                              "not consistent with previous partitions, which have 2 replica(s)."),
+    ([(0, [0]), (2, [1])], "partitions should be a consecutive 0-based integer sequence"),
+    ([(1, [0])], "partitions should be a consecutive 0-based integer sequence"),
+    ([(-1, [0])], "partitions should be a consecutive 0-based integer sequence"),
+    ([(0, [0]), (0, [1])], "Found multiple manual partition assignments for partition 0"),
+])
+def test_manual_assignment_refusals_are_kafkas(assignments, message) -> None:
+    assert refusal(lambda: manual_assignment(assignments, REGISTERED)) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+
+
+def test_partitions_are_checked_in_request_order() -> None:
+    # partition 1's unknown broker is found before partition 0's replication factor is compared
+    code, message = refusal(lambda: manual_assignment([(1, [0, 9]), (0, [1])], REGISTERED))
+    assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "broker 9" in message
+
+
+def test_added_partitions_take_one_list_each_with_the_topics_replication_factor() -> None:
+    assert added_assignment([[2, 1], [0, 2]], REGISTERED, 3, 5, 2) == {3: [2, 1], 4: [0, 2]}
+    assert refusal(lambda: added_assignment([[2, 1]], REGISTERED, 3, 5, 2)) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
+    assert refusal(lambda: added_assignment([], REGISTERED, 3, 4, 2))[1] == \
+        "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified."
+    assert refusal(lambda: added_assignment([[0, 1, 2]], REGISTERED, 3, 4, 2))[1].startswith(
+        "The manual partition assignment includes a partition with 3 replica(s)")
+    assert refusal(lambda: added_assignment([[4, 0]], REGISTERED, 3, 4, 2))[1] == \
+        "The manual partition assignment includes broker 4, but no such broker is registered."
+
+
+def test_check_replicas_accepts_any_order_of_registered_brokers() -> None:
+    check_replicas([2, 0, 1], REGISTERED, 3)
+    check_replicas([1], REGISTERED, None)
