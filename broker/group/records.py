@@ -17,18 +17,16 @@ versions use compact lengths and tagged fields):
 A null value is a tombstone: it deletes what its key names. Strom writes offset values v3 (v1 when
 the commit carries an explicit retention, as Kafka does) and group values v3, so Kafka's own tools
 read them. The field facts below are taken from Kafka's reference definitions (names, types and
-version ranges only); the byte layouts come from `protocol.codec`.
+version ranges only); the framing (version prefix, byte layouts) comes from
+`protocol.internal_records`, shared with `__transaction_state`.
 """
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass, field
-from functools import cache
-from typing import Any
 
-from strom.protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_struct
-from strom.protocol.schema import FieldSpec
+from strom.protocol.internal_records import (InternalRecordError, RecordCodec, field as _f, java_string_hashcode,
+                                             partition_for, version_of)
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
@@ -36,22 +34,9 @@ OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
 
-_INT16 = struct.Struct(">h")
 
-
-class GroupRecordError(ValueError):
+class GroupRecordError(InternalRecordError):
     """A `__consumer_offsets` record this broker cannot read."""
-
-
-def _f(name: str, type_: str, versions: tuple[int, int | None], *, nullable=None, default=..., fields=(),
-       tag: int | None = None) -> dict:
-    raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
-                           "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
-    if tag is not None:
-        raw["tagged_versions"], raw["tag"] = list(versions), tag
-    if default is not ...:
-        raw["default"] = default
-    return raw
 
 
 # (versions valid, flexible-from or None, fields): facts of Kafka's internal/*.json.
@@ -131,34 +116,8 @@ CONSUMER_GROUP_KEYS = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMet
                        7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment"}
 
 
-@cache
-def _struct(name: str, version: int) -> MessageStruct:
-    (low, high), flexible_from, fields = _SCHEMAS[name]
-    if not low <= version <= high:
-        raise GroupRecordError(f"{name} version {version} is not defined (valid {low}-{high})")
-    flexible = flexible_from is not None and version >= flexible_from
-    return build_struct([FieldSpec.from_json(f) for f in fields], version, flexible)
-
-
-def encode(name: str, version: int, body: dict) -> bytes:
-    out = io.BytesIO()
-    out.write(_INT16.pack(version))
-    _struct(name, version)._build(body, out, _BuildCtx(), "")
-    return out.getvalue()
-
-
-def _decode(name: str, data: bytes) -> tuple[int, Any]:
-    if len(data) < 2:
-        raise GroupRecordError(f"{name}: {len(data)} bytes is too short for a version")
-    version = _INT16.unpack_from(data)[0]
-    stream = io.BytesIO(data)
-    stream.seek(2)
-    try:
-        return version, _struct(name, version)._parse(stream, _ParseCtx(len(data), memoryview(data)), "")
-    except GroupRecordError:
-        raise
-    except Exception as exc:  # construct and codec errors of a malformed record
-        raise GroupRecordError(f"malformed {name} v{version}: {exc}") from None
+_CODEC = RecordCodec(_SCHEMAS, GroupRecordError)
+encode, _decode = _CODEC.encode, _CODEC.decode
 
 
 # --------------------------------------------------------------------------- typed records
@@ -257,11 +216,11 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey | ConsumerGroupKey:
     """The key of a `__consumer_offsets` record; GroupRecordError for other or malformed keys."""
     if data is None:
         raise GroupRecordError("a __consumer_offsets record has no key")
-    if len(data) >= 2 and _INT16.unpack_from(data)[0] == GROUP_METADATA_KEY_VERSION:
+    version = version_of(data)
+    if version == GROUP_METADATA_KEY_VERSION:
         _, body = _decode("GroupMetadataKey", data)
         return GroupKey(body.group)
-    if len(data) >= 2 and _INT16.unpack_from(data)[0] in CONSUMER_GROUP_KEYS:
-        version = _INT16.unpack_from(data)[0]
+    if version in CONSUMER_GROUP_KEYS:
         _, body = _decode(CONSUMER_GROUP_KEYS[version] + "Key", data)
         return ConsumerGroupKey(version, body.group_id, body.get("member_id") or "")
     _, body = _decode("OffsetCommitKey", data)
@@ -281,23 +240,6 @@ def decode_group_value(data: bytes) -> GroupRecord:
                for m in body.members or []]
     return GroupRecord(body.protocol_type or "", body.generation, body.protocol, body.leader,
                        body.current_state_timestamp, members)
-
-
-# --------------------------------------------------------------------------- partitioning
-
-def java_string_hashcode(text: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (abs of MIN_VALUE is 0)."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # --------------------------------------------------------------------------- consumer protocol

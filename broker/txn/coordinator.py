@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import trio
 
 from strom.protocol.errors import ErrorCode
+from strom.protocol.internal_records import partition_for
 from strom.protocol.schema import ApiKey
-from strom.broker.group.records import partition_for
 
 from .markers import TransactionMarkerChannelManager
 from .metadata import MAX_EPOCH, NO_EPOCH, TransactionMetadata, TxnState

@@ -17,45 +17,29 @@ Value (``TransactionLogValue``, version 0, or 1 flexible with tagged fields)::
 A null value (tombstone) removes the transactional id (expiry). Strom writes value version 1, as
 Kafka 4.0 does once transaction.version 1 or later is finalized (tagged fields only where they
 differ from their defaults; an Empty id has null partitions), and reads 0 and 1.
-Field facts come from Kafka's reference definitions; byte layouts from `protocol.codec`.
+Field facts come from Kafka's reference definitions; the framing (version prefix, byte layouts)
+from `protocol.internal_records`.
 """
 from __future__ import annotations
 
-import io
-import struct
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 
-from strom.protocol.codec import MessageStruct, _BuildCtx, _ParseCtx, build_struct
-from strom.protocol.schema import FieldSpec
+from strom.protocol.internal_records import InternalRecordError, RecordCodec, field as _f
 
 KEY_VERSION = 0
 VALUE_VERSION = 1
-_INT16 = struct.Struct(">h")
 
 
-class TxnRecordError(ValueError):
+class TxnRecordError(InternalRecordError):
     """A `__transaction_state` record this broker cannot read."""
-
-
-def _f(name: str, type_: str, versions, *, nullable=None, tagged=None, tag=None, default=..., fields=()) -> dict:
-    raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
-                           "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
-    if tagged is not None:
-        raw["tagged_versions"] = list(tagged)
-        raw["tag"] = tag
-    if default is not ...:
-        raw["default"] = default
-    return raw
 
 
 _SCHEMAS = {
     "TransactionLogKey": ((0, 0), None, [_f("transactional_id", "string", (0, None))]),
     "TransactionLogValue": ((0, 1), 1, [
         _f("producer_id", "int64", (0, None)),
-        _f("previous_producer_id", "int64", (1, None), tagged=(1, None), tag=0, default=-1),
-        _f("next_producer_id", "int64", (1, None), tagged=(1, None), tag=1, default=-1),
+        _f("previous_producer_id", "int64", (1, None), tag=0, default=-1),
+        _f("next_producer_id", "int64", (1, None), tag=1, default=-1),
         _f("producer_epoch", "int16", (0, None)),
         _f("transaction_timeout_ms", "int32", (0, None)),
         _f("transaction_status", "int8", (0, None)),
@@ -64,38 +48,11 @@ _SCHEMAS = {
             _f("partition_ids", "[]int32", (0, None))]),
         _f("transaction_last_update_timestamp_ms", "int64", (0, None)),
         _f("transaction_start_timestamp_ms", "int64", (0, None)),
-        _f("client_transaction_version", "int16", (1, None), tagged=(1, None), tag=2, default=0)]),
+        _f("client_transaction_version", "int16", (1, None), tag=2, default=0)]),
 }
 
 
-@cache
-def _struct(name: str, version: int) -> MessageStruct:
-    (low, high), flexible_from, fields = _SCHEMAS[name]
-    if not low <= version <= high:
-        raise TxnRecordError(f"{name} version {version} is not defined (valid {low}-{high})")
-    flexible = flexible_from is not None and version >= flexible_from
-    return build_struct([FieldSpec.from_json(f) for f in fields], version, flexible)
-
-
-def _encode(name: str, version: int, body: dict) -> bytes:
-    out = io.BytesIO()
-    out.write(_INT16.pack(version))
-    _struct(name, version)._build(body, out, _BuildCtx(), "")
-    return out.getvalue()
-
-
-def _decode(name: str, data: bytes) -> tuple[int, Any]:
-    if data is None or len(data) < 2:
-        raise TxnRecordError(f"{name}: too short for a version")
-    version = _INT16.unpack_from(data)[0]
-    stream = io.BytesIO(data)
-    stream.seek(2)
-    try:
-        return version, _struct(name, version)._parse(stream, _ParseCtx(len(data), memoryview(data)), "")
-    except TxnRecordError:
-        raise
-    except Exception as exc:  # construct and codec errors of a malformed record
-        raise TxnRecordError(f"malformed {name} v{version}: {exc}") from None
+_CODEC = RecordCodec(_SCHEMAS, TxnRecordError)
 
 
 @dataclass(frozen=True)
@@ -113,18 +70,18 @@ class TxnLogValue:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    return _encode("TransactionLogKey", KEY_VERSION, {"transactional_id": transactional_id})
+    return _CODEC.encode("TransactionLogKey", KEY_VERSION, {"transactional_id": transactional_id})
 
 
 def decode_key(data: bytes | None) -> str:
-    _, body = _decode("TransactionLogKey", data)
+    _, body = _CODEC.decode("TransactionLogKey", data)
     return body.transactional_id
 
 
 def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
     partitions = None if v.status == 0 and not v.partitions else \
         [{"topic": t, "partition_ids": sorted(p)} for t, p in sorted(v.partitions.items())]
-    return _encode("TransactionLogValue", version, {
+    return _CODEC.encode("TransactionLogValue", version, {
         "producer_id": v.producer_id, "producer_epoch": v.producer_epoch,
         "previous_producer_id": v.previous_producer_id, "next_producer_id": v.next_producer_id,
         "transaction_timeout_ms": v.timeout_ms, "transaction_status": v.status,
@@ -135,7 +92,7 @@ def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
 
 
 def decode_value(data: bytes) -> TxnLogValue:
-    version, b = _decode("TransactionLogValue", data)
+    version, b = _CODEC.decode("TransactionLogValue", data)
     partitions: dict[str, list[int]] = {}
     for p in b.transaction_partitions or []:
         partitions.setdefault(p.topic, []).extend(p.partition_ids or [])
