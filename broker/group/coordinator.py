@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING, Iterable
 import trio
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
+from strom.protocol.internal_records import build_records_batch
+from strom.protocol.records.batch import iter_records, validate_batches
 from strom.protocol.records.control import COMMIT, control_type
-from strom.protocol.records.errors import RecordsError
 from strom.storage.errors import StorageError
 
 from ..errors import TopicError
+from ..internal_topics import replay_partition
 
 from .records import (CommittedOffset, ConsumerGroupKey, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
@@ -58,7 +59,6 @@ log = logging.getLogger("strom.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_METADATA_MAX_BYTES = 4096
-LOAD_READ_BYTES = 1 << 20
 WAIT_MARGIN_S = 5.0
 
 
@@ -178,43 +178,24 @@ class GroupCoordinator:
         log.info("loaded %d consumer groups from %s", len(self.groups), OFFSETS_TOPIC)
 
     def _load_partition(self, partition) -> None:
-        plog = partition.log
-        offset, end = plog.log_start_offset, partition.high_watermark
         open_txns: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for group_id in [g for g in self.pending_txn if self.partition_of(g) == partition.index]:
             del self.pending_txn[group_id]
-        while offset < end:
-            region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
-            if region is None:
-                break
-            data = region.read()
-            last = offset
-            try:
-                view = memoryview(data)
-                for pos, header in iter_batches(data, partial_tail=True):
-                    last = header.last_offset
-                    if header.last_offset < offset:
-                        continue
-                    batch = view[pos:pos + header.size]
-                    if header.is_control:
-                        records = open_txns.pop(header.producer_id, [])
-                        if control_type(batch) == COMMIT:
-                            for key, value in records:
-                                self._apply(key, value)
-                        continue
-                    if header.is_transactional:
-                        open_txns.setdefault(header.producer_id, []).extend(
-                            (r.key, r.value) for r in iter_records(batch))
-                        continue
-                    for record in iter_records(batch):
-                        self._apply(record.key, record.value)
-            except RecordsError as exc:
-                log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
-                          OFFSETS_TOPIC, partition.index, offset, exc)
-                return
-            if last < offset:
-                break
-            offset = last + 1
+
+        def on_batch(header, batch) -> None:
+            if header.is_control:
+                records = open_txns.pop(header.producer_id, [])
+                if control_type(batch) == COMMIT:
+                    for key, value in records:
+                        self._apply(key, value)
+            elif header.is_transactional:
+                open_txns.setdefault(header.producer_id, []).extend((r.key, r.value) for r in iter_records(batch))
+            else:
+                for record in iter_records(batch):
+                    self._apply(record.key, record.value)
+
+        if not replay_partition(partition, OFFSETS_TOPIC, partition.index, on_batch, log):
+            return
         for pid, records in open_txns.items():
             for key, value in records:
                 try:
@@ -268,10 +249,7 @@ class GroupCoordinator:
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
         if partition is None or not partition.is_leader:
             raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
-        now = wall_clock_ms()
-        pid, epoch = producer if producer is not None else (-1, -1)
-        data = bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=now,
-                                     producer_id=pid, producer_epoch=epoch, is_transactional=producer is not None))
+        data = build_records_batch(records, wall_clock_ms(), producer)
         partition.append(data, validate_batches(data))
         self.broker.replicas.notify_data()
 

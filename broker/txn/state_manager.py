@@ -26,10 +26,11 @@ import logging
 from dataclasses import dataclass
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
-from strom.protocol.records.errors import RecordsError
+from strom.protocol.internal_records import build_records_batch, partition_for
+from strom.protocol.records.batch import iter_records, validate_batches
 from strom.storage.errors import StorageError
-from strom.broker.group.records import partition_for
+
+from ..internal_topics import replay_partition
 
 from .markers import await_replicated
 from .metadata import TransactionMetadata
@@ -38,7 +39,6 @@ from .records import TxnRecordError, decode_key, decode_value, encode_key, encod
 log = logging.getLogger("strom.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-LOAD_READ_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -143,27 +143,14 @@ class TransactionStateManager:
             return
         for tid in [t for t in self.txns if self.partition_of(t) == index]:
             del self.txns[tid]
-        plog = partition.log
-        offset, end = plog.log_start_offset, partition.high_watermark
-        while offset < end:
-            region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
-            if region is None:
-                break
-            data = region.read()
-            last = offset
-            try:
-                for _, header in iter_batches(data, partial_tail=True):
-                    last = header.last_offset
-                for record in iter_records(data):
-                    if record.offset >= offset:
-                        self._apply(record.key, record.value)
-            except RecordsError as exc:
-                log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
-                          TRANSACTION_STATE_TOPIC, index, offset, exc)
-                return
-            if last < offset:
-                break
-            offset = last + 1
+        start = partition.log.log_start_offset
+
+        def on_batch(header, batch) -> None:
+            for record in iter_records(batch):
+                if record.offset >= start:
+                    self._apply(record.key, record.value)
+
+        replay_partition(partition, TRANSACTION_STATE_TOPIC, index, on_batch, log)
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         try:
@@ -189,8 +176,7 @@ class TransactionStateManager:
                         TRANSACTION_STATE_TOPIC, index, len(partition.isr), min_isr)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         value = None if target is None else encode_value(target.to_value())
-        data = bytearray(build_batch([Record(0, 0, encode_key(transactional_id), value)],
-                                     base_timestamp=self.port.now_ms()))
+        data = build_records_batch([(encode_key(transactional_id), value)], self.port.now_ms())
         try:
             info = partition.append(data, validate_batches(data))
         except (StorageError, OSError) as exc:

@@ -1,0 +1,47 @@
+"""Replaying a partition of an internal topic (`__consumer_offsets`, `__transaction_state`).
+
+A coordinator rebuilds its memory from the partitions it leads by reading each from its log start
+to its high watermark, batch by batch; the records' framing is `protocol.internal_records`, what
+the records mean is the coordinator's (``on_batch``). An unreadable batch ends the replay of that
+partition with a log line: what came before it stays applied.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from strom.protocol.records.batch import iter_batches
+from strom.protocol.records.errors import RecordsError
+from strom.protocol.records.header import BatchHeader
+
+LOAD_READ_BYTES = 1 << 20
+
+
+def replay_partition(partition, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
+                     log: logging.Logger) -> bool:
+    """Call ``on_batch(header, batch)`` for every batch of ``partition`` (the local replica of
+    ``topic``-``index``: its ``log`` and ``high_watermark``) from its log start up to its high
+    watermark, in order. False when an unreadable batch ended the replay early."""
+    plog = partition.log
+    offset, end = plog.log_start_offset, partition.high_watermark
+    while offset < end:
+        region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
+        if region is None:
+            break
+        data = region.read()
+        last = offset
+        try:
+            view = memoryview(data)
+            for pos, header in iter_batches(data, partial_tail=True):
+                last = header.last_offset
+                if header.last_offset < offset:
+                    continue
+                on_batch(header, view[pos:pos + header.size])
+        except RecordsError as exc:
+            log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
+                      topic, index, offset, exc)
+            return False
+        if last < offset:
+            break
+        offset = last + 1
+    return True
