@@ -10,8 +10,9 @@ from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
 
 from strom.broker.group.coordinator import OFFSETS_TOPIC
-from strom.broker.group.records import GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
+from strom.broker.group.records import CommittedOffset, GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
 from strom.broker.server import ConnectionHandler
+from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, KafkaStorageError
 from strom.broker.tests.conftest import Client, make_broker
 
 from .conftest import GROUP_TEST_CONFIG
@@ -199,3 +200,33 @@ async def test_offset_fetch_v8_batches_groups(gconnect):
     got = {g.group_id: ([p.committed_offset for t in g.topics for p in t.partitions], g.error_code)
            for g in response.groups}
     assert got == {"a": ([1], 0), "b": ([2], 0), "": ([], ErrorCode.INVALID_GROUP_ID)}
+
+
+@pytest.mark.parametrize("failure, expected", [
+    (OSError("disk gone"), ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (InvalidProducerEpoch("fenced"), ErrorCode.INVALID_PRODUCER_EPOCH),
+    (InvalidTxnState("no transaction"), ErrorCode.INVALID_TXN_STATE),
+    (KafkaStorageError("log dir offline"), ErrorCode.COORDINATOR_NOT_AVAILABLE)])
+@pytest.mark.parametrize("transactional", [False, True])
+async def test_a_commit_whose_records_cannot_be_written_changes_nothing(gconnect, group_broker, monkeypatch,
+                                                                        failure, expected, transactional):
+    client = await gconnect()
+    await create_topic(client, "t")
+    coordinator = group_broker.groups
+    await coordinator.ensure_topic()
+    partition = group_broker.partition(OFFSETS_TOPIC, coordinator.partition_of("g"))
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(partition, "append", fail)
+    offsets = [("t", 0, CommittedOffset(5)), ("missing", 0, CommittedOffset(1))]
+    if transactional:
+        results = coordinator.txn_commit_offsets("g", 7, 0, "", None, -1, offsets)
+    else:
+        results = coordinator.commit_offsets("g", "", None, -1, -1, offsets)
+    # a fenced producer is the only answer a plain commit (no producer) can never get
+    if not transactional and expected is not ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        expected = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert [(r.topic, r.error) for r in results] == [("t", expected), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert coordinator.fetch_offsets("g", None) == {} and not coordinator.has_pending_txn_offset("g", "t", 0)
