@@ -463,28 +463,45 @@ class GroupCoordinator:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
+        results, accepted = self._write_offsets(group_id, offsets, retention_ms)
+        if accepted:
+            group = self._get_or_create(group_id)
+            for topic, index, value in accepted:
+                group.offsets[(topic, index)] = value
+        return results
+
+    def _write_offsets(self, group_id: str, offsets: list[tuple[str, int, CommittedOffset]], retention_ms: int = -1,
+                       producer: tuple[int, int] | None = None
+                       ) -> tuple[list[CommitResult], list[tuple[str, int, CommittedOffset]]]:
+        """The records of an OffsetCommit or (with ``producer``) a TxnOffsetCommit: every offset
+        checked, those accepted stamped with the commit time (and expiry, with ``retention_ms`` >= 0)
+        and appended in one batch. (results, accepted); a failed append is every accepted
+        partition's error and accepts nothing."""
         results, accepted = [], []
         now = wall_clock_ms()
+        expire = now + retention_ms if retention_ms >= 0 else -1
         for topic, index, value in offsets:
             code = self._offset_error(topic, index, value)
             results.append(CommitResult(topic, index, code))
             if code is ErrorCode.NONE:
-                expire = now + retention_ms if retention_ms >= 0 else -1
                 accepted.append((topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata,
                                                                now, expire)))
         if not accepted:
-            return results
+            return results, []
         try:
             self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
-                                    for t, p, v in accepted])
+                                    for t, p, v in accepted], producer=producer)
         except (StorageError, OSError) as exc:
-            log.error("could not persist offsets of group=%s: %s", group_id, exc)
-            return [CommitResult(r.topic, r.partition, ErrorCode.COORDINATOR_NOT_AVAILABLE
-                                 if r.error is ErrorCode.NONE else r.error) for r in results]
-        group = self._get_or_create(group_id)
-        for topic, index, value in accepted:
-            group.offsets[(topic, index)] = value
-        return results
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if producer is not None and isinstance(exc, StorageError) and ErrorCode[exc.error_code_name] in (
+                    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
+                code = ErrorCode[exc.error_code_name]    # the producer was fenced: the client's answer
+            else:
+                log.error("could not persist %soffsets of group=%s: %s",
+                          "" if producer is None else "transactional ", group_id, exc)
+            return [CommitResult(r.topic, r.partition, code if r.error is ErrorCode.NONE else r.error)
+                    for r in results], []
+        return results, accepted
 
     def _offset_error(self, topic: str, index: int, value: CommittedOffset) -> ErrorCode:
         if self.broker.partition(topic, index) is None:
@@ -517,32 +534,11 @@ class GroupCoordinator:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
-        results, accepted = [], []
-        now = wall_clock_ms()
-        for topic, index, value in offsets:
-            code = self._offset_error(topic, index, value)
-            results.append(CommitResult(topic, index, code))
-            if code is ErrorCode.NONE:
-                accepted.append((topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata, now)))
-        if not accepted:
-            return results
-        try:
-            self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
-                                    for t, p, v in accepted], producer=(producer_id, producer_epoch))
-        except StorageError as exc:
-            code = ErrorCode[exc.error_code_name]
-            if code not in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
-                log.error("could not persist transactional offsets of group=%s: %s", group_id, exc)
-                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            return [CommitResult(r.topic, r.partition, code if r.error is ErrorCode.NONE else r.error)
-                    for r in results]
-        except OSError as exc:
-            log.error("could not persist transactional offsets of group=%s: %s", group_id, exc)
-            return [CommitResult(r.topic, r.partition, ErrorCode.COORDINATOR_NOT_AVAILABLE
-                                 if r.error is ErrorCode.NONE else r.error) for r in results]
-        pending = self.pending_txn.setdefault(group_id, {}).setdefault(producer_id, {})
-        for topic, index, value in accepted:
-            pending[(topic, index)] = value
+        results, accepted = self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch))
+        if accepted:
+            pending = self.pending_txn.setdefault(group_id, {}).setdefault(producer_id, {})
+            for topic, index, value in accepted:
+                pending[(topic, index)] = value
         return results
 
     def complete_txn(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
