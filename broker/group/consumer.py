@@ -16,8 +16,13 @@ CurrentAssignmentBuilder does:
 
 Members leave with epoch -1 (static members with -2: their instance id keeps its assignment for
 a session timeout), or expire without a heartbeat for `group.consumer.session.timeout.ms`.
-A member that sends an epoch other than its own (or its previous one, if a response was lost
-and it still owns only what it was given) is fenced: FENCED_MEMBER_EPOCH, and it rejoins.
+A heartbeat with an epoch other than the member's own (or its previous one, if a response was lost
+and it still owns only what it was given) is refused with FENCED_MEMBER_EPOCH and changes nothing,
+as in Kafka 4.0: the member stays in the group, keeping its assignment, until its session expires
+(a refused heartbeat does not renew it). A rejoin with epoch 0 under a known member id is checked
+the same way: accepted only from a member whose previous epoch is 0 (its first answer was lost),
+else refused; a static member's instance id stays taken (UNRELEASED_INSTANCE_ID) until it leaves
+with epoch -2 or expires.
 """
 from __future__ import annotations
 
@@ -283,43 +288,69 @@ class ConsumerGroup:
         if epoch == JOIN_EPOCH:
             member = self._join(req, now, client_id, client_host)
         else:
-            member = self.members.get(member_id)
-            if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
-            if epoch != member.member_epoch:
-                owned = _owned(req)
-                if not (epoch == member.previous_member_epoch and owned is not None
-                        and _subset(owned, member.assigned)):
-                    self.remove(member, f"fenced: epoch {epoch}, expected {member.member_epoch}")
-                    raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                                     f"The consumer group member has a smaller member epoch ({epoch}) than the "
-                                     f"one known by the group coordinator ({member.member_epoch}). The member "
-                                     "must abandon all its partitions and rejoin."
-                                     if epoch < member.member_epoch else
-                                     f"The consumer group member has a greater member epoch ({epoch}) than the "
-                                     f"one known by the group coordinator ({member.member_epoch}). The member "
-                                     "must abandon all its partitions and rejoin.")
+            member = self._known(req)
+            self._check_epoch(member, req)
             self._update_subscription(member, req)
         member.classic = None  # it heartbeats with the consumer protocol now
         member.join_deadline = member.sync_deadline = None
         member.session_deadline = now + self.settings.session_timeout_ms / 1000
-        before = _copy(member.assigned), member.member_epoch
+        before = _copy(member.assigned)
         self.maybe_rebalance(topics)
         self._reconcile(member, _owned(req), now)
         # resolved once answered: the next heartbeat sees the regex's topics (a new target epoch)
         self.pending_regexes.clear()
-        changed = not _same(before[0], member.assigned) or before[1] != member.member_epoch
-        return member, full or changed
+        # as Kafka: the assignment goes out in a full request's answer or when it changed (a new
+        # epoch alone travels in member_epoch)
+        return member, full or not _same(before, member.assigned)
+
+    def _known(self, req) -> ConsumerMember:
+        """The member a heartbeat with an epoch above 0 comes from (Kafka's checks: a static member
+        by its instance id, which must still be held by this member id)."""
+        member_id = req.member_id
+        if req.instance_id:
+            member = self.members.get(self.static_members.get(req.instance_id, ""))
+            if member is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if member.member_id != member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {member_id} with instance id {req.instance_id} was fenced by "
+                                 f"member {member.member_id}.")
+            return member
+        member = self.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+        return member
+
+    def _check_epoch(self, member: ConsumerMember, req) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: FENCED_MEMBER_EPOCH for an epoch other
+        than the member's, unless it is the previous one and the member owns only what it was given
+        (the answer that moved it on was lost). A refusal changes nothing: the member stays."""
+        epoch = req.member_epoch
+        current = STATIC_LEAVE_EPOCH if member.left_static else member.member_epoch
+        if epoch == current:
+            return
+        owned = _owned(req)
+        if epoch < current and epoch == member.previous_member_epoch and owned is not None \
+                and _subset(owned, member.assigned):
+            return
+        log.info("consumer group %s: heartbeat of member %s refused: epoch %d, its epoch is %d", self.group_id,
+                 member.member_id, epoch, current)
+        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
+                         f"The consumer group member has a {'smaller' if epoch < current else 'greater'} member "
+                         f"epoch ({epoch}) than the one known by the group coordinator ({current}). The member "
+                         "must abandon all its partitions and rejoin.")
 
     def _join(self, req, now: float, client_id: str, client_host: str) -> ConsumerMember:
         member_id = req.member_id
         if req.instance_id:
             old_id = self.static_members.get(req.instance_id)
             old = self.members.get(old_id) if old_id else None
-            if old is not None and old_id != member_id and not old.left_static and old.classic is None:
+            if old is not None and not old.left_static and old.classic is None:
+                # Kafka: until it leaves with epoch -2 (or expires), also under the same member id
                 raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                 f"Static member {old_id} with instance id {req.instance_id} is still active.")
-            if old is not None and old_id != member_id:
+                                 f"Static member {member_id} with instance id {req.instance_id} cannot join the "
+                                 f"group because the instance id is owned by {old_id} member.")
+            if old is not None:
                 # a static member comes back: it takes over the old member's epoch and assignment
                 del self.members[old_id]
                 old.member_id = member_id
@@ -333,8 +364,11 @@ class ConsumerGroup:
                 return old
         member = self.members.get(member_id)
         if member is not None:
-            # a known member rejoining with epoch 0 gives up what it had
-            self.remove(member, "rejoined with epoch 0")
+            # a known member id with epoch 0: a heartbeat like any other, checked as Kafka checks it
+            self._check_epoch(member, req)
+            member.client_id, member.client_host = client_id, client_host
+            self._update_subscription(member, req)
+            return member
         if len(self.members) >= self.settings.max_size:
             raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                              f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.")

@@ -664,6 +664,65 @@ def group_migration() -> list[Scenario]:
     return out
 
 
+def consumer_group_epochs() -> list[Scenario]:
+    """KIP-848 heartbeats with epochs other than the member's, and classic members with a wrong
+    generation: refused, the member stays (run after the ListGroups scenarios, which would list
+    these groups)."""
+    describe = lambda: req(A.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["{s}"],  # noqa: E731
+                                                          "include_authorized_operations": False})
+
+    def hb(member: str, epoch: int, topics: list[str] | None = None, owned: list[int] | None = None,
+           instance: str | None = None) -> Step:
+        body = cg_heartbeat("{s}", member, epoch, topics)
+        if owned is not None:
+            body["topic_partitions"] = [{"topic_id": "@tid:{s}", "partitions": owned}] if owned else []
+        return req(A.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "instance_id": instance})
+
+    topic = (create_topic("{s}", 2), await_topic("{s}", 2), setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}))
+    return [
+        sc("consumer_group_heartbeat-v1-fenced-member-epoch", *topic,
+           hb("{s}-a", 0, ["{s}"]),
+           hb("{s}-a", 0, ["{s}"]),                      # its first answer lost: accepted, nothing changes
+           hb("{s}-a", 7),                                # ahead: fenced, the member stays
+           describe(),
+           hb("{s}-a", 1),
+           hb("{s}-b", 0, ["{s}"]),
+           hb("{s}-a", 1, owned=[0, 1]),                  # told to revoke one partition
+           hb("{s}-a", 1, owned=[0]),                     # revoked: epoch 2, same partition (no assignment)
+           hb("{s}-a", 0, ["{s}"]),                       # a rejoin past its first epoch: fenced
+           hb("{s}-a", 1, owned=[1]),                     # its previous epoch owning what it no longer has
+           describe(),
+           hb("{s}-a", 1, owned=[0]),                     # its previous epoch owning what it has: accepted
+           hb("{s}-b", 2),
+           req(A.OFFSET_COMMIT, 9, commit_body("{s}", "{s}", 0, 3, generation=1, member="{s}-a")),
+           req(A.OFFSET_COMMIT, 9, commit_body("{s}", "{s}", 0, 3, generation=2, member="{s}-a")),
+           hb("{s}-a", -1),
+           describe()),
+        sc("consumer_group_heartbeat-v1-static-member-epochs", *topic,
+           hb("{s}-a", 0, ["{s}"], instance="{s}-i"),
+           hb("{s}-a", 0, ["{s}"], instance="{s}-i"),      # the instance id is held, even for its own id
+           hb("{s}-b", 0, ["{s}"], instance="{s}-i"),
+           hb("{s}-b", 1, instance="{s}-i"),              # another member id: fenced instance
+           hb("{s}-a", 1, instance="{s}-other"),          # an unknown instance id
+           hb("{s}-a", 5, instance="{s}-i"),
+           describe(),
+           hb("{s}-a", -2, instance="{s}-i"),             # away for now
+           hb("{s}-a", 1, instance="{s}-i"),              # away: fenced until it rejoins
+           hb("{s}-a", 0, ["{s}"], instance="{s}-i"),      # back under the same id, its epoch and partitions kept
+           describe()),
+        sc("heartbeat-v4-illegal-generation-member-stays",
+           setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+           *join_steps(5, "{s}"),
+           req(A.SYNC_GROUP, 5, sync_body("{s}")),
+           req(A.HEARTBEAT, 4, heartbeat_body("{s}", generation=99)),
+           req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation=99, member="$member")),
+           req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation=0, member="$member")),
+           req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}"], "include_authorized_operations": False}),
+           req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
+           req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation="$generation", member="$member"))),
+    ]
+
+
 def topics_admin() -> list[Scenario]:
     out = []
     for v in versions(A.CREATE_TOPICS):
@@ -1249,7 +1308,8 @@ def defaults_for_the_rest(covered: set[tuple[int, int]]) -> list[Scenario]:
 def all_scenarios() -> list[Scenario]:
     out = [WORLD, STABLE]
     for part in (api_versions(), metadata(), produce_scenarios(), fetch_scenarios(), list_offsets(), offsets(),
-                 coordinator(), groups(), group_migration(), topics_admin(), configs(), quotas_and_throttles(), misc(),
+                 coordinator(), groups(), group_migration(), consumer_group_epochs(), topics_admin(), configs(),
+                 quotas_and_throttles(), misc(),
                  security_and_transactions(), transactions_v2(),
                  unsupported()):
         out.extend(part)

@@ -101,20 +101,67 @@ def test_fencing_lost_responses_and_leaving():
     with pytest.raises(GroupError) as unknown:
         g.heartbeat(hb("nobody", 1), 0.0, TOPICS)
     assert unknown.value.code == ErrorCode.UNKNOWN_MEMBER_ID
-    g.heartbeat(hb("m1", 0, ["a", "b"], owned={}), 1.0, TOPICS)  # rejoin: a fresh member, new epoch
+    # epoch 0 again under the same id: its first answer was lost (previous epoch 0): accepted as is
+    again, send = g.heartbeat(hb("m1", 0, ["a", "b"], owned={}), 1.0, TOPICS)
+    assert again is m1 and send and list(g.members) == ["m1"]
     m1 = g.members["m1"]
     epoch = m1.member_epoch
     g.group_epoch += 1  # something else changed (say, a topic grew): a new target, same partitions
-    g.heartbeat(hb("m1", epoch, owned={t: set(p) for t, p in m1.assigned.items()}), 2.0, TOPICS)
+    _, send = g.heartbeat(hb("m1", epoch, owned={t: set(p) for t, p in m1.assigned.items()}), 2.0, TOPICS)
     assert m1.member_epoch == epoch + 1 and m1.previous_member_epoch == epoch
+    assert not send, "as Kafka: a new epoch with the same partitions carries no assignment"
     # the answer was lost: the member still sends its previous epoch with what it owns: accepted
     g.heartbeat(hb("m1", epoch, owned={t: set(p) for t, p in m1.assigned.items()}), 3.0, TOPICS)
-    with pytest.raises(GroupError) as fenced:
-        g.heartbeat(hb("m1", epoch + 7, owned={}), 4.0, TOPICS)
-    assert fenced.value.code == ErrorCode.FENCED_MEMBER_EPOCH and "m1" not in g.members
     m2, _ = g.heartbeat(hb("m2", 0, ["a"], owned={}), 5.0, TOPICS)
     g.heartbeat(hb("m2", -1), 6.0, TOPICS)
-    assert g.members == {} and g.state == "Empty"
+    assert list(g.members) == ["m1"] and g.state == "Assigning"
+
+
+def test_a_fenced_heartbeat_changes_nothing_and_the_member_stays_until_its_session_ends():
+    # Kafka 4.0 (differential scenario consumer_group_heartbeat-v1-fenced-member-epoch): a wrong epoch
+    # is refused with FENCED_MEMBER_EPOCH and nothing else happens; so is a rejoin with epoch 0 of a
+    # member that moved past its first epoch. The refused member's session is not renewed.
+    g = ConsumerGroup("g", ConsumerGroupSettings(session_timeout_ms=10_000))
+    m1, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}), 0.0, TOPICS)
+    m2, _ = g.heartbeat(hb("m2", 0, ["a"], owned={}), 1.0, TOPICS)
+    g.heartbeat(hb("m1", 1, owned={A: {0, 1, 2, 3}}), 2.0, TOPICS)
+    g.heartbeat(hb("m1", 1, owned={t: set(p) for t, p in m1.assigned.items()}), 3.0, TOPICS)
+    before = (g.group_epoch, g.assignment_epoch, m1.member_epoch, flat(m1.assigned), g.state)
+    assert m1.member_epoch == 2 and m1.previous_member_epoch == 1
+    for epoch, owned in ((7, {}), (1, {A: {0, 1, 2, 3}}), (0, {})):
+        with pytest.raises(GroupError) as fenced:
+            g.heartbeat(hb("m1", epoch, ["a"] if epoch == 0 else None, owned=owned), 4.0, TOPICS)
+        assert fenced.value.code == ErrorCode.FENCED_MEMBER_EPOCH, epoch
+        assert g.members["m1"] is m1
+        assert (g.group_epoch, g.assignment_epoch, m1.member_epoch, flat(m1.assigned), g.state) == before
+    # m2 keeps heartbeating; m1's session, last renewed at 3.0, ends at 13.0
+    g.heartbeat(hb("m2", 2, owned={}), 12.0, TOPICS)
+    assert not g.expire(12.9) and "m1" in g.members
+    assert g.expire(13.0) and list(g.members) == ["m2"]
+    # now the same id joins afresh
+    back, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}), 14.0, TOPICS)
+    assert back is not m1 and back.member_epoch == g.group_epoch
+
+
+def test_static_member_ids_are_checked_as_kafka_checks_them():
+    g = ConsumerGroup("g", ConsumerGroupSettings())
+    m1, _ = g.heartbeat(hb("m1", 0, ["a"], owned={}, instance="i1"), 0.0, TOPICS)
+    for member_id in ("m1", "m1b"):  # the instance id is held, also for the same member id
+        with pytest.raises(GroupError) as held:
+            g.heartbeat(hb(member_id, 0, ["a"], owned={}, instance="i1"), 1.0, TOPICS)
+        assert held.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+    with pytest.raises(GroupError) as other:
+        g.heartbeat(hb("m1b", 1, instance="i1"), 1.0, TOPICS)
+    assert other.value.code == ErrorCode.FENCED_INSTANCE_ID
+    with pytest.raises(GroupError) as unknown:
+        g.heartbeat(hb("m1", 1, instance="i9"), 1.0, TOPICS)
+    assert unknown.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    g.heartbeat(hb("m1", -2, instance="i1"), 2.0, TOPICS)
+    with pytest.raises(GroupError) as away:
+        g.heartbeat(hb("m1", 1, instance="i1"), 2.5, TOPICS)
+    assert away.value.code == ErrorCode.FENCED_MEMBER_EPOCH, "away (epoch -2) until it rejoins with epoch 0"
+    back, send = g.heartbeat(hb("m1", 0, ["a"], owned={}, instance="i1"), 3.0, TOPICS)
+    assert back is m1 and send and m1.member_epoch == 1 and g.group_epoch == 1
 
 
 def test_session_and_rebalance_timeouts_remove_members():
