@@ -15,8 +15,6 @@ at the end of each cleaning round, Strom one at the end of each cleaned run (FIN
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,36 +22,27 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from compat_tests.test_transactions_differential import REFERENCE, Raw
+from compat_tests.reference import module_reference
+from compat_tests.wire import Raw, fetch_partition
 from strom.protocol.records.batch import iter_batches, iter_records
 from strom.protocol.records.control import ABORT, control_type
-from strom.protocol.schema import ApiKey
 
 TOPIC = "dtc"
 SEGMENT_MS = 500
 ROUNDS = 5
 TIMEOUT_S = 60
-pytestmark = pytest.mark.skipif(not REFERENCE.is_file() or shutil.which("java") is None,
-                                reason="no reference Kafka (../shared/jvm) or no java")
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    work = tmp_path_factory.mktemp("kafka-reference")
-    out = subprocess.run([str(REFERENCE), "start", str(work)], capture_output=True, text=True, timeout=180)
-    if out.returncode != 0:
-        pytest.skip(f"the reference Kafka did not start: {out.stderr[-500:]}")
-    try:
-        port = int(out.stdout.split()[-2])
+    for port, log_dir in module_reference(tmp_path_factory):
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         # the cleaner thread's pause between looks at the logs (a dynamic broker config)
         resource = ConfigResource("BROKER", "1", incremental_configs=[
             ConfigEntry("log.cleaner.backoff.ms", "100", incremental_operation=AlterConfigOpType.SET)])
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(TIMEOUT_S)
-        yield port, work / "data"
-    finally:
-        subprocess.run([str(REFERENCE), "stop", str(work)], capture_output=True, timeout=120)
+        yield port, log_dir
 
 
 def _cleaned_up_to(log_dir: Path) -> int:
@@ -131,21 +120,8 @@ def _scenario(port: int, log_dir: Path) -> dict:
         p.flush(TIMEOUT_S)
     for c in watermarks.values():
         c.close()
-    raw = Raw(port)
-    try:
+    with Raw(port) as raw:
         return _observe(raw)
-    finally:
-        raw.close()
-
-
-def _fetch(raw: Raw, offset: int, isolation: int):
-    r = raw.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": isolation,
-        "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-        "topics": [{"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                                    "fetch_offset": offset, "log_start_offset": -1,
-                                                    "partition_max_bytes": 1 << 20}]}]})
-    return r.responses[0].partitions[0]
 
 
 def _observe(raw: Raw) -> dict:
@@ -155,7 +131,7 @@ def _observe(raw: Raw) -> dict:
     for isolation in (0, 1):
         offset, batches, aborted = 0, [], set()
         while True:
-            part = _fetch(raw, offset, isolation)
+            part = fetch_partition(raw, TOPIC, offset, isolation)
             assert part.error_code == 0, part.error_code
             aborted.update((a.first_offset, a.producer_id) for a in part.aborted_transactions or [])
             data = bytes(part.records or b"")

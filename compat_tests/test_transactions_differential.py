@@ -8,64 +8,22 @@ as "the aborted transaction's producer is the one that wrote the batches".
 """
 from __future__ import annotations
 
-import itertools
-import shutil
-import socket
-import struct
-import subprocess
-from pathlib import Path
-
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.protocol.codec import decode_response, encode_request
+from compat_tests.reference import module_reference
+from compat_tests.wire import Raw, fetch_partition
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
 from strom.protocol.schema import ApiKey
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "jvm" / "kafka-reference.sh"
 TOPIC = "dt"
-pytestmark = pytest.mark.skipif(not REFERENCE.is_file() or shutil.which("java") is None,
-                                reason="no reference Kafka (../shared/jvm) or no java")
-
-
-class Raw:
-    """One blocking connection sending Strom's encodings of requests."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.ids = itertools.count(1)
-
-    def request(self, api_key: int, version: int, body: dict):
-        cid = next(self.ids)
-        self.sock.sendall(encode_request(api_key, version, cid, "diff", body))
-        size = struct.unpack(">i", self._read(4))[0]
-        got, response = decode_response(api_key, version, self._read(size))
-        assert got == cid
-        return response
-
-    def _read(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "connection closed"
-            out += chunk
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
 def kafka_port(tmp_path_factory):
-    work = tmp_path_factory.mktemp("kafka-reference")
-    out = subprocess.run([str(REFERENCE), "start", str(work)], capture_output=True, text=True, timeout=180)
-    if out.returncode != 0:
-        pytest.skip(f"the reference Kafka did not start: {out.stderr[-500:]}")
-    try:
-        yield int(out.stdout.split()[-2])
-    finally:
-        subprocess.run([str(REFERENCE), "stop", str(work)], capture_output=True, timeout=120)
+    for port, _ in module_reference(tmp_path_factory):
+        yield port
 
 
 def _scenario(port: int) -> dict:
@@ -84,11 +42,10 @@ def _scenario(port: int) -> dict:
             p.commit_transaction(60)
         elif end == "abort":
             p.abort_transaction(60)
-    raw = Raw(port)
     try:
-        return _observe(raw) | {"errors": _errors(raw)}
+        with Raw(port) as raw:
+            return _observe(raw) | {"errors": _errors(raw)}
     finally:
-        raw.close()
         p.purge()
 
 
@@ -99,12 +56,7 @@ def _list_offset(raw: Raw, isolation: int) -> int:
 
 
 def _observe(raw: Raw) -> dict:
-    fetch = raw.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
-        "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-        "topics": [{"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                                                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
-    part = fetch.responses[0].partitions[0]
+    part = fetch_partition(raw, TOPIC)
     data = bytes(part.records or b"")
     batches = [(h.base_offset, h.last_offset, h.is_transactional, h.is_control,
                 [r.value for r in iter_records(data[pos:pos + h.size])] if not h.is_control else None)

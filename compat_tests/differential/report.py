@@ -11,54 +11,26 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
-
-from contextlib import contextmanager
 
 from strom.tools.broker_process import BrokerProcess
+
+from compat_tests.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
 
 from .harness import (Difference, Finding, Target, differences, explain, parse_findings, run_both)
 from .scenarios import all_scenarios
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 REPORT = HERE / "REPORT.md"
 FINDINGS = HERE / "FINDINGS.md"
-REFERENCE_SCRIPT = Path(os.environ.get("STROM_JVM_DIR", ROOT.parent / "shared" / "jvm")) / "kafka-reference.sh"
 # Strom as the reference is configured (kafka-reference.sh): one partition by default, no
 # initial rebalance delay, auto-creation on.
 STROM_OVERRIDES = {"num.partitions": "1", "default.replication.factor": "1", "auto.create.topics.enable": "true",
                    "group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1"}
-
-
-def reference_available() -> str | None:
-    """Why the reference Kafka cannot run here, or None when it can."""
-    if not REFERENCE_SCRIPT.exists():
-        return f"no reference Kafka at {REFERENCE_SCRIPT}"
-    if subprocess.run(["sh", "-c", "command -v java"], capture_output=True).returncode != 0:
-        return "no java on PATH (Debian: openjdk-17-jre-headless)"
-    return None
-
-
-@contextmanager
-def reference_kafka(workdir: Path) -> Iterator[int]:
-    """A reference Kafka 4.0 broker in ``workdir``; yields its port, stops it (by its pid) after."""
-    try:
-        out = subprocess.run(["bash", str(REFERENCE_SCRIPT), "start", str(workdir)], capture_output=True, text=True,
-                             timeout=120, check=True).stdout.split()
-    except subprocess.CalledProcessError as exc:
-        raise RuntimeError(f"reference Kafka did not start: {exc.stderr[-2000:]}") from exc
-    try:
-        yield int(out[0])
-    finally:
-        subprocess.run(["bash", str(REFERENCE_SCRIPT), "stop", str(workdir)], capture_output=True, timeout=90)
 
 
 @dataclass
