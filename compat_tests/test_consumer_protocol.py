@@ -4,23 +4,22 @@ lost and nothing processed twice. The Java client 4.0 joins the same way, and Ka
 kafka-consumer-groups.sh describes the group with its member epochs."""
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.workload import PacedProducer
+from compat_tests.cluster_support import wait
+from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
+from compat_tests.wire import request
+from compat_tests.workload import CommittingMember, PacedProducer
+from strom.protocol.schema import ApiKey
 
-KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", Path(__file__).resolve().parents[2] / "shared/jvm/kafka-4.0.0"))
 PROGRAM = Path(__file__).parent / "kafka4" / "CountingConsumer.java"
-NO_JAVA = shutil.which("java") is None or not (KAFKA_HOME / "libs").is_dir()
 TOPIC = "kip848"
 PARTITIONS = 6
 
@@ -30,58 +29,8 @@ def fast_broker(make_broker):
     return make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000"})
 
 
-class Member(threading.Thread):
-    """A confluent-kafka consumer in the group: processes a record, then commits it synchronously."""
-
-    def __init__(self, bootstrap: str, name: str, processed: list, lock: threading.Lock):
-        super().__init__(daemon=True, name=name)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-group",
-                                  "group.protocol": "consumer", "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest", "client.id": name})
-        self.processed, self.lock = processed, lock
-        self.stop = threading.Event()
-        self.assigned: list[int] = []
-        self.errors: list[str] = []
-        self.consumer.subscribe([TOPIC], on_assign=self._assigned, on_revoke=self._revoked)
-
-    def _assigned(self, consumer, partitions):
-        self.assigned = sorted(set(self.assigned) | {p.partition for p in partitions})
-
-    def _revoked(self, consumer, partitions):
-        self.assigned = sorted(set(self.assigned) - {p.partition for p in partitions})
-
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                msg = self.consumer.poll(0.2)
-                if msg is None:
-                    continue
-                if msg.error():
-                    self.errors.append(str(msg.error()))
-                    continue
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as exc:
-                    # Not processed. A commit racing a new member epoch gets STALE_MEMBER_EPOCH (as from
-                    # Kafka 4.0) while this member keeps the partition: read the record again. If the
-                    # partition went to another member, that one reads it from the committed offset.
-                    self.errors.append(f"commit: {exc}")
-                    with contextlib.suppress(KafkaException):
-                        self.consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
-                    continue
-                with self.lock:
-                    self.processed.append(msg.value())
-        finally:
-            self.consumer.close()
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+def _member(bootstrap: str, name: str, processed: list, lock: threading.Lock) -> CommittingMember:
+    return CommittingMember(bootstrap, "kip848-group", TOPIC, name, processed, lock, {"group.protocol": "consumer"})
 
 
 def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_broker):
@@ -92,32 +41,32 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
     lock = threading.Lock()
     writer = PacedProducer(bootstrap, TOPIC, PARTITIONS)
     sent = writer.sent
-    first = Member(bootstrap, "first", processed, lock)
+    first = _member(bootstrap, "first", processed, lock)
     members = [first]
     try:
         first.start()
         writer.start()
-        _wait(lambda: first.assigned == list(range(PARTITIONS)), 30, "the first member owning every partition")
-        _wait(lambda: len(processed) > 200, 30, "records processed by the first member")
-        second = Member(bootstrap, "second", processed, lock)
+        wait(lambda: first.assigned == list(range(PARTITIONS)), 30, "the first member owning every partition")
+        wait(lambda: len(processed) > 200, 30, "records processed by the first member")
+        second = _member(bootstrap, "second", processed, lock)
         members.append(second)
         second.start()
-        _wait(lambda: len(second.assigned) == PARTITIONS // 2 and len(first.assigned) == PARTITIONS // 2, 30,
-              "a balanced split after the second member joined")
+        wait(lambda: len(second.assigned) == PARTITIONS // 2 and len(first.assigned) == PARTITIONS // 2, 30,
+             "a balanced split after the second member joined")
         assert not set(first.assigned) & set(second.assigned)
         count = len(processed)
-        _wait(lambda: len(processed) > count + 200, 30, "progress after the rebalance")
-        first.stop.set()  # leaves the group (epoch -1): the second member takes everything
-        first.join(30)
-        _wait(lambda: second.assigned == list(range(PARTITIONS)), 30, "the second member owning every partition")
+        wait(lambda: len(processed) > count + 200, 30, "progress after the rebalance")
+        first.leave()  # leaves the group (epoch -1): the second member takes everything
+        wait(lambda: second.assigned == list(range(PARTITIONS)), 30, "the second member owning every partition")
         writer.finish()
-        _wait(lambda: len(processed) >= len(sent), 60, "every produced record processed")
+        wait(lambda: len(processed) >= len(sent), 60, "every produced record processed")
     finally:
         writer.stop()
         for m in members:
             m.stop.set()
         for m in members:
-            m.join(30)
+            m.leave()
+    assert not [m.crash for m in members if m.crash], [m.crash for m in members if m.crash]
     assert len(processed) == len(set(processed)), "a record was processed twice"
     assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
     # a commit may race a new member epoch (STALE_MEMBER_EPOCH; the record is read again), nothing else
@@ -125,8 +74,8 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
         [m.errors for m in members]
 
 
-@pytest.mark.skipif(NO_JAVA, reason=f"needs java and Kafka 4.0 at {KAFKA_HOME}")
 def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broker):
+    skip_unless_available(java_unavailable(needs="bin"))
     bootstrap = fast_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("kip848-java", 4, 1)])["kip848-java"].result(30)
@@ -134,7 +83,7 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
     for i in range(400):
         producer.produce("kip848-java", b"j%d" % i, partition=i % 4)
     assert producer.flush(30) == 0
-    java = subprocess.Popen(["java", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*", str(PROGRAM),
+    java = subprocess.Popen(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", str(PROGRAM),
                              bootstrap, "kip848-java-group", "kip848-java", "400", "60000", "group.protocol=consumer"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -144,13 +93,10 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
             java.kill()
             java.wait()
     assert "consumed 400 unique 400" in out, out
-    env = {**os.environ, "KAFKA_HOME": str(KAFKA_HOME), "KAFKA_OPTS": "-XX:TieredStopAtLevel=1"}
-    listed = subprocess.run([str(KAFKA_HOME / "bin/kafka-consumer-groups.sh"), "--bootstrap-server", bootstrap,
-                             "--list", "--type"], capture_output=True, text=True, timeout=120, env=env)
+    listed = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--list", "--type")
     assert any(line.split() == ["kip848-java-group", "Consumer"] for line in listed.stdout.splitlines()), listed.stdout
-    described = subprocess.run([str(KAFKA_HOME / "bin/kafka-consumer-groups.sh"), "--bootstrap-server", bootstrap,
-                                "--describe", "--group", "kip848-java-group", "--offsets"],
-                               capture_output=True, text=True, timeout=120, env=env)
+    described = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe", "--group",
+                           "kip848-java-group", "--offsets")
     rows = [line.split() for line in described.stdout.splitlines() if line.startswith("kip848-java-group")]
     assert sorted((r[2], r[3]) for r in rows) == [(str(p), "100") for p in range(4)], described.stdout
 
@@ -194,14 +140,5 @@ def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
 
 
 def _describe(port: int, group: str):
-    import socket
-    import struct
-
-    from strom.protocol.codec import decode_response, encode_request
-    from strom.protocol.schema import ApiKey
-    body = {"group_ids": [group], "include_authorized_operations": False}
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(encode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, "test", body))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, response = decode_response(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, sock.recv(size, socket.MSG_WAITALL))
-    return response.groups[0]
+    return request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+                   {"group_ids": [group], "include_authorized_operations": False}).groups[0]

@@ -6,21 +6,19 @@ nothing processed twice. ListGroups, DescribeGroups, ConsumerGroupDescribe and K
 kafka-consumer-groups.sh show the group's kind at each step."""
 from __future__ import annotations
 
-import socket
-import struct
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.workload import PacedProducer
+from compat_tests.cluster_support import wait
+from compat_tests.wire import request
+from compat_tests.workload import CommittingMember, PacedProducer
 
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
 from strom.testing.zookeeper import require_all
 
@@ -29,85 +27,30 @@ GROUP = "migrate-group"
 PARTITIONS = 6
 
 
-class Member(threading.Thread):
-    """A consumer in the group: processes a record, then commits it synchronously; a record counts
-    as processed only once its commit succeeded (else its next owner reads it again)."""
+class Member(CommittingMember):
+    """A confluent-kafka consumer in the group with ``protocol``, running from the start."""
 
     def __init__(self, bootstrap: str, name: str, protocol: str, processed: list, lock: threading.Lock):
-        super().__init__(daemon=True, name=name)
-        config = {"bootstrap.servers": bootstrap, "group.id": GROUP, "group.protocol": protocol,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": name}
+        config = {"group.protocol": protocol}
         if protocol == "classic":
             config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
-        self.consumer = Consumer(config)
+        super().__init__(bootstrap, GROUP, TOPIC, name, processed, lock, config)
         self.protocol = protocol
-        self.processed, self.lock = processed, lock
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-        self.crash: str | None = None
-        self.count = 0
-        self.consumer.subscribe([TOPIC])
         self.start()
-
-    def leave(self):
-        self.stop.set()
-        self.join(30)
-
-    def run(self):
-        try:
-            while not self.stop.is_set():
-                msg = self.consumer.poll(0.2)
-                if msg is None:
-                    continue
-                if msg.error():
-                    self.errors.append(str(msg.error()))
-                    continue
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                except KafkaException as exc:  # read it again (here, or from its next owner)
-                    self.errors.append(f"commit: {exc}")
-                    try:
-                        self.consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
-                    except KafkaException:
-                        pass
-                    continue
-                with self.lock:
-                    self.processed.append(msg.value())
-                self.count += 1
-        except BaseException as exc:  # the test fails on it (after the others stopped)
-            self.crash = repr(exc)
-        finally:
-            self.consumer.close()
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
-def _request(port: int, api: ApiKey, version: int, body: dict):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(encode_request(api, version, 1, "migration-test", body))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        return decode_response(api, version, sock.recv(size, socket.MSG_WAITALL))[1]
 
 
 def _group_type(port: int) -> str | None:
-    groups = _request(port, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
+    groups = request(port, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []}).groups
     return next((g.group_type for g in groups if g.group_id == GROUP), None)
 
 
 def _consumer_describe(port: int):
-    return _request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+    return request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
                     {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
 
 
 def _classic_describe(port: int):
-    return _request(port, ApiKey.DESCRIBE_GROUPS, 5,
+    return request(port, ApiKey.DESCRIBE_GROUPS, 5,
                     {"groups": [GROUP], "include_authorized_operations": False}).groups[0]
 
 
@@ -205,19 +148,19 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
 
     def progress(what: str):
         count = len(processed)
-        _wait(lambda: len(processed) > count + 150, 60, f"progress {what}")
+        wait(lambda: len(processed) > count + 150, 60, f"progress {what}")
 
     def replace(members: list, i: int, protocol: str):
         members[i].leave()
         members[i] = start(f"{protocol}-{i}", protocol)
-        _wait(lambda: members[i].count > 0, 60, f"{members[i].name} consuming")
+        wait(lambda: members[i].count > 0, 60, f"{members[i].name} consuming")
         progress(f"after {members[i].name} joined")
 
     members: list = []
     try:
         writer.start()
         members = [start(f"classic-{i}", "classic") for i in range(3)]
-        _wait(lambda: all(m.count > 0 for m in members), 60, "three classic members consuming")
+        wait(lambda: all(m.count > 0 for m in members), 60, "three classic members consuming")
         assert _group_type(port) == "classic" and _classic_describe(port).group_state == "Stable"
 
         replace(members, 0, "consumer")  # the first consumer-protocol member converts the live group
@@ -229,7 +172,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
             return (described.group_state == "Stable" and len(described.members) == 3
                     and owned == list(range(PARTITIONS)) and all(m.assignment.topic_partitions for m in described.members))
 
-        _wait(reconciled, 60, "the mixed group reconciled: three members, classic ones too, each partition once")
+        wait(reconciled, 60, "the mixed group reconciled: three members, classic ones too, each partition once")
         if describe_with_tool:
             _tool_shows(bootstrap, ["uniform", "Stable", "3"])
 
@@ -241,8 +184,8 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         assert _group_type(port) == "consumer"
         replace(members, 1, "classic")
         replace(members, 2, "classic")  # the last consumer-protocol member left: classic again
-        _wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
-        _wait(lambda: (_classic_describe(port).group_state, len(_classic_describe(port).members)) == ("Stable", 3), 60,
+        wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
+        wait(lambda: (_classic_describe(port).group_state, len(_classic_describe(port).members)) == ("Stable", 3), 60,
               "the classic group Stable with its three members")
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
         if describe_with_tool:
@@ -250,7 +193,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         progress("after the downgrade")
 
         writer.finish()
-        _wait(lambda: len(set(processed)) >= len(sent), 60, "every produced record processed")
+        wait(lambda: len(set(processed)) >= len(sent), 60, "every produced record processed")
     finally:
         writer.stop()
         for m in all_members:

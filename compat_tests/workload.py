@@ -8,6 +8,7 @@ each partition is known without trusting any client's partitioner.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -93,8 +94,6 @@ class PacedProducer:
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, pause_s: float = 0.004):
-        import threading
-
         from confluent_kafka import Producer
 
         self.sent: list[bytes] = []
@@ -125,3 +124,73 @@ class PacedProducer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+
+
+class CommittingMember(threading.Thread):
+    """A confluent-kafka consumer of ``topic`` in ``group`` (``config`` adds to or overrides its
+    settings: group.protocol, timeouts) that processes a record, then commits it synchronously: a
+    record counts as processed (appended to ``processed`` under ``lock``) only once its commit
+    succeeded. A failed commit is kept in ``errors`` and the record read again, here or, if the
+    partition went to another member, by that one from the committed offset. ``assigned`` follows
+    the partitions it owns, ``count`` its processed records, ``crash`` an exception that ended it.
+    Used by the consumer group tests in which members come and go while records arrive.
+
+        member = CommittingMember(bootstrap, "g", "t", "first", processed, lock, {"group.protocol": "consumer"})
+        member.start(); ...; member.leave()   # leaves the group and closes
+    """
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, processed: list, lock: threading.Lock,
+                 config: dict | None = None):
+        from confluent_kafka import Consumer
+
+        super().__init__(daemon=True, name=name)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                  "auto.offset.reset": "earliest", "client.id": name, **(config or {})})
+        self.processed, self.lock = processed, lock
+        self.stop = threading.Event()
+        self.assigned: list[int] = []
+        self.errors: list[str] = []
+        self.crash: str | None = None
+        self.count = 0
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def _assigned(self, consumer, partitions) -> None:
+        self.assigned = sorted(set(self.assigned) | {p.partition for p in partitions})
+
+    def _revoked(self, consumer, partitions) -> None:
+        self.assigned = sorted(set(self.assigned) - {p.partition for p in partitions})
+
+    def leave(self, timeout_s: float = 30) -> None:
+        self.stop.set()
+        if self.is_alive():
+            self.join(timeout_s)
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            while not self.stop.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self.errors.append(str(msg.error()))
+                    continue
+                try:
+                    self.consumer.commit(message=msg, asynchronous=False)
+                except KafkaException as exc:
+                    # not processed: a commit racing a new member epoch gets STALE_MEMBER_EPOCH (as
+                    # from Kafka 4.0) while this member may keep the partition: read it again
+                    self.errors.append(f"commit: {exc}")
+                    try:
+                        self.consumer.seek(TopicPartition(msg.topic(), msg.partition(), msg.offset()))
+                    except KafkaException:
+                        pass
+                    continue
+                with self.lock:
+                    self.processed.append(msg.value())
+                self.count += 1
+        except BaseException as exc:  # the test fails on it (after the others stopped)
+            self.crash = repr(exc)
+        finally:
+            self.consumer.close()
