@@ -554,7 +554,7 @@ class Broker:
         """A follower fetched from `fetch_offset`: it has everything below it."""
         partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
         if partition.maybe_advance_high_watermark():
-            self.replicas.notify_data()
+            self.replicas.notify_data([(partition.topic, partition.index)])
         if self.cluster is not None:
             self.cluster.follower_caught_up(partition)
 

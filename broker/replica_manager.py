@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection, Iterable
 
 import trio
 
@@ -115,7 +115,7 @@ class ReplicaManager:
     def __init__(self, node_id: int):
         self.node_id = node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._data_arrived = trio.lowlevel.ParkingLot()
+        self._waiters = DataWaiters()
         self.isr_listener: Callable[[Partition, list[int]], None] | None = None
 
     def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
@@ -138,10 +138,70 @@ class ReplicaManager:
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def notify_data(self) -> None:
-        """Wake every waiter: fetches waiting for data, produces waiting for the ISR."""
-        self._data_arrived.unpark_all()
+    def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        """Something changed: wake the waiters it concerns (see `DataWaiters`). With `partitions`,
+        only data or the high watermark of those changed; without, anything may have."""
+        self._waiters.notify(partitions)
 
-    async def wait_for_data(self) -> None:
-        """Park until the next `notify_data`; callers bound it with a deadline."""
-        await self._data_arrived.park()
+    async def wait_for_data(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
+        """Park until a `notify_data` that concerns `partitions` (any, if None); callers bound it
+        with a deadline and look again at what they wait for when woken."""
+        await self._waiters.wait(partitions)
+
+
+class DataWaiters:
+    """Who waits for which partitions: fetches for data or a newer high watermark, produces
+    (acks=all) for the ISR to catch up.
+
+    A waiter names the partitions it waits on, or none (it wants every change). A notification
+    names the partitions whose data or high watermark changed, or none (a change that may concern
+    any partition: leadership, ISR, deletion, markers, ...). A named notification wakes the waiters
+    of those partitions and the waiters of none; an unnamed one wakes everybody. So an append
+    to one partition no longer makes every long-polling fetch of the broker read its partitions
+    again, and any change not known to be local to some partitions still wakes everybody, as all
+    notifications did before. Waking is only a hint: a woken waiter checks its condition again.
+    Nothing here outlives the process; a waiter's registration goes when its wait ends, also
+    when it is cancelled.
+    """
+
+    __slots__ = ("_by_partition", "_any")
+
+    def __init__(self) -> None:
+        self._by_partition: dict[tuple[str, int], set[trio.Event]] = {}
+        self._any: set[trio.Event] = set()
+
+    def notify(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        if partitions is None:
+            for events in self._by_partition.values():
+                for event in events:
+                    event.set()
+        else:
+            for key in partitions:
+                for event in self._by_partition.get(key, ()):
+                    event.set()
+        for event in self._any:
+            event.set()
+
+    async def wait(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
+        event = trio.Event()
+        if partitions is None:
+            self._any.add(event)
+        else:
+            for key in partitions:
+                self._by_partition.setdefault(key, set()).add(event)
+        try:
+            await event.wait()
+        finally:
+            if partitions is None:
+                self._any.discard(event)
+            else:
+                for key in partitions:
+                    events = self._by_partition.get(key)
+                    if events is not None:
+                        events.discard(event)
+                        if not events:
+                            del self._by_partition[key]
+
+    def waiting(self) -> int:
+        """How many waits are registered (distinct waiters; for tests and metrics)."""
+        return len(self._any) + len({id(e) for events in self._by_partition.values() for e in events})

@@ -8,6 +8,12 @@ session cache is full); in `session` mode the first request opens a session (epo
 following ones carry only the session id and the next epoch. The figure is the broker process's
 CPU time (user + system, every thread, from /proc/PID/stat) per second of wall time while the
 consumers poll, minus nothing: the same window with no consumers is measured too.
+
+A second figure asks what those idle consumers cost a producer of another topic: one connection
+sends one-record Produce requests (acks=1) back to back to a one-partition topic for a while,
+first with no consumers, then while the consumers long-poll their idle partitions in sessions.
+The figure is the broker's CPU per Produce request with the idle consumers over that without them
+(1.0: an append wakes no fetch but those of its own partition).
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ FETCH_VERSION = 12
 MAX_WAIT_MS = 500
 SIZE = struct.Struct(">i")
 IDLE_TOPIC = "bench-idle-partitions"
+BUSY_TOPIC = "bench-busy-neighbour"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -113,6 +120,77 @@ class IdleConsumer(threading.Thread):
             self.sock.close()
 
 
+class NeighbourProducer(threading.Thread):
+    """One connection sending one-record Produce v9 requests (acks=1) back to back to partition 0."""
+
+    def __init__(self, host: str, port: int, topic: str, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection((host, port), timeout=30)
+        self.topic, self.stop = topic, stop
+        self.requests = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        from strom.protocol.records.batch import Record, build_batch
+        records = build_batch([Record(0, 0, b"k", b"v" * 100)])
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+                "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": records}]}]}
+        reader = IdleConsumer.__new__(IdleConsumer)  # only its frame reader, on this socket
+        reader.sock = self.sock
+        try:
+            while not self.stop.is_set():
+                self.sock.sendall(encode_request(ApiKey.PRODUCE, 9, self.requests + 1, "strom-bench", body))
+                _, response = decode_response(ApiKey.PRODUCE, 9, reader._receive())
+                code = response.responses[0].partition_responses[0].error_code
+                if code != ErrorCode.NONE:
+                    raise SessionBenchError(f"produce answered {ErrorCode(code).name}")
+                self.requests += 1
+        except Exception as exc:  # reported by the caller
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.sock.close()
+
+
+def produce_cpu(pid: int, host: str, port: int, topic: str, seconds: float) -> float:
+    """Broker CPU seconds per Produce request while one connection produces for `seconds`."""
+    stop = threading.Event()
+    producer = NeighbourProducer(host, port, topic, stop)
+    producer.start()
+    try:
+        time.sleep(min(1.0, seconds))
+        start_cpu, before = cpu_seconds(pid), producer.requests
+        time.sleep(seconds)
+        cpu, requests = cpu_seconds(pid) - start_cpu, producer.requests - before
+    finally:
+        stop.set()
+        producer.join(30)
+    if producer.error:
+        raise SessionBenchError(f"the neighbour producer failed: {producer.error}")
+    if requests == 0:
+        raise SessionBenchError("the neighbour producer got no answer in the window")
+    return cpu / requests
+
+
+def neighbour_cpu(pid: int, host: str, port: int, partitions: int, consumers: int, seconds: float) -> dict:
+    """CPU per Produce request to another topic, alone and beside idle consumers in sessions."""
+    alone = produce_cpu(pid, host, port, BUSY_TOPIC, seconds)
+    stop = threading.Event()
+    threads = [IdleConsumer(host, port, IDLE_TOPIC, partitions, True, stop) for _ in range(consumers)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(min(2.0, seconds))
+        beside = produce_cpu(pid, host, port, BUSY_TOPIC, seconds)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(MAX_WAIT_MS / 1000 + 30)
+    errors = [t.error for t in threads if t.error]
+    if errors:
+        raise SessionBenchError(f"{len(errors)} consumer(s) failed: {errors[0]}")
+    return {"produce_cpu_alone_s": alone, "produce_cpu_beside_idle_consumers_s": beside}
+
+
 def idle_cpu(pid: int, seconds: float) -> float:
     start_cpu, start = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
@@ -186,7 +264,11 @@ def _run_pair(report, key: str, pid: int, port: int, partitions: int, consumers:
     baseline = idle_cpu(pid, min(seconds, 5.0))
     full = measure(pid, host, port, IDLE_TOPIC, partitions, consumers, False, seconds)
     session = measure(pid, host, port, IDLE_TOPIC, partitions, consumers, True, seconds)
-    facts = {"baseline_cpu_per_s": baseline, "full": asdict(full), "session": asdict(session)}
+    _create(f"{host}:{port}", BUSY_TOPIC, 1)
+    log(f"fetch sessions ({key}): a producer of another topic, alone and beside the idle consumers")
+    neighbour = neighbour_cpu(pid, host, port, partitions, consumers, min(seconds, 5.0))
+    facts = {"baseline_cpu_per_s": baseline, "full": asdict(full), "session": asdict(session),
+             "neighbour": neighbour}
     report.details[f"fetch_sessions_{key}"] = facts
     return facts
 
@@ -227,3 +309,15 @@ def measure_fetch_sessions(report, pid: int, port: int, log, *, partitions: int 
     report.add("fetch_idle_session_cpu", strom["session"]["cpu_per_s"], "CPU s/s", session_ref)
     report.add("fetch_idle_session_vs_full_cpu", strom["session"]["cpu_per_s"], "CPU s/s",
                "strom_fetch_idle_full_cpu")
+    ms = 1000.0
+    report.reference("strom_produce_cpu_alone_ms", strom["neighbour"]["produce_cpu_alone_s"] * ms, "CPU ms",
+                     "Strom's CPU per one-record Produce request (acks=1) with no consumers connected")
+    report.add("produce_cpu_beside_idle_consumers_ms", strom["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms,
+               "CPU ms", "strom_produce_cpu_alone_ms",
+               target=("< 1.2 of alone", lambda v: v < 1.2 * strom["neighbour"]["produce_cpu_alone_s"] * ms))
+    if kafka is not None:
+        report.reference("kafka_produce_cpu_alone_ms", kafka["neighbour"]["produce_cpu_alone_s"] * ms, "CPU ms",
+                         "reference Kafka 4.0's CPU per one-record Produce request with no consumers")
+        report.reference("kafka_produce_cpu_beside_idle_consumers_ms",
+                         kafka["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms, "CPU ms",
+                         f"reference Kafka 4.0's CPU per Produce request beside {what}, in sessions")

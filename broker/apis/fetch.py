@@ -184,12 +184,14 @@ def _replica_id(body, version: int) -> int:
     return body.replica_state.replica_id if version >= 15 else body.replica_id
 
 
-def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, bool]:
-    """One pass over every requested partition: (topics, bytes found, whether any error)."""
+def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, bool, list[tuple[str, int]]]:
+    """One pass over every requested partition: (topics, bytes found, whether any error, the
+    partitions read, whose changes a long poll waits for)."""
     budget = body.max_bytes if version >= 3 else 2**31 - 1
     total = 0
     errors = False
     topics = []
+    read: list[tuple[str, int]] = []
     replica = _replica_id(body, version)
     read_committed = version >= 4 and body.isolation_level == 1 and replica < 0
     for topic in requested:
@@ -207,10 +209,11 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
             result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica,
                                            read_committed)
             errors = errors or result["error_code"] != ErrorCode.NONE
+            read.append((name, req.partition))
             total += size
             parts.append(result)
         topics.append({"topic": name if name is not None else "", "topic_id": topic_id, "partitions": parts})
-    return topics, total, errors
+    return topics, total, errors, read
 
 
 async def handle(broker, request) -> dict:
@@ -222,7 +225,7 @@ async def handle(broker, request) -> dict:
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     follower = _replica_id(body, version) >= 0
     while True:
-        topics, total, errors = _read_all(broker, body, version, context.topics)
+        topics, total, errors, read = _read_all(broker, body, version, context.topics)
         now = trio.current_time()
         if total >= body.min_bytes or errors or now >= deadline:
             break
@@ -231,7 +234,7 @@ async def handle(broker, request) -> dict:
             # data held back by the replication throttle is due again once the rate falls
             wake = min(deadline, now + max(broker.leader_quota.delay(now), 0.005))
         with trio.move_on_at(wake):
-            await broker.replicas.wait_for_data()
+            await broker.replicas.wait_for_data(read)
     if follower and broker.leader_quota.active():
         _record_throttled(broker, topics)
     session_id, topics = context.finish(topics)

@@ -339,7 +339,7 @@ async def _await_replication(broker, waits: list, timeout_ms: int) -> None:
     pending = [w for w in waits if w[0].high_watermark < w[1]]
     with trio.move_on_after(max(timeout_ms, 0) / 1000):
         while pending:
-            await broker.replicas.wait_for_data()
+            await broker.replicas.wait_for_data([(w[0].topic, w[0].index) for w in pending])
             pending = [w for w in pending if w[0].high_watermark < w[1]]
     for partition, required, min_isr, result in waits:
         if partition.high_watermark < required:
@@ -355,7 +355,7 @@ async def handle(broker, request) -> dict | None:
     responses = []
     waits: list = []
     leaders: set[int] = set()
-    appended = False
+    appended: list[tuple[str, int]] = []
     transactional_id = body.transactional_id if version >= 3 else None
     if transactional_id is not None and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                                     transactional_id):
@@ -380,7 +380,7 @@ async def handle(broker, request) -> dict | None:
                 try:
                     parts.append(_append(broker, name, p.index, p.records, version, acks, waits,
                                          transactional_id, answers))
-                    appended = True
+                    appended.append((name, p.index))
                 except PartitionError as exc:
                     log.debug("produce rejected topic=%s partition=%d error=%s: %s",
                               name, p.index, exc.code.name, exc.message)
@@ -391,7 +391,7 @@ async def handle(broker, request) -> dict | None:
                     parts.append(result)
         responses.append({"name": name, "partition_responses": parts})
     if appended:
-        broker.replicas.notify_data()
+        broker.replicas.notify_data(appended)
     if acks == 0:
         return None
     if waits:

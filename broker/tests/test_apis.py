@@ -165,6 +165,31 @@ async def test_long_poll_waits_for_data_or_max_wait(connect, autojump_clock):
     assert [r.offset for r in iter_records(response.responses[0].partitions[0].records)] == [0, 1]
 
 
+async def test_a_long_poll_is_woken_by_its_own_partitions_not_by_others(connect, autojump_clock, monkeypatch):
+    from strom.broker.apis import fetch as fetch_api
+    reads = []
+    real = fetch_api._read_partition
+
+    def counting(broker, name, req, *args):
+        reads.append((name, req.partition))
+        return real(broker, name, req, *args)
+
+    monkeypatch.setattr(fetch_api, "_read_partition", counting)
+    client, producer = await connect(), await connect()
+    await create(client, "quiet")
+    await create(client, "busy")
+    sent = await client.send(ApiKey.FETCH, 12, fetch_body("quiet", 0, max_wait_ms=30000))
+    await trio.sleep(1)
+    for _ in range(5):
+        await producer.request(ApiKey.PRODUCE, 9, produce_body("busy", batch(1)))
+    await trio.sleep(1)
+    assert reads == [("quiet", 0)]  # appends elsewhere did not make the poll read again
+    await producer.request(ApiKey.PRODUCE, 9, produce_body("quiet", batch(2)))
+    correlation_id, response = await client.receive(ApiKey.FETCH, 12)
+    assert correlation_id == sent and reads == [("quiet", 0)] * 2
+    assert [r.offset for r in iter_records(response.responses[0].partitions[0].records)] == [0, 1]
+
+
 async def test_acks_zero_gets_no_response_but_is_stored(connect):
     client = await connect()
     await create(client, "a0")

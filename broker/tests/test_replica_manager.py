@@ -1,11 +1,13 @@
 """Leader-side replication state: the high watermark follows the slowest in-sync replica."""
 from __future__ import annotations
 
+import trio
+
 from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
 
-from strom.broker.replica_manager import ReplicaManager, now_ms
+from strom.broker.replica_manager import DataWaiters, ReplicaManager, now_ms
 
 
 def _append(partition, n: int) -> None:
@@ -71,3 +73,38 @@ def test_the_new_leader_epoch_starts_at_the_log_end(tmp_path):
     partition.log.leader_epoch_cache.assign(4, partition.log.log_end_offset)
     partition.become_leader(4, [1, 2, 3], [1], version=1)
     assert partition.log.end_offset_for_epoch(3) == (3, 4)
+
+
+# ----------------------------------------------------------------- who is woken by what
+
+
+async def _waiting(waiters: DataWaiters, partitions, woken: list, name: str) -> None:
+    await waiters.wait(partitions)
+    woken.append(name)
+
+
+async def test_a_change_to_one_partition_wakes_only_its_waiters_and_those_of_any(nursery, autojump_clock):
+    waiters, woken = DataWaiters(), []
+    nursery.start_soon(_waiting, waiters, [("a", 0)], woken, "a0")
+    nursery.start_soon(_waiting, waiters, [("a", 1), ("b", 0)], woken, "a1+b0")
+    nursery.start_soon(_waiting, waiters, None, woken, "any")
+    await trio.sleep(1)
+    assert waiters.waiting() == 3
+    waiters.notify([("b", 0)])
+    await trio.sleep(1)
+    assert sorted(woken) == ["a1+b0", "any"] and waiters.waiting() == 1
+    waiters.notify([("c", 0)])  # nobody waits on it
+    await trio.sleep(1)
+    assert sorted(woken) == ["a1+b0", "any"]
+    waiters.notify()  # a change that may concern any partition wakes everybody
+    await trio.sleep(1)
+    assert sorted(woken) == ["a0", "a1+b0", "any"] and waiters.waiting() == 0
+
+
+async def test_a_cancelled_wait_leaves_no_registration(autojump_clock):
+    waiters = DataWaiters()
+    with trio.move_on_after(1):
+        await waiters.wait([("a", 0), ("a", 1)])
+    with trio.move_on_after(1):
+        await waiters.wait(None)
+    assert waiters.waiting() == 0 and not waiters._by_partition and not waiters._any

@@ -28,7 +28,7 @@ EXPECTED_FIGURES = {
     *(f"consume_{s}B_{p}p_{c}_records_per_s" for s in SIZES for p in PARTITIONS for c in CODECS),
     *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
     *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
-    "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu",
+    "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu", "produce_cpu_beside_idle_consumers_ms",
     "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
     "kafka_request_worst_ms_while_console_answers_8p",
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
@@ -42,7 +42,7 @@ EXPECTED_REFERENCES = {
     "python_broker_imports_rss_bytes",
     *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
     *(f"client_drain_{s}B_records_per_s" for s in SIZES),
-    "strom_fetch_idle_full_cpu",
+    "strom_fetch_idle_full_cpu", "strom_produce_cpu_alone_ms",
     "console_produce_100B_1p_records_per_s", "console_consume_100B_1p_records_per_s", "console_static_file_ms",
     "strom_plain_idempotent_produce",
     "file_cache_unbounded_appends_per_s", "file_cache_unbounded_old_reads_per_s",
@@ -79,6 +79,7 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     sessions = doc["details"]["fetch_sessions_strom"]
     assert sessions["session"]["response_bytes"] < sessions["full"]["response_bytes"] / 10, sessions
     assert sessions["session"]["fetches"] > 0 and sessions["full"]["fetches"] > 0
+    assert all(v > 0 for v in sessions["neighbour"].values()), sessions["neighbour"]
 
     assert set(doc["details"]["transactions_strom"]) == {"plain", "txn"}
     assert set(doc["details"]["tls"]["strom"]) == {"plaintext_produce", "plaintext_consume", "ssl_produce", "ssl_consume"}
