@@ -35,7 +35,7 @@ from .auth.zkstore import StandaloneAclStore, ZkAclStore
 from .security import listener_security
 from .security.interbroker import inter_broker_security
 from .security.credentials import StandaloneCredentials, ZkCredentials
-from .server import ConnectionHandler
+from .server import ConnectionHandler, serve_listener
 from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
 from .cluster.placement import PlacementError, added_assignment, manual_assignment
@@ -218,8 +218,8 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 listeners = self._open_listeners(prebound)
                 for name, listener in listeners:
-                    nursery.start_soon(trio.serve_listeners, ConnectionHandler(self, self.security[name]),
-                                       [AcceptRetry(listener)])
+                    nursery.start_soon(serve_listener, self, name, AcceptRetry(listener),
+                                       ConnectionHandler(self, self.security[name]))
                 nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
                 nursery.start_soon(self._periodic, "checkpoint",
                                    self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
@@ -541,6 +541,7 @@ class Broker:
             await self.cluster.set_broker_configs(name, configs)
         else:
             self.topics.set_broker_configs(name, configs)
+        self.connection_quotas.configs_changed()  # waiting listeners look again; max.connections
         log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default",
                  configs or "none")
 

@@ -203,6 +203,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("max.connection.creation.rate", "int", 2**31 - 1,
        "New connections per second each listener accepts (all IPs together); also settable dynamically.",
        minimum=0),
+    _D("max.connections", "int", 2**31 - 1,
+       "Open connections the broker allows on all listeners together (the inter-broker one exempt "
+       "when there are others); at the limit new ones wait. Per listener: "
+       "listener.name.<listener>.max.connections. Also settable dynamically.", minimum=0),
+    _D("max.connections.per.ip", "int", 2**31 - 1,
+       "Open connections allowed from one IP address; more are closed at once. 0 only with "
+       "overrides. Also settable dynamically.", minimum=0),
+    _D("max.connections.per.ip.overrides", "string", "",
+       "Per-IP or host name limits replacing max.connections.per.ip: host:count, comma separated "
+       "(e.g. hostName:100,127.0.0.1:200). Also settable dynamically."),
     _D("max.request.partition.size.limit", "int", 2000,
        "Most partitions one DescribeTopicPartitions answer holds.", minimum=1),
     _D("max.incremental.fetch.session.cache.slots", "int", 1000,
@@ -387,6 +397,60 @@ def parse_listener(text: str, protocol_map: dict[str, str] | None = None) -> Lis
 
 
 LISTENER_PREFIX = "listener.name."
+# listener-level connection limits: listener.name.<listener>.<key> (checked at start-up)
+LISTENER_LIMIT_KEYS = ("max.connections", "max.connection.creation.rate")
+INT_MAX = 2**31 - 1
+
+
+def parse_java_int(text: str) -> int:
+    """Java's Integer.parseInt: an optional sign and digits, within 32 bits; ValueError with its
+    message otherwise (Kafka quotes it in its answers)."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -2**31 <= int(text) <= INT_MAX:
+        raise ValueError(f'For input string: "{text}"')
+    return int(text)
+
+
+def parse_ip_overrides(raw: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: host:count pairs, comma separated, split at the last
+    colon (so `::1:5` is an IPv6 address), as Kafka's parseCsvMap reads them. ValueError with
+    Kafka's message for a pair without a colon or a count that is not an int."""
+    if raw == "":
+        return {}
+    items = re.split(r"\s*,\s*", raw)
+    while len(items) > 1 and items[-1] == "":
+        items.pop()  # Java's split drops trailing empty strings
+    pairs = []
+    for item in items:
+        colon = item.rfind(":")
+        if colon < 0:
+            raise ValueError(f"Error parsing configuration property 'max.connections.per.ip.overrides': "
+                             f"begin 0, end -1, length {len(item)}")
+        pairs.append((item[:colon].strip(), item[colon + 1:].strip()))
+    return {host: parse_java_int(count) for host, count in pairs}
+
+
+def check_connection_limits(values: dict[str, Any], originals: dict[str, str]) -> None:
+    """Start-up checks of the connection limits Kafka makes: the overrides parse, a per-IP limit of
+    0 needs overrides, listener-level limits are ints of at least 0."""
+    try:
+        overrides = parse_ip_overrides(values["max.connections.per.ip.overrides"] or "")
+    except ValueError as exc:
+        raise ConfigError(f"max.connections.per.ip.overrides={values['max.connections.per.ip.overrides']!r}: "
+                          f"{exc}") from None
+    if values["max.connections.per.ip"] == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                          "property is set.")
+    for name, raw in originals.items():
+        if not name.startswith(LISTENER_PREFIX):
+            continue
+        key = name[len(LISTENER_PREFIX):].partition(".")[2]
+        if key in LISTENER_LIMIT_KEYS:
+            try:
+                number = parse_java_int(raw.strip())
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r}: not a number of type INT") from None
+            if number < 0:
+                raise ConfigError(f"{name}={raw!r}: must be at least 0")
 
 
 def parse_console_listener(text: str) -> tuple[str, int]:
@@ -437,6 +501,7 @@ class BrokerConfig:
         for name in props:
             if name not in BROKER_CONFIGS and not name.startswith(LISTENER_PREFIX):
                 log.warning("config key=%s is not a known config and is ignored", name)
+        check_connection_limits(self.values, props)
         if self.values["broker.id"] is not None:
             self.values["node.id"] = self.values["broker.id"]
         if self.values["log.dir"] and "log.dirs" not in props:

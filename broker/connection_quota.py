@@ -14,22 +14,81 @@
 Both rates are measured as client quotas are (`quota.window.num` samples of
 `quota.window.size.seconds`), and the time to wait is Kafka's: how long the measured rate needs
 to fall back to the quota.
+
+Connection limits (KIP-402 and Kafka's ConnectionQuotas), on connections accepted from sockets:
+
+- `max.connections.per.ip` and `max.connections.per.ip.overrides` (`host:count,...`; host names
+  resolved when the value changes, to all their addresses): a connection from an IP that already
+  has its limit open (on any listener) is closed right after accept, logged and counted.
+- `max.connections`: open connections on all listeners together; at the limit a listener stops
+  accepting until a connection closes (the kernel keeps the newcomers in its backlog, so a client
+  waits, then connects). The inter-broker listener is exempt when there are other listeners, and
+  when its connections take the total over the limit, the least recently used connection on the
+  other listeners is closed to make room (KIP-402); so is one when a dynamic change lowers the
+  limit below what is open. `listener.name.<listener>.max.connections`: open connections on one
+  listener (the inter-broker one too), at the limit that listener stops accepting.
+
+All of them change at run time (`strom.broker.dynamic_config`): a waiting listener re-checks at
+once on a local change and within a second on one made through another broker.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
 import math
+import time
 
 import trio
 
-from .dynamic_config import INT_MAX, listener_rate_key
+from .dynamic_config import INT_MAX, listener_max_key, listener_rate_key
 from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, Sensor
 
 log = logging.getLogger("strom.connections")
 
 RESOLVE_TIMEOUT_S = 2.0
 MAX_IP_SENSORS = 10_000  # a flood of source addresses cannot grow this without bound
+RECHECK_S = 1.0  # a listener waiting for a slot re-reads the limits this often (changes via ZooKeeper)
+REFUSAL_LOG_INTERVAL_S = 10.0  # per-IP refusals are logged once per address in this time
+
+
+class Admission:
+    """One connection counted against the limits, from accept until its handler closes it."""
+
+    __slots__ = ("listener", "ip", "scope", "stats", "admitted", "closing", "released")
+
+    def __init__(self, listener: str, ip: str | None):
+        self.listener, self.ip = listener, ip
+        self.scope = trio.CancelScope()  # cancelled to close the connection (max.connections)
+        self.stats = None  # the handler's ConnectionStats: when it was last active
+        self.admitted = time.monotonic()
+        self.closing = self.released = False
+
+    def last_active(self) -> float:
+        return self.stats.last_active if self.stats is not None else self.admitted
+
+
+class ListenerState:
+    """A listener's open connections and what /metrics shows of its acceptor."""
+
+    def __init__(self, samples: int, window_s: float):
+        self.lock = trio.Lock()  # one connection at a time, as Kafka's acceptor
+        self.count = 0
+        self.open: set[Admission] = set()
+        self.accepted = Sensor(samples, window_s)  # Kafka's connection-accept-rate (and its quota)
+        self.throttle_ms = Sensor(samples, window_s)  # waits for a creation rate, summed ...
+        self.throttled = Sensor(samples, window_s)  # ... and counted: connection-accept-throttle-time
+        self.ip_throttle_ms = Sensor(samples, window_s)  # ip-connection-accept-throttle-time
+        self.ip_throttled = Sensor(samples, window_s)
+        self.blocked = Sensor(samples, window_s)  # seconds the acceptor waited: AcceptorBlockedPercent
+        self.blocked_since: float | None = None
+        self.refused_per_ip = 0  # closed at once: the IP had max.connections.per.ip open
+        self.closed_ip_rate = 0  # closed after a wait: over the IP's connection_creation_rate
+        self.closed_excess = 0  # closed as least recently used to keep max.connections
+
+
+def _average(total: Sensor, count: Sensor, now: float) -> float:
+    n = count.total(now)
+    return total.total(now) / n if n else 0.0
 
 
 class ConnectionQuotas:
@@ -39,12 +98,20 @@ class ConnectionQuotas:
         self.samples, self.window_s = config["quota.window.num"], config["quota.window.size.seconds"]
         self.broker_sensor = Sensor(self.samples, self.window_s)
         self.ip_sensors: dict[str, Sensor] = {}
-        self.listener_sensors: dict[str, Sensor] = {}
-        self._accepting: dict[str, trio.Lock] = {}
+        self.listeners: dict[str, ListenerState] = {}
         self.throttled_ips = 0  # connections closed for an IP quota
         self.delayed = 0  # connections that waited for max.connection.creation.rate
+        self.blocked = 0  # connections that waited for max.connections or a listener's max.connections
+        self.refused_per_ip = 0  # connections closed for max.connections.per.ip
+        self.closed_excess = 0  # least recently used connections closed for max.connections
         self._by_name: dict[str, float] = {}  # addresses of IP entities named by a host name
         self._resolved_from: dict | None = None  # the quota entries they were resolved from
+        self.total = 0  # open connections counted (accepted from sockets)
+        self.ip_counts: dict[str, int] = {}
+        self._changed: trio.Event | None = None  # set when a connection closes or a limit changes
+        self._overrides_raw: str | None = None  # max.connections.per.ip.overrides, as resolved
+        self._overrides: dict[str, int] = {}  # address -> limit
+        self._refusals_logged: dict[str, list] = {}  # ip -> [time logged, refusals since]
 
     def ip_quota(self, ip: str) -> float | None:
         """The connection_creation_rate of `ip`: its own entity, one named by a host name that
@@ -113,36 +180,248 @@ class ConnectionQuotas:
     def broker_limit(self) -> float:
         return float(self.broker.dynamic_configs.value("max.connection.creation.rate"))
 
-    async def admit(self, listener_name: str, ip: str | None) -> int:
-        """Before serving a new connection: 0 to serve it (after any wait the broker-wide rate
-        asks for), or the milliseconds to wait before closing it (over its IP's quota)."""
-        if ip is not None and self.broker.quotas.entries:
-            await self.resolve_names()
-            throttle = self.ip_throttle_ms(ip, trio.current_time())
-            if throttle:
-                self.throttled_ips += 1
-                log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
-                return throttle
+    # ------------------------------------------------------------------ limits
+    def state(self, listener: str) -> ListenerState:
+        found = self.listeners.get(listener)
+        if found is None:
+            found = self.listeners[listener] = ListenerState(self.samples, self.window_s)
+        return found
+
+    def protected(self, listener: str) -> bool:
+        """Kafka's protected listener: the inter-broker one, when there are others."""
         config = self.broker.config
-        # the inter-broker listener is exempt from the broker-wide limit when there are others
-        # (Kafka's "protected" listener); its own listener limit still applies
-        protected = listener_name == config.inter_broker_listener and len(config.listeners) > 1
-        limit = INT_MAX if protected else self.broker_limit()
-        own = float(self.broker.dynamic_configs.value(listener_rate_key(listener_name)))
-        if limit >= INT_MAX and own >= INT_MAX:
-            return 0
-        lock = self._accepting.setdefault(listener_name, trio.Lock())
-        async with lock:  # one at a time per listener, as Kafka's acceptor
+        return listener == config.inter_broker_listener and len(config.listeners) > 1
+
+    def max_connections(self) -> int:
+        return self.broker.dynamic_configs.value("max.connections")
+
+    def listener_max(self, listener: str) -> int:
+        return self.broker.dynamic_configs.value(listener_max_key(listener))
+
+    def per_ip_limit(self, ip: str) -> int:
+        try:
+            found = self._overrides.get(_normal(ip))
+        except ValueError:
+            found = None
+        return found if found is not None else self.broker.dynamic_configs.value("max.connections.per.ip")
+
+    def slot_available(self, listener: str) -> bool:
+        if self.state(listener).count >= self.listener_max(listener):
+            return False
+        return self.protected(listener) or self.total < self.max_connections()
+
+    async def resolve_overrides(self) -> None:
+        """Resolve max.connections.per.ip.overrides once per change of its value: addresses as
+        they are, host names to every address they have (one that does not resolve is logged)."""
+        from .config import parse_ip_overrides
+        raw = self.broker.dynamic_configs.text("max.connections.per.ip.overrides")
+        if raw == self._overrides_raw:
+            return
+        try:
+            entries = parse_ip_overrides(raw)
+        except ValueError as exc:  # refused when set; kept from an older value only
+            log.warning("max.connections.per.ip.overrides=%r is not valid (%s); no overrides apply", raw, exc)
+            entries = {}
+        resolved: dict[str, int] = {}
+        for host, count in entries.items():
+            try:
+                resolved[_normal(host)] = count
+                continue
+            except ValueError:
+                pass
+            infos = []
+            with trio.move_on_after(RESOLVE_TIMEOUT_S):
+                try:
+                    infos = await trio.socket.getaddrinfo(host or "localhost", None)
+                except (OSError, UnicodeError) as exc:
+                    log.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit applies "
+                                "to no address", host, exc)
+            for info in infos:
+                resolved.setdefault(_normal(info[4][0]), count)
+        self._overrides_raw, self._overrides = raw, resolved
+
+    def _changed_event(self) -> trio.Event:
+        if self._changed is None:
+            self._changed = trio.Event()
+        return self._changed
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def configs_changed(self) -> None:
+        """A dynamic broker config changed: waiting listeners look again, excess connections close."""
+        self._notify()
+        self._close_excess()
+
+    # ------------------------------------------------------------------ accepting
+    async def accept(self, listener: str, ip: str | None) -> "Admission | int | None":
+        """Called for each connection accepted on `listener`, before the next one is accepted.
+        Waits while the listener is at a connection limit or a creation rate asks for it; then
+        the connection's Admission (it counts until `release`), or the milliseconds to wait before
+        closing it (over its IP's connection_creation_rate), or None to close it now (its IP has
+        max.connections.per.ip open)."""
+        state = self.state(listener)
+        async with state.lock:
+            await self._wait_for_slot(listener, state)
             now = trio.current_time()
-            wait_ms = 0
-            if own < INT_MAX:
-                sensor = self.listener_sensors.setdefault(listener_name, Sensor(self.samples, self.window_s))
-                sensor.record(1, now)
-                wait_ms = self._throttle_ms(sensor, own, now)
+            if ip is not None and self.broker.quotas.entries:
+                await self.resolve_names()
+                throttle = self.ip_throttle_ms(ip, now)
+                if throttle:
+                    self.throttled_ips += 1
+                    state.closed_ip_rate += 1
+                    state.ip_throttle_ms.record(throttle, now)
+                    state.ip_throttled.record(1, now)
+                    state.accepted.record(-1, now)  # not accepted: the rates do not count it
+                    if not self.protected(listener):
+                        self.broker_sensor.record(-1, now)
+                    log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
+                    return throttle
+            if ip is not None:
+                await self.resolve_overrides()
+                limit = self.per_ip_limit(ip)
+                if self.ip_counts.get(ip, 0) >= limit:
+                    self.refused_per_ip += 1
+                    state.refused_per_ip += 1
+                    self._log_refusal(ip, limit)
+                    return None
+                self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1
+            admission = Admission(listener, ip)
+            state.count += 1
+            state.open.add(admission)
+            self.total += 1
+        if self.protected(listener):
+            self._close_excess()
+        return admission
+
+    async def _wait_for_slot(self, listener: str, state: ListenerState) -> None:
+        """Record the new connection in the creation rates and wait, as Kafka's acceptor, until
+        the rates allow it and the listener and the broker have a slot for it."""
+        now = trio.current_time()
+        wait_ms = self._rate_wait_ms(listener, state, now)
+        if not wait_ms and self.slot_available(listener):
+            return
+        if wait_ms:
+            self.delayed += 1
+        end = now + wait_ms / 1000
+        state.blocked_since = now
+        said = False
+        try:
+            while True:
+                remaining = end - trio.current_time()
+                if remaining <= 0:
+                    if self.slot_available(listener):
+                        return
+                    if not said:
+                        said = True
+                        self.blocked += 1
+                        log.info("listener %s stops accepting until a connection closes: %s", listener,
+                                 self._limit_reached(listener))
+                with trio.move_on_after(remaining if remaining > 0 else RECHECK_S):
+                    await self._changed_event().wait()
+        finally:
+            done = trio.current_time()
+            state.blocked.record(done - state.blocked_since, done)
+            state.blocked_since = None
+
+    def _limit_reached(self, listener: str) -> str:
+        own = self.listener_max(listener)
+        if self.state(listener).count >= own:
+            return f"listener.name.{listener.lower()}.max.connections={own} reached"
+        return f"max.connections={self.max_connections()} reached"
+
+    def _rate_wait_ms(self, listener: str, state: ListenerState, now: float) -> int:
+        """Record a new connection in the broker-wide (unless the listener is protected) and the
+        listener's creation rate; how long they ask it to wait."""
+        # the inter-broker listener is exempt from the broker-wide rate when there are others
+        # (Kafka's "protected" listener); its own listener rate still applies
+        wait_ms = 0
+        if not self.protected(listener):
+            self.broker_sensor.record(1, now)
+            limit = self.broker_limit()
             if limit < INT_MAX:
-                self.broker_sensor.record(1, now)
-                wait_ms = max(wait_ms, self._throttle_ms(self.broker_sensor, limit, now))
-            if wait_ms:
-                self.delayed += 1
-                await trio.sleep(wait_ms / 1000)
-        return 0
+                wait_ms = self._throttle_ms(self.broker_sensor, limit, now)
+        state.accepted.record(1, now)
+        own = float(self.broker.dynamic_configs.value(listener_rate_key(listener)))
+        if own < INT_MAX:
+            wait_ms = max(wait_ms, self._throttle_ms(state.accepted, own, now))
+        if wait_ms:
+            state.throttle_ms.record(wait_ms, now)
+            state.throttled.record(1, now)
+        return wait_ms
+
+    def release(self, admission: Admission) -> None:
+        """The connection closed: its slot is free again."""
+        if admission.released:
+            return
+        admission.released = True
+        state = self.state(admission.listener)
+        state.count -= 1
+        state.open.discard(admission)
+        self.total -= 1
+        ip = admission.ip
+        if ip is not None:
+            left = self.ip_counts.get(ip, 1) - 1
+            if left > 0:
+                self.ip_counts[ip] = left
+            else:
+                self.ip_counts.pop(ip, None)
+        self._notify()
+
+    def _close_excess(self) -> None:
+        """Over max.connections (the inter-broker listener took a connection, or the limit was
+        lowered): close the least recently used connections of the other listeners, as Kafka's
+        processors do, until the count is back at the limit."""
+        limit = self.max_connections()
+        closing = sum(1 for st in self.listeners.values() for a in st.open if a.closing)
+        excess = self.total - closing - limit
+        if excess <= 0:
+            return
+        candidates = sorted((a for name, st in self.listeners.items() if not self.protected(name)
+                             for a in st.open if not a.closing), key=Admission.last_active)
+        for victim in candidates[:excess]:
+            victim.closing = True
+            victim.scope.cancel()
+            self.closed_excess += 1
+            self.state(victim.listener).closed_excess += 1
+            log.info("closing the least recently used connection from %s on listener %s: %d connections open, "
+                     "max.connections=%d", victim.ip, victim.listener, self.total, limit)
+
+    def _log_refusal(self, ip: str, limit: int) -> None:
+        now = time.monotonic()
+        seen = self._refusals_logged.get(ip)
+        if seen is not None and now - seen[0] < REFUSAL_LOG_INTERVAL_S:
+            seen[1] += 1
+            return
+        more = f" ({seen[1]} more refused since the last such line)" if seen is not None and seen[1] else ""
+        if len(self._refusals_logged) >= MAX_IP_SENSORS:
+            self._refusals_logged.clear()
+        self._refusals_logged[ip] = [now, 0]
+        log.info("Rejected connection from %s, address already has the configured maximum of %d connections "
+                 "(max.connections.per.ip or its override)%s", ip, limit, more)
+
+    # ------------------------------------------------------------------ metrics
+    def listener_metrics(self) -> dict[str, dict[str, float]]:
+        """Per configured listener, plain numbers for /metrics."""
+        now = trio.current_time()
+        out = {}
+        for listener in self.broker.config.listeners:
+            st = self.state(listener.name)
+            blocked = st.blocked.total(now) + (now - st.blocked_since if st.blocked_since is not None else 0.0)
+            out[listener.name] = {
+                "accept_rate": st.accepted.rate(now),
+                "accept_throttle_time_ms": _average(st.throttle_ms, st.throttled, now),
+                "ip_accept_throttle_time_ms": _average(st.ip_throttle_ms, st.ip_throttled, now),
+                "blocked_fraction": min(1.0, blocked / st.blocked.window(now)),
+                "refused_per_ip": st.refused_per_ip,
+                "closed_ip_rate": st.closed_ip_rate,
+                "closed_excess": st.closed_excess,
+            }
+        return out
+
+
+def _normal(address: str) -> str:
+    """An IP address in one spelling (ValueError for a host name)."""
+    return str(ipaddress.ip_address(address))

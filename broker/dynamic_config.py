@@ -16,6 +16,10 @@ every broker re-reads them on the change notification.
 - `max.connection.creation.rate`: new connections per second the broker accepts from all IPs
   together (also a static config), and `listener.name.<listener>.max.connection.creation.rate`
   for one listener (also in server.properties), see `strom.broker.connection_quota`.
+- `max.connections` (and `listener.name.<listener>.max.connections`), `max.connections.per.ip`
+  and `max.connections.per.ip.overrides`: limits on open connections (also static configs), see
+  `strom.broker.connection_quota`. As in Kafka, a dynamic `max.connections` or
+  `max.connection.creation.rate` must be above 0, and a per-IP limit of 0 needs overrides.
 """
 from __future__ import annotations
 
@@ -31,26 +35,43 @@ DYNAMIC: dict[str, tuple[str, int]] = {
     "follower.replication.throttled.rate": ("LONG", LONG_MAX),
     "replica.alter.log.dirs.io.max.bytes.per.second": ("LONG", LONG_MAX),
     "max.connection.creation.rate": ("INT", INT_MAX),
+    "max.connections": ("INT", INT_MAX),
+    "max.connections.per.ip": ("INT", INT_MAX),
+    "max.connections.per.ip.overrides": ("STRING", ""),
 }
 # Kafka's DescribeConfigs type codes and sources
-CONFIG_TYPE = {"INT": 3, "LONG": 5}
+CONFIG_TYPE = {"STRING": 2, "INT": 3, "LONG": 5}
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 
 
 # a listener's own limit: listener.name.<listener>.max.connection.creation.rate
 LISTENER_RATE = re.compile(r"listener\.name\.[^.]+\.max\.connection\.creation\.rate")
+# every listener-level dynamic key: the rate and listener.name.<listener>.max.connections
+LISTENER_KEY = re.compile(r"listener\.name\.[^.]+\.(max\.connection\.creation\.rate|max\.connections)")
+# keys whose dynamic value must be above 0 (Kafka's DynamicConnectionQuota and listener quotas)
+POSITIVE_WHEN_DYNAMIC = ("max.connections", "max.connection.creation.rate")
 
 
 def listener_rate_key(listener: str) -> str:
     return f"listener.name.{listener.lower()}.max.connection.creation.rate"
 
 
-def definition(key: str) -> tuple[str, int] | None:
+def listener_max_key(listener: str) -> str:
+    return f"listener.name.{listener.lower()}.max.connections"
+
+
+def base_key(key: str) -> str:
+    """The broker-wide key a listener-level key refines (the key itself otherwise)."""
+    found = LISTENER_KEY.fullmatch(key)
+    return found.group(1) if found else key
+
+
+def definition(key: str) -> tuple[str, int | str] | None:
     """(Kafka's type name, default) of a dynamic key, or None."""
     if key in DYNAMIC:
         return DYNAMIC[key]
-    if LISTENER_RATE.fullmatch(key):
-        return DYNAMIC["max.connection.creation.rate"]
+    if LISTENER_KEY.fullmatch(key):
+        return DYNAMIC[base_key(key)]
     return None
 
 
@@ -60,8 +81,14 @@ def check_value(key: str, value: str | None) -> str | None:
     if found is None or value is None:
         return None
     typ = found[0]
-    if LISTENER_RATE.fullmatch(key):
-        key = "max.connection.creation.rate"  # Kafka names the key without its listener prefix
+    key = base_key(key)  # Kafka names the key without its listener prefix
+    if key == "max.connections.per.ip.overrides":
+        from .config import parse_ip_overrides
+        try:
+            parse_ip_overrides(value)
+        except ValueError as exc:
+            return str(exc)
+        return None
     try:
         number = int(value.strip())
     except ValueError:
@@ -70,6 +97,33 @@ def check_value(key: str, value: str | None) -> str | None:
         return f"Invalid value {value} for configuration {key}: Value must be at least 0"
     if number > (LONG_MAX if typ == "LONG" else INT_MAX):
         return f"Invalid value {value} for configuration {key}: Not a number of type {typ}"
+    return None
+
+
+def check_positive(key: str, value: str | None) -> str | None:
+    """Kafka's complaint about a dynamic connection limit or rate of 0 (checked after the types)."""
+    if value is None or base_key(key) not in POSITIVE_WHEN_DYNAMIC or check_value(key, value) is not None:
+        return None
+    if int(value.strip()) <= 0:
+        return (f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid {base_key(key)} "
+                f"{int(value.strip())} for configuration Invalid dynamic configuration")
+    return None
+
+
+def check_per_ip(dynamic: "DynamicConfigs", name: str, new_configs: dict[str, str | None]) -> str | None:
+    """Kafka's requirement on the configs broker `name` would have after the change: a per-IP
+    limit of 0 only with overrides."""
+    def effective(key: str) -> str:  # `new_configs` replaces the whole dynamic set of `name`
+        if new_configs.get(key) is not None:
+            return new_configs[key]
+        default = dynamic.overrides(DEFAULT).get(key) if name != DEFAULT else None
+        return default if default is not None else dynamic.static_raw(key)
+
+    per_ip = effective("max.connections.per.ip").strip()
+    overrides = effective("max.connections.per.ip.overrides")
+    if per_ip == "0" and not overrides.strip():
+        return ("requirement failed: max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set.")
     return None
 
 
@@ -109,19 +163,29 @@ class DynamicConfigs:
 
     def value(self, key: str) -> int:
         """The effective value: this broker's, the cluster default, server.properties, built-in."""
+        return int(self.text(key).strip())
+
+    def text(self, key: str) -> str:
+        """The effective value as written (the only form of a STRING key)."""
         raw, _ = self.lookup(key)
         if raw is not None and check_value(key, raw) is None:
-            return int(raw.strip())
+            return raw
+        return self.static_raw(key)
+
+    def static_raw(self, key: str) -> str:
+        """The value of server.properties (valid ones only), else the built-in default, as text."""
         config = self.broker.config
         static = getattr(config, "originals", {}).get(key)
         if static is not None and check_value(key, static) is None:
-            return int(static.strip())
+            return static
         if key in _static_keys():
             try:
-                return int(config[key])
-            except (KeyError, TypeError, ValueError):
+                value = config[key]
+                if value is not None:
+                    return str(value)
+            except (KeyError, TypeError):
                 pass
-        return definition(key)[1]
+        return str(definition(key)[1])
 
     def listener_keys(self, default_only: bool = False) -> list[str]:
         """The listener-level keys set dynamically (this broker's or the default)."""
@@ -129,7 +193,7 @@ class DynamicConfigs:
         names = set(stored.get(DEFAULT, {}))
         if not default_only:
             names |= set(stored.get(str(self.broker.node_id), {}))
-        return sorted(k for k in names if LISTENER_RATE.fullmatch(k))
+        return sorted(k for k in names if LISTENER_KEY.fullmatch(k))
 
 
 def _static_keys():

@@ -106,41 +106,73 @@ async def _sendfile(sock, region) -> None:
     await trio.lowlevel.checkpoint()
 
 
+async def serve_listener(broker: "Broker", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
+                         *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Accept connections on one listening socket of listener `name` and serve each in a task.
+    Each accepted connection passes the connection quotas (`strom.broker.connection_quota`)
+    before the next is accepted: at a connection limit, or over a creation rate, accepting waits;
+    a connection from an IP at its limit is closed at once, one over its IP's creation rate after
+    the throttle time."""
+    quotas = broker.connection_quotas
+    async with trio.open_nursery() as nursery:
+        task_status.started()
+        while True:
+            stream = await listener.accept()
+            try:
+                admission = await quotas.accept(name, _peer_ip(stream))
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
+            if admission is None:
+                await trio.aclose_forcefully(stream)
+            elif isinstance(admission, int):
+                nursery.start_soon(_close_after, stream, admission)
+            else:
+                nursery.start_soon(handler, stream, admission)
+
+
+async def _close_after(stream, delay_ms: int) -> None:
+    try:
+        await trio.sleep(delay_ms / 1000)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
 class ConnectionHandler:
     def __init__(self, broker: "Broker", security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
         self.security = security
 
-    async def __call__(self, stream: trio.SocketStream) -> None:
+    async def __call__(self, stream: trio.SocketStream, admission=None) -> None:
+        """Serve one connection; `admission`: its place in the connection limits (None for
+        connections that did not come through a listener, as tests' memory streams)."""
         peer = _peer_name(stream)
         context.client_host.set("/" + peer.rsplit(":", 1)[0])
         context.listener_name.set(self.security.name)
         conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
-        stats = self.broker.stats.open_connection(peer)
+        stats = self.broker.stats.open_connection(peer, self.security.name)
         context.connection_stats.set(stats)
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
         secure = SecureConnection(self.security, self.broker, peer, conn)
+        scope = trio.CancelScope() if admission is None else admission.scope
+        if admission is not None:
+            admission.stats = stats
         try:
-            # connection creation quotas: wait for the broker-wide rate, or close when over the IP's
-            close_in_ms = await self.broker.connection_quotas.admit(
-                self.security.name, peer.rsplit(":", 1)[0] if peer != "memory" else None)
-            if close_in_ms:
-                await trio.sleep(close_in_ms / 1000)
-                return
-            wrapped = await secure.start(stream)
-            if wrapped is None:
-                return
-            stream = wrapped
-            while True:
-                with trio.move_on_after(idle_s) as idle:
-                    data = await stream.receive_some(RECEIVE_SIZE)
-                if idle.cancelled_caught:
-                    log.info("closing idle connection peer=%s", peer)
+            with scope:  # cancelled to close the connection for max.connections
+                wrapped = await secure.start(stream)
+                if wrapped is None:
                     return
-                self.broker.stats.received(stats, len(data))
-                conn.receive_data(data)
-                if not await self._answer(conn, stream, peer, secure):
-                    return
+                stream = wrapped
+                while True:
+                    with trio.move_on_after(idle_s) as idle:
+                        data = await stream.receive_some(RECEIVE_SIZE)
+                    if idle.cancelled_caught:
+                        log.info("closing idle connection peer=%s", peer)
+                        return
+                    self.broker.stats.received(stats, len(data))
+                    conn.receive_data(data)
+                    if not await self._answer(conn, stream, peer, secure):
+                        return
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection lost peer=%s", peer)
         except trio.TooSlowError:
@@ -149,6 +181,8 @@ class ConnectionHandler:
             log.exception("closing connection peer=%s after an unexpected error", peer)
         finally:
             self.broker.stats.close_connection(stats)
+            if admission is not None:
+                self.broker.connection_quotas.release(admission)
             with trio.move_on_after(1):
                 await stream.aclose()
 
@@ -248,6 +282,13 @@ class ConnectionHandler:
         self.broker.stats.sent(context.connection_stats.get(None), parts)
         with trio.fail_after(SEND_TIMEOUT_S):
             await send_parts(stream, parts)
+
+
+def _peer_ip(stream) -> str | None:
+    try:
+        return stream.socket.getpeername()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _peer_name(stream) -> str:

@@ -55,13 +55,14 @@ def batch_counts(records) -> tuple[int, int, int]:
 class ConnectionStats:
     """One open connection as the console shows it."""
 
-    __slots__ = ("id", "host", "port", "opened", "last_active", "client_id", "software_name",
+    __slots__ = ("id", "host", "port", "listener", "opened", "last_active", "client_id", "software_name",
                  "software_version", "bytes_in", "bytes_out", "requests", "produces", "fetches",
                  "replica_id", "coordinates", "producer_ids", "groups", "fetch_positions")
 
-    def __init__(self, conn_id: int, host: str, port: int):
+    def __init__(self, conn_id: int, host: str, port: int, listener: str | None = None):
         self.id = conn_id
         self.host, self.port = host, port
+        self.listener = listener
         self.opened = time.time()
         self.last_active = time.monotonic()
         self.client_id: str | None = None
@@ -109,9 +110,9 @@ class BrokerStats:
         self.bytes_out = 0
 
     # ------------------------------------------------------------------ connections
-    def open_connection(self, peer: str) -> ConnectionStats:
+    def open_connection(self, peer: str, listener: str | None = None) -> ConnectionStats:
         host, _, port = peer.rpartition(":")
-        conn = ConnectionStats(next(self._ids), host or peer, int(port) if port.isdigit() else 0)
+        conn = ConnectionStats(next(self._ids), host or peer, int(port) if port.isdigit() else 0, listener)
         self.connections[conn.id] = conn
         self.connections_opened += 1
         return conn

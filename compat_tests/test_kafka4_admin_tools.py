@@ -88,7 +88,7 @@ def test_admin_tools_on_a_standalone_broker(broker, tmp_path):
 # Kafka's default min.insync.replicas: acks=all producers carry on through a reassignment's ISR changes.
 def test_kafka_configs_sets_ip_quotas_and_dynamic_broker_configs(broker):
     """kafka-configs.sh --entity-type ips (connection_creation_rate) and --entity-type brokers
-    (replication throttle rates, max.connection.creation.rate) on a standalone broker."""
+    (replication throttle rates, connection limits, max.connection.creation.rate) on a standalone broker."""
     bootstrap = broker.bootstrap
     ip = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "ips",
               "--entity-name", "127.0.0.2", "--add-config", "connection_creation_rate=7")
@@ -97,14 +97,16 @@ def test_kafka_configs_sets_ip_quotas_and_dynamic_broker_configs(broker):
     assert "Quota configs for ip '127.0.0.2' are connection_creation_rate=7.0" in ips.stdout, ips.stdout + ips.stderr
     rate = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
                 "--entity-name", "0", "--add-config",
-                "leader.replication.throttled.rate=5000,follower.replication.throttled.rate=6000")
+                "leader.replication.throttled.rate=5000,follower.replication.throttled.rate=6000,"
+                "max.connections=500,max.connections.per.ip.overrides=[127.0.0.2:3,127.0.0.3:4]")
     assert rate.returncode == 0, rate.stdout + rate.stderr
     default = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "brokers",
                    "--entity-default", "--add-config", "max.connection.creation.rate=100")
     assert default.returncode == 0, default.stdout + default.stderr
     shown = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers",
                  "--entity-name", "0")
-    for line in ("leader.replication.throttled.rate=5000", "follower.replication.throttled.rate=6000"):
+    for line in ("leader.replication.throttled.rate=5000", "follower.replication.throttled.rate=6000",
+                 "max.connections=500", "max.connections.per.ip.overrides=127.0.0.2:3,127.0.0.3:4"):
         assert line in shown.stdout, shown.stdout + shown.stderr
     defaults = tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "brokers",
                     "--entity-default")

@@ -6,7 +6,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
 from ..config import BROKER_CONFIGS
-from ..dynamic_config import DEFAULT, check_value, not_dynamic
+from ..dynamic_config import DEFAULT, check_per_ip, check_positive, check_value, not_dynamic
 from .describe_configs import BROKER, TOPIC
 
 API_KEY = ApiKey.ALTER_CONFIGS
@@ -37,6 +37,11 @@ async def apply_broker(broker, resource, new_configs: dict, validate_only: bool)
             problem = check_value(key, value)
             if problem:
                 raise TopicError(ErrorCode.INVALID_REQUEST, problem)
+        # then, as Kafka: the configs as a whole, then each reconfigurable part
+        problem = check_per_ip(broker.dynamic_configs, name, new_configs) or next(
+            (p for p in (check_positive(k, v) for k, v in new_configs.items()) if p), None)
+        if problem:
+            raise TopicError(ErrorCode.INVALID_REQUEST, problem)
         if not validate_only:
             await broker.set_broker_configs(name, {k: v for k, v in new_configs.items() if v is not None})
     except TopicError as exc:

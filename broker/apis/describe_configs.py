@@ -99,7 +99,7 @@ def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
     """Kafka's synonyms of a dynamic broker config, most specific first: this broker's value, the
     cluster default, then (for a key server.properties also has, or a listener's key, whose
     broker-wide key it is) the static value or the built-in default."""
-    from ..dynamic_config import DEFAULT, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, LISTENER_RATE
+    from ..dynamic_config import DEFAULT, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, base_key
     dynamic = broker.dynamic_configs
     out = []
     if not default_only:
@@ -111,7 +111,7 @@ def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
         out.append({"name": key, "value": default, "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
     if default_only:
         return out
-    base = "max.connection.creation.rate" if LISTENER_RATE.fullmatch(key) else key
+    base = base_key(key)
     if base in BROKER_CONFIGS:
         if base in broker.config.originals:
             out.append({"name": base, "value": format_value(broker.config[base]), "source": STATIC_BROKER_CONFIG})

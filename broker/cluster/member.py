@@ -262,6 +262,7 @@ class ClusterMember:
             view = await self.read_view()
         self.view = view
         self.cache.replace(view)
+        self.broker.connection_quotas.configs_changed()  # dynamic broker configs may have changed
         await self._watch_new_partitions(view)
         self._apply_local(view)
         self._changed.set()

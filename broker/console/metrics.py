@@ -51,7 +51,28 @@ METRIC_NAMES = {
     "kafka_controller_kafkacontroller_offline_partitions_count": "partitions without a live leader",
     "kafka_controller_kafkacontroller_active_controller_count": "1 on the active controller",
     "kafka_controller_controllerstats_leader_elections_total": "times this broker became a partition's leader",
-    "kafka_server_socketservermetrics_connection_count": "open client connections",
+    "kafka_server_socketservermetrics_connection_count": "open client connections, per listener",
+    "kafka_server_socketservermetrics_connection_accept_rate":
+        "connections accepted per second, per listener (connection-accept-rate, over the quota window)",
+    "kafka_server_socketservermetrics_connection_accept_throttle_time":
+        "average ms new connections waited for max.connection.creation.rate (or the listener's), "
+        "of those that waited, per listener (connection-accept-throttle-time)",
+    "kafka_server_socketservermetrics_ip_connection_accept_throttle_time":
+        "average ms before closing a connection over its IP's connection_creation_rate, per listener "
+        "(ip-connection-accept-throttle-time)",
+    "kafka_server_socketservermetrics_connection_rejected_total":
+        "connections closed unserved, per listener and reason: max.connections.per.ip (closed at once), "
+        "connection_creation_rate (an IP quota), max.connections (least recently used, closed to make room); "
+        "Strom's, Kafka only logs these",
+    "kafka_network_acceptor_acceptorblockedpercent":
+        "fraction of the quota window a listener stopped accepting (max.connections, a listener's "
+        "max.connections or a creation rate) (AcceptorBlockedPercent)",
+    "kafka_server_leaderreplication_byte_rate":
+        "bytes per second sent to followers for throttled replicas (LeaderReplication byte-rate; "
+        "measured while leader.replication.throttled.rate is set)",
+    "kafka_server_followerreplication_byte_rate":
+        "bytes per second fetched from leaders for throttled replicas (FollowerReplication byte-rate; "
+        "measured while follower.replication.throttled.rate is set)",
     "kafka_server_socketservermetrics_connection_creation_total": "connections accepted",
     "kafka_server_socketservermetrics_connection_close_total": "connections closed",
     "kafka_server_socketservermetrics_incoming_byte_total": "bytes received on client connections",
@@ -113,6 +134,40 @@ class _Collector:
     def _gauge(self, name: str, labels=()):
         return _Family(name, "gauge", METRIC_NAMES[name], labels)
 
+    def _connections(self, s: BrokerSource, stats):
+        """Per listener: open connections, the acceptor's rates, waits and refusals; and the
+        replication throttles' byte rates."""
+        names = s.listener_names()
+        counts = dict.fromkeys(names, 0)
+        for conn in stats.connections.values():
+            if conn.listener is not None:
+                counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        count = self._gauge("kafka_server_socketservermetrics_connection_count", ["listener"])
+        for name, value in counts.items():
+            count.add_metric([name], value)
+        yield count
+        quotas = s.connection_quota_metrics()
+        rate = self._gauge("kafka_server_socketservermetrics_connection_accept_rate", ["listener"])
+        throttle = self._gauge("kafka_server_socketservermetrics_connection_accept_throttle_time", ["listener"])
+        ip_throttle = self._gauge("kafka_server_socketservermetrics_ip_connection_accept_throttle_time", ["listener"])
+        blocked = self._gauge("kafka_network_acceptor_acceptorblockedpercent", ["listener"])
+        rejected = self._counter("kafka_server_socketservermetrics_connection_rejected_total", ["listener", "reason"])
+        for name, m in quotas.items():
+            rate.add_metric([name], m["accept_rate"])
+            throttle.add_metric([name], m["accept_throttle_time_ms"])
+            ip_throttle.add_metric([name], m["ip_accept_throttle_time_ms"])
+            blocked.add_metric([name], m["blocked_fraction"])
+            for reason, key in (("max.connections.per.ip", "refused_per_ip"),
+                                ("connection_creation_rate", "closed_ip_rate"), ("max.connections", "closed_excess")):
+                rejected.add_metric([name, reason], m[key])
+        yield from (rate, throttle, ip_throttle, blocked, rejected)
+        rates = s.replication_byte_rates()
+        for name, kind in (("kafka_server_leaderreplication_byte_rate", "leader"),
+                           ("kafka_server_followerreplication_byte_rate", "follower")):
+            gauge = self._gauge(name)
+            gauge.add_metric([], rates[kind])
+            yield gauge
+
     def collect(self):
         s = self.source
         stats = s.stats
@@ -163,11 +218,11 @@ class _Collector:
                 ("kafka_server_replicamanager_under_replicated_partitions",
                  sum(len(p.isr) < len(p.replicas) for p in led)),
                 ("kafka_controller_kafkacontroller_active_controller_count", int(s.controller_id() == s.node_id)),
-                ("kafka_server_socketservermetrics_connection_count", len(stats.connections)),
                 ("kafka_server_kafkaserver_uptime_seconds", round(s.uptime_s(), 3))):
             gauge = self._gauge(name)
             gauge.add_metric([], value)
             yield gauge
+        yield from self._connections(s, stats)
         offline = self._gauge("kafka_controller_kafkacontroller_offline_partitions_count")
         # as Kafka: reported by the active controller, 0 on the others
         offline.add_metric([], s.offline_partition_count() if s.controller_id() == s.node_id else 0)

@@ -100,6 +100,21 @@ class BrokerSource:
     def listeners(self) -> list[str]:
         return [str(b.advertised) for b in self._broker.bound]
 
+    def listener_names(self) -> list[str]:
+        return [listener.name for listener in self._broker.config.listeners]
+
+    def connection_quota_metrics(self) -> dict[str, dict[str, float]]:
+        """Per listener: accept rate, throttle and blocked times, refused and closed connections."""
+        return self._broker.connection_quotas.listener_metrics()
+
+    def replication_byte_rates(self) -> dict[str, float]:
+        """Bytes per second of throttled replication traffic, as leader and as follower."""
+        import trio
+
+        now = trio.current_time()
+        broker = self._broker
+        return {"leader": broker.leader_quota.sensor.rate(now), "follower": broker.follower_quota.sensor.rate(now)}
+
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
         return self._broker.live_brokers()
 
