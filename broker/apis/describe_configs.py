@@ -112,6 +112,13 @@ def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
     if default_only:
         return out
     base = base_key(key)
+    if base != key:  # a listener's key: then the broker-wide key's dynamic values, as Kafka lists them
+        own = dynamic.overrides(str(broker.node_id)).get(base)
+        if own is not None:
+            out.append({"name": base, "value": own, "source": DYNAMIC_BROKER_CONFIG})
+        default = dynamic.overrides(DEFAULT).get(base)
+        if default is not None:
+            out.append({"name": base, "value": default, "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
     if base in BROKER_CONFIGS:
         if base in broker.config.originals:
             out.append({"name": base, "value": format_value(broker.config[base]), "source": STATIC_BROKER_CONFIG})

@@ -1043,6 +1043,25 @@ def quotas_and_throttles() -> list[Scenario]:
                   inc("", [(listener_rate, 1, None)]),
                   req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", [listener_rate]),
                       until_lacks="'20000'")))
+    # connection limits: Kafka's checks (types, the per-IP zero requirement, a dynamic 0), then
+    # limits far above what the run opens (127.0.0.1 has its own override), described and removed
+    limits = ["max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+              "listener.name.plaintext.max.connections"]
+    out.append(sc("broker_dynamic_configs-connection-limits", node,
+                  *[inc("$node_str", ops) for ops in [
+                      [("max.connections", 0, "0")], [("max.connections", 0, "-1")],
+                      [("max.connections.per.ip", 0, "0")], [("max.connections.per.ip.overrides", 0, "abc")],
+                      [("max.connections.per.ip.overrides", 0, "127.0.0.1:x")],
+                      [("listener.name.plaintext.max.connections", 0, "0")],
+                      [("max.connection.creation.rate", 0, "0")]]],
+                  inc("$node_str", [("max.connections", 0, "100000"), ("max.connections.per.ip", 0, "0"),
+                                    ("max.connections.per.ip.overrides", 0, "127.0.0.1:100000,127.0.0.9:5"),
+                                    ("listener.name.plaintext.max.connections", 0, "90000")]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", limits, synonyms=True),
+                      until_has="'90000'"),
+                  inc("$node_str", [(k, 1, None) for k in limits]),
+                  req(A.DESCRIBE_CONFIGS, 4, describe_configs_body(BROKER, "$node_str", limits, synonyms=True),
+                      until_lacks="'90000'")))
     out.append(sc("broker_dynamic_configs-errors", node,
                   inc("$node_str", [("leader.replication.throttled.rate", 0, "abc")]),
                   inc("$node_str", [("follower.replication.throttled.rate", 0, "-5")]),
