@@ -13,21 +13,18 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..cluster.placement import PlacementError, check_replicas
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 
 
 def _target_error(target: list[int], live: set[int]) -> str | None:
-    """Kafka's complaint about a proposed replica list, or None."""
-    if not target:
-        return "The manual partition assignment includes an empty replica list."
-    twice = next((r for r in target if target.count(r) > 1), None)
-    if twice is not None:
-        return f"The manual partition assignment includes the broker {twice} more than once."
-    unknown = next((r for r in target if r not in live), None)
-    if unknown is not None:
-        return f"The manual partition assignment includes broker {unknown}, but no such broker is registered."
+    """Kafka's complaint about a proposed replica list (the checks of a manual assignment), or None."""
+    try:
+        check_replicas(target, live, None)
+    except PlacementError as exc:
+        return exc.message
     return None
 
 

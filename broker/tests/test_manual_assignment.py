@@ -177,3 +177,18 @@ async def test_in_a_cluster_the_assignment_is_checked_against_the_registered_bro
     finally:
         broker.cluster = None
         broker.topics.topics.pop("c", None)
+
+
+async def test_a_reassignment_target_is_checked_as_a_manual_assignment(connect, broker):
+    """As Kafka: the lowest offending broker id is reported, unknown or repeated."""
+    client = await connect()
+    me = broker.node_id
+    await create_topic(client, "r", [(0, [me])])
+    for target, message in (([77, 77, me], "The manual partition assignment includes broker 77, but no such broker "
+                                           "is registered."),
+                            ([me, me, 77], f"The manual partition assignment includes the broker {me} more than once."),
+                            ([], "The manual partition assignment includes an empty replica list.")):
+        response = await client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": [
+            {"name": "r", "partitions": [{"partition_index": 0, "replicas": target}]}]})
+        answer = response.responses[0].partitions[0]
+        assert (answer.error_code, answer.error_message) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
