@@ -5,6 +5,8 @@ replicas (the first the leader); the followers named hold the acknowledged data;
 naming a broker that is not registered is refused as Kafka refuses it."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
@@ -14,10 +16,13 @@ from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a
 from .jvm import java_unavailable, kafka_tool, skip_unless_available
 
 
+CHROOT = "/strom-manual-assignment"
+
+
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     """One cluster for the module (the tests make their own topics); every broker runs again after each test."""
-    with running_cluster(zookeeper, tmp_path_factory.mktemp("manual"), "/strom-manual-assignment",
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("manual"), CHROOT,
                          {"min.insync.replicas": "2"}) as brokers:
         yield brokers
 
@@ -42,13 +47,31 @@ def settled(servers: str, topic: str, expected: dict[int, list[int]]):
     return wait(lambda: layout(servers, topic) == want, 20, f"{topic} laid out as {want}")
 
 
-def test_confluent_kafka_creates_and_grows_a_topic_as_assigned_and_the_followers_hold_the_data(cluster, everyone):
+def zk_layout(zookeeper, topic: str) -> dict[str, tuple[list[int], int, list[int]]]:
+    """partition -> (replicas, leader, isr) as /brokers/topics/<t> and its partition states hold them."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=zookeeper.connect_string + CHROOT)
+    zk.start(timeout=10)
+    try:
+        replicas = json.loads(zk.get(f"/brokers/topics/{topic}")[0])["partitions"]
+        states = {p: json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0]) for p in replicas}
+    finally:
+        zk.stop()
+        zk.close()
+    return {p: (replicas[p], states[p]["leader"], states[p]["isr"]) for p in replicas}
+
+
+def test_confluent_kafka_creates_and_grows_a_topic_as_assigned_and_the_followers_hold_the_data(cluster, everyone,
+                                                                                              zookeeper):
     client = admin(cluster)
     topic = "manual"
     client.create_topics([NewTopic(topic, 2, replica_assignment=[[1, 2], [2, 0]])])[topic].result(30)
     settled(everyone, topic, {0: [1, 2], 1: [2, 0]})
     client.create_partitions([NewPartitions(topic, 3, replica_assignment=[[0, 1]])])[topic].result(30)
     settled(everyone, topic, {0: [1, 2], 1: [2, 0], 2: [0, 1]})
+    # ZooKeeper holds the assignment and the partition states as given, the first replica leading
+    assert zk_layout(zookeeper, topic) == {"0": ([1, 2], 1, [1, 2]), "1": ([2, 0], 2, [2, 0]), "2": ([0, 1], 0, [0, 1])}
     # only the brokers named host a replica
     hosts = {p: sorted(b for b in range(3) if (cluster[b].log_dir / f"{topic}-{p}").is_dir()) for p in range(3)}
     assert hosts == {0: [1, 2], 1: [0, 2], 2: [0, 1]}
