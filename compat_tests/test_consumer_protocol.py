@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from compat_tests.admin import create_topic
 from compat_tests.cluster_support import wait
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from compat_tests.wire import request
-from compat_tests.workload import CommittingMember, PacedProducer
+from compat_tests.workload import CommittingMember, PacedProducer, assert_exactly_once
 from strom.protocol.schema import ApiKey
 
 PROGRAM = Path(__file__).parent / "kafka4" / "CountingConsumer.java"
@@ -35,8 +35,7 @@ def _member(bootstrap: str, name: str, processed: list, lock: threading.Lock) ->
 
 def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_broker):
     bootstrap = fast_broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    create_topic(bootstrap, TOPIC, PARTITIONS)
     processed: list[bytes] = []
     lock = threading.Lock()
     writer = PacedProducer(bootstrap, TOPIC, PARTITIONS)
@@ -67,8 +66,7 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
         for m in members:
             m.leave()
     assert not [m.crash for m in members if m.crash], [m.crash for m in members if m.crash]
-    assert len(processed) == len(set(processed)), "a record was processed twice"
-    assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
+    assert_exactly_once(processed, sent)
     # a commit may race a new member epoch (STALE_MEMBER_EPOCH; the record is read again), nothing else
     assert not [e for m in members for e in m.errors if "commit" in e and "STALE_MEMBER_EPOCH" not in e], \
         [m.errors for m in members]
@@ -77,8 +75,7 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
 def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broker):
     skip_unless_available(java_unavailable(needs="bin"))
     bootstrap = fast_broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("kip848-java", 4, 1)])["kip848-java"].result(30)
+    create_topic(bootstrap, "kip848-java", 4)
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(400):
         producer.produce("kip848-java", b"j%d" % i, partition=i % 4)
@@ -103,9 +100,8 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
 
 def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
     bootstrap = fast_broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     for name in ("re-a", "re-b", "other"):
-        admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+        create_topic(bootstrap, name, 2)
 
     def member():
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-regex", "group.protocol": "consumer",
@@ -122,7 +118,7 @@ def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
     first = member()
     try:
         assert assigned(first, 4) == [("re-a", 0), ("re-a", 1), ("re-b", 0), ("re-b", 1)]
-        admin.create_topics([NewTopic("re-c", 1, 1)])["re-c"].result(30)
+        create_topic(bootstrap, "re-c", 1)
         assert assigned(first, 5)[-1] == ("re-c", 0), "a new topic matching the regex is assigned"
         epoch = _describe(fast_broker.port, "kip848-regex").group_epoch
     finally:

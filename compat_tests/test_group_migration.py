@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from compat_tests.admin import create_topic
 from compat_tests.cluster_support import wait
 from compat_tests.wire import request
-from compat_tests.workload import CommittingMember, PacedProducer
+from compat_tests.workload import CommittingMember, PacedProducer, assert_exactly_once
 
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from strom.protocol.schema import ApiKey
@@ -133,8 +133,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
     broker = make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
                           "group.initial.rebalance.delay.ms": "0"})
     bootstrap, port = broker.bootstrap, broker.port
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    create_topic(bootstrap, TOPIC, PARTITIONS)
     processed: list[bytes] = []
     lock = threading.Lock()
     writer = PacedProducer(bootstrap, TOPIC, PARTITIONS)
@@ -199,8 +198,7 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         for m in all_members:
             m.leave()
     assert not [m.crash for m in all_members if m.crash], [m.crash for m in all_members if m.crash]
-    assert len(processed) == len(set(processed)), "a record was processed twice"
-    assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
+    assert_exactly_once(processed, sent)
 
 
 def test_rolling_upgrade_and_downgrade_while_producing(make_broker):

@@ -126,6 +126,12 @@ class PacedProducer:
             self._thread.join(timeout_s)
 
 
+def assert_exactly_once(processed: list[bytes], sent: list[bytes]) -> None:
+    """Every value sent was processed, and none twice (what a group's committing members promise)."""
+    assert len(processed) == len(set(processed)), "a record was processed twice"
+    assert set(processed) == set(sent), f"{len(set(sent) - set(processed))} records lost"
+
+
 class CommittingMember(threading.Thread):
     """A confluent-kafka consumer of ``topic`` in ``group`` (``config`` adds to or overrides its
     settings: group.protocol, timeouts) that processes a record, then commits it synchronously: a
