@@ -1,14 +1,44 @@
-"""Replaying an internal topic's partition: every batch in order, in reads of a bounded size, and
-a stop (with a log line) at an unreadable batch, keeping what came before it."""
+"""The internal topics (`__consumer_offsets`, `__transaction_state`): a record Strom cannot read
+raises its topic's error and nothing else; replaying a partition goes over every batch in order,
+in reads of a bounded size, and stops (with a log line) at an unreadable batch, keeping what came
+before it."""
 from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
 
+import pytest
+from hypothesis import given, strategies as st
+
 from strom.broker import internal_topics
+from strom.broker.group import records as group_records
+from strom.broker.txn import records as txn_records
 from strom.broker.internal_topics import replay_partition
 from strom.protocol.internal_records import build_records_batch
 from strom.protocol.records.batch import iter_records
+
+
+DECODERS = [(group_records.decode_key, group_records.GroupRecordError),
+            (group_records.decode_offset_value, group_records.GroupRecordError),
+            (group_records.decode_group_value, group_records.GroupRecordError),
+            (txn_records.decode_key, txn_records.TxnRecordError),
+            (txn_records.decode_value, txn_records.TxnRecordError)]
+
+
+@pytest.mark.parametrize("data", [None, b"", b"\x00", b"\x00\x01\x00\x05ab", b"\x00\x09\x00\x00", b"\x7f\xff"])
+@pytest.mark.parametrize("decode, error", DECODERS, ids=lambda x: getattr(x, "__qualname__", ""))
+def test_malformed_records_raise_a_clear_error(decode, error, data):
+    with pytest.raises(error):
+        decode(data)
+
+
+@given(st.binary(max_size=64))
+def test_garbage_never_escapes_as_another_exception(data):
+    for decode, error in DECODERS:
+        try:
+            decode(data)
+        except error:
+            pass
 
 
 class _Log:
