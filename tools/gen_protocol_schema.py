@@ -38,7 +38,31 @@ VersionRange = list[int | None] | None
 # trunk before the release), each with the same fields as the version before it (the release's
 # own definitions say so: "Version 12 is the same as version 11 (KIP-890)", "Version 5 is the same
 # as version 4 (KIP-890)"). Only a version number is added: layouts still come from the reference.
-RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5}
+RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5, "Metadata": 13, "DescribeGroups": 6,
+                    "DescribeCluster": 2, "ConsumerGroupDescribe": 1}
+
+# The fields those release versions add, as facts in this schema's own form (read from Apache Kafka
+# 4.0.0's definitions; the reference snapshot predates them). Each entry: the API, "request" or
+# "response", the path of struct fields down to the one that holds the new field, the field it
+# follows on the wire, and the field itself. A field the reference already declares is left alone.
+RELEASE_FIELDS: list[tuple[str, str, tuple[str, ...], str, dict[str, Any]]] = [
+    # Metadata v13 (KIP-1102): a top-level error code, REBOOTSTRAP_REQUIRED telling a client to
+    # bootstrap again (Kafka 4.0's broker sets it only when the whole request fails)
+    ("Metadata", "response", (), "cluster_authorized_operations",
+     {"name": "error_code", "type": "int16", "versions": [13, None]}),
+    # DescribeGroups v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND, with a message
+    ("DescribeGroups", "response", ("groups",), "error_code",
+     {"name": "error_message", "type": "string", "versions": [6, None], "nullable_versions": [6, None],
+      "default": None}),
+    # DescribeCluster v2 (KIP-1073): fenced brokers listed on request, each broker says whether it is
+    ("DescribeCluster", "request", (), "endpoint_type",
+     {"name": "include_fenced_brokers", "type": "bool", "versions": [2, None]}),
+    ("DescribeCluster", "response", ("brokers",), "rack",
+     {"name": "is_fenced", "type": "bool", "versions": [2, None]}),
+    # ConsumerGroupDescribe v1 (KIP-1099): each member's protocol, -1 unknown, 0 classic, 1 consumer
+    ("ConsumerGroupDescribe", "response", ("groups", "members"), "target_assignment",
+     {"name": "member_type", "type": "int8", "versions": [1, None], "default": -1}),
+]
 
 
 class ReferenceError(Exception):
@@ -155,6 +179,28 @@ def convert_message(msg: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
+def add_release_fields(apis: dict[int, dict[str, Any]]) -> None:
+    """Insert RELEASE_FIELDS into the converted messages (in place)."""
+    by_name = {entry["name"]: entry for entry in apis.values()}
+    for api, kind, path, after, new_field in RELEASE_FIELDS:
+        where = f"{api}{kind.capitalize()}"
+        message = by_name.get(api, {}).get(kind)
+        if message is None:
+            raise ReferenceError(f"release field {new_field['name']}: no {where} in the reference")
+        fields = message["fields"]
+        for name in path:
+            holder = next((f for f in fields if f["name"] == name and "fields" in f), None)
+            if holder is None:
+                raise ReferenceError(f"release field {new_field['name']}: {where} has no struct {name}")
+            fields = holder["fields"]
+        if any(f["name"] == new_field["name"] for f in fields):
+            continue  # the reference has caught up
+        names = [f["name"] for f in fields]
+        if after not in names:
+            raise ReferenceError(f"release field {new_field['name']}: {where} has no field {after} to follow")
+        fields.insert(names.index(after) + 1, json.loads(json.dumps(new_field)))
+
+
 def api_name(message_name: str) -> str:
     for suffix in ("Request", "Response"):
         if message_name.endswith(suffix):
@@ -199,6 +245,7 @@ def generate(reference: Path) -> dict[str, Any]:
                 entry[kind]["valid_versions"][1] = high
         if "request" not in entry or "response" not in entry:
             raise ReferenceError(f"api key {key} ({entry['name']}) lacks a request or response")
+    add_release_fields(apis)
     return {
         "apis": [apis[k] for k in sorted(apis)],
         "headers": headers,

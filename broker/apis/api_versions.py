@@ -32,10 +32,15 @@ def features_for(api_keys: list[dict]) -> list[dict]:
 
 
 def body(error: int = ErrorCode.NONE) -> dict:
+    """The answer with ``error``: every API when none. As Kafka (KIP-511): to a version it does not
+    know (UNSUPPORTED_VERSION), only ApiVersions' own range, from which the client picks the version
+    to ask again with; to any other error, no API."""
     from . import SUPPORTED
+    listed = [(k, lo, hi) for k, lo, hi in SUPPORTED if error == ErrorCode.NONE
+              or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
     out = {
         "error_code": error,
-        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in SUPPORTED],
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in listed],
         "throttle_time_ms": 0,
     }
     if error == ErrorCode.NONE:

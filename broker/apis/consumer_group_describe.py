@@ -1,5 +1,8 @@
 """ConsumerGroupDescribe (KIP-848): a consumer group's epochs, assignor and members with their
-current and target assignments (`kafka-consumer-groups.sh --describe` on such a group)."""
+current and target assignments (`kafka-consumer-groups.sh --describe` on such a group).
+
+v1 (KIP-1099) adds each member's type: 0 for a classic member (a JoinGroup/SyncGroup client inside a
+consumer group, after an online upgrade), 1 for a member of the consumer protocol."""
 from __future__ import annotations
 
 from strom.protocol.errors import ErrorCode
@@ -11,7 +14,7 @@ from ._common import OPERATIONS_NOT_REQUESTED
 from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
-VERSIONS = (0, 0)
+VERSIONS = (0, 1)
 
 
 async def handle(broker, request) -> dict:

@@ -1,4 +1,10 @@
-"""DescribeCluster: the cluster id, controller and live brokers (the admin client's view)."""
+"""DescribeCluster: the cluster id, controller and live brokers (the admin client's view).
+
+v2 (KIP-1073) can ask for fenced brokers too and marks each broker fenced or not. A KRaft broker
+that stops heartbeating stays registered, fenced; a Strom broker is registered by its ephemeral
+ZooKeeper node, which goes with its session, so every registered broker is live and unfenced,
+and including fenced brokers lists the same brokers.
+"""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -6,7 +12,7 @@ from ._common import CLUSTER_AUTHORIZED_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from ..auth import Operation, allowed_cluster, cluster_operations
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
-VERSIONS = (0, 1)
+VERSIONS = (0, 2)
 BROKERS_ENDPOINT = 1
 
 
@@ -26,7 +32,7 @@ async def handle(broker, request) -> dict:
         "endpoint_type": BROKERS_ENDPOINT,
         "cluster_id": broker.cluster_id(),
         "controller_id": broker.controller_id,
-        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": rack}
+        "brokers": [{"broker_id": node, "host": host, "port": port, "rack": rack, "is_fenced": False}
                     for node, host, port, rack in broker.live_brokers()],
         "cluster_authorized_operations": (
             cluster_operations(broker, CLUSTER_AUTHORIZED_OPERATIONS) if request.body.include_cluster_authorized_operations

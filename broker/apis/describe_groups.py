@@ -1,7 +1,9 @@
 """DescribeGroups: state, protocol and members; members' metadata only once Stable (their last
 assignment always, as Kafka shows it).
 
-A group that does not exist is described as Dead with no error, as Kafka does up to v5.
+A group that does not exist, or is a KIP-848 consumer group (ConsumerGroupDescribe describes
+those), is described as Dead: with no error up to v5, from v6 (KIP-1043) with GROUP_ID_NOT_FOUND
+and a message saying which, as Kafka 4.0 answers.
 """
 from __future__ import annotations
 
@@ -15,12 +17,13 @@ from strom.broker.group.state import GroupState
 from ._common import OPERATIONS_NOT_REQUESTED
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
+NOT_FOUND_VERSION = 6  # the first version that answers GROUP_ID_NOT_FOUND
 # READ, DESCRIBE, DELETE: what a client may do to a group without authorization checks.
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def _describe(broker, group_id: str, with_operations: bool) -> dict:
+def _describe(broker, group_id: str, with_operations: bool, version: int) -> dict:
     operations = GROUP_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
     if with_operations and broker.authorizer is not None:
         operations = broker.authorizer.authorized_operations(ResourceType.GROUP, group_id)
@@ -35,8 +38,14 @@ def _describe(broker, group_id: str, with_operations: bool) -> dict:
         out["error_code"] = error
         return out
     group = broker.groups.get(group_id)
-    if group is None or broker.groups.consumer.get(group_id) is not None:
-        return out  # a KIP-848 consumer group is no classic group: Dead, as Kafka answers up to v5
+    consumer_group = broker.groups.consumer.get(group_id) is not None
+    if group is None or consumer_group:  # a KIP-848 consumer group is no classic group
+        if version >= NOT_FOUND_VERSION:
+            out["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+            out["error_message"] = (f"Group {group_id} is not a classic group." if consumer_group
+                                    else f"Group {group_id} not found.")
+            out["authorized_operations"] = OPERATIONS_NOT_REQUESTED  # as Kafka: none for a group not found
+        return out
     stable = group.state is GroupState.STABLE
     out.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
                protocol_data=(group.protocol_name or "") if stable else "")
@@ -51,4 +60,5 @@ def _describe(broker, group_id: str, with_operations: bool) -> dict:
 async def handle(broker, request) -> dict:
     body = request.body
     return {"throttle_time_ms": 0,
-            "groups": [_describe(broker, g, body.include_authorized_operations) for g in body.groups]}
+            "groups": [_describe(broker, g, body.include_authorized_operations, request.header.api_version)
+                       for g in body.groups]}

@@ -2,6 +2,11 @@
 
 Requested topics that do not exist are created when `auto.create.topics.enable` is on and the
 request allows it (v4+), as Kafka does.
+
+v13 (KIP-1102) adds a top-level error code. Kafka 4.0 sets it only in the answer to a request that
+failed as a whole; REBOOTSTRAP_REQUIRED, which tells a client to bootstrap again, no 4.0 broker
+sends. Strom answers every Metadata request it can parse in full (a handler failure closes the
+connection), so the top-level code is NONE.
 """
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -12,7 +17,7 @@ from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
 
 API_KEY = ApiKey.METADATA
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 
 
 def _partitions(broker, info) -> list[dict]:
@@ -84,6 +89,7 @@ async def handle(broker, request) -> dict:
         "controller_id": broker.controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
+        "error_code": ErrorCode.NONE,
     }
 
 

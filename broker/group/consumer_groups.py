@@ -40,6 +40,8 @@ CODE_STATES = {v: k for k, v in STATE_CODES.items()}
 # the order Kafka writes a change in: subscriptions, group epoch, target assignment, current assignments
 WRITE_ORDER = {5: 0, 4: 1, 3: 2, 7: 3, 6: 4, 8: 5}
 UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the timers start
+# ConsumerGroupDescribe v1's MemberType (KIP-1099): a classic (JoinGroup) member or a consumer-protocol one
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 
 
 def _partitions(assignment) -> list[dict]:
@@ -324,7 +326,8 @@ class ConsumerGroups:
                            "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
                            "subscribed_topic_names": sorted(m.subscribed_topic_names),
                            "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when unset
-                           "assignment": listed(m.assigned), "target_assignment": listed(group.target.get(m.member_id, {}))}
+                           "assignment": listed(m.assigned), "target_assignment": listed(group.target.get(m.member_id, {})),
+                           "member_type": MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER}
                           for m in group.members.values()]
         return out
 

@@ -11,7 +11,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
 from strom.protocol.schema import ApiKey, api_spec
 
-from strom.broker.apis import SUPPORTED
+from strom.broker.apis import SUPPORTED, SUPPORTED_RANGE
 
 from .conftest import make_broker, open_client
 
@@ -58,7 +58,12 @@ async def test_api_versions_too_new_is_answered_with_v0_and_unsupported_version(
     correlation_id, response = decode_response(ApiKey.API_VERSIONS, 0, frame)
     assert correlation_id == 42
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert any(k.api_key == ApiKey.PRODUCE for k in response.api_keys)
+    # as Kafka: only ApiVersions' own range, for the client to pick the version it asks again with
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == \
+        [(ApiKey.API_VERSIONS, *SUPPORTED_RANGE[ApiKey.API_VERSIONS])]
+    again = await client.request(ApiKey.API_VERSIONS, response.api_keys[0].max_version,
+                                 {"client_software_name": "t", "client_software_version": "1"})
+    assert again.error_code == ErrorCode.NONE and len(again.api_keys) == len(SUPPORTED)
 
 
 async def test_metadata_auto_creates_topics_with_num_partitions(tmp_path, nursery):

@@ -305,15 +305,16 @@ def metadata() -> list[Scenario]:
                 "topics": [{"name": "w-one", "topic_id": bytes(16)}], "allow_auto_topic_creation": False,
                 "include_cluster_authorized_operations": v <= 10, "include_topic_authorized_operations": True})))
     out.append(sc("metadata-v1-invalid-topic-name", req(A.METADATA, 1, {"topics": [{"name": "bad name!"}]})))
-    out.append(sc("metadata-v12-invalid-topic-name", req(A.METADATA, 12, {
-        "topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})))
-    out.append(sc("metadata-v12-autocreate-invalid-name", req(A.METADATA, 12, {
-        "topics": [{"name": "a" * 250}], "allow_auto_topic_creation": True})))
-    out.append(sc("metadata-v12-by-topic-id", req(A.METADATA, 12, {
-        "topics": [{"name": None, "topic_id": "@tid:w-one"}], "allow_auto_topic_creation": False})))
-    out.append(sc("metadata-v12-unknown-topic-id", req(A.METADATA, 12, {
-        "topics": [{"name": None, "topic_id": b"\x01" * 16}], "allow_auto_topic_creation": False})))
-    out.append(sc("metadata-v12-empty-list", req(A.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})))
+    for v in sorted({12, SUPPORTED_RANGE[A.METADATA][1]}):  # v13: the same, with a top-level error code
+        out.append(sc(f"metadata-v{v}-invalid-topic-name", req(A.METADATA, v, {
+            "topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})))
+        out.append(sc(f"metadata-v{v}-autocreate-invalid-name", req(A.METADATA, v, {
+            "topics": [{"name": "a" * 250}], "allow_auto_topic_creation": True})))
+        out.append(sc(f"metadata-v{v}-by-topic-id", req(A.METADATA, v, {
+            "topics": [{"name": None, "topic_id": "@tid:w-one"}], "allow_auto_topic_creation": False})))
+        out.append(sc(f"metadata-v{v}-unknown-topic-id", req(A.METADATA, v, {
+            "topics": [{"name": None, "topic_id": b"\x01" * 16}], "allow_auto_topic_creation": False})))
+        out.append(sc(f"metadata-v{v}-empty-list", req(A.METADATA, v, {"topics": [], "allow_auto_topic_creation": False})))
     out.append(sc("metadata-v3-autocreate-implied", req(A.METADATA, 3, {"topics": [{"name": "{s}"}]}),
                   await_topic("{s}"), req(A.METADATA, 12, {"topics": [{"name": "{s}"}],
                                                             "allow_auto_topic_creation": False})))
@@ -529,6 +530,11 @@ def groups() -> list[Scenario]:
     for v in versions(A.DESCRIBE_GROUPS):
         out.append(sc(f"describe_groups-v{v}", req(A.DESCRIBE_GROUPS, v, {
             "groups": ["w-group", "w-stable", "no-such-group"], "include_authorized_operations": v >= 3})))
+    # a consumer group (KIP-848) described by the classic API (v6: GROUP_ID_NOT_FOUND)
+    for v in sorted({5, SUPPORTED_RANGE[A.DESCRIBE_GROUPS][1]}):
+        out.append(sc(f"describe_groups-v{v}-consumer-group", setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+                      req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-m", 0, ["w-one"]), compare=False),
+                      req(A.DESCRIBE_GROUPS, v, {"groups": ["{s}"], "include_authorized_operations": False})))
     for v in versions(A.LIST_GROUPS):
         out.append(sc(f"list_groups-v{v}", req(A.LIST_GROUPS, v, {"states_filter": [], "types_filter": []})))
     out.append(sc("list_groups-v4-stable-filter", req(A.LIST_GROUPS, 4, {"states_filter": ["Stable"]})))
@@ -587,10 +593,14 @@ def classic_member_steps(group: str, protocol_type: str = "consumer", metadata: 
 
 def group_migration() -> list[Scenario]:
     """Kafka 4.0's online migration (group.consumer.migration.policy=bidirectional, its default)."""
-    describe = lambda: req(A.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["{s}"],  # noqa: E731
-                                                          "include_authorized_operations": False})
-    classic_describe = lambda: req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}"],  # noqa: E731
-                                                          "include_authorized_operations": False})
+    # every ConsumerGroupDescribe version (v1: each member's type, classic or consumer), and
+    # DescribeGroups v5 and its newest (v6: GROUP_ID_NOT_FOUND for a consumer group)
+    describe = lambda: [req(A.CONSUMER_GROUP_DESCRIBE, v, {"group_ids": ["{s}"],  # noqa: E731
+                                                           "include_authorized_operations": False})
+                        for v in versions(A.CONSUMER_GROUP_DESCRIBE)]
+    classic_describe = lambda: [req(A.DESCRIBE_GROUPS, v, {"groups": ["{s}"],  # noqa: E731
+                                                           "include_authorized_operations": False})
+                                for v in sorted({5, SUPPORTED_RANGE[A.DESCRIBE_GROUPS][1]})]
     # ListGroups filtered to what this group should be (the run's other groups have their own findings)
     listed = lambda kind, state=None: req(A.LIST_GROUPS, 5, {  # noqa: E731
         "states_filter": [state] if state else [], "types_filter": [kind]})
@@ -599,7 +609,7 @@ def group_migration() -> list[Scenario]:
               *classic_member_steps("{s}"),
               # a consumer-protocol member converts the live classic group
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", 0, ["w-migrate"])),
-              listed("consumer"), classic_describe(), describe(),
+              listed("consumer"), *classic_describe(), *describe(),
               # the classic member is told to rejoin, rejoins with the new epoch, syncs its assignment
               req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
               req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
@@ -607,15 +617,15 @@ def group_migration() -> list[Scenario]:
               req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
               req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-migrate", 0, 3, generation="$generation", member="$member")),
               req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-migrate", 0, 3, generation=1, member="$member")),
-              describe(),
+              *describe(),
               # the last consumer-protocol member leaves: a classic group again, rebalancing
               req(A.CONSUMER_GROUP_HEARTBEAT, 1, cg_heartbeat("{s}", "{s}-consumer-member", -1)),
-              listed("classic", "PreparingRebalance"), classic_describe(), describe(),
+              listed("classic", "PreparingRebalance"), *classic_describe(), *describe(),
               req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
               req(A.JOIN_GROUP, 5, migration_join("{s}", "$member"), capture={"generation": "generation_id"}),
               req(A.SYNC_GROUP, 5, {**sync_body("{s}"), "assignments": [
                   {"member_id": "$member", "assignment": ASSIGNMENT_V1}]}),
-              classic_describe(),
+              *classic_describe(),
               req(A.OFFSET_FETCH, 8, offset_fetch_body(8, "{s}", [("w-migrate", [0])]))),
            sc("group-migration-refused-not-the-consumer-protocol",
               *classic_member_steps("{s}", protocol_type="connect"),
@@ -633,7 +643,7 @@ def group_migration() -> list[Scenario]:
               # the static member restarts with the classic protocol: the group is classic again, Stable
               req(A.JOIN_GROUP, 5, {**migration_join("{s}"), "group_instance_id": "{s}-static"},
                   capture={"static": "member_id", "static_generation": "generation_id"}),
-              listed("classic", "Stable"), classic_describe(), describe(),
+              listed("classic", "Stable"), *classic_describe(), *describe(),
               req(A.SYNC_GROUP, 5, {**sync_body("{s}", "$static", "$static_generation"), "group_instance_id": "{s}-static",
                                     "assignments": []}),
               req(A.HEARTBEAT, 4, heartbeat_body("{s}", "$static", "$static_generation")),
@@ -660,7 +670,7 @@ def group_migration() -> list[Scenario]:
               req(A.HEARTBEAT, 4, heartbeat_body("{s}", "$member", 99)),
               req(A.LEAVE_GROUP, 5, leave_body("{s}", "{s}-consumer-member")),
               req(A.LEAVE_GROUP, 5, leave_body("{s}", "$other")),
-              describe())]
+              *describe())]
     return out
 
 
@@ -1105,8 +1115,13 @@ def misc() -> list[Scenario]:
         out.append(sc(f"describe_cluster-v{v}", req(A.DESCRIBE_CLUSTER, v, {"include_cluster_authorized_operations": False,
                                                                              "endpoint_type": 1})))
     out.append(sc("describe_cluster-v0-authorized-operations", req(A.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True})))
-    out.append(sc("describe_cluster-v1-controller-endpoints", req(A.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
-                                                                                          "endpoint_type": 2})))
+    for v in versions(A.DESCRIBE_CLUSTER):
+        if v >= 1:
+            out.append(sc(f"describe_cluster-v{v}-controller-endpoints", req(A.DESCRIBE_CLUSTER, v, {
+                "include_cluster_authorized_operations": False, "endpoint_type": 2})))
+        if v >= 2:  # KIP-1073: fenced brokers too (the reference's one broker, like Strom's, is unfenced)
+            out.append(sc(f"describe_cluster-v{v}-include-fenced-brokers", req(A.DESCRIBE_CLUSTER, v, {
+                "include_cluster_authorized_operations": True, "endpoint_type": 1, "include_fenced_brokers": True})))
 
     def delete(topic: str, offsets: dict[int, int], v: int = 2) -> Step:
         return req(A.DELETE_RECORDS, v, {"topics": [{"name": topic, "partitions": [

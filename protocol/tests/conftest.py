@@ -10,6 +10,10 @@ from typing import Any
 from strom.protocol.schema import FieldSpec, api_spec, in_range
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
+# Apache Kafka 4.0.0's Java client (../shared/jvm, on every machine and CI run) carries the release's
+# own message definitions: the versions the reference snapshot predates are checked against those.
+RELEASE_CLIENT_JAR = (Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-4.0.0" / "libs"
+                      / "kafka-clients-4.0.0.jar")
 
 _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "uint16": 65000}
 
@@ -17,6 +21,16 @@ _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "ui
 def load_reference(name: str) -> dict[str, Any]:
     """A reference definition read directly (comments removed), independent of the generator."""
     text = (REFERENCE / "messages" / f"{name}.json").read_text(encoding="utf-8")
+    return json.loads(re.sub(r"//.*", "", text))
+
+
+def load_release_reference(name: str) -> dict[str, Any] | None:
+    """Kafka 4.0.0's own definition of message ``name`` (from its client jar), None without the jar."""
+    import zipfile
+    if not RELEASE_CLIENT_JAR.exists():
+        return None
+    with zipfile.ZipFile(RELEASE_CLIENT_JAR) as jar:
+        text = jar.read(f"common/message/{name}.json").decode("utf-8")
     return json.loads(re.sub(r"//.*", "", text))
 
 

@@ -24,8 +24,9 @@ from strom.protocol.codec import (
 )
 from strom.protocol.connection import NEED_DATA, Request, ServerConnection
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import all_versions, assert_contains, load_reference, sample_message
-from strom.tools.gen_protocol_schema import RELEASE_VERSIONS
+from strom.protocol.tests.conftest import (all_versions, assert_contains, load_reference, load_release_reference,
+                                           sample_message)
+from strom.tools.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
 REQUESTS = all_versions("request")
 RESPONSES = all_versions("response")
@@ -170,11 +171,18 @@ def _reference_message(api_key: int, kind: str) -> dict[str, Any]:
     return load_reference(api_spec(api_key).name + kind.capitalize())
 
 
+def _snapshot_max(ref: dict[str, Any]) -> int:
+    low, _, high = ref["validVersions"].partition("-")
+    return int(high or low)
+
+
 @pytest.mark.parametrize("kind", ["request", "response"])
 def test_struct_layouts_match_reference(kind: str) -> None:
     checked = 0
     for api_key, version in all_versions(kind):
         ref = _reference_message(api_key, kind)
+        if version > _snapshot_max(ref):
+            continue  # a release version: test_release_versions_match_kafka_4_0_definitions
         assert ref["apiKey"] == api_key
         flexible = _in(ref["flexibleVersions"], version)
         structs = {s["name"]: s for s in ref.get("commonStructs", [])}
@@ -196,3 +204,28 @@ def test_version_ranges_match_reference() -> None:
             mine = getattr(spec, kind)
             high = RELEASE_VERSIONS.get(spec.name, int(high or low))
             assert (mine.min_version, mine.max_version) == (int(low), high)
+
+
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_release_versions_match_kafka_4_0_definitions(kind: str) -> None:
+    """The versions Kafka 4.0.0 added after the reference snapshot (RELEASE_VERSIONS, with the
+    fields of RELEASE_FIELDS) are laid out as the release's own definitions say."""
+    checked = []
+    for api_key, version in all_versions(kind):
+        name = api_spec(api_key).name
+        if version <= _snapshot_max(_reference_message(api_key, kind)):
+            continue
+        ref = load_release_reference(name + kind.capitalize())
+        if ref is None:
+            pytest.skip("no Kafka 4.0.0 client jar in ../shared/jvm")
+        assert _in(ref["validVersions"], version), f"{name} {kind} v{version}: Kafka 4.0.0 has no such version"
+        flexible = _in(ref["flexibleVersions"], version)
+        structs = {s["name"]: s for s in ref.get("commonStructs", [])}
+        expected = _describe_ref(ref["fields"], structs, version, flexible)
+        if not flexible:
+            expected = (expected[0], [])
+        assert _describe_struct(message_struct(api_key, version, kind)) == expected, f"{name} {kind} v{version}"
+        checked.append((name, version))
+    assert sorted(checked) == sorted(RELEASE_VERSIONS.items())
+    added = {api for api, k, *_ in RELEASE_FIELDS if k == kind}
+    assert added <= {name for name, _ in checked}
