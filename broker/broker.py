@@ -510,12 +510,10 @@ class Broker:
                                           replication_factor)
             except PlacementError as exc:
                 raise TopicError(exc.code, exc.message) from None
-        if validate_only:
-            return
         old = info.partitions
-        if self.cluster is not None:
-            await self.cluster.create_partitions(name, count, assignment=placed)
-        else:
+        if self.cluster is not None:  # validate_only: also whether the broker could place them
+            await self.cluster.create_partitions(name, count, assignment=placed, validate_only=validate_only)
+        elif not validate_only:
             config = self.log_config(info.configs)
             logs = self._create_logs(name, range(old, count), config)
             try:
@@ -525,7 +523,8 @@ class Broker:
                 raise
             for i, partition_log in zip(range(old, count), logs):
                 self.replicas.add(name, i, partition_log)
-        log.info("topic=%s partitions %d -> %d", name, old, count)
+        if not validate_only:
+            log.info("topic=%s partitions %d -> %d", name, old, count)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.validate_topic_configs(configs)

@@ -108,6 +108,11 @@ def test_kafka_topics_replica_assignment(cluster, everyone):
                          "--replica-assignment", "0:1,1:2")
     assert created.returncode == 0, created.stdout + created.stderr
     settled(everyone, "by-tool", {0: [0, 1], 1: [1, 2]})
+    # --alter takes the whole assignment and sends the new partitions' part
+    grown = kafka_tool("kafka-topics.sh", "--bootstrap-server", everyone, "--alter", "--topic", "by-tool",
+                       "--partitions", "3", "--replica-assignment", "0:1,1:2,2:0")
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    settled(everyone, "by-tool", {0: [0, 1], 1: [1, 2], 2: [2, 0]})
     refused = kafka_tool("kafka-topics.sh", "--bootstrap-server", everyone, "--create", "--topic", "by-tool-2",
                          "--replica-assignment", "0:5")
     assert refused.returncode != 0

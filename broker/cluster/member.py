@@ -576,9 +576,10 @@ class ClusterMember:
         """The broker ids registered in ZooKeeper now (the watched view may lag a moment)."""
         return set(await self.zk.get_live_broker_ids())
 
-    async def create_partitions(self, name: str, count: int, assignment: dict[int, list[int]] | None = None) -> None:
+    async def create_partitions(self, name: str, count: int, assignment: dict[int, list[int]] | None = None,
+                                validate_only: bool = False) -> None:
         """Add partitions up to ``count``, with ``assignment`` (checked manual replica lists of the
-        new partitions) or placed over the registered brokers."""
+        new partitions) or placed over the registered brokers (``validate_only``: only placed)."""
         current = self.view.assignments[name]
         existing = len(current.partitions)
         if assignment is None:
@@ -587,6 +588,8 @@ class ClusterMember:
                                              self.replication_factor(name), start_partition=existing)
             except PlacementError as exc:
                 raise TopicError(exc.code, str(exc)) from None
+        if validate_only:
+            return
         partitions = dict(current.partitions)
         partitions.update({p: tuple(r) for p, r in assignment.items()})
         await self.zk.set_topic_assignment(name, TopicAssignment(partitions, topic_id=current.topic_id))

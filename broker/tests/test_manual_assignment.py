@@ -144,8 +144,9 @@ class FakeCluster:
             self.created[name] = (partitions, replication_factor, assignment)
         return None
 
-    async def create_partitions(self, name, count, assignment=None):
-        self.grown[name] = (count, assignment)
+    async def create_partitions(self, name, count, assignment=None, validate_only=False):
+        if not validate_only:
+            self.grown[name] = (count, assignment)
 
 
 async def test_in_a_cluster_the_assignment_is_checked_against_the_registered_brokers_and_passed_on(broker):

@@ -123,3 +123,39 @@ def test_a_manual_assignment_is_written_to_zookeeper_as_given():
         assert written["t"] == {0: (2, 0), 1: (0, 1), 2: (1, 2)}
 
     trio.run(main)
+
+
+def test_validate_only_create_partitions_places_the_new_partitions_and_writes_nothing():
+    """A growth the registered brokers cannot hold (replication factor 3, 2 brokers) is refused
+    with validate_only too; one they can hold is answered without a write."""
+    from types import SimpleNamespace
+
+    import pytest
+    import trio
+
+    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.errors import TopicError
+    from strom.protocol.errors import ErrorCode
+
+    class FakeZk:
+        live = [0, 1]
+
+        async def get_live_broker_ids(self):
+            return self.live
+
+        async def set_topic_assignment(self, name, assignment):
+            raise AssertionError("validate_only wrote the assignment")
+
+    member = ClusterMember.__new__(ClusterMember)
+    member.zk = FakeZk()
+    member.view = ClusterView(brokers={0: None, 1: None})
+    member.view.assignments["t"] = SimpleNamespace(partitions={0: (0, 1, 2)}, topic_id="id")
+
+    async def main():
+        with pytest.raises(TopicError) as refused:
+            await member.create_partitions("t", 2, validate_only=True)
+        assert refused.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+        member.zk.live = [0, 1, 2]
+        await member.create_partitions("t", 2, validate_only=True)
+
+    trio.run(main)
