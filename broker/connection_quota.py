@@ -37,6 +37,7 @@ import ipaddress
 import logging
 import math
 import time
+from typing import NamedTuple
 
 import trio
 
@@ -49,6 +50,17 @@ RESOLVE_TIMEOUT_S = 2.0
 MAX_IP_SENSORS = 10_000  # a flood of source addresses cannot grow this without bound
 RECHECK_S = 1.0  # a listener waiting for a slot re-reads the limits this often (changes via ZooKeeper)
 REFUSAL_LOG_INTERVAL_S = 10.0  # per-IP refusals are logged once per address in this time
+
+
+class Limits(NamedTuple):
+    """The limits one listener works with, read from the dynamic and static configs."""
+
+    max_connections: int
+    listener_max: int
+    broker_rate: int
+    listener_rate: int
+    per_ip: int
+    overrides: str
 
 
 class Admission:
@@ -112,6 +124,7 @@ class ConnectionQuotas:
         self._overrides_raw: str | None = None  # max.connections.per.ip.overrides, as resolved
         self._overrides: dict[str, int] = {}  # address -> limit
         self._refusals_logged: dict[str, list] = {}  # ip -> [time logged, refusals since]
+        self._static_limits: dict[str, Limits] = {}  # per listener, while no dynamic config is set
 
     def ip_quota(self, ip: str) -> float | None:
         """The connection_creation_rate of `ip`: its own entity, one named by a host name that
@@ -178,7 +191,24 @@ class ConnectionQuotas:
         return throttle
 
     def broker_limit(self) -> float:
-        return float(self.broker.dynamic_configs.value("max.connection.creation.rate"))
+        return float(self.limits(self.broker.config.listeners[0].name).broker_rate)
+
+    def limits(self, listener: str) -> Limits:
+        """The limits of `listener` now: read once and kept while no dynamic broker config is set
+        (the common case: server.properties only), else read afresh."""
+        dynamic = self.broker.dynamic_configs
+        fixed = not dynamic.stored()
+        if fixed:
+            found = self._static_limits.get(listener)
+            if found is not None:
+                return found
+        value = dynamic.value
+        found = Limits(value("max.connections"), value(listener_max_key(listener)),
+                       value("max.connection.creation.rate"), value(listener_rate_key(listener)),
+                       value("max.connections.per.ip"), dynamic.text("max.connections.per.ip.overrides"))
+        if fixed:
+            self._static_limits[listener] = found
+        return found
 
     # ------------------------------------------------------------------ limits
     def state(self, listener: str) -> ListenerState:
@@ -193,28 +223,31 @@ class ConnectionQuotas:
         return listener == config.inter_broker_listener and len(config.listeners) > 1
 
     def max_connections(self) -> int:
-        return self.broker.dynamic_configs.value("max.connections")
+        return self.limits(self.broker.config.listeners[0].name).max_connections
 
     def listener_max(self, listener: str) -> int:
-        return self.broker.dynamic_configs.value(listener_max_key(listener))
+        return self.limits(listener).listener_max
 
     def per_ip_limit(self, ip: str) -> int:
-        try:
-            found = self._overrides.get(_normal(ip))
-        except ValueError:
-            found = None
-        return found if found is not None else self.broker.dynamic_configs.value("max.connections.per.ip")
+        found = None
+        if self._overrides:
+            try:
+                found = self._overrides.get(_normal(ip))
+            except ValueError:
+                pass
+        return found if found is not None else self.limits(self.broker.config.listeners[0].name).per_ip
 
     def slot_available(self, listener: str) -> bool:
-        if self.state(listener).count >= self.listener_max(listener):
+        limits = self.limits(listener)
+        if self.state(listener).count >= limits.listener_max:
             return False
-        return self.protected(listener) or self.total < self.max_connections()
+        return self.protected(listener) or self.total < limits.max_connections
 
     async def resolve_overrides(self) -> None:
         """Resolve max.connections.per.ip.overrides once per change of its value: addresses as
         they are, host names to every address they have (one that does not resolve is logged)."""
         from .config import parse_ip_overrides
-        raw = self.broker.dynamic_configs.text("max.connections.per.ip.overrides")
+        raw = self.limits(self.broker.config.listeners[0].name).overrides
         if raw == self._overrides_raw:
             return
         try:
@@ -263,35 +296,44 @@ class ConnectionQuotas:
         closing it (over its IP's connection_creation_rate), or None to close it now (its IP has
         max.connections.per.ip open)."""
         state = self.state(listener)
-        async with state.lock:
-            await self._wait_for_slot(listener, state)
-            now = trio.current_time()
-            if ip is not None and self.broker.quotas.entries:
-                await self.resolve_names()
-                throttle = self.ip_throttle_ms(ip, now)
-                if throttle:
-                    self.throttled_ips += 1
-                    state.closed_ip_rate += 1
-                    state.ip_throttle_ms.record(throttle, now)
-                    state.ip_throttled.record(1, now)
-                    state.accepted.record(-1, now)  # not accepted: the rates do not count it
-                    if not self.protected(listener):
-                        self.broker_sensor.record(-1, now)
-                    log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
-                    return throttle
-            if ip is not None:
-                await self.resolve_overrides()
-                limit = self.per_ip_limit(ip)
-                if self.ip_counts.get(ip, 0) >= limit:
-                    self.refused_per_ip += 1
-                    state.refused_per_ip += 1
-                    self._log_refusal(ip, limit)
-                    return None
-                self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1
-            admission = Admission(listener, ip)
-            state.count += 1
-            state.open.add(admission)
-            self.total += 1
+        try:  # one at a time per listener; no trip through the scheduler when none waits
+            state.lock.acquire_nowait()
+        except trio.WouldBlock:
+            await state.lock.acquire()
+        try:
+            return await self._accept(listener, ip, state)
+        finally:
+            state.lock.release()
+
+    async def _accept(self, listener: str, ip: str | None, state: ListenerState) -> "Admission | int | None":
+        await self._wait_for_slot(listener, state)
+        now = trio.current_time()
+        if ip is not None and self.broker.quotas.entries:
+            await self.resolve_names()
+            throttle = self.ip_throttle_ms(ip, now)
+            if throttle:
+                self.throttled_ips += 1
+                state.closed_ip_rate += 1
+                state.ip_throttle_ms.record(throttle, now)
+                state.ip_throttled.record(1, now)
+                state.accepted.record(-1, now)  # not accepted: the rates do not count it
+                if not self.protected(listener):
+                    self.broker_sensor.record(-1, now)
+                log.debug("closing a connection from %s in %d ms: over its connection_creation_rate", ip, throttle)
+                return throttle
+        if ip is not None:
+            await self.resolve_overrides()
+            limit = self.per_ip_limit(ip)
+            if self.ip_counts.get(ip, 0) >= limit:
+                self.refused_per_ip += 1
+                state.refused_per_ip += 1
+                self._log_refusal(ip, limit)
+                return None
+            self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1
+        admission = Admission(listener, ip)
+        state.count += 1
+        state.open.add(admission)
+        self.total += 1
         if self.protected(listener):
             self._close_excess()
         return admission
@@ -338,13 +380,13 @@ class ConnectionQuotas:
         # the inter-broker listener is exempt from the broker-wide rate when there are others
         # (Kafka's "protected" listener); its own listener rate still applies
         wait_ms = 0
+        limits = self.limits(listener)
         if not self.protected(listener):
             self.broker_sensor.record(1, now)
-            limit = self.broker_limit()
-            if limit < INT_MAX:
-                wait_ms = self._throttle_ms(self.broker_sensor, limit, now)
+            if limits.broker_rate < INT_MAX:
+                wait_ms = self._throttle_ms(self.broker_sensor, float(limits.broker_rate), now)
         state.accepted.record(1, now)
-        own = float(self.broker.dynamic_configs.value(listener_rate_key(listener)))
+        own = float(limits.listener_rate)
         if own < INT_MAX:
             wait_ms = max(wait_ms, self._throttle_ms(state.accepted, own, now))
         if wait_ms:
