@@ -284,3 +284,18 @@ async def test_metrics_show_connections_refusals_and_replication_byte_rates(tmp_
     assert samples[("kafka_server_followerreplication_byte_rate", ())] == 0
     await kept.aclose()
     nursery.cancel_scope.cancel()
+
+
+def test_strom_serve_exits_non_zero_on_an_invalid_limit(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from strom.broker import cli
+
+    monkeypatch.setattr(cli.logs, "setup", lambda level: None)  # leave the test run's logging alone
+    main = cli.main
+
+    result = CliRunner().invoke(main, ["serve", "--override", f"log.dirs={tmp_path}", "--override",
+                                       "max.connections.per.ip.overrides=127.0.0.1:lots"])
+    assert result.exit_code != 0
+    assert 'invalid configuration: max.connections.per.ip.overrides=\'127.0.0.1:lots\': For input string: "lots"' \
+        in result.output
