@@ -4,13 +4,15 @@ kafka-topics (create, list, describe, alter, delete), the console producer and c
 kafka-consumer-groups (list, describe, reset-offsets, delete), kafka-configs, kafka-get-offsets,
 the verifiable producer and consumer, kafka-e2e-latency, the producer and consumer perf tests,
 and kafka-dump-log reading Strom's own segment, offset index and time index files (the on-disk
-format is Kafka's). Each tool runs with the arguments its bin/*.sh script would pass to the same
+format is Kafka's) and decoding the records of its internal topics `__consumer_offsets` and
+`__transaction_state` with Kafka's own decoders. Each tool runs with the arguments its bin/*.sh script would pass to the same
 main class; each becomes one test here.
 
 Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -44,6 +46,8 @@ def plan(bootstrap: str, log_dir: Path) -> list[tuple[str, str, str, list[str]]]
     b = ["--bootstrap-server", bootstrap]
     seg = log_dir / "t-console-0" / "00000000000000000000"
     perf = log_dir / "t-perf-0" / "00000000000000000000"  # 2 MB: its indexes have entries
+    offsets = log_dir / "__consumer_offsets-0" / "00000000000000000000"   # one partition of each (the broker's
+    txn_state = log_dir / "__transaction_state-0" / "00000000000000000000"  # config below)
     return [
         ("topics-create", TOPICS, "", [*b, "--create", "--topic", "t-cli", "--partitions", "3",
                                        "--replication-factor", "1", "--config", "retention.ms=86400000"]),
@@ -86,7 +90,13 @@ def plan(bootstrap: str, log_dir: Path) -> list[tuple[str, str, str, list[str]]]
           "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5"]),
         ("consumer-perf", "org.apache.kafka.tools.ConsumerPerformance", "",
          [*b, "--topic", "t-perf", "--messages", "20000", "--timeout", "30000"]),
+        ("producer-perf-txn", "org.apache.kafka.tools.ProducerPerformance", "",
+         ["--topic", "t-txn", "--num-records", "300", "--record-size", "20", "--throughput", "-1",
+          "--transactional-id", "perf-txn", "--transaction-duration-ms", "50",
+          "--producer-props", f"bootstrap.servers={bootstrap}"]),
         ("dump-log", DUMP, "", ["--files", f"{seg}.log", "--print-data-log"]),
+        ("dump-offsets", DUMP, "", ["--offsets-decoder", "--files", f"{offsets}.log"]),
+        ("dump-txn-state", DUMP, "", ["--transaction-log-decoder", "--files", f"{txn_state}.log"]),
         ("dump-index", DUMP, "", ["--files", f"{perf}.index"]),
         ("dump-timeindex", DUMP, "", ["--files", f"{perf}.timeindex"]),
         ("topics-delete", TOPICS, "", [*b, "--delete", "--topic", "t-cli"]),
@@ -103,7 +113,9 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
                    check=True, capture_output=True, text=True, timeout=180)
     broker = BrokerProcess(base / "broker", {"num.partitions": "1", "default.replication.factor": "1",
                                              "group.initial.rebalance.delay.ms": "0",
-                                             "auto.create.topics.enable": "true"}).start()
+                                             "auto.create.topics.enable": "true",
+                                             "offsets.topic.num.partitions": "1",
+                                             "transaction.state.log.num.partitions": "1"}).start()
     steps = plan(broker.bootstrap, broker.log_dir)
     plan_file = base / "plan.tsv"
     plan_file.write_text("".join("\t".join([name, cls, stdin, *args]) + "\n" for name, cls, stdin, args in steps))
@@ -218,3 +230,39 @@ def test_kafka_dump_log_reads_stroms_segment_and_indexes(tools: dict[str, Run]) 
     timeindex = ok(tools["dump-timeindex"])
     stamps = re.findall(r"^timestamp: (\d+) offset: (\d+)$", timeindex, re.M)
     assert stamps and "Mismatch" not in timeindex and "Exception" not in timeindex, timeindex[:3000]
+
+
+def _records(dump: str) -> list[tuple[str, str]]:
+    """(key, payload) of every record kafka-dump-log printed, with every batch valid."""
+    batches = re.findall(r"^baseOffset: \d+ lastOffset: \d+ count: \d+ .*isvalid: (\w+)$", dump, re.M)
+    assert batches and set(batches) == {"true"}, dump[:3000]
+    assert "Exception" not in dump, dump[:3000]
+    return re.findall(r"^\| offset: \d+ .* key: (.*) payload: (.*)$", dump, re.M)
+
+
+def test_kafka_dump_log_decodes_stroms_consumer_offsets_records(tools: dict[str, Run]) -> None:
+    records = _records(ok(tools["dump-offsets"]))
+    verify_commits = [json.loads(payload) for key, payload in records
+                      if json.loads(key) == {"type": "1", "data": {"group": "verify-group", "topic": "t-verify",
+                                                                  "partition": 0}}]
+    assert verify_commits and verify_commits[-1]["version"] == "3", records[-5:]
+    assert verify_commits[-1]["data"]["offset"] == 200, verify_commits[-1]
+    groups = [(json.loads(key)["data"]["group"], payload) for key, payload in records if json.loads(key)["type"] == "2"]
+    members = [json.loads(p) for g, p in groups if g == "verify-group" and p != "<DELETE>"]
+    assert members and members[-1]["version"] == "3", groups
+    assert members[-1]["data"]["protocolType"] == "consumer" and members[-1]["data"]["generation"] >= 1, members[-1]
+    # DeleteGroups: tombstones for cli-group's offset and the group itself, after its last records
+    cli = [(json.loads(key)["type"], payload) for key, payload in records if json.loads(key)["data"]["group"] == "cli-group"]
+    assert ("1", "<DELETE>") in cli and cli[-1] == ("2", "<DELETE>"), cli
+
+
+def test_kafka_dump_log_decodes_stroms_transaction_state_records(tools: dict[str, Run]) -> None:
+    assert re.search(r"^300 records sent", ok(tools["producer-perf-txn"]), re.M), tools["producer-perf-txn"].out
+    records = _records(ok(tools["dump-txn-state"]))
+    assert {key for key, _ in records} == {"transaction_metadata::transactionalId=perf-txn"}, records[:5]
+    states = [dict(re.findall(r"(\w+)[:=](\[[^]]*\]|[^,]+)", payload)) for _, payload in records]
+    assert states[0]["state"] == "Empty" and states[-1]["state"] == "CompleteCommit", states
+    seen = [s["state"] for s in states]
+    assert {"Ongoing", "PrepareCommit"} <= set(seen) and "PrepareAbort" not in seen, seen
+    assert all(s["partitions"] == "[t-txn-0]" for s in states if s["state"] in ("Ongoing", "PrepareCommit")), states
+    assert len({s["producerId"] for s in states}) == 1, states
