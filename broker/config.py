@@ -201,7 +201,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("replication.quota.window.size.seconds", "int", 1, "Length of one replication throttle rate sample.",
        minimum=1),
     _D("max.connection.creation.rate", "int", 2**31 - 1,
-       "New connections per second each listener accepts (all IPs together); also settable dynamically.",
+       "New connections per second the broker accepts on all listeners together (the inter-broker one "
+       "exempt when there are others); at the rate new ones wait. Per listener: "
+       "listener.name.<listener>.max.connection.creation.rate. Also settable dynamically.",
        minimum=0),
     _D("max.connections", "int", 2**31 - 1,
        "Open connections the broker allows on all listeners together (the inter-broker one exempt "
