@@ -1,4 +1,8 @@
-"""Connection creation quotas (KIP-612), as Kafka's ConnectionQuotas applies them.
+"""Connection quotas as Kafka's ConnectionQuotas applies them: creation rates (KIP-612) and limits
+on open connections (KIP-402), checked for each connection a listener accepts before it accepts
+the next (`strom.broker.server.serve_listener`).
+
+Creation rates:
 
 - Per IP: the `connection_creation_rate` client quota of the `ip` entity (an address, a host
   name resolved when the quotas change, or the default for every address;
