@@ -65,7 +65,8 @@ class ReplicationQuota:
         return float("inf") if value >= DYNAMIC[self.rate_key][1] else float(value)
 
     def active(self) -> bool:
-        """Whether a rate is set at all (without one nothing is held back or measured)."""
+        """Whether a rate is set at all (without one nothing is held back; the bytes of throttled
+        replicas are measured all the same, as Kafka's byte-rate metric)."""
         return self.limit() != float("inf")
 
     def is_throttled(self, topic: str, partition: int) -> bool:

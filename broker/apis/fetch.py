@@ -235,7 +235,7 @@ async def handle(broker, request) -> dict:
             wake = min(deadline, now + max(broker.leader_quota.delay(now), 0.005))
         with trio.move_on_at(wake):
             await broker.replicas.wait_for_data(read)
-    if follower and broker.leader_quota.active():
+    if follower:  # throttled replicas' bytes are measured whether a rate is set or not, as Kafka
         _record_throttled(broker, topics)
     session_id, topics = context.finish(topics)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}

@@ -479,7 +479,7 @@ class ClusterMember:
                 partition = self.broker.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
-                if throttling and data.records and quota.is_throttled(partition.topic, partition.index):
+                if data.records and quota.is_throttled(partition.topic, partition.index):  # measured as Kafka: rate or not
                     throttled_bytes += len(data.records)
                 try:
                     progressed |= self._apply_fetched(partition, data)

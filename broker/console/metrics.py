@@ -68,11 +68,11 @@ METRIC_NAMES = {
         "fraction of the quota window a listener stopped accepting (max.connections, a listener's "
         "max.connections or a creation rate) (AcceptorBlockedPercent)",
     "kafka_server_leaderreplication_byte_rate":
-        "bytes per second sent to followers for throttled replicas (LeaderReplication byte-rate; "
-        "measured while leader.replication.throttled.rate is set)",
+        "bytes per second sent to followers for throttled replicas, those the topics' "
+        "leader.replication.throttled.replicas name (LeaderReplication byte-rate)",
     "kafka_server_followerreplication_byte_rate":
-        "bytes per second fetched from leaders for throttled replicas (FollowerReplication byte-rate; "
-        "measured while follower.replication.throttled.rate is set)",
+        "bytes per second fetched from leaders for throttled replicas, those the topics' "
+        "follower.replication.throttled.replicas name (FollowerReplication byte-rate)",
     "kafka_server_socketservermetrics_connection_creation_total": "connections accepted",
     "kafka_server_socketservermetrics_connection_close_total": "connections closed",
     "kafka_server_socketservermetrics_incoming_byte_total": "bytes received on client connections",

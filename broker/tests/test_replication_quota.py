@@ -168,7 +168,11 @@ async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, n
         await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
             ("leader.replication.throttled.rate", 1, None)]))
         b.replicas.get("slow", 0).isr.remove(5)
+        measured = b.leader_quota.sensor.total(trio.current_time())
         assert await records("slow") > 0, "without a rate nothing is throttled"
+        assert await records("fast") > 0
+        assert b.leader_quota.sensor.total(trio.current_time()) - measured == first, \
+            "a throttled replica's bytes are still measured (Kafka's LeaderReplication byte-rate), another's are not"
     finally:
         b.close()
 
