@@ -200,12 +200,25 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
     for partition, meta in leaders.items():
         wait(lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0, 20,
              f"broker {meta.leader} throttling the client id")
+    # a connection limit set as the cluster default through one broker holds on another (from
+    # /config/brokers/<default>); 127.0.0.3 has no creation rate quota, unlike 127.0.0.2 above
+    limit = tool("kafka-configs.sh", "--bootstrap-server", first, "--alter", "--entity-type", "brokers",
+                 "--entity-default", "--add-config", "max.connections.per.ip.overrides=[127.0.0.3:1]")
+    assert limit.returncode == 0, limit.stdout + limit.stderr
+    held = wait(lambda: _served_from(cluster[2].port, "127.0.0.3"), 10, "a first connection from 127.0.0.3")
+    try:
+        wait(lambda: _served_from(cluster[2].port, "127.0.0.3") is None, 30,
+             "the third broker to close a second connection from 127.0.0.3")
+    finally:
+        held.close()
     zk = KazooClient(hosts=zookeeper.connect_string + "/strom-k4-" + "test_client_quotas_live_in_zookeeper_and_reach_every_broker")
     zk.start(timeout=10)
     try:
         assert json.loads(zk.get("/config/clients/q1")[0]) == {"version": 1, "config": {"producer_byte_rate": "1048576.0"}}
         assert json.loads(zk.get("/config/users/alice/clients/<default>")[0])["config"] == {"consumer_byte_rate": "2000.0"}
         assert json.loads(zk.get("/config/ips/127.0.0.2")[0])["config"] == {"connection_creation_rate": "5.0"}
+        assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {
+            "max.connections.per.ip.overrides": "127.0.0.3:1"}
     finally:
         zk.stop()
         zk.close()
@@ -250,6 +263,25 @@ def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluste
     wait(lambda: not any((cluster[removed[p]].log_dir / f"mv-{p}").exists() for p in (0, 1)), 30,
          "the removed replicas' logs deleted")
     producer.check(read_back(everyone, "mv", 2, producer.count, group="mv-check"), ordered=False)
+
+
+def _served_from(port: int, source: str):
+    """A connection from `source` answered (ApiVersions v0), or None when the broker closed it."""
+    import socket
+    import struct
+
+    request = struct.pack(">hhih", 18, 0, 7, -1)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    try:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        head = sock.recv(4, socket.MSG_WAITALL)
+        if len(head) == 4:
+            sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+            return sock
+    except ConnectionResetError:
+        pass
+    sock.close()
+    return None
 
 
 def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:
