@@ -380,6 +380,17 @@ class ConsumerGroups:
         self.persist(group_id)
         return ErrorCode.NONE
 
+    def expire(self, group_id: str, offset_tombstones: list) -> bool:
+        """An empty consumer group whose offsets all expired (or that has none) is deleted, as Kafka's
+        offset expiry does: the offsets' tombstones, then the group's, in one batch. False (the group
+        kept) if that cannot be written."""
+        group = self.groups.pop(group_id)
+        if not self.persist(group_id, first=offset_tombstones):
+            self.groups[group_id] = group
+            return False
+        log.info("consumer group %s is empty and has no offsets left: deleted", group_id)
+        return True
+
     def drop_unled(self, is_coordinator) -> None:
         for group_id in [g for g in self.groups if not is_coordinator(g)]:
             del self.groups[group_id]
@@ -413,9 +424,10 @@ class ConsumerGroups:
                 "partitions_pending_revocation": _partitions(m.pending_revocation)})
         return out
 
-    def persist(self, group_id: str, first: list | None = None, last: list | None = None) -> None:
+    def persist(self, group_id: str, first: list | None = None, last: list | None = None) -> bool:
         """Append what changed in a group since the last write (tombstones for what went), in one
-        batch with the `first` and `last` records of a conversion."""
+        batch with the `first` and `last` records of a conversion or an expiry; False if that
+        could not be written (logged)."""
         group = self.groups.get(group_id)
         current = self._records(group) if group is not None else {}
         before = self.persisted.get(group_id, {})
@@ -425,17 +437,18 @@ class ConsumerGroups:
         gone = sorted((k for k in before if k not in current), key=lambda k: (k.member == "", -k.version))
         changed = sorted((k for k, v in current.items() if before.get(k) != v), key=lambda k: WRITE_ORDER[k.version])
         if not gone and not changed and not first and not last:
-            return
+            return True
         try:
             self.coordinator._append(group_id, (first or []) + [(encode_consumer_key(k), None) for k in gone]
                                      + [(encode_consumer_key(k), current[k]) for k in changed] + (last or []))
         except (StorageError, OSError) as exc:
             log.error("could not persist consumer group %s: %s", group_id, exc)
-            return
+            return False
         if current:
             self.persisted[group_id] = current
         else:
             self.persisted.pop(group_id, None)
+        return True
 
     def replay(self, key: ConsumerGroupKey, value: bytes | None) -> None:
         """Loading `__consumer_offsets`: one KIP-848 record (None: a tombstone)."""

@@ -308,23 +308,37 @@ class GroupCoordinator:
                 log.exception("offset expiry failed; will try again")
 
     def expire_offsets(self, now_ms: int) -> int:
-        """Delete offsets past their retention; Empty groups left without offsets die."""
+        """Delete offsets past their retention; Empty groups left without offsets die.
+
+        As Kafka 4.0: a consumer group (KIP-848) without members whose offsets all expired, or that
+        has none, is deleted too, its offset tombstones and its own in one batch, so that a restart
+        does not bring it back."""
         removed = 0
-        for group in list(self.groups.values()):
-            expired = group.expired_offsets(now_ms, self.retention_ms)
-            consumer = self.consumer.get(group.group_id)
+        for group_id in sorted(set(self.groups) | set(self.consumer.groups)):
+            group = self.groups.get(group_id)  # a classic group, or what holds a consumer group's offsets
+            consumer = self.consumer.get(group_id)
+            expired = group.expired_offsets(now_ms, self.retention_ms) if group is not None else []
             if expired and consumer is not None and consumer.members:
                 # a consumer group keeps the offsets of topics its members subscribe to, as Kafka does
                 subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())
                 expired = [tp for tp in expired if tp[0] not in subscribed]
+            tombstones = [(encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in expired]
+            if (consumer is not None and not consumer.members and group_id not in self.pending_txn
+                    and (group is None or len(expired) == len(group.offsets))):
+                if self.consumer.expire(group_id, tombstones):
+                    if group is not None:
+                        group.offsets.clear()
+                        self.groups.pop(group_id, None)
+                    removed += len(expired)
+                continue
             if expired:
-                self._append(group.group_id, [(encode_offset_key(OffsetKey(group.group_id, t, p)), None)
-                                              for t, p in expired])
+                self._append(group_id, tombstones)
                 for tp in expired:
                     del group.offsets[tp]
                 removed += len(expired)
-            if group.state is GroupState.EMPTY and not group.offsets and not group.members and consumer is None:
-                log.info("group=%s is empty and has no offsets left: removed", group.group_id)
+            if (consumer is None and group is not None and group.state is GroupState.EMPTY and not group.offsets
+                    and not group.members):
+                log.info("group=%s is empty and has no offsets left: removed", group_id)
                 self._remove_group(group)
         return removed
 

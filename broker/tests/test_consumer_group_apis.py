@@ -2,6 +2,7 @@
 classic ones (ListGroups, DescribeGroups, OffsetCommit/OffsetFetch with member epochs, JoinGroup)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from strom.protocol.errors import ErrorCode
@@ -373,3 +374,69 @@ async def test_offsets_of_topics_a_consumer_group_subscribes_to_do_not_expire(co
     later = int(time.time() * 1000) + broker.groups.retention_ms + 60_000
     assert broker.groups.expire_offsets(later) == 1
     assert set(broker.groups.fetch_offsets("ge", None)) == {("kept", 0)}, "the subscribed topic's offset stays"
+
+
+def _offsets_records(broker, group_id: str) -> list:
+    from strom.broker.group.coordinator import OFFSETS_TOPIC
+    from strom.broker.group.records import decode_key
+    from strom.protocol.records.batch import iter_batches, iter_records
+    partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
+    data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
+    return [[(decode_key(r.key), r.value) for r in iter_records(memoryview(data)[pos:pos + h.size])]
+            for pos, h in iter_batches(data)]
+
+
+async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_deleted(tmp_path, nursery):
+    # Kafka 4.0 (offsets.retention.minutes=1, checked by hand 2026-11-23 with kafka-dump-log.sh): an
+    # empty consumer group whose offsets all expired, or that has none, is deleted by the offset
+    # expiry: one batch of its offset tombstones and the group's own (target assignment epoch,
+    # subscription metadata, group epoch); ListGroups no longer lists it, ConsumerGroupDescribe
+    # answers GROUP_ID_NOT_FOUND. A group with members, or with offsets not yet expired, stays.
+    from strom.broker.group.records import ConsumerGroupKey, OffsetKey
+
+    from .conftest import make_broker, open_client
+    describe = {"group_ids": ["gone", "never", "young", "live"], "include_authorized_operations": False}
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "exp")
+        for group in ("gone", "never", "live"):
+            joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(group, "m", 0, ["exp"], []))
+            if group != "never":
+                committed = await client.request(ApiKey.OFFSET_COMMIT, 9, commit(group, "m", joined.member_epoch,
+                                                                                  "exp", 0, 5))
+                assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+            if group != "live":
+                await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(group, "m", -1))
+        later = int(time.time() * 1000) + b.groups.retention_ms + 60_000
+        young = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("young", "m", 0, ["exp"], []))
+        await client.request(ApiKey.OFFSET_COMMIT, 9, commit("young", "m", young.member_epoch, "exp", 0, 1))
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("young", "m", -1))
+        b.groups.groups["young"].offsets[("exp", 0)] = dataclasses.replace(
+            b.groups.groups["young"].offsets[("exp", 0)], commit_timestamp=later)  # committed "just now"
+
+        assert b.groups.expire_offsets(later) == 1, "gone's offset (live's topic is subscribed, young's is new)"
+        last = _offsets_records(b, "gone")[-1]
+        assert last == [(OffsetKey("gone", "exp", 0), None), (ConsumerGroupKey(6, "gone"), None),
+                        (ConsumerGroupKey(4, "gone"), None), (ConsumerGroupKey(3, "gone"), None)]
+        assert _offsets_records(b, "never")[-1] == [(ConsumerGroupKey(6, "never"), None),
+                                                    (ConsumerGroupKey(4, "never"), None),
+                                                    (ConsumerGroupKey(3, "never"), None)]
+        before = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)
+    finally:
+        b.close()
+    b2 = make_broker(tmp_path)
+    try:
+        client = open_client(b2, nursery)
+        for answer in (before, await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)):
+            assert [(g.group_id, g.error_code, g.group_state) for g in answer.groups] == [
+                ("gone", ErrorCode.GROUP_ID_NOT_FOUND, ""), ("never", ErrorCode.GROUP_ID_NOT_FOUND, ""),
+                ("young", ErrorCode.NONE, "Empty"), ("live", ErrorCode.NONE, "Stable")]
+        listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+        assert sorted((g.group_id, g.group_type) for g in listed.groups) == [("live", "consumer"), ("young", "consumer")]
+        classic = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["gone"], "include_authorized_operations": False})
+        assert (classic.groups[0].error_code, classic.groups[0].group_state) == (ErrorCode.NONE, "Dead")
+        assert b2.groups.fetch_offsets("gone", None) == {}
+        assert set(b2.groups.fetch_offsets("live", None)) == {("exp", 0)}
+    finally:
+        b2.close()
