@@ -35,9 +35,9 @@ SCALAR_TYPES = INT_TYPES | {"float64", "string", "bytes", "records", "bool", "uu
 VersionRange = list[int | None] | None
 
 # Versions Apache Kafka 4.0.0 (the release) defines beyond the reference snapshot (taken from 4.0's
-# trunk before the release), each with the same fields as the version before it (the release's
-# own definitions say so: "Version 12 is the same as version 11 (KIP-890)", "Version 5 is the same
-# as version 4 (KIP-890)"). Only a version number is added: layouts still come from the reference.
+# trunk before the release). Produce v12 and TxnOffsetCommit v5 have the fields of the version
+# before them (the release's own definitions say so: "Version 12 is the same as version 11
+# (KIP-890)", "Version 5 is the same as version 4 (KIP-890)"); the others add RELEASE_FIELDS.
 RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5, "Metadata": 13, "DescribeGroups": 6,
                     "DescribeCluster": 2, "ConsumerGroupDescribe": 1}
 

@@ -35,6 +35,26 @@ def test_check_fails_when_the_reference_changes(tmp_path: Path,
     assert "out of date" in capsys.readouterr().err
 
 
+def test_release_fields_are_added_once_and_need_their_place(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    ref = tmp_path / "ref"
+    shutil.copytree(REFERENCE, ref)
+    path = ref / "messages" / "DescribeClusterResponse.json"
+    original = path.read_text()
+    rack = '"about": "The rack of the broker, or null if it has not been assigned to a rack." }'
+    assert rack in original
+    # a reference that already declares the field (a newer snapshot): it is not added twice
+    path.write_text(original.replace(rack, rack + ', { "name": "IsFenced", "type": "bool", "versions": "2+" }'))
+    doc = gen.generate(ref)
+    [cluster] = [a for a in doc["apis"] if a["name"] == "DescribeCluster"]
+    brokers = next(f for f in cluster["response"]["fields"] if f["name"] == "brokers")
+    assert [f["name"] for f in brokers["fields"]] == ["broker_id", "host", "port", "rack", "is_fenced"]
+    # the field it follows is gone: no guessing where the new one goes
+    path.write_text(original.replace('"name": "Rack"', '"name": "Site"'))
+    assert gen.main(["--reference", str(ref), "--output", str(tmp_path / "out.json")]) == 2
+    assert "is_fenced" in capsys.readouterr().err
+
+
 def test_generator_writes_what_check_accepts(tmp_path: Path) -> None:
     out = tmp_path / "schema.json"
     assert gen.main(["--output", str(out)]) == 0
