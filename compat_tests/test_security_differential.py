@@ -149,6 +149,9 @@ def scenario(port: int) -> dict:
     out["offset_fetch_other"] = fetch_offsets.error_code
     groups = alice.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["other"], "include_authorized_operations": False})
     out["describe_groups_other"] = groups.groups[0].error_code
+    for v in (5, 6):  # v6 (KIP-1043) as v5 here; the operations asked for a group alice may not describe
+        groups = alice.call(ApiKey.DESCRIBE_GROUPS, v, {"groups": ["other", "no-such"], "include_authorized_operations": True})
+        out[f"describe_groups_v{v}_operations"] = [(g.group_id, g.error_code, g.authorized_operations) for g in groups.groups]
     # ConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed topic name
     for group, topics in (("other", ["visible"]), ("mine", ["visible", "hidden"]), ("mine", ["visible"])):
         heartbeat = alice.call_settled(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {

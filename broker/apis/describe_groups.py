@@ -28,8 +28,10 @@ def _describe(broker, group_id: str, with_operations: bool, version: int) -> dic
     if with_operations and broker.authorizer is not None:
         operations = broker.authorizer.authorized_operations(ResourceType.GROUP, group_id)
     if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        # as Kafka: no operations are told for a group the principal may not describe
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
-                "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
+                "protocol_type": "", "protocol_data": "", "members": [],
+                "authorized_operations": OPERATIONS_NOT_REQUESTED}
     out = {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value,
            "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
     error = broker.groups.group_error(group_id) if group_id else (
