@@ -38,7 +38,6 @@ from .security.credentials import StandaloneCredentials, ZkCredentials
 from .server import ConnectionHandler, serve_listener
 from .stats import BrokerStats
 from .topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
-from .cluster.placement import PlacementError, added_assignment, manual_assignment
 
 log = logging.getLogger("strom.broker")
 
@@ -395,6 +394,7 @@ class Broker:
             if partitions != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
                                  "but numPartitions was not set to -1.")
+            from .cluster.placement import PlacementError, manual_assignment  # kept off a lean start
             try:
                 placed = manual_assignment(assignment, await self.registered_brokers())
             except PlacementError as exc:
@@ -505,6 +505,7 @@ class Broker:
         placed = None
         if assignment is not None:
             replication_factor = self.cluster.replication_factor(name) if self.cluster is not None else 1
+            from .cluster.placement import PlacementError, added_assignment  # kept off a lean start
             try:
                 placed = added_assignment(assignment, await self.registered_brokers(), info.partitions, count,
                                           replication_factor)

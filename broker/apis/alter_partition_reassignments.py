@@ -13,7 +13,6 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
-from ..cluster.placement import PlacementError, check_replicas
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
@@ -21,6 +20,7 @@ VERSIONS = (0, 0)
 
 def _target_error(target: list[int], live: set[int]) -> str | None:
     """Kafka's complaint about a proposed replica list (the checks of a manual assignment), or None."""
+    from ..cluster.placement import PlacementError, check_replicas  # kept off a lean start
     try:
         check_replicas(target, live, None)
     except PlacementError as exc:
