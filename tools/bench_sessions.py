@@ -25,12 +25,14 @@ import subprocess
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from strom.tools.common import read_exact
 
 FETCH_VERSION = 12
 MAX_WAIT_MS = 500
@@ -59,6 +61,15 @@ class IdleResult:
     response_bytes: int   # bytes of one steady-state response
 
 
+def receive_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed response frame (without its size)."""
+    try:
+        (size,) = SIZE.unpack(read_exact(sock, 4))
+        return read_exact(sock, size)
+    except ValueError:
+        raise SessionBenchError("broker closed the connection") from None
+
+
 class IdleConsumer(threading.Thread):
     def __init__(self, host: str, port: int, topic: str, partitions: int, session: bool, stop: threading.Event):
         super().__init__(daemon=True)
@@ -78,24 +89,12 @@ class IdleConsumer(threading.Thread):
                 "topics": [{"topic": self.topic, "partitions": parts}] if parts else [],
                 "forgotten_topics_data": [], "rack_id": ""}
 
-    def _receive(self) -> bytes:
-        def exactly(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = self.sock.recv(n - len(buf))
-                if not chunk:
-                    raise SessionBenchError("broker closed the connection")
-                buf += chunk
-            return bytes(buf)
-        (size,) = SIZE.unpack(exactly(4))
-        return exactly(size)
-
     def fetch_once(self) -> None:
         self.correlation += 1
         everything = not self.session or self.session_id == 0
         frame = encode_request(ApiKey.FETCH, FETCH_VERSION, self.correlation, "strom-bench", self._body(everything))
         self.sock.sendall(frame)
-        raw = self._receive()
+        raw = receive_frame(self.sock)
         _, response = decode_response(ApiKey.FETCH, FETCH_VERSION, raw)
         if response.error_code != ErrorCode.NONE:
             raise SessionBenchError(f"fetch answered {ErrorCode(response.error_code).name}")
@@ -135,12 +134,10 @@ class NeighbourProducer(threading.Thread):
         records = build_batch([Record(0, 0, b"k", b"v" * 100)])
         body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
                 "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": records}]}]}
-        reader = IdleConsumer.__new__(IdleConsumer)  # only its frame reader, on this socket
-        reader.sock = self.sock
         try:
             while not self.stop.is_set():
                 self.sock.sendall(encode_request(ApiKey.PRODUCE, 9, self.requests + 1, "strom-bench", body))
-                _, response = decode_response(ApiKey.PRODUCE, 9, reader._receive())
+                _, response = decode_response(ApiKey.PRODUCE, 9, receive_frame(self.sock))
                 code = response.responses[0].partition_responses[0].error_code
                 if code != ErrorCode.NONE:
                     raise SessionBenchError(f"produce answered {ErrorCode(code).name}")
@@ -174,13 +171,22 @@ def produce_cpu(pid: int, host: str, port: int, topic: str, seconds: float) -> f
 def neighbour_cpu(pid: int, host: str, port: int, partitions: int, consumers: int, seconds: float) -> dict:
     """CPU per Produce request to another topic, alone and beside idle consumers in sessions."""
     alone = produce_cpu(pid, host, port, BUSY_TOPIC, seconds)
+    with polling(host, port, IDLE_TOPIC, partitions, consumers, True):
+        time.sleep(min(2.0, seconds))
+        beside = produce_cpu(pid, host, port, BUSY_TOPIC, seconds)
+    return {"produce_cpu_alone_s": alone, "produce_cpu_beside_idle_consumers_s": beside}
+
+
+@contextmanager
+def polling(host: str, port: int, topic: str, partitions: int, consumers: int, session: bool):
+    """`consumers` IdleConsumer threads polling while the block runs; stopped after it, and their
+    first error raised."""
     stop = threading.Event()
-    threads = [IdleConsumer(host, port, IDLE_TOPIC, partitions, True, stop) for _ in range(consumers)]
+    threads = [IdleConsumer(host, port, topic, partitions, session, stop) for _ in range(consumers)]
     for t in threads:
         t.start()
     try:
-        time.sleep(min(2.0, seconds))
-        beside = produce_cpu(pid, host, port, BUSY_TOPIC, seconds)
+        yield threads
     finally:
         stop.set()
         for t in threads:
@@ -188,7 +194,6 @@ def neighbour_cpu(pid: int, host: str, port: int, partitions: int, consumers: in
     errors = [t.error for t in threads if t.error]
     if errors:
         raise SessionBenchError(f"{len(errors)} consumer(s) failed: {errors[0]}")
-    return {"produce_cpu_alone_s": alone, "produce_cpu_beside_idle_consumers_s": beside}
 
 
 def idle_cpu(pid: int, seconds: float) -> float:
@@ -200,22 +205,11 @@ def idle_cpu(pid: int, seconds: float) -> float:
 def measure(pid: int, host: str, port: int, topic: str, partitions: int, consumers: int, session: bool,
             seconds: float, warmup: float | None = None) -> IdleResult:
     """Broker CPU per second while `consumers` poll `partitions` idle partitions of `topic`."""
-    stop = threading.Event()
-    threads = [IdleConsumer(host, port, topic, partitions, session, stop) for _ in range(consumers)]
-    for t in threads:
-        t.start()
-    try:
+    with polling(host, port, topic, partitions, consumers, session) as threads:
         time.sleep(min(2.0, seconds) if warmup is None else warmup)
         before = sum(t.fetches for t in threads)
         cpu = idle_cpu(pid, seconds)
         fetches = sum(t.fetches for t in threads) - before
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(MAX_WAIT_MS / 1000 + 30)
-    errors = [t.error for t in threads if t.error]
-    if errors:
-        raise SessionBenchError(f"{len(errors)} consumer(s) failed: {errors[0]}")
     return IdleResult(cpu, fetches, threads[0].last_request, threads[0].last_response)
 
 

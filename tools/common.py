@@ -341,7 +341,8 @@ def api_versions(sock: socket.socket) -> dict[int, tuple[int, int]]:
     return _parse_api_versions(_read_frame(sock))
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes:
+def read_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from a blocking socket; ValueError if it closes first."""
     chunks = bytearray()
     while len(chunks) < n:
         chunk = sock.recv(n - len(chunks))
@@ -352,10 +353,10 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def _read_frame(sock: socket.socket) -> bytes:
-    (size,) = _SIZE.unpack(_read_exact(sock, _SIZE.size))
+    (size,) = _SIZE.unpack(read_exact(sock, _SIZE.size))
     if not 0 < size <= _MAX_PROBE_RESPONSE:
         raise ValueError(f"implausible response size {size}")
-    return _read_exact(sock, size)
+    return read_exact(sock, size)
 
 
 def _parse_api_versions(frame: bytes) -> dict[int, tuple[int, int]]:
