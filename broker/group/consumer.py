@@ -90,6 +90,25 @@ class ConsumerMember:
         return _union(self.assigned, self.pending_revocation)
 
 
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """What a subscribed regular expression matched when last resolved (Kafka's
+    ResolvedRegularExpression, kept in a ConsumerGroupRegularExpression record): the topic names,
+    the resolution's version and its wall-clock time. Kafka's version is the offset of the KRaft
+    metadata image it resolved against; Strom has no metadata log, so it counts the group's
+    resolutions (it only ever grows, which is all Kafka asks of it: an older version means the
+    regex must be resolved again)."""
+    topics: tuple[str, ...]
+    version: int
+    timestamp_ms: int
+
+
+def matching_topics(regex: str, topics: Iterable[str]) -> set[str]:
+    """The topic names a subscribed regex matches: the whole name, as Kafka's RE2J matcher."""
+    pattern = re.compile(regex)
+    return {n for n in topics if pattern.fullmatch(n) and not n.startswith("__")}
+
+
 def _union(a: Mapping[bytes, set[int]], b: Mapping[bytes, set[int]]) -> Assignment:
     out = {t: set(p) for t, p in a.items() if p}
     for t, p in b.items():
@@ -234,6 +253,9 @@ class ConsumerGroup:
         # new regex asynchronously, after that answer: its assignment leaves the regex's topics out
         # and a later heartbeat brings them (librdkafka's 0045 expects exactly that order).
         self.pending_regexes: set[str] = set()
+        # the regexes in use, each as last resolved (persisted as ConsumerGroupRegularExpression records)
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        self.regex_version = 0
         self.downgrade_rebalance = True  # False: a static replacement, the classic group stays Stable
 
     # ------------------------------------------------------------------ views
@@ -255,10 +277,28 @@ class ConsumerGroup:
         for m in self.members.values():
             names = {n for n in m.subscribed_topic_names if n in topics}
             if m.subscribed_topic_regex and m.subscribed_topic_regex not in self.pending_regexes:
-                pattern = re.compile(m.subscribed_topic_regex)
-                names |= {n for n in topics if pattern.fullmatch(n) and not n.startswith("__")}
+                names |= matching_topics(m.subscribed_topic_regex, topics)
             out[m.member_id] = names
         return out
+
+    def resolve_regexes(self, topics: Iterable[str], now_ms: int) -> None:
+        """Record what each regex the members use matches (Kafka writes a ConsumerGroupRegularExpression
+        record when it resolves one, and a tombstone when no member uses it any more): a regex
+        resolved for the first time or matching other topics now gets a new resolution; regexes
+        no member uses are forgotten. A regex still pending (named in the heartbeat being answered)
+        waits, as Kafka resolves a new regex after that answer."""
+        used = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        for regex in [r for r in self.resolved_regexes if r not in used]:
+            del self.resolved_regexes[regex]
+        names = list(topics)
+        for regex in sorted(used - self.pending_regexes):
+            matched = tuple(sorted(matching_topics(regex, names)))
+            old = self.resolved_regexes.get(regex)
+            if old is None or old.topics != matched:
+                self.regex_version += 1
+                self.resolved_regexes[regex] = ResolvedRegex(matched, self.regex_version, now_ms)
+                log.info("consumer group %s: regular expression %r resolved to %d topics", self.group_id, regex,
+                         len(matched))
 
     def _signature(self, topics: Mapping[str, TopicMeta]) -> tuple:
         subs = self.subscribed_topics(topics)

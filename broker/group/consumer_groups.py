@@ -23,12 +23,13 @@ from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
 
 from .consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerGroupSettings,
-                       ConsumerMember, GroupError, MemberState, TopicMeta, assignment_list, parse_assignors)
+                       ConsumerMember, GroupError, MemberState, ResolvedRegex, TopicMeta, assignment_list,
+                       parse_assignors)
 from .migration import (ClassicMeta, CustomAssignorError, MigrationPolicy, ProtocolError,
                         classic_group_from_consumer, consumer_group_from_classic, decode_subscription,
                         encode_assignment, to_ids, to_names, upgrade_refusal)
-from .records import (ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value, encode_consumer_key,
-                      encode_consumer_value, encode_group_key, encode_group_value)
+from .records import (REGEX_KEY_VERSION, ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value,
+                      encode_consumer_key, encode_consumer_value, encode_group_key, encode_group_value)
 from .state import Group, JoinRequest, JoinResult, SyncResult
 
 log = logging.getLogger("strom.group.consumer")
@@ -37,8 +38,9 @@ log = logging.getLogger("strom.group.consumer")
 # Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignment records
 STATE_CODES = {MemberState.STABLE: 1, MemberState.UNREVOKED_PARTITIONS: 2, MemberState.UNRELEASED_PARTITIONS: 3}
 CODE_STATES = {v: k for k, v in STATE_CODES.items()}
-# the order Kafka writes a change in: subscriptions, group epoch, target assignment, current assignments
-WRITE_ORDER = {5: 0, 4: 1, 3: 2, 7: 3, 6: 4, 8: 5}
+# the order Kafka writes a change in: subscriptions, resolved regexes, subscription metadata, group
+# epoch, target assignment, current assignments
+WRITE_ORDER = {5: 0, 16: 1, 4: 2, 3: 3, 7: 4, 6: 5, 8: 6}
 UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the timers start
 # ConsumerGroupDescribe v1's MemberType (KIP-1099): a classic (JoinGroup) member or a consumer-protocol one
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
@@ -171,6 +173,9 @@ class ConsumerGroups:
         if group is not None and group.downgrade_pending is not None:
             self._downgrade(group)
         else:
+            if group is not None:
+                wall_ms = self._wall_ms()
+                group.resolve_regexes(self.broker.topics.topics, wall_ms())
             self.persist(group_id)
         self._changed.set()
 
@@ -422,6 +427,10 @@ class ConsumerGroups:
                 "previous_member_epoch": m.previous_member_epoch, "state": STATE_CODES[m.state],
                 "assigned_partitions": _partitions(m.assigned),
                 "partitions_pending_revocation": _partitions(m.pending_revocation)})
+        for regex, resolved in group.resolved_regexes.items():
+            out[ConsumerGroupKey(REGEX_KEY_VERSION, g, regex=regex)] = encode_consumer_value(
+                "ConsumerGroupRegularExpression", {"topics": list(resolved.topics), "version": resolved.version,
+                                                   "timestamp": resolved.timestamp_ms})
         return out
 
     def persist(self, group_id: str, first: list | None = None, last: list | None = None) -> bool:
@@ -463,6 +472,8 @@ class ConsumerGroups:
                     group.static_members.pop(member.instance_id, None)
             elif key.version == 7:
                 group.target.pop(key.member, None)
+            elif key.version == REGEX_KEY_VERSION:
+                group.resolved_regexes.pop(key.regex, None)
             elif key.version == 3:
                 del self.groups[key.group]
                 self.persisted.pop(key.group, None)
@@ -483,6 +494,10 @@ class ConsumerGroups:
             group.assignment_epoch = body.assignment_epoch
         elif v == 7:
             group.target[key.member] = {bytes(tp.topic_id): set(tp.partitions) for tp in body.topic_partitions}
+        elif v == REGEX_KEY_VERSION:
+            group.resolved_regexes[key.regex] = ResolvedRegex(tuple(sorted(body.topics or [])), body.version,
+                                                              body.timestamp)
+            group.regex_version = max(group.regex_version, body.version)
         else:
             member = group.members.get(key.member)
             if member is None:

@@ -108,12 +108,20 @@ _SCHEMAS: dict[str, tuple[tuple[int, int], int | None, list[dict]]] = {
             _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))]),
         _f("partitions_pending_revocation", "[]TopicPartitions", (0, None), fields=[
             _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))])]),
+    # a regular expression members subscribe with, resolved to topic names (Kafka 4.0, key version
+    # 16; the definitions ship in kafka-group-coordinator-4.0.0.jar, not in the protocol reference)
+    "ConsumerGroupRegularExpressionKey": ((16, 16), None, [
+        _f("group_id", "string", (16, 16)), _f("regular_expression", "string", (16, 16))]),
+    "ConsumerGroupRegularExpressionValue": ((0, 0), 0, [
+        _f("topics", "[]string", (0, None)), _f("version", "int64", (0, None)), _f("timestamp", "int64", (0, None))]),
 }
 
 # key version -> the KIP-848 record type it names (its value type is the same name with "Value")
 CONSUMER_GROUP_KEYS = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
                        5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
-                       7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment"}
+                       7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
+                       16: "ConsumerGroupRegularExpression"}
+REGEX_KEY_VERSION = 16
 
 
 _CODEC = RecordCodec(_SCHEMAS, GroupRecordError)
@@ -189,10 +197,12 @@ def encode_group_value(value: GroupRecord) -> bytes:
 
 @dataclass(frozen=True)
 class ConsumerGroupKey:
-    """A KIP-848 record's key: its version (3-8) names the record type; member is "" for group-level ones."""
+    """A KIP-848 record's key: its version (3-8, 16) names the record type; member is "" for
+    group-level ones; regex names a ConsumerGroupRegularExpression record (version 16)."""
     version: int
     group: str
     member: str = ""
+    regex: str = ""
 
     @property
     def record_type(self) -> str:
@@ -200,7 +210,7 @@ class ConsumerGroupKey:
 
 
 def encode_consumer_key(key: ConsumerGroupKey) -> bytes:
-    body = {"group_id": key.group, "member_id": key.member}
+    body = {"group_id": key.group, "member_id": key.member, "regular_expression": key.regex}
     return encode(key.record_type + "Key", key.version, body)
 
 
@@ -222,7 +232,8 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey | ConsumerGroupKey:
         return GroupKey(body.group)
     if version in CONSUMER_GROUP_KEYS:
         _, body = _decode(CONSUMER_GROUP_KEYS[version] + "Key", data)
-        return ConsumerGroupKey(version, body.group_id, body.get("member_id") or "")
+        return ConsumerGroupKey(version, body.group_id, body.get("member_id") or "",
+                                body.get("regular_expression") or "")
     _, body = _decode("OffsetCommitKey", data)
     return OffsetKey(body.group, body.topic, body.partition)
 

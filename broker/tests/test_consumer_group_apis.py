@@ -440,3 +440,60 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
         assert set(b2.groups.fetch_offsets("live", None)) == {("exp", 0)}
     finally:
         b2.close()
+
+
+async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(tmp_path, nursery):
+    # Kafka 4.0 writes a ConsumerGroupRegularExpression record (key version 16: group, regex; value:
+    # the topic names, a version, a timestamp) once it resolved a regex a member subscribes with, a
+    # new one when the regex matches other topics, and a tombstone when no member uses it any more
+    # (after the leaving member's own tombstones); the coordinator loads them back.
+    from strom.broker.group.records import ConsumerGroupKey, decode_consumer_value
+
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        for name in ("re-a", "re-b", "other"):
+            await create(client, name)
+        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
+            "rx", "m1", 0, [], [], subscribed_topic_regex="re-.*"))
+        key = ConsumerGroupKey(16, "rx", regex="re-.*")
+        written = [(k, v) for batch in _offsets_records(b, "rx") for k, v in batch if k == key]
+        assert len(written) == 1, "resolved after the answer to the heartbeat naming it"
+        first = decode_consumer_value("ConsumerGroupRegularExpression", written[0][1])
+        assert (first.topics, first.version) == (["re-a", "re-b"], 1)
+        assert abs(first.timestamp - time.time() * 1000) < 60_000
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
+            "rx", "m2", 0, [], [], subscribed_topic_regex="re-.*"))
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        assert len([k for batch in _offsets_records(b, "rx") for k, _ in batch if k == key]) == 1, \
+            "the same topics: no new resolution"
+        await create(client, "re-c")
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        latest = [v for batch in _offsets_records(b, "rx") for k, v in batch if k == key][-1]
+        second = decode_consumer_value("ConsumerGroupRegularExpression", latest)
+        assert (second.topics, second.version) == (["re-a", "re-b", "re-c"], 2)
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", -1))
+        assert (key, None) not in _offsets_records(b, "rx")[-1], "m2 still uses it"
+    finally:
+        b.close()
+    b2 = make_broker(tmp_path)
+    try:
+        client = open_client(b2, nursery)
+        group = b2.groups.consumer.get("rx")
+        assert {r: (v.topics, v.version) for r, v in group.resolved_regexes.items()} == {
+            "re-.*": (("re-a", "re-b", "re-c"), 2)}
+        m2 = group.members["m2"]
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m2", m2.member_epoch))
+        assert [k for batch in _offsets_records(b2, "rx") for k, _ in batch].count(key) == 2, "nothing rewritten"
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m2", -1))
+        last = _offsets_records(b2, "rx")[-1]
+        assert [(k.version, v) for k, v in last[:4]] == [(8, None), (7, None), (5, None), (16, None)]
+        assert last[3][0] == key
+    finally:
+        b2.close()
+    b3 = make_broker(tmp_path)
+    try:
+        assert b3.groups.consumer.get("rx").resolved_regexes == {}
+    finally:
+        b3.close()
