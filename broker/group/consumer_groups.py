@@ -35,9 +35,18 @@ from .state import Group, JoinRequest, JoinResult, SyncResult
 log = logging.getLogger("strom.group.consumer")
 
 
-# Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignment records
-STATE_CODES = {MemberState.STABLE: 1, MemberState.UNREVOKED_PARTITIONS: 2, MemberState.UNRELEASED_PARTITIONS: 3}
-CODE_STATES = {v: k for k, v in STATE_CODES.items()}
+# Kafka's MemberState codes in ConsumerGroupCurrentMemberAssignment records (as Kafka 4.0 writes
+# them, read back with its kafka-dump-log: stable 0, unrevoked 1, unreleased 2)
+STATE_CODES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+
+
+def _loaded_state(code: int, pending_revocation: bool) -> MemberState:
+    """A member's state from its record. Strom before 2026-11-23 wrote 1, 2, 3 for stable, unrevoked,
+    unreleased; what the member holds tells them apart: partitions pending revocation mean
+    unrevoked (1 in Kafka's codes, 2 in the old ones), none and 2 or 3 unreleased, else stable."""
+    if pending_revocation:
+        return MemberState.UNREVOKED_PARTITIONS
+    return MemberState.UNRELEASED_PARTITIONS if code in (2, 3) else MemberState.STABLE
 # the order Kafka writes a change in: subscriptions, resolved regexes, subscription metadata, group
 # epoch, target assignment, current assignments
 WRITE_ORDER = {5: 0, 16: 1, 4: 2, 3: 3, 7: 4, 6: 5, 8: 6}
@@ -516,10 +525,10 @@ class ConsumerGroups:
             else:
                 member.left_static = body.member_epoch == STATIC_LEAVE_EPOCH
                 member.member_epoch, member.previous_member_epoch = body.member_epoch, body.previous_member_epoch
-                member.state = CODE_STATES.get(body.state, MemberState.STABLE)
                 member.assigned = {bytes(tp.topic_id): set(tp.partitions) for tp in body.assigned_partitions}
                 member.pending_revocation = {bytes(tp.topic_id): set(tp.partitions)
-                                             for tp in body.partitions_pending_revocation}
+                                             for tp in body.partitions_pending_revocation if tp.partitions}
+                member.state = _loaded_state(body.state, bool(member.pending_revocation))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     member.revocation_deadline = UNSET
         self.persisted.setdefault(key.group, {})[key] = bytes(value)

@@ -497,3 +497,38 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
         assert b3.groups.consumer.get("rx").resolved_regexes == {}
     finally:
         b3.close()
+
+
+async def test_member_states_are_written_with_kafkas_codes_and_old_codes_still_load(tmp_path, nursery):
+    # Kafka 4.0's ConsumerGroupCurrentMemberAssignment records (read with its kafka-dump-log): state 0
+    # stable, 1 unrevoked partitions, 2 unreleased partitions. Strom wrote 1, 2, 3 before.
+    from strom.broker.group.consumer import MemberState
+    from strom.broker.group.records import ConsumerGroupKey, decode_consumer_value, encode_consumer_value
+
+    from .conftest import make_broker, open_client
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "st", partitions=2)
+        tid = b.topics.topics["st"].topic_id
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gs", "m1", 0, ["st"], []))
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gs", "m2", 0, ["st"], []))
+        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
+            "gs", "m1", 1, owned=[{"topic_id": tid, "partitions": [0, 1]}]))
+        states = [(k.member, decode_consumer_value("ConsumerGroupCurrentMemberAssignment", v).state)
+                  for batch in _offsets_records(b, "gs") for k, v in batch if k.version == 8]
+        assert states == [("m1", 0), ("m2", 2), ("m1", 1)], "stable, unreleased (m1 holds both), unrevoked"
+
+        def current(state, pending):
+            return encode_consumer_value("ConsumerGroupCurrentMemberAssignment", {
+                "member_epoch": 3, "previous_member_epoch": 2, "state": state,
+                "assigned_partitions": [{"topic_id": tid, "partitions": [0]}],
+                "partitions_pending_revocation": [{"topic_id": tid, "partitions": [1]}] if pending else []})
+        for code, pending, expected in ((1, False, MemberState.STABLE), (2, True, MemberState.UNREVOKED_PARTITIONS),
+                                        (3, False, MemberState.UNRELEASED_PARTITIONS),  # Strom's old codes
+                                        (0, False, MemberState.STABLE), (1, True, MemberState.UNREVOKED_PARTITIONS),
+                                        (2, False, MemberState.UNRELEASED_PARTITIONS)):  # Kafka's
+            b.groups.consumer.replay(ConsumerGroupKey(8, "old", "m"), current(code, pending))
+            assert b.groups.consumer.get("old").members["m"].state is expected, (code, pending)
+    finally:
+        b.close()
