@@ -22,7 +22,9 @@ from typing import Iterator, NamedTuple
 
 import pytest
 
+from compat_tests.differential.harness import Target
 from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
+from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
@@ -116,6 +118,11 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
                                              "auto.create.topics.enable": "true",
                                              "offsets.topic.num.partitions": "1",
                                              "transaction.state.log.num.partitions": "1"}).start()
+    try:
+        _consumer_group_with_regexes(broker.port)
+    except BaseException:
+        broker.stop()
+        raise
     steps = plan(broker.bootstrap, broker.log_dir)
     plan_file = base / "plan.tsv"
     plan_file.write_text("".join("\t".join([name, cls, stdin, *args]) + "\n" for name, cls, stdin, args in steps))
@@ -135,6 +142,35 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
         results[name] = Run(read("code") or f"not run (runner stderr: {run.stderr[-2000:]})", read("out"), read("err"))
     results["_runner"] = Run(str(run.returncode), f"{seconds:.1f} s\n{run.stdout}", run.stderr[-3000:])
     yield results
+
+
+def _consumer_group_with_regexes(port: int) -> None:
+    """A KIP-848 group (raw ConsumerGroupHeartbeats) whose members subscribe with regular expressions,
+    before the tools run: its records, ConsumerGroupRegularExpression among them, are in
+    __consumer_offsets when kafka-dump-log reads it. Every member leaves, so nothing expires meanwhile."""
+    client = Target("strom", "127.0.0.1", port)
+
+    def beat(member: str, epoch: int, regex: str | None = None):
+        answer = client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": "rx-group", "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30_000 if epoch == 0 else -1, "subscribed_topic_names": [] if epoch == 0 else None,
+            "subscribed_topic_regex": regex, "server_assignor": None, "topic_partitions": [] if epoch == 0 else None})
+        assert not isinstance(answer, str) and answer.error_code == 0, answer
+        return answer
+
+    try:
+        created = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+            "name": "t-regex-1", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 10_000, "validate_only": False})
+        assert created.topics[0].error_code == 0, created
+        joined = beat("rx-1", 0, "t-regex-.*")
+        assigned = beat("rx-1", joined.member_epoch)  # resolved after the first answer: now assigned
+        assert [list(t.partitions) for t in assigned.assignment.topic_partitions] == [[0]], assigned
+        beat("rx-2", 0, "t-gone-.*")
+        beat("rx-2", -1)
+        beat("rx-1", -1)
+    finally:
+        client.close()
 
 
 def ok(run: Run) -> str:
@@ -252,8 +288,26 @@ def test_kafka_dump_log_decodes_stroms_consumer_offsets_records(tools: dict[str,
     assert members and members[-1]["version"] == "3", groups
     assert members[-1]["data"]["protocolType"] == "consumer" and members[-1]["data"]["generation"] >= 1, members[-1]
     # DeleteGroups: tombstones for cli-group's offset and the group itself, after its last records
-    cli = [(json.loads(key)["type"], payload) for key, payload in records if json.loads(key)["data"]["group"] == "cli-group"]
+    cli = [(json.loads(key)["type"], payload) for key, payload in records
+           if json.loads(key)["data"].get("group") == "cli-group"]
     assert ("1", "<DELETE>") in cli and cli[-1] == ("2", "<DELETE>"), cli
+
+
+def test_kafka_dump_log_decodes_stroms_consumer_group_records(tools: dict[str, Run]) -> None:
+    # KIP-848 records, ConsumerGroupRegularExpression (type 16) among them, as Kafka 4.0's decoder reads
+    # them: a regex resolved to its topics, one resolved to none, each tombstoned when its last member left
+    records = [(json.loads(key), payload) for key, payload in _records(ok(tools["dump-offsets"]))]
+    mine = [(key["type"], key["data"], payload) for key, payload in records if key["data"].get("groupId") == "rx-group"]
+    assert {t for t, _, _ in mine} == {"3", "4", "5", "6", "7", "8", "16"}, mine
+    regexes = [(data["regularExpression"], payload) for t, data, payload in mine if t == "16"]
+    assert [r for r, _ in regexes] == ["t-regex-.*", "t-gone-.*", "t-gone-.*", "t-regex-.*"], regexes
+    resolved = json.loads(regexes[0][1])
+    assert resolved["version"] == "0" and resolved["data"]["topics"] == ["t-regex-1"], resolved
+    assert resolved["data"]["version"] >= 1 and resolved["data"]["timestamp"] > 1_700_000_000_000, resolved
+    assert json.loads(regexes[1][1])["data"]["topics"] == [] and regexes[2][1] == regexes[3][1] == "<DELETE>"
+    current = [json.loads(payload)["data"] for t, data, payload in mine if t == "8" and payload != "<DELETE>"]
+    stable = [c for c in current if c["assignedPartitions"]]
+    assert stable and stable[-1]["state"] == 0 and stable[-1]["assignedPartitions"][0]["partitions"] == [0], current
 
 
 def test_kafka_dump_log_decodes_stroms_transaction_state_records(tools: dict[str, Run]) -> None:
