@@ -285,7 +285,8 @@ def _served_from(port: int, source: str):
 
 
 def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:
-    """One acks=1 Produce v9 of 5 KB as `client_id`; the answer's throttle_time_ms."""
+    """One acks=1 Produce v9 of 5 KB as `client_id`; the answer's throttle_time_ms, or -1 when the
+    broker is not (yet) the partition's leader."""
     import socket
     import struct
 
@@ -299,7 +300,11 @@ def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:
         sock.sendall(encode_request(ApiKey.PRODUCE, 9, 1, client_id, body))
         size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
         _, response = decode_response(ApiKey.PRODUCE, 9, sock.recv(size, socket.MSG_WAITALL))
-    assert response.responses[0].partition_responses[0].error_code == 0
+    code = response.responses[0].partition_responses[0].error_code
+    # the leader named by another broker may not have heard of the topic yet: clients retry these
+    if code in (3, 5, 6):  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER
+        return -1
+    assert code == 0
     return response.throttle_time_ms
 
 
