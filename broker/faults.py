@@ -18,8 +18,9 @@ trio clock when it runs on a ``PausableClock`` (broker/clock.py: the embedded br
 ``strom serve`` do), so no timer fires while paused; ``cap_versions("2.8")`` makes
 ApiVersions advertise what that Kafka release did (``kafka_releases.json``, the ApiVersions
 answers of real brokers) and closes connections that use a version outside it, except that an
-ApiVersions request above the release's ApiVersions version gets UNSUPPORTED_VERSION with the v0
-answer, as Kafka answers an ApiVersions version it does not know; ``record()``
+ApiVersions request above the release's ApiVersions version gets UNSUPPORTED_VERSION in v0,
+listing only ApiVersions' own range (Kafka 2.4+, KIP-511) or nothing (older releases), as that
+Kafka answers an ApiVersions version it does not know; ``record()``
 keeps (api, version, client id) of every request for a test to read.
 
 Cost when unused: the connection handler checks ``broker.faults is None`` once per request; the
@@ -485,8 +486,11 @@ class FaultInjector:
                 # versions it does support, from which the client picks and asks again
                 log.info("ApiVersions v%d is above Kafka %s's v%d (version cap): UNSUPPORTED_VERSION "
                          "peer=%s", header.api_version, self.cap_name, rel[1], peer)
-                body = await self._answer(module, request)
-                raise AnswerInVersion(0, dict(body, error_code=ErrorCode.UNSUPPORTED_VERSION))
+                # Kafka 2.4+ (KIP-511) lists only its ApiVersions range, older releases nothing
+                listed = [] if self._release_before(2, 4) else [{"api_key": 18, "min_version": rel[0],
+                                                                "max_version": rel[1]}]
+                raise AnswerInVersion(0, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": listed,
+                                          "throttle_time_ms": 0})
         if self.cap is not None and header.api_key != 18:
             rel = self.cap.get(header.api_key)
             if rel is None or not rel[0] <= header.api_version <= rel[1]:
@@ -518,6 +522,10 @@ class FaultInjector:
             log.info("fault %d: dropping the connection after %s peer=%s", fault.id, name, peer)
             raise DropConnection()
         return body
+
+    def _release_before(self, major: int, minor: int) -> bool:
+        got = tuple(int(x) for x in str(self.cap_name).split(".")[:2])
+        return got < (major, minor)
 
     async def _answer(self, module, request) -> dict | None:
         body = await module.handle(self.broker, request)
