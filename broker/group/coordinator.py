@@ -464,6 +464,16 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                        retention_ms: int, offsets: list[tuple[str, int, CommittedOffset]],
                        api_version: int = 9) -> list[CommitResult]:
+        # As Kafka: partitions that do not exist are answered before the group is looked at (and
+        # when no partition exists, the group is not looked at at all)
+        unknown = [(t, p) for t, p, _ in offsets if self.broker.partition(t, p) is None]
+        if unknown:
+            known = [o for o in offsets if self.broker.partition(o[0], o[1]) is not None]
+            results = {(r.topic, r.partition): r for r in
+                       (self.commit_offsets(group_id, member_id, instance_id, generation, retention_ms, known,
+                                            api_version) if known else [])}
+            return [results.get((t, p)) or CommitResult(t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    for t, p, _ in offsets]
         error = self.group_error(group_id)
         if error is None and self.consumer.get(group_id) is not None:
             error = self.consumer.commit_error(group_id, member_id, generation, api_version)

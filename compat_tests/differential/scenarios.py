@@ -676,17 +676,18 @@ def group_migration() -> list[Scenario]:
 
 def consumer_group_epochs() -> list[Scenario]:
     """KIP-848 heartbeats with epochs other than the member's, and classic members with a wrong
-    generation: refused, the member stays (run after the ListGroups scenarios, which would list
-    these groups)."""
+    generation: refused, the member stays; a regex subscription resolved after the answer naming it
+    (run after the ListGroups scenarios, which would list these groups)."""
     describe = lambda: req(A.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["{s}"],  # noqa: E731
                                                           "include_authorized_operations": False})
 
-    def hb(member: str, epoch: int, topics: list[str] | None = None, owned: list[int] | None = None,
-           instance: str | None = None) -> Step:
+    def hb(member: str, epoch: Any, topics: list[str] | None = None, owned: list[int] | None = None,
+           instance: str | None = None, regex: str | None = None, topic: str = "{s}", **kw: Any) -> Step:
         body = cg_heartbeat("{s}", member, epoch, topics)
         if owned is not None:
-            body["topic_partitions"] = [{"topic_id": "@tid:{s}", "partitions": owned}] if owned else []
-        return req(A.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "instance_id": instance})
+            body["topic_partitions"] = [{"topic_id": "@tid:" + topic, "partitions": owned}] if owned else []
+        return req(A.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "instance_id": instance, "subscribed_topic_regex": regex},
+                   **kw)
 
     topic = (create_topic("{s}", 2), await_topic("{s}", 2), setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}))
     return [
@@ -720,6 +721,17 @@ def consumer_group_epochs() -> list[Scenario]:
            hb("{s}-a", 1, instance="{s}-i"),              # away: fenced until it rejoins
            hb("{s}-a", 0, ["{s}"], instance="{s}-i"),      # back under the same id, its epoch and partitions kept
            describe()),
+        # Kafka resolves a regex no member used before after answering the heartbeat naming it (the
+        # group's first regex at once; later ones batched at most every 10 s, not compared here)
+        sc("consumer_group_heartbeat-v1-regex-subscription",
+           create_topic("{s}-t", 2), await_topic("{s}-t", 2), setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
+           hb("{s}-a", 0, [], regex="{s}-.*", capture={"a": "member_epoch"}),
+           hb("{s}-a", "$a", owned=[], topic="{s}-t", capture={"a": "member_epoch"}, pause_s=0.5),
+           describe(),
+           hb("{s}-b", 0, [], regex="{s}-.*", capture={"b": "member_epoch"}),  # resolved already: at once
+           hb("{s}-a", "$a", owned=[0, 1], topic="{s}-t"),
+           hb("{s}-b", "$b", owned=[], topic="{s}-t"),
+           describe()),
         sc("heartbeat-v4-illegal-generation-member-stays",
            setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
            *join_steps(5, "{s}"),
@@ -727,6 +739,12 @@ def consumer_group_epochs() -> list[Scenario]:
            req(A.HEARTBEAT, 4, heartbeat_body("{s}", generation=99)),
            req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation=99, member="$member")),
            req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation=0, member="$member")),
+           # a partition that does not exist is answered so before the generation is checked
+           req(A.OFFSET_COMMIT, 8, {**commit_body("{s}", "w-one", 0, 3, generation=99, member="$member"), "topics": [
+               {"name": t, "partitions": [{"partition_index": p, "committed_offset": 3, "committed_leader_epoch": -1,
+                                           "commit_timestamp": -1, "committed_metadata": "m"}]}
+               for t, p in (("w-one", 0), ("w-one", 7), ("{s}-no-such-topic", 0))]}),
+           req(A.OFFSET_COMMIT, 8, commit_body("{s}", "{s}-no-such-topic", 0, 3, generation=99, member="$member")),
            req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}"], "include_authorized_operations": False}),
            req(A.HEARTBEAT, 4, heartbeat_body("{s}")),
            req(A.OFFSET_COMMIT, 8, commit_body("{s}", "w-one", 0, 3, generation="$generation", member="$member"))),

@@ -58,6 +58,13 @@ async def test_commit_errors(gconnect, autojump_clock):
         ("t", 0): ErrorCode.ILLEGAL_GENERATION}
     assert await commit(client, "members", {("t", 0): 7}, generation=1, member_id=joined.member_id) == {
         ("t", 0): ErrorCode.NONE}
+    # As Kafka 4.0 (differential scenario heartbeat-v4-illegal-generation-member-stays): partitions that
+    # do not exist are answered UNKNOWN_TOPIC_OR_PARTITION whatever the group would say
+    assert await commit(client, "members", {("t", 0): 1, ("t", 9): 1, ("missing", 0): 1}, generation=9,
+                        member_id=joined.member_id) == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert await commit(client, "", {("missing", 0): 1}) == {("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def _records(broker, group_id):
