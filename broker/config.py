@@ -186,7 +186,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout: how soon a lost broker is noticed.",
        minimum=1),
     _D("zookeeper.connection.timeout.ms", "int", 18000, "How long to wait for ZooKeeper at start-up.", minimum=1),
-    _D("broker.rack", "string", None, "Rack of this broker, shown in metadata."),
+    _D("broker.rack", "string", None,
+       "Rack of this broker: in its registration, Metadata and DescribeCluster; consumers with a "
+       "matching client.rack read from it (replica.selector.class)."),
+    _D("replica.selector.class", "string", None,
+       "Which replica a consumer reads from (KIP-392): unset, the leader; "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector, an in-sync replica in the consumer's "
+       "client.rack; org.apache.kafka.common.replica.LeaderSelector, the leader.",
+       choices=("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                "org.apache.kafka.common.replica.LeaderSelector")),
     _D("offsets.commit.timeout.ms", "int", 5000,
        "How long an offset commit waits for the offsets partition's in-sync replicas.", minimum=1),
     _D("replica.lag.time.max.ms", "long", 30000,

@@ -13,9 +13,10 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 
 
 
-def leader_partition(broker, topic: str, index: int, current_leader_epoch: int = -1):
+def leader_partition(broker, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True):
     """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows,
-    else (partition or None, the error Kafka answers with)."""
+    else (partition or None, the error Kafka answers with). With `require_leader` false, a
+    follower's replica will do too (a consumer's fetch from a follower, KIP-392)."""
     partition = broker.partition(topic, index)
     if partition is None:
         known = topic in broker.topics.topics and index < broker.topics.topics[topic].partitions
@@ -24,7 +25,7 @@ def leader_partition(broker, topic: str, index: int, current_leader_epoch: int =
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if partition.log.offline is not None:  # its log dir failed
         return partition, ErrorCode.KAFKA_STORAGE_ERROR
-    if not partition.is_leader:
+    if require_leader and not partition.is_leader:
         return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
         return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch

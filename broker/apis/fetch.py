@@ -9,6 +9,14 @@ transaction's data) and lists the aborted transactions overlapping the data retu
 first offset) from the logs' `.txnindex`, so the consumer drops their batches; read_uncommitted
 answers a null list, as Kafka does. Every v4+ answer carries the partition's LSO.
 
+Fetch from follower (KIP-392): a consumer's Fetch v11+ (and the debugging consumer's, replica id
+-2) may be served by any replica, a follower reading up to its own high watermark (the one its
+leader last sent it) or, read_committed, its own last stable offset; offsets past its log end
+are OFFSET_OUT_OF_RANGE, those between its high watermark and log end get no records (as on a
+leader). With `replica.selector.class` set, a leader answers a consumer's v11+ fetch with
+`preferred_read_replica` (no records, at once) when the selector picks another replica for the
+consumer's rack (`strom.broker.replica_selector`). Fetch v0-v10 and ListOffsets stay leader-only.
+
 A follower's fetch of a throttled partition obeys the leader's replication throttle
 (`strom.broker.replication_quota`).
 
@@ -33,6 +41,8 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from strom.storage import files
 from strom.storage.errors import OffsetOutOfRange, StorageError
 
+from ..replica_manager import now_ms
+from ..replica_selector import preferred_read_replica
 from ._common import ZERO_UUID, leader_partition
 
 API_KEY = ApiKey.FETCH
@@ -41,6 +51,8 @@ VERSIONS = (0, 17)
 # copy: a fetch of a thousand partitions must not hold a thousand descriptors until it is sent.
 _COPY_UNDER_PRESSURE = 1 << 20
 log = logging.getLogger("strom.fetch")
+CONSUMER_ID = -1
+DEBUGGING_CONSUMER_ID = -2
 
 
 
@@ -97,9 +109,16 @@ def _diverging(plog, req, version: int) -> tuple[int, int] | None:
     return None
 
 
+def _from_any_replica(version: int, replica: int) -> bool:
+    """Whether a fetch may be served by a follower (Kafka's FetchParams.fetchOnlyLeader negated):
+    a consumer's from v11 (KIP-392, it says its rack), and the debugging consumer's (-2)."""
+    return replica == DEBUGGING_CONSUMER_ID or (replica < 0 and version >= 11)
+
+
 def _read_partition(broker, name, req, version: int, budget: int, first: bool, replica: int,
-                    read_committed: bool = False) -> tuple[dict, int]:
-    partition, code = leader_partition(broker, name, req.partition, req.current_leader_epoch if version >= 9 else -1)
+                    read_committed: bool = False, rack: str | None = None) -> tuple[dict, int]:
+    partition, code = leader_partition(broker, name, req.partition, req.current_leader_epoch if version >= 9 else -1,
+                                       require_leader=not _from_any_replica(version, replica))
     if code != ErrorCode.NONE:
         result = _partition_error(req.partition, code,
                                   aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
@@ -128,9 +147,18 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
             return result, 0  # a throttled replica out of sync: nothing this time (Kafka's leader throttle)
         max_offset = None
     else:
+        # a leader or (KIP-392) a follower: up to its own high watermark (a follower's is the one
+        # its leader last told it) or last stable offset, as Kafka's replicas answer consumers
         hw = partition.high_watermark
         lso = plog.last_stable_offset
         result.update(high_watermark=hw, last_stable_offset=lso)
+        if version >= 11 and replica == CONSUMER_ID and partition.is_leader:
+            preferred = preferred_read_replica(broker, partition, rack, req.fetch_offset, now_ms())
+            if preferred >= 0:  # as Kafka: no read here, the client fetches from that replica
+                log.debug("%s-%d: preferred read replica %d for a consumer in rack %r", name, req.partition,
+                          preferred, rack)
+                result["preferred_read_replica"] = preferred
+                return result, 0
         max_offset = lso if read_committed else hw
     max_bytes = min(req.partition_max_bytes, budget)
     if max_bytes <= 0 and not first:
@@ -194,6 +222,7 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
     read: list[tuple[str, int]] = []
     replica = _replica_id(body, version)
     read_committed = version >= 4 and body.isolation_level == 1 and replica < 0
+    rack = body.rack_id if version >= 11 else None
     for topic in requested:
         name, topic_id, code = _resolve(broker, topic, version)
         if code == ErrorCode.NONE and broker.authorizer is not None and not (
@@ -207,8 +236,9 @@ def _read_all(broker, body, version: int, requested) -> tuple[list[dict], int, b
                 errors = True
                 continue
             result, size = _read_partition(broker, name, req, version, budget - total, total == 0, replica,
-                                           read_committed)
-            errors = errors or result["error_code"] != ErrorCode.NONE
+                                           read_committed, rack)
+            # an error or a preferred read replica is answered at once, as Kafka does
+            errors = errors or result["error_code"] != ErrorCode.NONE or result.get("preferred_read_replica", -1) >= 0
             read.append((name, req.partition))
             total += size
             parts.append(result)

@@ -472,7 +472,7 @@ class ClusterMember:
         if response.error_code != ErrorCode.NONE:
             log.debug("fetch from the leader answered %s", ErrorCode(response.error_code).name)
             return
-        progressed = False
+        progressed: list[tuple[str, int]] = []  # partitions whose data or high watermark changed
         throttled_bytes = 0
         for topic in response.responses:
             for data in topic.partitions:
@@ -482,7 +482,8 @@ class ClusterMember:
                 if data.records and quota.is_throttled(partition.topic, partition.index):  # measured as Kafka: rate or not
                     throttled_bytes += len(data.records)
                 try:
-                    progressed |= self._apply_fetched(partition, data)
+                    if self._apply_fetched(partition, data):
+                        progressed.append((partition.topic, partition.index))
                 except StorageError as exc:
                     # cannot write (full or failed dir): this replica falls behind and the leader
                     # drops it from the ISR; the broker and its other partitions carry on
@@ -490,8 +491,8 @@ class ClusterMember:
                 if data.error_code == ErrorCode.NONE:
                     partition.fetch_caught_up = partition.log.log_end_offset >= data.high_watermark
         quota.record(throttled_bytes, trio.current_time())
-        if progressed:
-            self.broker.replicas.notify_data()
+        if progressed:  # wakes the long polls of consumers fetching these from this follower (KIP-392)
+            self.broker.replicas.notify_data(progressed)
         elif any(d.error_code for t in response.responses for d in t.partitions):
             with trio.move_on_after(FETCH_BACKOFF_S):
                 await self._changed.wait()
