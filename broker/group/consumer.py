@@ -481,12 +481,18 @@ class ConsumerGroup:
                 return m.server_assignor
         return self.settings.assignors[0]
 
-    def maybe_rebalance(self, topics: Mapping[str, TopicMeta]) -> None:
+    def refresh_subscriptions(self, topics: Mapping[str, TopicMeta]) -> None:
+        """The subscribed topics (ConsumerGroupPartitionMetadata) follow the members, their resolved
+        regexes and the topics; a change no other change already rebalances bumps the group epoch.
+        Run after every change, as Kafka updates them with a member's leave or a regex's resolution."""
         signature = self._signature(topics)
         if signature != self.subscribed_signature:
             self.subscribed_signature = signature
             if self.members and self.assignment_epoch >= self.group_epoch:
                 self.group_epoch += 1  # the subscribed topics changed (no other change pending)
+
+    def maybe_rebalance(self, topics: Mapping[str, TopicMeta]) -> None:
+        self.refresh_subscriptions(topics)
         if self.assignment_epoch >= self.group_epoch:
             return
         name = self._assignor()

@@ -185,6 +185,7 @@ class ConsumerGroups:
             if group is not None:
                 wall_ms = self._wall_ms()
                 group.resolve_regexes(self.broker.topics.topics, wall_ms())
+                group.refresh_subscriptions(self.topics())
             self.persist(group_id)
         self._changed.set()
 
