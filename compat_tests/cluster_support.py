@@ -38,14 +38,16 @@ zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 @contextmanager
 def running_cluster(zookeeper, base: Path, chroot: str, configs: dict[str, str] | None = None,
-                    broker_class: type[BrokerProcess] = BrokerProcess, size: int = 3) -> Iterator[list[BrokerProcess]]:
+                    broker_class: type[BrokerProcess] = BrokerProcess, size: int = 3,
+                    node_configs: Callable[[int], dict[str, str]] | None = None) -> Iterator[list[BrokerProcess]]:
     """``size`` brokers (node ids 0..size-1) registered in ``zookeeper`` under ``chroot``, each with
-    BASE_CONFIGS and ``configs`` (which win); every one started is stopped on the way out."""
+    BASE_CONFIGS, ``configs`` and ``node_configs(node)`` (later ones win); every one started is
+    stopped on the way out."""
     brokers: list[BrokerProcess] = []
     try:
         for node in range(size):
             brokers.append(broker_class(base / f"b{node}", {
-                **BASE_CONFIGS, **(configs or {}),
+                **BASE_CONFIGS, **(configs or {}), **(node_configs(node) if node_configs else {}),
                 "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot}).start())
         yield brokers
     finally:
