@@ -53,6 +53,7 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")
+_I16_MAX = 0x7FFF
 
 # Fixed-width scalar types: struct format character and byte size.
 FIXED_FORMATS: dict[str, str] = {
@@ -236,11 +237,19 @@ class KString(KafkaConstruct):
         super().__init__()
         self.length = _Length(name, compact, nullable, wide=False)
         self.min_size = self.length.size
+        # an error message quoting a client's value (a 32 KiB topic name) must not make the answer
+        # unencodable or unreadable (no reader takes a string over 32767 bytes, a compact one
+        # neither): it is cut to fit, its error code goes out intact
+        self.cut_to = _I16_MAX if name.endswith("error_message") else None
 
     def _parse(self, stream: io.BytesIO, context: Any, path: str) -> str | None:
         n = self.length.read(stream)
         if n is None:
             return None
+        if n > _I16_MAX:
+            # as Kafka's generated readers ("string field ... had invalid length"): a compact string
+            # could be longer, but no Kafka string is, and names longer than this cannot be stored
+            raise MalformedRequest(f"{self.length.name}: string length {n} exceeds {_I16_MAX}")
         if n > _remaining(stream, context):
             raise MalformedRequest(f"{self.length.name}: string length {n} exceeds the message")
         try:
@@ -255,6 +264,8 @@ class KString(KafkaConstruct):
         if not isinstance(obj, str):
             raise EncodeError(f"{self.length.name}: expected str, got {type(obj).__name__}")
         data = obj.encode("utf-8")
+        if self.cut_to is not None and len(data) > self.cut_to:
+            data = data[:self.cut_to - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
         self.length.write(len(data), stream)
         stream.write(data)
         return obj

@@ -62,6 +62,8 @@ class _Reader:
         raise MalformedRequest(f"{what}: varint too long")
 
     def string(self, n: int, what: str) -> str:
+        if n > 0x7FFF:  # as the generic path and Kafka: no string is longer
+            raise MalformedRequest(f"{what}: string length {n} exceeds 32767")
         self.need(n, what)
         try:
             text = str(self.view[self.pos:self.pos + n], "utf-8")

@@ -230,3 +230,17 @@ def test_garbage_bodies_raise_only_malformed(case: tuple[int, int], garbage: byt
         decode_request(case[0], case[1], garbage)
     except MalformedRequest:
         pass
+
+
+def test_an_error_message_too_long_for_its_int16_length_is_cut_to_fit() -> None:
+    # found by broker/tests/test_fuzz_apis.py: DescribeConfigs v1 for a 32767-byte topic name quoted
+    # the name in its error message, the answer could not be encoded and the connection was closed
+    name = "\u00e9" * 16383 + "x"
+    body = {"throttle_time_ms": 0, "results": [{"error_code": 3, "error_message": f"Topic {name} does not exist.",
+                                                 "resource_type": 2, "resource_name": name, "configs": []}]}
+    frame = b"".join(encode_response(ApiKey.DESCRIBE_CONFIGS, 1, 7, body))
+    _, decoded = decode_response(ApiKey.DESCRIBE_CONFIGS, 1, frame[4:])
+    result = decoded.results[0]
+    assert result.error_code == 3 and result.resource_name == name
+    message = result.error_message.encode("utf-8")
+    assert len(message) <= 0x7FFF and message.startswith(b"Topic \xc3\xa9") and message.endswith(b"...")
