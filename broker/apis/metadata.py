@@ -64,6 +64,8 @@ async def handle(broker, request) -> dict:
                   else OPERATIONS_NOT_REQUESTED)
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     requested = body.topics
+    if version < 12 and requested and any(t.name is None for t in requested):
+        return _unnamed_topics(requested)
     topics = []
     if requested is None or (version == 0 and not requested):
         # with an authorizer, only the topics the principal may describe
@@ -91,6 +93,14 @@ async def handle(broker, request) -> dict:
         "cluster_authorized_operations": cluster_operations,
         "error_code": ErrorCode.NONE,
     }
+
+
+def _unnamed_topics(requested) -> dict:
+    """v10-11 carry topic ids but a topic must be named (its name is not nullable in the answer):
+    as Kafka 4.0, every topic INVALID_REQUEST with an empty name, and no brokers."""
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [_missing("", t.topic_id, ErrorCode.INVALID_REQUEST) for t in requested],
+            "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED, "error_code": ErrorCode.NONE}
 
 
 async def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:

@@ -78,8 +78,11 @@ async def handle(broker, request) -> dict:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
              if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in t.partitions]} for t in body.topics]}
-    if broker.txn is not None and body.transactional_id and broker.groups.group_error(body.group_id) is None:
-        code = _commit_error(await _ask_coordinator(broker, body, version), version)
+    if broker.txn is not None and broker.groups.group_error(body.group_id) is None:
+        # an empty transactional id names no transaction: as Kafka 4.0, COORDINATOR_NOT_AVAILABLE
+        # (and its offsets are not written unverified)
+        code = (_commit_error(await _ask_coordinator(broker, body, version), version) if body.transactional_id
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if code != ErrorCode.NONE:
             return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
                 {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in body.topics]}

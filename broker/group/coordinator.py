@@ -59,6 +59,7 @@ log = logging.getLogger("strom.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_METADATA_MAX_BYTES = 4096
+INT64_MAX = 2**63 - 1
 WAIT_MARGIN_S = 5.0
 
 
@@ -503,7 +504,7 @@ class GroupCoordinator:
         partition's error and accepts nothing."""
         results, accepted = [], []
         now = wall_clock_ms()
-        expire = now + retention_ms if retention_ms >= 0 else -1
+        expire = min(now + retention_ms, INT64_MAX) if retention_ms >= 0 else -1  # v2-4 may ask 2^63-1
         for topic, index, value in offsets:
             code = self._offset_error(topic, index, value)
             results.append(CommitResult(topic, index, code))
