@@ -52,8 +52,8 @@ def select(selector: str | None, client_rack: str | None, leader: ReplicaView,
 def preferred_read_replica(broker, partition, client_rack: str | None, fetch_offset: int, now_ms: int) -> int:
     """The replica id a leader points a consumer at instead of answering it, or -1 (read here)."""
     selector = broker.config["replica.selector.class"]
-    if selector is None or not partition.is_leader:
-        return -1
+    if selector != RACK_AWARE or not client_rack or not partition.is_leader:
+        return -1  # no selector, or one that picks the leader: read here (nothing to look up)
     live = {node: rack for node, _host, _port, rack in broker.live_brokers()}
     leader = ReplicaView(partition.local_id, live.get(partition.local_id, broker.config["broker.rack"]),
                          partition.log.log_end_offset, 0)

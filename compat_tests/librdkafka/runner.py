@@ -56,6 +56,7 @@ BROKER_OVERRIDES = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
 }
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
 _SUMMARY = re.compile(r"^\|\s*(\d{4}_\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([0-9.]+)s\s*\|\s*(.*)$")
 _STATE_MAP = {"PASSED": PASSED, "FAILED": FAILED, "SKIPPED": SKIPPED, "RUNNING": FAILED, "NOT_STARTED": SKIPPED}
@@ -293,7 +294,11 @@ class ClusterBrokers:
         from strom.testing import StromCluster
 
         workdir.mkdir(parents=True, exist_ok=True)
-        self._cluster = StromCluster(size, dict(overrides), data_dir=str(workdir / "cluster"), keep_data=True)
+        # as the suite's own clusters (tests/cluster_testing.py): each broker in rack RACK<id> and
+        # the rack-aware replica selector, which 0101_fetch_from_follower needs (KIP-392)
+        self._cluster = StromCluster(size, {**overrides, "replica.selector.class": RACK_AWARE_SELECTOR},
+                                     data_dir=str(workdir / "cluster"), keep_data=True,
+                                     node_configs=lambda node: {"broker.rack": f"RACK{node}"})
 
     @property
     def bootstrap(self) -> str:

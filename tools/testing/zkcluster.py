@@ -18,7 +18,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .embedded import StromBroker, broker_props, config_key
 
@@ -34,7 +34,8 @@ def zookeeper_available() -> str | None:
 
 class StromCluster:
     def __init__(self, size: int = 3, configs: Mapping[str, Any] | None = None, *, mode: str = "process",
-                 data_dir: str | None = None, keep_data: bool | None = None, **config_kwargs: Any):
+                 data_dir: str | None = None, keep_data: bool | None = None,
+                 node_configs: Callable[[int], Mapping[str, Any]] | None = None, **config_kwargs: Any):
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self.size = size
@@ -45,6 +46,7 @@ class StromCluster:
                     "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "5000"}
         self.props = broker_props(configs, config_kwargs, dev=True)
         self.props.update({k: v for k, v in defaults.items() if k not in given})
+        self.node_configs = node_configs  # a broker's own configs by node id (e.g. its broker.rack)
         self._own_dir = data_dir is None
         self.keep_data = (not self._own_dir) if keep_data is None else keep_data
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="strom-cluster-"))
@@ -63,7 +65,9 @@ class StromCluster:
                 self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper").start()
             if not self.brokers:
                 connect = self.zookeeper.connect_string + "/strom"
-                self.brokers = [StromBroker({**self.props, "node.id": str(i), "zookeeper.connect": connect},
+                self.brokers = [StromBroker({**self.props, **broker_props(self.node_configs(i) if self.node_configs else {},
+                                                                          {}, dev=False),
+                                             "node.id": str(i), "zookeeper.connect": connect},
                                             mode=self.mode, data_dir=self.data_dir / f"broker-{i}", keep_data=True,
                                             dev=False)
                                 for i in range(self.size)]
