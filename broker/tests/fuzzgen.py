@@ -31,6 +31,10 @@ class Context:
     topic_id: bytes
     group: str = "fuzz-group"
     transactional_id: str = "fuzz-txn"
+    member_id: str = ""          # a member of the group, joined and synced before each version
+    generation: int = -1
+    producer_id: int = -1        # the transactional producer's id and epoch (InitProducerId)
+    producer_epoch: int = -1
 
 
 def fields_at(fields, version: int) -> list[FieldSpec]:
@@ -38,6 +42,12 @@ def fields_at(fields, version: int) -> list[FieldSpec]:
 
 
 def _string_for(name: str, ctx: Context) -> str:
+    if name in ("protocols", "protocol_name"):
+        return "range"
+    if name == "protocol_type":
+        return "consumer"
+    if name == "member_id":
+        return ctx.member_id
     if "topic" in name or name in ("name", "resource_name"):
         return ctx.topic
     if "group" in name:
@@ -66,10 +76,18 @@ def baseline_value(field: FieldSpec, version: int, ctx: Context, parent: str = "
         return ctx.topic_id
     if field.type == "records":
         return build_batch([Record(0, 0, b"k", b"v", [])], base_timestamp=1_700_000_000_000)
+    if field.type == "int32" and name in ("session_timeout_ms", "rebalance_timeout_ms"):
+        return 30_000
     if field.type in ("int32", "int64") and ("timeout" in name or "wait" in name):
         return 100
     if field.type == "int32" and name in ("partition", "partition_index", "index"):
         return 0
+    if field.type == "int32" and name in ("generation_id", "generation_id_or_member_epoch"):
+        return ctx.generation
+    if field.type == "int64" and name.endswith("producer_id"):
+        return ctx.producer_id
+    if field.type == "int16" and name.endswith("producer_epoch"):
+        return ctx.producer_epoch
     if field.type == "int8" and name == "resource_type":
         return 2  # TOPIC
     value = default_value(field, version)

@@ -1,8 +1,10 @@
 """Hostile and malformed requests to every API version the broker serves (broker/apis MODULES).
 
-For each API key, one in-process broker (trio's autojump clock: long polls and rebalance waits
-pass instantly, and a request that never answers shows as a hang at a 40-day virtual deadline)
-gets, for every version it serves:
+For each API key, one in-process broker with its group and transaction coordinators' timers
+running (trio's autojump clock: long polls and rebalance waits pass instantly, and a request that
+never answers shows as a hang at a 40-day virtual deadline) gets, for every version it serves,
+after a transactional producer was initialised and a group member joined and synced (the generated
+requests name them, their topic and its id, so hostile values reach the handlers' deeper checks):
   (a) requests generated from the protocol schema (broker/tests/fuzzgen.py): every field of the
       version, nested ones included, set in turn to hostile values that still encode (negative and
       extreme integers, empty and 32 KiB strings, duplicate and 200-fold entries, array counts and
@@ -113,14 +115,45 @@ class Campaign:
         self.maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     async def prepare(self):
-        """The fuzz topic exists (a fuzzed DeleteTopics may have removed it); the context names it."""
-        if "fuzz" not in self.broker.topics.topics:
-            client = open_client(self.broker, self.nursery)
-            await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
-                "name": "fuzz", "num_partitions": 3, "replication_factor": 1, "assignments": [],
-                "configs": []}], "timeout_ms": 1000})
+        """What the generated requests name exists: the fuzz topic (a fuzzed DeleteTopics may
+        have removed it), a transactional producer and a member of a group that has synced, so
+        that hostile values reach the handlers' deeper checks, not only "unknown"."""
+        client = open_client(self.broker, self.nursery)
+        try:
+            with trio.fail_after(VIRTUAL_FOREVER_S):
+                if "fuzz" not in self.broker.topics.topics:
+                    await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+                        "name": "fuzz", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 1000})
+                ctx = fuzzgen.Context("fuzz", self.broker.topics.topics["fuzz"].topic_id)
+                await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": ctx.transactional_id, "key_type": 1})
+                init = await client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+                    "transactional_id": ctx.transactional_id, "transaction_timeout_ms": 600_000,
+                    "producer_id": -1, "producer_epoch": -1})
+                if init.error_code == ErrorCode.NONE:
+                    ctx.producer_id, ctx.producer_epoch = init.producer_id, init.producer_epoch
+                await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": ctx.group, "key_type": 0})
+                # the autojump clock jumps whenever all tasks wait: a session of 24 days (virtual)
+                # keeps the member through the campaign's waits
+                join = {"group_id": ctx.group, "session_timeout_ms": 2**31 - 1, "rebalance_timeout_ms": 30_000,
+                        "member_id": self.ctx.member_id if self.ctx else "", "group_instance_id": None,
+                        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+                joined = await client.request(ApiKey.JOIN_GROUP, 5, join)
+                if joined.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    join["member_id"] = ""
+                    joined = await client.request(ApiKey.JOIN_GROUP, 5, join)
+                if joined.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+                    join["member_id"] = joined.member_id
+                    joined = await client.request(ApiKey.JOIN_GROUP, 5, join)
+                if joined.error_code == ErrorCode.NONE:
+                    ctx.member_id, ctx.generation = joined.member_id, joined.generation_id
+                    await client.request(ApiKey.SYNC_GROUP, 3, {
+                        "group_id": ctx.group, "generation_id": ctx.generation, "member_id": ctx.member_id,
+                        "group_instance_id": None,
+                        "assignments": [{"member_id": ctx.member_id, "assignment": b""}]})
+        finally:
             await client.stream.aclose()
-        self.ctx = fuzzgen.Context("fuzz", self.broker.topics.topics["fuzz"].topic_id)
+        self.ctx = ctx
 
     async def run(self, label: str, api_key: int, version: int, frame: bytes):
         """Send one frame (then a ping) on a fresh connection and check everything after it;
@@ -245,6 +278,21 @@ async def _keep_records(client) -> list[bytes]:
     return sorted(values)
 
 
+def _fuzz_broker(tmp_path):
+    # the coordinators' periodic timers wake rarely: under the autojump clock a 24-day long
+    # poll then passes in a few steps
+    return make_broker(tmp_path / "data", transaction_state_log_num_partitions=1, offsets_topic_num_partitions=1,
+                       transaction_abort_timed_out_transaction_cleanup_interval_ms=2**31 - 1,
+                       transaction_remove_expired_transaction_cleanup_interval_ms=2**31 - 1,
+                       group_max_session_timeout_ms=2**31 - 1, offsets_retention_check_interval_ms=2**31 - 1)
+
+
+async def _background(broker, nursery):
+    """The timers a running broker has: the group and transaction coordinators'."""
+    await nursery.start(broker.txn.run)
+    nursery.start_soon(broker.groups.run)
+
+
 async def _produce_keep(broker, nursery) -> list[bytes]:
     """Topic `keep` (2 partitions) with acknowledged records; their values, read back."""
     client = open_client(broker, nursery)
@@ -264,30 +312,38 @@ async def _produce_keep(broker, nursery) -> list[bytes]:
                          ids=lambda k: api_spec(k).name)
 async def test_hostile_requests_to_every_version(api_key, tmp_path, nursery, autojump_clock, caplog):
     caplog.set_level(logging.INFO, logger="strom")
-    broker = make_broker(tmp_path / "data")
+    broker = _fuzz_broker(tmp_path)
     try:
-        before = await _produce_keep(broker, nursery)
-        campaign = Campaign(broker, nursery, caplog)
-        low, high = SUPPORTED_RANGE[api_key]
-        for version in range(low, high + 1):
-            await campaign.fuzz_version(api_key, version)
-        if api_key == ApiKey.METADATA:  # frame-level cases once, not per API
-            for label, key, version, raw in frame_cases():
-                await campaign.run(label, key, version, raw)
-        fresh = open_client(broker, nursery)
-        assert await _keep_records(fresh) == before, "acknowledged records changed during the campaign"
-        unanswered = [v for v, outcome in campaign.baselines.items() if outcome != "answered"]
-        assert not unanswered, f"the generated baseline request of versions {unanswered} was not answered"
-        assert not campaign.failures, f"{len(campaign.failures)} of {campaign.cases} cases failed:\n" + \
-            "\n".join(campaign.failures[:60])
+        async with trio.open_nursery() as background:
+            await _background(broker, background)
+            await _campaign(api_key, broker, nursery, caplog)
+            background.cancel_scope.cancel()
     finally:
         broker.close()
 
 
+async def _campaign(api_key, broker, nursery, caplog):
+    before = await _produce_keep(broker, nursery)
+    campaign = Campaign(broker, nursery, caplog)
+    low, high = SUPPORTED_RANGE[api_key]
+    for version in range(low, high + 1):
+        await campaign.fuzz_version(api_key, version)
+    if api_key == ApiKey.METADATA:  # frame-level cases once, not per API
+        for label, key, version, raw in frame_cases():
+            await campaign.run(label, key, version, raw)
+    fresh = open_client(broker, nursery)
+    assert await _keep_records(fresh) == before, "acknowledged records changed during the campaign"
+    unanswered = [v for v, outcome in campaign.baselines.items() if outcome != "answered"]
+    assert not unanswered, f"the generated baseline request of versions {unanswered} was not answered"
+    assert not campaign.failures, f"{len(campaign.failures)} of {campaign.cases} cases failed:\n" + \
+        "\n".join(campaign.failures[:60])
+
+
 async def test_found_defects_stay_fixed(tmp_path, nursery, autojump_clock, caplog):
     caplog.set_level(logging.INFO, logger="strom")
-    broker = make_broker(tmp_path / "data")
+    broker = _fuzz_broker(tmp_path)
     try:
+        await _background(broker, nursery)
         await _produce_keep(broker, nursery)
         campaign = Campaign(broker, nursery, caplog)
         for api_key, version, path, value, expected in REGRESSIONS:
