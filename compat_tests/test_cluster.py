@@ -124,3 +124,24 @@ def test_consumer_group_survives_coordinator_failover(cluster):
     unfinished = {p: max(offset, 0) for p, offset in committed.items() if offset < 1000}
     assert unfinished, "the first consumer should have left records to read"
     assert first_offsets == unfinished, "the group did not resume from its committed offsets"
+
+
+def test_offsets_are_committed_for_partitions_the_coordinator_has_no_replica_of(cluster):
+    # One replica per partition: the group's coordinator hosts one of the three partitions at most.
+    # Kafka's coordinator takes commits for any partition of the cluster (Strom's answered the others
+    # UNKNOWN_TOPIC_OR_PARTITION).
+    create(cluster, "spread", 3, rf=1)
+    wait(lambda: all(partition_meta(cluster, "spread", p).leader >= 0 for p in range(3)), 20, "spread's leaders")
+    offsets_topic = admin(cluster).list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    coordinator = offsets_topic.partitions[partition_for("spread-group", len(offsets_topic.partitions))].leader
+    hosts = {p: partition_meta(cluster, "spread", p).replicas for p in range(3)}
+    assert any(coordinator not in replicas for replicas in hosts.values()), hosts
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "spread-group",
+                         "enable.auto.commit": False})
+    try:
+        done = consumer.commit(offsets=[TopicPartition("spread", p, 10 + p) for p in range(3)], asynchronous=False)
+        assert [(tp.partition, tp.error) for tp in done] == [(0, None), (1, None), (2, None)]
+        committed = consumer.committed([TopicPartition("spread", p) for p in range(3)], timeout=10)
+        assert [tp.offset for tp in committed] == [10, 11, 12]
+    finally:
+        consumer.close()

@@ -78,23 +78,33 @@ async def handle(broker, request) -> dict:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
              if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in t.partitions]} for t in body.topics]}
+    # As Kafka: partitions that do not exist are answered so before the transaction or the group is
+    # asked (none at all when no partition exists)
+    unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
+               if not broker.groups.partition_exists(t.name, p.partition_index)}
+
+    def answer(code_of) -> dict:
+        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+             else code_of(t.name, p.partition_index)} for p in t.partitions]} for t in body.topics]}
+
+    if all((t.name, p.partition_index) in unknown for t in body.topics for p in t.partitions):
+        return answer(lambda topic, index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if broker.txn is not None and broker.groups.group_error(body.group_id) is None:
         # an empty transactional id names no transaction: as Kafka 4.0, COORDINATOR_NOT_AVAILABLE
         # (and its offsets are not written unverified)
         code = (_commit_error(await _ask_coordinator(broker, body, version), version) if body.transactional_id
                 else ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if code != ErrorCode.NONE:
-            return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in body.topics]}
+            return answer(lambda topic, index: code)
     offsets = [(t.name, p.partition_index,
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                                 p.committed_metadata or ""))
-               for t in body.topics for p in t.partitions]
+               for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
     results = broker.groups.txn_commit_offsets(
         body.group_id, body.producer_id, body.producer_epoch,
         (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
         body.generation_id if version >= 3 else -1, offsets)
-    topics: dict[str, list] = {}
-    for r in results:
-        topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
-    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
+    codes = {(r.topic, r.partition): r.error for r in results}
+    return answer(lambda topic, index: codes[(topic, index)])

@@ -367,8 +367,12 @@ class ConsumerGroups:
 
     def txn_commit_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
         """TxnOffsetCommit with a member's id and epoch (a transactional consumer's group
-        metadata): Kafka answers a wrong epoch ILLEGAL_GENERATION for both kinds of member."""
-        member = self.groups[group_id].members.get(member_id)
+        metadata): Kafka answers a wrong epoch ILLEGAL_GENERATION for both kinds of member; a
+        group without members takes commits without a member epoch."""
+        group = self.groups[group_id]
+        if epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.ILLEGAL_GENERATION if epoch != member.member_epoch else None

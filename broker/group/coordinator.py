@@ -338,7 +338,7 @@ class GroupCoordinator:
                     del group.offsets[tp]
                 removed += len(expired)
             if (consumer is None and group is not None and group.state is GroupState.EMPTY and not group.offsets
-                    and not group.members):
+                    and not group.members and group_id not in self.pending_txn):
                 log.info("group=%s is empty and has no offsets left: removed", group_id)
                 self._remove_group(group)
         return removed
@@ -467,9 +467,9 @@ class GroupCoordinator:
                        api_version: int = 9) -> list[CommitResult]:
         # As Kafka: partitions that do not exist are answered before the group is looked at (and
         # when no partition exists, the group is not looked at at all)
-        unknown = [(t, p) for t, p, _ in offsets if self.broker.partition(t, p) is None]
+        unknown = [(t, p) for t, p, _ in offsets if not self.partition_exists(t, p)]
         if unknown:
-            known = [o for o in offsets if self.broker.partition(o[0], o[1]) is not None]
+            known = [o for o in offsets if self.partition_exists(o[0], o[1])]
             results = {(r.topic, r.partition): r for r in
                        (self.commit_offsets(group_id, member_id, instance_id, generation, retention_ms, known,
                                             api_version) if known else [])}
@@ -528,8 +528,13 @@ class GroupCoordinator:
                     for r in results], []
         return results, accepted
 
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the partition exists anywhere in the cluster (Kafka's metadata cache), not only
+        on this broker: a group's offsets are kept for partitions other brokers lead too."""
+        return self.broker.partition_view(topic, index) is not None
+
     def _offset_error(self, topic: str, index: int, value: CommittedOffset) -> ErrorCode:
-        if self.broker.partition(topic, index) is None:
+        if not self.partition_exists(topic, index):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if len(value.metadata.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -548,18 +553,29 @@ class GroupCoordinator:
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int,
                            offsets: list[tuple[str, int, CommittedOffset]]) -> list[CommitResult]:
-        """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker."""
+        """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker.
+
+        Checked as Kafka 4.0 checks it: with a member id, instance id or generation, against that
+        member (any kind of group); without (a producer's sendOffsetsToTransaction(offsets, groupId)),
+        not at all. A generation for a group that does not exist is ILLEGAL_GENERATION; without one,
+        the group is created (Empty, as a simple consumer's commit creates it)."""
         error = self.group_error(group_id)
         group = self.get(group_id)
+        as_member = generation >= 0 or bool(member_id) or instance_id is not None
         if error is None and self.consumer.get(group_id) is not None:
             # a consumer group (its members of either protocol): checked against its member epochs
-            if generation >= 0 and member_id:
+            if as_member:
                 error = self.consumer.txn_commit_error(group_id, member_id, generation)
-        elif error is None and group is not None and generation >= 0 and member_id:
+        elif error is None and group is None:
+            if generation >= 0:
+                error = ErrorCode.ILLEGAL_GENERATION
+        elif error is None and as_member:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
         results, accepted = self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch))
+        if accepted and group is None and self.consumer.get(group_id) is None:
+            self._get_or_create(group_id)
         if accepted:
             pending = self.pending_txn.setdefault(group_id, {}).setdefault(producer_id, {})
             for topic, index, value in accepted:
@@ -622,7 +638,7 @@ class GroupCoordinator:
         for topic, index in partitions:
             if subscribed and topic in subscribed:
                 results[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            elif self.broker.partition(topic, index) is None:
+            elif not self.partition_exists(topic, index):
                 results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 results[(topic, index)] = ErrorCode.NONE

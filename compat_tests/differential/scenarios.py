@@ -682,14 +682,32 @@ def consumer_group_epochs() -> list[Scenario]:
                                                           "include_authorized_operations": False})
 
     def hb(member: str, epoch: Any, topics: list[str] | None = None, owned: list[int] | None = None,
-           instance: str | None = None, regex: str | None = None, topic: str = "{s}", **kw: Any) -> Step:
-        body = cg_heartbeat("{s}", member, epoch, topics)
+           instance: str | None = None, regex: str | None = None, topic: str = "{s}", group: str = "{s}",
+           **kw: Any) -> Step:
+        body = cg_heartbeat(group, member, epoch, topics)
         if owned is not None:
             body["topic_partitions"] = [{"topic_id": "@tid:" + topic, "partitions": owned}] if owned else []
         return req(A.CONSUMER_GROUP_HEARTBEAT, 1, {**body, "instance_id": instance, "subscribed_topic_regex": regex},
                    **kw)
 
     topic = (create_topic("{s}", 2), await_topic("{s}", 2), setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}))
+    txn = "{s}-txn"
+
+    def txn_commit(group: str, generation: Any = -1, member: str = "",
+                   partitions: tuple[tuple[str, int], ...] = (("{s}", 0),)) -> Step:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        return req(A.TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": txn, "group_id": group, "producer_id": "$pid", "producer_epoch": "$epoch",
+            "generation_id": generation, "member_id": member, "group_instance_id": None, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "committed_offset": 1, "committed_leader_epoch": -1,
+                                            "committed_metadata": ""} for p in ps]} for t, ps in by_topic.items()]})
+
+    def add_offsets(group: str) -> Step:
+        return req(A.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn, "producer_id": "$pid", "producer_epoch": "$epoch",
+                                             "group_id": group})
+    groups = ("{s}-new", "{s}-cg", "{s}-classic", "{s}-gen")
     return [
         sc("consumer_group_heartbeat-v1-fenced-member-epoch", *topic,
            hb("{s}-a", 0, ["{s}"]),
@@ -732,6 +750,30 @@ def consumer_group_epochs() -> list[Scenario]:
            hb("{s}-a", "$a", owned=[0, 1], topic="{s}-t"),
            hb("{s}-b", "$b", owned=[], topic="{s}-t"),
            describe()),
+        # TxnOffsetCommit checks a member only when the request names one (id, instance or
+        # generation); a generation for a group that does not exist is refused, without one the
+        # group is created; partitions that do not exist are answered first, before the producer
+        sc("txn_offset_commit-v3-group-and-member-checks", *topic,
+           setup(A.FIND_COORDINATOR, 3, {"key": txn, "key_type": 1}),
+           *[setup(A.FIND_COORDINATOR, 3, {"key": g, "key_type": 0}) for g in groups],
+           req(A.INIT_PRODUCER_ID, 4, {"transactional_id": txn, "transaction_timeout_ms": 60_000, "producer_id": -1,
+                                       "producer_epoch": -1},
+               capture={"pid": "producer_id", "epoch": "producer_epoch"}, until_ok=True),
+           txn_commit("{s}-new", partitions=(("{s}", 0), ("{s}", 5), ("{s}-no-such-topic", 0))),  # not added yet
+           txn_commit("{s}-new", partitions=(("{s}-no-such-topic", 0),)),
+           hb("{s}-m", 0, ["{s}"], group="{s}-cg"),
+           *join_steps(5, "{s}-classic"),
+           req(A.SYNC_GROUP, 5, sync_body("{s}-classic")),
+           *[add_offsets(g) for g in groups],
+           txn_commit("{s}-gen", generation=3, member="x"),
+           txn_commit("{s}-new", partitions=(("{s}", 0), ("{s}", 5))),
+           req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}-new", "{s}-gen"], "include_authorized_operations": False}),
+           txn_commit("{s}-cg"), txn_commit("{s}-cg", member="{s}-m"), txn_commit("{s}-cg", 1, "{s}-m"),
+           txn_commit("{s}-classic"), txn_commit("{s}-classic", member="unknown"),
+           txn_commit("{s}-classic", member="$member"), txn_commit("{s}-classic", "$generation", "$member"),
+           req(A.END_TXN, 3, {"transactional_id": txn, "producer_id": "$pid", "producer_epoch": "$epoch",
+                              "committed": False}),
+           req(A.DESCRIBE_GROUPS, 5, {"groups": ["{s}-new"], "include_authorized_operations": False})),
         sc("heartbeat-v4-illegal-generation-member-stays",
            setup(A.FIND_COORDINATOR, 3, {"key": "{s}", "key_type": 0}),
            *join_steps(5, "{s}"),

@@ -237,3 +237,43 @@ async def test_a_commit_whose_records_cannot_be_written_changes_nothing(gconnect
         expected = ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert [(r.topic, r.error) for r in results] == [("t", expected), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert coordinator.fetch_offsets("g", None) == {} and not coordinator.has_pending_txn_offset("g", "t", 0)
+
+
+async def test_transactional_commits_check_a_member_only_when_they_name_one(gconnect, group_broker):
+    # Kafka 4.0 (differential scenario txn_offset_commit-v3-group-and-member-checks): a member id,
+    # instance id or generation is checked against the group; without, anything goes (a producer's
+    # sendOffsetsToTransaction(offsets, groupId)); a generation for a group that does not exist is
+    # ILLEGAL_GENERATION, and without one the group is created Empty before the transaction ends.
+    client = await gconnect()
+    await create_topic(client, "t")
+    coordinator = group_broker.groups
+    await coordinator.ensure_topic()
+    offsets = [("t", 0, CommittedOffset(5))]
+
+    def txn_commit(group, member="", generation=-1, pid=7):
+        return [r.error for r in coordinator.txn_commit_offsets(group, pid, 0, member, None, generation, offsets)]
+
+    assert txn_commit("nowhere", "x", 3) == [ErrorCode.ILLEGAL_GENERATION]
+    assert coordinator.get("nowhere") is None
+    assert txn_commit("simple") == [ErrorCode.NONE]
+    assert coordinator.get("simple").state.value == "Empty", "created by the commit, before any marker"
+    joined = await join_fully(client, "classic")
+    await sync(client, "classic", joined.member_id, 1, {})
+    assert txn_commit("classic", pid=8) == [ErrorCode.NONE], "no member named: not checked"
+    assert txn_commit("classic", "unknown", pid=8) == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert txn_commit("classic", joined.member_id, pid=8) == [ErrorCode.ILLEGAL_GENERATION]
+    assert txn_commit("classic", joined.member_id, 1, pid=8) == [ErrorCode.NONE]
+
+
+async def test_offsets_of_partitions_other_brokers_host_are_committed(gconnect, group_broker, monkeypatch):
+    # In a cluster the coordinator hosts a replica of few partitions; Kafka takes a commit for any
+    # partition its metadata knows (a partition this broker has no replica of was UNKNOWN_TOPIC_OR_PARTITION)
+    client = await gconnect()
+    await create_topic(client, "t")
+    view = group_broker.partition_view
+    monkeypatch.setattr(group_broker, "partition_view",
+                        lambda topic, index: (2, 0, [2], [2], []) if topic == "elsewhere" else view(topic, index))
+    assert group_broker.partition("elsewhere", 0) is None
+    assert await commit(client, "g", {("elsewhere", 0): 3, ("t", 0): 4, ("gone", 0): 5}) == {
+        ("elsewhere", 0): ErrorCode.NONE, ("t", 0): ErrorCode.NONE, ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert (await fetch_offsets(client, "g", {"elsewhere": [0]}))[("elsewhere", 0)][0] == 3
