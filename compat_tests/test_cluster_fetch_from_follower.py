@@ -1,7 +1,8 @@
 """Fetch from follower (KIP-392) on a 3-broker cluster, each broker in its own rack and
 `replica.selector.class` RackAwareReplicaSelector: a confluent-kafka consumer with `client.rack`
-reads every record from the follower in its rack, also after the leader moves. The follower's own
-/metrics (consumer bytes out per topic) prove where the records came from."""
+reads every record from the follower in its rack, also after the leader moves, and from the leader
+once that follower is gone. The brokers' own /metrics (consumer bytes out per topic) prove where
+the records came from."""
 from __future__ import annotations
 
 import re
@@ -51,14 +52,16 @@ def rack_consumer(servers: str, rack: str, group: str) -> Consumer:
     return consumer
 
 
-def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_leader_moves(zookeeper, tmp_path):
+def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_leader_moves_then_from_the_leader(zookeeper, tmp_path):
     configs = {"replica.selector.class": RACK_AWARE, "console.listeners": "http://127.0.0.1:0"}
     with running_cluster(zookeeper, tmp_path, "/fff", configs,
                          node_configs=lambda node: {"broker.rack": f"rack-{node}"}) as brokers:
         servers = bootstrap(brokers)
-        # leader 0; if it goes, 2 is elected (assignment order); the consumer's rack is 1's
+        # leader 0; if it goes, 2 is elected (assignment order); the consumer's rack is 1's. One
+        # in-sync replica suffices, so the last broker standing still takes records.
         client = admin(brokers)
-        client.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 2, 1]])])[TOPIC].result(30)
+        client.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 2, 1]],
+                                       config={"min.insync.replicas": "1"})])[TOPIC].result(30)
         wait(lambda: sorted(partition_meta(brokers, TOPIC).isrs) == [0, 1, 2], 20, "full ISR")
         described = client.describe_cluster().result(timeout=10)
         assert sorted((n.id, n.rack) for n in described.nodes) == [(0, "rack-0"), (1, "rack-1"), (2, "rack-2")]
@@ -86,3 +89,14 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_lea
             fresh.close()
         assert consumer_bytes_out(brokers[1]) >= follower + 1500 * VALUE_SIZE
         assert consumer_bytes_out(brokers[2]) == 0, "the new leader, too, sent the consumers to broker 1"
+
+        fresh = rack_consumer(servers, "rack-1", "fff-third")
+        try:
+            assert consume(fresh, 1000) == list(range(1000))
+            before = consumer_bytes_out(brokers[2])
+            brokers[1].stop()  # the rack's replica goes: the client reads from the leader again
+            produce(bootstrap(brokers), 1000, 100)
+            assert consume(fresh, 100) == list(range(1000, 1100))
+        finally:
+            fresh.close()
+        assert consumer_bytes_out(brokers[2]) - before >= 100 * VALUE_SIZE, "the leader served once the rack's replica was gone"
