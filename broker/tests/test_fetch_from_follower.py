@@ -151,6 +151,10 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(cluster_of_t
     listed = await client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
     assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, "ListOffsets: leader only"
+    debugging = consumer_fetch("t", 0)
+    debugging["replica_id"] = -2  # Kafka's debugging consumer may read any replica, in any version
+    part = (await client.request(ApiKey.FETCH, 10, debugging)).responses[0].partitions[0]
+    assert (part.error_code, offsets(part)) == (ErrorCode.NONE, [0, 1, 2, 3])
     cluster_of_three.drop_local_partition("t", 0)  # reassigned away: no longer a replica here
     gone = (await client.request(ApiKey.FETCH, 12, consumer_fetch("t", 0))).responses[0].partitions[0]
     assert gone.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -210,3 +214,16 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     assert correlation == sent and offsets(part) == [4, 5] and part.high_watermark == 6
     assert trio.current_time() - start < 30, "woken by the replica fetcher, not by max_wait"
     assert woken == [[("t", 0)]], "only the long poll of the partition that changed was woken"
+
+
+async def test_broker_rack_is_in_metadata_and_describe_cluster(tmp_path, nursery):
+    b = make_broker(tmp_path, **{"broker.rack": "eu-1a"})
+    try:
+        client = open_client(b, nursery)
+        metadata = await client.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                              "include_topic_authorized_operations": False})
+        assert [(n.node_id, n.rack) for n in metadata.brokers] == [(b.node_id, "eu-1a")]
+        cluster = await client.request(ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+        assert [(n.broker_id, n.rack) for n in cluster.brokers] == [(b.node_id, "eu-1a")]
+    finally:
+        b.close()
