@@ -141,6 +141,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
        "Records older than this are compacted whatever the dirty ratio.", minimum=1),
     _D("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
        choices=("CreateTime", "LogAppendTime")),
+    _D("log.message.timestamp.before.max.ms", "long", (1 << 63) - 1,
+       "CreateTime topics: a produced record's timestamp may be at most this far in the past "
+       "(else INVALID_TIMESTAMP).", minimum=0),
+    _D("log.message.timestamp.after.max.ms", "long", 3600000,
+       "CreateTime topics: a produced record's timestamp may be at most this far in the future "
+       "(else INVALID_TIMESTAMP; Kafka 4.0's default, one hour).", minimum=0),
     _D("log.flush.scheduler.interval.ms", "long", 1000,
        "How often dirty logs are fsynced in the background (Kafka's default never forces one).",
        minimum=1),
@@ -288,6 +294,8 @@ TOPIC_CONFIGS: dict[str, TopicDef] = {t[0]: t for t in [
     ("index.interval.bytes", "log.index.interval.bytes", "int", 4096),
     ("max.message.bytes", "message.max.bytes", "int", 1048588),
     ("message.timestamp.type", "log.message.timestamp.type", "string", "CreateTime"),
+    ("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "long", (1 << 63) - 1),
+    ("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "long", 3600000),
     ("min.insync.replicas", "min.insync.replicas", "int", 1),
     ("retention.bytes", "log.retention.bytes", "long", -1),
     ("retention.ms", "log.retention.ms", "long", _WEEK_MS),

@@ -33,11 +33,12 @@ back forever.
 from __future__ import annotations
 
 import logging
+import time
 
 import trio
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import recompress, validate_batches, validate_keys
+from strom.protocol.records.batch import iter_records, recompress, validate_batches, validate_keys
 from strom.protocol.records.compression import Compression
 from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, parse_header
 from strom.protocol.records.errors import (BatchTooLarge, InvalidBatch, InvalidRecord, LegacyFormat, RecordsError,
@@ -319,6 +320,7 @@ def _validated(broker, topic: str, index: int, partition, records, version: int,
     data, headers = _batches(records, version, config.max_message_bytes, codec)
     for header in headers:
         _check_client_batch(header)
+    _check_timestamps(broker, topic, data, headers)
     if config.compact_enabled:
         try:
             validate_keys(data)
@@ -332,6 +334,30 @@ def _validated(broker, topic: str, index: int, partition, records, version: int,
     if any(h.is_transactional for h in headers):
         _verify_transaction(broker, transactional_id, topic, index, partition, headers, version, answers or {})
     return data, headers
+
+
+def _check_timestamps(broker, topic: str, data, headers) -> None:
+    """As Kafka 4.0 (KIP-937): a CreateTime topic refuses records timestamped more than
+    message.timestamp.after.max.ms ahead of now (one hour by default) or more than
+    message.timestamp.before.max.ms behind it (no bound by default), INVALID_TIMESTAMP with one
+    record error per such record. Each batch's first and max timestamps are checked (the records'
+    own only when one is out of range, to name them): a batch whose header claims a smaller max
+    timestamp than its records carry is not caught here."""
+    if broker.topic_setting(topic, "message.timestamp.type") != "CreateTime":
+        return
+    now = int(time.time() * 1000)
+    low = now - broker.topic_setting(topic, "message.timestamp.before.max.ms")
+    high = now + broker.topic_setting(topic, "message.timestamp.after.max.ms")
+    if all(low <= h.base_timestamp and h.max_timestamp <= high or h.base_timestamp == h.max_timestamp == -1
+           for h in headers):
+        return
+    errors = [{"batch_index": i, "batch_index_error_message":
+               f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+               f"The timestamp should be within [{low}, {high}]"}
+              for i, r in enumerate(iter_records(data)) if r.timestamp != -1 and not low <= r.timestamp <= high]
+    if errors or any(not low <= h.max_timestamp <= high for h in headers if h.max_timestamp != -1):
+        raise PartitionError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to "
+                             "invalid timestamp", at_log=True, record_errors=errors)
 
 
 async def _await_replication(broker, waits: list, timeout_ms: int) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from strom.protocol.codec import default_value, encode_request
 from strom.protocol.records.batch import Record, build_batch
+from strom.protocol.records.crc import crc32c
 from strom.protocol.schema import FieldSpec, api_spec, in_range, is_flexible
 
 INT_BOUNDS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
@@ -149,11 +150,39 @@ def hostile_values(field: FieldSpec, version: int, flexible: bool, rng: random.R
             values.append("x" * BIG_STRING)  # encodable in a compact string; Kafka refuses it as malformed
     elif t in ("bytes", "records"):
         values = [b"", rng.randbytes(64), rng.randbytes(BIG_STRING), LyingBytes(b"\x00" * 8, 2**31 - 2)]
+        if t == "records":
+            values += hostile_batches(rng)
     else:
         raise ValueError(t)
     if nullable:
         values.append(None)
     return values
+
+
+def _with_attributes(batch: bytes, attributes: int) -> bytes:
+    """`batch` with its attributes replaced and its CRC-32C made right again."""
+    body = struct.pack(">h", attributes) + batch[23:]
+    return batch[:17] + struct.pack(">I", crc32c(body)) + body
+
+
+def hostile_batches(rng: random.Random) -> list[bytes]:
+    """Record batches whose CRC is right and whose header or records are hostile."""
+    one = [Record(0, 0, b"k", b"v", [])]
+    ts = 1_700_000_000_000
+    return [
+        build_batch(one, base_timestamp=ts, is_control=True),                # a client's "control" batch
+        build_batch(one, base_timestamp=ts, is_transactional=True, producer_id=rng.randrange(2**40), producer_epoch=0,
+                    base_sequence=0),                                          # a transaction nobody began
+        build_batch(one, base_timestamp=ts, producer_id=2**63 - 1, producer_epoch=32767, base_sequence=2**31 - 1),
+        build_batch(one, base_timestamp=ts, base_offset=2**63 - 1, last_offset_delta=2**31 - 1),
+        build_batch(one, base_timestamp=2**63 - 1, timestamp_type=1),
+        build_batch(one, base_timestamp=-(2**63)),
+        build_batch([Record(5, 0, b"k", b"v"), Record(2, -5, None, None, [("", None)])], base_timestamp=ts),
+        build_batch([], base_timestamp=ts),                                  # no records
+        _with_attributes(build_batch(one, base_timestamp=ts), 5),            # compression codec 5
+        _with_attributes(build_batch(one, base_timestamp=ts), 0x7FFF),       # every attribute bit
+        build_batch(one, base_timestamp=ts) + build_batch(one, base_timestamp=ts)[:30],  # a cut second batch
+    ]
 
 
 def _compact(field: FieldSpec, version: int) -> bool:

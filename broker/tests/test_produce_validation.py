@@ -4,6 +4,8 @@ the error code a client acts on (INVALID_RECORD is final, CORRUPT_MESSAGE is ret
 start offset Kafka reports with log-level errors, and nothing appended."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from strom.protocol.errors import ErrorCode
@@ -45,6 +47,13 @@ CASES = {
     "unknown codec": (patched(TWO, attributes=5), ErrorCode.UNKNOWN_SERVER_ERROR, 0, 0),
     "control batch": (patched(TWO, attributes=0x20), ErrorCode.INVALID_RECORD, 0, 0),
     "producer id without sequence": (batch(2, producer_id=7, producer_epoch=0), ErrorCode.INVALID_RECORD, 0, 0),
+    # found by broker/tests/test_fuzz_apis.py; Kafka 4.0 (log.message.timestamp.after.max.ms one hour)
+    "timestamp 2^63-1": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1),
+                         ErrorCode.INVALID_TIMESTAMP, 0, 0),
+    "timestamp -2^63": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=-(2**63)),
+                        ErrorCode.INVALID_TIMESTAMP, 0, 0),
+    "LogAppendTime batch at 2^63-1": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1,
+                                                  timestamp_type=1), ErrorCode.INVALID_TIMESTAMP, 0, 0),
 }
 
 
@@ -104,3 +113,25 @@ async def test_produce_to_a_missing_topic_does_not_create_it_but_metadata_does(t
         assert landed.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     finally:
         b.close()
+
+
+async def test_a_record_timestamped_too_far_ahead_is_refused_and_named(connect):
+    # as Kafka 4.0 answers it: INVALID_TIMESTAMP, the log start offset, one record error per record
+    # out of [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]
+    client = await connect()
+    await create(client, "ts")
+    await create(client, "ts-lax", configs={"message.timestamp.after.max.ms": str(3 * 3600_000)})
+    await create(client, "ts-append", configs={"message.timestamp.type": "LogAppendTime"})
+    now = int(time.time() * 1000)
+    ahead = build_batch([Record(0, 0, b"k", b"v"), Record(1, 2 * 3600_000, b"k", b"v"), Record(2, 0, b"k", b"v")],
+                        base_timestamp=now)
+    answer = (await client.request(ApiKey.PRODUCE, 9, produce_body("ts", ahead))).responses[0].partition_responses[0]
+    assert (answer.error_code, answer.log_start_offset) == (ErrorCode.INVALID_TIMESTAMP, 0)
+    assert [e.batch_index for e in answer.record_errors] == [1]
+    assert answer.record_errors[0].batch_index_error_message.startswith(
+        f"Timestamp {now + 2 * 3600_000} of message with offset 1 is out of range.")
+    assert await latest(client, "ts") == 0
+    for topic in ("ts-lax", "ts-append"):
+        answer = (await client.request(ApiKey.PRODUCE, 9, produce_body(topic, ahead))).responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NONE, topic
+        assert await latest(client, topic) == 3
