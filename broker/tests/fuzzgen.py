@@ -69,6 +69,8 @@ def baseline_value(field: FieldSpec, version: int, ctx: Context, parent: str = "
     if field.is_struct:
         return baseline_struct(field.fields, version, ctx, field.name)
     name = field.name
+    if name == "subscribed_topic_regex" and in_range(version, field.nullable_versions):
+        return None  # with subscribed_topic_names: one of the two
     if field.type == "string":
         value = _string_for(name if name != "name" else (parent or name), ctx)
         if value:
@@ -83,7 +85,7 @@ def baseline_value(field: FieldSpec, version: int, ctx: Context, parent: str = "
         return 100
     if field.type == "int32" and name in ("partition", "partition_index", "index"):
         return 0
-    if field.type == "int32" and name in ("generation_id", "generation_id_or_member_epoch"):
+    if field.type == "int32" and name in ("generation_id", "generation_id_or_member_epoch", "member_epoch"):
         return ctx.generation
     if field.type == "int64" and name.endswith("producer_id"):
         return ctx.producer_id

@@ -55,6 +55,7 @@ FUZZ_ID = 0x7FFF0002
 MEMORY_JUMP_KIB = 150 * 1024
 KNOWN_ERROR_CODES = {int(c) for c in ErrorCode}
 KEEP_RECORDS = 25
+CONSUMER_GROUP_APIS = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
 
 # Defects this campaign found, each pinned with the answer now given: (api key, version, field path,
 # hostile value, expected: "closed" or the error codes answered). Kafka 4.0 (asked by raw request)
@@ -112,6 +113,7 @@ class Campaign:
         self.outcomes: dict[str, int] = {}
         self.baselines: dict[int, str] = {}
         self.ctx: fuzzgen.Context | None = None
+        self.api_key: int | None = None
         self.maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     async def prepare(self):
@@ -151,6 +153,14 @@ class Campaign:
                         "group_id": ctx.group, "generation_id": ctx.generation, "member_id": ctx.member_id,
                         "group_instance_id": None,
                         "assignments": [{"member_id": ctx.member_id, "assignment": b""}]})
+                if self.api_key in CONSUMER_GROUP_APIS:
+                    # a KIP-848 consumer group and member instead of the classic one
+                    ctx.group, ctx.member_id = "fuzz-cgroup", "fuzz-member"
+                    beat = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+                        "group_id": ctx.group, "member_id": ctx.member_id, "member_epoch": 0, "instance_id": None,
+                        "rack_id": None, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [ctx.topic],
+                        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+                    ctx.generation = beat.member_epoch if beat.error_code == ErrorCode.NONE else -1
         finally:
             await client.stream.aclose()
         self.ctx = ctx
@@ -232,6 +242,7 @@ class Campaign:
             await client.stream.aclose()
 
     async def fuzz_version(self, api_key: int, version: int) -> None:
+        self.api_key = api_key
         await self.prepare()
         rng = random.Random(f"{api_key}/{version}{SEED}")
         mutations = fuzzgen.field_mutations(api_key, version, self.ctx, rng)
@@ -284,7 +295,8 @@ def _fuzz_broker(tmp_path):
     return make_broker(tmp_path / "data", transaction_state_log_num_partitions=1, offsets_topic_num_partitions=1,
                        transaction_abort_timed_out_transaction_cleanup_interval_ms=2**31 - 1,
                        transaction_remove_expired_transaction_cleanup_interval_ms=2**31 - 1,
-                       group_max_session_timeout_ms=2**31 - 1, offsets_retention_check_interval_ms=2**31 - 1)
+                       group_max_session_timeout_ms=2**31 - 1, group_consumer_session_timeout_ms=2**31 - 1,
+                       offsets_retention_check_interval_ms=2**31 - 1)
 
 
 async def _background(broker, nursery):
@@ -347,6 +359,7 @@ async def test_found_defects_stay_fixed(tmp_path, nursery, autojump_clock, caplo
         await _produce_keep(broker, nursery)
         campaign = Campaign(broker, nursery, caplog)
         for api_key, version, path, value, expected in REGRESSIONS:
+            campaign.api_key = api_key
             await campaign.prepare()
             body = fuzzgen.set_path(fuzzgen.baseline(api_key, version, campaign.ctx), path, value)
             label = f"{'.'.join(map(str, path))}={fuzzgen._short(value)}"
