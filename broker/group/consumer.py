@@ -256,6 +256,10 @@ class ConsumerGroup:
         # the regexes in use, each as last resolved (persisted as ConsumerGroupRegularExpression records)
         self.resolved_regexes: dict[str, ResolvedRegex] = {}
         self.regex_version = 0
+        # what the members subscribe to changed since the last heartbeat's rebalance (a member went,
+        # a regex got resolved, the subscribed topics changed): the coordinator refreshes the
+        # subscriptions and regex resolutions before it persists (see `settle`)
+        self.subscriptions_changed = False
         self.downgrade_rebalance = True  # False: a static replacement, the classic group stays Stable
 
     # ------------------------------------------------------------------ views
@@ -274,10 +278,14 @@ class ConsumerGroup:
     def subscribed_topics(self, topics: Mapping[str, TopicMeta]) -> dict[str, set[str]]:
         """Each member's subscribed topic names that exist, regexes resolved."""
         out = {}
+        matched: dict[str, set[str]] = {}  # each regex matched once, however many members use it
         for m in self.members.values():
             names = {n for n in m.subscribed_topic_names if n in topics}
-            if m.subscribed_topic_regex and m.subscribed_topic_regex not in self.pending_regexes:
-                names |= matching_topics(m.subscribed_topic_regex, topics)
+            regex = m.subscribed_topic_regex
+            if regex and regex not in self.pending_regexes:
+                if regex not in matched:
+                    matched[regex] = matching_topics(regex, topics)
+                names |= matched[regex]
             out[m.member_id] = names
         return out
 
@@ -338,7 +346,9 @@ class ConsumerGroup:
         self.maybe_rebalance(topics)
         self._reconcile(member, _owned(req), now)
         # resolved once answered: the next heartbeat sees the regex's topics (a new target epoch)
-        self.pending_regexes.clear()
+        if self.pending_regexes:
+            self.pending_regexes.clear()
+            self.subscriptions_changed = True
         # as Kafka: the assignment goes out in a full request's answer or when it changed (a new
         # epoch alone travels in member_epoch)
         return member, full or not _same(before, member.assigned)
@@ -432,6 +442,7 @@ class ConsumerGroup:
         if regex is not None and regex != (member.subscribed_topic_regex or ""):
             member.subscribed_topic_regex = regex or None
             changed = True
+            self.subscriptions_changed = True  # the regex it left may be used by no one now
             if regex and not any(m.subscribed_topic_regex == regex for m in self.members.values() if m is not member):
                 self.pending_regexes.add(regex)
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
@@ -467,6 +478,7 @@ class ConsumerGroup:
             return
         self.members.pop(member.member_id, None)
         self.target.pop(member.member_id, None)
+        self.subscriptions_changed = True
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
         if bump:
@@ -483,13 +495,24 @@ class ConsumerGroup:
 
     def refresh_subscriptions(self, topics: Mapping[str, TopicMeta]) -> None:
         """The subscribed topics (ConsumerGroupPartitionMetadata) follow the members, their resolved
-        regexes and the topics; a change no other change already rebalances bumps the group epoch.
-        Run after every change, as Kafka updates them with a member's leave or a regex's resolution."""
+        regexes and the topics; a change no other change already rebalances bumps the group epoch."""
         signature = self._signature(topics)
         if signature != self.subscribed_signature:
             self.subscribed_signature = signature
+            self.subscriptions_changed = True  # a regex may match other topics now
             if self.members and self.assignment_epoch >= self.group_epoch:
                 self.group_epoch += 1  # the subscribed topics changed (no other change pending)
+
+    def settle(self, topics: Mapping[str, TopicMeta], now_ms: int) -> None:
+        """After a request or a timer changed the group, before it is persisted: if what the members
+        subscribe to changed, the regexes' resolutions and the subscribed topics follow at once, as
+        Kafka updates them with a member's leave or a regex's resolution."""
+        if not self.subscriptions_changed:
+            return
+        self.subscriptions_changed = False
+        self.resolve_regexes(topics, now_ms)
+        self.refresh_subscriptions(topics)
+        self.subscriptions_changed = False
 
     def maybe_rebalance(self, topics: Mapping[str, TopicMeta]) -> None:
         self.refresh_subscriptions(topics)

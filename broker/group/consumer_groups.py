@@ -182,10 +182,9 @@ class ConsumerGroups:
         if group is not None and group.downgrade_pending is not None:
             self._downgrade(group)
         else:
-            if group is not None:
+            if group is not None and group.subscriptions_changed:
                 wall_ms = self._wall_ms()
-                group.resolve_regexes(self.broker.topics.topics, wall_ms())
-                group.refresh_subscriptions(self.topics())
+                group.settle(self.topics(), wall_ms())
             self.persist(group_id)
         self._changed.set()
 

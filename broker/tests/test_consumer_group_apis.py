@@ -465,11 +465,13 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
         assert abs(first.timestamp - time.time() * 1000) < 60_000
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
             "rx", "m2", 0, [], [], subscribed_topic_regex="re-.*"))
-        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        assert m1.error_code == ErrorCode.NONE
         assert len([k for batch in _offsets_records(b, "rx") for k, _ in batch if k == key]) == 1, \
             "the same topics: no new resolution"
         await create(client, "re-c")
-        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
+        assert m1.error_code == ErrorCode.NONE
         latest = [v for batch in _offsets_records(b, "rx") for k, v in batch if k == key][-1]
         second = decode_consumer_value("ConsumerGroupRegularExpression", latest)
         assert (second.topics, second.version) == (["re-a", "re-b", "re-c"], 2)
