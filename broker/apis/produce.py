@@ -53,6 +53,10 @@ from ._common import leader_partition
 
 
 API_KEY = ApiKey.PRODUCE
+# Kafka's Topic.INTERNAL_TOPICS, written by their coordinators; a client only with Kafka's
+# AdminUtils.ADMIN_CLIENT_ID (other topics named "__..." are ordinary topics to Produce)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+ADMIN_CLIENT_ID = "__admin_client"
 VERSIONS = (0, 12)
 log = logging.getLogger("strom.produce")
 
@@ -400,6 +404,11 @@ async def handle(broker, request) -> dict | None:
             parts = [_result(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in topic.partition_data]
         elif acks not in (0, 1, -1):
             parts = [_result(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in topic.partition_data]
+        elif name in INTERNAL_TOPICS and request.header.client_id != ADMIN_CLIENT_ID:
+            # as Kafka: the coordinators' own records are not a client's to write (found by
+            # broker/tests/test_fuzz_apis.py: any client could append to __consumer_offsets)
+            log.info("produce refused topic=%s: internal topics are written by their coordinators only", name)
+            parts = [_result(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION) for p in topic.partition_data]
         else:
             parts = []
             for p in topic.partition_data:

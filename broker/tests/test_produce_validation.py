@@ -135,3 +135,20 @@ async def test_a_record_timestamped_too_far_ahead_is_refused_and_named(connect):
         answer = (await client.request(ApiKey.PRODUCE, 9, produce_body(topic, ahead))).responses[0].partition_responses[0]
         assert answer.error_code == ErrorCode.NONE, topic
         assert await latest(client, topic) == 3
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state"])
+async def test_a_client_cannot_append_to_an_internal_topic(connect, broker, topic):
+    # found by broker/tests/test_fuzz_apis.py: garbage appended to the coordinators' own log; Kafka
+    # 4.0 answers INVALID_TOPIC_EXCEPTION and appends nothing
+    client = await connect()
+    key_type = 0 if topic == "__consumer_offsets" else 1
+    await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "k", "key_type": key_type})  # creates the topic
+    assert topic in broker.topics.topics
+    end = await latest(client, topic)
+    answer = (await client.request(ApiKey.PRODUCE, 9, produce_body(topic, TWO))).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert await latest(client, topic) == end
+    await create(client, "__ordinary")  # only Kafka's internal topics: others named "__" take records
+    answer = (await client.request(ApiKey.PRODUCE, 9, produce_body("__ordinary", TWO))).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NONE
