@@ -146,6 +146,8 @@ class TransactionStateManager:
         start = partition.log.log_start_offset
 
         def on_batch(header, batch) -> None:
+            if header.is_control:
+                return  # a transaction marker (WriteTxnMarkers may name this topic, as in Kafka)
             for record in iter_records(batch):
                 if record.offset >= start:
                     self._apply(record.key, record.value)
