@@ -147,7 +147,7 @@ def hostile_values(field: FieldSpec, version: int, flexible: bool, rng: random.R
     elif t == "uuid":
         values = [bytes(16), b"\xff" * 16, rng.randbytes(16)]
     elif t == "string":
-        values = ["", "x" * 32767, "\u00e9\u2603\U0001f600", "..", "a/b"]
+        values = ["", "x" * 32767, "\u00e9\u2603\U0001f600", "..", "a/b", "__consumer_offsets", "__transaction_state"]
         if flexible and _compact(field, version):
             values.append("x" * BIG_STRING)  # encodable in a compact string; Kafka refuses it as malformed
     elif t in ("bytes", "records"):
