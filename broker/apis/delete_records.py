@@ -21,6 +21,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ._common import leader_partition
+from .produce import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
@@ -36,6 +37,10 @@ def _delete(broker, topic: str, req) -> tuple[dict, object]:
     partition, code = leader_partition(broker, topic, req.partition_index)
     result = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
     if code != ErrorCode.NONE:
+        return result, None
+    if topic in INTERNAL_TOPICS:  # as Kafka (ReplicaManager): checked before the cleanup policy
+        result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        log.info("DeleteRecords refused on %s-%d: an internal topic", topic, req.partition_index)
         return result, None
     plog = partition.log
     if not plog.config.delete_enabled:  # as Kafka: a compacted topic's records go only by compaction

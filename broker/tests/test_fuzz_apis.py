@@ -93,6 +93,8 @@ REGRESSIONS: list[tuple[int, int, tuple, object, object]] = [
     (ApiKey.PRODUCE, 11, ("topic_data", 0, "name"), "__transaction_state", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     (ApiKey.ADD_PARTITIONS_TO_TXN, 3, ("v3_and_below_topics", 0, "name"), "__transaction_state",
      {ErrorCode.TOPIC_AUTHORIZATION_FAILED}),
+    # DeleteRecords of an internal topic: Kafka INVALID_TOPIC_EXCEPTION (was POLICY_VIOLATION)
+    (ApiKey.DELETE_RECORDS, 2, ("topics", 0, "name"), "__consumer_offsets", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     # Kafka writes a marker into __transaction_state when WriteTxnMarkers names it; Strom's loader
     # then warned of an unreadable record at every start (the restart below checks)
     (ApiKey.WRITE_TXN_MARKERS, 1, ("markers", 0, "topics", 0, "name"), "__transaction_state", {ErrorCode.NONE}),
