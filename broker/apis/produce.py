@@ -340,6 +340,22 @@ def _validated(broker, topic: str, index: int, partition, records, version: int,
     return data, headers
 
 
+def _has_transactional_records(body) -> bool:
+    """Kafka's ProduceRequest.hasTransactionalRecords: a partition's first batch (magic 2) has
+    the transactional attribute bit."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records is not None and len(records) > ATTRIBUTES_LOW and records[MAGIC_OFFSET] == 2 \
+                    and records[ATTRIBUTES_LOW] & TRANSACTIONAL_BIT:
+                return True
+    return False
+
+
+ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's int16 attributes
+TRANSACTIONAL_BIT = 0x10
+
+
 def _check_timestamps(broker, topic: str, data, headers) -> None:
     """As Kafka 4.0 (KIP-937): a CreateTime topic refuses records timestamped more than
     message.timestamp.after.max.ms ahead of now (one hour by default) or more than
@@ -387,8 +403,11 @@ async def handle(broker, request) -> dict | None:
     leaders: set[int] = set()
     appended: list[tuple[str, int]] = []
     transactional_id = body.transactional_id if version >= 3 else None
-    if transactional_id is not None and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                    transactional_id):
+    if (transactional_id is None and _has_transactional_records(body)) or (
+            transactional_id is not None and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                         transactional_id)):
+        # as Kafka: transactional batches without a transactional id fail the whole request so
+        # (found by broker/tests/test_fuzz_apis.py; was INVALID_RECORD per partition)
         if acks == 0:
             return None
         return {"responses": [{"name": t.name, "partition_responses": [

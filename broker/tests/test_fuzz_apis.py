@@ -58,10 +58,10 @@ KEEP_RECORDS = 25
 CONSUMER_GROUP_APIS = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
 
 # Defects this campaign found, each pinned with the answer now given: (api key, version, field path,
-# hostile value, expected: "closed" or the error codes answered). Kafka 4.0 (asked by raw request)
+# hostile value, expected: "closed" or the error codes answered[, other paths set: their values]). Kafka 4.0 (asked by raw request)
 # answers the same where noted; for the overlong names Kafka's own error message overflows and it
 # answers UNKNOWN_SERVER_ERROR or closes, where Strom keeps its specific code and cuts the message.
-REGRESSIONS: list[tuple[int, int, tuple, object, object]] = [
+REGRESSIONS: list[tuple] = [
     # an error message quoting a 32767-byte name could not be encoded: connection closed, traceback
     (ApiKey.DESCRIBE_CONFIGS, 1, ("resources", 0, "resource_name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
     (ApiKey.DESCRIBE_CONFIGS, 4, ("resources", 0, "resource_name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
@@ -93,6 +93,11 @@ REGRESSIONS: list[tuple[int, int, tuple, object, object]] = [
     (ApiKey.PRODUCE, 11, ("topic_data", 0, "name"), "__transaction_state", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     (ApiKey.ADD_PARTITIONS_TO_TXN, 3, ("v3_and_below_topics", 0, "name"), "__transaction_state",
      {ErrorCode.TOPIC_AUTHORIZATION_FAILED}),
+    # a transactional batch without a transactional id: Kafka fails the whole request so (was INVALID_RECORD)
+    (ApiKey.PRODUCE, 9, ("transactional_id",), None, {ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
+     {("topic_data", 0, "partition_data", 0, "records"): fuzzgen.build_batch(
+         [fuzzgen.Record(0, 0, b"k", b"v")], base_timestamp=1_700_000_000_000, is_transactional=True,
+         producer_id=1, producer_epoch=0, base_sequence=0)}),
     # DeleteRecords of an internal topic: Kafka INVALID_TOPIC_EXCEPTION (was POLICY_VIOLATION)
     (ApiKey.DELETE_RECORDS, 2, ("topics", 0, "name"), "__consumer_offsets", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     # Kafka writes a marker into __transaction_state when WriteTxnMarkers names it; Strom's loader
@@ -384,10 +389,12 @@ async def test_found_defects_stay_fixed(tmp_path, nursery, autojump_clock, caplo
         await _background(broker, nursery)
         await _produce_keep(broker, nursery)
         campaign = Campaign(broker, nursery, caplog)
-        for api_key, version, path, value, expected in REGRESSIONS:
+        for api_key, version, path, value, expected, *also in REGRESSIONS:
             campaign.api_key = api_key
             await campaign.prepare()
             body = fuzzgen.set_path(fuzzgen.baseline(api_key, version, campaign.ctx), path, value)
+            for other_path, other_value in (also[0] if also else {}).items():
+                body = fuzzgen.set_path(body, other_path, other_value)
             label = f"{'.'.join(map(str, path))}={fuzzgen._short(value)}"
             answer, closed = await campaign.run(label, api_key, version, fuzzgen.encode(api_key, version, FUZZ_ID, body))
             codes = "closed" if answer is None and closed else {c for _, c in _error_codes(answer)} - {ErrorCode.NONE} \
