@@ -12,7 +12,8 @@ requests name them, their topic and its id, so hostile values reach the handlers
       plus bodies with every field hostile at once;
   (b) malformed frames made from a valid one: truncated bodies, flipped bytes, trailing garbage,
       a body of 0xff, 6-byte varints, a huge tagged-field count;
-and once per test, frame-level cases (sizes 2^31-1, 0 and negative, API keys and versions Strom
+then up to 40 of the answered hostile requests back to back on one connection (answers in order,
+none skipped); and once per test, frame-level cases (sizes 2^31-1, 0 and negative, API keys and versions Strom
 lacks, a client id longer than its frame).
 
 After every case: the fuzzed connection got a well-formed answer (decodable at that version,
@@ -55,6 +56,7 @@ FUZZ_ID = 0x7FFF0002
 MEMORY_JUMP_KIB = 150 * 1024
 KNOWN_ERROR_CODES = {int(c) for c in ErrorCode}
 KEEP_RECORDS = 25
+PIPELINED = 40
 CONSUMER_GROUP_APIS = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
 
 # Defects this campaign found, each pinned with the answer now given: (api key, version, field path,
@@ -264,12 +266,50 @@ class Campaign:
         mutations = fuzzgen.field_mutations(api_key, version, self.ctx, rng)
         bodies = [("baseline", fuzzgen.baseline(api_key, version, self.ctx))] + mutations
         bodies += [fuzzgen.all_fields_hostile(api_key, version, self.ctx, rng) for _ in range(EXAMPLES)]
+        answered = []
         for label, body in bodies:
             frame = fuzzgen.encode(api_key, version, FUZZ_ID, body)
-            await self.run(label, api_key, version, frame)
+            answer, closed = await self.run(label, api_key, version, frame)
+            if answer is not None and not closed:
+                answered.append(body)
+        await self.pipelined(api_key, version, answered[:PIPELINED])
         frame = fuzzgen.encode(api_key, version, FUZZ_ID, fuzzgen.baseline(api_key, version, self.ctx))
         for label, raw in fuzzgen.raw_cases(api_key, version, frame, rng, flips=EXAMPLES + 1):
             await self.run(label, api_key, version, raw)
+
+    async def pipelined(self, api_key: int, version: int, bodies: list[dict]) -> None:
+        """The hostile requests that were answered one by one, sent back to back on one
+        connection: their answers come in the order asked, none skipped (state their neighbours
+        changed may make one close the connection: then none after it is answered)."""
+        await self.prepare()
+        where = f"api={api_spec(api_key).name} v{version} {len(bodies)} hostile requests pipelined"
+        frames = [fuzzgen.encode(api_key, version, i + 1, body) for i, body in enumerate(bodies)]
+        ping = encode_request(ApiKey.API_VERSIONS, 0, PING_ID, "fuzz", {})
+        client = open_client(self.broker, self.nursery)
+        seen = []
+        try:
+            with trio.fail_after(VIRTUAL_FOREVER_S):
+                await client.stream.send_all(b"".join(frames) + ping)
+                while True:
+                    try:
+                        data = await client.receive_frame()
+                    except EOFError:
+                        break
+                    (correlation,) = struct.unpack_from(">i", data)
+                    seen.append(correlation)
+                    if correlation == PING_ID:
+                        break
+                    decode_response(api_key, version, data)
+        except trio.TooSlowError:
+            self.failures.append(f"{where}: no answer and no close (hangs)")
+        except Exception as exc:
+            self.failures.append(f"{where}: {exc!r}")
+        finally:
+            await client.stream.aclose()
+        silent = {i + 1 for i, body in enumerate(bodies) if api_key == ApiKey.PRODUCE and body.get("acks") == 0}
+        expected = [i for i in range(1, len(bodies) + 1) if i not in silent] + [PING_ID]
+        if seen != expected[:len(seen)] or (seen and seen[-1] != PING_ID and len(seen) == len(expected)):
+            self.failures.append(f"{where}: answers in the order {seen}, asked {expected}")
 
 
 def frame_cases() -> list[tuple[str, int, int, bytes]]:
