@@ -541,14 +541,14 @@ class ClusterMember:
                            configs: dict[str, str], validate_only: bool,
                            assignment: dict[int, list[int]] | None = None) -> TopicInfo | None:
         """Write the topic's znodes with ``assignment`` (a checked manual one) or, without, replicas
-        placed over the registered brokers; the controller then creates the partition states (the
+        placed over the registered brokers (rack-aware when they have racks); the controller then creates the partition states (the
         first live replica of each partition leads, the live replicas in their given order in sync)."""
         if assignment is None:
             # Like Kafka's AdminZkClient, place replicas on the brokers registered in ZooKeeper now: the
             # watched view can still miss a broker that registered a moment ago.
-            brokers = sorted(await self.zk.get_live_broker_ids())
+            racks = await self.registered_racks()
             try:
-                assignment = assign_replicas(brokers, partitions, replication_factor)
+                assignment = assign_replicas(racks, partitions, replication_factor, racks=racks)
             except PlacementError as exc:
                 raise TopicError(exc.code, str(exc)) from None
         if validate_only:
@@ -577,6 +577,11 @@ class ClusterMember:
         """The broker ids registered in ZooKeeper now (the watched view may lag a moment)."""
         return set(await self.zk.get_live_broker_ids())
 
+    async def registered_racks(self) -> dict[int, str | None]:
+        """The rack (None: none) of every broker registered in ZooKeeper now, read from the
+        registrations (placement is rack-aware when any has one)."""
+        return {broker_id: info.rack for broker_id, info in (await self.zk.get_all_brokers()).items()}
+
     async def create_partitions(self, name: str, count: int, assignment: dict[int, list[int]] | None = None,
                                 validate_only: bool = False) -> None:
         """Add partitions up to ``count``, with ``assignment`` (checked manual replica lists of the
@@ -585,8 +590,9 @@ class ClusterMember:
         existing = len(current.partitions)
         if assignment is None:
             try:
-                assignment = assign_replicas(sorted(await self.zk.get_live_broker_ids()), count - existing,
-                                             self.replication_factor(name), start_partition=existing)
+                racks = await self.registered_racks()
+                assignment = assign_replicas(racks, count - existing, self.replication_factor(name),
+                                             start_partition=existing, racks=racks)
             except PlacementError as exc:
                 raise TopicError(exc.code, str(exc)) from None
         if validate_only:

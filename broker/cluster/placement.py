@@ -1,4 +1,7 @@
-"""Rack-unaware replica placement, as a ZooKeeper-mode Kafka controller assigns new partitions.
+"""Replica placement for new partitions, as a ZooKeeper-mode Kafka controller assigns them:
+rack-unaware when no registered broker has a rack, rack-aware (KIP-36) when any has one.
+
+Rack-unaware:
 
 Brokers are taken in ascending id order. Partition ``p``'s first replica (its preferred leader)
 is broker ``(p + start) % n``, so leaders go round-robin over the brokers. The other replicas
@@ -6,6 +9,19 @@ follow the first at a distance of ``1 + (shift + j) % (n - 1)`` positions (``j``
 ``shift`` grows by one each time the partition number wraps around the broker list, so the
 followers of different rounds land on different brokers. ``start`` and the initial ``shift``
 are random unless ``start_index`` is given, in which case the result is deterministic.
+
+Rack-aware (:func:`assign_replicas` with ``racks``): the brokers are first put in rack-alternated
+order (the lowest id of every rack in rack-name order, then the second lowest of every rack, and so
+on, skipping racks that ran out), and the same walk runs over that list, with two differences: the
+followers' distance grows with ``shift * number of racks``, and a candidate is passed over (the
+walk goes on to the next distance) while its rack already holds one of the partition's replicas
+and some rack holds none. So each partition spans ``min(replication factor, racks)`` racks, and
+the leaders go round-robin over all brokers and, in the alternated order, over the racks. When
+every rack has as many brokers, replicas spread evenly too; a smaller rack gets more of them (as
+in Kafka, equal racks are the user's part). Brokers without a rack, in a cluster where others
+have one, count as one more rack of their own, as Kafka 4.0's controller treats them (its
+StripedReplicaPlacer files them under an empty rack; the ZooKeeper-era refusal "Not all brokers
+have rack information for replica rack aware assignment." is left only in the reassignment tool).
 
 A manual assignment (CreateTopics/CreatePartitions naming each partition's replicas) is checked
 by :func:`manual_assignment` / :func:`added_assignment` as Kafka 4.0's controller checks it, with
@@ -15,7 +31,7 @@ its error messages, and then used exactly as given.
 from __future__ import annotations
 
 import random
-from typing import AbstractSet, Iterable, Sequence
+from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from strom.protocol.errors import ErrorCode
 
@@ -37,13 +53,18 @@ def assign_replicas(
     start_index: int | None = None,
     start_partition: int = 0,
     rng: random.Random | None = None,
+    racks: Mapping[int, str | None] | None = None,
 ) -> dict[int, list[int]]:
     """Replica lists for partitions ``start_partition .. start_partition + partitions - 1``.
 
-    ``start_partition`` > 0 assigns partitions added to an existing topic. Raises
-    :class:`PlacementError` (INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR) when the request
-    cannot be met.
+    ``start_partition`` > 0 assigns partitions added to an existing topic. ``racks`` maps broker
+    ids to their rack (None or missing: no rack); placement is rack-aware when any broker has
+    one. Raises :class:`PlacementError` (INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR) when
+    the request cannot be met.
     """
+    if racks and any(racks.get(b) is not None for b in set(broker_ids)):
+        return _assign_rack_aware(broker_ids, racks, partitions, replication_factor, start_index=start_index,
+                                  start_partition=start_partition, rng=rng)
     brokers = sorted(set(broker_ids))
     _validate(len(brokers), partitions, replication_factor)
     n = len(brokers)
@@ -62,6 +83,55 @@ def assign_replicas(
 
 def _follower_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def rack_alternated(racks: Mapping[int, str | None], broker_ids: Iterable[int]) -> list[int]:
+    """``broker_ids`` in rack-alternated order: the lowest id of each rack (racks by name, no rack
+    first), then the second lowest of each, and so on; e.g. racks a: 0 1 2, b: 3 4, c: 5 give
+    0 3 5 1 4 2."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(set(broker_ids)):
+        by_rack.setdefault(_rack_key(racks.get(broker)), []).append(broker)
+    columns = [by_rack[name] for name in sorted(by_rack)]
+    depth = max((len(c) for c in columns), default=0)
+    return [column[i] for i in range(depth) for column in columns if i < len(column)]
+
+
+def _rack_key(rack: str | None) -> str:
+    # None sorts before every name (Kafka orders the empty rack first); "\0" + name keeps "" apart.
+    return "" if rack is None else "\0" + rack
+
+
+def _assign_rack_aware(broker_ids: Iterable[int], racks: Mapping[int, str | None], partitions: int,
+                       replication_factor: int, *, start_index: int | None, start_partition: int,
+                       rng: random.Random | None) -> dict[int, list[int]]:
+    brokers = rack_alternated(racks, broker_ids)
+    n = len(brokers)
+    _validate(n, partitions, replication_factor)
+    rack_of = {b: _rack_key(racks.get(b)) for b in brokers}
+    rack_count = len(set(rack_of.values()))
+    pick = rng or random.Random()
+    start = start_index % n if start_index is not None else pick.randrange(n)
+    shift = start_index if start_index is not None else pick.randrange(n)
+    result: dict[int, list[int]] = {}
+    for partition in range(max(0, start_partition), max(0, start_partition) + partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start) % n
+        replicas = [brokers[first]]
+        used_racks = {rack_of[brokers[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            candidate = brokers[_follower_index(first, shift * rack_count, k, n)]
+            k += 1
+            if candidate in replicas:
+                continue
+            if rack_of[candidate] in used_racks and len(used_racks) < rack_count:
+                continue
+            replicas.append(candidate)
+            used_racks.add(rack_of[candidate])
+        result[partition] = replicas
+    return result
 
 
 def _validate(brokers: int, partitions: int, replication_factor: int) -> None:

@@ -53,8 +53,8 @@ def test_topic_placement_uses_the_brokers_registered_in_zookeeper_not_the_watche
     created = {}
 
     class FakeZk:
-        async def get_live_broker_ids(self):
-            return [2, 0, 1]
+        async def get_all_brokers(self):
+            return {2: SimpleNamespace(rack=None), 0: SimpleNamespace(rack=None), 1: SimpleNamespace(rack=None)}
 
         async def create_topic(self, name, assignment, configs, topic_id):
             created[name] = assignment
@@ -94,7 +94,7 @@ def test_a_manual_assignment_is_written_to_zookeeper_as_given():
     written = {}
 
     class FakeZk:
-        async def get_live_broker_ids(self):
+        async def get_all_brokers(self):
             raise AssertionError("a manual assignment needs no placement")
 
         async def create_topic(self, name, assignment, configs, topic_id):
@@ -140,8 +140,8 @@ def test_validate_only_create_partitions_places_the_new_partitions_and_writes_no
     class FakeZk:
         live = [0, 1]
 
-        async def get_live_broker_ids(self):
-            return self.live
+        async def get_all_brokers(self):
+            return {b: SimpleNamespace(rack=None) for b in self.live}
 
         async def set_topic_assignment(self, name, assignment):
             raise AssertionError("validate_only wrote the assignment")
@@ -157,5 +157,48 @@ def test_validate_only_create_partitions_places_the_new_partitions_and_writes_no
         assert refused.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
         member.zk.live = [0, 1, 2]
         await member.create_partitions("t", 2, validate_only=True)
+
+    trio.run(main)
+
+
+def test_placement_reads_the_racks_from_the_registrations():
+    """Brokers registered with a rack get each partition's replicas on distinct racks, for new
+    topics and for partitions added later."""
+    from types import SimpleNamespace
+
+    import trio
+
+    from strom.broker.cluster.member import ClusterMember
+
+    racks = {0: "r1", 1: "r1", 2: "r2", 3: "r2", 4: "r3", 5: "r3"}
+    written = {}
+
+    class FakeZk:
+        async def get_all_brokers(self):
+            return {b: SimpleNamespace(rack=rack) for b, rack in racks.items()}
+
+        async def create_topic(self, name, assignment, configs, topic_id):
+            written[name] = assignment
+
+        async def set_topic_assignment(self, name, assignment):
+            written[name] = dict(assignment.partitions)
+
+    member = ClusterMember.__new__(ClusterMember)
+    member.zk = FakeZk()
+    member.view = ClusterView(brokers=dict.fromkeys(racks))
+    member.cache = SimpleNamespace(topics={})
+
+    async def no_wait(condition):
+        pass
+
+    member.wait_for = no_wait
+
+    async def main():
+        await member.create_topic("t", 6, 3, {}, validate_only=False)
+        assert all(sorted(racks[b] for b in r) == ["r1", "r2", "r3"] for r in written["t"].values())
+        member.view.assignments["t"] = SimpleNamespace(partitions=dict(written["t"]), topic_id=None)
+        await member.create_partitions("t", 9)
+        assert sorted(written["t"]) == list(range(9))
+        assert all(sorted(racks[b] for b in written["t"][p]) == ["r1", "r2", "r3"] for p in (6, 7, 8))
 
     trio.run(main)

@@ -1,5 +1,6 @@
-"""Rack-unaware replica placement: distinct replicas, balanced leaders and followers,
-deterministic with a start index, Kafka's errors for impossible requests."""
+"""Replica placement, rack-unaware and rack-aware: distinct replicas (on distinct racks when
+there are enough), balanced leaders and followers, deterministic with a start index, Kafka's
+errors for impossible requests."""
 
 from __future__ import annotations
 
@@ -139,3 +140,96 @@ def test_added_partitions_take_one_list_each_with_the_topics_replication_factor(
 def test_check_replicas_accepts_any_order_of_registered_brokers() -> None:
     check_replicas([2, 0, 1], REGISTERED, 3)
     check_replicas([1], REGISTERED, None)
+
+
+# ----------------------------------------------------------------- rack-aware placement
+from strom.broker.cluster.placement import rack_alternated  # noqa: E402
+
+
+def test_brokers_alternate_over_racks_in_rack_name_order() -> None:
+    # Kafka's own example (AdminRackAwareTest): racks 1: 0 5, 2: 3 4, 3: 1 2
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert rack_alternated(racks, racks) == [0, 3, 1, 5, 4, 2]
+    # a rack that runs out is skipped; brokers without a rack form the first "rack"
+    assert rack_alternated({0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "c"}, range(6)) == [0, 3, 5, 1, 4, 2]
+    assert rack_alternated({0: "a", 1: None, 2: "a", 3: None}, range(4)) == [1, 0, 3, 2]
+
+
+def test_known_rack_aware_assignment_with_fixed_start_index() -> None:
+    racks = {0: "rack1", 1: "rack2", 2: "rack2", 3: "rack3", 4: "rack3", 5: "rack1"}
+    # alternated: 0 1 3 5 2 4; leaders from index 2 on; followers walk at distance 1 + (2*3 + k) % 5
+    assert assign_replicas(racks, 6, 3, start_index=2, racks=racks) == {
+        0: [3, 2, 0], 1: [5, 4, 1], 2: [2, 0, 3], 3: [4, 1, 5], 4: [0, 3, 2], 5: [1, 5, 4],
+    }
+
+
+def test_no_rack_anywhere_is_the_rack_unaware_placement() -> None:
+    racks = {b: None for b in range(5)}
+    assert assign_replicas(racks, 10, 3, start_index=0, racks=racks) == assign_replicas(range(5), 10, 3, start_index=0)
+
+
+def test_rack_aware_start_index_is_deterministic_and_added_partitions_continue() -> None:
+    racks = {0: "a", 1: "a", 2: "b", 3: "b"}
+    assert assign_replicas(racks, 8, 2, start_index=3, racks=racks) == \
+        assign_replicas(racks, 8, 2, start_index=3, racks=racks)
+    leaders = {assign_replicas(racks, 1, 1, rng=random.Random(seed), racks=racks)[0][0] for seed in range(40)}
+    assert len(leaders) > 1
+    added = assign_replicas(racks, 2, 2, start_index=0, start_partition=3, racks=racks)
+    assert sorted(added) == [3, 4] and all(len({racks[b] for b in r}) == 2 for r in added.values())
+
+
+def test_mixed_racks_are_placed_with_the_rackless_brokers_as_one_rack() -> None:
+    """Kafka 4.0's controller does not refuse (its placer files rackless brokers under an empty
+    rack); the ZooKeeper-era "Not all brokers have rack information" is not answered."""
+    racks = {0: "a", 1: None, 2: "b", 3: None}
+    result = assign_replicas(racks, 12, 3, start_index=0, racks=racks)
+    for replicas in result.values():
+        assert len({racks[b] for b in replicas}) == 3  # a, b and the rackless pair
+
+
+RACK_NAMES = st.sampled_from(["a", "b", "c", "d", None])
+
+
+@given(layout=st.dictionaries(st.integers(0, 50), RACK_NAMES, min_size=1, max_size=10),
+       partitions=st.integers(1, 40), data=st.data())
+def test_any_layout_spans_as_many_racks_as_possible_with_balanced_leaders(layout, partitions, data) -> None:
+    rf = data.draw(st.integers(1, len(layout)))
+    start = data.draw(st.none() | st.integers(0, 100))
+    result = assign_replicas(layout, partitions, rf, start_index=start, racks=layout,
+                             rng=random.Random(data.draw(st.integers(0, 2**32))))
+    assert sorted(result) == list(range(partitions))
+    rack_count = len(set(layout.values()))
+    for replicas in result.values():
+        assert len(replicas) == rf and len(set(replicas)) == rf and set(replicas) <= set(layout)
+        assert len({layout[b] for b in replicas}) == min(rf, rack_count)
+    leaders = Counter(replicas[0] for replicas in result.values())
+    counts = [leaders.get(b, 0) for b in layout]
+    assert max(counts) - min(counts) <= 1
+    if start is not None:
+        assert result == assign_replicas(layout, partitions, rf, start_index=start, racks=layout)
+
+
+@given(rack_count=st.integers(1, 4), per_rack=st.integers(1, 4), rounds=st.integers(1, 4), data=st.data())
+def test_equal_racks_get_equal_leaders_and_replicas(rack_count, per_rack, rounds, data) -> None:
+    """Every rack with as many brokers: leaders and replicas spread evenly over the brokers and
+    the racks (``rounds`` partitions per broker, so exactly)."""
+    ids = data.draw(st.lists(st.integers(0, 1000), min_size=rack_count * per_rack,
+                             max_size=rack_count * per_rack, unique=True))
+    racks = {b: f"rack-{i % rack_count}" for i, b in enumerate(ids)}
+    rf = data.draw(st.integers(1, len(ids)))
+    partitions = rounds * len(ids)
+    result = assign_replicas(racks, partitions, rf, racks=racks, rng=random.Random(data.draw(st.integers(0, 2**32))))
+    leaders = Counter(replicas[0] for replicas in result.values())
+    assert set(leaders.values()) == {rounds} and len(leaders) == len(ids)
+    replicas_per_broker = Counter(b for replicas in result.values() for b in replicas)
+    assert set(replicas_per_broker.values()) == {rounds * rf} and len(replicas_per_broker) == len(ids)
+
+
+def test_rack_aware_impossible_requests_raise_kafka_errors() -> None:
+    racks = {1: "a", 2: "b"}
+    with pytest.raises(PlacementError, match=r"Replication factor: 3 larger than available brokers: 2\.") as info:
+        assign_replicas(racks, 1, 3, racks=racks)
+    assert info.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+    with pytest.raises(PlacementError) as info:
+        assign_replicas(racks, 0, 1, racks=racks)
+    assert info.value.code == ErrorCode.INVALID_PARTITIONS
