@@ -50,6 +50,10 @@ class Partition:
     # as a follower: whether the last fetch found this replica at the leader's high watermark
     # (Kafka's "in sync" for the follower replication throttle)
     fetch_caught_up: bool = False
+    # as a leader elected in a cluster: the log end offset when it took the lead (where its epoch's
+    # data starts). Until the high watermark reaches it, what is committed is not yet known here:
+    # ListOffsets answers consumers OFFSET_NOT_AVAILABLE meanwhile, as Kafka does.
+    leader_epoch_start_offset: int | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -67,6 +71,7 @@ class Partition:
     def become_leader(self, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
         start = now_ms()
         self.leader_id, self.leader_epoch = self.local_id, epoch
+        self.leader_epoch_start_offset = self.log.log_end_offset
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {r: FollowerState(last_caught_up_ms=start) for r in replicas if r != self.local_id}
         self.maybe_advance_high_watermark()
@@ -75,6 +80,7 @@ class Partition:
         if leader != self.leader_id:
             self.fetch_caught_up = False
         self.leader_id, self.leader_epoch = leader, epoch
+        self.leader_epoch_start_offset = None
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {}
 

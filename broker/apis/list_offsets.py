@@ -22,12 +22,25 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 
 
-def _offset(partition, timestamp: int, read_committed: bool = False) -> tuple[int, int, int]:
+class OffsetNotAvailable(Exception):
+    """A new leader's high watermark is still below the start of its epoch."""
+
+
+def _offset(partition, timestamp: int, read_committed: bool = False, client: bool = True) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark;
-    below the last stable offset for read_committed)."""
+    below the last stable offset for read_committed).
+
+    As Kafka: for a consumer (`client`), while a newly elected leader's high watermark is below
+    the offset its epoch started at, the latest offset, and a lookup that finds nothing below the
+    high watermark, raise OffsetNotAvailable (OFFSET_NOT_AVAILABLE, retried by clients): the old
+    high watermark may be stale, and an answer from it could send a consumer back in time."""
     plog = partition.log
     hw = plog.last_stable_offset if read_committed else partition.high_watermark
+    start = partition.leader_epoch_start_offset
+    lagging = client and start is not None and start > partition.high_watermark
     if timestamp == LATEST:
+        if lagging:
+            raise OffsetNotAvailable
         return -1, hw, partition.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         return -1, plog.log_start_offset, partition.leader_epoch
@@ -36,11 +49,13 @@ def _offset(partition, timestamp: int, read_committed: bool = False) -> tuple[in
     else:
         found = plog.fetch_offset_by_timestamp(timestamp)
     if found is None or found.offset >= hw:
+        if lagging:
+            raise OffsetNotAvailable
         return -1, -1, -1
     return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
 
 
-def _answer(broker, name: str, req, version: int, read_committed: bool = False) -> dict:
+def _answer(broker, name: str, req, version: int, read_committed: bool = False, client: bool = True) -> dict:
     out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition, code = leader_partition(broker, name, req.partition_index,
@@ -51,7 +66,11 @@ def _answer(broker, name: str, req, version: int, read_committed: bool = False) 
     if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    timestamp, offset, leader_epoch = _offset(partition, req.timestamp, read_committed)
+    try:
+        timestamp, offset, leader_epoch = _offset(partition, req.timestamp, read_committed, client)
+    except OffsetNotAvailable:
+        out["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
+        return out
     if version == 0:
         out["old_style_offsets"] = [offset] if offset >= 0 and req.max_num_offsets > 0 else []
     out.update(timestamp=timestamp, offset=offset, leader_epoch=leader_epoch)
@@ -61,6 +80,7 @@ def _answer(broker, name: str, req, version: int, read_committed: bool = False) 
 async def handle(broker, request) -> dict:
     version = request.header.api_version
     read_committed = version >= 2 and request.body.isolation_level == 1
+    client = request.body.replica_id == -1  # a consumer, not a follower or the debugging replica
     topics = []
     for topic in request.body.topics:
         if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
@@ -70,6 +90,6 @@ async def handle(broker, request) -> dict:
             parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       "timestamp": -1, "offset": -1} for p in topic.partitions]
         else:
-            parts = [_answer(broker, topic.name, p, version, read_committed) for p in topic.partitions]
+            parts = [_answer(broker, topic.name, p, version, read_committed, client) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -1,6 +1,7 @@
 """Leader-side replication state: the high watermark follows the slowest in-sync replica."""
 from __future__ import annotations
 
+import pytest
 import trio
 
 from strom.protocol.records.batch import Record, build_batch, validate_batches
@@ -108,3 +109,36 @@ async def test_a_cancelled_wait_leaves_no_registration(autojump_clock):
     with trio.move_on_after(1):
         await waiters.wait(None)
     assert waiters.waiting() == 0 and not waiters._by_partition and not waiters._any
+
+
+# ----------------------------------------------------------------- a new leader's ListOffsets
+
+
+def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reaches_its_epoch(tmp_path):
+    """As Kafka: a consumer asking a new leader for the latest offset (or a timestamp found nothing
+    below the high watermark for) while that leader's high watermark is below the offset its epoch
+    started at gets OFFSET_NOT_AVAILABLE, retried, not an offset from a stale high watermark.
+    Followers and the earliest offset are answered; it ends once the followers catch up."""
+    from strom.broker.apis.list_offsets import EARLIEST, LATEST, OffsetNotAvailable, _offset
+    manager = ReplicaManager(node_id=1)
+    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=2, leader_epoch=3,
+                            replicas=[1, 2, 3], isr=[1, 2, 3])
+    partition.become_follower(2, 3, [1, 2, 3], [1, 2, 3], version=0)
+    data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(5)], base_timestamp=1000))
+    partition.log.append_as_follower(data, validate_batches(data))
+    partition.log.high_watermark = 2  # what the old leader had told this follower
+    assert _offset(partition, LATEST) == (-1, 2, 3)  # a follower is not asked by consumers anyway
+
+    partition.become_leader(4, [1, 2, 3], [1, 2, 3], version=1)
+    assert partition.leader_epoch_start_offset == 5 and partition.high_watermark == 2
+    for timestamp in (LATEST, 1004):  # latest; a timestamp whose record is above the high watermark
+        with pytest.raises(OffsetNotAvailable):
+            _offset(partition, timestamp)
+    assert _offset(partition, 1000)[1] == 0  # found below the high watermark: answered
+    assert _offset(partition, EARLIEST)[1] == 0
+    assert _offset(partition, LATEST, client=False) == (-1, 2, 4)  # not a consumer (replica_id >= 0)
+
+    for follower in (2, 3):
+        partition.record_follower_fetch(follower, 5)
+    assert partition.maybe_advance_high_watermark() or partition.high_watermark == 5
+    assert _offset(partition, LATEST) == (-1, 5, 4)
