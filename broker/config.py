@@ -194,7 +194,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in [
     _D("zookeeper.connection.timeout.ms", "int", 18000, "How long to wait for ZooKeeper at start-up.", minimum=1),
     _D("broker.rack", "string", None,
        "Rack of this broker: in its registration, Metadata and DescribeCluster; consumers with a "
-       "matching client.rack read from it (replica.selector.class)."),
+       "matching client.rack read from it (replica.selector.class); new partitions' replicas are "
+       "placed over the racks."),
     _D("replica.selector.class", "string", None,
        "Which replica a consumer reads from (KIP-392): unset, the leader; "
        "org.apache.kafka.common.replica.RackAwareReplicaSelector, an in-sync replica in the consumer's "
