@@ -12,6 +12,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -128,8 +129,12 @@ def disk_write(directory: Path, total_bytes: int) -> float:
 
 def _run_python(code: str) -> str:
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+        # from a neutral directory, as a user runs it: a source checkout in the working directory
+        # would make modules importable that an installed strom does not have
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tempfile.gettempdir(),
                               text=True, timeout=60, check=True)
+    except subprocess.CalledProcessError as exc:
+        raise MeasurementError(f"python -c {code!r} failed: {exc.stderr.strip()[-500:]}") from exc
     except (OSError, subprocess.SubprocessError) as exc:
         raise MeasurementError(f"python -c {code!r}: {exc}") from exc
     return done.stdout
@@ -146,7 +151,7 @@ def interpreter_startup(runs: int) -> float:
 
 
 BASELINE_RSS_CODE = (
-    "import broker.broker, broker.cli\n"
+    "import strom.broker.broker, strom.broker.cli\n"
     "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS:')))\n"
 )
 

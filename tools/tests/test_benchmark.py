@@ -109,3 +109,10 @@ def test_proc_status_reads_this_process() -> None:
     import os
 
     assert bench_machine.proc_status_bytes(os.getpid(), "VmHWM") >= bench_machine.proc_status_bytes(os.getpid(), "VmRSS") > 0
+
+
+def test_the_baseline_rss_probe_imports_the_installed_broker(tmp_path: Path, monkeypatch) -> None:
+    """Run away from the source checkout, as a user runs `strom bench`: the probe once imported
+    the pre-namespace `broker.broker` and only worked from the repository's root."""
+    monkeypatch.chdir(tmp_path)
+    assert bench_machine.baseline_rss() > 10 << 20
