@@ -62,23 +62,11 @@ def assign_replicas(
     one. Raises :class:`PlacementError` (INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR) when
     the request cannot be met.
     """
-    if racks and any(racks.get(b) is not None for b in set(broker_ids)):
-        return _assign_rack_aware(broker_ids, racks, partitions, replication_factor, start_index=start_index,
-                                  start_partition=start_partition, rng=rng)
-    brokers = sorted(set(broker_ids))
-    _validate(len(brokers), partitions, replication_factor)
-    n = len(brokers)
-    pick = rng or random.Random()
-    start = start_index % n if start_index is not None else pick.randrange(n)
-    shift = start_index if start_index is not None else pick.randrange(n)
-    result: dict[int, list[int]] = {}
-    for partition in range(max(0, start_partition), max(0, start_partition) + partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
-        followers = [brokers[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
-        result[partition] = [brokers[first], *followers]
-    return result
+    # Without racks every broker is in the one unnamed rack: the rack-alternated order is then
+    # ascending ids, the walk's distance is not multiplied, and no follower is ever skipped for its
+    # rack, which is exactly the rack-unaware placement described above.
+    return _place(broker_ids, racks or {}, partitions, replication_factor, start_index=start_index,
+                              start_partition=start_partition, rng=rng)
 
 
 def _follower_index(first: int, shift: int, j: int, n: int) -> int:
@@ -102,7 +90,7 @@ def _rack_key(rack: str | None) -> str:
     return "" if rack is None else "\0" + rack
 
 
-def _assign_rack_aware(broker_ids: Iterable[int], racks: Mapping[int, str | None], partitions: int,
+def _place(broker_ids: Iterable[int], racks: Mapping[int, str | None], partitions: int,
                        replication_factor: int, *, start_index: int | None, start_partition: int,
                        rng: random.Random | None) -> dict[int, list[int]]:
     brokers = rack_alternated(racks, broker_ids)
