@@ -53,6 +53,13 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+# Kafka's Topic.INTERNAL_TOPICS: written by their coordinators only (Produce refuses clients other
+# than Kafka's AdminUtils.ADMIN_CLIENT_ID; DeleteRecords and AddPartitionsToTxn v0-3 refuse them).
+# TopicInfo.internal (Metadata's is_internal) still counts every "__" name, as Strom always has.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+ADMIN_CLIENT_ID = "__admin_client"
+
+
 @dataclass
 class TopicInfo:
     name: str

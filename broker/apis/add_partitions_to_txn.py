@@ -16,7 +16,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 
 from .init_producer_id import fenced_code
-from .produce import INTERNAL_TOPICS
+from ..topics import INTERNAL_TOPICS
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = (0, 5)

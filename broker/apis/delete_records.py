@@ -21,7 +21,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ._common import leader_partition
-from .produce import INTERNAL_TOPICS
+from ..topics import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
