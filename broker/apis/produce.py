@@ -40,7 +40,8 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records, recompress, validate_batches, validate_keys
 from strom.protocol.records.compression import Compression
-from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, parse_header
+from strom.protocol.records.header import (ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
+                                          TRANSACTIONAL_MASK, parse_header)
 from strom.protocol.records.errors import (BatchTooLarge, InvalidBatch, InvalidRecord, LegacyFormat, RecordsError,
                                            UnknownCodec)
 from strom.protocol.records.legacy import upconvert
@@ -49,14 +50,11 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from strom.storage.errors import StorageError
 
+from ..topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
 from ._common import leader_partition
 
 
 API_KEY = ApiKey.PRODUCE
-# Kafka's Topic.INTERNAL_TOPICS, written by their coordinators; a client only with Kafka's
-# AdminUtils.ADMIN_CLIENT_ID (other topics named "__..." are ordinary topics to Produce)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-ADMIN_CLIENT_ID = "__admin_client"
 VERSIONS = (0, 12)
 log = logging.getLogger("strom.produce")
 
@@ -346,14 +344,13 @@ def _has_transactional_records(body) -> bool:
     for topic in body.topic_data:
         for p in topic.partition_data:
             records = p.records
-            if records is not None and len(records) > ATTRIBUTES_LOW and records[MAGIC_OFFSET] == 2 \
-                    and records[ATTRIBUTES_LOW] & TRANSACTIONAL_BIT:
+            if records is not None and len(records) > _ATTRIBUTES_LOW and records[MAGIC_OFFSET] == 2 \
+                    and records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK:
                 return True
     return False
 
 
-ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's int16 attributes
-TRANSACTIONAL_BIT = 0x10
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the low byte of a v2 batch's big-endian int16 attributes
 
 
 def _check_timestamps(broker, topic: str, data, headers) -> None:
