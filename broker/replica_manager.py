@@ -63,8 +63,8 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append(self, records, headers) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, headers, self.leader_epoch)
+    def append(self, records, headers, verification_guard=None) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, headers, self.leader_epoch, verification_guard)
         self.maybe_advance_high_watermark()
         return info
 

@@ -30,7 +30,7 @@ from strom.storage.errors import (
 from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
 from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
-from strom.storage.producer_state import ProducerStateManager
+from strom.storage.producer_state import ProducerStateManager, VerificationGuard
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
@@ -284,12 +284,19 @@ class Log:
         return total
 
     def append_as_leader(self, records: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader], leader_epoch: int) -> LogAppendInfo:
+                         headers: list[BatchHeader], leader_epoch: int,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Assign offsets to validated v2 batches and append them (see module docs for rules).
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place: base offsets,
         partition leader epoch, and with LogAppendTime the timestamp type, max timestamp and CRC.
         Idempotence is checked for every batch before anything is written.
+
+        ``verification_guard``: given by a caller that verified the batches' transaction with the
+        transaction coordinator (a client's Produce): a transactional batch that would open a
+        transaction here is refused (InvalidTxnState) unless it is its producer's guard from
+        :meth:`verification_guard`, still unchanged (no marker or transactional batch of that
+        producer was written since). None: the caller does not verify (coordinators' own writes).
         """
         self._check_batches(records, headers)
         with self._lock:
@@ -299,10 +306,17 @@ class Log:
                 return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
                                      duplicate.timestamp, duplicate.last_offset, -1,
                                      self.log_start_offset, 0, 0, duplicate=True)
+            if verification_guard is not None:
+                self.producer_state.check_verified(headers, verification_guard)
             buf = records if _writable(records) else bytearray(records)
             append_time = self._now_ms() if self.config.log_append_time else -1
             final = _assign(buf, headers, self.log_end_offset, leader_epoch, append_time)
             return self._append_locked(buf, final, append_time)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """Start verifying ``producer_id``'s transaction here: the guard its append must present."""
+        with self._lock:
+            return self.producer_state.verification_guard(producer_id, self._now_ms())
 
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            headers: list[BatchHeader]) -> LogAppendInfo:

@@ -86,6 +86,29 @@ class ProducerStateEntry:
         return None
 
 
+class VerificationGuard:
+    """Kafka's VerificationGuard (KIP-890 part 1): made when a partition leader starts verifying a
+    producer's first transactional batch with the transaction coordinator, dropped when a
+    transactional batch or a marker of that producer is written. Compared by identity only: the
+    append after the verification must present the very guard that is still in the producer
+    state, so an answer that was overtaken by a marker (the transaction ended meanwhile) cannot
+    open a transaction nobody will ever end."""
+
+    __slots__ = ("producer_id", "created_ms")
+
+    def __init__(self, producer_id: int, created_ms: int) -> None:
+        self.producer_id = producer_id
+        self.created_ms = created_ms
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer_id={self.producer_id}, created_ms={self.created_ms})"
+
+
+# Presented by an append whose verification found the transaction already open here (Kafka's
+# VerificationGuard.SENTINEL): it matches no guard, so it passes only while that stays so.
+NO_VERIFICATION = VerificationGuard(-1, -1)
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -119,16 +142,53 @@ class ProducerStateManager:
     (:meth:`complete_txn`) closes it. While a transaction is open, a non-transactional batch of
     the same epoch is INVALID_TXN_STATE; a marker older than the producer's epoch is
     INVALID_PRODUCER_EPOCH.
+
+    Verification (KIP-890 part 1, :meth:`verification_guard`, :meth:`check_verified`): a guard
+    per producer id whose first transactional batch here is being verified with the transaction
+    coordinator; a transactional batch or a marker of that producer drops it, and so does
+    :meth:`remove_expired` once it is ``producer.id.expiration.ms`` old. Guards are not written to
+    snapshots (a restart drops them; the retried batch is verified again), as in Kafka.
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}
+        self.verifications: dict[int, VerificationGuard] = {}
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, None when none is open."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether ``producer_id`` has a transaction open here at ``producer_epoch``."""
+        if producer_id not in self.ongoing:
+            return False
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch
+
+    # ------------------------------------------------------------ verification (KIP-890 part 1)
+    def verification_guard(self, producer_id: int, now_ms: int) -> VerificationGuard:
+        """The producer's guard, made now unless a verification of it is already in flight
+        (Kafka's maybeCreateVerificationStateEntry: concurrent verifications share one)."""
+        guard = self.verifications.get(producer_id)
+        if guard is None:
+            guard = self.verifications[producer_id] = VerificationGuard(producer_id, now_ms)
+        return guard
+
+    def check_verified(self, headers: Iterable[BatchHeader], guard: VerificationGuard) -> None:
+        """Raise InvalidTxnState unless every transactional batch that would open a transaction
+        here (none open at its epoch) presents its producer's current guard."""
+        opened: set[int] = set()
+        for header in headers:
+            if not header.is_transactional or header.is_control or header.producer_id in opened:
+                continue
+            pid = header.producer_id
+            if not self.has_ongoing_txn(pid, header.producer_epoch):
+                current = self.verifications.get(pid)
+                if current is None or current is not guard:
+                    raise InvalidTxnState("Record was not part of an ongoing transaction")
+            opened.add(pid)
 
     # ------------------------------------------------------------ validation / update
     def validate(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
@@ -192,9 +252,12 @@ class ProducerStateManager:
                                            header.base_offset, header.last_offset,
                                            header.max_timestamp))
         entry.last_timestamp = header.max_timestamp
-        if header.is_transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = header.base_offset
-            self.ongoing[header.producer_id] = header.base_offset
+        if header.is_transactional:
+            # written into its transaction: from here on the open transaction vouches for it
+            self.verifications.pop(header.producer_id, None)
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = header.base_offset
+                self.ongoing[header.producer_id] = header.base_offset
 
     def complete_txn(self, header: BatchHeader, coordinator_epoch: int = -1) -> int | None:
         """A marker of ``header.producer_id`` was written: close its open transaction here.
@@ -202,6 +265,7 @@ class ProducerStateManager:
         Returns the transaction's first offset, or None if it had none open in this partition.
         """
         pid = header.producer_id
+        self.verifications.pop(pid, None)  # the transaction ended: a verification in flight is stale
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid, header.producer_epoch)
@@ -217,11 +281,15 @@ class ProducerStateManager:
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Kafka's producer.id.expiration.ms: forget producers with no open transaction whose
-        last write (batch or marker timestamp) is ``expiration_ms`` old. Returns how many."""
+        last write (batch or marker timestamp) is ``expiration_ms`` old, and verification guards
+        made that long ago (a verification never followed by an append). Returns how many
+        producers."""
         expired = [pid for pid, e in self.producers.items()
                    if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        for pid in [p for p, g in self.verifications.items() if now_ms - g.created_ms >= expiration_ms]:
+            del self.verifications[pid]
         return len(expired)
 
     def remove_below(self, log_start_offset: int) -> None:

@@ -28,7 +28,10 @@ coordinating broker with AddPartitionsToTxn v4+):
 An older epoch answers INVALID_PRODUCER_EPOCH; a coordinator that is loading, moved, busy or
 unreachable NOT_ENOUGH_REPLICAS (retried by every client; the batch is never accepted
 unverified). So a zombie or a confused client cannot open a transaction that would hold the LSO
-back forever.
+back forever. A marker written while the answer is awaited (the transaction ended meanwhile)
+drops the verification guard the partition's producer state made when the verification began;
+the batch is then refused with INVALID_TXN_STATE ("Record was not part of an ongoing
+transaction"), as Kafka's log refuses it, instead of being appended after the marker.
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import NO_VERIFICATION
 
 from ..topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
 from ._common import leader_partition
@@ -201,21 +205,22 @@ def produce_txn_error(code: ErrorCode, version: int) -> ErrorCode:
 
 def _opens_transaction(partition, header) -> bool:
     """A transactional batch whose producer has no open transaction at this epoch here."""
-    if not header.is_transactional:
-        return False
-    state = partition.log.producer_state
-    if header.producer_id not in state.ongoing:
-        return True
-    entry = state.producers.get(header.producer_id)
-    return entry is None or entry.producer_epoch != header.producer_epoch
+    return header.is_transactional and not partition.log.producer_state.has_ongoing_txn(
+        header.producer_id, header.producer_epoch)
 
 
-async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], ErrorCode]:
+async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], tuple[ErrorCode, object]]:
     """For each partition whose first batch would open a transaction here (read from the first
-    batch header only): the coordinator's answer. Produce v12 (transaction version 2) asks it to
-    add the partition, older versions whether it was added (KIP-890 verification). A coordinator
-    on another broker is asked with AddPartitionsToTxn v4+; one that cannot be reached answers
-    COORDINATOR_NOT_AVAILABLE, so the batch is refused as retriable, never accepted unverified."""
+    batch header only): the coordinator's answer and the verification guard made before asking.
+    Produce v12 (transaction version 2) asks it to add the partition, older versions whether it
+    was added (KIP-890 verification). A coordinator on another broker is asked with
+    AddPartitionsToTxn v4+; one that cannot be reached answers COORDINATOR_NOT_AVAILABLE, so the
+    batch is refused as retriable, never accepted unverified.
+
+    While the answer is awaited a marker may end the transaction (the coordinator aborts it, on a
+    timeout or for the client); that marker drops the partition's guard for the producer, so the
+    append presenting it is refused (Kafka's VerificationGuard) instead of opening a transaction
+    the coordinator already considers ended, which would hold the last stable offset back forever."""
     tid = body.transactional_id
     txn = broker.txn
     if txn is None or (version < 12 and txn.state.ownership_error(tid) is None):
@@ -233,36 +238,44 @@ async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], 
                 continue
             if header.magic != 2 or header.is_control or not _opens_transaction(partition, header):
                 continue
-            asked.setdefault((header.producer_id, header.producer_epoch), []).append((topic.name, p.index))
-    out: dict[tuple[str, int], ErrorCode] = {}
+            asked.setdefault((header.producer_id, header.producer_epoch), []).append(
+                (topic.name, p.index, partition.log.verification_guard(header.producer_id)))
+    out: dict[tuple[str, int], tuple[ErrorCode, object]] = {}
     add = version >= 12
-    for (pid, epoch), partitions in asked.items():
+    for (pid, epoch), asking in asked.items():
         if not tid:
             continue  # refused by _append (INVALID_RECORD)
+        partitions = [(topic, index) for topic, index, _ in asking]
         if txn.state.ownership_error(tid) is None:
             if add:
                 code = await txn.add_partitions(tid, pid, epoch, set(partitions), tv2=True)
-                out.update({tp: code for tp in partitions})
+                found = {tp: code for tp in partitions}
             else:
-                out.update(txn.verify_partitions(tid, pid, epoch, partitions))
+                found = txn.verify_partitions(tid, pid, epoch, partitions)
         else:
             found = await txn.ask_elsewhere(tid, pid, epoch, partitions, add=add)
-            out.update(found if found is not None else {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions})
+        for topic, index, guard in asking:
+            out[(topic, index)] = ((found or {}).get((topic, index), ErrorCode.COORDINATOR_NOT_AVAILABLE), guard)
     return out
 
 
 def _verify_transaction(broker, transactional_id, topic: str, index: int, partition, headers, version: int,
-                        answers: dict) -> None:
+                        answers: dict):
     """Raise PartitionError unless every transactional producer here is in an Ongoing transaction
-    that holds this partition (asked only when the log knows no open transaction of it at its epoch)."""
+    that holds this partition (asked only when the log knows no open transaction of it at its epoch).
+    Returns the verification guard the append must present to the log (NO_VERIFICATION when
+    every transaction is open here already)."""
+    guard = NO_VERIFICATION
     for header in headers:
         if not _opens_transaction(partition, header):
             continue
         if not transactional_id:
             raise PartitionError(ErrorCode.INVALID_RECORD, "transactional batches need a transactional.id")
-        code = answers.get((topic, index))
+        code, guard = answers.get((topic, index), (None, None))
         if code is None:  # a second producer in one request, or one the first header did not show
             txn = broker.txn
+            # verified now, with no wait before the append: the guard made here is still current then
+            guard = partition.log.verification_guard(header.producer_id)
             code = (txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
                                           [(topic, index)])[(topic, index)]
                     if txn.state.ownership_error(transactional_id) is None else ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -273,6 +286,7 @@ def _verify_transaction(broker, transactional_id, topic: str, index: int, partit
                        else f"could not add {topic}-{index} to the transaction of {transactional_id}"
                        if version >= 12 else f"could not verify the transaction of {transactional_id}")
             raise PartitionError(code, message)
+    return guard
 
 
 def _append(broker, topic: str, index: int, records, version: int, acks: int, waits: list,
@@ -289,8 +303,8 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     try:
-        data, headers = _validated(broker, topic, index, partition, records, version, transactional_id, answers)
-        info = partition.append(data, headers)
+        data, headers, guard = _validated(broker, topic, index, partition, records, version, transactional_id, answers)
+        info = partition.append(data, headers, guard)
     except StorageError as exc:
         code = ErrorCode[exc.error_code_name]
         # as Kafka: a sequence or epoch refused by the log's producer state answers with the log start
@@ -316,7 +330,8 @@ def _at_log(exc: PartitionError, partition) -> PartitionError:
 
 
 def _validated(broker, topic: str, index: int, partition, records, version: int, transactional_id, answers):
-    """The batches to append and their headers, checked as Kafka's log checks a client's batches."""
+    """The batches to append, their headers and the verification guard to present (None without
+    transactional batches), checked as Kafka's log checks a client's batches."""
     config = partition.log.config
     codec = TOPIC_CODECS.get(config.compression_type)
     data, headers = _batches(records, version, config.max_message_bytes, codec)
@@ -333,9 +348,11 @@ def _validated(broker, topic: str, index: int, partition, records, version: int,
         except RecordsError as exc:  # records that do not decode
             raise PartitionError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}",
                                  at_log=True) from None
+    guard = None
     if any(h.is_transactional for h in headers):
-        _verify_transaction(broker, transactional_id, topic, index, partition, headers, version, answers or {})
-    return data, headers
+        guard = _verify_transaction(broker, transactional_id, topic, index, partition, headers, version,
+                                    answers or {})
+    return data, headers, guard
 
 
 def _has_transactional_records(body) -> bool:

@@ -213,3 +213,32 @@ def test_an_index_write_that_fails_is_redone_at_close(open_log, monkeypatch):
     monkeypatch.setattr(txn_index, "append_entry", real)
     log.close()
     assert read_index(log.dir / f"{0:020d}.txnindex") == [AbortedTxn(A, 0, 2, 3)]
+
+
+def _append_verified(log, batch, guard):
+    from strom.storage.tests.batches import headers_of
+    return log.append_as_leader(batch, headers_of(batch), 0, guard)
+
+
+def test_a_verification_guard_admits_the_opening_batch_until_a_marker_drops_it(open_log):
+    """KIP-890 part 1: the guard made when verification starts must still be there when the
+    verified batch is appended; a marker of the producer written meanwhile drops it."""
+    from strom.storage.producer_state import NO_VERIFICATION
+    log = open_log()
+    stale = log.verification_guard(A)
+    append(log, marker(A, commit=False))             # 0: the transaction ended meanwhile
+    with pytest.raises(InvalidTxnState, match="not part of an ongoing transaction"):
+        _append_verified(log, txn(A, 0), stale)
+    with pytest.raises(InvalidTxnState):             # a verification that never started
+        _append_verified(log, txn(A, 0), NO_VERIFICATION)
+    assert log.log_end_offset == 1 and not log.producer_state.ongoing
+    guard = log.verification_guard(A)
+    assert guard is not stale and log.verification_guard(A) is guard  # concurrent verifications share it
+    with pytest.raises(InvalidTxnState):             # only the current guard counts
+        _append_verified(log, txn(A, 0), stale)
+    assert _append_verified(log, txn(A, 0), guard).first_offset == 1
+    assert log.producer_state.ongoing == {A: 1} and not log.producer_state.verifications
+    # the transaction is open: later batches need no verification
+    assert _append_verified(log, txn(A, 2), NO_VERIFICATION).first_offset == 3
+    append(log, txn(B, 0))                          # a caller that does not verify (None)
+    assert log.producer_state.ongoing == {A: 1, B: 5}
