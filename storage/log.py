@@ -577,7 +577,13 @@ class Log:
 
     # ================================================================ retention
     def delete_old_segments(self) -> int:
-        """Retention: delete old segments by time, size and log start; returns how many."""
+        """Retention: delete old segments by time, size and log start; returns how many.
+
+        As Kafka's deletableSegments: only segments wholly below the high watermark (the next
+        segment starts at or below it) may go, whatever retention says, so the log start offset
+        never passes the high watermark and no record the followers may still need, or that
+        acks=all still waits for, is deleted.
+        """
         with self._lock:
             self._ensure_open()
             now = self._now_ms()
@@ -589,18 +595,23 @@ class Log:
             self._purge_pending(now)
             return count
 
+    def _below_high_watermark(self) -> int:
+        """How many leading segments lie wholly below the high watermark (never the active one)."""
+        return _prefix_count(range(len(self._segments) - 1),
+                             lambda i: self._bases[i + 1] <= self._high_watermark)
+
     def _expired_by_time(self, now: int) -> int:
         if self.config.retention_ms < 0:
             return 0
-        return _prefix_count(self._segments[:-1],
-                             lambda s: now - s.largest_timestamp > self.config.retention_ms)
+        return min(self._below_high_watermark(),
+                   _prefix_count(self._segments[:-1], lambda s: now - s.largest_timestamp > self.config.retention_ms))
 
     def _over_size(self) -> int:
         if self.config.retention_bytes < 0:
             return 0
         excess = self.size_in_bytes - self.config.retention_bytes
         count = 0
-        for segment in self._segments[:-1]:
+        for segment in self._segments[:self._below_high_watermark()]:
             if excess - segment.size < 0:
                 break
             excess -= segment.size
@@ -608,8 +619,8 @@ class Log:
         return count
 
     def _breached_log_start(self) -> int:
-        return _prefix_count(range(len(self._segments) - 1),
-                             lambda i: self._bases[i + 1] <= self.log_start_offset)
+        return min(self._below_high_watermark(),
+                   _prefix_count(range(len(self._segments) - 1), lambda i: self._bases[i + 1] <= self.log_start_offset))
 
     def _delete_segments_locked(self, count: int) -> int:
         """Remove the ``count`` oldest segments (never the active one)."""

@@ -532,8 +532,10 @@ class ClusterMember:
         if hw > plog.high_watermark:
             plog.high_watermark = hw
             appended = True
+        # the leader's log start offset, but never past this replica's own high watermark (as the
+        # leader's own never passes its): what is above it may not be everywhere yet
         if data.log_start_offset > plog.log_start_offset:
-            plog.maybe_increment_log_start_offset(min(data.log_start_offset, plog.log_end_offset))
+            plog.maybe_increment_log_start_offset(min(data.log_start_offset, plog.high_watermark))
         return appended
 
     # ----------------------------------------------------------------- admin

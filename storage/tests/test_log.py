@@ -146,6 +146,7 @@ def test_retention_by_time(open_log, clock):
     log = open_log(LogConfig(segment_bytes=500, retention_ms=10_000, file_delete_delay_ms=0))
     for i in range(10):
         append(log, make_batch(payload=200, timestamp=clock.now - 20_000 if i < 6 else clock.now))
+    log.high_watermark = log.log_end_offset  # every replica has it (retention stays below the HW)
     before = log.num_segments
     deleted = log.delete_old_segments()
     assert deleted == 6 and log.num_segments == before - 6  # one 261-byte batch per segment
@@ -158,10 +159,52 @@ def test_retention_by_size_keeps_active_segment(open_log):
     log = open_log(LogConfig(segment_bytes=500, retention_bytes=600, file_delete_delay_ms=0))
     for _ in range(10):
         append(log, make_batch(payload=200))
+    log.high_watermark = log.log_end_offset
     log.delete_old_segments()
     assert log.size_in_bytes <= 600 + 500
     assert log.log_end_offset == 10 and log.num_segments >= 1
     assert read_all(log)[-1][0].base_offset == 9
+
+
+def _high_watermark_behind(log, hw):
+    """A leader whose followers have only the records below ``hw``."""
+    log.high_watermark = hw
+    assert log.high_watermark == hw < log.log_end_offset
+    return log
+
+
+@pytest.mark.parametrize("retention", [{"retention_ms": 10_000}, {"retention_bytes": 0}])
+def test_retention_never_deletes_at_or_above_the_high_watermark(open_log, clock, retention):
+    """As Kafka's deletableSegments: a segment goes only when the next one starts at or below the
+    high watermark, so the log start offset never passes it (followers would else wipe their
+    logs and acks=all would succeed for records kept nowhere)."""
+    log = open_log(LogConfig(segment_bytes=600, file_delete_delay_ms=0, **retention))
+    for _ in range(10):  # two 261-byte batches per segment: [0, 2), [2, 4), ... [8, 10)
+        append(log, make_batch(payload=200, timestamp=clock.now - 20_000))
+    assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8]
+    _high_watermark_behind(log, 0)
+    assert log.delete_old_segments() == 0 and log.log_start_offset == 0
+    _high_watermark_behind(log, 5)  # inside [4, 6): that segment and later ones stay
+    assert log.delete_old_segments() == 2
+    assert (log.log_start_offset, log.high_watermark) == (4, 5)
+    assert [h.base_offset for h, _ in read_all(log)] == list(range(4, 10))
+    log.high_watermark = 6
+    assert log.delete_old_segments() == 1 and log.log_start_offset == 6
+    log.high_watermark = log.log_end_offset
+    assert log.delete_old_segments() == 1  # everything but the active segment
+    assert log.log_start_offset == 8 <= log.high_watermark
+
+
+def test_log_start_breach_deletes_only_below_the_high_watermark(open_log):
+    log = open_log(LogConfig(segment_bytes=600, file_delete_delay_ms=0))
+    for _ in range(10):
+        append(log, make_batch(payload=200))
+    _high_watermark_behind(log, 7)
+    with pytest.raises(OffsetOutOfRange):
+        log.maybe_increment_log_start_offset(8)  # DeleteRecords past the high watermark
+    log.maybe_increment_log_start_offset(7)
+    assert log.log_start_offset == 7 and log.segments[0].base_offset == 6
+    assert log.delete_old_segments() == 0
 
 
 def test_delete_records_moves_log_start(open_log):

@@ -41,6 +41,37 @@ def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path)
     log.close()
 
 
+def test_a_follower_moves_its_log_start_only_up_to_its_high_watermark(tmp_path):
+    """The leader's log start offset is followed only below the follower's own high watermark
+    (a leader that had deleted past its high watermark made followers drop records, or, here,
+    made the follower's fetch processing fail after the append)."""
+    from types import SimpleNamespace
+
+    from strom.protocol.records.batch import validate_batches
+    from strom.storage.config import LogConfig
+    from strom.storage.log import Log
+
+    from strom.broker.cluster.member import ClusterMember
+
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=150, file_delete_delay_ms=0))
+    for i in range(10):
+        data = bytearray(build_batch([Record(0, 0, b"k", b"v" * 40)], base_offset=i))
+        log.append_as_follower(data, validate_batches(data))
+    partition = SimpleNamespace(log=log, topic="t", index=0)
+    member = ClusterMember.__new__(ClusterMember)
+
+    def fetched(high_watermark, log_start_offset):
+        return SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                               records=b"", high_watermark=high_watermark, log_start_offset=log_start_offset)
+
+    assert member._apply_fetched(partition, fetched(3, 2))
+    assert (log.log_start_offset, log.high_watermark) == (2, 3)
+    assert member._apply_fetched(partition, fetched(5, 8))  # a leader whose start passed its HW
+    assert (log.log_start_offset, log.high_watermark) == (5, 5)
+    assert log.segments[0].base_offset == 5 and log.log_end_offset == 10
+    log.close()
+
+
 def test_topic_placement_uses_the_brokers_registered_in_zookeeper_not_the_watched_view():
     """A broker registered a moment ago may not be in the watched view yet (the CI failure of
     "Replication factor: 3 larger than available brokers: 2" right after three brokers started)."""
