@@ -2,9 +2,10 @@
 
 A leader keeps, per follower, the log end offset the follower last fetched from and when it
 last was caught up. The high watermark is the smallest log end offset in the in-sync replica
-set (ISR); it never goes backwards. A follower that has not caught up for
-`replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high watermark
-rejoins. ISR changes go through `isr_listener` (ZooKeeper in a cluster) before they count.
+set (ISR); it never goes backwards. A follower that is behind the leader's log end and has not
+caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high
+watermark and the offset the leader's epoch started at rejoins. ISR changes go through
+`isr_listener` (ZooKeeper in a cluster) before they count.
 
 A standalone broker is the only replica of every partition, so the ISR is just itself and the
 high watermark follows the log end offset as soon as an append lands. It is still kept apart
