@@ -68,7 +68,7 @@ def test_lagging_and_caught_up_replicas(tmp_path):
     assert partition.caught_up_replicas() == [3]
 
 
-def test_a_follower_rejoins_only_at_the_start_of_the_leaders_epoch(tmp_path, monkeypatch):
+def test_a_follower_rejoins_only_at_the_start_of_the_leaders_epoch(tmp_path):
     """KAFKA-7128: a new leader's high watermark may lag its log (here 4, with 10 records from
     before it led). A follower at 6 has reached the high watermark but not offset 10, where this
     leader's epoch starts: admitted now, it could be elected without records 6-9 that the old
