@@ -2,9 +2,10 @@
 
 A leader keeps, per follower, the log end offset the follower last fetched from and when it
 last was caught up. The high watermark is the smallest log end offset in the in-sync replica
-set (ISR); it never goes backwards. A follower that has not caught up for
-`replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high watermark
-rejoins. ISR changes go through `isr_listener` (ZooKeeper in a cluster) before they count.
+set (ISR); it never goes backwards. A follower that is behind the leader's log end and has not
+caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high
+watermark and the offset the leader's epoch started at rejoins. ISR changes go through
+`isr_listener` (ZooKeeper in a cluster) before they count.
 
 A standalone broker is the only replica of every partition, so the ISR is just itself and the
 high watermark follows the log end offset as soon as an append lands. It is still kept apart
@@ -33,6 +34,11 @@ class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
     log_start_offset: int = -1
+    # the leader's log end offset and the time at the follower's previous fetch (Kafka's
+    # lastFetchLeaderLogEndOffset, lastFetchTimeMs): a fetch from at least that offset shows the
+    # follower had everything the leader had then, so it was caught up at that time
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_ms: int = 0
 
 
 @dataclass
@@ -85,12 +91,21 @@ class Partition:
         self.followers = {}
 
     def record_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int = -1) -> None:
+        """A follower fetched from ``fetch_offset``: its log ends there. As Kafka's replica state:
+        it is caught up now if that is the leader's log end offset, and was caught up at its
+        previous fetch if it reaches the leader's log end offset of then (under a steady load a
+        follower fetching as fast as it can is always one fetch behind, yet never lags)."""
         state = self.followers.setdefault(replica, FollowerState())
         current = now_ms()
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, current)
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
         state.log_start_offset = log_start_offset
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = current
+        state.last_fetch_leader_log_end_offset = max(leader_end, state.last_fetch_leader_log_end_offset)
+        state.last_fetch_ms = current
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = the smallest log end offset among in-sync replicas (never moves back)."""
@@ -107,14 +122,32 @@ class Partition:
         return False
 
     def lagging_replicas(self, max_lag_ms: int) -> list[int]:
+        """In-sync followers out of sync (Kafka's isCaughtUp negated): not at the leader's log end
+        offset and not caught up for more than ``max_lag_ms``. A follower at the log end of an
+        idle partition is in sync however long ago it fetched (a dead broker's replicas leave
+        the ISR through the controller)."""
         current = now_ms()
-        return [r for r in self.isr if r != self.local_id
-                and current - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms]
+        leader_end = self.log.log_end_offset
+        lagging = []
+        for r in self.isr:
+            if r == self.local_id:
+                continue
+            state = self.followers.get(r, FollowerState())
+            if state.log_end_offset != leader_end and current - state.last_caught_up_ms > max_lag_ms:
+                lagging.append(r)
+        return lagging
 
     def caught_up_replicas(self) -> list[int]:
+        """Followers out of the ISR that may rejoin it: their log end offset reaches the high
+        watermark and the offset this leader's epoch started at (KAFKA-7128: a new leader's
+        high watermark can lag its log; a follower admitted below the epoch's start could be
+        elected without records the ISR had, and lose them)."""
+        start = self.leader_epoch_start_offset
+        if not self.is_leader or start is None:
+            return []
         hw = self.log.high_watermark
         return [r for r, f in self.followers.items()
-                if r not in self.isr and r in self.replicas and f.log_end_offset >= hw]
+                if r not in self.isr and r in self.replicas and f.log_end_offset >= max(hw, start)]
 
 
 class ReplicaManager:

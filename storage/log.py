@@ -508,10 +508,18 @@ class Log:
 
     # ================================================================ truncation
     def truncate_to(self, offset: int) -> None:
-        """Drop every batch at or after ``offset`` (a whole batch if ``offset`` is inside it)."""
+        """Drop every batch at or after ``offset`` (a whole batch if ``offset`` is inside it).
+
+        With nothing to drop (``offset`` at or past the log end) the leader-epoch cache still
+        loses its entries that start at the log end, as Kafka's truncateTo does: such an entry
+        names an epoch this replica led without appending anything to it, which the new leader
+        never had; kept, the follower goes on reporting it as its last fetched epoch and is
+        told it diverged at every fetch, so it never rejoins the ISR.
+        """
         with self._lock:
             self._ensure_open()
             if offset >= self.log_end_offset:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully_locked(offset)

@@ -510,8 +510,7 @@ class ClusterMember:
             return False
         diverging = data.diverging_epoch
         if diverging.end_offset >= 0 and diverging.epoch >= 0:
-            ours_epoch, ours_end = plog.end_offset_for_epoch(diverging.epoch)
-            target = diverging.end_offset if ours_epoch != diverging.epoch else min(diverging.end_offset, ours_end)
+            target = truncation_offset(plog, diverging.epoch, diverging.end_offset)
             log.info("truncating %s-%d to %d (diverged from the leader at epoch %d)",
                      partition.topic, partition.index, target, diverging.epoch)
             plog.truncate_to(target)
@@ -652,6 +651,27 @@ class ClusterMember:
                 continue
             out.append((broker_id, endpoint.host, endpoint.port, info.rack))
         return out
+
+
+def truncation_offset(plog, leader_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower cuts its log when the leader answers that it diverged: the leader's largest
+    epoch at or below the follower's last one is ``leader_epoch`` and ends at ``leader_end_offset``
+    (KIP-101/KIP-279, as Kafka's fetcher decides).
+
+    The follower looks up its own largest epoch at or below ``leader_epoch`` and where that ends.
+    If it is ``leader_epoch`` itself, both logs agree up to the smaller end. If it is smaller, the
+    follower never had the leader's epoch: its records from where its own epoch ends belong to
+    epochs the leader never had, so it cuts there, not at the leader's offset (which would keep
+    them); the next fetch, with an older last epoch, finds any divergence further back. If it
+    has no epoch that old, it cuts at the leader's offset. Never past either end offset: at or
+    beyond ``leader_end_offset`` the leader holds only epochs newer than any of the follower's,
+    so nothing the follower has there can be the leader's.
+    """
+    ours_epoch, ours_end = plog.end_offset_for_epoch(leader_epoch)
+    target = min(leader_end_offset, plog.log_end_offset)
+    if ours_epoch >= 0 and ours_end >= 0:
+        target = min(target, ours_end)
+    return target
 
 
 def _whole_batches(records) -> memoryview:

@@ -68,6 +68,60 @@ def test_lagging_and_caught_up_replicas(tmp_path):
     assert partition.caught_up_replicas() == [3]
 
 
+def test_a_follower_rejoins_only_at_the_start_of_the_leaders_epoch(tmp_path):
+    """KAFKA-7128: a new leader's high watermark may lag its log (here 4, with 10 records from
+    before it led). A follower at 6 has reached the high watermark but not offset 10, where this
+    leader's epoch starts: admitted now, it could be elected without records 6-9 that the old
+    ISR may have committed. It rejoins once it has them."""
+    partition = _leader(tmp_path, [1, 2])
+    _append(partition, 10)
+    partition.log.high_watermark = 4
+    partition.become_leader(4, [1, 2, 3], [1, 2], version=1)
+    assert partition.leader_epoch_start_offset == 10 and partition.high_watermark == 4
+    partition.record_follower_fetch(3, 6)
+    assert partition.caught_up_replicas() == []
+    partition.record_follower_fetch(3, 10)
+    assert partition.caught_up_replicas() == [3]
+    partition.become_follower(2, 5, [1, 2, 3], [1, 2], version=2)
+    assert partition.caught_up_replicas() == []  # only a leader admits followers
+
+
+def test_a_follower_one_fetch_behind_a_steady_load_stays_in_sync(tmp_path, monkeypatch):
+    """As Kafka: a follower is caught up as of its previous fetch when it now fetches from the log
+    end offset the leader had then. Under a steady load it never fetches from the current log end
+    (records keep arriving between its fetches), yet it is in sync; a follower that falls
+    further behind is not."""
+    import strom.broker.replica_manager as rm
+    clock = [0]
+    monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
+    partition = _leader(tmp_path, [1, 2, 3])
+    fetched = 0
+    for second in range(1, 61):  # 10 records a second; each fetch gets the previous second's
+        clock[0] = second * 1000
+        _append(partition, 10)
+        partition.record_follower_fetch(2, fetched)
+        partition.record_follower_fetch(3, min(fetched, 20))  # stuck at 20
+        fetched = partition.log.log_end_offset  # follower 2 got all of it: its next fetch starts there
+    assert partition.followers[2].last_caught_up_ms == 59_000
+    assert partition.lagging_replicas(30_000) == [3]
+    assert partition.followers[3].last_caught_up_ms == 2_000  # the fetch at 20 had all of second 2
+
+
+def test_a_follower_at_the_log_end_of_an_idle_partition_is_in_sync(tmp_path, monkeypatch):
+    """As Kafka's isCaughtUp: a follower whose log end is the leader's is in sync however long
+    since it last fetched (nothing was written); once the leader appends, the lag time counts."""
+    import strom.broker.replica_manager as rm
+    clock = [1000]
+    monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
+    partition = _leader(tmp_path, [1, 2])
+    _append(partition, 3)
+    partition.record_follower_fetch(2, 3)
+    clock[0] += 60_000
+    assert partition.lagging_replicas(30_000) == []
+    _append(partition, 1)
+    assert partition.lagging_replicas(30_000) == [2]
+
+
 def test_the_new_leader_epoch_starts_at_the_log_end(tmp_path):
     partition = _leader(tmp_path, [1])
     _append(partition, 4)

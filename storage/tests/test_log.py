@@ -259,6 +259,28 @@ def test_leader_epoch_cache_and_end_offset_for_epoch(open_log, tmp_path):
     assert log.end_offset_for_epoch(1) == (1, 5)
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_that_has_no_data(open_log):
+    """Issue 21: a replica that led epoch 5 of an idle partition wrote (5, 4) to its epoch cache and
+    appended nothing before it lost the lead. The new leader never had epoch 5, answers the
+    follower's fetches with a diverging epoch ending at 4 and the follower truncates to 4, its
+    log end: nothing to cut, but the cache must still lose epoch 5 (as Kafka's truncateTo does),
+    or the follower reports it again at every fetch and never rejoins the ISR."""
+    log = open_log()
+    append(log, make_batch(4), epoch=3)
+    log.leader_epoch_cache.assign(5, log.log_end_offset)
+    assert log.latest_epoch() == 5
+    log.truncate_to(4)
+    assert log.log_end_offset == 4 and log.latest_epoch() == 3
+    assert log.end_offset_for_epoch(3) == (3, 4)
+    assert (log.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
+    log.leader_epoch_cache.assign(6, log.log_end_offset)
+    log.truncate_to(10)  # past the end: no data goes, the empty epoch does
+    assert log.log_end_offset == 4 and log.leader_epoch_cache.entries() == [(3, 0)]
+    assert append(log, make_batch(2), epoch=7).first_offset == 4
+    log.truncate_to(6)  # an epoch with data at the log end stays
+    assert log.leader_epoch_cache.entries() == [(3, 0), (7, 4)]
+
+
 def test_reopen_keeps_everything(open_log):
     log = open_log(LogConfig(segment_bytes=700, index_interval_bytes=100))
     for i in range(20):
