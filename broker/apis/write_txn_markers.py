@@ -4,8 +4,9 @@ it leads (broker to broker; a standalone broker's coordinator appends directly).
 Each marker is appended with acks=all semantics: the partition's answer waits (bounded) until the
 in-sync replicas have it, so the coordinator completes a transaction only once its markers are
 durable. A partition whose leadership this broker loses meanwhile answers NOT_LEADER_OR_FOLLOWER,
-never NONE: the marker may have been truncated as a follower since. A marker for a deleted topic answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led
-elsewhere NOT_LEADER_OR_FOLLOWER (the coordinator retries with the new leader).
+never NONE: the marker may have been truncated as a follower since. A marker for a deleted topic
+answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led elsewhere NOT_LEADER_OR_FOLLOWER (the
+coordinator retries with the new leader).
 """
 from __future__ import annotations
 
