@@ -66,10 +66,35 @@ def replaced_by_new_leader(broker, partition, truncate_at: int, *, lead_again: b
     broker.replicas.notify_data([(partition.topic, partition.index)])
 
 
-async def appended(partition, end: int) -> None:
-    with trio.fail_after(10):
-        while partition.log.log_end_offset < end:
-            await trio.sleep(0.005)
+class Waiting:
+    """A request started in the background that waits inside the broker; ``answer()`` its result."""
+
+    def __init__(self, nursery, request) -> None:
+        self._done = trio.Event()
+        self._value = None
+        nursery.start_soon(self._run, request)
+
+    async def _run(self, request) -> None:
+        self._value = await request()
+        self._done.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    async def until_appended(self, partition, end: int) -> "Waiting":
+        """Once the request's records reach the log (offset ``end``), and it still waits."""
+        with trio.fail_after(10):
+            while partition.log.log_end_offset < end:
+                await trio.sleep(0.005)
+        await trio.sleep(0.05)
+        assert not self.answered, "answered before any follower fetched"
+        return self
+
+    async def answer(self):
+        with trio.fail_after(10):
+            await self._done.wait()
+        return self._value
 
 
 @pytest.fixture
@@ -79,29 +104,24 @@ def broker(tmp_path):
     b.close()
 
 
+def produce_request(client, value: bytes, n: int = 1, version: int = 10):
+    body = produce_body("t", build_batch([Record(i, 0, b"k", value) for i in range(n)]))
+    body["timeout_ms"] = 30_000
+
+    async def request():
+        return (await client.request(ApiKey.PRODUCE, version, body)).responses[0].partition_responses[0]
+    return request
+
+
 @pytest.mark.parametrize("lead_again", [False, True], ids=["follower", "leader-again-later-epoch"])
 async def test_acks_all_produce_is_not_acknowledged_after_losing_leadership(broker, nursery, lead_again):
     client = open_client(broker, nursery)
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
-    body = produce_body("t", build_batch([Record(0, 0, b"k", b"mine")]))
-    body["timeout_ms"] = 30_000
-    answer = {}
-
-    async def produce():
-        response = await client.request(ApiKey.PRODUCE, 10, body)
-        answer["p"] = response.responses[0].partition_responses[0]
-
-    nursery.start_soon(produce)
-    await appended(partition, 1)
-    await trio.sleep(0.05)
-    assert "p" not in answer  # waits for the follower
+    waiting = await Waiting(nursery, produce_request(client, b"mine")).until_appended(partition, 1)
     replaced_by_new_leader(broker, partition, 0, lead_again=lead_again)
     assert partition.high_watermark >= 1  # what the old wait looked at
-    with trio.fail_after(10):
-        while "p" not in answer:
-            await trio.sleep(0.005)
-    p = answer["p"]
+    p = await waiting.answer()
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert p.base_offset == -1
     # where the partition's leadership is now, as this broker knows it (KIP-951)
@@ -113,42 +133,26 @@ async def test_acks_all_produce_still_succeeds_when_the_follower_catches_up(brok
     client = open_client(broker, nursery)
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
-    body = produce_body("t", build_batch([Record(0, 0, b"k", b"v"), Record(1, 0, b"k", b"w")]))
-    body["timeout_ms"] = 30_000
-    answer = {}
-
-    async def produce():
-        response = await client.request(ApiKey.PRODUCE, 9, body)
-        answer["p"] = response.responses[0].partition_responses[0]
-
-    nursery.start_soon(produce)
-    await appended(partition, 2)
+    waiting = await Waiting(nursery, produce_request(client, b"v", 2, version=9)).until_appended(partition, 2)
     broker.follower_fetched(partition, NEW_LEADER, 2)
-    with trio.fail_after(10):
-        while "p" not in answer:
-            await trio.sleep(0.005)
-    assert (answer["p"].error_code, answer["p"].base_offset) == (ErrorCode.NONE, 0)
+    p = await waiting.answer()
+    assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 0)
 
 
 async def test_write_txn_markers_is_not_acknowledged_after_losing_leadership(broker, nursery):
     client = open_client(broker, nursery)
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
-    answer = {}
 
     async def write():
         response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
             "producer_id": 4000, "producer_epoch": 0, "transaction_result": True,
             "topics": [{"name": "t", "partition_indexes": [0]}], "coordinator_epoch": 0}]})
-        answer["p"] = response.markers[0].topics[0].partitions[0]
+        return response.markers[0].topics[0].partitions[0]
 
-    nursery.start_soon(write)
-    await appended(partition, 1)
+    waiting = await Waiting(nursery, write).until_appended(partition, 1)
     replaced_by_new_leader(broker, partition, 0)
-    with trio.fail_after(10):
-        while "p" not in answer:
-            await trio.sleep(0.005)
-    assert answer["p"].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await waiting.answer()).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 class _NewLeaderPort(BrokerPort):
@@ -181,18 +185,13 @@ async def test_coordinator_resends_a_local_marker_whose_leadership_was_lost(brok
     partition = lead_with_a_lagging_follower(broker, "t")
     sent: list = []
     channel = TransactionMarkerChannelManager(_NewLeaderPort(broker), lambda host, port: _RecordingClient(sent))
-    result = {}
 
     async def write():
-        result["done"] = await channel.write_markers(4000, 0, True, 0, {("t", 0)}, lambda: True)
+        return await channel.write_markers(4000, 0, True, 0, {("t", 0)}, lambda: True)
 
-    nursery.start_soon(write)
-    await appended(partition, 1)
+    waiting = await Waiting(nursery, write).until_appended(partition, 1)
     replaced_by_new_leader(broker, partition, 0)
-    with trio.fail_after(10):
-        while "done" not in result:
-            await trio.sleep(0.005)
-    assert result["done"] is True
+    assert await waiting.answer() is True
     # counted done only once the new leader took the marker
     assert [m["topics"] for b in sent for m in b["markers"]] == [[{"name": "t", "partition_indexes": [0]}]]
 
@@ -204,19 +203,14 @@ async def test_transaction_state_write_answers_not_coordinator_after_losing_lead
     index = state.partition_of("tx")
     partition = lead_with_a_lagging_follower(broker, TRANSACTION_STATE_TOPIC, index)
     state.owned[index] = partition.leader_epoch  # as follow_leadership records a newly led partition
-    result = {}
+    start = partition.log.log_end_offset
 
     async def write():
-        result["code"] = await state.write("tx", TransactionMetadata("tx", 5000, 0, 60_000))
+        return await state.write("tx", TransactionMetadata("tx", 5000, 0, 60_000))
 
-    start = partition.log.log_end_offset
-    nursery.start_soon(write)
-    await appended(partition, start + 1)
+    waiting = await Waiting(nursery, write).until_appended(partition, start + 1)
     replaced_by_new_leader(broker, partition, start)
-    with trio.fail_after(10):
-        while "code" not in result:
-            await trio.sleep(0.005)
-    assert result["code"] == ErrorCode.NOT_COORDINATOR
+    assert await waiting.answer() == ErrorCode.NOT_COORDINATOR
 
 
 async def test_offset_commit_answers_not_coordinator_after_losing_leadership(broker, nursery):
@@ -225,23 +219,18 @@ async def test_offset_commit_answers_not_coordinator_after_losing_leadership(bro
     await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})  # creates the offsets topic
     index = broker.groups.partition_of("g")
     partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", index)
-    answer = {}
+    start = partition.log.log_end_offset
 
     async def commit():
         response = await client.request(ApiKey.OFFSET_COMMIT, 8, {
             "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
             "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
-        answer["p"] = response.topics[0].partitions[0]
+        return response.topics[0].partitions[0]
 
-    start = partition.log.log_end_offset
-    nursery.start_soon(commit)
-    await appended(partition, start + 1)
+    waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
     replaced_by_new_leader(broker, partition, start)
-    with trio.fail_after(10):
-        while "p" not in answer:
-            await trio.sleep(0.005)
-    assert answer["p"].error_code == ErrorCode.NOT_COORDINATOR
+    assert (await waiting.answer()).error_code == ErrorCode.NOT_COORDINATOR
 
 
 # ----------------------------------------------------------------- the waits themselves
