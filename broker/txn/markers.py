@@ -4,8 +4,10 @@ When a transaction reaches PrepareCommit or PrepareAbort, the coordinator writes
 batch (``protocol.records.control``) with the producer's id and epoch to every partition of the
 transaction. Partitions led by this broker get it appended directly (:func:`append_marker`, the
 same function the WriteTxnMarkers API uses); partitions led elsewhere get a WriteTxnMarkers
-request sent to their leader. Every partition is retried (leader moved, broker down, replication
-timed out) until it has its marker or the coordinator stops owning the transaction; a partition
+request sent to their leader. Every partition is retried, with its leader looked up again (leader
+moved, broker down, replication timed out, or leadership lost while the marker waited for the
+replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated) until it has its marker or the
+coordinator stops owning the transaction; a partition
 whose topic was deleted is skipped, as Kafka does. Only then does the coordinator write
 CompleteCommit/CompleteAbort, so a coordinator that crashes in between leaves a Prepare* record
 and the next coordinator writes the markers again (a repeated marker is harmless: it closes no
