@@ -10,16 +10,25 @@ watermark and the offset the leader's epoch started at rejoins. ISR changes go t
 A standalone broker is the only replica of every partition, so the ISR is just itself and the
 high watermark follows the log end offset as soon as an append lands. It is still kept apart
 (and checkpointed), so that consumers only ever see what `acks=all` would have acknowledged.
+
+An append that waits for the ISR (acks=all produce, a transaction marker, a coordinator's state
+record) is a `PendingAppend`: the partition object, the leader epoch it was appended in and the
+offset after it, as Kafka's DelayedProduce keeps them. It completes only while this broker still
+leads that partition in that epoch: once the broker follows (and may have truncated the record and
+copied another leader's record into its offset, with a high watermark beyond it), leads again in a
+later epoch, or no longer hosts the partition, the wait answers NOT_LEADER_OR_FOLLOWER, never
+success. Every such leadership change wakes the waiters of that partition.
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable
+from typing import Awaitable, Callable, Collection, Iterable
 
 import trio
 
+from strom.protocol.errors import ErrorCode
 from strom.storage.log import Log, LogAppendInfo
 
 log = logging.getLogger("strom.replicas")
@@ -60,10 +69,22 @@ class Partition:
     # data starts). Until the high watermark reaches it, what is committed is not yet known here:
     # ListOffsets answers consumers OFFSET_NOT_AVAILABLE meanwhile, as Kafka does.
     leader_epoch_start_offset: int | None = None
+    # no longer hosted here (deleted, reassigned away): a later replica of it is a new Partition
+    removed: bool = False
+    # called when this replica's leadership changes (the manager wakes the partition's waiters)
+    on_leadership_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_id
+
+    def leads(self, epoch: int) -> bool:
+        """Whether this broker still leads this hosted partition in leader epoch ``epoch``."""
+        return not self.removed and self.is_leader and self.leader_epoch == epoch
+
+    def _leadership_changed(self) -> None:
+        if self.on_leadership_change is not None:
+            self.on_leadership_change()
 
     @property
     def high_watermark(self) -> int:
@@ -81,14 +102,18 @@ class Partition:
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {r: FollowerState(last_caught_up_ms=start) for r in replicas if r != self.local_id}
         self.maybe_advance_high_watermark()
+        self._leadership_changed()
 
     def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
+        changed = self.is_leader or leader != self.leader_id or epoch != self.leader_epoch
         if leader != self.leader_id:
             self.fetch_caught_up = False
         self.leader_id, self.leader_epoch = leader, epoch
         self.leader_epoch_start_offset = None
         self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
         self.followers = {}
+        if changed:
+            self._leadership_changed()
 
     def record_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched from ``fetch_offset``: its log ends there. As Kafka's replica state:
@@ -168,11 +193,21 @@ class ReplicaManager:
                               leader if leader is not None else self.node_id, leader_epoch,
                               replicas or [self.node_id], isr or [self.node_id])
         partition.maybe_advance_high_watermark()
-        self.partitions[(topic, index)] = partition
+        key = (topic, index)
+        partition.on_leadership_change = lambda: self.notify_data([key])
+        previous = self.partitions.get(key)
+        self.partitions[key] = partition
+        if previous is not None:  # replaced: whoever waits on the old replica must learn it
+            previous.removed = True
+            self.notify_data([key])
         return partition
 
     def remove(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.pop((topic, index), None)
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.removed = True
+            self.notify_data([(topic, index)])
+        return partition
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -186,6 +221,54 @@ class ReplicaManager:
         """Park until a `notify_data` that concerns `partitions` (any, if None); callers bound it
         with a deadline and look again at what they wait for when woken."""
         await self._waiters.wait(partitions)
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    """An append waiting for the in-sync replicas: one partition's part of Kafka's DelayedProduce.
+
+    ``required`` is the offset after the appended records, ``leader_epoch`` the epoch they were
+    appended in (take it with :meth:`of` right after the append, before anything can await)."""
+    partition: Partition
+    leader_epoch: int
+    required: int
+
+    @classmethod
+    def of(cls, partition: Partition, required: int) -> "PendingAppend":
+        return cls(partition, partition.leader_epoch, required)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.partition.topic, self.partition.index)
+
+    def status(self) -> ErrorCode | None:
+        """NOT_LEADER_OR_FOLLOWER once this broker no longer leads the partition in that epoch
+        (checked first: a follower's high watermark says nothing of this append), NONE once the
+        high watermark covers the append, None while it still waits."""
+        if not self.partition.leads(self.leader_epoch):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.partition.high_watermark >= self.required:
+            return ErrorCode.NONE
+        return None
+
+
+async def await_appends(pending: list[PendingAppend], timeout_s: float,
+                        wait: Callable[[list[tuple[str, int]]], Awaitable[None]]) -> list[ErrorCode]:
+    """Wait (at most ``timeout_s``) until every append is replicated or has lost its leader, and
+    answer each: NONE, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT. ``wait(keys)`` parks until a
+    change that may concern those partitions (``ReplicaManager.wait_for_data``); every wake-up looks
+    at every unfinished append again."""
+    with trio.move_on_after(max(timeout_s, 0)):
+        while True:
+            waiting = [p.key for p in pending if p.status() is None]
+            if not waiting:
+                break
+            await wait(waiting)
+    out = []
+    for p in pending:
+        status = p.status()
+        out.append(ErrorCode.REQUEST_TIMED_OUT if status is None else status)
+    return out
 
 
 class DataWaiters:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import contextlib
 
-import trio
-
 from strom.broker.errors import TopicError
 from strom.broker.group.coordinator import OFFSETS_TOPIC
 from strom.broker.group.records import CommittedOffset
+from strom.broker.replica_manager import PendingAppend, await_appends
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -35,10 +34,11 @@ async def handle(broker, request) -> dict:
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = broker.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
                                            generation, body.retention_time_ms, offsets, version)
-    if not await _replicated(broker, body.group_id):
+    code = await _replicated(broker, body.group_id)
+    if code != ErrorCode.NONE:
         for r in results:
             if r.error == ErrorCode.NONE:
-                r.error = ErrorCode.REQUEST_TIMED_OUT
+                r.error = code
     topics: dict[str, list] = {t["name"]: t["partitions"] for t in
                                _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]}
     for r in results:
@@ -51,13 +51,17 @@ def _all_failed(topics, code) -> dict:
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
 
 
-async def _replicated(broker, group_id: str) -> bool:
-    """As Kafka: a commit counts once every in-sync replica of the offsets partition has it."""
+async def _replicated(broker, group_id: str) -> ErrorCode:
+    """As Kafka: a commit counts once every in-sync replica of the offsets partition has it, while
+    this broker still leads that partition in the epoch it was written in. NONE, REQUEST_TIMED_OUT,
+    or NOT_COORDINATOR (Kafka's answer to a commit whose append met NOT_LEADER_OR_FOLLOWER) when the
+    leadership was lost meanwhile: the commit may have been truncated as a follower since."""
     partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     if partition is None:
-        return True
-    required = partition.log.log_end_offset
-    with trio.move_on_after(broker.config["offsets.commit.timeout.ms"] / 1000):
-        while partition.high_watermark < required:
-            await broker.replicas.wait_for_data()
-    return partition.high_watermark >= required
+        return ErrorCode.NONE
+    if not partition.is_leader:
+        return ErrorCode.NOT_COORDINATOR  # nothing can have been written here
+    pending = PendingAppend.of(partition, partition.log.log_end_offset)
+    code, = await await_appends([pending], broker.config["offsets.commit.timeout.ms"] / 1000,
+                                broker.replicas.wait_for_data)
+    return ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else code

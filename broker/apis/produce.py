@@ -38,8 +38,6 @@ from __future__ import annotations
 import logging
 import time
 
-import trio
-
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records, recompress, validate_batches, validate_keys
 from strom.protocol.records.compression import Compression
@@ -51,6 +49,7 @@ from strom.protocol.records.legacy import upconvert
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..replica_manager import PendingAppend, await_appends
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import NO_VERIFICATION
 
@@ -313,8 +312,8 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
         raise _at_log(exc, partition) from None
     result = _result(index, base_offset=info.first_offset, append_time=info.log_append_time,
                      start=info.log_start_offset)
-    if acks == -1:
-        waits.append((partition, info.last_offset + 1, min_isr, result))
+    if acks == -1:  # the leader epoch of the append, taken before anything awaits (see PendingAppend)
+        waits.append((PendingAppend.of(partition, info.last_offset + 1), min_isr, result))
     return result
 
 
@@ -394,18 +393,24 @@ def _check_timestamps(broker, topic: str, data, headers) -> None:
                              "invalid timestamp", at_log=True, record_errors=errors)
 
 
-async def _await_replication(broker, waits: list, timeout_ms: int) -> None:
-    """acks=all: wait until the ISR has every appended batch, or answer REQUEST_TIMED_OUT."""
-    pending = [w for w in waits if w[0].high_watermark < w[1]]
-    with trio.move_on_after(max(timeout_ms, 0) / 1000):
-        while pending:
-            await broker.replicas.wait_for_data([(w[0].topic, w[0].index) for w in pending])
-            pending = [w for w in pending if w[0].high_watermark < w[1]]
-    for partition, required, min_isr, result in waits:
-        if partition.high_watermark < required:
-            result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, base_offset=-1)
-        elif len(partition.isr) < min_isr:
-            result.update(error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, base_offset=-1)
+async def _await_replication(broker, waits: list, timeout_ms: int, leaders: set[int]) -> None:
+    """acks=all: wait until the ISR has every appended batch (REQUEST_TIMED_OUT if not in time),
+    as long as this broker leads the partition in the epoch of the append: once it lost that
+    leadership (it may since have truncated the batch and copied another leader's records into
+    its offsets, with a high watermark beyond them) the answer is NOT_LEADER_OR_FOLLOWER, as
+    Kafka's DelayedProduce answers, never the offset of a batch that may be gone."""
+    codes = await await_appends([w[0] for w in waits], timeout_ms / 1000, broker.replicas.wait_for_data)
+    for (pending, min_isr, result), code in zip(waits, codes):
+        if code == ErrorCode.NONE and len(pending.partition.isr) < min_isr:
+            code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if code == ErrorCode.NONE:
+            continue
+        result.update(error_code=code, base_offset=-1)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            topic, index = pending.key
+            log.info("acks=all produce to %s-%d answered NOT_LEADER_OR_FOLLOWER: leadership of epoch %d "
+                     "lost before offset %d was replicated", topic, index, pending.leader_epoch, pending.required)
+            result.update(log_start_offset=-1, current_leader=_leader_hint(broker, topic, index, leaders))
 
 
 async def handle(broker, request) -> dict | None:
@@ -463,7 +468,7 @@ async def handle(broker, request) -> dict | None:
     if acks == 0:
         return None
     if waits:
-        await _await_replication(broker, waits, body.timeout_ms)
+        await _await_replication(broker, waits, body.timeout_ms, leaders)
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": node_endpoints(broker, leaders)}
 
 

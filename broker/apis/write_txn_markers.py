@@ -3,8 +3,10 @@ it leads (broker to broker; a standalone broker's coordinator appends directly).
 
 Each marker is appended with acks=all semantics: the partition's answer waits (bounded) until the
 in-sync replicas have it, so the coordinator completes a transaction only once its markers are
-durable. A marker for a deleted topic answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led
-elsewhere NOT_LEADER_OR_FOLLOWER (the coordinator retries with the new leader).
+durable. A partition whose leadership this broker loses meanwhile answers NOT_LEADER_OR_FOLLOWER,
+never NONE: the marker may have been truncated as a follower since. A marker for a deleted topic
+answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led elsewhere NOT_LEADER_OR_FOLLOWER (the
+coordinator retries with the new leader).
 """
 from __future__ import annotations
 
@@ -31,19 +33,17 @@ async def handle(broker, request) -> dict:
         for topic in marker.topics:
             parts = []
             for index in topic.partition_indexes:
-                code, partition, end = append_marker(port, topic.name, index, marker.producer_id,
-                                                     marker.producer_epoch, marker.transaction_result,
-                                                     marker.coordinator_epoch)
+                code, pending = append_marker(port, topic.name, index, marker.producer_id, marker.producer_epoch,
+                                              marker.transaction_result, marker.coordinator_epoch)
                 result = {"partition_index": index, "error_code": code}
                 if code == ErrorCode.NONE:
-                    waits.append((partition, end, result))
+                    waits.append((pending, result))
                 parts.append(result)
             topics.append({"name": topic.name, "partitions": parts})
         answers.append({"producer_id": marker.producer_id, "topics": topics})
     if waits:
         port.notify_data()
-        await await_replicated(port, [(p, end) for p, end, _ in waits], REPLICATION_TIMEOUT_S)
-        for partition, end, result in waits:
-            if partition.high_watermark < end:
-                result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+        codes = await await_replicated(port, [pending for pending, _ in waits], REPLICATION_TIMEOUT_S)
+        for (_, result), code in zip(waits, codes):
+            result["error_code"] = code  # NOT_LEADER_OR_FOLLOWER: the coordinator resends to the new leader
     return {"markers": answers}

@@ -4,8 +4,10 @@ When a transaction reaches PrepareCommit or PrepareAbort, the coordinator writes
 batch (``protocol.records.control``) with the producer's id and epoch to every partition of the
 transaction. Partitions led by this broker get it appended directly (:func:`append_marker`, the
 same function the WriteTxnMarkers API uses); partitions led elsewhere get a WriteTxnMarkers
-request sent to their leader. Every partition is retried (leader moved, broker down, replication
-timed out) until it has its marker or the coordinator stops owning the transaction; a partition
+request sent to their leader. Every partition is retried, with its leader looked up again (leader
+moved, broker down, replication timed out, or leadership lost while the marker waited for the
+replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated) until it has its marker or the
+coordinator stops owning the transaction; a partition
 whose topic was deleted is skipped, as Kafka does. Only then does the coordinator write
 CompleteCommit/CompleteAbort, so a coordinator that crashes in between leaves a Prepare* record
 and the next coordinator writes the markers again (a repeated marker is harmless: it closes no
@@ -24,6 +26,8 @@ from strom.protocol.records.control import build_marker
 from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
 
+from ..replica_manager import PendingAppend, await_appends
+
 log = logging.getLogger("strom.txn.markers")
 
 RETRY_BACKOFF_S = 0.1
@@ -33,33 +37,32 @@ WRITE_TXN_MARKERS_VERSION = 1
 
 
 def append_marker(port, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
-                  coordinator_epoch: int) -> tuple[ErrorCode, object, int]:
-    """Append one marker to a local leader: (error, partition, offset after the marker)."""
+                  coordinator_epoch: int) -> tuple[ErrorCode, PendingAppend | None]:
+    """Append one marker to a local leader: (error, the append to wait for; None unless NONE)."""
     partition = port.partition(topic, index)
     if partition is None:
         count = port.partition_count(topic)
         known = count is not None and index < count
-        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None, -1
+        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
     if not partition.is_leader:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER, partition, -1
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
     data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, port.now_ms()))
     try:
         info = partition.append(data, validate_batches(data))
     except StorageError as exc:
         log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, index, exc)
-        return ErrorCode[exc.error_code_name], partition, -1
+        return ErrorCode[exc.error_code_name], None
+    pending = PendingAppend.of(partition, info.last_offset + 1)
     port.markers_written(topic, index, producer_id, commit)
-    return ErrorCode.NONE, partition, info.last_offset + 1
+    return ErrorCode.NONE, pending
 
 
-async def await_replicated(port, waits: list[tuple[object, int]], timeout_s: float) -> bool:
-    """Wait until every (partition, offset) is below its partition's high watermark."""
-    pending = [w for w in waits if w[0].high_watermark < w[1]]
-    with trio.move_on_after(timeout_s):
-        while pending:
-            await port.wait_for_data()
-            pending = [w for w in pending if w[0].high_watermark < w[1]]
-    return not pending
+async def await_replicated(port, pending: list[PendingAppend], timeout_s: float) -> list[ErrorCode]:
+    """Wait until every append is below its partition's high watermark while this broker still
+    leads it in the epoch of the append: per append NONE, NOT_LEADER_OR_FOLLOWER (leadership
+    lost: the record may have been truncated since, whatever the high watermark says) or
+    REQUEST_TIMED_OUT."""
+    return await await_appends(pending, timeout_s, lambda keys: port.wait_for_data())
 
 
 class TransactionMarkerChannelManager:
@@ -101,21 +104,27 @@ class TransactionMarkerChannelManager:
         return True
 
     async def _write_local(self, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
+        """The partitions whose marker is appended here and replicated while this broker still
+        led them: one whose leadership was lost meanwhile is not done (the marker may have been
+        truncated), so the next round sends it to the new leader."""
         done, waits = set(), []
         for topic, index in tps:
-            code, partition, end = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
-            if code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
+            code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
+            if code == ErrorCode.NONE:
+                waits.append(((topic, index), pending))
+            elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 # INVALID_PRODUCER_EPOCH: the partition already knows a newer epoch, so this
                 # transaction's end was written there by a later marker (Kafka treats it as done)
                 done.add((topic, index))
-                if end >= 0:
-                    waits.append((partition, end))
-            elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                done.add((topic, index))
         if waits:
             self.port.notify_data()
-            if not await await_replicated(self.port, waits, REPLICATION_TIMEOUT_S):
-                return {tp for tp in done if all(w[0] is not self.port.partition(*tp) for w in waits)}
+            codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
+            for (tp, pending), code in zip(waits, codes):
+                if code == ErrorCode.NONE:
+                    done.add(tp)
+                else:
+                    log.info("marker for producer %d on %s-%d (epoch %d) not replicated: %s; retrying", pid, *tp,
+                             pending.leader_epoch, code.name)
         return done
 
     async def _write_remote(self, leader, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:

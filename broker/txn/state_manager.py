@@ -31,6 +31,7 @@ from strom.protocol.records.batch import iter_records, validate_batches
 from strom.storage.errors import StorageError
 
 from ..internal_topics import replay_partition
+from ..replica_manager import PendingAppend
 
 from .markers import await_replicated
 from .metadata import TransactionMetadata
@@ -184,10 +185,15 @@ class TransactionStateManager:
         except (StorageError, OSError) as exc:
             log.error("could not write the state of transactional.id=%s: %s", transactional_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        pending = PendingAppend.of(partition, info.last_offset + 1)
         self.port.notify_data()
-        if not await await_replicated(self.port, [(partition, info.last_offset + 1)],
-                                      self.settings.write_timeout_ms / 1000):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.owned.get(index) != epoch:
+        code, = await await_replicated(self.port, [pending], self.settings.write_timeout_ms / 1000)
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) != epoch:
+            # leadership of the partition (in the epoch of the write) lost while waiting: the record
+            # may have been truncated as a follower, whatever the high watermark says now
+            log.info("transaction state of transactional.id=%s not written: %s-%d leadership lost",
+                     transactional_id, TRANSACTION_STATE_TOPIC, index)
             return ErrorCode.NOT_COORDINATOR
+        if code != ErrorCode.NONE:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
