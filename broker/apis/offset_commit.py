@@ -34,7 +34,7 @@ async def handle(broker, request) -> dict:
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = broker.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
                                            generation, body.retention_time_ms, offsets, version)
-    code = await _replicated(broker, body.group_id)
+    code = await replicated(broker, body.group_id)
     if code != ErrorCode.NONE:
         for r in results:
             if r.error == ErrorCode.NONE:
@@ -51,7 +51,7 @@ def _all_failed(topics, code) -> dict:
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
 
 
-async def _replicated(broker, group_id: str) -> ErrorCode:
+async def replicated(broker, group_id: str) -> ErrorCode:
     """As Kafka: a commit counts once every in-sync replica of the offsets partition has it, while
     this broker still leads that partition in the epoch it was written in. NONE, REQUEST_TIMED_OUT,
     or NOT_COORDINATOR (Kafka's answer to a commit whose append met NOT_LEADER_OR_FOLLOWER) when the

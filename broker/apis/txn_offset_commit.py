@@ -18,6 +18,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from .offset_commit import replicated
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 5)
@@ -106,5 +107,15 @@ async def handle(broker, request) -> dict:
         body.group_id, body.producer_id, body.producer_epoch,
         (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
         body.generation_id if version >= 3 else -1, offsets)
+    # As Kafka: the answer waits until the offsets partition's in-sync replicas have the commit, while
+    # this broker still leads it in the epoch it was written in. Answered at once, a commit that the
+    # coordinator's failover then lost was followed by the transaction's COMMIT marker: the group's
+    # offsets went back and an exactly-once pipeline processed its input again.
+    if any(r.error == ErrorCode.NONE for r in results):
+        code = await replicated(broker, body.group_id)
+        if code != ErrorCode.NONE:
+            for r in results:
+                if r.error == ErrorCode.NONE:
+                    r.error = code
     codes = {(r.topic, r.partition): r.error for r in results}
     return answer(lambda topic, index: codes[(topic, index)])

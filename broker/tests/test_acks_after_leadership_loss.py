@@ -26,6 +26,7 @@ from strom.broker.txn.markers import TransactionMarkerChannelManager
 from strom.broker.txn.metadata import TransactionMetadata
 from strom.broker.txn.port import BrokerPort
 from strom.broker.txn.state_manager import TRANSACTION_STATE_TOPIC
+from strom.broker.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.protocol.schema import ApiKey
@@ -34,6 +35,7 @@ from strom.storage.log import Log
 
 from .conftest import make_broker, open_client
 from .test_apis import create, produce_body
+from .test_txn_offset_commit_verification import add_offsets, txn_commit
 
 NEW_LEADER = 7  # a broker id this in-process broker is not
 
@@ -281,3 +283,41 @@ async def test_leadership_changes_wake_the_waiters_of_the_partition(tmp_path, ch
             await woken.wait()
         assert woken.is_set(), f"{change} did not wake the partition's waiters"
         nursery.cancel_scope.cancel()
+
+
+async def test_txn_offset_commit_waits_for_the_replicas_and_fails_after_losing_leadership(env, nursery):
+    """TxnOffsetCommit is answered once the offsets partition's in-sync replicas have the commit, as
+    Kafka's group coordinator answers it; a commit whose leadership was lost meanwhile answers
+    NOT_COORDINATOR, so the producer sends it to the new coordinator before it commits the
+    transaction (answered NONE at once, its offsets could be gone when the COMMIT marker came)."""
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    assert await add_offsets(client, pid, 0) == ErrorCode.NONE
+    partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", broker.groups.partition_of("g"))
+    start = partition.log.log_end_offset
+
+    async def commit():
+        return await txn_commit(client, pid, 0)
+
+    waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
+    replaced_by_new_leader(broker, partition, start)
+    assert await waiting.answer() == ErrorCode.NOT_COORDINATOR
+
+
+async def test_txn_offset_commit_is_answered_once_the_follower_has_it(env, nursery):
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    assert await add_offsets(client, pid, 0) == ErrorCode.NONE
+    partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", broker.groups.partition_of("g"))
+    start = partition.log.log_end_offset
+
+    async def commit():
+        return await txn_commit(client, pid, 0)
+
+    waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
+    partition.record_follower_fetch(NEW_LEADER, partition.log.log_end_offset)
+    partition.maybe_advance_high_watermark()
+    broker.replicas.notify_data([(partition.topic, partition.index)])
+    assert await waiting.answer() == ErrorCode.NONE
