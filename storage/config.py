@@ -28,8 +28,10 @@ def _ratio(value: str) -> float:
 
 
 def _cleanup_policy(value: str) -> str:
+    """A list of delete and compact; empty (Kafka 4.0 accepts it, e.g. after IncrementalAlterConfigs
+    subtracted the last value) is neither: no retention by time or size, no compaction."""
     parts = sorted(p.strip() for p in value.split(",") if p.strip())
-    if not parts or any(p not in ("delete", "compact") for p in parts):
+    if any(p not in ("delete", "compact") for p in parts):
         raise ValueError("must be a list of delete, compact")
     return ",".join(parts)
 
