@@ -43,7 +43,7 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "segment.index.bytes": ("segment_index_bytes", _int, 8),
     "index.interval.bytes": ("index_interval_bytes", _int, 0),
     "retention.ms": ("retention_ms", _int, -1),
-    "retention.bytes": ("retention_bytes", _int, -1),
+    "retention.bytes": ("retention_bytes", _int, None),  # any negative value: unlimited, as in Kafka
     "cleanup.policy": ("cleanup_policy", _cleanup_policy, None),
     "max.message.bytes": ("max_message_bytes", _int, 0),
     "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime"), None),
