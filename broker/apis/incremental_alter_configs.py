@@ -29,8 +29,9 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
         elif op in (APPEND, SUBTRACT):
             if TOPIC_CONFIGS[key][2] != "list":
                 return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
-            current = configs.get(key)
-            items = current.split(",") if current else broker.topic_config_value(info, key)[0].split(",")
+            current = configs.get(key)  # set, even to "" (an empty list), or else the default
+            raw = current if current is not None else broker.topic_config_value(info, key)[0]
+            items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
             items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
             configs[key] = ",".join(items)

@@ -15,7 +15,7 @@ from strom.protocol.schema import ApiKey
 
 from .test_faults import _error_codes, _request_with_a_topic
 
-SUBTRACT, SET = 3, 0
+SET, APPEND, SUBTRACT = 0, 2, 3
 TOPIC_RESOURCE = 2
 
 
@@ -103,6 +103,8 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     assert (await _alter(client, "cp", SUBTRACT, "compact")).error_code == 0
     assert (await _alter(client, "cp", SUBTRACT, "delete")).error_code == 0
     assert await _cleanup_policy(client, "cp") == ("", 1)
+    assert (await _alter(client, "cp", APPEND, "compact")).error_code == 0  # to the empty list, not the default
+    assert await _cleanup_policy(client, "cp") == ("compact", 1)
     assert (await _create(client, "cp-empty", [{"name": "cleanup.policy", "value": ""}])).error_code == 0
     assert not broker.replicas.get("cp-empty", 0).log.config.delete_enabled
     bad = await _alter(client, "cp", SET, "forever")
