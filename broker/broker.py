@@ -363,6 +363,10 @@ class Broker:
                 parse_topic_config(key, value)
             except ConfigError as exc:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        try:  # what the log itself refuses is refused here, before anything is stored
+            self.log_config({k: v for k, v in configs.items() if v is not None})
+        except ValueError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str], *, validate_only: bool = False,
@@ -380,7 +384,8 @@ class Broker:
                 partitions = self.config["num.partitions"]
             if partitions < 1 or partitions > MAX_PARTITIONS:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+                                 "Number of partitions was set to an invalid non-positive value." if partitions < 1
+                                 else f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
             if replication_factor == -1:
                 replication_factor = self.config["default.replication.factor"]
             if replication_factor < 1:
@@ -409,7 +414,9 @@ class Broker:
         else:
             if replication_factor > 1:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {replication_factor} larger than available brokers: 1.")
+                                 f"Unable to replicate the partition {replication_factor} time(s): The target "
+                                 f"replication factor of {replication_factor} cannot be reached because only 1 "
+                                 "broker(s) are registered.")
             if validate_only:
                 return None
             config = self.log_config(configs)
@@ -494,7 +501,7 @@ class Broker:
         replica list per new partition, in order) exactly as assigned."""
         info = self.topics.topics.get(name)
         if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka: no message
         if count == info.partitions:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
         if count < info.partitions:

@@ -316,25 +316,69 @@ TOPIC_CONFIGS: dict[str, TopicDef] = {t[0]: t for t in [
     ("follower.replication.throttled.replicas", None, "list", []),
 ]}
 
+# Kafka's topic config validators (LogConfig), in Kafka's order: their refusals are worded as
+# Kafka words them ("Invalid value x for configuration k: ..."), which tools and libraries match.
 _TOPIC_CHOICES = {
-    "cleanup.policy": ("delete", "compact"),
-    "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "cleanup.policy": ("compact", "delete"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
 }
-
-
-# Lower bounds Kafka enforces on topic values (found by compat_tests/differential).
-_TOPIC_MINIMUMS = {"min.insync.replicas": 1}
+_TOPIC_MINIMUMS = {
+    "segment.bytes": 14, "segment.ms": 1, "segment.jitter.ms": 0, "retention.ms": -1, "max.message.bytes": 0,
+    "index.interval.bytes": 0, "delete.retention.ms": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1,
+    "file.delete.delay.ms": 0, "min.cleanable.dirty.ratio": 0, "min.insync.replicas": 1,
+    "message.timestamp.before.max.ms": 0, "message.timestamp.after.max.ms": 0,
+    "message.timestamp.difference.max.ms": 0,
+    # Kafka takes 4; Strom's offset index needs room for one 8-byte entry
+    "segment.index.bytes": 8,
+}
+_TOPIC_MAXIMUMS = {"min.cleanable.dirty.ratio": 1}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INT_RANGE = {"int": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
 
 
 def parse_topic_config(key: str, raw: str) -> Any:
-    """Parse one topic-level value; ConfigError names an unknown key or a bad value."""
+    """Parse one topic-level value; ConfigError names an unknown key or a bad value in Kafka's words."""
     if key not in TOPIC_CONFIGS:
-        raise ConfigError(f"unknown topic config {key!r}")
-    _, _, typ, _ = TOPIC_CONFIGS[key]
+        raise ConfigError(f"Unknown topic config name: {key}")
+    typ = TOPIC_CONFIGS[key][2]
     if key in THROTTLED_REPLICAS_KEYS:
         _check_throttled_replicas(key, raw)
-    return ConfigDef(key, typ, None, "", choices=_TOPIC_CHOICES.get(key), minimum=_TOPIC_MINIMUMS.get(key)).parse(raw)
+
+    def invalid(value: Any, reason: str) -> ConfigError:
+        return ConfigError(f"Invalid value {value} for configuration {key}: {reason}")
+
+    text = raw.strip()
+    if typ in _INT_RANGE:
+        low, high = _INT_RANGE[typ]
+        if not _INTEGER.fullmatch(text) or not low <= int(text) <= high:
+            raise invalid(text, f"Not a number of type {typ.upper()}")
+        value: Any = int(text)
+    elif typ == "double":
+        try:
+            value = float(text) if "_" not in text else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise invalid(text, "Not a number of type DOUBLE")
+    elif typ == "bool":
+        if text.lower() not in ("true", "false"):
+            raise invalid(text, "Expected value to be either true or false")
+        value = text.lower() == "true"
+    elif typ == "list":
+        value = _parse_list(text)
+    else:
+        value = text
+    choices = _TOPIC_CHOICES.get(key)
+    if choices is not None:  # Kafka splits "a, ,b" into a, "" and b: an empty item is refused
+        for item in (re.split(r"\s*,\s*", text) if text else []) if typ == "list" else [value]:
+            if item not in choices:
+                raise invalid(item, f"String must be one of: {', '.join(choices)}")
+    if key in _TOPIC_MINIMUMS and value < _TOPIC_MINIMUMS[key]:
+        raise invalid(value, f"Value must be at least {_TOPIC_MINIMUMS[key]}")
+    if key in _TOPIC_MAXIMUMS and value > _TOPIC_MAXIMUMS[key]:
+        raise invalid(value, f"Value must be no more than {_TOPIC_MAXIMUMS[key]}")
+    return value
 
 
 THROTTLED_REPLICAS_KEYS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")

@@ -7,7 +7,7 @@ from strom.protocol.errors import ErrorCode
 class TopicError(Exception):
     """A topic operation refused with a Kafka error code and message."""
 
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str | None):  # None: Kafka answers without a message
         super().__init__(message)
         self.code = code
         self.message = message

@@ -18,8 +18,12 @@ from strom.protocol.codec import encode_response
 from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
                                  RawFrame, Request, ServerConnection)
 
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import api_spec
+
 from . import context
-from .apis import HANDLERS, SUPPORTED_RANGE, error_response
+from .apis import HANDLERS, SUPPORTED_RANGE, error_response as malformed_request_response
+from .error_answers import error_response
 from .errors import AnswerInVersion, DropConnection  # broker/faults.py loads only when a test injects faults
 from .security import PLAINTEXT, ListenerSecurity
 from .security.connection import SecureConnection
@@ -252,9 +256,9 @@ class ConnectionHandler:
             out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
             return True
         except Exception:
-            log.exception("handler failed api=%s version=%d peer=%s; closing the connection",
-                          module.__name__.rsplit(".", 1)[-1], request.header.api_version, peer)
-            return False
+            body = _unexpected_error_answer(request, peer)
+            if body is None:
+                return False
         finally:
             accounting.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
                            failed, self.broker.topic_name_by_id)
@@ -269,7 +273,7 @@ class ConnectionHandler:
 
     def _reject(self, conn: ServerConnection, bad: BadRequest, out: list, peer: str) -> bool:
         header = bad.header
-        body = error_response(bad) if header is not None else None
+        body = malformed_request_response(bad) if header is not None else None
         if body is None:
             log.warning("closing connection peer=%s: %s", peer, bad.reason)
             return False
@@ -282,6 +286,22 @@ class ConnectionHandler:
         self.broker.stats.sent(context.connection_stats.get(None), parts)
         with trio.fail_after(SEND_TIMEOUT_S):
             await send_parts(stream, parts)
+
+
+def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
+    """A handler raised: log it once and answer UNKNOWN_SERVER_ERROR on everything the request
+    named, keeping the connection, as Kafka's request handler does; None (close the connection)
+    where Kafka closes it too: an acks=0 Produce has no answer to carry the error."""
+    header = request.header
+    api = api_spec(header.api_key).name
+    try:
+        body = error_response(header.api_key, header.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+    except Exception:  # noqa: BLE001 - the request's own shape broke the error answer too
+        body = None
+    log.exception("unexpected error handling %s v%d peer=%s correlation_id=%d; %s", api, header.api_version,
+                  peer, header.correlation_id,
+                  "answered UNKNOWN_SERVER_ERROR" if body is not None else "closing the connection")
+    return body
 
 
 def _peer_ip(stream) -> str | None:

@@ -38,13 +38,13 @@ PRODUCER_ID_BLOCK = 1000
 def topic_name_error(name: str | None) -> str | None:
     """Why `name` is not a legal topic name (Kafka's rules), or None when it is."""
     if not name:
-        return "Topic name is empty"
+        return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
-        return f"Topic name cannot be {name!r}"
+        return f"Topic name is invalid: '{name}' is not allowed"
     if len(name) > MAX_NAME_LENGTH:
-        return f"Topic name is longer than {MAX_NAME_LENGTH} characters"
+        return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
     if not _LEGAL.fullmatch(name):
-        return f"Topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        return f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     return None
 
 

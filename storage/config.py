@@ -28,8 +28,10 @@ def _ratio(value: str) -> float:
 
 
 def _cleanup_policy(value: str) -> str:
+    """A list of delete and compact; empty (Kafka 4.0 accepts it, e.g. after IncrementalAlterConfigs
+    subtracted the last value) is neither: no retention by time or size, no compaction."""
     parts = sorted(p.strip() for p in value.split(",") if p.strip())
-    if not parts or any(p not in ("delete", "compact") for p in parts):
+    if any(p not in ("delete", "compact") for p in parts):
         raise ValueError("must be a list of delete, compact")
     return ",".join(parts)
 
@@ -41,7 +43,7 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "segment.index.bytes": ("segment_index_bytes", _int, 8),
     "index.interval.bytes": ("index_interval_bytes", _int, 0),
     "retention.ms": ("retention_ms", _int, -1),
-    "retention.bytes": ("retention_bytes", _int, -1),
+    "retention.bytes": ("retention_bytes", _int, None),  # any negative value: unlimited, as in Kafka
     "cleanup.policy": ("cleanup_policy", _cleanup_policy, None),
     "max.message.bytes": ("max_message_bytes", _int, 0),
     "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime"), None),

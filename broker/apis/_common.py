@@ -60,4 +60,8 @@ def throttled(quota, body: dict) -> dict:
     return body
 
 
-THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+# Kafka answers THROTTLING_QUOTA_EXCEEDED with a null message
+THROTTLED_MESSAGE = None
+# Kafka's own message of INVALID_REQUEST (Errors.INVALID_REQUEST), which it sends where it has no better one
+INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                           "the message was sent to an incompatible broker. See the broker logs for more details.")

@@ -63,9 +63,9 @@ async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dic
             raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         if resource.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
-                             f"Resource type {resource.resource_type} is not supported; topic and broker configs are.")
+                             f"Unknown resource type {resource.resource_type}")
         if resource.resource_name not in broker.topics.topics:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {resource.resource_name} does not exist.")
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.resource_name}' does not exist.")
         broker.validate_topic_configs(new_configs)
         if not validate_only:
             await broker.set_topic_configs(resource.resource_name, new_configs)

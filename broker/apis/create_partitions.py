@@ -43,7 +43,7 @@ async def handle(broker, request) -> dict:
             if topic.name not in refused:
                 refused.add(topic.name)
                 results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
-                                "error_message": "Duplicate topic in request."})
+                                "error_message": "Duplicate topic name."})
             continue
         results.append(await _grow(broker, topic, body.validate_only, quota))
     return throttled(quota, {"throttle_time_ms": 0, "results": results})

@@ -58,7 +58,7 @@ async def handle(broker, request) -> dict:
             # as Kafka: a name given twice is refused altogether, answered once
             if topic.name not in seen:
                 result.update(error_code=ErrorCode.INVALID_REQUEST, configs=[],
-                              error_message="Create topics request contains duplicate topic name.")
+                              error_message="Duplicate topic name.")
                 results.append(result)
             seen.add(topic.name)
             continue

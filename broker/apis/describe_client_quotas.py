@@ -35,7 +35,7 @@ async def handle(broker, request) -> dict:
             return _error(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null.")
         filters[c.entity_type] = (c.match_type, c.match)
     if IP in filters and len(filters) > 1:
-        return _error(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP filter component "
+        return _error(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
                                                  "should not be used with user or clientId filter component.")
     entries = []
     for entity, values in broker.quotas.entries.items():

@@ -14,6 +14,7 @@ from ..auth import Operation, allowed_cluster, cluster_operations
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 2)
 BROKERS_ENDPOINT = 1
+_ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}  # Kafka's EndpointType names, as its messages show them
 
 
 async def handle(broker, request) -> dict:
@@ -25,7 +26,7 @@ async def handle(broker, request) -> dict:
         # as Kafka's broker listener: the request wanted another endpoint type (controllers)
         return {"error_code": ErrorCode.MISMATCHED_ENDPOINT_TYPE,
                 "error_message": "The request was sent to an endpoint of type BROKER, "
-                                 f"but we wanted an endpoint of type {request.body.endpoint_type}.",
+                                 f"but we wanted an endpoint of type {_ENDPOINT_TYPES.get(request.body.endpoint_type, request.body.endpoint_type)}",
                 "endpoint_type": BROKERS_ENDPOINT, "cluster_id": ""}
     return {
         "error_code": ErrorCode.NONE,

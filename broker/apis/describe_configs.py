@@ -6,6 +6,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
+from ._common import INVALID_REQUEST_MESSAGE
 from ..dynamic_config import DYNAMIC
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -138,22 +139,22 @@ def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
     elif resource.resource_type == TOPIC:
         info = broker.topics.topics.get(resource.resource_name)
         if info is None:
-            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                          error_message=f"Topic {resource.resource_name} does not exist.")
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka: no message
         else:
             result["configs"] = topic_entries(broker, info, keys, synonyms, docs)
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(broker.node_id)):
-            result.update(error_code=ErrorCode.INVALID_REQUEST,
-                          error_message=f"Unexpected broker id, expected {broker.node_id} but received {resource.resource_name}")
+            name = resource.resource_name
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+                f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+                if name.lstrip("-").isdigit() else f"Broker id must be an integer, but it is: {name}"))
         elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
             result["configs"] = dynamic_entries(broker, keys, True, [], synonyms)
         else:
             result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs, synonyms),
                                                 synonyms)
     else:
-        result.update(error_code=ErrorCode.INVALID_REQUEST,
-                      error_message=f"Resource type {resource.resource_type} is not supported.")
+        result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE)
     return result
 
 

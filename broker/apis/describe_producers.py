@@ -21,6 +21,8 @@ def _partition(broker, topic: str, index: int) -> dict:
                 "active_producers": []}
     partition, code = leader_partition(broker, topic, index)
     out = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and topic not in broker.topics.topics:  # as Kafka 4.0
+        out["error_message"] = "This server does not host this topic-partition."
     if code != ErrorCode.NONE:
         return out
     for entry in partition.log.producer_state.producers.values():

@@ -13,6 +13,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ._common import INVALID_REQUEST_MESSAGE
 
 from strom.broker.errors import TopicError
 
@@ -23,7 +24,7 @@ TRANSACTION_KEY_TYPE = 1
 log = logging.getLogger("strom.find_coordinator")
 MESSAGES = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.INVALID_REQUEST: "Unknown coordinator key type.",
+    ErrorCode.INVALID_REQUEST: INVALID_REQUEST_MESSAGE,
     ErrorCode.INVALID_GROUP_ID: "The group id is empty.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
 }
@@ -80,4 +81,6 @@ async def handle(broker, request) -> dict:
                 "coordinators": [await _coordinator(broker, key, body.key_type) for key in body.coordinator_keys]}
     found = await _coordinator(broker, body.key, body.key_type)
     del found["key"]
+    if found["error_code"] == ErrorCode.NONE:
+        found["error_message"] = "NONE"  # as Kafka answers v1-3: the error's name
     return {"throttle_time_ms": 0, **found}

@@ -28,14 +28,15 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
             configs.pop(key, None)
         elif op in (APPEND, SUBTRACT):
             if TOPIC_CONFIGS[key][2] != "list":
-                return None, f"Config {key} is not a list; APPEND and SUBTRACT need a list config"
-            current = configs.get(key)
-            items = current.split(",") if current else broker.topic_config_value(info, key)[0].split(",")
+                return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
+            current = configs.get(key)  # set, even to "" (an empty list), or else the default
+            raw = current if current is not None else broker.topic_config_value(info, key)[0]
+            items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
             items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
             configs[key] = ",".join(items)
         else:
-            return None, f"Unknown config operation {op}"
+            return None, ""  # Kafka: INVALID_CONFIG without a message
     return configs, None
 
 
@@ -51,7 +52,7 @@ def _updated_broker(broker, resource) -> tuple[dict | None, str | None]:
         elif op in (APPEND, SUBTRACT):
             return None, f"Config value {'append' if op == APPEND else 'subtract'} is not allowed for config key: {key}"
         else:
-            return None, f"Unknown config operation {op}"
+            return None, ""
     return configs, None
 
 
@@ -82,11 +83,11 @@ async def handle(broker, request) -> dict:
             configs, problem = updated(broker, resource) if not duplicates else (None, None)
             if duplicates:  # as Kafka: the whole resource is refused
                 responses.append({"error_code": ErrorCode.INVALID_REQUEST,
-                                  "error_message": f"Error due to duplicate config keys: {', '.join(duplicates)}",
+                                  "error_message": "Error due to duplicate config keys",
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue
-            if problem:
-                responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem,
+            if problem is not None:
+                responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem or None,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue
         else:

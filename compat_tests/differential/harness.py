@@ -3,8 +3,9 @@
 A scenario (``scenarios.py``) is a named list of steps; a step is one request (API key, version,
 body) encoded with ``strom.protocol.codec`` and sent on a plain socket. Every step's answer is
 decoded with the same codec, turned into plain data, normalised (what legitimately differs
-between two brokers: node, cluster, topic and member ids, throttle times, free-text error
-messages, wall-clock timestamps) and compared field by field. Lists of named things (topics,
+between two brokers: node, cluster, topic and member ids, throttle times, wall-clock
+timestamps; an empty error message counts as none) and compared field by field, error messages
+included: clients and libraries match on Kafka's wording. Lists of named things (topics,
 partitions, configs, groups) are compared as maps keyed by their name, so order never counts.
 
 The outcome of a step is its decoded body, ``"<closed>"`` when the broker closed the
@@ -359,8 +360,11 @@ def run_both(kafka: Target, strom: Target, scenarios: list[Scenario]) -> tuple[d
 # --------------------------------------------------------------------------- normalising
 
 
-# Keys whose value is free or wall-clock by nature: dropped before comparing.
-DROP_KEYS = {"throttle_time_ms", "error_message", "log_append_time_ms", "_tagged"}
+# Keys whose value is free or wall-clock by nature: dropped before comparing. Error messages are
+# compared (clients and libraries match on Kafka's wording); an empty one counts as none, and the
+# ones that legitimately differ are findings in FINDINGS.md, as every other difference.
+DROP_KEYS = {"throttle_time_ms", "log_append_time_ms", "_tagged"}
+MESSAGE_KEYS = {"error_message", "batch_index_error_message"}
 # Times a broker takes from its own clock (a transaction's start, a marker's timestamp): the
 # scenarios write timestamps from 2023 (BASE_TS), so one after mid-2025 is the broker's clock.
 WALL_CLOCK_KEYS = {"timestamp", "last_timestamp", "transaction_start_time_ms"}
@@ -416,6 +420,8 @@ def normalise(value: Any, target: Target, key: str | None = None) -> Any:
             return ["<self>" if v == target.node_id else v for v in value]
         items = [normalise(v, target, None) for v in value]
         return _keyed(items)
+    if key in MESSAGE_KEYS and value == "":
+        return None
     if key in NODE_KEYS and isinstance(value, int) and value == target.node_id and value >= 0:
         return "<self>"
     if key in ("host",) and value == target.host:

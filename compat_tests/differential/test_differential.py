@@ -81,3 +81,14 @@ def test_findings_parse_and_match_literally() -> None:
     assert not glob("a-*#0:topics.[name=x]").fullmatch("a-v1#0:topics.xname=x]")
     d = Difference("fetch-v3-out-of-range", 0, "responses.[topic=w-one]", 1, 2)
     assert any(f.matches(d) for f in findings)
+
+
+def test_error_messages_are_compared_and_empty_counts_as_none() -> None:
+    from compat_tests.differential.harness import Target, compare, normalise
+
+    target = Target("any", "127.0.0.1", 1)
+    target.node_id = 0
+    kafka = normalise({"error_code": 40, "error_message": "Unknown topic config name: x"}, target)
+    strom = normalise({"error_code": 40, "error_message": "unknown topic config 'x'"}, target)
+    assert list(compare(kafka, strom)) == [("error_message", "Unknown topic config name: x", "unknown topic config 'x'")]
+    assert not list(compare(normalise({"error_message": ""}, target), normalise({"error_message": None}, target)))
