@@ -58,11 +58,14 @@ async def test_controller_mutation_quota_refuses_new_versions_and_throttles_old_
         await trio.sleep(refused.throttle_time_ms / 1000 + 0.05)
         # CreateTopics v5 is throttled, not refused: created, with the time the quota needs to recover
         old = await _create(limited, 5, [("m4", 1), ("m5", 1)])
-        assert [t.error_code for t in old.topics] == [0, 0] and 500 <= old.throttle_time_ms <= 1000
+        # (how much of the bucket recovered depends on how long the sleep above really took: under load
+        # it oversleeps, so only the bounds that hold whatever the machine does are asserted)
+        assert [t.error_code for t in old.topics] == [0, 0] and 0 < old.throttle_time_ms <= 1000
         started = trio.current_time()
         grow = await limited.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "m1", "count": 5, "assignments": None}],
                                                                     "timeout_ms": 1000, "validate_only": False})
-        assert trio.current_time() - started >= 0.4, "the connection stayed muted for the throttle time"
+        assert trio.current_time() - started >= old.throttle_time_ms / 1000 - 0.05, \
+            "the connection stayed muted for the throttle time"
         assert grow.results[0].error_code in (ErrorCode.NONE, ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         gone = await limited.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "m1", "topic_id": bytes(16)}],
                                                                "timeout_ms": 1000})
