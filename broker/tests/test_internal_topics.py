@@ -8,7 +8,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from strom.broker import internal_topics
 from strom.broker.group import records as group_records
@@ -32,6 +32,7 @@ def test_malformed_records_raise_a_clear_error(decode, error, data):
         decode(data)
 
 
+@settings(deadline=None)  # no per-example deadline: CI runs tests in parallel on 2 cores
 @given(st.binary(max_size=64))
 def test_garbage_never_escapes_as_another_exception(data):
     for decode, error in DECODERS:

@@ -8,7 +8,7 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strom.broker.cluster.placement import PlacementError, assign_replicas
@@ -40,6 +40,7 @@ def test_added_partitions_continue_numbering() -> None:
     assert sorted(result) == [3, 4]
 
 
+@settings(deadline=None)  # no per-example deadline: CI runs tests in parallel on 2 cores
 @given(
     brokers=st.integers(min_value=1, max_value=9),
     partitions=st.integers(min_value=1, max_value=60),
@@ -190,6 +191,7 @@ def test_mixed_racks_are_placed_with_the_rackless_brokers_as_one_rack() -> None:
 RACK_NAMES = st.sampled_from(["a", "b", "c", "d", None])
 
 
+@settings(deadline=None)  # no per-example deadline: CI runs tests in parallel on 2 cores
 @given(layout=st.dictionaries(st.integers(0, 50), RACK_NAMES, min_size=1, max_size=10),
        partitions=st.integers(1, 40), data=st.data())
 def test_any_layout_spans_as_many_racks_as_possible_with_balanced_leaders(layout, partitions, data) -> None:
@@ -209,6 +211,7 @@ def test_any_layout_spans_as_many_racks_as_possible_with_balanced_leaders(layout
         assert result == assign_replicas(layout, partitions, rf, start_index=start, racks=layout)
 
 
+@settings(deadline=None)  # no per-example deadline: CI runs tests in parallel on 2 cores
 @given(rack_count=st.integers(1, 4), per_rack=st.integers(1, 4), rounds=st.integers(1, 4), data=st.data())
 def test_equal_racks_get_equal_leaders_and_replicas(rack_count, per_rack, rounds, data) -> None:
     """Every rack with as many brokers: leaders and replicas spread evenly over the brokers and
