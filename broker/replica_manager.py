@@ -20,6 +20,7 @@ from typing import Callable, Collection, Iterable
 import trio
 
 from strom.storage.log import Log, LogAppendInfo
+from strom.storage.producer_state import AppendOrigin
 
 log = logging.getLogger("strom.replicas")
 
@@ -63,8 +64,8 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append(self, records, headers) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, headers, self.leader_epoch)
+    def append(self, records, headers, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, headers, self.leader_epoch, origin)
         self.maybe_advance_high_watermark()
         return info
 

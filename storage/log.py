@@ -30,7 +30,7 @@ from strom.storage.errors import (
 from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
 from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
-from strom.storage.producer_state import ProducerStateManager
+from strom.storage.producer_state import AppendOrigin, ProducerStateManager
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
@@ -284,17 +284,19 @@ class Log:
         return total
 
     def append_as_leader(self, records: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader], leader_epoch: int) -> LogAppendInfo:
+                         headers: list[BatchHeader], leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Assign offsets to validated v2 batches and append them (see module docs for rules).
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place: base offsets,
         partition leader epoch, and with LogAppendTime the timestamp type, max timestamp and CRC.
-        Idempotence is checked for every batch before anything is written.
+        Idempotence is checked for every batch before anything is written; a COORDINATOR append
+        (the broker's own records) is never a duplicate and has only its producer epochs checked.
         """
         self._check_batches(records, headers)
         with self._lock:
             self._ensure_open()
-            duplicate = self.producer_state.validate(headers)
+            duplicate = self.producer_state.validate(headers, origin)
             if duplicate is not None:
                 return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
                                      duplicate.timestamp, duplicate.last_offset, -1,
