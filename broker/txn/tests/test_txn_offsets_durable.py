@@ -78,3 +78,24 @@ async def test_an_aborted_transactional_commit_after_committed_ones_leaves_the_l
     assert await _committed(client) == (ErrorCode.NONE, 200, "m200")
     broker, client = await restart()
     assert await _committed(client) == (ErrorCode.NONE, 200, "m200")
+
+
+async def test_a_new_leader_loads_the_offsets_past_its_high_watermark(env):
+    """A follower that becomes the leader of a `__consumer_offsets` partition holds the last commit and
+    its marker, but its high watermark is the one its old leader last told it, below them. Loading
+    only up to the high watermark left that commit pending for good (its marker is never written
+    again): a read_committed consumer's OffsetFetch answered UNSTABLE_OFFSET_COMMIT forever."""
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    for offset in (100, 200, 300):
+        await _txn_offset_commit(client, pid, 0, offset)
+        assert await end(client, pid, 0, commit=True) == ErrorCode.NONE
+        await settled(broker)
+    groups = broker.groups
+    partition = broker.partition(OFFSETS_TOPIC, groups.partition_of("g"))
+    partition.log.high_watermark = partition.log.log_end_offset - 1  # the last marker above it
+    groups.groups.clear()
+    groups._load_partition(partition)  # as follow_leadership does on gaining the partition
+    assert not groups.has_pending_txn_offset("g", "t", 0)
+    assert groups.fetch_offsets("g", None)[("t", 0)].offset == 300
