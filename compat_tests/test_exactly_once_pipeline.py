@@ -172,7 +172,9 @@ class Nemesis:
         return queue.pop()
 
     def _target(self) -> tuple[str, int | None]:
-        kind = self._next("target", ["group-coordinator", "txn-coordinator", "input-leader", "output-leader"])
+        # the group coordinator twice a round: its move is where committed offsets can go back
+        kind = self._next("target", ["group-coordinator", "group-coordinator", "txn-coordinator", "input-leader",
+                                     "output-leader"])
         if kind == "group-coordinator":
             return kind, self._leader("__consumer_offsets", partition_for(GROUP, INTERNAL_PARTITIONS))
         if kind == "txn-coordinator":

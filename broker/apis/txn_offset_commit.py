@@ -18,6 +18,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from .offset_commit import _replicated
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 5)
@@ -106,5 +107,12 @@ async def handle(broker, request) -> dict:
         body.group_id, body.producer_id, body.producer_epoch,
         (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
         body.generation_id if version >= 3 else -1, offsets)
+    if any(r.error == ErrorCode.NONE for r in results) and not await _replicated(broker, body.group_id):
+        # As Kafka: written with acks=all, else COORDINATOR_NOT_AVAILABLE (the client retries).
+        # Answered before, a coordinator that went away took the commit with it while the
+        # producer went on to commit its transaction: the group's offsets went back.
+        for r in results:
+            if r.error == ErrorCode.NONE:
+                r.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     codes = {(r.topic, r.partition): r.error for r in results}
     return answer(lambda topic, index: codes[(topic, index)])

@@ -99,3 +99,39 @@ async def test_a_new_leader_loads_the_offsets_past_its_high_watermark(env):
     groups._load_partition(partition)  # as follow_leadership does on gaining the partition
     assert not groups.has_pending_txn_offset("g", "t", 0)
     assert groups.fetch_offsets("g", None)[("t", 0)].offset == 300
+
+
+async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replicas_have_it(tmp_path, nursery,
+                                                                                         monkeypatch):
+    """As Kafka (acks=all on the offsets partition). Answered at once before: a coordinator paused and
+    replaced before its followers had the commit lost it, while the producer committed its
+    transaction: the group's offsets went back and the records were processed twice."""
+    from strom.broker.tests.conftest import make_broker, open_client
+
+    broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3,
+                         offsets_commit_timeout_ms=300)
+    try:
+        await nursery.start(broker.txn.run)
+        client = open_client(broker, nursery)
+        await create(client, "t")
+        pid = (await init(client)).producer_id
+        add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+            "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+        assert add.error_code == ErrorCode.NONE
+        partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of("g"))
+        monkeypatch.setattr(partition, "maybe_advance_high_watermark", lambda: False)  # no follower has it
+        body = {"transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
+                "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}
+        committed = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, body)
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        monkeypatch.undo()
+        partition.maybe_advance_high_watermark()
+        committed = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, body)  # the client's retry
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
+        assert await end(client, pid, 0, commit=True) == ErrorCode.NONE
+        await settled(broker)
+        assert await _committed(client) == (ErrorCode.NONE, 7, "")
+    finally:
+        broker.close()
