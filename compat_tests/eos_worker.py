@@ -10,11 +10,12 @@ send_offsets_to_transaction. Writes its history to stdout, one line per event::
     A 0,1 / R 0,1              partitions assigned / revoked
     B <n> p:first-last ...     a transaction began with these input offsets
     W <n>                      its records are written (flushed), the transaction not ended
+    O <n>                      its offsets are sent (send_offsets_to_transaction returned)
     C <n>                      commit_transaction returned: transaction n is committed
     X <n> <error>              transaction n was aborted (abortable error); positions rewound
     E <error>                  an error it cannot go on from: it closes and exits with 3
                                (the test starts a new instance with the same transactional id)
-Exits 0 when the stop file appears.
+Each line ends with the wall-clock time (``@HH:MM:SS.mmm``). Exits 0 when the stop file appears.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def main() -> int:
     out = sys.stdout
 
     def say(line: str) -> None:
-        out.write(line + "\n")
+        now = time.time()
+        out.write(f"{line} @{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d}\n")
         out.flush()
 
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
@@ -79,6 +81,7 @@ def main() -> int:
                 time.sleep(delay)  # a window for the nemesis: data written, nothing ended
                 offsets = [TopicPartition(source, p, max(o) + 1) for p, o in ranges.items()]
                 producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), TIMEOUT_S)
+                say(f"O {n}")
                 producer.commit_transaction(TIMEOUT_S)
                 say(f"C {n}")
             except KafkaException as exc:

@@ -90,9 +90,9 @@ class Worker:
                 self.kill()
 
     def lines(self) -> list[tuple[int, str]]:
-        """(instance, line) of every instance's history."""
-        return [(i, line) for i, path in enumerate(self.history_paths) if path.exists()
-                for line in path.read_text().splitlines()]
+        """(instance, line without its time) of every instance's history."""
+        return [(i, line.rsplit(" @", 1)[0]) for i, path in enumerate(self.history_paths) if path.exists()
+                for line in path.read_text().splitlines() if line.endswith(tuple("0123456789"))]
 
 
 def _seed_input(servers: str) -> dict[int, list[bytes]]:
