@@ -20,10 +20,13 @@ LOAD_READ_BYTES = 1 << 20
 def replay_partition(partition, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
                      log: logging.Logger) -> bool:
     """Call ``on_batch(header, batch)`` for every batch of ``partition`` (the local replica of
-    ``topic``-``index``: its ``log`` and ``high_watermark``) from its log start up to its high
-    watermark, in order. False when an unreadable batch ended the replay early."""
+    ``topic``-``index``, whose leader this broker has just become) from its log start up to its log
+    end, in order, as Kafka's coordinators load. Not only up to the high watermark: a new leader's
+    is the last one its old leader told it, often below the last batches it holds (a transaction
+    marker among them), and what it holds is what its followers will have. False when an
+    unreadable batch ended the replay early."""
     plog = partition.log
-    offset, end = plog.log_start_offset, partition.high_watermark
+    offset, end = plog.log_start_offset, plog.log_end_offset
     while offset < end:
         region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records
         if region is None:

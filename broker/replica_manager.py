@@ -30,6 +30,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.storage.log import Log, LogAppendInfo
+from strom.storage.producer_state import AppendOrigin
 
 log = logging.getLogger("strom.replicas")
 
@@ -90,8 +91,9 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append(self, records, headers, verification_guard=None) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, headers, self.leader_epoch, verification_guard)
+    def append(self, records, headers, origin: AppendOrigin = AppendOrigin.CLIENT,
+               verification_guard=None) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, headers, self.leader_epoch, origin, verification_guard)
         self.maybe_advance_high_watermark()
         return info
 

@@ -30,7 +30,7 @@ from strom.storage.errors import (
 from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
 from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
-from strom.storage.producer_state import ProducerStateManager, VerificationGuard
+from strom.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
@@ -285,12 +285,14 @@ class Log:
 
     def append_as_leader(self, records: bytes | bytearray | memoryview,
                          headers: list[BatchHeader], leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
                          verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Assign offsets to validated v2 batches and append them (see module docs for rules).
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place: base offsets,
         partition leader epoch, and with LogAppendTime the timestamp type, max timestamp and CRC.
-        Idempotence is checked for every batch before anything is written.
+        Idempotence is checked for every batch before anything is written; a COORDINATOR append
+        (the broker's own records) is never a duplicate and has only its producer epochs checked.
 
         ``verification_guard``: given by a caller that verified the batches' transaction with the
         transaction coordinator (a client's Produce): a transactional batch that would open a
@@ -301,7 +303,7 @@ class Log:
         self._check_batches(records, headers)
         with self._lock:
             self._ensure_open()
-            duplicate = self.producer_state.validate(headers)
+            duplicate = self.producer_state.validate(headers, origin)
             if duplicate is not None:
                 return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
                                      duplicate.timestamp, duplicate.last_offset, -1,
@@ -519,6 +521,10 @@ class Log:
         with self._lock:
             self._ensure_open()
             if offset >= self.log_end_offset:
+                # No record goes, but an epoch that starts at the log end goes, as in Kafka: a
+                # replica elected leader that appended nothing before it lost the lead holds one
+                # the new leader never had. Kept, it stays this follower's latest epoch, and every
+                # fetch diverges at it again and truncates to here again, for ever.
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return
             if offset <= self._segments[0].base_offset:

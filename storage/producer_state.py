@@ -28,6 +28,7 @@ deleted.
 """
 from __future__ import annotations
 
+import enum
 import struct
 from collections import deque
 from dataclasses import dataclass, field
@@ -49,6 +50,19 @@ INT32_MAX = (1 << 31) - 1
 _PREFIX = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends to a leader's log (Kafka's AppendOrigin; followers append with their own method).
+
+    CLIENT: a producer's batches: duplicates are looked up and sequences checked.
+    COORDINATOR: the broker's own records (group and transaction state, transactional offset
+    commits, transaction markers): always written. Their batches carry no sequence, so a lookup
+    would take each transactional offset commit of a producer epoch for a repeat of the first.
+    Epochs are checked for both: an older epoch is still fenced.
+    """
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True)
@@ -191,8 +205,13 @@ class ProducerStateManager:
             opened.add(pid)
 
     # ------------------------------------------------------------ validation / update
-    def validate(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """Check a whole request; returns the original batch if it repeats one, else None."""
+    def validate(self, headers: Iterable[BatchHeader],
+                 origin: AppendOrigin = AppendOrigin.CLIENT) -> BatchMetadata | None:
+        """Check a whole request; returns the original batch if it repeats one, else None.
+
+        A COORDINATOR append is never a duplicate and has no sequences to check; its epochs are.
+        """
+        client = origin is AppendOrigin.CLIENT
         staged: dict[int, tuple[int, int]] = {}
         for header in headers:
             if not _tracked(header):
@@ -212,12 +231,16 @@ class ProducerStateManager:
             if pid in staged:
                 epoch, last_seq = staged[pid]
             else:
-                duplicate = entry.find_duplicate(header) if entry else None
+                duplicate = entry.find_duplicate(header) if entry and client else None
                 if duplicate is not None:
                     return duplicate
                 epoch = entry.producer_epoch if entry else NO_PRODUCER_EPOCH
                 last_seq = entry.last_seq if entry else NO_SEQUENCE
-            self._check(pid, epoch, last_seq, header)
+            if client:
+                self._check(pid, epoch, last_seq, header)
+            elif header.producer_epoch < epoch:
+                raise InvalidProducerEpoch(
+                    f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
             staged[pid] = (header.producer_epoch, header.last_sequence)
         return None
 

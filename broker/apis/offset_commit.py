@@ -53,9 +53,9 @@ def _all_failed(topics, code) -> dict:
 
 async def replicated(broker, group_id: str) -> ErrorCode:
     """As Kafka: a commit counts once every in-sync replica of the offsets partition has it, while
-    this broker still leads that partition in the epoch it was written in. NONE, REQUEST_TIMED_OUT,
-    or NOT_COORDINATOR (Kafka's answer to a commit whose append met NOT_LEADER_OR_FOLLOWER) when the
-    leadership was lost meanwhile: the commit may have been truncated as a follower since."""
+    this broker still leads that partition in the epoch it was written in. NONE;
+    COORDINATOR_NOT_AVAILABLE when the replicas did not have it in time; NOT_COORDINATOR when the
+    leadership was lost meanwhile (the commit may have been truncated as a follower since)."""
     partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     if partition is None:
         return ErrorCode.NONE
@@ -64,4 +64,6 @@ async def replicated(broker, group_id: str) -> ErrorCode:
     pending = PendingAppend.of(partition, partition.log.log_end_offset)
     code, = await await_appends([pending], broker.config["offsets.commit.timeout.ms"] / 1000,
                                 broker.replicas.wait_for_data)
-    return ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else code
+    # as Kafka 4.0's group coordinator turns an append's error into a commit's: retried by clients
+    return {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+            ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE}.get(code, code)

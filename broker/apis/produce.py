@@ -303,7 +303,7 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     try:
         data, headers, guard = _validated(broker, topic, index, partition, records, version, transactional_id, answers)
-        info = partition.append(data, headers, guard)
+        info = partition.append(data, headers, verification_guard=guard)
     except StorageError as exc:
         code = ErrorCode[exc.error_code_name]
         # as Kafka: a sequence or epoch refused by the log's producer state answers with the log start

@@ -42,6 +42,7 @@ from strom.protocol.internal_records import build_records_batch
 from strom.protocol.records.batch import iter_records, validate_batches
 from strom.protocol.records.control import COMMIT, control_type
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import AppendOrigin
 
 from ..errors import TopicError
 from ..internal_topics import replay_partition
@@ -251,7 +252,7 @@ class GroupCoordinator:
         if partition is None or not partition.is_leader:
             raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         data = build_records_batch(records, wall_clock_ms(), producer)
-        partition.append(data, validate_batches(data))
+        partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
         self.broker.replicas.notify_data()
 
     def _store_group(self, group: Group) -> None:

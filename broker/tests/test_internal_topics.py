@@ -70,16 +70,17 @@ def _batches(sizes: list[int]) -> list[tuple[int, bytes]]:
 
 def _replay(plog: _Log, end: int):
     seen = []
-    partition = SimpleNamespace(log=plog, high_watermark=end)
+    plog.log_end_offset = end
+    partition = SimpleNamespace(log=plog, high_watermark=0)  # a new leader's high watermark may lag
     done = replay_partition(partition, "__x", 3, lambda h, b: seen.extend(r.key for r in iter_records(b)),
                             logging.getLogger("test"))
     return done, seen
 
 
-def test_every_batch_up_to_the_high_watermark_in_small_reads(monkeypatch):
+def test_every_batch_up_to_the_log_end_in_small_reads(monkeypatch):
     monkeypatch.setattr(internal_topics, "LOAD_READ_BYTES", 1)   # one batch a read
     done, seen = _replay(_Log(_batches([2, 1, 3])), end=3)
-    assert done and seen == [b"k0", b"k1", b"k2"]                # the batch at offset 3 is past the HW
+    assert done and seen == [b"k0", b"k1", b"k2"]                # the batch at offset 3 is past the end
 
 
 def test_the_replay_starts_at_the_log_start():

@@ -25,6 +25,7 @@ from strom.protocol.records.batch import validate_batches
 from strom.protocol.records.control import build_marker
 from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import AppendOrigin
 
 from ..replica_manager import PendingAppend, await_appends
 
@@ -48,7 +49,7 @@ def append_marker(port, topic: str, index: int, producer_id: int, producer_epoch
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
     data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, port.now_ms()))
     try:
-        info = partition.append(data, validate_batches(data))
+        info = partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
     except StorageError as exc:
         log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, index, exc)
         return ErrorCode[exc.error_code_name], None

@@ -29,6 +29,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch, partition_for
 from strom.protocol.records.batch import iter_records, validate_batches
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import AppendOrigin
 
 from ..internal_topics import replay_partition
 from ..replica_manager import PendingAppend
@@ -181,7 +182,7 @@ class TransactionStateManager:
         value = None if target is None else encode_value(target.to_value())
         data = build_records_batch([(encode_key(transactional_id), value)], self.port.now_ms())
         try:
-            info = partition.append(data, validate_batches(data))
+            info = partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
         except (StorageError, OSError) as exc:
             log.error("could not write the state of transactional.id=%s: %s", transactional_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
