@@ -43,9 +43,12 @@ def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
     return code
 
 
-async def _ask_coordinator(broker, body, version: int) -> ErrorCode:
-    """NONE when the group's offsets partition is (v5: has been made) part of the producer's
-    transaction, else the error every partition of the request gets."""
+async def _ask_coordinator(broker, body, version: int):
+    """(NONE, guard) when the group's offsets partition is (v5: has been made) part of the producer's
+    transaction, else (the error every partition of the request gets, None). ``guard``: when the
+    coordinator was awaited, the verification guard taken before (KIP-890, as Produce's): a marker of
+    the producer written to the offsets partition meanwhile ends the transaction there, and the
+    commit must then be refused rather than open a transaction that never ends."""
     txn = broker.txn
     tid, pid, epoch = body.transactional_id, body.producer_id, body.producer_epoch
     partition = txn.offsets_partition(body.group_id)
@@ -54,13 +57,15 @@ async def _ask_coordinator(broker, body, version: int) -> ErrorCode:
         state = local.log.producer_state
         entry = state.producers.get(pid)
         if pid in state.ongoing and entry is not None and entry.producer_epoch == epoch:
-            return ErrorCode.NONE  # this transaction already wrote here
+            return ErrorCode.NONE, None  # this transaction already wrote here
+    if txn.state.ownership_error(tid) is None and version < 5:
+        return txn.verify_partitions(tid, pid, epoch, [partition])[partition], None  # nothing awaited
+    guard = local.log.verification_guard(pid) if local is not None and local.is_leader else None
     if txn.state.ownership_error(tid) is None:
-        if version >= 5:
-            return await txn.add_partitions(tid, pid, epoch, {partition}, tv2=True)
-        return txn.verify_partitions(tid, pid, epoch, [partition])[partition]
+        return await txn.add_partitions(tid, pid, epoch, {partition}, tv2=True), guard
     found = await txn.ask_elsewhere(tid, pid, epoch, [partition], add=version >= 5)
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE if found is None else found.get(partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if found is None else found.get(partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return code, guard
 
 
 async def handle(broker, request) -> dict:
@@ -92,11 +97,14 @@ async def handle(broker, request) -> dict:
 
     if all((t.name, p.partition_index) in unknown for t in body.topics for p in t.partitions):
         return answer(lambda topic, index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    guard = None
     if broker.txn is not None and broker.groups.group_error(body.group_id) is None:
         # an empty transactional id names no transaction: as Kafka 4.0, COORDINATOR_NOT_AVAILABLE
         # (and its offsets are not written unverified)
-        code = (_commit_error(await _ask_coordinator(broker, body, version), version) if body.transactional_id
-                else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if body.transactional_id:
+            code, guard = await _ask_coordinator(broker, body, version)
+            code = _commit_error(code, version)
         if code != ErrorCode.NONE:
             return answer(lambda topic, index: code)
     offsets = [(t.name, p.partition_index,
@@ -106,7 +114,7 @@ async def handle(broker, request) -> dict:
     results = broker.groups.txn_commit_offsets(
         body.group_id, body.producer_id, body.producer_epoch,
         (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
-        body.generation_id if version >= 3 else -1, offsets)
+        body.generation_id if version >= 3 else -1, offsets, verification_guard=guard)
     # As Kafka: the answer waits until the offsets partition's in-sync replicas have the commit, while
     # this broker still leads it in the epoch it was written in. Answered at once, a commit that the
     # coordinator's failover then lost was followed by the transaction's COMMIT marker: the group's

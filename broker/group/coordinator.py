@@ -247,12 +247,13 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ writing
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-                producer: tuple[int, int] | None = None) -> None:
+                producer: tuple[int, int] | None = None, verification_guard=None) -> None:
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
         if partition is None or not partition.is_leader:
             raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         data = build_records_batch(records, wall_clock_ms(), producer)
-        partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
+        partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR,
+                         verification_guard=verification_guard)
         self.broker.replicas.notify_data()
 
     def _store_group(self, group: Group) -> None:
@@ -497,7 +498,7 @@ class GroupCoordinator:
         return results
 
     def _write_offsets(self, group_id: str, offsets: list[tuple[str, int, CommittedOffset]], retention_ms: int = -1,
-                       producer: tuple[int, int] | None = None
+                       producer: tuple[int, int] | None = None, verification_guard=None
                        ) -> tuple[list[CommitResult], list[tuple[str, int, CommittedOffset]]]:
         """The records of an OffsetCommit or (with ``producer``) a TxnOffsetCommit: every offset
         checked, those accepted stamped with the commit time (and expiry, with ``retention_ms`` >= 0)
@@ -516,7 +517,8 @@ class GroupCoordinator:
             return results, []
         try:
             self._append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
-                                    for t, p, v in accepted], producer=producer)
+                                    for t, p, v in accepted], producer=producer,
+                         verification_guard=verification_guard)
         except (StorageError, OSError) as exc:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if producer is not None and isinstance(exc, StorageError) and ErrorCode[exc.error_code_name] in (
@@ -553,13 +555,16 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ transactional offsets
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int,
-                           offsets: list[tuple[str, int, CommittedOffset]]) -> list[CommitResult]:
+                           offsets: list[tuple[str, int, CommittedOffset]],
+                           verification_guard=None) -> list[CommitResult]:
         """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker.
 
         Checked as Kafka 4.0 checks it: with a member id, instance id or generation, against that
         member (any kind of group); without (a producer's sendOffsetsToTransaction(offsets, groupId)),
         not at all. A generation for a group that does not exist is ILLEGAL_GENERATION; without one,
-        the group is created (Empty, as a simple consumer's commit creates it)."""
+        the group is created (Empty, as a simple consumer's commit creates it). ``verification_guard``:
+        the offsets partition's guard taken before the transaction coordinator was awaited (KIP-890):
+        a marker written meanwhile refuses the commit (INVALID_TXN_STATE)."""
         error = self.group_error(group_id)
         group = self.get(group_id)
         as_member = generation >= 0 or bool(member_id) or instance_id is not None
@@ -574,7 +579,8 @@ class GroupCoordinator:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
-        results, accepted = self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch))
+        results, accepted = self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch),
+                                                verification_guard=verification_guard)
         if accepted and group is None and self.consumer.get(group_id) is None:
             self._get_or_create(group_id)
         if accepted:

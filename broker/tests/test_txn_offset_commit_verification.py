@@ -15,8 +15,8 @@ from strom.protocol.schema import ApiKey
 from .test_apis import create
 
 
-async def txn_commit(client, pid: int, epoch: int, group: str = "g", tid: str = TID) -> ErrorCode:
-    response = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
+async def txn_commit(client, pid: int, epoch: int, group: str = "g", tid: str = TID, version: int = 3) -> ErrorCode:
+    response = await client.request(ApiKey.TXN_OFFSET_COMMIT, version, {
         "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch, "generation_id": -1,
         "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
             {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})

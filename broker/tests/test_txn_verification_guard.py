@@ -112,3 +112,54 @@ async def test_a_verification_that_no_append_follows_expires(env):
     assert plog.producer_state.verifications == {4242: guard}
     plog.producer_state.remove_expired(guard.created_ms + 1000, 1000)
     assert not plog.producer_state.verifications
+
+
+@pytest.mark.parametrize("version", [3, 5])
+@pytest.mark.parametrize("marker_meanwhile", [True, False])
+async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_the_commit(env, nursery, version,
+                                                                                        marker_meanwhile):
+    """The same race for TxnOffsetCommit: the group's `__consumer_offsets` partition is verified with
+    a transaction coordinator on another broker (v3: is it in the transaction? v5: add it); its
+    abort marker reaches the offsets partition meanwhile. Appended after the marker, the commit
+    would open a transaction there that nothing ends: the offsets partition's last stable offset
+    stuck and the offsets pending for ever."""
+    from strom.broker.group.coordinator import OFFSETS_TOPIC
+    from .test_txn_offset_commit_verification import nothing_pending, txn_commit
+
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})  # creates the offsets topic
+    index = broker.groups.partition_of("g")
+    held = HeldAnswer()
+    broker.txn.state.ownership_error = lambda tid: ErrorCode.NOT_COORDINATOR  # coordinated elsewhere
+    broker.txn.ask_elsewhere = held
+    answer = {}
+
+    async def commit():
+        answer["code"] = await txn_commit(committer, pid, 0, version=version)
+
+    committer = open_client(broker, nursery)  # (one connection answers in order: the marker goes on another)
+
+    nursery.start_soon(commit)
+    with trio.fail_after(10):
+        await held.asked.wait()
+    assert held.questions == [(TID, pid, 0, {(OFFSETS_TOPIC, index)})]
+    olog = broker.partition(OFFSETS_TOPIC, index).log
+    if marker_meanwhile:
+        response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+            "producer_id": pid, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+            "topics": [{"name": OFFSETS_TOPIC, "partition_indexes": [index]}]}]})
+        assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
+    held.release.set()
+    with trio.fail_after(10):
+        while "code" not in answer:
+            await trio.sleep(0.01)
+    if marker_meanwhile:
+        assert answer["code"] == ErrorCode.INVALID_TXN_STATE
+        assert not olog.producer_state.ongoing  # nothing holds the offsets partition's LSO back
+        assert await nothing_pending(client)
+    else:
+        assert answer["code"] == ErrorCode.NONE
+        assert olog.producer_state.ongoing == {pid: olog.log_end_offset - 1}
+    assert not olog.producer_state.verifications

@@ -217,7 +217,7 @@ def test_an_index_write_that_fails_is_redone_at_close(open_log, monkeypatch):
 
 def _append_verified(log, batch, guard):
     from strom.storage.tests.batches import headers_of
-    return log.append_as_leader(batch, headers_of(batch), 0, guard)
+    return log.append_as_leader(batch, headers_of(batch), 0, verification_guard=guard)
 
 
 def test_a_verification_guard_admits_the_opening_batch_until_a_marker_drops_it(open_log):
