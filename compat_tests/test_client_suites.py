@@ -32,6 +32,24 @@ WORKERS = int(os.environ.get("STROM_SUITE_WORKERS", "4"))
 SUITE_TIMEOUT_S = 1500
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_runs_dir(tmp_path_factory: pytest.TempPathFactory):
+    """The suites' brokers and outputs in this session's own temporary directory: a run of the same
+    suite at the same time (another checkout, another session) replaces only its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STROM_SUITES_RUNS", str(tmp_path_factory.mktemp("suite-runs")))
+        yield
+
+
+def test_a_suite_run_keeps_its_brokers_in_the_session_s_own_directory(monkeypatch, tmp_path: Path) -> None:
+    seen: list[Path] = []
+    monkeypatch.setattr(kcat_runner, "run_pool", lambda cases, run_case, **kw: seen.append(kw["workdir"]) or {})
+    monkeypatch.setattr(kcat_runner, "version_of", lambda tree: "1.7.1")
+    kcat_runner.run([], workers=1, tree=tmp_path)
+    assert seen == [Path(os.environ["STROM_SUITES_RUNS"]) / "kcat"]
+    assert kcat_runner.WORK_ROOT not in seen[0].parents, "not the work dir every checkout shares"
+
+
 def _tree_or_skip(find) -> Path:
     try:
         return find()
