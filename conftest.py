@@ -12,8 +12,9 @@
   its tests run in file order on one worker, so module and session fixtures (a module's ZooKeeper
   and cluster, a reference Kafka, a shared broker) are built once, as in a serial run. Modules that
   start big JVMs or many processes are put in :data:`GROUPS`: the modules of a group run one after
-  another on one worker, so at most one of each group runs at a time. A module may also join a
-  group with ``pytestmark = pytest.mark.xdist_group("name")``.
+  another on one worker, so at most one of each group runs at a time, and of the :data:`HEAVY`
+  units (these groups and the clients' suites) at most :data:`MAX_HEAVY_AT_ONCE` run at once. A
+  module may also join a group with ``pytestmark = pytest.mark.xdist_group("name")``.
 * In which order: the slowest units first (:data:`SLOW_FIRST`, measured), then the others by their
   number of tests, so a long module does not start last and stretch the run.
 
@@ -59,7 +60,13 @@ SLOW_FIRST: tuple[str, ...] = (
     "jvm-java-clients",
     "jvm-spark",
     "jvm-reference-kafka",
+    "tools/tests/test_benchmark.py",
 )
+
+# Units of which at most MAX_HEAVY_AT_ONCE run at a time (on 2 cores, two JVM-heavy or suite
+# modules at once keep the rest of the run moving; four at once starve their own timeouts).
+HEAVY = frozenset(GROUPS.values()) | {"compat_tests/test_client_suites.py"}
+MAX_HEAVY_AT_ONCE = 2
 
 MAX_AUTO_WORKERS = 8
 
@@ -98,17 +105,38 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):
-        """``--dist loadgroup`` with modules (not single tests) as the unit, slow units first."""
+        """``--dist loadgroup`` with modules (not single tests) as the unit, slow units first, at
+        most :data:`MAX_HEAVY_AT_ONCE` heavy units (:data:`HEAVY`) running at a time."""
 
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
+
+        def _heavy_running_elsewhere(self, node) -> int:
+            """Heavy units not finished on the other nodes. (The node's own run before what it is
+            given now; a worker also holds back its last test until it has the next one, so
+            counting its own unfinished unit would leave it waiting for itself.)"""
+            return sum(1 for other, work in self.assigned_work.items() if other is not node
+                       for unit, tests in work.items() if unit in HEAVY and not all(tests.values()))
 
         def _assign_work_unit(self, node) -> None:
             if not getattr(self, "_sorted", False):  # the queue is complete before the first assignment
                 self._sorted = True
                 for unit in _slow_first(self.workqueue):
                     self.workqueue.move_to_end(unit)
+            if self._heavy_running_elsewhere(node) >= MAX_HEAVY_AT_ONCE:
+                light = next((unit for unit in self.workqueue if unit not in HEAVY), None)
+                if light is None:
+                    return  # the node waits: mark_test_complete offers it work when a heavy unit ends
+                self.workqueue.move_to_end(light, last=False)
             super()._assign_work_unit(node)
+
+        def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
+            unit = self._split_scope(self.registered_collections[node][item_index])
+            super().mark_test_complete(node, item_index, duration)
+            if unit in HEAVY and all(self.assigned_work[node][unit].values()):
+                for other in self.nodes:
+                    if other is not node:
+                        self._reschedule(other)
 
     return ModuleScheduling(config, log)
 
