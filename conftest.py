@@ -10,11 +10,10 @@
   ``-p no:xdist`` runs serially.
 * What runs together: :class:`ModuleScheduling`. The unit handed to a worker is a test *module*:
   its tests run in file order on one worker, so module and session fixtures (a module's ZooKeeper
-  and cluster, a reference Kafka, a shared broker) are built once, as in a serial run. Modules that
-  start big JVMs or many processes are put in :data:`GROUPS`: the modules of a group run one after
-  another on one worker, so at most one of each group runs at a time, and of the :data:`HEAVY`
-  units (these groups and the clients' suites) at most :data:`MAX_HEAVY_AT_ONCE` run at once. A
-  module may also join a group with ``pytestmark = pytest.mark.xdist_group("name")``.
+  and cluster, a reference Kafka, a shared broker) are built once, as in a serial run. Tests with
+  the same ``pytest.mark.xdist_group("name")`` (on a test, or a module's ``pytestmark``) form one
+  unit instead, also across modules. Of the :data:`HEAVY` units (big JVMs, the clients' suites) at
+  most :data:`MAX_HEAVY_AT_ONCE` run at once.
 * In which order: the slowest units first (:data:`SLOW_FIRST`, measured), then the others by their
   number of tests, so a long module does not start last and stretch the run.
 
@@ -33,40 +32,50 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("strom", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("strom")
 
-# Modules that start a big JVM (the reference Kafka, Spark, Kafka's Java clients and tools,
-# Connect) or run a client's whole test suite, by group: one module of a group at a time.
-GROUPS: dict[str, str] = {
+# Heavy units: modules that start a big JVM (the reference Kafka, Spark, Kafka's Java clients,
+# Connect) and the clients' suite runs (compat_tests/test_client_suites.py marks each run with its
+# xdist_group). At most MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve
+# one another's timeouts (librdkafka's own tests time their steps), two keep the rest moving.
+HEAVY: frozenset[str] = frozenset({
     # Kafka 4.0 reference brokers (differential tests)
-    "compat_tests/differential/test_differential.py": "jvm-reference-kafka",
-    "compat_tests/test_transactions_differential.py": "jvm-reference-kafka",
-    "compat_tests/test_transactions_compaction_differential.py": "jvm-reference-kafka",
-    "compat_tests/test_security_differential.py": "jvm-reference-kafka",
+    "compat_tests/differential/test_differential.py",
+    "compat_tests/test_transactions_differential.py",
+    "compat_tests/test_transactions_compaction_differential.py",
+    "compat_tests/test_security_differential.py",
     # Spark drivers (PySpark 4.2 in this interpreter, Spark 4.0's JVM connector)
-    "compat_tests/test_spark.py": "jvm-spark",
-    "compat_tests/spark_jvm/test_spark_kafka_connector.py": "jvm-spark",
-    "compat_tests/test_spark_jvm_requests.py": "jvm-spark",
-    # Kafka's Java clients, tools and Connect
-    "compat_tests/java/test_java_client.py": "jvm-java-clients",
-    "compat_tests/kafka_tools/test_kafka_tools.py": "jvm-java-clients",
-    "compat_tests/connect/test_connect_and_mirror_maker.py": "jvm-java-clients",
-    "compat_tests/test_transactions_java.py": "jvm-java-clients",
-    "compat_tests/test_group_migration.py": "jvm-java-clients",
-    "compat_tests/test_kafka4_admin_tools.py": "jvm-java-clients",
-}
-
-# Units that take longest, slowest first (serial durations measured on 2 cores); they start first.
-SLOW_FIRST: tuple[str, ...] = (
-    "compat_tests/test_client_suites.py",
-    "jvm-java-clients",
-    "jvm-spark",
-    "jvm-reference-kafka",
-    "tools/tests/test_benchmark.py",
-)
-
-# Units of which at most MAX_HEAVY_AT_ONCE run at a time (on 2 cores, two JVM-heavy or suite
-# modules at once keep the rest of the run moving; four at once starve their own timeouts).
-HEAVY = frozenset(GROUPS.values()) | {"compat_tests/test_client_suites.py"}
+    "compat_tests/test_spark.py",
+    "compat_tests/spark_jvm/test_spark_kafka_connector.py",
+    "compat_tests/test_spark_jvm_requests.py",
+    # Kafka's Java clients and Connect
+    "compat_tests/java/test_java_client.py",
+    "compat_tests/kafka_tools/test_kafka_tools.py",
+    "compat_tests/connect/test_connect_and_mirror_maker.py",
+    "compat_tests/test_transactions_java.py",
+    "compat_tests/test_group_migration.py",
+    # the clients' own suites, each with four brokers (or 3-broker clusters) of its own
+    "suite-librdkafka-classic", "suite-librdkafka-consumer", "suite-librdkafka-cluster", "suite-kcat",
+})
 MAX_HEAVY_AT_ONCE = 2
+
+# Units that take longest, slowest first (measured in a parallel run on 2 cores): they start first,
+# so none of them starts last and stretches the run. The others follow, most tests first.
+SLOW_FIRST: tuple[str, ...] = (
+    "suite-librdkafka-cluster",             # 651 s
+    "suite-librdkafka-classic",             # 437 s
+    "compat_tests/test_kafka4_admin_tools.py",  # 309 s
+    "compat_tests/test_spark.py",           # 304 s
+    "compat_tests/test_group_migration.py",  # 223 s
+    "compat_tests/spark_jvm/test_spark_kafka_connector.py",  # 221 s
+    "compat_tests/differential/test_differential.py",  # 211 s
+    "suite-librdkafka-consumer",            # 181 s
+    "tools/tests/test_benchmark.py",        # 157 s
+    "compat_tests/test_security.py",        # 140 s
+    "compat_tests/connect/test_connect_and_mirror_maker.py",  # 122 s
+    "compat_tests/test_transactions_compaction_differential.py",  # 115 s
+    "compat_tests/test_cluster.py",         # 112 s
+    "compat_tests/test_transactions_java.py",  # 101 s
+    "compat_tests/test_codecs_roundtrip.py",  # 99 s
+)
 
 MAX_AUTO_WORKERS = 8
 
@@ -91,11 +100,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def unit_of(nodeid: str) -> str:
-    """The scheduling unit of a test: its ``xdist_group`` mark's name, its module's group, or its module."""
+    """The scheduling unit of a test: its ``xdist_group`` mark's name, else its module."""
     if "@" in nodeid:  # --dist loadgroup appends a test's xdist_group name
         return nodeid.rsplit("@", 1)[1]
-    module = nodeid.split("::", 1)[0]
-    return GROUPS.get(module, module)
+    return nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
