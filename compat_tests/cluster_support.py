@@ -75,14 +75,21 @@ def admin(brokers: Sequence[BrokerProcess]) -> AdminClient:
 
 
 def wait(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
-    """The predicate's first truthy value, asked every ``interval_s``; AssertionError after ``timeout_s``."""
+    """The predicate's first truthy value, asked every ``interval_s``; AssertionError after ``timeout_s``.
+    A LookupError counts as not yet: a broker that has not yet heard of a new topic answers Metadata
+    without its partitions (``partition_meta``'s KeyError)."""
     deadline = time.monotonic() + timeout_s
+    last: LookupError | None = None
     while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
+        try:
+            value = predicate()
+        except LookupError as exc:
+            last = exc
+        else:
+            if value:
+                return value
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}") from last
 
 
 def partition_meta(brokers: Sequence[BrokerProcess], topic: str, partition: int = 0):

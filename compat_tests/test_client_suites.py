@@ -30,6 +30,26 @@ from strom.tools import compat_table
 
 WORKERS = int(os.environ.get("STROM_SUITE_WORKERS", "4"))
 SUITE_TIMEOUT_S = 1500
+# Each suite run is its own xdist_group: on pytest-xdist workers they run in parallel with the rest,
+# at most two heavy units at once (the root conftest.py's HEAVY).
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_runs_dir(tmp_path_factory: pytest.TempPathFactory):
+    """The suites' brokers and outputs in this session's own temporary directory: a run of the same
+    suite at the same time (another checkout, another session) replaces only its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STROM_SUITES_RUNS", str(tmp_path_factory.mktemp("suite-runs")))
+        yield
+
+
+def test_a_suite_run_keeps_its_brokers_in_the_session_s_own_directory(monkeypatch, tmp_path: Path) -> None:
+    seen: list[Path] = []
+    monkeypatch.setattr(kcat_runner, "run_pool", lambda cases, run_case, **kw: seen.append(kw["workdir"]) or {})
+    monkeypatch.setattr(kcat_runner, "version_of", lambda tree: "1.7.1")
+    kcat_runner.run([], workers=1, tree=tmp_path)
+    assert seen == [Path(os.environ["STROM_SUITES_RUNS"]) / "kcat"]
+    assert kcat_runner.WORK_ROOT not in seen[0].parents, "not the work dir every checkout shares"
 
 
 def _tree_or_skip(find) -> Path:
@@ -69,17 +89,20 @@ def _librdkafka_allowlist_passes(mode: rdk_runner.Mode, workers: int) -> None:
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S)
+@pytest.mark.xdist_group("suite-librdkafka-classic")
 def test_librdkafka_allowlisted_tests_pass(tmp_path: Path) -> None:
     _librdkafka_allowlist_passes(rdk_runner.CLASSIC, WORKERS)
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S)
+@pytest.mark.xdist_group("suite-librdkafka-consumer")
 def test_librdkafka_consumer_protocol_allowlisted_tests_pass() -> None:
     """librdkafka 2.14.2's group tests with group.protocol=consumer (KIP-848) against Strom."""
     _librdkafka_allowlist_passes(rdk_runner.CONSUMER, WORKERS)
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S)
+@pytest.mark.xdist_group("suite-librdkafka-cluster")
 def test_librdkafka_three_broker_allowlisted_tests_pass() -> None:
     """The tests that create topics with replication factor 3 (transactions among them) against
     ZooKeeper and three Strom brokers; two workers, each with its own cluster."""
@@ -105,6 +128,7 @@ def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path,
 
 
 @pytest.mark.timeout(SUITE_TIMEOUT_S)
+@pytest.mark.xdist_group("suite-kcat")
 def test_kcat_allowlisted_tests_pass() -> None:
     tree = _tree_or_skip(kcat_runner.find_tree)
     allowed = read_allowlist(kcat_runner.ALLOWLIST)

@@ -51,7 +51,9 @@ def earliest(bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 
         time.sleep(0.2)
 
 
-_MOVED_LEADER = {KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+# _UNKNOWN_PARTITION: the broker librdkafka asked for metadata had not yet heard of the partition's
+# new state (seen on a loaded machine, in a parallel test run)
+_MOVED_LEADER = {KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._UNKNOWN_PARTITION,
                  KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 

@@ -51,20 +51,18 @@ async def test_controller_mutation_quota_refuses_new_versions_and_throttles_old_
         assert [(t.name, t.error_code) for t in first.topics] == [("m1", 0), ("m2", 0)] and first.throttle_time_ms == 0
         refused = await _create(limited, 7, [("m3", 1)])
         assert refused.topics[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
-        assert refused.topics[0].error_message is None  # as Kafka
+        assert refused.topics[0].error_message == "The throttling quota has been exceeded."
         assert 0 < refused.throttle_time_ms <= 500 and "m3" not in b.topics.topics
-        assert (await _create(admin, 7, [("other", 30)])).topics[0].error_code == ErrorCode.NONE, \
-            "other clients are not limited"
         await trio.sleep(refused.throttle_time_ms / 1000 + 0.05)
         # CreateTopics v5 is throttled, not refused: created, with the time the quota needs to recover
+        # (at most the 2 permits' second at 2/s, less by however late the test got here: the bucket
+        # refills in real time, and a loaded machine can be late by a few hundred ms)
         old = await _create(limited, 5, [("m4", 1), ("m5", 1)])
-        # (how much of the bucket recovered depends on how long the sleep above really took: under load
-        # it oversleeps, so only the bounds that hold whatever the machine does are asserted)
         assert [t.error_code for t in old.topics] == [0, 0] and 0 < old.throttle_time_ms <= 1000
         started = trio.current_time()
         grow = await limited.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "m1", "count": 5, "assignments": None}],
                                                                     "timeout_ms": 1000, "validate_only": False})
-        assert trio.current_time() - started >= old.throttle_time_ms / 1000 - 0.05, \
+        assert trio.current_time() - started >= old.throttle_time_ms / 1000 - 0.1, \
             "the connection stayed muted for the throttle time"
         assert grow.results[0].error_code in (ErrorCode.NONE, ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         gone = await limited.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "m1", "topic_id": bytes(16)}],
@@ -74,6 +72,9 @@ async def test_controller_mutation_quota_refuses_new_versions_and_throttles_old_
         deleted = await limited.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["m2", "m4"], "timeout_ms": 1000})
         assert [r.error_code for r in deleted.responses] == [0, 0] and deleted.throttle_time_ms > 0, \
             "DeleteTopics v4 deletes and is throttled"
+        # checked last: it takes a while on a loaded machine, in which the limited client's quota refills
+        assert (await _create(admin, 7, [("other", 30)])).topics[0].error_code == ErrorCode.NONE, \
+            "other clients are not limited"
     finally:
         b.close()
 

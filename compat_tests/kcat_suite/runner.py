@@ -22,7 +22,7 @@ from pathlib import Path
 from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
     FAILED, PASSED, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
-    SuiteResults, read_allowlist, run_command, run_pool, write_results,
+    SuiteResults, read_allowlist, run_command, run_pool, runs_dir, write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +77,7 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
 def run(names: list[str], *, workers: int, tree: Path) -> SuiteResults:
     outcomes = run_pool([Case(n) for n in names], make_case_runner(tree), workers=workers,
                         broker_overrides=BROKER_OVERRIDES,
-                        workdir=WORK_ROOT / "runs" / "kcat")
+                        workdir=runs_dir("kcat"))
     return SuiteResults("kcat", "kcat", version_of(tree), outcomes)
 
 

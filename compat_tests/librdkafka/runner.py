@@ -34,7 +34,7 @@ from typing import Callable, Mapping
 from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
     FAILED, PASSED, PROJECT_ROOT, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
-    SuiteResults, read_allowlist, read_results, run_command, run_pool, write_results,
+    SuiteResults, read_allowlist, read_results, run_command, run_pool, runs_dir, write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -265,7 +265,7 @@ def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, flo
             outcomes.update(run_pool(
                 cases, make_case_runner(tree, scenario, mode=mode), workers=min(workers, len(cases)),
                 broker_overrides=overrides,
-                workdir=WORK_ROOT / "runs" / f"librdkafka-{mode.name}-{scenario}",
+                workdir=runs_dir(f"librdkafka-{mode.name}-{scenario}"),
                 make_broker=None if mode.brokers == 1 else _cluster_factory(mode.brokers, overrides),
             ))
         except BaseException as exc:  # re-raised below, in the caller's thread
