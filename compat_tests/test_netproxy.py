@@ -50,44 +50,51 @@ def roundtrip(sock: socket.socket, data: bytes = b"ping") -> bytes:
     return sock.recv(4096)
 
 
-def test_cut_resets_and_refuses_until_healed(echo):
-    with Proxy("echo", echo) as proxy:
-        sock = connect(proxy)
-        assert roundtrip(sock) == b"ping"
-        proxy.link.cut()
-        sock.settimeout(3)
-        try:
-            assert sock.recv(10) == b""
-        except ConnectionResetError:
-            pass  # the reset reached us: what a cut does
-        refused = connect(proxy)
-        assert refused.recv(10) == b""  # accepted, then closed at once
-        proxy.link.heal()
-        assert roundtrip(connect(proxy)) == b"ping"
+@pytest.fixture
+def proxy(echo):
+    with Proxy("echo", echo) as p:
+        yield p
 
 
-def test_stall_holds_bytes_until_healed(echo):
-    with Proxy("echo", echo) as proxy:
-        sock = connect(proxy)
-        assert roundtrip(sock) == b"ping"
-        proxy.link.stall()
-        sock.settimeout(0.5)
-        sock.sendall(b"held")
-        with pytest.raises((socket.timeout, TimeoutError)):
-            sock.recv(10)
-        proxy.link.heal()
-        sock.settimeout(3)
-        assert sock.recv(10) == b"held"
+def connected(proxy: Proxy) -> socket.socket:
+    """A connection through the proxy that has carried one round trip."""
+    sock = connect(proxy)
+    assert roundtrip(sock) == b"ping"
+    return sock
 
 
-def test_delay_holds_each_chunk(echo):
-    with Proxy("echo", echo) as proxy:
-        sock = connect(proxy)
-        assert roundtrip(sock) == b"ping"
-        proxy.link.delay(0.3)
-        started = time.monotonic()
-        assert roundtrip(sock) == b"ping"
-        assert time.monotonic() - started >= 0.5  # held once each way
+def test_cut_resets_and_refuses_until_healed(proxy):
+    sock = connected(proxy)
+    proxy.link.cut()
+    sock.settimeout(3)
+    try:
+        assert sock.recv(10) == b""
+    except ConnectionResetError:
+        pass  # the reset reached us: what a cut does
+    refused = connect(proxy)
+    assert refused.recv(10) == b""  # accepted, then closed at once
+    proxy.link.heal()
+    assert roundtrip(connect(proxy)) == b"ping"
+
+
+def test_stall_holds_bytes_until_healed(proxy):
+    sock = connected(proxy)
+    proxy.link.stall()
+    sock.settimeout(0.5)
+    sock.sendall(b"held")
+    with pytest.raises((socket.timeout, TimeoutError)):
+        sock.recv(10)
+    proxy.link.heal()
+    sock.settimeout(3)
+    assert sock.recv(10) == b"held"
+
+
+def test_delay_holds_each_chunk(proxy):
+    sock = connected(proxy)
+    proxy.link.delay(0.3)
+    started = time.monotonic()
+    assert roundtrip(sock) == b"ping"
+    assert time.monotonic() - started >= 0.5  # held once each way
 
 
 def test_kafka_client_id_picks_the_link(echo):
