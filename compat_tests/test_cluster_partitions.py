@@ -63,6 +63,7 @@ class IdempotentWriter(threading.Thread):
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.failed: dict[bytes, str] = {}
         self.acked_at: dict[bytes, float] = {}
+        self.refused: dict[str, int] = {}  # produce() calls the client refused, by error
         self.fatal: str | None = None
         self.started = time.monotonic()
         self.sent = 0
@@ -87,9 +88,15 @@ class IdempotentWriter(threading.Thread):
                 self.sent += 1
             except BufferError:
                 pass
-            except KafkaException as exc:  # fatal: the producer is done (error_cb has kept why)
-                self.fatal = self.fatal or f"{time.monotonic() - self.started:.1f}s {exc.args[0].name()}"
-                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal():  # the producer is done (error_cb has kept why)
+                    self.fatal = self.fatal or f"{time.monotonic() - self.started:.1f}s {error.name()}"
+                    break
+                # _UNKNOWN_TOPIC: a broker answered Metadata before it knew the topic (a restarted
+                # one); the client refuses new records until its next metadata refresh
+                self.refused[error.name()] = self.refused.get(error.name(), 0) + 1
+                self.producer.poll(0.1)
             self.producer.poll(0.004)
 
     def finish(self) -> None:
@@ -598,7 +605,8 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     summary = (f"nemesis seed {seed}: {rounds} rounds in {time.monotonic() - nemesis.started:.0f}s; "
                f"{sum(len(w.acked) for w in writers)} acknowledged of {sum(w.sent for w in writers)} sent "
                f"({sum(len(w.failed) for w in writers)} failed: "
-               f"{sorted(set(e for w in writers for e in w.failed.values()))}); "
+               f"{sorted(set(e for w in writers for e in w.failed.values()))}; "
+               f"produce() refused: {[w.refused for w in writers]}); "
                f"{sum(len(r) for r in log.values())} in the log; transactions: {len(h.committed)} committed, "
                f"{len(h.aborted)} aborted, {len(h.uncertain)} uncertain, {h.producers} producers, group offset "
                f"{group_offset}; "
