@@ -6,9 +6,13 @@ converge (full ISRs) and check the history:
 
 - every acknowledged record is in the log exactly once, at the offset it was acknowledged at;
 - no value twice in the log (idempotence), each producer's values in each partition in order;
-- committed transactions wholly visible to read_committed, aborted ones never seen, a
-  transaction whose end the client could not learn wholly there or wholly absent;
-- the high watermark (ListOffsets latest, read_uncommitted) never observed going backwards.
+- committed transactions wholly visible to read_committed (at the offsets acknowledged), aborted
+  ones never seen (also by a read_committed consumer reading all along), a transaction whose end
+  the client could not learn wholly there or wholly absent; the group offset each transaction
+  commits (TxnOffsetCommit) ends as the last committed transaction left it;
+- the high watermark (ListOffsets latest, read_uncommitted, asked of every broker) never observed
+  going backwards;
+- the cluster converges (every replica back in the ISR) within 60 s of each heal.
 
 The schedule comes from a seed, printed with the summary; ``STROM_NEMESIS_SEED=<seed>`` replays it
 (the fault kinds, their order, durations and parameters; the brokers they hit are named by role,
@@ -27,11 +31,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .cluster_support import SESSION_TIMEOUT_MS, wait
-from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcessError
 
+from .cluster_support import SESSION_TIMEOUT_MS, wait
+from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 from .partitioned_cluster import PartitionedNetwork, partitioned_cluster
 from .wire import Raw
 
@@ -77,33 +81,44 @@ class IdempotentWriter(threading.Thread):
             self.failed[msg.value()] = err.name()
 
     def _error(self, err) -> None:
-        if err.fatal() and self.fatal is None:
+        if err.fatal():
+            self._fatal(err)
+
+    def _fatal(self, err) -> None:
+        if self.fatal is None:
             self.fatal = f"{time.monotonic() - self.started:.1f}s {err.name()}: {err.str()}"
 
     def run(self) -> None:
         while not self.stopping.is_set() and self.fatal is None:
             value = b"w%d-%08d" % (self.writer_id, self.sent)
             try:
-                self.producer.produce(TOPIC, value, partition=self.sent % PARTITIONS, on_delivery=self._delivered)
-                self.sent += 1
-            except BufferError:
-                pass
+                try:
+                    self.producer.produce(TOPIC, value, partition=self.sent % PARTITIONS,
+                                          on_delivery=self._delivered)
+                    self.sent += 1
+                except BufferError:
+                    pass
+                self.producer.poll(0.004)
             except KafkaException as exc:
                 error = exc.args[0]
                 if error.fatal():  # the producer is done (error_cb has kept why)
-                    self.fatal = self.fatal or f"{time.monotonic() - self.started:.1f}s {error.name()}"
+                    self._fatal(error)
                     break
                 # _UNKNOWN_TOPIC: a broker answered Metadata before it knew the topic (a restarted
                 # one); the client refuses new records until its next metadata refresh
                 self.refused[error.name()] = self.refused.get(error.name(), 0) + 1
-                self.producer.poll(0.1)
-            self.producer.poll(0.004)
+                time.sleep(0.1)
 
-    def finish(self) -> None:
+    def finish(self, timeout_s: float) -> list[str]:
         self.stopping.set()
         self.join(30)
-        left = self.producer.flush(150)
-        assert left == 0, f"writer {self.writer_id}: {left} records neither acknowledged nor failed"
+        try:
+            left = self.producer.flush(timeout_s)
+        except KafkaException as exc:  # a fatal error: every record left failed
+            self._fatal(exc.args[0])
+            left = len(self.producer)
+        return [f"writer {self.writer_id}: {left} records neither acknowledged nor failed after {timeout_s:.0f} s"
+                ] if left else []
 
 
 @dataclass
@@ -127,6 +142,7 @@ class TransactionalWriter(threading.Thread):
         self.history = TxnHistory()
         self.stopping = threading.Event()
         self.started = time.monotonic()
+        self.crashed: str | None = None
         self.producer: Producer | None = None
         # every transaction also commits offset <txn + 1> of TOPIC-0 for this group (TxnOffsetCommit):
         # the group's committed offset must end as the last committed transaction left it
@@ -155,13 +171,16 @@ class TransactionalWriter(threading.Thread):
             self.history.offsets[msg.value()] = (msg.partition(), msg.offset())
 
     def run(self) -> None:
-        self._new_producer()
         txn = 0
-        while not self.stopping.is_set():
-            values = [b"t%05d-%d" % (txn, i) for i in range(6)]
-            self._one(txn, values, abort=txn % 4 == 3)
-            txn += 1
-            time.sleep(0.02)
+        try:
+            self._new_producer()
+            while not self.stopping.is_set():
+                values = [b"t%05d-%d" % (txn, i) for i in range(6)]
+                self._one(txn, values, abort=txn % 4 == 3)
+                txn += 1
+                time.sleep(0.02)
+        except KafkaException as exc:  # init_transactions gave up, or an error _one does not expect
+            self.crashed = f"txn {txn}: {exc.args[0].name()}: {exc.args[0].str()}"
 
     def _one(self, txn: int, values: list[bytes], abort: bool) -> None:
         p, h = self.producer, self.history
@@ -201,10 +220,12 @@ class TransactionalWriter(threading.Thread):
                 if not exc.args[0].retriable() or attempt == 4:
                     raise
 
-    def finish(self) -> None:
+    def finish(self, timeout_s: float) -> list[str]:
         self.stopping.set()
-        self.join(200)
-        assert not self.is_alive(), "the transactional writer did not finish: " + "; ".join(self.history.errors)
+        self.join(timeout_s)
+        if self.is_alive():
+            return [f"the transactional writer did not finish its transaction in {timeout_s:.0f} s"]
+        return [f"the transactional writer stopped at {self.crashed}"] if self.crashed else []
 
     def committed_offset(self) -> int:
         """The group's committed offset of TOPIC-0 (read_committed: the group's offsets are stable)."""
@@ -544,11 +565,13 @@ def net(zookeeper, tmp_path):
 
 
 # Until the fixes of issue 21 made on the branches acks (a produce's acks=all wait checks the leader
-# epoch), follower (truncation to an epoch the leader never had; ISR expansion at the epoch's start)
-# and guard are merged, this fails: seed 1604240207 lost 17 acknowledged records (acked by a deposed
-# leader after it had truncated and refilled the offsets as a follower; the producer then met
-# OUT_OF_ORDER_SEQUENCE_NUMBER), and a follower truncated to the same offset in a loop and never
-# rejoined the ISR. With those branches merged it passed (seeds 1604240207, 2164832703, ...).
+# epoch) and follower (truncation to an epoch the leader never had; ISR expansion at the epoch's
+# start) are merged, this fails. Seed 1604240207 on main: 17 acknowledged records of nemesis-1 lost
+# (acked at offsets 4837.. by broker 0, the leader cut from ZooKeeper and the brokers, after it had
+# become a follower, truncated to 4819 and refilled those offsets from the new leader), then the
+# producer's OUT_OF_ORDER_SEQUENCE_NUMBER (fatal); in other runs of it a follower truncated to the
+# same offset in a loop ("diverged from the leader at epoch 2") and never rejoined the ISR. With
+# acks, follower and guard merged it passed (seeds 1604240207, 2164832703, 3999355510, 3547694174).
 # Remove this mark when they are.
 @pytest.mark.xfail(reason="issue 21: acks=all answered after losing leadership; follower truncation loop "
                           "(fixed on the acks and follower branches)", strict=False)
@@ -596,7 +619,9 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
         raise
     for t in (*writers, txn):
         t.stopping.set()
-    for t in (*writers, txn, reader, *watchers):
+    # a cluster that did not converge may not take every record: bounded, and part of the history
+    unfinished = [p for w in writers for p in w.finish(60 if stuck else 150)] + txn.finish(60 if stuck else 200)
+    for t in (reader, *watchers):
         t.finish()
     log = read_all(bootstrap, TOPIC, "read_uncommitted")
     committed_view = read_all(bootstrap, TX_TOPIC, "read_committed")
@@ -614,7 +639,7 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     print(summary, flush=True)
     print("\n".join(nemesis.log), flush=True)
     print("transactional producer's errors: " + "; ".join(h.errors), flush=True)
-    problems = (stuck + check_idempotent(writers, log, nemesis.started)
+    problems = (stuck + unfinished + check_idempotent(writers, log, nemesis.started)
                 + check_transactions(h, committed_view, reader.seen, group_offset)
                 + check_watermarks(watchers, nemesis.started))
     assert not problems, f"{summary}\nfaults:\n" + "\n".join(nemesis.log) + "\nproblems:\n" + "\n".join(problems)
