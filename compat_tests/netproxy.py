@@ -229,6 +229,8 @@ class Proxy:
         except OSError:
             client.close()
             return
+        for sock in (client, server):  # as Kafka clients and brokers do: no Nagle delay on small frames
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Connection(link, client, server, prefix)
         with link.changed:
             if link.state == CUT:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import threading
 import time
 from collections import defaultdict
@@ -128,6 +129,7 @@ class TxnHistory:
     uncertain: list[tuple[int, list[bytes]]] = field(default_factory=list)
     offsets: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # delivery reports
     errors: list[str] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)  # seconds from begin to commit or abort
     producers: int = 0
 
 
@@ -183,6 +185,13 @@ class TransactionalWriter(threading.Thread):
             self.crashed = f"txn {txn}: {exc.args[0].name()}: {exc.args[0].str()}"
 
     def _one(self, txn: int, values: list[bytes], abort: bool) -> None:
+        began = time.monotonic()
+        try:
+            self._run_one(txn, values, abort)
+        finally:
+            self.history.durations.append(time.monotonic() - began)
+
+    def _run_one(self, txn: int, values: list[bytes], abort: bool) -> None:
         p, h = self.producer, self.history
         assert p is not None
         try:
@@ -633,7 +642,8 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
                f"{sorted(set(e for w in writers for e in w.failed.values()))}; "
                f"produce() refused: {[w.refused for w in writers]}); "
                f"{sum(len(r) for r in log.values())} in the log; transactions: {len(h.committed)} committed, "
-               f"{len(h.aborted)} aborted, {len(h.uncertain)} uncertain, {h.producers} producers, group offset "
+               f"{len(h.aborted)} aborted, {len(h.uncertain)} uncertain, {h.producers} producers, "
+               f"{statistics.median(h.durations or [0]):.2f}s median, {max(h.durations or [0]):.1f}s max, group offset "
                f"{group_offset}; "
                f"{len(reader.seen)} read live; {sum(len(v) for w in watchers for v in w.observed.values())} watermarks")
     print(summary, flush=True)
