@@ -72,7 +72,9 @@ SLOW_FIRST: tuple[str, ...] = (
     "compat_tests/test_security.py",        # 140 s
     "compat_tests/connect/test_connect_and_mirror_maker.py",  # 122 s
     "compat_tests/test_transactions_compaction_differential.py",  # 115 s
+    "compat_tests/test_exactly_once_pipeline.py",  # 52-118 s alone (issue 21)
     "compat_tests/test_cluster.py",         # 112 s
+    "compat_tests/test_cluster_partitions.py",  # 73-120 s alone (issue 21)
     "compat_tests/test_transactions_java.py",  # 101 s
     "compat_tests/test_codecs_roundtrip.py",  # 99 s
 )

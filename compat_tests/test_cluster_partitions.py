@@ -573,23 +573,13 @@ def net(zookeeper, tmp_path):
         yield network
 
 
-# Issue 21. On this branch's base (before the acks, follower and guard branches were merged) it
-# fails: seed 1604240207 lost 17 acknowledged records of nemesis-1 (acked at offsets 4837.. by
-# broker 0, the leader cut from ZooKeeper and the brokers, after it had become a follower, truncated
-# to 4819 and refilled those offsets from the new leader), then OUT_OF_ORDER_SEQUENCE_NUMBER (fatal);
-# seed 1276705989 the same after SIGSTOP/SIGCONT of a leader; other runs: a follower truncating to the
-# same offset in a loop, never back in the ISR. With acks, follower and guard merged it passed
-# (seeds 1604240207, 2164832703, 3999355510, 3547694174, 2031987652, 1276705989). On main with
-# them merged (eos not yet), seed 1276705989 still fails: the group offset the transactions commit
-# stays at the first transaction's (TxnOffsetCommit appends dropped, which the eos branch fixes:
-# "coordinator TxnOffsetCommit appends taken as duplicates") and a transaction that timed out
-# keeps the producer's commit from finishing. Seed 1199153235 on main also wrote an idempotent
-# record twice: w1-00013891 at nemesis-1 offset 9317 (producer 1000 epoch 0 seq 4630, while the
-# followers could not fetch) and 9956 (epoch 1 seq 0, the one acknowledged): librdkafka bumped the
-# epoch after retrying seq 4630, so the broker's answer to that retry is the open question.
-# Remove this mark once eos is merged and it passes.
-@pytest.mark.xfail(reason="issue 21: TxnOffsetCommit appends taken as duplicates (eos branch); on older "
-                          "bases acks=all after losing leadership and the follower truncation loop", strict=False)
+# Issue 21. Before its fixes this failed: seed 1604240207 lost 17 acknowledged records (acknowledged
+# at offsets 4837.. by broker 0, the leader cut from ZooKeeper and the brokers, after it had become a
+# follower, truncated to 4819 and refilled those offsets from the new leader), then
+# OUT_OF_ORDER_SEQUENCE_NUMBER (fatal); seed 1276705989 the same after SIGSTOP/SIGCONT of a leader;
+# other runs: a follower truncating to the same offset in a loop, never back in the ISR; with those
+# fixed but not the coordinator appends' one, the group offset the transactions commit stayed at the
+# first transaction's (seeds 1276705989, 1199153235).
 @pytest.mark.timeout(600)
 def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     seed = int(os.environ.get("STROM_NEMESIS_SEED") or random.SystemRandom().randrange(1 << 32))
