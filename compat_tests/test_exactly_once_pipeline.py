@@ -47,6 +47,9 @@ cluster = cluster_fixture(**{
     "unclean.leader.election.enable": "false"})
 
 
+HANG_S = 75  # send_offsets_to_transaction's 30 s timeout, the in-transaction delay and a margin
+
+
 class Worker:
     """One worker slot: its transactional id stays, its process is replaced when it dies."""
 
@@ -57,6 +60,7 @@ class Worker:
         self.history_paths: list[Path] = []
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
+        self.watchdog_kills = 0
         self.tmp = tmp
 
     def start(self) -> None:
@@ -73,8 +77,29 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
 
+    def hung_in_send_offsets(self) -> bool:
+        """The instance wrote its records (``W``) and has said nothing since for HANG_S, although
+        send_offsets_to_transaction has a 30 s timeout: librdkafka (2.16 here) never checks the
+        timeout of a request to a coordinator it must look up (its issue 5456, open), and a killed
+        broker cached as the group coordinator is not looked up again once it dropped out of
+        Metadata answers (its issue 5511, open), so the call can block for ever. A supervisor would
+        restart such a process; the watchdog does (a kill in a transaction, which the history
+        already allows for)."""
+        if self.proc is None or self.proc.poll() is not None or not self.history_paths:
+            return False
+        path = self.history_paths[-1]
+        try:
+            lines, idle = path.read_text().splitlines(), time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return bool(lines) and lines[-1].startswith("W ") and idle > HANG_S
+
     def revive(self) -> bool:
-        """Start a new instance if the process ended (a worker gives up on errors it cannot go on from)."""
+        """Start a new instance if the process ended (a worker gives up on errors it cannot go on
+        from), or kill and replace one hung in send_offsets_to_transaction (see above)."""
+        if self.hung_in_send_offsets():
+            self.watchdog_kills += 1
+            self.kill()
         if self.proc is not None and self.proc.poll() is not None:
             self.restarts += 1
             self.start()
@@ -332,7 +357,8 @@ def test_exactly_once_pipeline_under_faults(cluster, tmp_path):
     assert aborted_records >= 0
     print(f"\nexactly-once pipeline: seed={seed} records={RECORDS} partitions={PARTITIONS} workers={WORKERS} "
           f"transactions committed={committed_txns} aborted={aborted_txns} "
-          f"worker restarts={sum(w.restarts for w in workers)} records of aborted transactions={aborted_records} "
+          f"worker restarts={sum(w.restarts for w in workers)} "
+          f"(watchdog: {sum(w.watchdog_kills for w in workers)}) records of aborted transactions={aborted_records} "
           f"faults={dict(nemesis.faults)} fault phase={fault_s:.0f}s total={time.monotonic() - started:.0f}s")
     for line in nemesis.log:
         print("  ", line)
