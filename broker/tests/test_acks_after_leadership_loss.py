@@ -285,38 +285,34 @@ async def test_leadership_changes_wake_the_waiters_of_the_partition(tmp_path, ch
         nursery.cancel_scope.cancel()
 
 
+async def _txn_commit_waiting(env, nursery):
+    """A producer's TxnOffsetCommit waiting for the offsets partition's lagging follower:
+    (broker, the partition, where the commit starts, the waiting request)."""
+    broker, client, _ = env
+    await create(client, "t")
+    pid = (await init(client)).producer_id
+    assert await add_offsets(client, pid, 0) == ErrorCode.NONE
+    partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", broker.groups.partition_of("g"))
+    start = partition.log.log_end_offset
+
+    async def commit():
+        return await txn_commit(client, pid, 0)
+
+    return broker, partition, start, await Waiting(nursery, commit).until_appended(partition, start + 1)
+
+
 async def test_txn_offset_commit_waits_for_the_replicas_and_fails_after_losing_leadership(env, nursery):
     """TxnOffsetCommit is answered once the offsets partition's in-sync replicas have the commit, as
     Kafka's group coordinator answers it; a commit whose leadership was lost meanwhile answers
     NOT_COORDINATOR, so the producer sends it to the new coordinator before it commits the
     transaction (answered NONE at once, its offsets could be gone when the COMMIT marker came)."""
-    broker, client, _ = env
-    await create(client, "t")
-    pid = (await init(client)).producer_id
-    assert await add_offsets(client, pid, 0) == ErrorCode.NONE
-    partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", broker.groups.partition_of("g"))
-    start = partition.log.log_end_offset
-
-    async def commit():
-        return await txn_commit(client, pid, 0)
-
-    waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
+    broker, partition, start, waiting = await _txn_commit_waiting(env, nursery)
     replaced_by_new_leader(broker, partition, start)
     assert await waiting.answer() == ErrorCode.NOT_COORDINATOR
 
 
 async def test_txn_offset_commit_is_answered_once_the_follower_has_it(env, nursery):
-    broker, client, _ = env
-    await create(client, "t")
-    pid = (await init(client)).producer_id
-    assert await add_offsets(client, pid, 0) == ErrorCode.NONE
-    partition = lead_with_a_lagging_follower(broker, "__consumer_offsets", broker.groups.partition_of("g"))
-    start = partition.log.log_end_offset
-
-    async def commit():
-        return await txn_commit(client, pid, 0)
-
-    waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
+    broker, partition, _, waiting = await _txn_commit_waiting(env, nursery)
     partition.record_follower_fetch(NEW_LEADER, partition.log.log_end_offset)
     partition.maybe_advance_high_watermark()
     broker.replicas.notify_data([(partition.topic, partition.index)])
