@@ -46,6 +46,12 @@ def _leader(brokers, topic: str, not_in: tuple[int, ...] = (-1,), timeout_s: flo
         partition_meta(running, topic)), timeout_s, f"a leader of {topic} not in {not_in}")[0]
 
 
+def _replicas(cluster, topic: str) -> list[int]:
+    """The partition's replicas, asked again while a broker that has not yet heard of the new topic
+    answers without them (LEADER_NOT_AVAILABLE and no replicas: an IndexError in a CI run)."""
+    return wait(lambda: list(partition_meta(cluster, topic).replicas) or None, REJOIN_S, f"the replicas of {topic}")
+
+
 def _elect_preferred(cluster, topic: str, preferred: int) -> None:
     client = admin(cluster)  # kept alive until its future completes
     result = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=30)
@@ -62,7 +68,7 @@ def test_an_idle_partition_keeps_every_replica_in_the_isr_while_its_leadership_m
     topic = "idle-moves"
     create(cluster, topic, 1, configs={"min.insync.replicas": "3"})
     wait_full_isr(cluster, topic)
-    preferred = partition_meta(cluster, topic).replicas[0]
+    preferred = _replicas(cluster, topic)[0]
     _produce(cluster, topic, [b"a%d" % i for i in range(10)], acks="all")
     for round_ in range(3):
         leader = _leader(cluster, topic)
@@ -87,9 +93,8 @@ def test_a_follower_with_records_of_an_epoch_the_leader_never_had_ends_with_the_
     topic = "diverged"
     create(cluster, topic, 1, configs={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
     wait_full_isr(cluster, topic)
-    meta = partition_meta(cluster, topic)
     p = _leader(cluster, topic)
-    assert p == meta.replicas[0]
+    assert p == _replicas(cluster, topic)[0]
     others = [b for b in range(3) if b != p]
     _produce(cluster, topic, [b"a%d" % i for i in range(10)], acks="all")
 
