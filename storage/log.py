@@ -520,11 +520,7 @@ class Log:
         """
         with self._lock:
             self._ensure_open()
-            if offset >= self.log_end_offset:
-                # No record goes, but an epoch that starts at the log end goes, as in Kafka: a
-                # replica elected leader that appended nothing before it lost the lead holds one
-                # the new leader never had. Kept, it stays this follower's latest epoch, and every
-                # fetch diverges at it again and truncates to here again, for ever.
+            if offset >= self.log_end_offset:  # nothing to drop but an empty epoch (see above)
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return
             if offset <= self._segments[0].base_offset:
