@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from . import logs
+from strom.broker import logging_setup as logs
 from .config import DEV_CONFIGS, BrokerConfig, ConfigError, read_properties
-from .listen import BoundSockets, bind_listeners
+from strom.broker.server.listen import BoundSockets, bind_listeners
 
 log = logging.getLogger("strom")
 
@@ -96,7 +96,7 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
 async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file: Path | None) -> None:
     import trio
 
-    from .broker import Broker
+    from strom.broker.server.root import Broker
 
     broker = Broker(config)
     async with trio.open_nursery() as nursery:

@@ -1,6 +1,6 @@
 """Connection quotas as Kafka's ConnectionQuotas applies them: creation rates (KIP-612) and limits
 on open connections (KIP-402), checked for each connection a listener accepts before it accepts
-the next (`strom.broker.server.serve_listener`).
+the next (`strom.broker.server.connection.serve_listener`).
 
 Creation rates:
 

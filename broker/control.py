@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .errors import TopicError
-from .listen import BoundSockets, bind_listener
+from strom.broker.server.listen import BoundSockets, bind_listener
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from strom.broker.server.root import Broker
 
 log = logging.getLogger("strom.control")
 
@@ -36,7 +36,7 @@ class ControlError(ValueError):
 
 
 def _wall_ms() -> int:
-    from .group.coordinator import wall_clock_ms
+    from strom.broker.coordinator.group.coordinator import wall_clock_ms
     return wall_clock_ms()
 
 

@@ -16,7 +16,7 @@ each, divided by the time they span (at least all but one sample).
   clients also hold back themselves).
 
 Standalone, the configs live in the broker's metadata file; in a ZooKeeper cluster under
-/config/users and /config/clients (`strom.broker.cluster.quotas_zk`), re-read on every change.
+/config/users and /config/clients (`strom.broker.zk.quotas_zk`), re-read on every change.
 """
 from __future__ import annotations
 

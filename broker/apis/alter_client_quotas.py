@@ -4,7 +4,7 @@
 
 Each entry is checked and applied on its own, as Kafka does. Standalone, the configs are kept in
 the broker's metadata file; in a ZooKeeper cluster under /config/users and /config/clients, as
-ZooKeeper-era Kafka keeps them, /config/ips for IPs (`strom.broker.cluster.quotas_zk`)."""
+ZooKeeper-era Kafka keeps them, /config/ips for IPs (`strom.broker.zk.quotas_zk`)."""
 from __future__ import annotations
 
 import ipaddress
@@ -99,8 +99,8 @@ async def handle(broker, request) -> dict:
 
 async def _write_zookeeper(broker, quotas, results) -> None:
     """In a cluster: each changed entity's node under /config, announced to every broker."""
-    from ..cluster.quotas_zk import write_quota
-    from ..cluster.zkclient import ZkClientError
+    from strom.broker.zk.quotas_zk import write_quota
+    from strom.broker.zk.zkclient import ZkClientError
     zk = broker.cluster.zk
     before = broker.quotas.entries
     for entity in set(quotas) | set(before):

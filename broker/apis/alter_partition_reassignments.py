@@ -20,7 +20,7 @@ VERSIONS = (0, 0)
 
 def _target_error(target: list[int], live: set[int]) -> str | None:
     """Kafka's complaint about a proposed replica list (the checks of a manual assignment), or None."""
-    from ..cluster.placement import PlacementError, check_replicas  # kept off a lean start
+    from strom.broker.metadata.placement import PlacementError, check_replicas  # kept off a lean start
     try:
         check_replicas(target, live, None)
     except PlacementError as exc:

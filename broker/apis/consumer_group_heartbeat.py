@@ -1,5 +1,5 @@
 """ConsumerGroupHeartbeat (KIP-848): join, heartbeat, reconcile and leave a consumer group
-(`group.protocol=consumer`); the logic is in `strom.broker.group.consumer`."""
+(`group.protocol=consumer`); the logic is in `strom.broker.coordinator.group.consumer`."""
 from __future__ import annotations
 
 import contextlib

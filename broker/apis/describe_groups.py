@@ -12,7 +12,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 
-from strom.broker.group.state import GroupState
+from strom.broker.coordinator.group.state import GroupState
 
 from ._common import OPERATIONS_NOT_REQUESTED
 

@@ -41,7 +41,7 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from strom.storage import files
 from strom.storage.errors import OffsetOutOfRange, StorageError
 
-from ..replica_manager import now_ms
+from strom.broker.replica.manager import now_ms
 from ..replica_selector import preferred_read_replica
 from ._common import ZERO_UUID, leader_partition
 

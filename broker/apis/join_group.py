@@ -15,7 +15,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 
-from strom.broker.group.state import JoinRequest
+from strom.broker.coordinator.group.state import JoinRequest
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)

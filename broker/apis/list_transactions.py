@@ -4,7 +4,7 @@
 broker."""
 from __future__ import annotations
 
-from strom.broker.txn.metadata import TxnState
+from strom.broker.coordinator.txn.metadata import TxnState
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

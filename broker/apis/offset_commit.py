@@ -8,9 +8,9 @@ from __future__ import annotations
 import contextlib
 
 from strom.broker.errors import TopicError
-from strom.broker.group.coordinator import OFFSETS_TOPIC
-from strom.broker.group.records import CommittedOffset
-from strom.broker.replica_manager import PendingAppend, await_appends
+from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+from strom.broker.coordinator.group.records import CommittedOffset
+from strom.broker.replica.manager import PendingAppend, await_appends
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

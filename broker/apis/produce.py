@@ -49,7 +49,7 @@ from strom.protocol.records.legacy import upconvert
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-from ..replica_manager import PendingAppend, await_appends
+from strom.broker.replica.manager import PendingAppend, await_appends
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import NO_VERIFICATION
 

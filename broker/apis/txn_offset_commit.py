@@ -13,7 +13,7 @@ that cannot answer now COORDINATOR_NOT_AVAILABLE (retried by every client).
 """
 from __future__ import annotations
 
-from strom.broker.group.records import CommittedOffset
+from strom.broker.coordinator.group.records import CommittedOffset
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

@@ -10,7 +10,7 @@ coordinator retries with the new leader).
 """
 from __future__ import annotations
 
-from strom.broker.txn.markers import REPLICATION_TIMEOUT_S, append_marker, await_replicated
+from strom.broker.coordinator.txn.markers import REPLICATION_TIMEOUT_S, append_marker, await_replicated
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

@@ -29,17 +29,17 @@ from strom.storage.errors import StorageError
 from ..errors import TopicError
 from ..topics import TopicInfo
 from .client import BrokerClient, BrokerUnavailable
-from .controller import Controller
-from .placement import PlacementError, assign_replicas
-from .zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
+from strom.broker.zk.controller import Controller
+from strom.broker.metadata.placement import PlacementError, assign_replicas
+from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
                        VersionedPartitionState, ZkClientError)
 from ..fetch_session import FetchSessionHandler
-from .quotas_zk import read_broker_configs, read_quotas
-from .zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
+from strom.broker.zk.quotas_zk import read_broker_configs, read_quotas
+from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..replica_manager import Partition
+    from strom.broker.server.root import Broker
+    from strom.broker.replica.manager import Partition
 
 log = logging.getLogger("strom.cluster")
 
@@ -193,7 +193,7 @@ class ClusterMember:
         self.mark_dirty()
 
     async def _watch_config_changes(self) -> None:
-        from .zkdata import Paths
+        from strom.broker.zk.zkdata import Paths
         await self.zk._watch_children(Paths.CONFIG_CHANGES, list, lambda children: self.mark_dirty())
 
     def mark_dirty(self) -> None:
@@ -610,7 +610,7 @@ class ClusterMember:
 
     async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
         """Write /config/brokers/<name> (announced to every broker); this broker uses it at once."""
-        from .quotas_zk import write_broker_config
+        from strom.broker.zk.quotas_zk import write_broker_config
         try:
             await self.zk._call(write_broker_config, self.zk._zk, name, configs)
         except (ZkClientError, OSError) as exc:

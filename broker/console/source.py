@@ -19,7 +19,7 @@ from strom.protocol.errors import ErrorCode
 from ..config import TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from strom.broker.server.root import Broker
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _POSITION_CACHE = 20_000
@@ -320,7 +320,7 @@ class BrokerSource:
             raise ConsoleError("NON_EMPTY_GROUP", f"Group {group_id} is {state}; offsets can only be "
                                f"reset while it is empty (stop its consumers first), as kafka-consumer-groups "
                                f"--reset-offsets requires.")
-        from ..group.records import CommittedOffset
+        from strom.broker.coordinator.group.records import CommittedOffset
         offsets = [(t, p, CommittedOffset(o, -1, "", -1, -1)) for (t, p), o in targets.items()]
         results = coordinator.commit_offsets(group_id, "", None, -1, -1, offsets)
         failed = [r for r in results if r.error is not ErrorCode.NONE]

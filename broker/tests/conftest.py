@@ -7,9 +7,9 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig
-from strom.broker.server import ConnectionHandler
+from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.codec import decode_response, encode_request
 
 

@@ -21,12 +21,12 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.replica_manager import ReplicaManager
-from strom.broker.txn.markers import TransactionMarkerChannelManager
-from strom.broker.txn.metadata import TransactionMetadata
-from strom.broker.txn.port import BrokerPort
-from strom.broker.txn.state_manager import TRANSACTION_STATE_TOPIC
-from strom.broker.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.coordinator.txn.markers import TransactionMarkerChannelManager
+from strom.broker.coordinator.txn.metadata import TransactionMetadata
+from strom.broker.coordinator.txn.port import BrokerPort
+from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
+from strom.broker.coordinator.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.protocol.schema import ApiKey
@@ -249,7 +249,7 @@ def _hosted(tmp_path, manager=None):
 
 
 def test_a_pending_append_fails_once_the_partition_is_removed_or_replaced(tmp_path):
-    from strom.broker.replica_manager import PendingAppend  # imported here: the other tests run on older code too
+    from strom.broker.replica.manager import PendingAppend  # imported here: the other tests run on older code too
     manager, partition = _hosted(tmp_path)
     pending = PendingAppend.of(partition, 1)
     assert pending.status() is None

@@ -7,9 +7,9 @@ import trio.testing
 
 from strom.broker.auth.acl import AclBinding, Operation as Op, PatternType as Pat, Permission as Perm, ResourceType as R
 from strom.broker.auth.authorizer import AclAuthorizer
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig, ConfigError
-from strom.broker.server import ConnectionHandler
+from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

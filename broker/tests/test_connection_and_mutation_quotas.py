@@ -7,7 +7,7 @@ import struct
 
 import trio
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.quotas import MutationQuota, TokenBucket
 from strom.protocol.errors import ErrorCode
@@ -160,7 +160,7 @@ def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
 
     from kazoo.exceptions import NoNodeError
 
-    from strom.broker.cluster.quotas_zk import (entity_path, read_broker_configs, read_quotas,
+    from strom.broker.zk.quotas_zk import (entity_path, read_broker_configs, read_quotas,
                                                 write_broker_config, write_quota)
 
     class FakeZk:  # the kazoo calls the functions make, on a dict of paths

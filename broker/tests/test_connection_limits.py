@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig, ConfigError, parse_ip_overrides
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey

@@ -8,7 +8,7 @@ import time
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from strom.broker.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
+from strom.broker.coordinator.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
 
 from .test_apis import create
 
@@ -228,7 +228,7 @@ def _subscription(topic: str) -> bytes:
 
 
 async def _classic_member(client, group: str, topic: str, partitions: list[int]) -> tuple[str, int]:
-    from strom.broker.group.migration import encode_assignment
+    from strom.broker.coordinator.group.migration import encode_assignment
     join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": _subscription(topic)}]}
@@ -244,8 +244,8 @@ async def _classic_member(client, group: str, topic: str, partitions: list[int])
 
 
 async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_comes_back(tmp_path, nursery):
-    from strom.broker.group.coordinator import OFFSETS_TOPIC
-    from strom.broker.group.records import (ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key)
+    from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+    from strom.broker.coordinator.group.records import (ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key)
     from strom.protocol.records.batch import iter_batches, iter_records
 
     from .conftest import make_broker, open_client
@@ -341,7 +341,7 @@ async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, 
 
 
 async def test_transactional_offsets_of_consumer_group_members(env):
-    from strom.broker.txn.tests.test_coordinator import TID, init
+    from strom.broker.coordinator.txn.tests.test_coordinator import TID, init
 
     _, client, _ = env
     await create(client, "t")
@@ -377,8 +377,8 @@ async def test_offsets_of_topics_a_consumer_group_subscribes_to_do_not_expire(co
 
 
 def _offsets_records(broker, group_id: str) -> list:
-    from strom.broker.group.coordinator import OFFSETS_TOPIC
-    from strom.broker.group.records import decode_key
+    from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+    from strom.broker.coordinator.group.records import decode_key
     from strom.protocol.records.batch import iter_batches, iter_records
     partition = broker.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
@@ -392,7 +392,7 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
     # expiry: one batch of its offset tombstones and the group's own (target assignment epoch,
     # subscription metadata, group epoch); ListGroups no longer lists it, ConsumerGroupDescribe
     # answers GROUP_ID_NOT_FOUND. A group with members, or with offsets not yet expired, stays.
-    from strom.broker.group.records import ConsumerGroupKey, OffsetKey
+    from strom.broker.coordinator.group.records import ConsumerGroupKey, OffsetKey
 
     from .conftest import make_broker, open_client
     describe = {"group_ids": ["gone", "never", "young", "live"], "include_authorized_operations": False}
@@ -447,7 +447,7 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
     # the topic names, a version, a timestamp) once it resolved a regex a member subscribes with, a
     # new one when the regex matches other topics, and a tombstone when no member uses it any more
     # (after the leaving member's own tombstones); the coordinator loads them back.
-    from strom.broker.group.records import ConsumerGroupKey, decode_consumer_value
+    from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value
 
     from .conftest import make_broker, open_client
     b = make_broker(tmp_path)
@@ -508,8 +508,8 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
 async def test_member_states_are_written_with_kafkas_codes_and_old_codes_still_load(tmp_path, nursery):
     # Kafka 4.0's ConsumerGroupCurrentMemberAssignment records (read with its kafka-dump-log): state 0
     # stable, 1 unrevoked partitions, 2 unreleased partitions. Strom wrote 1, 2, 3 before.
-    from strom.broker.group.consumer import MemberState
-    from strom.broker.group.records import ConsumerGroupKey, decode_consumer_value, encode_consumer_value
+    from strom.broker.coordinator.group.consumer import MemberState
+    from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value, encode_consumer_value
 
     from .conftest import make_broker, open_client
     b = make_broker(tmp_path)

@@ -13,7 +13,7 @@ import struct
 import pytest
 import trio
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode

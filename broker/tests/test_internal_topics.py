@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from strom.broker import internal_topics
-from strom.broker.group import records as group_records
-from strom.broker.txn import records as txn_records
+from strom.broker.coordinator.group import records as group_records
+from strom.broker.coordinator.txn import records as txn_records
 from strom.broker.internal_topics import replay_partition
 from strom.protocol.internal_records import build_records_batch
 from strom.protocol.records.batch import iter_records

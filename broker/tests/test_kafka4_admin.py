@@ -157,7 +157,7 @@ async def test_elect_leaders_on_a_single_broker(connect):
 async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
     from strom.broker.auth.acl import Operation as Op, ResourceType as R
 
-    from strom.broker.broker import Broker
+    from strom.broker.server.root import Broker
     from strom.broker.config import BrokerConfig
 
     from .test_auth import JAAS, creation, login

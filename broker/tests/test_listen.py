@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig, ConfigError, Listener
-from strom.broker.listen import bind_listener, bind_listeners
+from strom.broker.server.listen import bind_listener, bind_listeners
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
 

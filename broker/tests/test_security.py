@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.broker import Broker
+from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.broker.security.tls import PrincipalMapper, openssl_cipher_name
-from strom.broker.server import ConnectionHandler
+from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.codec import encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import scram_client_proof

@@ -78,7 +78,7 @@ async def test_accept_out_of_descriptors_waits_and_logs_once(caplog, autojump_cl
     """EMFILE on accept: retried every 100 ms, one warning with what to do, cached files closed."""
     import trio
 
-    from strom.broker.broker import AcceptRetry
+    from strom.broker.server.root import AcceptRetry
 
     class Exhausted:
         socket = type("S", (), {"getsockname": lambda self: ("127.0.0.1", 9092)})()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.group.records import partition_for
-from strom.broker.txn.tests.test_coordinator import TID, env, init  # noqa: F401  (env: a pytest fixture)
+from strom.broker.coordinator.group.records import partition_for
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, env, init  # noqa: F401  (env: a pytest fixture)
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

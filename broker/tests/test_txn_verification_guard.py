@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from strom.broker.tests.test_apis import create, fetch_body
-from strom.broker.txn.tests.test_coordinator import TID, add_partitions, env, init, txn_batch  # noqa: F401
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, txn_batch  # noqa: F401
 from strom.broker.tests.conftest import open_client
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -123,7 +123,7 @@ async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_th
     abort marker reaches the offsets partition meanwhile. Appended after the marker, the commit
     would open a transaction there that nothing ends: the offsets partition's last stable offset
     stuck and the offsets pending for ever."""
-    from strom.broker.group.coordinator import OFFSETS_TOPIC
+    from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
     from .test_txn_offset_commit_verification import nothing_pending, txn_commit
 
     broker, client, _ = env

@@ -3,13 +3,13 @@ leader epoch bumps, ISR after broker loss and controlled shutdown."""
 
 from __future__ import annotations
 
-from strom.broker.cluster.election import (
+from strom.broker.zk.election import (
     Strategy,
     elect_leader,
     initial_state,
     remove_replica_from_isr,
 )
-from strom.broker.cluster.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
+from strom.broker.zk.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
 
 ASSIGNMENT = (1, 2, 3)
 

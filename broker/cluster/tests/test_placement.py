@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strom.broker.cluster.placement import PlacementError, assign_replicas
+from strom.broker.metadata.placement import PlacementError, assign_replicas
 from strom.protocol.errors import ErrorCode
 
 
@@ -85,7 +85,7 @@ def test_replication_factor_message_matches_kafka() -> None:
 # Messages as Kafka 4.0's controller words them (asked of the reference broker; the inconsistent
 # replication factor needs several brokers, so it is from ReplicationControlManager's source).
 
-from strom.broker.cluster.placement import added_assignment, check_replicas, manual_assignment  # noqa: E402
+from strom.broker.metadata.placement import added_assignment, check_replicas, manual_assignment  # noqa: E402
 
 REGISTERED = {0, 1, 2}
 
@@ -144,7 +144,7 @@ def test_check_replicas_accepts_any_order_of_registered_brokers() -> None:
 
 
 # ----------------------------------------------------------------- rack-aware placement
-from strom.broker.cluster.placement import rack_alternated  # noqa: E402
+from strom.broker.metadata.placement import rack_alternated  # noqa: E402
 
 
 def test_brokers_alternate_over_racks_in_rack_name_order() -> None:

@@ -13,7 +13,7 @@ import pytest
 import trio
 from kazoo.client import KazooClient
 
-from strom.broker.cluster.zkclient import (
+from strom.broker.zk.zkclient import (
     BrokerIdInUseError,
     ControllerMovedError,
     KafkaZkClient,
@@ -25,7 +25,7 @@ from strom.broker.cluster.zkclient import (
     VersionedPartitionState,
     split_connect_string,
 )
-from strom.broker.cluster.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
+from strom.broker.zk.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
 from compat_tests.zookeeper import ZooKeeperServer, zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)

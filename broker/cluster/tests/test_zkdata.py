@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.cluster.zkdata import (
+from strom.broker.zk.zkdata import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerInfo,

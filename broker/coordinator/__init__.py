@@ -1,0 +1,1 @@
+"""The coordinators (group, transaction) over their common runtime port; they never import the broker core."""

@@ -1,0 +1,163 @@
+"""Writing transaction markers: Kafka's TransactionMarkerChannelManager, on trio.
+
+When a transaction reaches PrepareCommit or PrepareAbort, the coordinator writes one control
+batch (``protocol.records.control``) with the producer's id and epoch to every partition of the
+transaction. Partitions led by this broker get it appended directly (:func:`append_marker`, the
+same function the WriteTxnMarkers API uses); partitions led elsewhere get a WriteTxnMarkers
+request sent to their leader. Every partition is retried, with its leader looked up again (leader
+moved, broker down, replication timed out, or leadership lost while the marker waited for the
+replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated) until it has its marker or the
+coordinator stops owning the transaction; a partition
+whose topic was deleted is skipped, as Kafka does. Only then does the coordinator write
+CompleteCommit/CompleteAbort, so a coordinator that crashes in between leaves a Prepare* record
+and the next coordinator writes the markers again (a repeated marker is harmless: it closes no
+transaction a second time).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import trio
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import validate_batches
+from strom.protocol.records.control import build_marker
+from strom.protocol.schema import ApiKey
+from strom.storage.errors import StorageError
+from strom.storage.producer_state import AppendOrigin
+
+from strom.broker.replica.manager import PendingAppend, await_appends
+
+log = logging.getLogger("strom.txn.markers")
+
+RETRY_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 2.0
+REPLICATION_TIMEOUT_S = 10.0
+WRITE_TXN_MARKERS_VERSION = 1
+
+
+def append_marker(port, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int) -> tuple[ErrorCode, PendingAppend | None]:
+    """Append one marker to a local leader: (error, the append to wait for; None unless NONE)."""
+    partition = port.partition(topic, index)
+    if partition is None:
+        count = port.partition_count(topic)
+        known = count is not None and index < count
+        return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if not partition.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, port.now_ms()))
+    try:
+        info = partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
+    except StorageError as exc:
+        log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, index, exc)
+        return ErrorCode[exc.error_code_name], None
+    pending = PendingAppend.of(partition, info.last_offset + 1)
+    port.markers_written(topic, index, producer_id, commit)
+    return ErrorCode.NONE, pending
+
+
+async def await_replicated(port, pending: list[PendingAppend], timeout_s: float) -> list[ErrorCode]:
+    """Wait until every append is below its partition's high watermark while this broker still
+    leads it in the epoch of the append: per append NONE, NOT_LEADER_OR_FOLLOWER (leadership
+    lost: the record may have been truncated since, whatever the high watermark says) or
+    REQUEST_TIMED_OUT."""
+    return await await_appends(pending, timeout_s, lambda keys: port.wait_for_data())
+
+
+class TransactionMarkerChannelManager:
+    """Sends markers until every partition of a transaction has one."""
+
+    def __init__(self, port, client_factory=None) -> None:
+        self.port = port
+        self._client_factory = client_factory
+        self._clients: dict[int, object] = {}
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                            partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
+        """True once every partition has its marker; False if ``still_valid()`` turned false."""
+        remaining = set(partitions)
+        backoff = RETRY_BACKOFF_S
+        while remaining:
+            if not still_valid():
+                return False
+            by_leader: dict[int | None, list[tuple[str, int]]] = {}
+            for tp in sorted(remaining):
+                by_leader.setdefault(self.port.leader_of(*tp), []).append(tp)
+            for leader, tps in by_leader.items():
+                if leader is None:
+                    for tp in tps:
+                        if self.port.partition_count(tp[0]) is None:
+                            remaining.discard(tp)  # topic deleted: nothing to mark
+                    continue
+                if leader == self.port.node_id:
+                    done = await self._write_local(producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                else:
+                    done = await self._write_remote(leader, producer_id, producer_epoch, commit,
+                                                    coordinator_epoch, tps)
+                remaining -= done
+            if remaining:
+                log.info("markers for producer %d still missing on %d partitions; retrying", producer_id,
+                         len(remaining))
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        return True
+
+    async def _write_local(self, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
+        """The partitions whose marker is appended here and replicated while this broker still
+        led them: one whose leadership was lost meanwhile is not done (the marker may have been
+        truncated), so the next round sends it to the new leader."""
+        done, waits = set(), []
+        for topic, index in tps:
+            code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
+            if code == ErrorCode.NONE:
+                waits.append(((topic, index), pending))
+            elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                # INVALID_PRODUCER_EPOCH: the partition already knows a newer epoch, so this
+                # transaction's end was written there by a later marker (Kafka treats it as done)
+                done.add((topic, index))
+        if waits:
+            self.port.notify_data()
+            codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
+            for (tp, pending), code in zip(waits, codes):
+                if code == ErrorCode.NONE:
+                    done.add(tp)
+                else:
+                    log.info("marker for producer %d on %s-%d (epoch %d) not replicated: %s; retrying", pid, *tp,
+                             pending.leader_epoch, code.name)
+        return done
+
+    async def _write_remote(self, leader, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
+        address = self.port.endpoint(leader)
+        if address is None or self._client_factory is None:
+            return set()
+        client = self._clients.get(leader)
+        if client is None:
+            client = self._clients[leader] = self._client_factory(*address)
+        topics: dict[str, list[int]] = {}
+        for topic, index in tps:
+            topics.setdefault(topic, []).append(index)
+        body = {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+                             "coordinator_epoch": coordinator_epoch,
+                             "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
+        try:
+            response = await client.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
+                                            timeout_s=REPLICATION_TIMEOUT_S + 5)
+        except Exception as exc:  # BrokerUnavailable and decoding errors: retried
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            self._clients.pop(leader, None)
+            return set()
+        done = set()
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    if p.error_code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH,
+                                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                        done.add((topic.name, p.partition_index))
+        return done
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()

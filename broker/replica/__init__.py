@@ -1,0 +1,1 @@
+"""Partitions hosted here: appends, fetches, the waiting produce and fetch requests, replication."""

@@ -1,0 +1,1 @@
+"""The composition root and the network: the broker's services wired together, listeners, connections."""

@@ -1,0 +1,153 @@
+"""Client quotas in ZooKeeper, where ZooKeeper-era Kafka keeps them:
+
+    /config/users/<user>                     {"version":1,"config":{"producer_byte_rate":"1048576.0"}}
+    /config/users/<default>
+    /config/users/<user>/clients/<client id>  (and <default> on either side)
+    /config/clients/<client id>
+    /config/clients/<default>
+    /config/ips/<ip>                         {"version":1,"config":{"connection_creation_rate":"5.0"}}
+    /config/ips/<default>
+
+Dynamic broker configs live beside them, in /config/brokers/<id> and /config/brokers/<default>.
+
+Names are sanitized as Kafka's Sanitizer does (URL-encoded; "*" as %2A). Other keys in a user's
+node (SCRAM credentials) are left as they are. Every change is announced under /config/changes
+with the entity path ("users/<u>/clients/<c>"), which makes every broker re-read the quotas.
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import quote, unquote
+
+from kazoo.exceptions import NoNodeError, NodeExistsError
+
+from strom.broker.quotas import CLIENT_ID, IP, KEYS, USER
+from strom.broker.zk.zkdata import Paths
+
+DEFAULT = "<default>"
+QUOTA_KEYS = set(KEYS[USER]) | set(KEYS[IP])
+
+
+def sanitize(name: str | None) -> str:
+    return DEFAULT if name is None else quote(name, safe="~")
+
+
+def desanitize(name: str) -> str | None:
+    return None if name == DEFAULT else unquote(name)
+
+
+def entity_path(entity) -> str:
+    """The path below /config of an entity ((type, name) pairs)."""
+    names = dict(entity)
+    if IP in names:
+        return f"ips/{DEFAULT if names[IP] is None else names[IP]}"  # IPs are kept as they are
+    if USER in names and CLIENT_ID in names:
+        return f"users/{sanitize(names[USER])}/clients/{sanitize(names[CLIENT_ID])}"
+    if USER in names:
+        return f"users/{sanitize(names[USER])}"
+    return f"clients/{sanitize(names[CLIENT_ID])}"
+
+
+def _decode(data: bytes) -> dict[str, str]:
+    try:
+        doc = json.loads(data.decode("utf-8")) if data else {}
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    config = doc.get("config", {}) if isinstance(doc, dict) else {}
+    return {k: v for k, v in config.items() if isinstance(v, str)} if isinstance(config, dict) else {}
+
+
+def _quota_values(config: dict[str, str]) -> dict[str, float]:
+    out = {}
+    for key, value in config.items():
+        if key in QUOTA_KEYS:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
+def read_quotas(zk) -> dict[tuple, dict[str, float]]:
+    """Every quota entity and its values (blocking kazoo calls: run it in a thread)."""
+    out: dict[tuple, dict[str, float]] = {}
+
+    def children(path: str) -> list[str]:
+        try:
+            return zk.get_children(path)
+        except NoNodeError:
+            return []
+
+    def config(path: str) -> dict[str, str]:
+        try:
+            return _decode(zk.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    for name in children(f"{Paths.CONFIG}/clients"):
+        values = _quota_values(config(f"{Paths.CONFIG}/clients/{name}"))
+        if values:
+            out[((CLIENT_ID, desanitize(name)),)] = values
+    for name in children(f"{Paths.CONFIG}/ips"):
+        values = _quota_values(config(f"{Paths.CONFIG}/ips/{name}"))
+        if values:
+            out[((IP, None if name == DEFAULT else name),)] = values
+    for user in children(f"{Paths.CONFIG}/users"):
+        values = _quota_values(config(f"{Paths.CONFIG}/users/{user}"))
+        if values:
+            out[((USER, desanitize(user)),)] = values
+        for client in children(f"{Paths.CONFIG}/users/{user}/clients"):
+            values = _quota_values(config(f"{Paths.CONFIG}/users/{user}/clients/{client}"))
+            if values:
+                out[((CLIENT_ID, desanitize(client)), (USER, desanitize(user)))] = values
+    return out
+
+
+def write_quota(zk, entity, values: dict[str, float]) -> None:
+    """Replace the quota keys of one entity (blocking: run it in a thread) and announce it."""
+    rel = entity_path(entity)
+    path = f"{Paths.CONFIG}/{rel}"
+    try:
+        data, _ = zk.get(path)
+        current = _decode(data)
+    except NoNodeError:
+        current = {}
+    config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
+    config.update({k: repr(float(v)) for k, v in values.items()})
+    _write_config(zk, rel, config)
+
+
+def read_broker_configs(zk) -> dict[str, dict[str, str]]:
+    """Dynamic broker configs: {"" (the cluster default) or node id: {key: value}} (blocking)."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        names = zk.get_children(f"{Paths.CONFIG}/brokers")
+    except NoNodeError:
+        return out
+    for name in names:
+        try:
+            config = _decode(zk.get(f"{Paths.CONFIG}/brokers/{name}")[0])
+        except NoNodeError:
+            continue
+        if config:
+            out["" if name == DEFAULT else name] = config
+    return out
+
+
+def write_broker_config(zk, name: str, config: dict[str, str]) -> None:
+    """Replace the dynamic configs of broker `name` ("" for the default) and announce it (blocking)."""
+    _write_config(zk, f"brokers/{DEFAULT if name == '' else name}", dict(config))
+
+
+def _write_config(zk, rel: str, config: dict[str, str]) -> None:
+    path = f"{Paths.CONFIG}/{rel}"
+    payload = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+    try:
+        zk.set(path, payload)
+    except NoNodeError:
+        try:
+            zk.create(path, payload, makepath=True)
+        except NodeExistsError:
+            zk.set(path, payload)
+    notification = json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode()
+    zk.create(f"{Paths.CONFIG_CHANGES}/config_change_", notification, sequence=True, makepath=True)
