@@ -22,7 +22,7 @@ from .errors import TopicError
 from strom.broker.server.listen import BoundSockets, bind_listener
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
 log = logging.getLogger("strom.control")
 
@@ -46,7 +46,7 @@ class Controls:
     OPERATIONS = ("status", "fault", "unfault", "clear", "faults", "pause", "resume", "cap", "record",
                   "recorded", "retention", "compact", "expire_offsets", "create_topic", "delete_topic")
 
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: "BrokerServer"):
         self.broker = broker
 
     async def call(self, operation: str, args: dict[str, Any] | None = None) -> Any:
@@ -65,7 +65,7 @@ class Controls:
     async def op_status(self) -> dict:
         b = self.broker
         return {"node_id": b.node_id, "listeners": [str(x.advertised) for x in b.bound],
-                "live_brokers": sorted(node for node, *_ in b.live_brokers()),
+                "live_brokers": sorted(node for node, *_ in b.metadata.live_brokers()),
                 "topics": sorted(b.topics.topics) if b.topics is not None else [],
                 **b.injector().status()}
 
@@ -146,21 +146,21 @@ class Controls:
     # ---- topics ------------------------------------------------------------------------
     async def op_create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
                               configs: dict | None = None) -> dict:
-        info = await self.broker.create_topic(name, int(partitions), int(replication_factor),
+        info = await self.broker.admin.create_topic(name, int(partitions), int(replication_factor),
                                               {k: str(v) for k, v in (configs or {}).items()})
         return {"name": name, "partitions": info.partitions if info is not None else partitions}
 
     async def op_delete_topic(self, name: str) -> None:
-        await self.broker.delete_topic(name)
+        await self.broker.admin.delete_topic(name)
 
 
 # ----------------------------------------------------------------------------- HTTP
-def bind_control(broker: "Broker") -> BoundSockets | None:
+def bind_control(broker: "BrokerServer") -> BoundSockets | None:
     listener = broker.config.control
     return bind_listener(listener) if listener is not None else None
 
 
-async def serve_control(broker: "Broker", bound: BoundSockets, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_control(broker: "BrokerServer", bound: BoundSockets, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     controls = Controls(broker)
     listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in bound.sockets]
     log.info("control endpoint on http://%s:%d/v1/ (fault injection and test control)",

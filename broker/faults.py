@@ -292,7 +292,7 @@ class FaultInjector:
         return got < (major, minor)
 
     async def _answer(self, module, request) -> dict | None:
-        body = await module.handle(self.broker, request)
+        body = await module.handle(self.broker.request_context, request)
         if self.cap is not None and request.header.api_key == 18 and body is not None:
             body = dict(body, api_keys=[{"api_key": k, "min_version": lo, "max_version": hi}
                                         for k, lo, hi in self.capped(
@@ -351,8 +351,8 @@ class FaultInjector:
                  header.api_version, ErrorCode(fault.error).name)
         response = None
         if header.api_key == 3:
-            response = await module.handle(self.broker, request)
+            response = await module.handle(self.broker.request_context, request)
         elif answer.rest is not None:
             rest = type(request)(header=header, body=answer.rest, size=request.size)
-            response = await module.handle(self.broker, rest)
+            response = await module.handle(self.broker.request_context, rest)
         return answer.merge(response)

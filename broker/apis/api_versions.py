@@ -1,8 +1,10 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
 import re
+from typing import Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
@@ -31,12 +33,13 @@ def features_for(api_keys: list[dict]) -> list[dict]:
     return [f for f in FINALIZED_FEATURES if tv2 or f["name"] != "transaction.version"]
 
 
-def body(error: int = ErrorCode.NONE) -> dict:
-    """The answer with ``error``: every API when none. As Kafka (KIP-511): to a version it does not
-    know (UNSUPPORTED_VERSION), only ApiVersions' own range, from which the client picks the version
-    to ask again with; to any other error, no API."""
-    from . import SUPPORTED
-    listed = [(k, lo, hi) for k, lo, hi in SUPPORTED if error == ErrorCode.NONE
+def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] | None = None) -> dict:
+    """The answer with ``error``: every API of ``supported`` (default: the registry's) when none.
+    As Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
+    range, from which the client picks the version to ask again with; to any other error, no API."""
+    if supported is None:
+        from . import SUPPORTED as supported
+    listed = [(k, lo, hi) for k, lo, hi in supported if error == ErrorCode.NONE
               or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
     out = {
         "error_code": error,
@@ -52,10 +55,10 @@ def body(error: int = ErrorCode.NONE) -> dict:
 SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     if request.header.api_version >= 3:
         b = request.body
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return body()
+    return body(supported=ctx.api_versions)

@@ -29,7 +29,7 @@ from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
 log = logging.getLogger("strom.server")
 
@@ -110,7 +110,7 @@ async def _sendfile(sock, region) -> None:
     await trio.lowlevel.checkpoint()
 
 
-async def serve_listener(broker: "Broker", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
+async def serve_listener(broker: "BrokerServer", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
                          *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Accept connections on one listening socket of listener `name` and serve each in a task.
     Each accepted connection passes the connection quotas (`strom.broker.connection_quota`)
@@ -143,7 +143,7 @@ async def _close_after(stream, delay_ms: int) -> None:
 
 
 class ConnectionHandler:
-    def __init__(self, broker: "Broker", security: ListenerSecurity = PLAINTEXT):
+    def __init__(self, broker: "BrokerServer", security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
         self.security = security
 
@@ -245,7 +245,7 @@ class ConnectionHandler:
         try:
             faults = self.broker.faults  # None unless a test injects faults (broker.faults)
             if faults is None:
-                body = await module.handle(self.broker, request)
+                body = await module.handle(self.broker.request_context, request)
             else:
                 body = await faults.handle(module, request, peer)
             failed = False
@@ -261,7 +261,7 @@ class ConnectionHandler:
                 return False
         finally:
             accounting.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
-                           failed, self.broker.topic_name_by_id)
+                           failed, self.broker.metadata.topic_name_by_id)
         if body is not None:
             if self.broker.quotas.entries:  # client quotas: throttle_time_ms, then mute the connection
                 mute_ms = self.broker.quotas.throttle(request, body, time.perf_counter() - started,

@@ -43,7 +43,7 @@ NEW_LEADER = 7  # a broker id this in-process broker is not
 def lead_with_a_lagging_follower(broker, topic: str, index: int = 0):
     """Make this broker lead ``topic``-``index`` in a new epoch with an in-sync follower that has
     fetched nothing, so every acks=all append waits."""
-    partition = broker.partition(topic, index)
+    partition = broker.replicas.get(topic, index)
     epoch = partition.leader_epoch + 1
     partition.log.leader_epoch_cache.assign(epoch, partition.log.log_end_offset)
     partition.become_leader(epoch, [broker.node_id, NEW_LEADER], [broker.node_id, NEW_LEADER], version=0)
