@@ -19,7 +19,7 @@ def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader
     """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows,
     else (partition or None, the error Kafka answers with). With `require_leader` false, a
     follower's replica will do too (a consumer's fetch from a follower, KIP-392)."""
-    partition = ctx.replica_manager.get(topic, index)
+    partition = ctx.replica_manager.partition(topic, index)
     if partition is None:
         count = ctx.metadata.partition_count(topic)
         known = count is not None and index < count

@@ -57,7 +57,7 @@ async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
     this broker still leads that partition in the epoch it was written in. NONE;
     COORDINATOR_NOT_AVAILABLE when the replicas did not have it in time; NOT_COORDINATOR when the
     leadership was lost meanwhile (the commit may have been truncated as a follower since)."""
-    partition = ctx.replica_manager.get(OFFSETS_TOPIC, ctx.groups.partition_of(group_id))
+    partition = ctx.replica_manager.partition(OFFSETS_TOPIC, ctx.groups.partition_of(group_id))
     if partition is None:
         return ErrorCode.NONE
     if not partition.is_leader:

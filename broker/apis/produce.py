@@ -228,7 +228,7 @@ async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], 
     for topic in body.topic_data:
         for p in topic.partition_data:
             records = p.records
-            partition = broker.replica_manager.get(topic.name, p.index)
+            partition = broker.replica_manager.partition(topic.name, p.index)
             if partition is None or not partition.is_leader or not records or len(records) < HEADER_SIZE:
                 continue
             try:

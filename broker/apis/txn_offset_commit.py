@@ -53,7 +53,7 @@ async def _ask_coordinator(ctx: RequestContext, body, version: int):
     txn = ctx.txn
     tid, pid, epoch = body.transactional_id, body.producer_id, body.producer_epoch
     partition = txn.offsets_partition(body.group_id)
-    local = ctx.replica_manager.get(*partition)
+    local = ctx.replica_manager.partition(*partition)
     if local is not None:
         state = local.log.producer_state
         entry = state.producers.get(pid)

@@ -312,7 +312,7 @@ class StandaloneAdminManager(_AdminChecks):
 
     def _discard_logs(self, topic: str, indexes: range) -> None:
         for i in indexes:
-            if self.replicas.get(topic, i) is None:
+            if self.replicas.partition(topic, i) is None:
                 try:
                     self.logs.delete_log(topic, i)
                 except (OSError, StorageError) as exc:

@@ -168,7 +168,7 @@ class StandaloneMetadataCache(_TopicTable):
         self._advertised_for = advertised_for
 
     def partition_view(self, topic: str, index: int) -> PartitionView | None:
-        partition = self.replicas.get(topic, index)
+        partition = self.replicas.partition(topic, index)
         if partition is None:
             return None
         offline = [self.config.node_id] if partition.log.offline is not None else []
@@ -186,7 +186,7 @@ class StandaloneMetadataCache(_TopicTable):
     def hosted_replica_offline(self, topic: str, index: int) -> bool:
         """Every partition is hosted here: one without a replica is in a log dir that was offline
         at start (KAFKA_STORAGE_ERROR)."""
-        return self.replicas.get(topic, index) is None and bool(self.logs.offline_dirs)
+        return self.replicas.partition(topic, index) is None and bool(self.logs.offline_dirs)
 
 
 @dataclass

@@ -213,8 +213,11 @@ class ReplicaManager:
             self.notify_data([(topic, index)])
         return partition
 
-    def get(self, topic: str, index: int) -> Partition | None:
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The hosted replica of `topic`-`index` (leader or follower), or None."""
         return self.partitions.get((topic, index))
+
+    get = partition
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:

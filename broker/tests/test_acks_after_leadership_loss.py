@@ -136,7 +136,7 @@ async def test_acks_all_produce_still_succeeds_when_the_follower_catches_up(brok
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
     waiting = await Waiting(nursery, produce_request(client, b"v", 2, version=9)).until_appended(partition, 2)
-    broker.follower_fetched(partition, NEW_LEADER, 2)
+    broker.replicas.follower_fetched(partition, NEW_LEADER, 2)
     p = await waiting.answer()
     assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 0)
 

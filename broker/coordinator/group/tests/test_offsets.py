@@ -271,7 +271,7 @@ async def test_offsets_of_partitions_other_brokers_host_are_committed(gconnect, 
     client = await gconnect()
     await create_topic(client, "t")
     view = group_broker.metadata.partition_view
-    monkeypatch.setattr(group_broker, "partition_view",
+    monkeypatch.setattr(group_broker.metadata, "partition_view",
                         lambda topic, index: (2, 0, [2], [2], []) if topic == "elsewhere" else view(topic, index))
     assert group_broker.replicas.get("elsewhere", 0) is None
     assert await commit(client, "g", {("elsewhere", 0): 3, ("t", 0): 4, ("gone", 0): 5}) == {
