@@ -7,7 +7,7 @@ from collections import defaultdict
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from strom.broker.group.records import partition_for
+from strom.broker.coordinator.group.records import partition_for
 
 from .cluster_support import (SESSION_TIMEOUT_MS, AckedProducer, admin, bootstrap, cluster_fixture, create,
                               partition_meta, read_back, wait)

@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from strom.broker.group.records import partition_for
+from strom.broker.coordinator.group.records import partition_for
 
 from .cluster_support import admin, bootstrap, cluster_fixture, create, partition_meta, wait
 from .cluster_support import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)

@@ -151,7 +151,7 @@ def interpreter_startup(runs: int) -> float:
 
 
 BASELINE_RSS_CODE = (
-    "import strom.broker.broker, strom.broker.cli\n"
+    "import strom.broker.server.root, strom.broker.cli\n"
     "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS:')))\n"
 )
 
