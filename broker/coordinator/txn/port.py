@@ -49,7 +49,7 @@ class BrokerPort:
     def __init__(self, broker) -> None:
         self._broker = broker
         self.node_id = broker.node_id
-        self.is_cluster = broker.cluster is not None
+        self.is_cluster = broker.metadata.is_cluster
 
     def partition(self, topic: str, index: int):
         return self._broker.replicas.get(topic, index)
