@@ -2,9 +2,11 @@
 
 The broker registers itself under `/brokers/ids/<id>` (ephemeral: it disappears when the
 session ends), watches brokers, topics, partition states and config changes, and after every
-change reconciles: it re-reads the cluster (`ClusterView`), lets the controller (if it holds the
-role) repair leaders and ISRs, then makes each local replica leader or follower as the partition
-states say. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
+change reconciles: it re-reads the cluster (`ClusterView`) into the metadata cache
+(`strom.broker.metadata.cache.ZkMetadataCache`), lets the controller (if it holds the role) repair
+leaders and ISRs, then makes each local replica leader or follower as the partition states say.
+Admin changes (topics, configs, quotas, producer ids) are `ZkAdminManager`'s, which waits for
+this loop to see them. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
 as Kafka's do; leaders track them, move the high watermark, and shrink or expand the ISR in the
 partition-state znode with a version-conditional write.
 
