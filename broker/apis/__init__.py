@@ -1,7 +1,8 @@
 """Every API the broker answers, one module each, registered in one visible list.
 
 A module has `API_KEY`, `VERSIONS` (the oldest and newest version its handler implements) and
-`async def handle(broker, request) -> dict | None` (None: no response, as for acks=0). What
+`async def handle(ctx: RequestContext, request) -> dict | None` (None: no response, as for acks=0;
+`strom.broker.request_context`: the services a handler may use). What
 ApiVersions advertises is computed from this list intersected with the protocol schema.
 """
 from __future__ import annotations
