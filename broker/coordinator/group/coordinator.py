@@ -45,7 +45,7 @@ from strom.storage.errors import StorageError
 from strom.storage.producer_state import AppendOrigin
 
 from strom.broker.errors import TopicError
-from strom.broker.internal_topics import replay_partition
+from strom.broker.coordinator.loader import replay_partition
 
 from strom.broker.coordinator.group.records import (CommittedOffset, ConsumerGroupKey, GroupKey, GroupRecordError, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, encode_group_key, encode_group_value, encode_offset_key,
@@ -196,7 +196,7 @@ class GroupCoordinator:
                 for record in iter_records(batch):
                     self._apply(record.key, record.value)
 
-        if not replay_partition(partition, OFFSETS_TOPIC, partition.index, on_batch, log):
+        if not replay_partition(partition.log, OFFSETS_TOPIC, partition.index, on_batch, log):
             return
         for pid, records in open_txns.items():
             for key, value in records:
