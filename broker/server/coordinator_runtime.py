@@ -106,7 +106,7 @@ class BrokerCoordinatorRuntime:
         pending = [w for w in writes if isinstance(w, PendingAppend)]
         if len(pending) != len(writes):
             raise TypeError("writes not made by this runtime")
-        return await await_appends(pending, timeout_s, lambda keys: self._replicas.wait_for_data())
+        return await await_appends(pending, timeout_s, self._replicas.wait_for_data)
 
     # ------------------------------------------------------------ loader
     def load(self, topic: str, index: int, on_batch: OnBatch) -> bool:
