@@ -8,12 +8,12 @@ roundrobin, sticky, cooperative-sticky) run in the group leader, never here.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeAlias
 
 from strom.broker.coordinator.runtime import TopicMetadata
 
 Assignment = dict[bytes, set[int]]  # topic id -> partitions
-TopicMeta = TopicMetadata  # a subscribed topic: name, id, partition count
+TopicMeta: TypeAlias = TopicMetadata  # a subscribed topic: name, id, partition count
 
 
 Assignor = Callable[[Mapping[str, set[str]], Mapping[str, TopicMeta], Mapping[str, Assignment]],
@@ -47,7 +47,7 @@ def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMe
                         taken.add(tp)
                         if quota > base:
                             extra -= 1
-    owner = {}
+    owner: dict[tuple[bytes, int], str] = {}
     for member, assignment in out.items():
         for topic_id, parts in assignment.items():
             owner.update(((topic_id, p), member) for p in parts)

@@ -15,6 +15,7 @@ import base64
 import logging
 import re
 import uuid
+from typing import Callable
 
 import trio
 
@@ -400,7 +401,7 @@ class ConsumerGroups:
         log.info("consumer group %s is empty and has no offsets left: deleted", group_id)
         return True
 
-    def drop_unled(self, is_coordinator) -> None:
+    def drop_unled(self, is_coordinator: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if not is_coordinator(g)]:
             del self.groups[group_id]
             self.persisted.pop(group_id, None)

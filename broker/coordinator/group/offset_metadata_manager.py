@@ -84,12 +84,12 @@ class OffsetMetadataManager:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
-        results, accepted = self._write_offsets(group_id, offsets, retention_ms)
+        written, accepted = self._write_offsets(group_id, offsets, retention_ms)
         if accepted:
             group = self.store.classic_group_or_new(group_id)
             for topic, index, value in accepted:
                 group.offsets[(topic, index)] = value
-        return results
+        return written
 
     def _write_offsets(self, group_id: str, offsets: Offsets, retention_ms: int = -1,
                        producer: tuple[int, int] | None = None, verification_guard: object | None = None

@@ -117,10 +117,11 @@ class TransactionMarkerChannelManager:
         """The partitions whose marker is appended here and replicated while this broker still
         led them: one whose leadership was lost meanwhile is not done (the marker may have been
         truncated), so the next round sends it to the new leader."""
-        done, waits = set(), []
+        done: set[tuple[str, int]] = set()
+        waits: list[tuple[tuple[str, int], PendingWrite]] = []
         for topic, index in tps:
             code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
-            if code == ErrorCode.NONE:
+            if code == ErrorCode.NONE and pending is not None:
                 waits.append(((topic, index), pending))
             elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 # INVALID_PRODUCER_EPOCH: the partition already knows a newer epoch, so this
