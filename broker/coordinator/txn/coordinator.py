@@ -14,7 +14,7 @@ Requests (each answered once the change is durable in `__transaction_state`):
   partitions are added to the Ongoing transaction. v4+ batches several transactions and may only
   verify (what a partition leader asks before accepting a transaction's first batch).
 * EndTxn: Ongoing -> PrepareCommit/PrepareAbort, answered; then markers go to every partition
-  (``broker.txn.markers``) and the state becomes CompleteCommit/CompleteAbort. Retried EndTxn calls
+  (``coordinator.txn.markers``) and the state becomes CompleteCommit/CompleteAbort. Retried EndTxn calls
   get NONE (already complete) or CONCURRENT_TRANSACTIONS (still completing).
 * Transaction version 2 (EndTxn v5, KIP-890 part 2): the epoch is bumped at Prepare* and the
   answer carries the producer id and epoch the producer continues with; at epoch 32766 a new

@@ -4,7 +4,7 @@ The topic (compacted, ``transaction.state.log.num.partitions`` partitions, repli
 ``transaction.state.log.replication.factor``, ``min.insync.replicas`` =
 ``transaction.state.log.min.isr``, created on the first FindCoordinator for a transaction) holds
 one record per change of a transactional id: key = the id, value = its metadata
-(``broker.txn.records``). Id ``t`` lives in partition ``abs(java hashCode(t)) % partitions``; the
+(``coordinator.txn.records``). Id ``t`` lives in partition ``abs(java hashCode(t)) % partitions``; the
 leader of that partition is its coordinator, and the partition's leader epoch is the
 *coordinator epoch* written into every marker.
 
