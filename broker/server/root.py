@@ -25,9 +25,10 @@ from strom.broker.dynamic_config import DynamicConfigs
 from strom.broker.connection_quota import ConnectionQuotas
 from strom.broker.replication_quota import FOLLOWER, LEADER, ReplicationQuota
 from strom.broker.server.listen import BoundSockets, bind_listeners
+from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.coordinator import GroupCoordinator
 from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
-from strom.broker.coordinator.txn.port import BrokerPort
+from strom.broker.server.coordinator_runtime import BrokerCoordinatorRuntime
 from strom.broker.replica.manager import Partition, ReplicaManager
 from strom.broker.auth import make_authorizer
 from strom.broker.auth.acl import AclBinding
@@ -110,6 +111,10 @@ class Broker:
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster = None
+        self.coordinator_runtime = BrokerCoordinatorRuntime(
+            node_id=self.node_id, is_cluster=bool(config["zookeeper.connect"]), config=config, replicas=self.replicas,
+            metadata=self, admin=self, topic_infos=lambda: self.topics.topics,
+            on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None)
         # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
         # version cap or recording is active, so the request path checks one attribute for None.
         self.faults = None
@@ -149,7 +154,7 @@ class Broker:
                 self.logs.delete_log(*key)
             else:
                 log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
         self.groups.load()
         self._start_txn()
         self.txn.load()
@@ -159,8 +164,8 @@ class Broker:
             from strom.broker.cluster.client import BrokerClient
             return BrokerClient(host, port, f"strom-txn-{self.node_id}", security=self.inter_broker)
 
-        self.txn = TransactionCoordinator(BrokerPort(self), TxnSettings.from_config(self.config), client,
-                                          lambda: self.groups._topic_partitions())
+        self.txn = TransactionCoordinator(self.coordinator_runtime, TxnSettings.from_config(self.config), client,
+                                          self.groups.offsets_partition_count)
 
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
@@ -173,7 +178,7 @@ class Broker:
             await store.watch(self.authorizer.changed_elsewhere)
         self.topics = self.cluster.cache
         self._start_logs(cluster_id, {})
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
         self.groups.load()
         self._start_txn()
 
