@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -36,8 +37,7 @@ class ControlError(ValueError):
 
 
 def _wall_ms() -> int:
-    from strom.broker.coordinator.group.coordinator import wall_clock_ms
-    return wall_clock_ms()
+    return time.time_ns() // 1_000_000
 
 
 class Controls:

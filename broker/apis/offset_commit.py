@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 
 from strom.broker.errors import TopicError
-from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
 from strom.broker.coordinator.group.records import CommittedOffset
-from strom.broker.replica.manager import PendingAppend, await_appends
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -35,7 +33,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = ctx.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
                                            generation, body.retention_time_ms, offsets, version)
-    code = await replicated(ctx, body.group_id)
+    code = await ctx.groups.replicated(body.group_id)
     if code != ErrorCode.NONE:
         for r in results:
             if r.error == ErrorCode.NONE:
@@ -51,20 +49,3 @@ def _all_failed(topics, code) -> dict:
     return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
 
-
-async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
-    """As Kafka: a commit counts once every in-sync replica of the offsets partition has it, while
-    this broker still leads that partition in the epoch it was written in. NONE;
-    COORDINATOR_NOT_AVAILABLE when the replicas did not have it in time; NOT_COORDINATOR when the
-    leadership was lost meanwhile (the commit may have been truncated as a follower since)."""
-    partition = ctx.replica_manager.partition(OFFSETS_TOPIC, ctx.groups.partition_of(group_id))
-    if partition is None:
-        return ErrorCode.NONE
-    if not partition.is_leader:
-        return ErrorCode.NOT_COORDINATOR  # nothing can have been written here
-    pending = PendingAppend.of(partition, partition.log.log_end_offset)
-    code, = await await_appends([pending], ctx.config["offsets.commit.timeout.ms"] / 1000,
-                                ctx.replica_manager.wait_for_data)
-    # as Kafka 4.0's group coordinator turns an append's error into a commit's: retried by clients
-    return {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-            ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE}.get(code, code)

@@ -18,7 +18,6 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-from .offset_commit import replicated
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -121,7 +120,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     # coordinator's failover then lost was followed by the transaction's COMMIT marker: the group's
     # offsets went back and an exactly-once pipeline processed its input again.
     if any(r.error == ErrorCode.NONE for r in results):
-        code = await replicated(ctx, body.group_id)
+        code = await ctx.groups.replicated(body.group_id)
         if code != ErrorCode.NONE:
             for r in results:
                 if r.error == ErrorCode.NONE:

@@ -43,7 +43,6 @@ async def handle(ctx: RequestContext, request) -> dict:
             topics.append({"name": topic.name, "partitions": parts})
         answers.append({"producer_id": marker.producer_id, "topics": topics})
     if waits:
-        port.notify_data()
         codes = await await_replicated(port, [pending for pending, _ in waits], REPLICATION_TIMEOUT_S)
         for (_, result), code in zip(waits, codes):
             result["error_code"] = code  # NOT_LEADER_OR_FOLLOWER: the coordinator resends to the new leader

@@ -21,9 +21,10 @@ from strom.broker.dynamic_config import DynamicConfigs
 from strom.broker.connection_quota import ConnectionQuotas
 from strom.broker.replication_quota import FOLLOWER, LEADER, ReplicationQuota
 from strom.broker.server.listen import BoundSockets, bind_listeners
+from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.coordinator import GroupCoordinator
 from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
-from strom.broker.coordinator.txn.port import BrokerPort
+from strom.broker.server.coordinator_runtime import BrokerCoordinatorRuntime
 from strom.broker.replica.manager import Partition, ReplicaManager
 from strom.broker.auth import make_authorizer
 from strom.broker.auth.acl import AclBinding
@@ -159,7 +160,7 @@ class BrokerServer:
                 self.logs.delete_log(*key)
             else:
                 log.warning("log directory %s-%d belongs to no known topic; left untouched", *key)
-        self.groups = GroupCoordinator(self)
+        self._build_coordinators()
         self.groups.load()
         self._start_txn()
         self.txn.load()
@@ -169,13 +170,22 @@ class BrokerServer:
         if name == "__transaction_state" and self.txn is not None:
             self.txn.follow_leadership()
 
+    def _build_coordinators(self) -> None:
+        """The group coordinator over the coordinator runtime, once the metadata cache and the admin
+        manager exist (the transaction coordinator follows in _start_txn on the same runtime)."""
+        self.coordinator_runtime = BrokerCoordinatorRuntime(
+            node_id=self.node_id, is_cluster=self.metadata.is_cluster, config=self.config, replicas=self.replicas,
+            metadata=self.metadata, admin=self.admin, topic_infos=lambda: self.topics.topics,
+            on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None)
+        self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
+
     def _start_txn(self) -> None:
         def client(host: str, port: int):
             from strom.broker.cluster.client import BrokerClient
             return BrokerClient(host, port, f"strom-txn-{self.node_id}", security=self.inter_broker)
 
-        self.txn = TransactionCoordinator(BrokerPort(self), TxnSettings.from_config(self.config), client,
-                                          lambda: self.groups._topic_partitions())
+        self.txn = TransactionCoordinator(self.coordinator_runtime, TxnSettings.from_config(self.config), client,
+                                          self.groups.offsets_partition_count)
 
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
@@ -193,7 +203,7 @@ class BrokerServer:
         self.topics = cluster.metadata.cache
         self._start_logs(cluster_id, {})
         self.replicas.caught_up_listener = cluster.follower_caught_up
-        self.groups = GroupCoordinator(self)
+        self._build_coordinators()
         self.groups.load()
         self._start_txn()
         self._build_request_context()

@@ -15,6 +15,7 @@ coordinator's own marker writes, a transaction state write and OffsetCommit.
 """
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace as NS
 
 import pytest
@@ -24,7 +25,6 @@ import trio.testing
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.coordinator.txn.markers import TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
-from strom.broker.coordinator.txn.port import BrokerPort
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from strom.broker.coordinator.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
 from strom.protocol.errors import ErrorCode
@@ -157,11 +157,13 @@ async def test_write_txn_markers_is_not_acknowledged_after_losing_leadership(bro
     assert (await waiting.answer()).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-class _NewLeaderPort(BrokerPort):
-    """The broker's own port, but broker NEW_LEADER has an address (this broker is standalone)."""
-
-    def endpoint(self, broker_id: int):
-        return ("127.0.0.1", 9) if broker_id == NEW_LEADER else super().endpoint(broker_id)
+def _new_leader_runtime(broker):
+    """The broker's own coordinator runtime, but broker NEW_LEADER has an address (this broker is
+    standalone)."""
+    runtime = copy.copy(broker.coordinator_runtime)
+    endpoint = runtime.endpoint
+    runtime.endpoint = lambda broker_id: ("127.0.0.1", 9) if broker_id == NEW_LEADER else endpoint(broker_id)
+    return runtime
 
 
 class _RecordingClient:
@@ -186,7 +188,7 @@ async def test_coordinator_resends_a_local_marker_whose_leadership_was_lost(brok
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
     sent: list = []
-    channel = TransactionMarkerChannelManager(_NewLeaderPort(broker), lambda host, port: _RecordingClient(sent))
+    channel = TransactionMarkerChannelManager(_new_leader_runtime(broker), lambda host, port: _RecordingClient(sent))
 
     async def write():
         return await channel.write_markers(4000, 0, True, 0, {("t", 0)}, lambda: True)

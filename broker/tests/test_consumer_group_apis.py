@@ -371,7 +371,7 @@ async def test_offsets_of_topics_a_consumer_group_subscribes_to_do_not_expire(co
     for topic in ("kept", "old"):
         committed = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("ge", "m", joined.member_epoch, topic, 0, 5))
         assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
-    later = int(time.time() * 1000) + broker.groups.retention_ms + 60_000
+    later = int(time.time() * 1000) + broker.groups.config.offsets_retention_ms + 60_000
     assert broker.groups.expire_offsets(later) == 1
     assert set(broker.groups.fetch_offsets("ge", None)) == {("kept", 0)}, "the subscribed topic's offset stays"
 
@@ -408,7 +408,7 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
                 assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
             if group != "live":
                 await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(group, "m", -1))
-        later = int(time.time() * 1000) + b.groups.retention_ms + 60_000
+        later = int(time.time() * 1000) + b.groups.config.offsets_retention_ms + 60_000
         young = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("young", "m", 0, ["exp"], []))
         await client.request(ApiKey.OFFSET_COMMIT, 9, commit("young", "m", young.member_epoch, "exp", 0, 1))
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("young", "m", -1))

@@ -30,17 +30,17 @@ import enum
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from strom.protocol.errors import ErrorCode
+
+from strom.broker.coordinator.group.assignors import ASSIGNORS, Assignment, TopicMeta
 
 log = logging.getLogger("strom.group.consumer")
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 JOIN_EPOCH = 0
-
-Assignment = dict[bytes, set[int]]  # topic id -> partitions
 
 
 class MemberState(enum.Enum):
@@ -53,13 +53,6 @@ class GroupError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None):
         super().__init__(message or code.name)
         self.code, self.message = code, message
-
-
-@dataclass
-class TopicMeta:
-    name: str
-    topic_id: bytes
-    partitions: int
 
 
 @dataclass
@@ -123,106 +116,6 @@ def _copy(a: Mapping[bytes, set[int]]) -> Assignment:
 
 def _same(a: Mapping[bytes, set[int]], b: Mapping[bytes, set[int]]) -> bool:
     return _copy(a) == _copy(b)
-
-
-# ----------------------------------------------------------------------------- assignors
-def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta],
-                   current: Mapping[str, Assignment]) -> dict[str, Assignment]:
-    """Balanced and sticky: each member keeps what it has while under its share; the rest goes,
-    partition by partition, to the least loaded member subscribed to the topic."""
-    out: dict[str, Assignment] = {m: {} for m in members}
-    if not members:
-        return out
-    by_id = {t.topic_id: t for t in topics.values()}
-    wanted = [(topics[name].topic_id, p) for name in sorted(topics) for p in range(topics[name].partitions)
-              if any(name in subs for subs in members.values())]
-    eligible = {tp: sorted(m for m, subs in members.items() if by_id[tp[0]].name in subs) for tp in wanted}
-    # each member keeps up to its share (floor; `extra` of them one more), the rest is handed out
-    base, extra = divmod(len(wanted), len(members))
-    load = {m: 0 for m in members}
-    taken = set()
-    for quota in (base, base + 1):
-        for member in sorted(members):
-            for topic_id, parts in sorted((current.get(member) or {}).items()):
-                for p in sorted(parts):
-                    tp = (topic_id, p)
-                    if (tp in eligible and member in eligible[tp] and tp not in taken and load[member] < quota
-                            and (quota == base or extra > 0)):
-                        out[member].setdefault(topic_id, set()).add(p)
-                        load[member] += 1
-                        taken.add(tp)
-                        if quota > base:
-                            extra -= 1
-    owner = {}
-    for member, assignment in out.items():
-        for topic_id, parts in assignment.items():
-            owner.update(((topic_id, p), member) for p in parts)
-    for tp in wanted:
-        if tp in taken:
-            continue
-        member = min(eligible[tp], key=lambda m: (load[m], m))
-        out[member].setdefault(tp[0], set()).add(tp[1])
-        load[member] += 1
-        owner[tp] = member
-    # With subscriptions that differ, the shares above can leave a member that subscribes only to
-    # topics others hold with nothing (m1 on a+b keeps all three partitions, m2 on a alone gets
-    # none). Move a partition from a member to another subscriber of its topic holding at least two
-    # fewer until none can move; each move lowers the sum of squared loads, so this ends.
-    moved = True
-    while moved:
-        moved = False
-        for tp in wanted:
-            giver = owner[tp]
-            taker = min(eligible[tp], key=lambda m: (load[m], m))
-            if load[taker] + 1 < load[giver]:
-                out[giver][tp[0]].discard(tp[1])
-                if not out[giver][tp[0]]:
-                    del out[giver][tp[0]]
-                out[taker].setdefault(tp[0], set()).add(tp[1])
-                load[giver] -= 1
-                load[taker] += 1
-                owner[tp] = taker
-                moved = True
-    return out
-
-
-def range_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta],
-                 current: Mapping[str, Assignment]) -> dict[str, Assignment]:
-    """Per topic, consecutive ranges of partitions to the members subscribed to it, in member order."""
-    out: dict[str, Assignment] = {m: {} for m in members}
-    for name in sorted(topics):
-        meta = topics[name]
-        subscribers = sorted(m for m, subs in members.items() if name in subs)
-        if not subscribers:
-            continue
-        per, extra = divmod(meta.partitions, len(subscribers))
-        start = 0
-        for i, member in enumerate(subscribers):
-            count = per + (1 if i < extra else 0)
-            if count:
-                out[member][meta.topic_id] = set(range(start, start + count))
-            start += count
-    return out
-
-
-ASSIGNORS: dict[str, Callable] = {"uniform": uniform_assign, "range": range_assign}
-ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
-                    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
-
-
-def parse_assignors(value: str) -> list[str]:
-    """`group.consumer.assignors`: short names or Kafka's class names, in preference order."""
-    names = []
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        name = ASSIGNOR_CLASSES.get(item, item)
-        if name not in ASSIGNORS:
-            raise ValueError(f"unknown assignor {item!r} (known: uniform, range)")
-        names.append(name)
-    if not names:
-        raise ValueError("at least one assignor is needed")
-    return names
 
 
 # ----------------------------------------------------------------------------- the group

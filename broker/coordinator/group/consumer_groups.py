@@ -15,6 +15,7 @@ import base64
 import logging
 import re
 import uuid
+from typing import Callable
 
 import trio
 
@@ -22,15 +23,17 @@ from strom.protocol.errors import ErrorCode
 
 from strom.storage.errors import StorageError
 
-from strom.broker.coordinator.group.consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerGroupSettings,
-                       ConsumerMember, GroupError, MemberState, ResolvedRegex, TopicMeta, assignment_list,
-                       parse_assignors)
-from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, MigrationPolicy, ProtocolError,
+from strom.broker.coordinator.group.assignors import TopicMeta
+from strom.broker.coordinator.group.consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup,
+                                                    ConsumerMember, GroupError, MemberState, ResolvedRegex,
+                                                    assignment_list)
+from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, ProtocolError,
                         classic_group_from_consumer, consumer_group_from_classic, decode_subscription,
                         encode_assignment, to_ids, to_names, upgrade_refusal)
 from strom.broker.coordinator.group.records import (REGEX_KEY_VERSION, ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value,
                       encode_consumer_key, encode_consumer_value, encode_group_key, encode_group_value)
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
+from strom.broker.coordinator.group.store import GroupStore
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -65,31 +68,25 @@ def new_member_id() -> str:
 
 
 class ConsumerGroups:
-    def __init__(self, coordinator):
-        self.coordinator = coordinator
-        self.broker = coordinator.broker
-        config = self.broker.config
-        self.policy = MigrationPolicy.parse(config["group.consumer.migration.policy"])
-        self.settings = ConsumerGroupSettings(
-            session_timeout_ms=config["group.consumer.session.timeout.ms"],
-            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
-            max_size=config["group.consumer.max.size"],
-            assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))),
-            downgrade_enabled=self.policy.downgrade, classic_max_size=config["group.max.size"])
-        self.groups: dict[str, ConsumerGroup] = {}
-        self.persisted: dict[str, dict[ConsumerGroupKey, bytes]] = {}  # what __consumer_offsets holds
+    """The consumer groups of a group store: their requests, records and timers."""
+
+    def __init__(self, store: GroupStore) -> None:
+        self.store = store
+        self.policy = store.config.migration_policy
+        self.settings = store.config.consumer
+        self.groups = store.consumer              # the store's: never rebound
+        self.persisted = store.consumer_records   # what __consumer_offsets holds, per group
         self._changed = trio.Event()
 
     # ------------------------------------------------------------------ helpers
     def topics(self) -> dict[str, TopicMeta]:
-        return {name: TopicMeta(name, info.topic_id, info.partitions)
-                for name, info in self.broker.topics.topics.items()}
+        return self.store.topics()
 
     def names_by_id(self) -> dict[bytes, str]:
-        return {info.topic_id: name for name, info in self.broker.topics.topics.items()}
+        return {meta.topic_id: name for name, meta in self.store.topics().items()}
 
     def ids_by_name(self) -> dict[str, bytes]:
-        return {name: info.topic_id for name, info in self.broker.topics.topics.items()}
+        return {name: meta.topic_id for name, meta in self.store.topics().items()}
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -142,10 +139,10 @@ class ConsumerGroups:
     def heartbeat(self, version: int, body, client_id: str, client_host: str) -> dict:
         try:
             self._validate(version, body)
-            error = self.coordinator.group_error(body.group_id)
+            error = self.store.group_error(body.group_id)
             if error is not None:
                 raise GroupError(error)
-            classic = self.coordinator.get(body.group_id)
+            classic = self.store.classic_group(body.group_id)
             if classic is not None and classic.members and body.group_id not in self.groups:
                 if body.member_epoch != JOIN_EPOCH:
                     raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {body.group_id} is not a consumer group.")
@@ -183,8 +180,7 @@ class ConsumerGroups:
             self._downgrade(group)
         else:
             if group is not None and group.subscriptions_changed:
-                wall_ms = self._wall_ms()
-                group.settle(self.topics(), wall_ms())
+                group.settle(self.topics(), self.store.wall_ms())
             self.persist(group_id)
         self._changed.set()
 
@@ -209,9 +205,9 @@ class ConsumerGroups:
         for member in classic.members.values():  # those waiting in a rebalance rejoin the new group
             member.answer_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
             member.answer_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-        holder = Group(g, self.coordinator.settings, classic.wall_ms)  # keeps the committed offsets
+        holder = Group(g, self.store.config.classic, classic.wall_ms)  # keeps the committed offsets
         holder.offsets = classic.offsets
-        self.coordinator.groups[g] = holder
+        self.store.classic[g] = holder
         self.groups[g] = group
         self.persist(g, first=[(encode_group_key(GroupKey(g)), None)])
         log.info("classic group %s with %d members converted to a consumer group (epoch %d)", g,
@@ -224,7 +220,7 @@ class ConsumerGroups:
         group.downgrade_pending = None
         now = trio.current_time()
         try:
-            classic = classic_group_from_consumer(group, leaving, self.coordinator.settings, self._wall_ms(),
+            classic = classic_group_from_consumer(group, leaving, self.store.config.classic, self.store.wall_ms,
                                                   self.names_by_id(), now)
         except ProtocolError as exc:  # Kafka refuses the downgrade too; the leavers just go
             log.warning("cannot downgrade consumer group %s: a member's embedded consumer protocol is malformed "
@@ -234,21 +230,17 @@ class ConsumerGroups:
                 group.remove(member, "left", bump=i == len(members) - 1)
             self.persist(g)
             return
-        holder = self.coordinator.groups.get(g)
+        holder = self.store.classic.get(g)
         if holder is not None:
             classic.offsets = holder.offsets
         del self.groups[g]
         self.persist(g, last=[(encode_group_key(GroupKey(g)), encode_group_value(classic.to_record()))])
-        self.coordinator.groups[g] = classic
+        self.store.classic[g] = classic
         if group.downgrade_rebalance:
-            classic._prepare_rebalance(now)
-        self.coordinator._changed.set()
+            classic.prepare_rebalance(now)
+        self.store.wake_timers()
         log.info("consumer group %s converted to a classic group (generation %d, %d members)%s", g,
                  classic.generation, len(classic.members), "; rebalancing" if group.downgrade_rebalance else "")
-
-    def _wall_ms(self):
-        from strom.broker.coordinator.group.coordinator import wall_clock_ms
-        return wall_clock_ms
 
     # ------------------------------------------------------------------ classic members of consumer groups
     def classic_join(self, group_id: str, req: JoinRequest) -> JoinResult:
@@ -318,10 +310,10 @@ class ConsumerGroups:
         out = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                "authorized_operations": operations}
-        error = self.coordinator.group_error(group_id)
+        error = self.store.group_error(group_id)
         group = self.groups.get(group_id)
         if error is None and group is None:
-            classic = self.coordinator.get(group_id)
+            classic = self.store.classic_group(group_id)
             error = ErrorCode.GROUP_ID_NOT_FOUND
             out["error_message"] = (f"Group {group_id} is not a consumer group." if classic is not None
                                     else f"Group {group_id} not found.")
@@ -409,7 +401,7 @@ class ConsumerGroups:
         log.info("consumer group %s is empty and has no offsets left: deleted", group_id)
         return True
 
-    def drop_unled(self, is_coordinator) -> None:
+    def drop_unled(self, is_coordinator: Callable[[str], bool]) -> None:
         for group_id in [g for g in self.groups if not is_coordinator(g)]:
             del self.groups[group_id]
             self.persisted.pop(group_id, None)
@@ -461,7 +453,7 @@ class ConsumerGroups:
         if not gone and not changed and not first and not last:
             return True
         try:
-            self.coordinator._append(group_id, (first or []) + [(encode_consumer_key(k), None) for k in gone]
+            self.store.append(group_id, (first or []) + [(encode_consumer_key(k), None) for k in gone]
                                      + [(encode_consumer_key(k), current[k]) for k in changed] + (last or []))
         except (StorageError, OSError) as exc:
             log.error("could not persist consumer group %s: %s", group_id, exc)

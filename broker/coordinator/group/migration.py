@@ -31,7 +31,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from strom.broker.coordinator.group.consumer import Assignment, ConsumerGroup, ConsumerGroupSettings, ConsumerMember, MemberState
+from strom.broker.coordinator.group.assignors import Assignment
+from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, ConsumerMember, MemberState
 from strom.broker.coordinator.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupSettings, GroupState, Member
 
 SUBSCRIPTION_MAX_VERSION = 3

@@ -259,7 +259,7 @@ class Group:
             member.heartbeat(now)
             return self._result_for(member)
         self._update_member(member, req, waiter)
-        self._prepare_rebalance(now)
+        self.prepare_rebalance(now)
         return None
 
     def _update_member(self, member: Member, req: JoinRequest, waiter: Waiter) -> None:
@@ -286,7 +286,7 @@ class Group:
         if self.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(now)
         else:
-            self._prepare_rebalance(now)
+            self.prepare_rebalance(now)
 
     def _replace_static(self, old_id: str, new_id: str, req: JoinRequest, now: float,
                         waiter: Waiter) -> JoinResult | None:
@@ -315,11 +315,11 @@ class Group:
         if self.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(now)
         else:
-            self._prepare_rebalance(now)
+            self.prepare_rebalance(now)
         return None
 
     # ------------------------------------------------------------------ rebalancing
-    def _prepare_rebalance(self, now: float) -> None:
+    def prepare_rebalance(self, now: float) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:
             for m in self.members.values():
                 m.assignment = b""
@@ -374,7 +374,7 @@ class Group:
         """A member left or its session expired: rebalance the rest."""
         self._remove(member)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now)
+            self.prepare_rebalance(now)
         else:
             self._try_complete_join(now)
 

@@ -14,7 +14,7 @@ Requests (each answered once the change is durable in `__transaction_state`):
   partitions are added to the Ongoing transaction. v4+ batches several transactions and may only
   verify (what a partition leader asks before accepting a transaction's first batch).
 * EndTxn: Ongoing -> PrepareCommit/PrepareAbort, answered; then markers go to every partition
-  (``broker.txn.markers``) and the state becomes CompleteCommit/CompleteAbort. Retried EndTxn calls
+  (``coordinator.txn.markers``) and the state becomes CompleteCommit/CompleteAbort. Retried EndTxn calls
   get NONE (already complete) or CONCURRENT_TRANSACTIONS (still completing).
 * Transaction version 2 (EndTxn v5, KIP-890 part 2): the epoch is bumped at Prepare* and the
   answer carries the producer id and epoch the producer continues with; at epoch 32766 a new
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 import trio
 
@@ -49,7 +50,8 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import partition_for
 from strom.protocol.schema import ApiKey
 
-from strom.broker.coordinator.txn.markers import TransactionMarkerChannelManager
+from strom.broker.coordinator.runtime import CoordinatorRuntime
+from strom.broker.coordinator.txn.markers import ClientFactory, TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import MAX_EPOCH, NO_EPOCH, TransactionMetadata, TxnState
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnSettings
 
@@ -76,8 +78,8 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, port, settings: TxnSettings, client_factory=None,
-                 offsets_partitions=lambda: 50) -> None:
+    def __init__(self, port: CoordinatorRuntime, settings: TxnSettings, client_factory: ClientFactory | None = None,
+                 offsets_partitions: Callable[[], int] = lambda: 50) -> None:
         self.port = port
         self.settings = settings
         self.state = TransactionStateManager(port, settings)
@@ -297,7 +299,7 @@ class TransactionCoordinator:
         retriable)."""
         leader = self.state.coordinator_of(tid)
         address = self.port.endpoint(leader) if leader is not None and leader != self.port.node_id else None
-        factory = self.markers._client_factory
+        factory = self.markers.client_factory
         if address is None or factory is None:
             log.info("transactional.id=%s: its coordinator (broker %s) is not known or not reachable now",
                      tid, leader)

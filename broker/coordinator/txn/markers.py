@@ -16,20 +16,29 @@ transaction a second time).
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 import trio
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import validate_batches
 from strom.protocol.records.control import build_marker
 from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
-from strom.storage.producer_state import AppendOrigin
 
-from strom.broker.replica.manager import PendingAppend, await_appends
+from strom.broker.coordinator.runtime import CoordinatorRuntime, PendingWrite
 
 log = logging.getLogger("strom.txn.markers")
+
+
+class MarkerClient(Protocol):
+    """A connection to another broker (`cluster.client.BrokerClient`)."""
+
+    async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+ClientFactory = Callable[[str, int], MarkerClient]
 
 RETRY_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
@@ -37,42 +46,42 @@ REPLICATION_TIMEOUT_S = 10.0
 WRITE_TXN_MARKERS_VERSION = 1
 
 
-def append_marker(port, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
-                  coordinator_epoch: int) -> tuple[ErrorCode, PendingAppend | None]:
+def append_marker(runtime: CoordinatorRuntime, topic: str, index: int, producer_id: int, producer_epoch: int,
+                  commit: bool, coordinator_epoch: int) -> tuple[ErrorCode, PendingWrite | None]:
     """Append one marker to a local leader: (error, the append to wait for; None unless NONE)."""
-    partition = port.partition(topic, index)
-    if partition is None:
-        count = port.partition_count(topic)
+    replica = runtime.replica(topic, index)
+    if replica is None:
+        count = runtime.partition_count(topic)
         known = count is not None and index < count
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
-    if not partition.is_leader:
+    if not replica.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-    data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, port.now_ms()))
+    data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, runtime.now_ms()))
     try:
-        info = partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
+        pending = runtime.append(topic, index, data)
     except StorageError as exc:
         log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, index, exc)
         return ErrorCode[exc.error_code_name], None
-    pending = PendingAppend.of(partition, info.last_offset + 1)
-    port.markers_written(topic, index, producer_id, commit)
+    runtime.markers_written(topic, index, producer_id, commit)
     return ErrorCode.NONE, pending
 
 
-async def await_replicated(port, pending: list[PendingAppend], timeout_s: float) -> list[ErrorCode]:
+async def await_replicated(runtime: CoordinatorRuntime, pending: list[PendingWrite],
+                           timeout_s: float) -> list[ErrorCode]:
     """Wait until every append is below its partition's high watermark while this broker still
     leads it in the epoch of the append: per append NONE, NOT_LEADER_OR_FOLLOWER (leadership
     lost: the record may have been truncated since, whatever the high watermark says) or
     REQUEST_TIMED_OUT."""
-    return await await_appends(pending, timeout_s, lambda keys: port.wait_for_data())
+    return await runtime.await_replication(pending, timeout_s)
 
 
 class TransactionMarkerChannelManager:
     """Sends markers until every partition of a transaction has one."""
 
-    def __init__(self, port, client_factory=None) -> None:
+    def __init__(self, port: CoordinatorRuntime, client_factory: ClientFactory | None = None) -> None:
         self.port = port
-        self._client_factory = client_factory
-        self._clients: dict[int, object] = {}
+        self.client_factory = client_factory
+        self._clients: dict[int, MarkerClient] = {}
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
@@ -108,17 +117,17 @@ class TransactionMarkerChannelManager:
         """The partitions whose marker is appended here and replicated while this broker still
         led them: one whose leadership was lost meanwhile is not done (the marker may have been
         truncated), so the next round sends it to the new leader."""
-        done, waits = set(), []
+        done: set[tuple[str, int]] = set()
+        waits: list[tuple[tuple[str, int], PendingWrite]] = []
         for topic, index in tps:
             code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
-            if code == ErrorCode.NONE:
+            if code == ErrorCode.NONE and pending is not None:
                 waits.append(((topic, index), pending))
             elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                 # INVALID_PRODUCER_EPOCH: the partition already knows a newer epoch, so this
                 # transaction's end was written there by a later marker (Kafka treats it as done)
                 done.add((topic, index))
         if waits:
-            self.port.notify_data()
             codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
             for (tp, pending), code in zip(waits, codes):
                 if code == ErrorCode.NONE:
@@ -130,11 +139,11 @@ class TransactionMarkerChannelManager:
 
     async def _write_remote(self, leader, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
         address = self.port.endpoint(leader)
-        if address is None or self._client_factory is None:
+        if address is None or self.client_factory is None:
             return set()
         client = self._clients.get(leader)
         if client is None:
-            client = self._clients[leader] = self._client_factory(*address)
+            client = self._clients[leader] = self.client_factory(*address)
         topics: dict[str, list[int]] = {}
         for topic, index in tps:
             topics.setdefault(topic, []).append(index)

@@ -7,7 +7,7 @@ Value (``TransactionLogValue``, version 0, or 1 flexible with tagged fields)::
     producer_id                 int64
     producer_epoch              int16
     transaction_timeout_ms      int32
-    transaction_status          int8    TransactionState id (see broker.txn.metadata)
+    transaction_status          int8    TransactionState id (see coordinator.txn.metadata)
     transaction_partitions      [topic string, partition_ids [int32]]  (nullable)
     transaction_last_update_timestamp_ms  int64
     transaction_start_timestamp_ms        int64

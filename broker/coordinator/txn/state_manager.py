@@ -4,7 +4,7 @@ The topic (compacted, ``transaction.state.log.num.partitions`` partitions, repli
 ``transaction.state.log.replication.factor``, ``min.insync.replicas`` =
 ``transaction.state.log.min.isr``, created on the first FindCoordinator for a transaction) holds
 one record per change of a transactional id: key = the id, value = its metadata
-(``broker.txn.records``). Id ``t`` lives in partition ``abs(java hashCode(t)) % partitions``; the
+(``coordinator.txn.records``). Id ``t`` lives in partition ``abs(java hashCode(t)) % partitions``; the
 leader of that partition is its coordinator, and the partition's leader epoch is the
 *coordinator epoch* written into every marker.
 
@@ -27,14 +27,11 @@ from dataclasses import dataclass
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch, partition_for
-from strom.protocol.records.batch import iter_records, validate_batches
+from strom.protocol.records.batch import iter_records
+from strom.protocol.records.header import BatchHeader
 from strom.storage.errors import StorageError
-from strom.storage.producer_state import AppendOrigin
 
-from strom.broker.internal_topics import replay_partition
-from strom.broker.replica.manager import PendingAppend
-
-from strom.broker.coordinator.txn.markers import await_replicated
+from strom.broker.coordinator.runtime import CoordinatorRuntime
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 
@@ -69,7 +66,7 @@ class TxnSettings:
 
 
 class TransactionStateManager:
-    def __init__(self, port, settings: TxnSettings) -> None:
+    def __init__(self, port: CoordinatorRuntime, settings: TxnSettings) -> None:
         self.port = port
         self.settings = settings
         self.txns: dict[str, TransactionMetadata] = {}
@@ -110,13 +107,7 @@ class TransactionStateManager:
 
     def led_partitions(self) -> dict[int, int]:
         """Partitions of the topic this broker leads now, with their leader epochs."""
-        count = self.port.partition_count(TRANSACTION_STATE_TOPIC)
-        out = {}
-        for index in range(count or 0):
-            partition = self.port.partition(TRANSACTION_STATE_TOPIC, index)
-            if partition is not None and partition.is_leader:
-                out[index] = partition.leader_epoch
-        return out
+        return self.port.led_partitions(TRANSACTION_STATE_TOPIC)
 
     def follow_leadership(self) -> tuple[list[int], list[int]]:
         """Load partitions newly led here, drop those lost: (gained, lost)."""
@@ -140,21 +131,21 @@ class TransactionStateManager:
         return gained, lost
 
     def _load_partition(self, index: int) -> None:
-        partition = self.port.partition(TRANSACTION_STATE_TOPIC, index)
-        if partition is None:
+        replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)
+        if replica is None:
             return
         for tid in [t for t in self.txns if self.partition_of(t) == index]:
             del self.txns[tid]
-        start = partition.log.log_start_offset
+        start = replica.log_start_offset
 
-        def on_batch(header, batch) -> None:
+        def on_batch(header: BatchHeader, batch: memoryview) -> None:
             if header.is_control:
                 return  # a transaction marker (WriteTxnMarkers may name this topic, as in Kafka)
             for record in iter_records(batch):
                 if record.offset >= start:
                     self._apply(record.key, record.value)
 
-        replay_partition(partition, TRANSACTION_STATE_TOPIC, index, on_batch, log)
+        self.port.load(TRANSACTION_STATE_TOPIC, index, on_batch)
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         try:
@@ -171,24 +162,22 @@ class TransactionStateManager:
         """Append ``target`` (None: a tombstone) and wait for the ISR; NONE once durable."""
         index = self.partition_of(transactional_id)
         epoch = self.owned.get(index)
-        partition = self.port.partition(TRANSACTION_STATE_TOPIC, index)
-        if epoch is None or partition is None or not partition.is_leader:
+        replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)
+        if epoch is None or replica is None or not replica.is_leader:
             return ErrorCode.NOT_COORDINATOR
         min_isr = self.settings.min_isr
-        if len(partition.isr) < min_isr:
+        if replica.isr_size < min_isr:
             log.warning("%s-%d has %d in-sync replicas, fewer than %d: transaction state not written",
-                        TRANSACTION_STATE_TOPIC, index, len(partition.isr), min_isr)
+                        TRANSACTION_STATE_TOPIC, index, replica.isr_size, min_isr)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         value = None if target is None else encode_value(target.to_value())
         data = build_records_batch([(encode_key(transactional_id), value)], self.port.now_ms())
         try:
-            info = partition.append(data, validate_batches(data), AppendOrigin.COORDINATOR)
+            pending = self.port.append(TRANSACTION_STATE_TOPIC, index, data)
         except (StorageError, OSError) as exc:
             log.error("could not write the state of transactional.id=%s: %s", transactional_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        pending = PendingAppend.of(partition, info.last_offset + 1)
-        self.port.notify_data()
-        code, = await await_replicated(self.port, [pending], self.settings.write_timeout_ms / 1000)
+        code, = await self.port.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) != epoch:
             # leadership of the partition (in the epoch of the write) lost while waiting: the record
             # may have been truncated as a follower, whatever the high watermark says now

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.broker.coordinator.group.consumer import (ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState, TopicMeta,
-                                         parse_assignors, range_assign, uniform_assign)
+from strom.broker.coordinator.group.assignors import TopicMeta, parse_assignors, range_assign, uniform_assign
+from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState
 from strom.protocol.errors import ErrorCode
 
 A, B = b"A" * 16, b"B" * 16

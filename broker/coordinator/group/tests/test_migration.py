@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState, TopicMeta
+from strom.broker.coordinator.group.assignors import TopicMeta
+from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState
 from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, MigrationPolicy, ProtocolError,
                                           classic_group_from_consumer, consumer_group_from_classic,
                                           decode_assignment, decode_subscription, encode_assignment, upgrade_refusal)

@@ -190,8 +190,8 @@ async def test_offsets_of_an_empty_group_expire_after_retention(gconnect, group_
     await commit(client, "simple", {("t", 0): 1})
     coordinator = group_broker.groups
     now = coordinator.get("simple").offsets[("t", 0)].commit_timestamp
-    assert coordinator.expire_offsets(now + coordinator.retention_ms - 1) == 0
-    assert coordinator.expire_offsets(now + coordinator.retention_ms) == 1
+    assert coordinator.expire_offsets(now + coordinator.config.offsets_retention_ms - 1) == 0
+    assert coordinator.expire_offsets(now + coordinator.config.offsets_retention_ms) == 1
     assert coordinator.get("simple") is None
     assert await fetch_offsets(client, "simple", {"t": [0]}) == {("t", 0): (-1, "", 0)}
 

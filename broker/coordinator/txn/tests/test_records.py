@@ -1,5 +1,5 @@
 """`__transaction_state` record formats: golden bytes of Kafka's TransactionLogKey/Value (what
-Strom cannot read: broker/tests/test_internal_topics.py, for both internal topics)."""
+Strom cannot read: broker/coordinator/tests/test_loader.py, for both internal topics)."""
 from __future__ import annotations
 
 from strom.broker.coordinator.txn.records import TxnLogValue, decode_key, decode_value, encode_key, encode_value

@@ -96,7 +96,7 @@ async def test_a_new_leader_loads_the_offsets_past_its_high_watermark(env):
     partition = broker.replicas.get(OFFSETS_TOPIC, groups.partition_of("g"))
     partition.log.high_watermark = partition.log.log_end_offset - 1  # the last marker above it
     groups.groups.clear()
-    groups._load_partition(partition)  # as follow_leadership does on gaining the partition
+    groups.load_partition(partition.index)  # as follow_leadership does on gaining the partition
     assert not groups.has_pending_txn_offset("g", "t", 0)
     assert groups.fetch_offsets("g", None)[("t", 0)].offset == 300
 

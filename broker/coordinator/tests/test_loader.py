@@ -1,4 +1,4 @@
-"""The internal topics (`__consumer_offsets`, `__transaction_state`): a record Strom cannot read
+"""The coordinator loader and the internal topics (`__consumer_offsets`, `__transaction_state`): a record Strom cannot read
 raises its topic's error and nothing else; replaying a partition goes over every batch in order,
 in reads of a bounded size, and stops (with a log line) at an unreadable batch, keeping what came
 before it."""
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from strom.broker import internal_topics
+from strom.broker.coordinator import loader
 from strom.broker.coordinator.group import records as group_records
 from strom.broker.coordinator.txn import records as txn_records
-from strom.broker.internal_topics import replay_partition
+from strom.broker.coordinator.loader import replay_partition
 from strom.protocol.internal_records import build_records_batch
 from strom.protocol.records.batch import iter_records
 
@@ -71,14 +71,13 @@ def _batches(sizes: list[int]) -> list[tuple[int, bytes]]:
 def _replay(plog: _Log, end: int):
     seen = []
     plog.log_end_offset = end
-    partition = SimpleNamespace(log=plog, high_watermark=0)  # a new leader's high watermark may lag
-    done = replay_partition(partition, "__x", 3, lambda h, b: seen.extend(r.key for r in iter_records(b)),
+    done = replay_partition(plog, "__x", 3, lambda h, b: seen.extend(r.key for r in iter_records(b)),
                             logging.getLogger("test"))
     return done, seen
 
 
 def test_every_batch_up_to_the_log_end_in_small_reads(monkeypatch):
-    monkeypatch.setattr(internal_topics, "LOAD_READ_BYTES", 1)   # one batch a read
+    monkeypatch.setattr(loader, "LOAD_READ_BYTES", 1)   # one batch a read
     done, seen = _replay(_Log(_batches([2, 1, 3])), end=3)
     assert done and seen == [b"k0", b"k1", b"k2"]                # the batch at offset 3 is past the end
 

@@ -1,4 +1,5 @@
-"""Replaying a partition of an internal topic (`__consumer_offsets`, `__transaction_state`).
+"""The coordinator loader: replaying a partition of an internal topic (`__consumer_offsets`,
+`__transaction_state`), as Kafka's CoordinatorLoader does.
 
 A coordinator rebuilds its memory from the partitions it leads by reading each from its log start
 to its high watermark, batch by batch; the records' framing is `protocol.internal_records`, what
@@ -13,19 +14,19 @@ from typing import Callable
 from strom.protocol.records.batch import iter_batches
 from strom.protocol.records.errors import RecordsError
 from strom.protocol.records.header import BatchHeader
+from strom.storage.log import Log
 
 LOAD_READ_BYTES = 1 << 20
 
 
-def replay_partition(partition, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
+def replay_partition(plog: Log, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
                      log: logging.Logger) -> bool:
-    """Call ``on_batch(header, batch)`` for every batch of ``partition`` (the local replica of
-    ``topic``-``index``, whose leader this broker has just become) from its log start up to its log
+    """Call ``on_batch(header, batch)`` for every batch of ``plog`` (the log of the local replica
+    of ``topic``-``index``, whose leader this broker has just become) from its log start up to its log
     end, in order, as Kafka's coordinators load. Not only up to the high watermark: a new leader's
     is the last one its old leader told it, often below the last batches it holds (a transaction
     marker among them), and what it holds is what its followers will have. False when an
     unreadable batch ended the replay early."""
-    plog = partition.log
     offset, end = plog.log_start_offset, plog.log_end_offset
     while offset < end:
         region = plog.read(offset, LOAD_READ_BYTES, max_offset=end).records

@@ -1,0 +1,118 @@
+"""The state the group coordinator's parts share: one store, not each other's attributes.
+
+The classic groups (which also hold every group's committed offsets), the KIP-848 consumer groups
+and what `__consumer_offsets` holds of them, the transactional offsets pending their markers, and
+whether the coordinator is loading or still active. The store also knows which partition of
+`__consumer_offsets` a group lives in, whether this broker coordinates it, and appends a group's
+records to that partition through the coordinator runtime. The classic and consumer group
+protocols, the group metadata manager and the offset metadata manager read and change the groups
+through it (Kafka's coordinator shard state, shared by its GroupMetadataManager and
+OffsetMetadataManager).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import trio
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.internal_records import build_records_batch
+
+from strom.broker.coordinator.group.assignors import TopicMeta
+from strom.broker.coordinator.group.config import GroupCoordinatorConfig
+from strom.broker.coordinator.group.consumer import ConsumerGroup
+from strom.broker.coordinator.group.records import CommittedOffset, ConsumerGroupKey, partition_for
+from strom.broker.coordinator.group.state import Group, GroupState
+from strom.broker.coordinator.runtime import CoordinatorRuntime, NotLeaderForPartition, PendingWrite
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+Record = tuple[bytes | None, bytes | None]  # key, value (None: a tombstone)
+
+
+class GroupStore:
+    """Every group this broker coordinates, and how their records reach `__consumer_offsets`."""
+
+    def __init__(self, runtime: CoordinatorRuntime, config: GroupCoordinatorConfig) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.classic: dict[str, Group] = {}
+        self.consumer: dict[str, ConsumerGroup] = {}
+        # what __consumer_offsets holds of each consumer group (to write only what changed)
+        self.consumer_records: dict[str, dict[ConsumerGroupKey, bytes]] = {}
+        # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
+        self.pending_txn: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
+        self.loading = True
+        self.active = True
+        self.timers_changed = trio.Event()  # the classic groups' timer loop waits on it
+
+    # ------------------------------------------------------------------ clocks and wake-ups
+    @property
+    def wall_ms(self) -> Callable[[], int]:
+        return self.runtime.now_ms
+
+    def wake_timers(self) -> None:
+        """A classic group's deadlines may have changed: the timer loop looks again."""
+        self.timers_changed.set()
+
+    # ------------------------------------------------------------------ partitions
+    def offsets_partition_count(self) -> int:
+        count = self.runtime.partition_count(OFFSETS_TOPIC)
+        return count if count is not None else self.config.offsets_topic_partitions
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partition_count())
+
+    def coordinated_partitions(self) -> set[int]:
+        """The `__consumer_offsets` partitions whose groups this broker coordinates: those it
+        leads (standalone: all of them)."""
+        if not self.runtime.is_cluster:
+            return set(range(self.offsets_partition_count()))
+        return set(self.runtime.led_partitions(OFFSETS_TOPIC))
+
+    def is_coordinator(self, group_id: str) -> bool:
+        return self.partition_of(group_id) in self.coordinated_partitions()
+
+    def group_error(self, group_id: str | None) -> ErrorCode | None:
+        """Why a request for ``group_id`` cannot be served here now, or None."""
+        if not self.active:
+            return ErrorCode.NOT_COORDINATOR
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.is_coordinator(group_id):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def topics(self) -> dict[str, TopicMeta]:
+        return self.runtime.topics()
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the partition exists anywhere in the cluster (Kafka's metadata cache), not only
+        on this broker: a group's offsets are kept for partitions other brokers lead too."""
+        return self.runtime.partition_exists(topic, index)
+
+    # ------------------------------------------------------------------ classic groups
+    def classic_group(self, group_id: str) -> Group | None:
+        group = self.classic.get(group_id)
+        return None if group is None or group.state is GroupState.DEAD else group
+
+    def classic_group_or_new(self, group_id: str) -> Group:
+        """The live classic group ``group_id``, created Empty if there is none."""
+        group = self.classic.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            group = self.classic[group_id] = Group(group_id, self.config.classic, self.wall_ms)
+        return group
+
+    # ------------------------------------------------------------------ writing
+    def append(self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None,
+               verification_guard: object | None = None) -> PendingWrite:
+        """Append ``records`` in one batch to the group's partition (a transactional batch with
+        ``producer``'s id and epoch); raises `StorageError` (not led here, fenced, disk)."""
+        index = self.partition_of(group_id)
+        replica = self.runtime.replica(OFFSETS_TOPIC, index)
+        if replica is None or not replica.is_leader:
+            raise NotLeaderForPartition(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
+        data = build_records_batch(records, self.wall_ms(), producer)
+        return self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
