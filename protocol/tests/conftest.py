@@ -92,7 +92,7 @@ def assert_contains(expected: Any, actual: Any, path: str = "") -> None:
             assert_contains(value, actual[key], f"{path}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list) and len(actual) == len(expected), f"{path}: {actual!r}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_contains(e, a, f"{path}[{i}]")
     elif isinstance(actual, memoryview):  # records decode as a slice of the message buffer
         assert isinstance(expected, (bytes, bytearray, memoryview)) and bytes(actual) == bytes(expected), \

@@ -24,8 +24,13 @@ from strom.protocol.codec import (
 )
 from strom.protocol.connection import NEED_DATA, Request, ServerConnection
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import (all_versions, assert_contains, load_reference, load_release_reference,
-                                           sample_message)
+from strom.protocol.tests.conftest import (
+    all_versions,
+    assert_contains,
+    load_reference,
+    load_release_reference,
+    sample_message,
+)
 from strom.tools.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
 REQUESTS = all_versions("request")
@@ -144,7 +149,7 @@ def _describe_struct(st: MessageStruct) -> tuple[list[Any], list[Any]]:
         if isinstance(con, FixedGroup):
             fmt = con.packer.format.lstrip(">")
             codes = re.findall(r"16s|.", fmt)
-            regular += list(zip(names, codes))
+            regular += list(zip(names, codes, strict=True))
         else:
             regular.append((names[0], _describe_con(con)))
     tagged = [(t.tag, t.name, _describe_con(t.construct)) for t in st.tagged.fields] \

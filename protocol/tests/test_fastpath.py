@@ -60,7 +60,8 @@ _partition = st.fixed_dictionaries({
     optional={"error_message": st.one_of(st.none(), st.text(max_size=8)),
               "record_errors": st.lists(st.fixed_dictionaries({"batch_index": st.integers(0, 9),
                                                                "batch_index_error_message": st.none()}), max_size=1),
-              "current_leader": st.fixed_dictionaries({"leader_id": st.integers(-1, 5), "leader_epoch": st.integers(-1, 5)})})
+              "current_leader": st.fixed_dictionaries({"leader_id": st.integers(-1, 5),
+                                                        "leader_epoch": st.integers(-1, 5)})})
 _responses = st.lists(st.fixed_dictionaries({"name": st.text(max_size=12),
                                               "partition_responses": st.lists(_partition, max_size=4)}), max_size=3)
 

@@ -107,7 +107,7 @@ def test_upconvert_then_downconvert_is_lossless(magic: int, codec: int) -> None:
     decoded = list(iter_records(v2))
     expected_ts = [TS + i if magic else TS for i in range(10)]
     assert [(r.offset, r.timestamp, r.key, r.value) for r in decoded] == [
-        (m.offset, ts, m.key, m.value) for m, ts in zip(messages(magic), expected_ts)
+        (m.offset, ts, m.key, m.value) for m, ts in zip(messages(magic), expected_ts, strict=True)
     ]
     assert downconvert(v2, magic) == original  # byte for byte
 
@@ -149,7 +149,9 @@ def stored_log() -> bytes:
 @pytest.mark.parametrize("magic", [0, 1])
 def test_downconvert_keeps_absolute_offsets_drops_control_and_headers(magic: int) -> None:
     out = downconvert(stored_log(), magic)
-    expected = [(o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d) for o, d in zip([100, 101, 102, 103, 105, 106, 107, 108], [0, 1, 2, 3] * 2)]
+    offsets = [100, 101, 102, 103, 105, 106, 107, 108]
+    expected = [(o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d)
+                for o, d in zip(offsets, [0, 1, 2, 3] * 2, strict=True)]
     assert plain(iter_message_set(out)) == expected
     if magic == 1:
         assert read_with_kafka_python(out) == expected

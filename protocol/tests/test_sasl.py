@@ -5,10 +5,19 @@ import base64
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from strom.protocol.sasl import (SaslError, ScramCredential, ScramServer, parse_oauthbearer_initial, parse_plain,
-                                 scram_client_proof, scram_credential, validate_unsecured_jws)
+from strom.protocol.sasl import (
+    SaslError,
+    ScramCredential,
+    ScramServer,
+    parse_oauthbearer_initial,
+    parse_plain,
+    scram_client_proof,
+    scram_credential,
+    validate_unsecured_jws,
+)
 
 RFC7677_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
 

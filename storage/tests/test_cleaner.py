@@ -4,12 +4,17 @@ import os
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
 from strom.protocol.records.compression import Compression
 from strom.storage.cleaner import (
-    DELETE_HORIZON_MASK, LogCleaner, cleanable_segments, dirty_ratio, needs_cleaning,
+    DELETE_HORIZON_MASK,
+    LogCleaner,
+    cleanable_segments,
+    dirty_ratio,
+    needs_cleaning,
 )
 from strom.storage.config import LogConfig
 from strom.storage.errors import CorruptLog

@@ -29,7 +29,7 @@ def small_cache():
 def test_descriptors_stay_bounded_with_many_logs_and_segments(tmp_path, small_cache, clock):
     before = open_fds()
     logs = [Log.open(tmp_path / f"t-{i}", LogConfig(segment_bytes=300), now_ms=clock) for i in range(30)]
-    for round_ in range(4):
+    for _round in range(4):
         for log in logs:
             append(log, make_batch(1, payload=200))
     assert sum(log.num_segments for log in logs) == 120  # 360 files

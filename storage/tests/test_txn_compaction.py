@@ -485,7 +485,8 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
     segments. Every index entry has its marker, and producer epochs survive."""
     from hypothesis import HealthCheck, given, settings
 
-    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(ops=_txn_ops())
     def run(ops):
         now = [1_000_000]
