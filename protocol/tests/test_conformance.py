@@ -62,6 +62,7 @@ def test_response_round_trip(case: tuple[int, int], nulls: bool) -> None:
     api_key, version = case
     body = sample_message(api_key, version, "response", nulls)
     [frame] = encode_response(api_key, version, 77, body)
+    assert isinstance(frame, bytes)
     assert int.from_bytes(frame[:4], "big", signed=True) == len(frame) - 4
     correlation_id, decoded = decode_response(api_key, version, frame[4:])
     assert correlation_id == 77
