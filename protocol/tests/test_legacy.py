@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -25,11 +26,11 @@ def messages(magic: int, n: int = 10, first: int = 0) -> list[LegacyMessage]:
     ]
 
 
-def plain(msgs) -> list[tuple]:
+def plain(msgs: Iterable[LegacyMessage]) -> list[tuple[int, int, bytes | None, bytes | None]]:
     return [(m.offset, m.timestamp, m.key, m.value) for m in msgs]
 
 
-def read_with_kafka_python(buf: bytes) -> list[tuple]:
+def read_with_kafka_python(buf: bytes) -> list[tuple[int, int, bytes | None, bytes | None]]:
     records = MemoryRecords(buf)
     out = []
     while (batch := records.next_batch()) is not None:

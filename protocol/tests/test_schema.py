@@ -82,8 +82,8 @@ def test_comment_stripping_keeps_strings() -> None:
 
 
 def test_api_keys_and_ranges() -> None:
-    assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.API_VERSIONS == 18
-    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS == 75
+    assert ApiKey.PRODUCE.value == 0 and ApiKey.FETCH.value == 1 and ApiKey.API_VERSIONS.value == 18
+    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS.value == 75
     spec = api_spec(ApiKey.API_VERSIONS)
     assert (spec.name, spec.min_version, spec.max_version) == ("ApiVersions", 0, 4)
     assert len(schema_document()["apis"]) == len(ApiKey)
