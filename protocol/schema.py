@@ -21,7 +21,12 @@ VersionRange = tuple[int, int | None] | None
 
 
 def _range(raw: list[int | None] | None) -> VersionRange:
-    return None if raw is None else (int(raw[0]), raw[1])  # type: ignore[arg-type]
+    if raw is None:
+        return None
+    low, high = raw[0], raw[1]
+    if low is None:
+        raise ValueError(f"version range {raw} has no lower bound")
+    return int(low), high
 
 
 def in_range(version: int, rng: VersionRange) -> bool:
