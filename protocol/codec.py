@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
@@ -138,7 +139,7 @@ def _remaining(stream: io.BytesIO, ctx: _ParseCtx) -> int:
     return ctx.end - stream.tell()
 
 
-class KafkaConstruct(Construct):
+class KafkaConstruct(Construct):  # type: ignore[misc]  # construct ships no types: Construct is Any
     """Base of the codec's constructs; ``min_size`` is the fewest bytes one value occupies."""
 
     min_size: int = 0
@@ -307,7 +308,10 @@ class KRecords(KBytes):
     context at the current stream offset, so the caller can send it (os.sendfile) in place.
     """
 
-    def _parse(self, stream: io.BytesIO, context: Any, path: str) -> memoryview | None:
+    # a view where KBytes copies: records are read in place
+    def _parse(  # type: ignore[override]
+        self, stream: io.BytesIO, context: Any, path: str
+    ) -> memoryview | None:
         n = self.length.read(stream)
         if n is None:
             return None
@@ -315,7 +319,8 @@ class KRecords(KBytes):
             raise MalformedRequest(f"{self.length.name}: length {n} exceeds the message")
         start = stream.tell()
         stream.seek(n, io.SEEK_CUR)
-        return context.view[start:start + n]
+        view: memoryview = context.view
+        return view[start:start + n]
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if obj is None or isinstance(obj, (bytes, bytearray, memoryview)):
@@ -368,7 +373,7 @@ class KArray(KafkaConstruct):
 class NullableStruct(KafkaConstruct):
     """A nullable struct field: int8 -1 for null, or int8 1 followed by the struct."""
 
-    def __init__(self, name: str, inner: "MessageStruct") -> None:
+    def __init__(self, name: str, inner: MessageStruct) -> None:
         super().__init__()
         self.name = name
         self.inner = inner
@@ -481,7 +486,7 @@ class MessageStruct(KafkaConstruct):
             if len(names) == 1:
                 obj[names[0]] = con._parse(stream, context, path)
             else:
-                obj.update(zip(names, con._parse(stream, context, path)))
+                obj.update(zip(names, con._parse(stream, context, path), strict=True))
         if self.tagged is not None:
             found = self.tagged._parse(stream, context, path)
             for field in self.tagged.fields:
@@ -605,7 +610,7 @@ def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool) -> M
 def _message_spec(api_key: int, version: int, kind: str) -> MessageSpec:
     if not is_known_api(api_key):
         raise UnknownApiKey(f"unknown api key {api_key}")
-    spec = getattr(api_spec(api_key), kind)
+    spec: MessageSpec = getattr(api_spec(api_key), kind)
     if not in_range(version, spec.valid_versions):
         raise UnsupportedVersion(f"{api_spec(api_key).name} {kind} v{version} is not defined")
     return spec
@@ -772,7 +777,8 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     parts = _build_frame(st, header, body)
     if len(parts) != 1:
         raise EncodeError("file regions are only supported in responses")
-    return parts[0]
+    frame: bytes = parts[0]
+    return frame
 
 
 def _response_header(api_key: int, version: int, correlation_id: int) -> bytes:

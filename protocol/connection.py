@@ -27,9 +27,9 @@ __all__ = ["NEED_DATA", "Request", "BadRequest", "FrameTooLarge", "ConnectionClo
 class _NeedData:
     """Sentinel type: no whole frame is buffered yet."""
 
-    _instance: "_NeedData | None" = None
+    _instance: _NeedData | None = None
 
-    def __new__(cls) -> "_NeedData":
+    def __new__(cls) -> _NeedData:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

@@ -15,6 +15,7 @@ Produce request v9+ (flexible): the same with unsigned-varint lengths (length + 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from construct import Container
 
@@ -30,7 +31,7 @@ MIN_VERSION = 3
 class _Reader:
     __slots__ = ("view", "pos", "end")
 
-    def __init__(self, buf, offset: int) -> None:
+    def __init__(self, buf: bytes | bytearray | memoryview, offset: int) -> None:
         self.view = memoryview(buf)
         self.pos = offset
         self.end = len(self.view)
@@ -39,10 +40,11 @@ class _Reader:
         if n < 0 or self.pos + n > self.end:
             raise MalformedRequest(f"{what}: length {n} exceeds the message")
 
-    def unpack(self, st: struct.Struct, what: str):
+    def unpack(self, st: struct.Struct, what: str) -> tuple[int, ...]:
+        """The integers of ``st`` (every format read here is integers only)."""
         if self.pos + st.size > self.end:
             raise MalformedRequest(f"truncated {what}: needed {st.size} bytes, got {self.end - self.pos}")
-        values = st.unpack_from(self.view, self.pos)
+        values: tuple[int, ...] = st.unpack_from(self.view, self.pos)
         self.pos += st.size
         return values
 
@@ -113,7 +115,7 @@ def _length(r: _Reader, flexible: bool, wide: bool, what: str) -> int:
     return n
 
 
-def decode_produce(version: int, buf, offset: int) -> Container:
+def decode_produce(version: int, buf: bytes | bytearray | memoryview, offset: int) -> Container:
     """A Produce request body (v3+) as `codec.decode_request` would return it."""
     flexible = version >= 9
     r = _Reader(buf, offset)
@@ -153,7 +155,7 @@ def _string(text: str, flexible: bool) -> bytes:
     return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
-def encode_produce_response(version: int, body: dict) -> bytes | None:
+def encode_produce_response(version: int, body: dict[str, Any]) -> bytes | None:
     """The Produce response body (v3+), or None when it carries something only the generic
     encoder writes (record errors, error messages, tagged leader hints)."""
     flexible = version >= 9
@@ -169,7 +171,8 @@ def encode_produce_response(version: int, body: dict) -> bytes | None:
         for p in parts:
             if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
                 return None
-            values = (p.get("index", 0), p.get("error_code", 0), p.get("base_offset", 0), p.get("log_append_time_ms", -1),
+            values = (p.get("index", 0), p.get("error_code", 0), p.get("base_offset", 0),
+                      p.get("log_append_time_ms", -1),
                       p.get("log_start_offset", -1))
             out.append(part_st.pack(*values[:len(part_st.format) - 1]))
             if version >= 8:

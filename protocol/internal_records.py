@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -23,15 +24,16 @@ from strom.protocol.schema import FieldSpec
 VERSION = struct.Struct(">h")
 
 # name -> ((lowest, highest version), flexible from version or None, fields as built by `field`)
-Schemas = dict[str, tuple[tuple[int, int], "int | None", list[dict]]]
+Schemas = dict[str, tuple[tuple[int, int], "int | None", list[dict[str, Any]]]]
 
 
 class InternalRecordError(ValueError):
     """An internal-topic record this broker cannot read."""
 
 
-def field(name: str, type_: str, versions: tuple[int, int | None], *, nullable=None, default=..., fields=(),
-          tag: int | None = None) -> dict:
+def field(name: str, type_: str, versions: tuple[int, int | None], *,
+          nullable: tuple[int, int | None] | None = None, default: Any = ...,
+          fields: Iterable[dict[str, Any]] = (), tag: int | None = None) -> dict[str, Any]:
     """One field in the shape of Kafka's message JSON; with ``tag``, tagged in every version it has."""
     raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
                            "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
@@ -61,7 +63,7 @@ class RecordCodec:
         flexible = flexible_from is not None and version >= flexible_from
         return build_struct([FieldSpec.from_json(f) for f in fields], version, flexible)
 
-    def encode(self, name: str, version: int, body: dict) -> bytes:
+    def encode(self, name: str, version: int, body: dict[str, Any]) -> bytes:
         out = io.BytesIO()
         out.write(VERSION.pack(version))
         self._struct(name, version)._build(body, out, _BuildCtx(), "")

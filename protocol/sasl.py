@@ -14,8 +14,12 @@ import hmac
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _hashlib import HASH  # what hashlib.sha256() returns
 
 __all__ = ["SaslError", "SaslAuthenticationError", "parse_plain", "ScramCredential", "ScramServer",
            "scram_credential", "scram_client_proof", "SCRAM_MECHANISMS", "SCRAM_MECHANISM_TYPES",
@@ -68,12 +72,14 @@ class ScramCredential:
 
     def to_kafka_string(self) -> str:
         """As Kafka keeps it in ``/config/users/<user>``: ``salt=..,stored_key=..,server_key=..,iterations=N``."""
-        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        def b64(b: bytes) -> str:
+            return base64.b64encode(b).decode()
+
         return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},server_key={b64(self.server_key)},"
                 f"iterations={self.iterations}")
 
     @classmethod
-    def from_kafka_string(cls, text: str) -> "ScramCredential":
+    def from_kafka_string(cls, text: str) -> ScramCredential:
         fields = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
         try:
             return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
@@ -82,7 +88,7 @@ class ScramCredential:
             raise ValueError(f"not a SCRAM credential: {text[:20]}...") from None
 
 
-def _hmac(hash_fn, key: bytes, data: bytes) -> bytes:
+def _hmac(hash_fn: Callable[..., HASH], key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, hash_fn).digest()
 
 
@@ -109,7 +115,7 @@ def scram_client_proof(mechanism: str, password: str, salt: bytes, iterations: i
     salted = hashlib.pbkdf2_hmac(hash_fn().name, password.encode("utf-8"), salt, iterations)
     client_key = _hmac(hash_fn, salted, b"Client Key")
     signature = _hmac(hash_fn, hash_fn(client_key).digest(), auth_message)
-    return bytes(a ^ b for a, b in zip(client_key, signature))
+    return bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
 
 
 _SASLNAME = re.compile(r"(?:[^=,]|=2C|=3D)+")
@@ -208,7 +214,7 @@ class ScramServer:
         if credential is None or len(proof) != self.hash_fn().digest_size:
             raise SaslError("Invalid client credentials")
         signature = _hmac(self.hash_fn, credential.stored_key, auth_message)
-        client_key = bytes(a ^ b for a, b in zip(proof, signature))
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(self.hash_fn(client_key).digest(), credential.stored_key):
             raise SaslError("Invalid client credentials")
         server_signature = _hmac(self.hash_fn, credential.server_key, auth_message)
@@ -242,7 +248,7 @@ class UnsecuredJws:
     scope: tuple[str, ...]
 
 
-def _b64url_json(part: str, what: str) -> dict:
+def _b64url_json(part: str, what: str) -> dict[str, Any]:
     try:
         data = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
         value = json.loads(data)
@@ -317,7 +323,7 @@ class ScramClient:
         hash_fn = SCRAM_MECHANISMS[self.mechanism]
         client_key = _hmac(hash_fn, self._salted, b"Client Key")
         signature = _hmac(hash_fn, hash_fn(client_key).digest(), self._auth)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify(self, server_final: bytes) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +21,12 @@ VersionRange = tuple[int, int | None] | None
 
 
 def _range(raw: list[int | None] | None) -> VersionRange:
-    return None if raw is None else (int(raw[0]), raw[1])  # type: ignore[arg-type]
+    if raw is None:
+        return None
+    low, high = raw[0], raw[1]
+    if low is None:
+        raise ValueError(f"version range {raw} has no lower bound")
+    return int(low), high
 
 
 def in_range(version: int, rng: VersionRange) -> bool:
@@ -47,7 +51,7 @@ class FieldSpec:
     default: Any
     flexible_versions: VersionRange
     has_own_flexible: bool
-    fields: tuple["FieldSpec", ...]
+    fields: tuple[FieldSpec, ...]
 
     @property
     def is_array(self) -> bool:
@@ -62,7 +66,7 @@ class FieldSpec:
         return bool(self.fields)
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "FieldSpec":
+    def from_json(cls, raw: dict[str, Any]) -> FieldSpec:
         return cls(
             name=raw["name"],
             type=raw["type"],
@@ -88,7 +92,7 @@ class MessageSpec:
     latest_version_unstable: bool = False
 
     @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> "MessageSpec":
+    def from_json(cls, raw: dict[str, Any]) -> MessageSpec:
         return cls(
             valid_versions=_range(raw["valid_versions"]),
             flexible_versions=_range(raw["flexible_versions"]),
@@ -126,16 +130,12 @@ class ApiSpec:
         return self.request.max_version
 
 
-def _upper_snake(name: str) -> str:
-    name = name.replace("KRaft", "Kraft")
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
-
-
 @cache
 def schema_document() -> dict[str, Any]:
     """The raw generated document (loaded once)."""
     with SCHEMA_PATH.open(encoding="utf-8") as fh:
-        return json.load(fh)
+        document: dict[str, Any] = json.load(fh)
+    return document
 
 
 @cache
@@ -163,10 +163,101 @@ def header_spec(name: str) -> MessageSpec:
     return MessageSpec.from_json(schema_document()["headers"][name])
 
 
-ApiKey = enum.IntEnum(  # type: ignore[misc]
-    "ApiKey", [(_upper_snake(a["name"]), a["api_key"]) for a in schema_document()["apis"]]
-)
-ApiKey.__doc__ = "Every Kafka API key, named as Kafka names it (UPPER_SNAKE)."
+class ApiKey(enum.IntEnum):
+    """Every Kafka API key, named as Kafka names it (Kafka's ApiKeys.java, UPPER_SNAKE).
+
+    Written out so that a type checker knows every member; protocol/tests/test_schema.py checks
+    that it is exactly the API list of ``schema_data.json``, in its order.
+    """
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
+    ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
+    LIST_CLIENT_METRICS_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
 def all_api_keys() -> list[int]:

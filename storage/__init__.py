@@ -1,8 +1,16 @@
 """The log: segments, indexes, checkpoints, leader epochs, producer state, recovery, retention."""
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
-    CorruptLog, CorruptRecord, DuplicateSequence, InvalidProducerEpoch, OffsetOutOfRange,
-    OutOfOrderSequence, RecordBatchTooLarge, RecordTooLarge, StorageError, UnexpectedAppendOffset,
+    CorruptLog,
+    CorruptRecord,
+    DuplicateSequence,
+    InvalidProducerEpoch,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+    StorageError,
+    UnexpectedAppendOffset,
     UnknownProducerId,
 )
 from strom.storage.files import FileRegion

@@ -18,8 +18,9 @@ overwritten by the next write. A file that does not parse raises CorruptLog.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Generic, Iterable, TypeVar
+from typing import Generic, TypeVar
 
 from strom.storage import files
 from strom.storage.errors import CorruptLog

@@ -91,26 +91,37 @@ import dataclasses
 import os
 import struct
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 from strom.protocol.records.batch import Record, build_batch, read_batch
 from strom.protocol.records.control import ABORT, COMMIT, control_type
 from strom.protocol.records.errors import RecordsError
 from strom.protocol.records.header import (
-    ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, entry_frame,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    entry_frame,
     parse_header,
 )
+from strom.storage import files
 from strom.storage.checkpoint import fsync_dir
 from strom.storage.errors import CorruptLog, StorageError
-from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
-from strom.storage import files
 from strom.storage.files import FileHandle
 from strom.storage.index import OffsetIndex, TimeIndex
 from strom.storage.segment import (
-    INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name, header_error,
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_name,
+    header_error,
 )
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, read_index, write_index
 
@@ -153,10 +164,10 @@ class CleanView(NamedTuple):
 
     segments: list[LogSegment]
     handles: list[FileHandle]
-    producer_last_offsets: dict[int, "ProducerLast"]
+    producer_last_offsets: dict[int, ProducerLast]
     high_watermark: int  # the last stable offset when transactions are open (never cleaned past)
     log_start_offset: int
-    aborted: tuple = ()  # storage.txn_index.AbortedTxn of the log: whose data the cleaner removes
+    aborted: tuple[AbortedTxn, ...] = ()  # storage.txn_index.AbortedTxn of the log: whose data the cleaner removes
 
 
 class ProducerLast(NamedTuple):
@@ -195,7 +206,7 @@ class _Stats:
 
 
 # ==================================================================== policy
-def first_dirty_offset(log: "Log") -> int:
+def first_dirty_offset(log: Log) -> int:
     """The log's first dirty offset, clamped to [log start, log end]."""
     offset = log.cleaner_state.first_dirty_offset
     if offset < log.log_start_offset or offset > log.log_end_offset:
@@ -203,7 +214,7 @@ def first_dirty_offset(log: "Log") -> int:
     return offset
 
 
-def cleanable_segments(log: "Log", now_ms: int, view: CleanView | None = None) -> list[LogSegment]:
+def cleanable_segments(log: Log, now_ms: int, view: CleanView | None = None) -> list[LogSegment]:
     """The prefix of non-active segments below min(active base, high watermark), old enough."""
     view = log.cleaning_view() if view is None else view
     segments = view.segments
@@ -217,7 +228,7 @@ def cleanable_segments(log: "Log", now_ms: int, view: CleanView | None = None) -
     return out
 
 
-def dirty_ratio(log: "Log", now_ms: int, view: CleanView | None = None) -> float:
+def dirty_ratio(log: Log, now_ms: int, view: CleanView | None = None) -> float:
     """Dirty bytes / all bytes of the cleanable part (0.0 when nothing is cleanable)."""
     segments = cleanable_segments(log, now_ms, view)
     first_dirty = first_dirty_offset(log)
@@ -226,7 +237,7 @@ def dirty_ratio(log: "Log", now_ms: int, view: CleanView | None = None) -> float
     return dirty / total if total else 0.0
 
 
-def needs_cleaning(log: "Log", now_ms: int) -> bool:
+def needs_cleaning(log: Log, now_ms: int) -> bool:
     """Kafka's choice: compact policy, and the dirty ratio exceeds min.cleanable.dirty.ratio,
     or a dirty segment is older than max.compaction.lag.ms, or a delete horizon has passed."""
     if not log.config.compact_enabled:
@@ -236,7 +247,7 @@ def needs_cleaning(log: "Log", now_ms: int) -> bool:
     if not segments:
         return False
     first_dirty = first_dirty_offset(log)
-    handles = dict(zip(map(id, view.segments), view.handles))
+    handles = dict(zip(map(id, view.segments), view.handles, strict=True))
     dirty = [s for s in segments if s.next_offset > first_dirty]
     if dirty and dirty_ratio(log, now_ms, view) > log.config.min_cleanable_dirty_ratio:
         return True
@@ -256,7 +267,7 @@ def _first_timestamp(segment: LogSegment, handle: FileHandle) -> int:
     return segment.largest_timestamp
 
 
-def _next_horizon(log: "Log", clean: list[tuple[LogSegment, FileHandle]]) -> int | None:
+def _next_horizon(log: Log, clean: list[tuple[LogSegment, FileHandle]]) -> int | None:
     """The earliest delete horizon in the clean section (found once from batch headers, then
     kept up to date by each pass)."""
     state = log.cleaner_state
@@ -328,7 +339,7 @@ class TxnTracker:
         self._pending = sorted(aborted, key=lambda e: e.first_offset)
         self._next = 0
         self._committed: set[int] = set()           # producers with data in an open committed txn
-        self._aborted: dict[int, list] = {}         # producer -> [entry, whether data was met]
+        self._aborted: dict[int, list[Any]] = {}    # producer -> [entry, whether data was met]
         self.kept: list[AbortedTxn] = []
 
     def _consume_up_to(self, offset: int) -> None:
@@ -350,7 +361,7 @@ class TxnTracker:
         self._committed.add(header.producer_id)
         return False
 
-    def on_control(self, header: BatchHeader, raw) -> bool:
+    def on_control(self, header: BatchHeader, raw: bytes) -> bool:
         """A marker: True when no data of its transaction was met (it may be removed)."""
         self._consume_up_to(header.last_offset)
         if not header.records_count:
@@ -383,7 +394,7 @@ def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], firs
     an abort ended in the clean section must not make later data of its producer look aborted."""
     offsets: dict[bytes, int] = {}
     tracker = TxnTracker(e for e in aborted if e.last_offset >= first_dirty)
-    for segment, handle in zip(segments, handles):
+    for segment, handle in zip(segments, handles, strict=True):
         if segment.next_offset <= first_dirty:
             continue
         for header, raw in iter_segment_batches(handle, segment.size, str(segment.log_path)):
@@ -431,7 +442,7 @@ def filter_batch(header: BatchHeader, raw: bytes, offsets: dict[bytes, int], kee
         return raw if not records else _empty_batch(header)
     # as Kafka: a horizon is set on the first rewrite that finds a tombstone, and kept after
     horizon = header.base_timestamp if had_horizon else (now_ms + delete_retention_ms if tombstones else None)
-    if tombstones:
+    if tombstones and horizon is not None:  # never None with tombstones
         stats.horizon(horizon)
     if len(kept) == len(records) and (had_horizon or not tombstones):
         return raw
@@ -463,7 +474,7 @@ def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> by
         base = min(timestamps)
     else:
         base = header.base_timestamp
-    rebased = [dataclasses.replace(r, timestamp_delta=ts - base) for r, ts in zip(kept, timestamps)]
+    rebased = [dataclasses.replace(r, timestamp_delta=ts - base) for r, ts in zip(kept, timestamps, strict=True)]
     batch = bytearray(build_batch(
         rebased, base_offset=header.base_offset, compression=header.compression,
         timestamp_type=header.timestamp_type, base_timestamp=base,
@@ -656,7 +667,7 @@ class LogCleaner:
     Stateless apart from what each log keeps in ``log.cleaner_state``.
     """
 
-    def choose(self, logs: Iterable["Log"], now_ms: int) -> list["Log"]:
+    def choose(self, logs: Iterable[Log], now_ms: int) -> list[Log]:
         """The logs :func:`needs_cleaning` picks, dirtiest first."""
         chosen = []
         for log in logs:
@@ -668,11 +679,11 @@ class LogCleaner:
         chosen.sort(key=lambda pair: pair[0], reverse=True)
         return [log for _, log in chosen]
 
-    def clean_logs(self, logs: Iterable["Log"], now_ms: int) -> list[tuple["Log", CleanResult]]:
+    def clean_logs(self, logs: Iterable[Log], now_ms: int) -> list[tuple[Log, CleanResult]]:
         """Clean every log :meth:`choose` picks."""
         return [(log, self.clean(log, now_ms)) for log in self.choose(logs, now_ms)]
 
-    def clean(self, log: "Log", now_ms: int) -> CleanResult:
+    def clean(self, log: Log, now_ms: int) -> CleanResult:
         state = log.cleaner_state
         with state.lock:
             view = log.cleaning_view()
@@ -684,10 +695,10 @@ class LogCleaner:
             offsets = build_offset_map(segments, handles, first_dirty, view.aborted)
             return self._clean_groups(log, view, segments, handles, offsets, now_ms)
 
-    def _clean_groups(self, log: "Log", view: CleanView, segments: list[LogSegment],
+    def _clean_groups(self, log: Log, view: CleanView, segments: list[LogSegment],
                       handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int) -> CleanResult:
         config = log.config
-        handle_of = {id(s): h for s, h in zip(segments, handles)}
+        handle_of = {id(s): h for s, h in zip(segments, handles, strict=True)}
         groups = group_segments(segments, config.segment_bytes, config.segment_index_bytes)
         stats = _Stats()
         tracker = TxnTracker(view.aborted)  # carried from run to run, as Kafka's
@@ -710,7 +721,7 @@ class LogCleaner:
                            sum(s.size for s in segments), after, stats.records_removed,
                            stats.tombstones_removed, aborted, stats.markers_removed)
 
-    def _clean_group(self, log: "Log", group: list[LogSegment], handles: list[FileHandle],
+    def _clean_group(self, log: Log, group: list[LogSegment], handles: list[FileHandle],
                      offsets: dict[bytes, int], producers: dict[int, ProducerLast], now_ms: int,
                      stats: _Stats, tracker: TxnTracker) -> int | None:
         """Rewrite one run and swap it in; returns its new size, None if the log changed."""
@@ -721,7 +732,7 @@ class LogCleaner:
         unchanged = True
         try:
             run_end = group[-1].next_offset - 1
-            for segment, handle in zip(group, handles):
+            for segment, handle in zip(group, handles, strict=True):
                 name = str(segment.log_path)
                 for header, raw in iter_segment_batches(handle, segment.size, name):
                     keep = header.last_offset == run_end or _last_of_producer(header, producers)
@@ -730,6 +741,7 @@ class LogCleaner:
                         discard = (removable and bool(header.attributes & DELETE_HORIZON_MASK)
                                    and header.base_timestamp <= now_ms)
                     else:
+                        removable = False
                         discard = tracker.on_batch(header)  # aborted data
                     if discard:
                         if header.is_control:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 
 def _int(value: str) -> int:
@@ -90,13 +91,14 @@ class LogConfig:
         return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
-    def from_properties(cls, props: dict[str, str], base: "LogConfig | None" = None) -> "LogConfig":
+    def from_properties(cls, props: dict[str, str], base: LogConfig | None = None) -> LogConfig:
         """Build from Kafka key names over ``base`` (defaults if None).
 
         Unknown keys are ignored (topic configs carry many keys the log does not use); a bad
         value raises ValueError naming the key.
         """
-        changes: dict[str, object] = {}
+        # field name -> parsed value, of the type _PROPERTIES's parser gives that field
+        changes: dict[str, Any] = {}
         for key, raw in props.items():
             spec = _PROPERTIES.get(key)
             if spec is None:

@@ -35,12 +35,15 @@ def is_transient(code: int | None) -> bool:
     return code in TRANSIENT_ERRNOS
 
 
+_BurstKey = tuple[str | None, int | None, str]  # (log dir, errno, operation)
+
+
 class _Bursts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple, list] = {}  # key -> [first_time, last_time, suppressed]
+        self._seen: dict[_BurstKey, list[float]] = {}  # key -> [first_time, last_time, suppressed]
 
-    def report(self, key: tuple, message: str) -> None:
+    def report(self, key: _BurstKey, message: str) -> None:
         now = time.monotonic()
         with self._lock:
             entry = self._seen.get(key)
@@ -66,7 +69,9 @@ def storage_error(exc: OSError, op: str, where: str, log_dir: str | None = None)
     code = exc.errno
     name = errno_name(code)
     transient = is_transient(code)
-    advice = _ADVICE.get(code, "check the disk and the broker's permissions on the log dir")
+    advice = "check the disk and the broker's permissions on the log dir"
+    if code is not None:
+        advice = _ADVICE.get(code, advice)
     message = (f"{op} {where} failed with {name} ({exc.strerror or exc})"
                f"{f' in log dir {log_dir}' if log_dir else ''}: {advice}")
     _bursts.report((log_dir, code, op), message)

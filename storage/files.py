@@ -19,7 +19,8 @@ import errno as errno_mod
 import os
 import threading
 from collections import OrderedDict
-from typing import Iterator
+from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 # errnos that mean "no room right now": the partition stays online, the write is answered with
 # KAFKA_STORAGE_ERROR and later writes succeed once space (or descriptors) come back.
@@ -37,7 +38,7 @@ class FileOps:
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags, mode)
 
-    def write(self, fd: int, data, path: str = "") -> int:
+    def write(self, fd: int, data: bytes | bytearray | memoryview, path: str = "") -> int:
         return os.write(fd, data)
 
     def fsync(self, fd: int, path: str = "") -> None:
@@ -113,7 +114,7 @@ class FaultInjector(FileOps):
         return None
 
     @staticmethod
-    def _raise(rule: Fault, path: str):
+    def _raise(rule: Fault, path: str) -> NoReturn:
         raise OSError(rule.errno, os.strerror(rule.errno), path)
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
@@ -124,7 +125,7 @@ class FaultInjector(FileOps):
         self._paths[fd] = path
         return fd
 
-    def write(self, fd: int, data, path: str = "") -> int:
+    def write(self, fd: int, data: bytes | bytearray | memoryview, path: str = "") -> int:
         path = path or self._paths.get(fd, "")
         pending = self._torn.pop(fd, None)
         if pending is not None:
@@ -196,7 +197,7 @@ class FileHandle:
         self.fd = ops.open(path, flags, 0o644)
         FileHandle.live += 1
 
-    def __del__(self, _close=os.close) -> None:  # _close bound now: os may be gone at exit
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:  # _close bound now: os may be gone at exit
         fd = getattr(self, "fd", -1)
         if fd >= 0:
             self.fd = -1
@@ -206,7 +207,7 @@ class FileHandle:
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self.fd, size, position)
 
-    def write_all(self, data) -> int:
+    def write_all(self, data: bytes | bytearray | memoryview) -> int:
         """Write every byte of ``data`` (looping over short writes); OSError on failure."""
         written = ops.write(self.fd, data, self.path)
         if written < len(data):

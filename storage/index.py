@@ -48,8 +48,8 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
         self._closed = False
-        self.keys: array = array(self.KEY_TYPE)
-        self.values: array = array(self.VALUE_TYPE)
+        self.keys: array[int] = array(self.KEY_TYPE)
+        self.values: array[int] = array(self.VALUE_TYPE)
         self.torn = False
         self._load(files.cache.open(str(self.path), _CREATE_FLAGS))
 
@@ -112,7 +112,7 @@ class _Index:
         self.truncate_entries(0)
 
     def flush(self) -> None:
-        self._handle.fsync()
+        self.handle.fsync()
 
     def close(self) -> None:
         """Drop the cached descriptor (it closes once nothing in flight holds it)."""

@@ -41,7 +41,7 @@ class LeaderEpochFileCache:
         self._offsets.append(start_offset)
 
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._epochs, self._offsets))
+        return list(zip(self._epochs, self._offsets, strict=True))
 
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None

@@ -7,33 +7,51 @@ import shutil
 import struct
 import threading
 import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, TypeGuard, TypeVar
 
-
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
+from strom.protocol.records.batch import DecodedRecord, iter_records
+from strom.protocol.records.errors import RecordsError
 from strom.protocol.records.header import (
-    CRC_OFFSET, HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, parse_header, set_base_offset,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    parse_header,
+    set_base_offset,
     set_partition_leader_epoch,
 )
-from strom.protocol.records.batch import iter_records
-from strom.protocol.records.errors import RecordsError
 from strom.storage.checkpoint import fsync_dir
 from strom.storage.cleaner import (
-    CleanerState, CleanResult, CleanView, LogCleaner, ProducerLast, needs_cleaning, recover_swaps,
+    CleanerState,
+    CleanResult,
+    CleanView,
+    LogCleaner,
+    ProducerLast,
+    needs_cleaning,
+    recover_swaps,
 )
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
-    CorruptLog, CorruptRecord, KafkaStorageError, LogDirOffline, OffsetOutOfRange,
-    RecordBatchTooLarge, RecordTooLarge, UnexpectedAppendOffset,
+    CorruptLog,
+    CorruptRecord,
+    KafkaStorageError,
+    LogDirOffline,
+    OffsetOutOfRange,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+    UnexpectedAppendOffset,
 )
 from strom.storage.faults import storage_error
 from strom.storage.files import FileRegion
-from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE, LeaderEpochFileCache
+from strom.storage.leader_epoch import FILE_NAME as EPOCH_FILE
+from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
-from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -135,7 +153,7 @@ class Log:
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
              log_start_offset: int = 0, high_watermark: int = 0,
-             now_ms: Callable[[], int] = wall_clock_ms, clean_shutdown: bool = False) -> "Log":
+             now_ms: Callable[[], int] = wall_clock_ms, clean_shutdown: bool = False) -> Log:
         """Open (creating if needed) the log in ``dir``, recovering it unless shut down cleanly."""
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -147,7 +165,7 @@ class Log:
         return log
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool,
-              rebuild: set[int] = frozenset()) -> None:
+              rebuild: Collection[int] = frozenset()) -> None:
         bases = _segment_bases(self.dir)
         for base in bases:
             self._add_segment(self._new_segment(base))
@@ -170,7 +188,7 @@ class Log:
         self._rebuild_producer_state(snapshot_limit)
 
     def _check_segments(self, clean: bool, recovery_point: int,
-                        rebuild: set[int] = frozenset()) -> list[LogSegment]:
+                        rebuild: Collection[int] = frozenset()) -> list[LogSegment]:
         """Validate the segments; returns those re-validated batch by batch.
 
         Segments whose base offset is in ``rebuild`` (just swapped in) are always re-validated.
@@ -219,7 +237,7 @@ class Log:
             else:
                 self.producer_state.update(header)
 
-    def _headers_from(self, offset: int):
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of every batch whose last offset >= ``offset``, in log order."""
         first = max(0, bisect.bisect_right(self._bases, offset) - 1)
         for segment in self._segments[first:]:
@@ -264,7 +282,7 @@ class Log:
         self.config = config
 
     # ================================================================ append
-    def _check_batches(self, records, headers: Sequence[BatchHeader]) -> int:
+    def _check_batches(self, records: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> int:
         if not headers:
             raise CorruptRecord("append of no batches")
         total = 0
@@ -334,7 +352,8 @@ class Log:
                 previous = header.last_offset
             return self._append_locked(records, list(headers), -1)
 
-    def _append_locked(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+    def _append_locked(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
+                       append_time: int) -> LogAppendInfo:
         """Write whole batches or nothing.
 
         A failed write (full disk, I/O error, no descriptor for a new segment) leaves the log
@@ -366,7 +385,8 @@ class Log:
                              append_time, self.log_start_offset, len(headers), len(buf))
 
     # ================================================================ transactions
-    def _on_control(self, buf, position: int, header: BatchHeader, segment_base: int) -> None:
+    def _on_control(self, buf: bytes | bytearray | memoryview, position: int, header: BatchHeader,
+                    segment_base: int) -> None:
         """A transaction marker was appended: close the producer's transaction here, index aborts."""
         from strom.protocol.records.control import coordinator_epoch_of
         first = self.producer_state.complete_txn(header, coordinator_epoch_of(buf, position))
@@ -418,7 +438,7 @@ class Log:
         return segment
 
     # ================================================================ storage failures
-    io_failure_listener: Callable[["Log", KafkaStorageError], None] | None = None
+    io_failure_listener: Callable[[Log, KafkaStorageError], None] | None = None
 
     def _io_failure(self, exc: OSError, op: str) -> KafkaStorageError:
         """The KafkaStorageError to raise for ``exc`` (logged with dir, partition and errno);
@@ -490,7 +510,7 @@ class Log:
         offset = best.offset_of_max_timestamp
         return TimestampAndOffset(wanted, offset, self._epoch_at(offset))
 
-    def _batch_records(self, offset: int) -> list:
+    def _batch_records(self, offset: int) -> list[DecodedRecord]:
         """The records of the batch holding ``offset`` (decoded: only ListOffsets needs this).
 
         A batch whose records cannot be decoded gives none, and callers fall back to the batch
@@ -703,7 +723,7 @@ class Log:
             index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
             if index is None or index + len(old) >= len(self._segments):
                 return False
-            if any(a is not b for a, b in zip(self._segments[index:index + len(old)], old)):
+            if any(a is not b for a, b in zip(self._segments[index:index + len(old)], old, strict=True)):
                 return False
             if not check(self._producer_last_offsets()):
                 return False
@@ -809,14 +829,14 @@ class Log:
 
 
 # ==================================================================== helpers
-def _writable(records) -> bool:
+def _writable(records: bytes | bytearray | memoryview) -> TypeGuard[bytearray | memoryview]:
     return isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
 
 
-def _assign(buf, headers: Sequence[BatchHeader], next_offset: int, leader_epoch: int,
+def _assign(buf: bytearray | memoryview, headers: Sequence[BatchHeader], next_offset: int, leader_epoch: int,
             append_time: int) -> list[BatchHeader]:
     """Rewrite base offsets/epochs (and LogAppendTime fields) in ``buf``; return final headers."""
-    final = []
+    final: list[BatchHeader] = []
     position = 0
     view = memoryview(buf)
     for header in headers:
@@ -837,7 +857,10 @@ def _assign(buf, headers: Sequence[BatchHeader], next_offset: int, leader_epoch:
     return final
 
 
-def _prefix_count(items, predicate) -> int:
+_T = TypeVar("_T")
+
+
+def _prefix_count(items: Iterable[_T], predicate: Callable[[_T], bool]) -> int:
     count = 0
     for item in items:
         if not predicate(item):

@@ -8,8 +8,9 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
 from strom.storage.cleaner import CleanResult, LogCleaner
@@ -34,7 +35,8 @@ class LogDirInfo(NamedTuple):
     """What DescribeLogDirs and ``strom log-dirs`` show of one log dir."""
     path: Path
     offline: str | None  # why it failed, None while it works
-    partitions: dict  # (topic, partition) -> (size in bytes, offset lag as Kafka: max(HW - LEO, 0))
+    # (topic, partition) -> (size in bytes, offset lag as Kafka: max(HW - LEO, 0))
+    partitions: dict[tuple[str, int], tuple[int, int]]
     total_bytes: int  # of the volume; -1 if unknown
     usable_bytes: int
 

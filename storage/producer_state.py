@@ -31,15 +31,14 @@ from __future__ import annotations
 import enum
 import struct
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from strom.storage.checkpoint import atomic_write
 from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
-from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -78,7 +77,7 @@ class BatchMetadata:
 class ProducerStateEntry:
     producer_id: int
     producer_epoch: int = NO_PRODUCER_EPOCH
-    batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
     last_timestamp: int = -1
@@ -335,7 +334,7 @@ class ProducerStateManager:
                 offsets.append(int(stem))
         return sorted(offsets)
 
-    def delete_snapshots(self, predicate) -> None:
+    def delete_snapshots(self, predicate: Callable[[int], bool]) -> None:
         for offset in self.snapshot_offsets():
             if predicate(offset):
                 (self.directory / snapshot_name(offset)).unlink(missing_ok=True)
@@ -391,7 +390,7 @@ class ProducerStateManager:
         return None
 
     @staticmethod
-    def _read_snapshot(path: Path) -> list[tuple] | None:
+    def _read_snapshot(path: Path) -> list[tuple[int, ...]] | None:
         try:
             data = path.read_bytes()
         except OSError:

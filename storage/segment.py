@@ -4,18 +4,24 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
-
+from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 from strom.protocol.records.header import (
-    CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader, entry_frame, parse_header,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    BatchHeader,
+    Buffer,
+    entry_frame,
+    parse_header,
 )
 from strom.storage import files
 from strom.storage.errors import CorruptLog
 from strom.storage.files import FileHandle, FileRegion
 from strom.storage.index import OffsetIndex, TimeIndex
-from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 
 INT32_MAX = (1 << 31) - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # batch_length of a v2 batch with no records
@@ -34,7 +40,7 @@ def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-def header_error(buf, pos: int, end: int) -> str | None:
+def header_error(buf: Buffer, pos: int, end: int) -> str | None:
     """Why ``buf[pos:end]`` does not start with a plausible v2 batch header, or None."""
     if end - pos < HEADER_SIZE:
         return "truncated batch header"
@@ -46,7 +52,7 @@ def header_error(buf, pos: int, end: int) -> str | None:
     return None
 
 
-def frame_error(buf, pos: int, end: int) -> str | None:
+def frame_error(buf: Buffer, pos: int, end: int) -> str | None:
     """Why the v2 batch framed at ``buf[pos:]`` is not whole and well-formed (CRC not checked)."""
     error = header_error(buf, pos, end)
     if error is None and pos + LOG_OVERHEAD + entry_frame(buf, pos)[1] > end:
@@ -54,7 +60,7 @@ def frame_error(buf, pos: int, end: int) -> str | None:
     return error
 
 
-def crc_ok(buf, pos: int, header: BatchHeader) -> bool:
+def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
     with memoryview(buf) as view:
         body = view[pos + CRC_OFFSET + 4: pos + header.size]
         try:
@@ -150,7 +156,7 @@ class LogSegment:
                 or last_offset - self.base_offset > INT32_MAX)
 
     # ---------------------------------------------------------------- write
-    def append(self, data, batches: Sequence[tuple[int, int, int]]) -> None:
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, int, int]]) -> None:
         """Write ``data`` (whole batches) with one write; ``batches`` = (size, last_offset, max_ts).
 
         All or nothing: if the write (or an index entry's) fails or is short, the ``.log`` and
@@ -287,10 +293,10 @@ class LogSegment:
         i = bisect.bisect_right(positions, target) - 1
         pos = max(start, positions[i]) if i >= 0 else start
         boundary = pos
-        for pos, header in self.iter_headers(pos, target + HEADER_SIZE):
-            if pos + header.size > target:
+        for position, header in self.iter_headers(pos, target + HEADER_SIZE):
+            if position + header.size > target:
                 break
-            boundary = pos + header.size
+            boundary = position + header.size
         return boundary
 
     def read(self, start_offset: int, max_size: int, max_offset: int | None,
@@ -392,7 +398,7 @@ class LogSegment:
             self.size = valid
         return truncated
 
-    def _validate(self, mm, expected: int) -> tuple[int, int]:
+    def _validate(self, mm: mmap.mmap, expected: int) -> tuple[int, int]:
         pos, size = 0, len(mm)
         while pos < size:
             if frame_error(mm, pos, size) is not None:

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import struct
 
-
-from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
+from strom.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 

@@ -35,6 +35,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -74,7 +75,7 @@ def read_index(path: Path) -> list[AbortedTxn]:
     return out
 
 
-def _encode(entries) -> bytes:
+def _encode(entries: Iterable[AbortedTxn]) -> bytes:
     return b"".join(_ENTRY.pack(VERSION, *e) for e in entries)
 
 
@@ -118,7 +119,7 @@ class TxnLogState:
     (``_entries``) that compaction replaces whole.
     """
 
-    def __init__(self, directory: Path, bases=lambda: []) -> None:
+    def __init__(self, directory: Path, bases: Callable[[], Sequence[int]] = lambda: []) -> None:
         self.directory = Path(directory)
         self._bases = bases  # () -> the log's segment base offsets, ascending
         self._entries: tuple[list[AbortedTxn], list[int]] = ([], [])  # sorted by last_offset
@@ -259,7 +260,7 @@ class TxnLogState:
 
     def all_entries(self) -> list[AbortedTxn]:
         """Every entry of the log, from files below the floor and memory above (for the cleaner)."""
-        out = []
+        out: list[AbortedTxn] = []
         if self.floor:
             for base in self._bases():
                 if base >= self.floor:
@@ -268,7 +269,7 @@ class TxnLogState:
         return out + list(self._entries[0])
 
     # ------------------------------------------------------------ appends
-    def on_control(self, buf, pos: int, header: BatchHeader, first_offset: int | None,
+    def on_control(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, first_offset: int | None,
                    segment_base: int, stable_after: int, high_watermark: int) -> None:
         """A marker was appended at ``header.base_offset`` ending ``first_offset``'s transaction."""
         if first_offset is None:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from strom.protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
 from strom.protocol.records.crc import crc32c
@@ -46,6 +47,7 @@ from strom.protocol.records.header import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
+    Buffer,
     parse_header,
     set_base_offset,
     set_partition_leader_epoch,
@@ -82,8 +84,6 @@ _FRAME = struct.Struct(">qi")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
-
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass
@@ -200,7 +200,7 @@ def _check_frame(view: memoryview, pos: int) -> int:
     n = len(view)
     if pos + MAGIC_OFFSET + 1 > n:
         raise CorruptRecords(f"truncated log entry at byte {pos}")
-    _, length = _FRAME.unpack_from(view, pos)
+    length: int = _FRAME.unpack_from(view, pos)[1]
     magic = view[pos + MAGIC_OFFSET]
     if magic != MAGIC:
         if magic in (0, 1) and length >= 0:
@@ -297,14 +297,15 @@ def iter_batches(buf: Buffer, *, partial_tail: bool = False) -> Iterator[tuple[i
 def _is_partial(view: memoryview, pos: int) -> bool:
     if pos + LOG_OVERHEAD > len(view):
         return True
-    _, length = _FRAME.unpack_from(view, pos)
+    length: int = _FRAME.unpack_from(view, pos)[1]
     return length >= 0 and pos + LOG_OVERHEAD + length > len(view)
 
 
 # --------------------------------------------------------------------------- hot-path stamping
 
 
-def assign_offsets(buf: bytearray | memoryview, headers: list[BatchHeader], first_offset: int, leader_epoch: int) -> int:
+def assign_offsets(buf: bytearray | memoryview, headers: list[BatchHeader], first_offset: int,
+                   leader_epoch: int) -> int:
     """Give the batches of ``buf`` (as validated into ``headers``) consecutive offsets.
 
     Rewrites each base_offset and partition_leader_epoch in place (neither is covered by

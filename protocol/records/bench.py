@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from strom.protocol.records.batch import Record, assign_offsets, build_batch, validate_batches
 
@@ -22,7 +23,7 @@ def make_blob() -> bytearray:
     return bytearray(batch * (BLOB_SIZE // len(batch)))
 
 
-def best_seconds(fn, repeat: int = 5, number: int = 500) -> float:
+def best_seconds(fn: Callable[[], object], repeat: int = 5, number: int = 500) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
-from typing import Callable
 
 import cramjam
 
@@ -116,7 +116,8 @@ def _check_limit(size: int, max_size: int) -> None:
 
 
 def _bounded(
-    data: bytes, bound: int, max_size: int, whole: Callable, into: Callable
+    data: bytes, bound: int, max_size: int, whole: Callable[[bytes], cramjam.Buffer],
+    into: Callable[[bytes, bytearray], int]
 ) -> bytes:
     """Decompress with a codec whose output is at most ``bound`` bytes (from the framing).
 

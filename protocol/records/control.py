@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 from .batch import Record, build_batch
-from .header import HEADER_SIZE
+from .header import HEADER_SIZE, Buffer
 
 ABORT = 0
 COMMIT = 1
@@ -33,7 +33,7 @@ def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinato
                        producer_epoch=producer_epoch, is_transactional=True, is_control=True)
 
 
-def _varint(buf, pos: int) -> tuple[int, int]:
+def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
         byte = buf[pos]
@@ -46,7 +46,7 @@ def _varint(buf, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def control_type(buf, pos: int = 0) -> int:
+def control_type(buf: Buffer, pos: int = 0) -> int:
     """ABORT or COMMIT for the control batch starting at ``buf[pos]`` (its header checked by the
     caller); -1 when its first record is not a readable control key."""
     try:
@@ -58,13 +58,13 @@ def control_type(buf, pos: int = 0) -> int:
         key_len, p = _varint(buf, p)
         if key_len < _KEY.size:
             return -1
-        _, kind = _KEY.unpack_from(buf, p)
+        kind: int = _KEY.unpack_from(buf, p)[1]
     except (IndexError, ValueError, struct.error):
         return -1
     return kind if kind in (ABORT, COMMIT) else -1
 
 
-def coordinator_epoch_of(buf, pos: int = 0) -> int:
+def coordinator_epoch_of(buf: Buffer, pos: int = 0) -> int:
     """The coordinator epoch in the control batch's value (-1 if unreadable)."""
     try:
         p = pos + HEADER_SIZE
@@ -77,6 +77,7 @@ def coordinator_epoch_of(buf, pos: int = 0) -> int:
         value_len, p = _varint(buf, p)
         if value_len < _VALUE.size:
             return -1
-        return _VALUE.unpack_from(buf, p)[1]
+        epoch: int = _VALUE.unpack_from(buf, p)[1]
+        return epoch
     except (IndexError, ValueError, struct.error):
         return -1

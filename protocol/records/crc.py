@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections.abc import Callable
 from importlib import machinery, util
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["crc32c", "crc32"]
 
@@ -26,11 +26,12 @@ def _load_crc32c() -> Callable[..., int]:
         for folder in (spec.submodule_search_locations or []) if spec is not None else []:
             for suffix in machinery.EXTENSION_SUFFIXES:
                 path = Path(folder) / f"_crc32c{suffix}"
-                if path.is_file():
-                    ext = util.spec_from_file_location("crc32c._crc32c", path)
+                ext = util.spec_from_file_location("crc32c._crc32c", path) if path.is_file() else None
+                if ext is not None and ext.loader is not None:
                     module = util.module_from_spec(ext)
                     ext.loader.exec_module(module)
-                    return module.crc32c
+                    loaded: Callable[..., int] = module.crc32c
+                    return loaded
     from crc32c import crc32c as function
     return function
 

@@ -22,8 +22,12 @@ which is how a reader tells them apart.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
+
+# What the readers of record bytes accept: a batch in memory, a view of one, a mapped segment file.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the framing every log entry shares
@@ -95,12 +99,12 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-def parse_header(buf, pos: int = 0) -> BatchHeader:
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Unpack the v2 header at ``buf[pos:]``. The caller checks magic and length first."""
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
-def entry_frame(buf, pos: int = 0) -> tuple[int, int]:
+def entry_frame(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """(base_offset, batch_length) of the log entry at ``pos``: valid for every magic."""
     return _ENTRY.unpack_from(buf, pos)
 

@@ -32,7 +32,8 @@ Conversions (Strom stores only v2):
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from strom.protocol.records.batch import LOG_APPEND_TIME, Record, build_batch, iter_batches, read_batch
 from strom.protocol.records.compression import DEFAULT_MAX_SIZE, Compression, compress, decompress
@@ -188,7 +189,8 @@ def _encode_field(data: bytes | None) -> bytes:
     return b"\xff\xff\xff\xff" if data is None else _LENGTH.pack(len(data)) + data
 
 
-def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
+def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
+                   value: bytes | None) -> bytes:
     """One log entry of a v0/v1 message set, CRC-32 included."""
     body = bytes((magic, attributes & 0xFF))
     if magic == 1:
@@ -230,7 +232,8 @@ def build_message_set(
 # --------------------------------------------------------------------------- conversion
 
 
-def _to_batch(messages: list[LegacyMessage], base_offset: int, codec: int, timestamp_type: int, now: int | None) -> bytes:
+def _to_batch(messages: list[LegacyMessage], base_offset: int, codec: int, timestamp_type: int,
+              now: int | None) -> bytes:
     def ts(m: LegacyMessage) -> int:
         return now if m.magic == 0 and now is not None else m.timestamp
 

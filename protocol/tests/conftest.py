@@ -21,7 +21,8 @@ _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "ui
 def load_reference(name: str) -> dict[str, Any]:
     """A reference definition read directly (comments removed), independent of the generator."""
     text = (REFERENCE / "messages" / f"{name}.json").read_text(encoding="utf-8")
-    return json.loads(re.sub(r"//.*", "", text))
+    definition: dict[str, Any] = json.loads(re.sub(r"//.*", "", text))
+    return definition
 
 
 def load_release_reference(name: str) -> dict[str, Any] | None:
@@ -31,7 +32,8 @@ def load_release_reference(name: str) -> dict[str, Any] | None:
         return None
     with zipfile.ZipFile(RELEASE_CLIENT_JAR) as jar:
         text = jar.read(f"common/message/{name}.json").decode("utf-8")
-    return json.loads(re.sub(r"//.*", "", text))
+    definition: dict[str, Any] = json.loads(re.sub(r"//.*", "", text))
+    return definition
 
 
 def _scalar_sample(type_name: str, name: str, default: Any, salt: int) -> Any:
@@ -92,7 +94,7 @@ def assert_contains(expected: Any, actual: Any, path: str = "") -> None:
             assert_contains(value, actual[key], f"{path}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list) and len(actual) == len(expected), f"{path}: {actual!r}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_contains(e, a, f"{path}[{i}]")
     elif isinstance(actual, memoryview):  # records decode as a slice of the message buffer
         assert isinstance(expected, (bytes, bytearray, memoryview)) and bytes(actual) == bytes(expected), \

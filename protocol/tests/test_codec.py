@@ -87,6 +87,7 @@ def test_api_versions_response_uses_header_v0_even_when_flexible() -> None:
 
 def test_missing_fields_take_schema_defaults() -> None:
     [frame] = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [{}]}]})
+    assert isinstance(frame, bytes)
     _, body = decode_response(1, 12, frame[4:])
     partition = body.responses[0].partitions[0]
     assert partition.last_stable_offset == -1 and partition.log_start_offset == -1
@@ -110,6 +111,7 @@ def test_tagged_fields_round_trip_and_defaults_are_not_sent() -> None:
     assert plain == same
     tagged = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [
         {"current_leader": {"leader_id": 3, "leader_epoch": 7}}]}]})[0]
+    assert isinstance(tagged, bytes) and isinstance(plain, bytes)
     assert len(tagged) > len(plain)
     _, body = decode_response(1, 12, tagged[4:])
     assert body.responses[0].partitions[0].current_leader == {"leader_id": 3, "leader_epoch": 7}
@@ -145,9 +147,11 @@ def test_fetch_response_file_regions_are_returned_in_place(version: int) -> None
     parts = encode_response(1, version, 3, body)
     assert [p for p in parts if not isinstance(p, bytes)] == regions
     assert parts[1] is regions[0] and parts[3] is regions[1]
-    size = int.from_bytes(parts[0][:4], "big")
+    head = parts[0]
+    assert isinstance(head, bytes)
+    size = int.from_bytes(head[:4], "big")
     assert size == sum(len(p) for p in parts if isinstance(p, bytes)) - 4 + 107
-    joined = b"".join(p if isinstance(p, bytes) else b"R" * p.size for p in parts)
+    joined = b"".join(p if isinstance(p, bytes) else b"R" * p.size for p in parts if isinstance(p, (bytes, Region)))
     _, decoded = decode_response(1, version, joined[4:])
     records = [p.records for p in decoded.responses[0].partitions]
     assert records == [b"R" * 100, b"R" * 7]
@@ -169,9 +173,9 @@ def test_unknown_api_key_and_unsupported_version() -> None:
 
 
 def test_error_codes() -> None:
-    assert ErrorCode.NONE == 0 and ErrorCode.UNKNOWN_SERVER_ERROR == -1
-    assert ErrorCode.OFFSET_OUT_OF_RANGE == 1 and ErrorCode.UNSUPPORTED_VERSION == 35
-    assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.API_VERSIONS == 18
+    assert ErrorCode.NONE.value == 0 and ErrorCode.UNKNOWN_SERVER_ERROR.value == -1
+    assert ErrorCode.OFFSET_OUT_OF_RANGE.value == 1 and ErrorCode.UNSUPPORTED_VERSION.value == 35
+    assert ApiKey.PRODUCE.value == 0 and ApiKey.FETCH.value == 1 and ApiKey.API_VERSIONS.value == 18
 
 
 def test_huge_array_count_fails_fast() -> None:
@@ -238,7 +242,8 @@ def test_an_error_message_too_long_for_its_int16_length_is_cut_to_fit() -> None:
     name = "\u00e9" * 16383 + "x"
     body = {"throttle_time_ms": 0, "results": [{"error_code": 3, "error_message": f"Topic {name} does not exist.",
                                                  "resource_type": 2, "resource_name": name, "configs": []}]}
-    frame = b"".join(encode_response(ApiKey.DESCRIBE_CONFIGS, 1, 7, body))
+    [frame] = encode_response(ApiKey.DESCRIBE_CONFIGS, 1, 7, body)
+    assert isinstance(frame, bytes)
     _, decoded = decode_response(ApiKey.DESCRIBE_CONFIGS, 1, frame[4:])
     result = decoded.results[0]
     assert result.error_code == 3 and result.resource_name == name

@@ -49,7 +49,7 @@ FOREIGN_ENCODERS = {
 
 @pytest.mark.parametrize("codec", list(FOREIGN_DECODERS))
 @pytest.mark.parametrize("data", PAYLOADS[1:], ids=lambda d: f"{len(d)}B")
-def test_clients_decode_ours(codec: int, data: bytes) -> None:
+def test_clients_decode_ours(codec: Compression, data: bytes) -> None:
     assert FOREIGN_DECODERS[codec](compress(codec, data)) == data
 
 

@@ -24,8 +24,13 @@ from strom.protocol.codec import (
 )
 from strom.protocol.connection import NEED_DATA, Request, ServerConnection
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import (all_versions, assert_contains, load_reference, load_release_reference,
-                                           sample_message)
+from strom.protocol.tests.conftest import (
+    all_versions,
+    assert_contains,
+    load_reference,
+    load_release_reference,
+    sample_message,
+)
 from strom.tools.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
 REQUESTS = all_versions("request")
@@ -57,6 +62,7 @@ def test_response_round_trip(case: tuple[int, int], nulls: bool) -> None:
     api_key, version = case
     body = sample_message(api_key, version, "response", nulls)
     [frame] = encode_response(api_key, version, 77, body)
+    assert isinstance(frame, bytes)
     assert int.from_bytes(frame[:4], "big", signed=True) == len(frame) - 4
     correlation_id, decoded = decode_response(api_key, version, frame[4:])
     assert correlation_id == 77
@@ -144,7 +150,7 @@ def _describe_struct(st: MessageStruct) -> tuple[list[Any], list[Any]]:
         if isinstance(con, FixedGroup):
             fmt = con.packer.format.lstrip(">")
             codes = re.findall(r"16s|.", fmt)
-            regular += list(zip(names, codes))
+            regular += list(zip(names, codes, strict=True))
         else:
             regular.append((names[0], _describe_con(con)))
     tagged = [(t.tag, t.name, _describe_con(t.construct)) for t in st.tagged.fields] \

@@ -45,6 +45,7 @@ def test_response_round_trip() -> None:
     assert isinstance(request, Request)
     [frame] = conn.send_response(request, {"responses": [{"name": "t", "partition_responses": [
         {"index": 0, "base_offset": 42}]}]})
+    assert isinstance(frame, bytes)
     correlation_id, body = decode_response(0, 9, frame[4:])
     assert correlation_id == 2
     assert body.responses[0].partition_responses[0].base_offset == 42
@@ -58,6 +59,7 @@ def test_unsupported_api_versions_is_answered_with_v0() -> None:
     assert bad.header is not None and bad.header.correlation_id == 7
     [frame] = conn.send_error(bad, {"api_keys": [{"api_key": 18, "min_version": 0,
                                                   "max_version": 4}]})
+    assert isinstance(frame, bytes)
     correlation_id, body = decode_response(18, 0, frame[4:])
     assert correlation_id == 7 and body.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert body.api_keys == [{"api_key": 18, "min_version": 0, "max_version": 4}]

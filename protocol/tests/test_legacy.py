@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 
 import pytest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -25,11 +26,11 @@ def messages(magic: int, n: int = 10, first: int = 0) -> list[LegacyMessage]:
     ]
 
 
-def plain(msgs) -> list[tuple]:
+def plain(msgs: Iterable[LegacyMessage]) -> list[tuple[int, int, bytes | None, bytes | None]]:
     return [(m.offset, m.timestamp, m.key, m.value) for m in msgs]
 
 
-def read_with_kafka_python(buf: bytes) -> list[tuple]:
+def read_with_kafka_python(buf: bytes) -> list[tuple[int, int, bytes | None, bytes | None]]:
     records = MemoryRecords(buf)
     out = []
     while (batch := records.next_batch()) is not None:
@@ -107,7 +108,7 @@ def test_upconvert_then_downconvert_is_lossless(magic: int, codec: int) -> None:
     decoded = list(iter_records(v2))
     expected_ts = [TS + i if magic else TS for i in range(10)]
     assert [(r.offset, r.timestamp, r.key, r.value) for r in decoded] == [
-        (m.offset, ts, m.key, m.value) for m, ts in zip(messages(magic), expected_ts)
+        (m.offset, ts, m.key, m.value) for m, ts in zip(messages(magic), expected_ts, strict=True)
     ]
     assert downconvert(v2, magic) == original  # byte for byte
 
@@ -149,7 +150,9 @@ def stored_log() -> bytes:
 @pytest.mark.parametrize("magic", [0, 1])
 def test_downconvert_keeps_absolute_offsets_drops_control_and_headers(magic: int) -> None:
     out = downconvert(stored_log(), magic)
-    expected = [(o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d) for o, d in zip([100, 101, 102, 103, 105, 106, 107, 108], [0, 1, 2, 3] * 2)]
+    offsets = [100, 101, 102, 103, 105, 106, 107, 108]
+    expected = [(o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d)
+                for o, d in zip(offsets, [0, 1, 2, 3] * 2, strict=True)]
     assert plain(iter_message_set(out)) == expected
     if magic == 1:
         assert read_with_kafka_python(out) == expected

@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from strom.protocol.sasl import (SaslError, ScramCredential, ScramServer, parse_oauthbearer_initial, parse_plain,
-                                 scram_client_proof, scram_credential, validate_unsecured_jws)
+from strom.protocol.sasl import (
+    SaslError,
+    ScramCredential,
+    ScramServer,
+    parse_oauthbearer_initial,
+    parse_plain,
+    scram_client_proof,
+    scram_credential,
+    validate_unsecured_jws,
+)
 
 RFC7677_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
 
@@ -97,8 +107,10 @@ def test_scram_credential_round_trips_kafka_string_form():
     assert ScramCredential.from_kafka_string(text) == credential
 
 
-def jws(payload: dict, alg: str = "none") -> str:
-    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
+def jws(payload: dict[str, Any], alg: str = "none") -> str:
+    def enc(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+
     return f"{enc({'alg': alg})}.{enc(payload)}."
 
 
@@ -118,6 +130,7 @@ def test_oauthbearer_initial_response_and_unsecured_jws():
                 token + "sig", "a.b", "!!.!!."):
         with pytest.raises(SaslError):
             validate_unsecured_jws(bad, 1500_000)
-    for bad in (b"n,,auth=Bearer x\x01\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01", b"\xff"):
+    for bad_initial in (b"n,,auth=Bearer x\x01\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01",
+                        b"\xff"):
         with pytest.raises(SaslError):
-            parse_oauthbearer_initial(bad)
+            parse_oauthbearer_initial(bad_initial)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import (
     ApiKey,
     api_spec,
@@ -80,8 +82,8 @@ def test_comment_stripping_keeps_strings() -> None:
 
 
 def test_api_keys_and_ranges() -> None:
-    assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.API_VERSIONS == 18
-    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS == 75
+    assert ApiKey.PRODUCE.value == 0 and ApiKey.FETCH.value == 1 and ApiKey.API_VERSIONS.value == 18
+    assert ApiKey.DESCRIBE_TOPIC_PARTITIONS.value == 75
     spec = api_spec(ApiKey.API_VERSIONS)
     assert (spec.name, spec.min_version, spec.max_version) == ("ApiVersions", 0, 4)
     assert len(schema_document()["apis"]) == len(ApiKey)
@@ -96,3 +98,23 @@ def test_flexible_and_header_versions() -> None:
     assert response_header_version(ApiKey.FETCH, 12) == 1
     assert response_header_version(ApiKey.FETCH, 11) == 0
     assert response_header_version(ApiKey.API_VERSIONS, 3) == 0
+
+
+def _upper_snake(name: str) -> str:
+    """Kafka's constant name for a message name: ``AddPartitionsToTxn`` -> ``ADD_PARTITIONS_TO_TXN``."""
+    name = name.replace("KRaft", "Kraft")
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
+
+
+@pytest.mark.parametrize(("enum_class", "expected"), [
+    (ErrorCode, [(e["name"], e["code"]) for e in schema_document()["error_codes"]]),
+    (ApiKey, [(_upper_snake(a["name"]), a["api_key"]) for a in schema_document()["apis"]]),
+])
+def test_written_out_enums_are_the_schemas(enum_class: type[ErrorCode] | type[ApiKey],
+                                           expected: list[tuple[str, int]]) -> None:
+    """ErrorCode and ApiKey are written out (so a type checker knows their members): after the schema
+    is regenerated for a new Kafka, they list exactly its error codes and APIs, in its order."""
+    members = [(member.name, member.value) for member in enum_class]
+    missing = "".join(f"    {name} = {value}\n" for name, value in expected if (name, value) not in members)
+    extra = [name for name, value in members if (name, value) not in expected]
+    assert members == expected, f"{enum_class.__name__}: add\n{missing}remove {extra}, keep the schema's order"

@@ -6,7 +6,7 @@ import struct
 import crc32c
 
 from strom.protocol.records.header import BatchHeader, parse_header
-from strom.storage.synthetic import make_batch  # noqa: F401  (the tests' helper, shared with storage/bench.py)
+from strom.storage.synthetic import make_batch as make_batch  # the tests' helper, shared with storage/bench.py
 
 
 def headers_of(data: bytes) -> list[BatchHeader]:
@@ -34,4 +34,5 @@ def append(log, *batches: bytes, epoch: int = 0):
 
 
 def crc_valid(batch: bytes) -> bool:
-    return struct.unpack_from(">I", batch, 17)[0] == crc32c.crc32c(batch[21:])
+    stored: int = struct.unpack_from(">I", batch, 17)[0]
+    return stored == crc32c.crc32c(batch[21:])

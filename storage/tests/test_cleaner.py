@@ -2,14 +2,20 @@
 crash safety of the cleaned-segment swap, and a model-based property test."""
 import os
 import shutil
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records, validate_batches
 from strom.protocol.records.compression import Compression
 from strom.storage.cleaner import (
-    DELETE_HORIZON_MASK, LogCleaner, cleanable_segments, dirty_ratio, needs_cleaning,
+    DELETE_HORIZON_MASK,
+    LogCleaner,
+    cleanable_segments,
+    dirty_ratio,
+    needs_cleaning,
 )
 from strom.storage.config import LogConfig
 from strom.storage.errors import CorruptLog
@@ -335,7 +341,7 @@ def test_truncation_below_the_first_dirty_offset_makes_new_data_dirty(open_log, 
 # ============================================================ crash safety
 def _run_with_crash_points(log, tmp_path, clock, monkeypatch):
     """Clean ``log``, copying its directory just before every rename (each one a crash point)."""
-    copies = []
+    copies: list[Path] = []
     real_rename = os.rename
 
     def rename(src, dst):
@@ -427,7 +433,7 @@ def test_log_manager_cleans_compacted_logs_and_checkpoints_first_dirty(tmp_path,
     again = LogManager([tmp_path / "data"], LogConfig(), now_ms=clock)
     again.startup(topic_configs={"offsets": COMPACT})
     log = again.get_log("offsets", 0)
-    assert log.cleaner_state.first_dirty_offset == compacted.cleaner_state.first_dirty_offset
+    assert log is not None and log.cleaner_state.first_dirty_offset == compacted.cleaner_state.first_dirty_offset
     assert again.clean_compacted() == {}
     again.shutdown()
 

@@ -29,7 +29,7 @@ def small_cache():
 def test_descriptors_stay_bounded_with_many_logs_and_segments(tmp_path, small_cache, clock):
     before = open_fds()
     logs = [Log.open(tmp_path / f"t-{i}", LogConfig(segment_bytes=300), now_ms=clock) for i in range(30)]
-    for round_ in range(4):
+    for _round in range(4):
         for log in logs:
             append(log, make_batch(1, payload=200))
     assert sum(log.num_segments for log in logs) == 120  # 360 files
@@ -37,7 +37,9 @@ def test_descriptors_stay_bounded_with_many_logs_and_segments(tmp_path, small_ca
     for log in logs:  # every segment readable again through reopened descriptors
         offset = 0
         while offset < log.log_end_offset:
-            (header, _), *_ = split(log.read(offset, 1 << 20).records.read())
+            region = log.read(offset, 1 << 20).records
+            assert region is not None
+            (header, _), *_ = split(region.read())
             offset = header.last_offset + 1
     assert open_fds() - before <= small_cache.capacity + 2
     for log in logs:
@@ -50,6 +52,7 @@ def test_region_in_flight_keeps_its_descriptor_after_eviction(tmp_path, small_ca
     log = Log.open(tmp_path / "t-0", LogConfig(), now_ms=clock)
     append(log, make_batch(3, payload=b"kept"))
     region = log.read(0, 1 << 20).records
+    assert region is not None
     small_cache.shed()
     small_cache.resize(1)
     others = [Log.open(tmp_path / f"o-{i}", LogConfig(), now_ms=clock) for i in range(5)]

@@ -325,10 +325,11 @@ def test_timestamp_lookups_are_record_precise_inside_a_batch(tmp_path):
     data = bytearray(build_batch([Record(i, 10 * i, b"k", b"v") for i in range(100)], base_timestamp=1000))
     log.append_as_leader(data, validate_batches(data), 0)
     found = log.fetch_offset_by_timestamp(1370)
-    assert (found.offset, found.timestamp) == (37, 1370)
-    assert log.fetch_offset_by_timestamp(1371).offset == 38
-    assert log.fetch_offset_by_timestamp(999).offset == 0
+    assert found is not None and (found.offset, found.timestamp) == (37, 1370)
+    later, earliest = log.fetch_offset_by_timestamp(1371), log.fetch_offset_by_timestamp(999)
+    assert later is not None and later.offset == 38
+    assert earliest is not None and earliest.offset == 0
     assert log.fetch_offset_by_timestamp(1991) is None
     latest = log.offset_for_max_timestamp()
-    assert (latest.offset, latest.timestamp) == (99, 1990)
+    assert latest is not None and (latest.offset, latest.timestamp) == (99, 1990)
     log.close()

@@ -65,13 +65,17 @@ def test_restart_keeps_partitions_offsets_and_skips_recovery(tmp_path, clock, mo
     assert (tmp_path / "d1" / CLEAN_SHUTDOWN_FILE).exists()
     assert "broker.id=1" in (tmp_path / "d1" / "meta.properties").read_text()
 
-    messages = []
+    messages: list[str] = []
     again = make_manager(tmp_path, clock, messages.append)
     calls = []
     import strom.storage.segment as segment_module
     real_recover = segment_module.LogSegment.recover
-    monkeypatch.setattr(segment_module.LogSegment, "recover",
-                        lambda self, start: calls.append(self) or real_recover(self, start))
+
+    def recover(self: segment_module.LogSegment, start: int) -> int:
+        calls.append(self)
+        return real_recover(self, start)
+
+    monkeypatch.setattr(segment_module.LogSegment, "recover", recover)
     again.startup(broker_id=1)
     assert calls == []  # clean shutdown: no batch-by-batch recovery
     assert again.cluster_id == "abc" and again.had_clean_shutdown

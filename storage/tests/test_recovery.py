@@ -26,7 +26,8 @@ def reopen(log, **kwargs):
 
 
 def all_batches(log):
-    out, offset = [], log.log_start_offset
+    out: list[int] = []
+    offset = log.log_start_offset
     while offset < log.log_end_offset:
         batches = split(log.read(offset, 1 << 20).records.read())
         out.extend(h.base_offset for h, _ in batches)
@@ -108,9 +109,14 @@ def test_epoch_cache_truncated_to_recovered_end(crashed):
 def test_recovered_data_is_fsynced_but_a_new_empty_log_is_not(crashed, tmp_path, monkeypatch):
     """Creating a topic's partitions must not cost an fsync each (50 for __consumer_offsets, on the
     event loop); recovered segments with data still reach the disk before the log is used."""
-    synced = []
+    synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     new = Log.open(tmp_path / "new-0", CONFIG, now_ms=lambda: 0)
     assert synced == []
     recovered = reopen(crashed)

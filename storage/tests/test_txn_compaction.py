@@ -4,6 +4,7 @@ the `.txnindex` follows, producer state keeps what idempotence and fencing need,
 any point of the swap leaves a log whose read_committed view is whole."""
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,7 @@ def seal(log):
 
 def layout(log):
     """(offset, kind, values) of every batch: kind is 'data', 'COMMIT', 'ABORT' or 'empty-control'."""
-    out = []
+    out: list[tuple[int, str, list[bytes | None] | None]] = []
     for h, raw in batches(log):
         if h.is_control:
             kind = "empty-control" if not h.records_count else ("ABORT" if control_type(raw) == ABORT else "COMMIT")
@@ -72,7 +73,9 @@ def visible(log, read_committed=True):
     aborted transaction's producer is skipped from its first offset to its ABORT marker."""
     aborted = sorted(log.aborted_transactions(log.log_start_offset, log.log_end_offset),
                      key=lambda e: e.first_offset)
-    skipping, i, out = set(), 0, []
+    skipping: set[int] = set()
+    i = 0
+    out: list[tuple[int, bytes | None, bytes | None]] = []
     for h, raw in batches(log):
         while read_committed and i < len(aborted) and aborted[i].first_offset <= h.last_offset:
             skipping.add(aborted[i].producer_id)
@@ -284,7 +287,8 @@ def test_an_open_transaction_is_never_cleaned_and_later_data_waits_for_it(open_l
 
 # ============================================================ crash safety
 def _crash_copies(log, tmp_path, monkeypatch, now):
-    copies, real_rename = [], os.rename
+    copies: list[Path] = []
+    real_rename = os.rename
 
     def rename(src, dst):
         target = tmp_path / f"crash{len(copies)}" / log.dir.name
@@ -485,7 +489,8 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
     segments. Every index entry has its marker, and producer epochs survive."""
     from hypothesis import HealthCheck, given, settings
 
-    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(ops=_txn_ops())
     def run(ops):
         now = [1_000_000]
@@ -493,7 +498,10 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
                            index_interval_bytes=64, file_delete_delay_ms=0)
         log = Log.open(tmp_path_factory.mktemp("txnmodel") / "topic-0", config, now_ms=lambda: now[0])
         producers = {A: Producer(log, A), B: Producer(log, B)}
-        model, aborted, committed, epochs = {}, set(), set(), {A: 0, B: 0}
+        model: dict[bytes, bytes | None] = {}  # key -> value a read_committed reader must see
+        aborted: set[bytes | None] = set()
+        committed: set[bytes | None] = set()
+        epochs = {A: 0, B: 0}
         try:
             for op, pid, pairs, flag in ops:
                 if op == "txn":
