@@ -23,8 +23,9 @@ listing only ApiVersions' own range (Kafka 2.4+, KIP-511) or nothing (older rele
 Kafka answers an ApiVersions version it does not know; ``record()``
 keeps (api, version, client id) of every request for a test to read.
 
-Cost when unused: the connection handler checks ``broker.faults is None`` once per request; the
-injector sets that attribute only while a rule, a pause, a cap or recording is active.
+Cost when unused: none. The injector is a request interceptor of the broker's dispatcher
+(``strom.broker.server.dispatch``) only while a rule, a pause, a cap or recording is active, and
+removes itself when the last one ends.
 """
 from __future__ import annotations
 
@@ -36,16 +37,20 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec
 
 from .clock import MAX_PAUSE_S, PausableClock
 from .error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
-from .errors import AnswerInVersion, DropConnection  # noqa: F401  (raised here, caught by the connection handler)
+from .errors import AnswerInVersion, DropConnection  # raised here, acted on by the dispatcher
+
+if TYPE_CHECKING:
+    from strom.broker.server.dispatch import Proceed, RequestDispatcher
 
 log = logging.getLogger("strom.faults")
 
@@ -118,11 +123,12 @@ class Fault:
 
 
 # ----------------------------------------------------------------------------- the injector
-class FaultInjector:
-    """Rules and switches for one broker. Call its methods on the broker's trio thread."""
+class RequestFaults:
+    """Rules and switches for one broker, a request interceptor of its dispatcher while any is in
+    force. Call its methods on the broker's trio thread."""
 
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, dispatcher: "RequestDispatcher") -> None:
+        self.dispatcher = dispatcher
         self.rules: list[Fault] = []
         self._ids = itertools.count(1)
         self._resumed: trio.Event | None = None
@@ -134,7 +140,15 @@ class FaultInjector:
     def _update(self) -> None:
         active = bool(self.rules) or self._resumed is not None or self.cap is not None \
             or self.recording is not None
-        self.broker.faults = self if active else None
+        if active:
+            self.dispatcher.add_interceptor(self)
+        else:
+            self.dispatcher.remove_interceptor(self)
+
+    @property
+    def installed(self) -> bool:
+        """Whether the broker's requests pass through this injector now."""
+        return self in self.dispatcher.interceptors
 
     def add(self, api: int | str | None, *, error: int | str | None = None, delay_ms: int = 0,
             drop: str | None = None, count: int | None = 1, topic: str | None = None,
@@ -168,6 +182,7 @@ class FaultInjector:
         """Remove every rule, lift a version cap, resume and stop recording."""
         self.rules = []
         self.cap = self.cap_name = None
+        self.dispatcher.api_versions.restrict(None)
         self.recording = None
         self.resume()
 
@@ -202,11 +217,13 @@ class FaultInjector:
         """Advertise and accept only what Kafka ``release`` did (None: lift the cap)."""
         if release is None:
             self.cap = self.cap_name = None
+            self.dispatcher.api_versions.restrict(None)
         else:
             releases = kafka_releases()
             if str(release) not in releases:
                 raise ValueError(f"unknown Kafka release {release!r}; known: {', '.join(releases)}")
             self.cap_name, self.cap = str(release), releases[str(release)]
+            self.dispatcher.api_versions.restrict(self.cap)  # what ApiVersions advertises
             log.info("API versions capped at Kafka %s", release)
         self._update()
 
@@ -222,18 +239,7 @@ class FaultInjector:
                 "version_cap": self.cap_name, "recording": self.recording is not None}
 
     # ---- the request path -----------------------------------------------------------
-    def capped(self, supported: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        """The ApiVersions list under the cap."""
-        if self.cap is None:
-            return supported
-        out = []
-        for key, lo, hi in supported:
-            rel = self.cap.get(key)
-            if rel is not None and max(lo, rel[0]) <= min(hi, rel[1]):
-                out.append((key, max(lo, rel[0]), min(hi, rel[1])))
-        return out
-
-    async def handle(self, module, request, peer: str) -> dict | None:
+    async def intercept(self, request: Request, peer: str, proceed: Proceed) -> dict | None:
         """Handle ``request`` with the faults in force; DropConnection closes the connection."""
         header = request.header
         if self.recording is not None:
@@ -263,7 +269,7 @@ class FaultInjector:
                 raise DropConnection()
         fault = self._match(request)
         if fault is None:
-            return await self._answer(module, request)
+            return await proceed(request, peer)
         fault.hits += 1
         if fault.count is not None:
             fault.count -= 1
@@ -279,9 +285,9 @@ class FaultInjector:
             log.info("fault %d: dropping the connection before %s peer=%s", fault.id, name, peer)
             raise DropConnection()
         if fault.error is not None:
-            body = await self._error(module, request, fault)
+            body = await self._error(request, peer, proceed, fault)
         else:
-            body = await self._answer(module, request)
+            body = await proceed(request, peer)
         if fault.drop == "after":
             log.info("fault %d: dropping the connection after %s peer=%s", fault.id, name, peer)
             raise DropConnection()
@@ -290,18 +296,6 @@ class FaultInjector:
     def _release_before(self, major: int, minor: int) -> bool:
         got = tuple(int(x) for x in str(self.cap_name).split(".")[:2])
         return got < (major, minor)
-
-    async def _answer(self, module, request) -> dict | None:
-        body = await module.handle(self.broker, request)
-        if self.cap is not None and request.header.api_key == 18 and body is not None:
-            body = dict(body, api_keys=[{"api_key": k, "min_version": lo, "max_version": hi}
-                                        for k, lo, hi in self.capped(
-                                            [(a["api_key"], a["min_version"], a["max_version"])
-                                             for a in body["api_keys"]])])
-            if "finalized_features" in body:
-                from .apis.api_versions import features_for
-                body["finalized_features"] = features_for(body["api_keys"])
-        return body
 
     def _match(self, request) -> Fault | None:
         header = request.header
@@ -333,12 +327,9 @@ class FaultInjector:
         return bool(answer.faulted)
 
     def _name_of_id(self, topic_id: bytes) -> str | None:
-        topics = self.broker.topics
-        by_id = getattr(topics, "by_id", None) if topics is not None else None
-        info = by_id.get(bytes(topic_id)) if by_id else None
-        return info.name if info is not None else None
+        return self.dispatcher.topic_name_by_id(bytes(topic_id))
 
-    async def _error(self, module, request, fault: Fault) -> dict | None:
+    async def _error(self, request: Request, peer: str, proceed: Proceed, fault: Fault) -> dict | None:
         header = request.header
         answer = ErrorAnswer(header.api_key, header.api_version, request.body, fault.error,
                              self._selector(fault), self._name_of_id)
@@ -351,8 +342,7 @@ class FaultInjector:
                  header.api_version, ErrorCode(fault.error).name)
         response = None
         if header.api_key == 3:
-            response = await module.handle(self.broker, request)
+            response = await proceed(request, peer)
         elif answer.rest is not None:
-            rest = type(request)(header=header, body=answer.rest, size=request.size)
-            response = await module.handle(self.broker, rest)
+            response = await proceed(Request(header=header, body=answer.rest, size=request.size), peer)
         return answer.merge(response)

@@ -31,12 +31,14 @@ def features_for(api_keys: list[dict]) -> list[dict]:
     return [f for f in FINALIZED_FEATURES if tv2 or f["name"] != "transaction.version"]
 
 
-def body(error: int = ErrorCode.NONE) -> dict:
-    """The answer with ``error``: every API when none. As Kafka (KIP-511): to a version it does not
-    know (UNSUPPORTED_VERSION), only ApiVersions' own range, from which the client picks the version
-    to ask again with; to any other error, no API."""
-    from . import SUPPORTED
-    listed = [(k, lo, hi) for k, lo, hi in SUPPORTED if error == ErrorCode.NONE
+def body(error: int = ErrorCode.NONE, advertised: list[tuple[int, int, int]] | None = None) -> dict:
+    """The answer with ``error``: every API ``advertised`` (default: the registry's) when none. As
+    Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
+    range, from which the client picks the version to ask again with; to any other error, no API."""
+    if advertised is None:
+        from . import SUPPORTED
+        advertised = SUPPORTED
+    listed = [(k, lo, hi) for k, lo, hi in advertised if error == ErrorCode.NONE
               or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
     out = {
         "error_code": error,
@@ -44,7 +46,7 @@ def body(error: int = ErrorCode.NONE) -> dict:
         "throttle_time_ms": 0,
     }
     if error == ErrorCode.NONE:
-        out.update(finalized_features_epoch=FINALIZED_FEATURES_EPOCH, finalized_features=FINALIZED_FEATURES)
+        out.update(finalized_features_epoch=FINALIZED_FEATURES_EPOCH, finalized_features=features_for(out["api_keys"]))
     return out
 
 
@@ -58,4 +60,4 @@ async def handle(broker, request) -> dict:
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return body()
+    return body(advertised=broker.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)

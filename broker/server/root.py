@@ -36,6 +36,7 @@ from strom.broker.security import listener_security
 from strom.broker.security.interbroker import inter_broker_security
 from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
 from strom.broker.server.connection import ConnectionHandler, serve_listener
+from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
 
@@ -110,9 +111,6 @@ class Broker:
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster = None
-        # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
-        # version cap or recording is active, so the request path checks one attribute for None.
-        self.faults = None
         self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
         self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
         self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
@@ -122,6 +120,8 @@ class Broker:
                                                config["replication.quota.window.size.seconds"])
         self._injector = None
         self.control_port: int | None = None  # the test control endpoint's port (control.listener)
+        self.api_versions = ApiVersionManager()
+        self.dispatcher = RequestDispatcher(self, self.api_versions, self.quotas, self.stats, self.topic_name_by_id)
         if config["zookeeper.connect"]:
             from strom.broker.cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
@@ -255,8 +255,8 @@ class Broker:
     def injector(self):
         """The fault injector of this broker (created on first use)."""
         if self._injector is None:
-            from strom.broker.faults import FaultInjector
-            self._injector = FaultInjector(self)
+            from strom.broker.faults import RequestFaults
+            self._injector = RequestFaults(self.dispatcher)
         return self._injector
 
     def _size_file_cache(self) -> None:
