@@ -118,8 +118,6 @@ class Broker:
                                              config["replication.quota.window.size.seconds"])
         self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],
                                                config["replication.quota.window.size.seconds"])
-        self._injector = None
-        self.control_port: int | None = None  # the test control endpoint's port (control.listener)
         self.api_versions = ApiVersionManager()
         self.dispatcher = RequestDispatcher(self, self.api_versions, self.quotas, self.stats, self.topic_name_by_id)
         if config["zookeeper.connect"]:
@@ -237,9 +235,6 @@ class Broker:
                     from strom.broker.console import Console
                     self.console = Console(self)
                     await nursery.start(self.console.run)
-                if self.config.control is not None:
-                    from strom.broker.control import bind_control, serve_control
-                    self.control_port = await nursery.start(serve_control, self, bind_control(self))
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)
@@ -251,13 +246,6 @@ class Broker:
                 if self.cluster is not None:
                     await self.cluster.close()
                 self.close()
-
-    def injector(self):
-        """The fault injector of this broker (created on first use)."""
-        if self._injector is None:
-            from strom.broker.faults import RequestFaults
-            self._injector = RequestFaults(self.dispatcher)
-        return self._injector
 
     def _size_file_cache(self) -> None:
         """Raise the soft open-files limit to the hard one and size the cache of open segment

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from strom.storage import files
+from strom.testing.storage_faults import file_faults
 from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
 from strom.storage.config import LogConfig
 from strom.storage.errors import KafkaStorageError
@@ -18,7 +19,7 @@ from strom.storage.tests.batches import append, make_batch, split
 
 @pytest.fixture
 def faults():
-    with files.inject() as injector:
+    with file_faults() as injector:
         yield injector
 
 

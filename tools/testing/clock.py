@@ -19,7 +19,7 @@ import time
 
 import trio
 
-MAX_PAUSE_S = 600.0  # the longest a pause holds requests and time (broker/faults.py)
+MAX_PAUSE_S = 600.0  # the longest a pause holds requests and time (strom.testing.faults)
 
 
 class PausableClock(trio.abc.Clock):

@@ -1,6 +1,7 @@
 """Fault injection for tests: wrong answers, delays and dropped connections on request, on purpose.
 
-A test (through ``strom.testing``, the control endpoint or ``strom control``) adds rules; each
+A test (through ``strom.testing``, the control endpoint or ``strom control``) adds rules to the
+broker's :class:`RequestFaults` (:func:`request_faults`); each
 rule matches requests by API, and optionally by client id and by topic (and partition), and does
 one thing to the next ``count`` matching requests:
 
@@ -14,8 +15,8 @@ one thing to the next ``count`` matching requests:
   took effect, its answer is lost: what an idempotent producer's retry must cope with).
 
 Besides rules: ``pause()`` holds every request until ``resume()`` and stops the broker's
-trio clock when it runs on a ``PausableClock`` (broker/clock.py: the embedded broker and
-``strom serve`` do), so no timer fires while paused; ``cap_versions("2.8")`` makes
+trio clock when it runs on a ``PausableClock`` (``strom.testing.clock``: the embedded broker and
+``strom serve`` with a control endpoint do), so no timer fires while paused; ``cap_versions("2.8")`` makes
 ApiVersions advertise what that Kafka release did (``kafka_releases.json``, the ApiVersions
 answers of real brokers) and closes connections that use a version outside it, except that an
 ApiVersions request above the release's ApiVersions version gets UNSUPPORTED_VERSION in v0,
@@ -37,7 +38,8 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+from weakref import WeakKeyDictionary
 
 import trio
 
@@ -45,9 +47,10 @@ from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec
 
+from strom.broker.error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
+from strom.broker.errors import AnswerInVersion, DropConnection  # raised here, acted on by the dispatcher
+
 from .clock import MAX_PAUSE_S, PausableClock
-from .error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
-from .errors import AnswerInVersion, DropConnection  # raised here, acted on by the dispatcher
 
 if TYPE_CHECKING:
     from strom.broker.server.dispatch import Proceed, RequestDispatcher
@@ -123,6 +126,26 @@ class Fault:
 
 
 # ----------------------------------------------------------------------------- the injector
+class DispatchingServer(Protocol):
+    """What fault injection needs of a broker: its request dispatcher."""
+
+    @property
+    def dispatcher(self) -> "RequestDispatcher": ...
+
+
+_injectors: "WeakKeyDictionary[RequestDispatcher, RequestFaults]" = WeakKeyDictionary()
+
+
+def request_faults(server: DispatchingServer) -> "RequestFaults":
+    """The fault injector of ``server``, made on first use (one per broker, whoever asks: a test,
+    the control endpoint, the embedded broker)."""
+    dispatcher = server.dispatcher
+    injector = _injectors.get(dispatcher)
+    if injector is None:
+        injector = _injectors[dispatcher] = RequestFaults(dispatcher)
+    return injector
+
+
 class RequestFaults:
     """Rules and switches for one broker, a request interceptor of its dispatcher while any is in
     force. Call its methods on the broker's trio thread."""

@@ -4,7 +4,9 @@
 broker (``strom.testing``, through the broker's trio token), the HTTP endpoint below and
 ``strom control`` all do the same thing. The endpoint listens only where ``control.listener``
 says (loopback only, checked by the config) and only when it is set: ``strom serve --dev`` and
-``strom.testing``'s subprocess brokers set it; a production configuration has no such port.
+``strom.testing``'s subprocess brokers set it, and then the layer that starts the broker (``strom
+serve``, the embedded broker) starts :func:`serve_control` beside it; a production configuration
+has no such port, and its broker never loads this module.
 
 HTTP: ``POST /v1/<operation>`` with a JSON object of arguments (``GET /v1/status`` also works);
 the answer is JSON, ``{"error": "..."}`` with status 400 for a bad request. One request per
@@ -14,15 +16,21 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import trio
 
-from .errors import TopicError
+from strom.broker.config import Listener
+from strom.broker.errors import TopicError
 from strom.broker.server.listen import BoundSockets, bind_listener
 
+from .faults import kafka_releases, request_faults
+
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.coordinator.group.coordinator import GroupCoordinator
+    from strom.broker.server.dispatch import RequestDispatcher
+    from strom.broker.topics import TopicInfo
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.control")
 
@@ -40,14 +48,35 @@ def _wall_ms() -> int:
     return wall_clock_ms()
 
 
+class ControlledBroker(Protocol):
+    """What the control operations read and do of a running broker."""
+
+    node_id: int
+    bound: Sequence[Any]  # listeners as bound, each with its ``advertised`` address
+    topics: Any  # the topic metadata (``.topics``: name -> TopicInfo), None before it is open
+    logs: "LogManager | None"
+    groups: "GroupCoordinator | None"
+
+    @property
+    def dispatcher(self) -> "RequestDispatcher": ...
+
+    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: dict[str, str]) -> "TopicInfo | None": ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+
 class Controls:
     """The operations. Run them on the broker's trio loop."""
 
     OPERATIONS = ("status", "fault", "unfault", "clear", "faults", "pause", "resume", "cap", "record",
                   "recorded", "retention", "compact", "expire_offsets", "create_topic", "delete_topic")
 
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: ControlledBroker):
         self.broker = broker
+        self.faults = request_faults(broker)
 
     async def call(self, operation: str, args: dict[str, Any] | None = None) -> Any:
         if operation not in self.OPERATIONS:
@@ -67,41 +96,39 @@ class Controls:
         return {"node_id": b.node_id, "listeners": [str(x.advertised) for x in b.bound],
                 "live_brokers": sorted(node for node, *_ in b.live_brokers()),
                 "topics": sorted(b.topics.topics) if b.topics is not None else [],
-                **b.injector().status()}
+                **self.faults.status()}
 
     async def op_fault(self, api: str | int | None = None, error: str | int | None = None, delay_ms: int = 0,
                        drop: str | None = None, count: int | None = 1, topic: str | None = None,
                        partition: int | None = None, client_id: str | None = None) -> dict:
-        fault = self.broker.injector().add(api, error=error, delay_ms=delay_ms, drop=drop, count=count,
+        fault = self.faults.add(api, error=error, delay_ms=delay_ms, drop=drop, count=count,
                                            topic=topic, partition=partition, client_id=client_id)
         return fault.describe()
 
     async def op_unfault(self, id: int) -> bool:
-        return self.broker.injector().remove(int(id))
+        return self.faults.remove(int(id))
 
     async def op_faults(self) -> list[dict]:
-        return [r.describe() for r in self.broker.injector().rules]
+        return [r.describe() for r in self.faults.rules]
 
     async def op_clear(self) -> None:
-        self.broker.injector().clear()
+        self.faults.clear()
 
     async def op_pause(self) -> None:
-        self.broker.injector().pause()
+        self.faults.pause()
 
     async def op_resume(self) -> None:
-        self.broker.injector().resume()
+        self.faults.resume()
 
     async def op_cap(self, release: str | None = None) -> dict:
-        from .faults import kafka_releases
-
-        self.broker.injector().cap_versions(release)
+        self.faults.cap_versions(release)
         return {"release": release, "known": list(kafka_releases())}
 
     async def op_record(self, on: bool = True) -> None:
-        self.broker.injector().record(bool(on))
+        self.faults.record(bool(on))
 
     async def op_recorded(self) -> list[dict]:
-        return self.broker.injector().recorded()
+        return self.faults.recorded()
 
     # ---- maintenance now ---------------------------------------------------------------
     def _logs(self, topic: str | None, compacted: bool | None = None) -> list:
@@ -155,12 +182,11 @@ class Controls:
 
 
 # ----------------------------------------------------------------------------- HTTP
-def bind_control(broker: "Broker") -> BoundSockets | None:
-    listener = broker.config.control
-    return bind_listener(listener) if listener is not None else None
-
-
-async def serve_control(broker: "Broker", bound: BoundSockets, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_control(broker: ControlledBroker, listener: Listener, *,
+                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the control operations of ``broker`` over HTTP on ``listener`` until cancelled;
+    ``task_status.started`` gets the bound port."""
+    bound: BoundSockets = bind_listener(listener)
     controls = Controls(broker)
     listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in bound.sockets]
     log.info("control endpoint on http://%s:%d/v1/ (fault injection and test control)",
