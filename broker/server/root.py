@@ -111,7 +111,8 @@ class Broker:
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster = None
-        self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
+        self.quotas = QuotaManager(lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
+                                   config["quota.window.num"], config["quota.window.size.seconds"])
         self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
         self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
         self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
