@@ -113,7 +113,8 @@ class Broker:
         self.cluster = None
         self.quotas = QuotaManager(lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
                                    config["quota.window.num"], config["quota.window.size.seconds"])
-        self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
+        self.dynamic_configs = DynamicConfigs(  # AlterConfigs on a broker resource
+            config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {})
         self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
         self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
                                              config["replication.quota.window.size.seconds"])
