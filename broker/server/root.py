@@ -115,7 +115,8 @@ class Broker:
                                    config["quota.window.num"], config["quota.window.size.seconds"])
         self.dynamic_configs = DynamicConfigs(  # AlterConfigs on a broker resource
             config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {})
-        self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
+        self.connection_quotas = ConnectionQuotas(  # connection_creation_rate, max.connection.creation.rate
+            config, self.dynamic_configs, self.quotas)
         self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
                                              config["replication.quota.window.size.seconds"])
         self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],
