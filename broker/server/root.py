@@ -117,9 +117,16 @@ class Broker:
             config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {})
         self.connection_quotas = ConnectionQuotas(  # connection_creation_rate, max.connection.creation.rate
             config, self.dynamic_configs, self.quotas)
-        self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
+
+        def topic_configs(name: str) -> dict[str, str] | None:  # a topic's overrides: its throttled replicas
+            info = self.topics.topics.get(name) if self.topics is not None else None
+            return info.configs if info is not None else None
+
+        self.leader_quota = ReplicationQuota(LEADER, self.node_id, self.dynamic_configs, topic_configs,
+                                             config["replication.quota.window.num"],
                                              config["replication.quota.window.size.seconds"])
-        self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],
+        self.follower_quota = ReplicationQuota(FOLLOWER, self.node_id, self.dynamic_configs, topic_configs,
+                                               config["replication.quota.window.num"],
                                                config["replication.quota.window.size.seconds"])
         self.api_versions = ApiVersionManager()
         self.dispatcher = RequestDispatcher(self, self.api_versions, self.quotas, self.stats, self.topic_name_by_id)
