@@ -16,7 +16,7 @@ import trio
 
 from strom.protocol.codec import encode_response
 from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
-                                 RawFrame, Request, ServerConnection)
+                                       Request, ServerConnection)
 
 from strom.broker import context
 from strom.broker.apis import error_response as malformed_request_response

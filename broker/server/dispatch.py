@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import trio
-
-from strom.protocol.connection import Request
-from strom.protocol.errors import ErrorCode
-from strom.protocol.schema import api_spec
-
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED, SUPPORTED_RANGE
 from strom.broker.apis.api_versions import features_for
@@ -37,6 +33,9 @@ from strom.broker.error_answers import error_response
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.quotas import QuotaManager
 from strom.broker.stats import BrokerStats
+from strom.protocol.connection import Request
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import api_spec
 
 log = logging.getLogger("strom.server")
 
@@ -129,7 +128,7 @@ class HandlerErrors:
             return await proceed(request, peer)
         except (DropConnection, AnswerInVersion):
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever a handler raises is answered, as Kafka's request handler does
             body = _unexpected_error_answer(request, peer)
             if body is None:
                 raise DropConnection() from None

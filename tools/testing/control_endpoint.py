@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
-
 from strom.broker.config import Listener
 from strom.broker.errors import TopicError
 from strom.broker.server.listen import BoundSockets, bind_listener
@@ -54,16 +54,16 @@ class ControlledBroker(Protocol):
     node_id: int
     bound: Sequence[Any]  # listeners as bound, each with its ``advertised`` address
     topics: Any  # the topic metadata (``.topics``: name -> TopicInfo), None before it is open
-    logs: "LogManager | None"
-    groups: "GroupCoordinator | None"
+    logs: LogManager | None
+    groups: GroupCoordinator | None
 
     @property
-    def dispatcher(self) -> "RequestDispatcher": ...
+    def dispatcher(self) -> RequestDispatcher: ...
 
     def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str]) -> "TopicInfo | None": ...
+                           configs: dict[str, str]) -> TopicInfo | None: ...
 
     async def delete_topic(self, name: str) -> None: ...
 
@@ -182,11 +182,11 @@ class Controls:
 
 
 # ----------------------------------------------------------------------------- HTTP
-async def serve_control(broker: ControlledBroker, listener: Listener, *,
+async def serve_control(broker: ControlledBroker, address: Listener, *,
                         task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the control operations of ``broker`` over HTTP on ``listener`` until cancelled;
-    ``task_status.started`` gets the bound port."""
-    bound: BoundSockets = bind_listener(listener)
+    """Serve the control operations of ``broker`` over HTTP on ``address`` (``control.listener``)
+    until cancelled; ``task_status.started`` gets the bound port."""
+    bound: BoundSockets = bind_listener(address)
     controls = Controls(broker)
     listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in bound.sockets]
     log.info("control endpoint on http://%s:%d/v1/ (fault injection and test control)",

@@ -42,13 +42,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
 import trio
-
+from strom.broker.error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
+from strom.broker.errors import (  # raised here, acted on by the dispatcher
+    AnswerInVersion,
+    DropConnection,
+)
 from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec
-
-from strom.broker.error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
-from strom.broker.errors import AnswerInVersion, DropConnection  # raised here, acted on by the dispatcher
 
 from .clock import MAX_PAUSE_S, PausableClock
 
@@ -130,13 +131,13 @@ class DispatchingServer(Protocol):
     """What fault injection needs of a broker: its request dispatcher."""
 
     @property
-    def dispatcher(self) -> "RequestDispatcher": ...
+    def dispatcher(self) -> RequestDispatcher: ...
 
 
-_injectors: "WeakKeyDictionary[RequestDispatcher, RequestFaults]" = WeakKeyDictionary()
+_injectors: WeakKeyDictionary[RequestDispatcher, RequestFaults] = WeakKeyDictionary()
 
 
-def request_faults(server: DispatchingServer) -> "RequestFaults":
+def request_faults(server: DispatchingServer) -> RequestFaults:
     """The fault injector of ``server``, made on first use (one per broker, whoever asks: a test,
     the control endpoint, the embedded broker)."""
     dispatcher = server.dispatcher
@@ -150,7 +151,7 @@ class RequestFaults:
     """Rules and switches for one broker, a request interceptor of its dispatcher while any is in
     force. Call its methods on the broker's trio thread."""
 
-    def __init__(self, dispatcher: "RequestDispatcher") -> None:
+    def __init__(self, dispatcher: RequestDispatcher) -> None:
         self.dispatcher = dispatcher
         self.rules: list[Fault] = []
         self._ids = itertools.count(1)

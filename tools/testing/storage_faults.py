@@ -18,7 +18,7 @@ import contextlib
 import errno as errno_mod
 import os
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from strom.storage import files
 from strom.storage.files import FileOps
