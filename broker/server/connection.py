@@ -20,6 +20,7 @@ from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, 
 
 from strom.broker import context
 from strom.broker.apis import error_response as malformed_request_response
+from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
 
@@ -228,15 +229,16 @@ class ConnectionHandler:
 
     async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
         """Hand ``request`` to the dispatcher; its answer, if any, joins ``out``. False: close."""
-        answer = await self.dispatcher.dispatch(request, peer)
-        if answer.close:
+        try:
+            body = await self.dispatcher.dispatch(request, peer)
+        except DropConnection:
             return False
-        if answer.body is not None:
-            if answer.version is None:
-                out.extend(conn.send_response(request, answer.body))
-            else:
-                header = request.header
-                out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
+        except AnswerInVersion as answer:  # ApiVersions above a version cap: v0, UNSUPPORTED_VERSION
+            header = request.header
+            out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
+            return True
+        if body is not None:
+            out.extend(conn.send_response(request, body))
         return True
 
     def _reject(self, conn: ServerConnection, bad: BadRequest, out: list, peer: str) -> bool:

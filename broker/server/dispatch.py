@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -160,20 +160,6 @@ class RequestMetrics:
 
 
 # ----------------------------------------------------------------------------- the dispatcher
-@dataclass(frozen=True)
-class Dispatched:
-    """What to send for one request: ``body`` encoded in ``version`` (None: the request's own);
-    ``body`` None means no answer (acks=0), ``close`` that the connection must close."""
-
-    body: Answer = None
-    version: int | None = None
-    close: bool = False
-
-
-CLOSE = Dispatched(close=True)
-NO_ANSWER = Dispatched()
-
-
 class RequestDispatcher:
     """Finds each request's handler and runs it inside the interceptor chain.
 
@@ -209,43 +195,28 @@ class RequestDispatcher:
 
     def _link(self, interceptors: Sequence[RequestInterceptor]) -> Proceed:
         proceed: Proceed = self._call_handler
-        for interceptor in reversed(interceptors):
-            proceed = _Link(interceptor, proceed)
+        for interceptor in reversed(interceptors):  # each bound to the rest of the chain below it
+            proceed = partial(interceptor.intercept, proceed=proceed)
         return proceed
 
-    async def _call_handler(self, request: Request, peer: str) -> Answer:
+    def _call_handler(self, request: Request, peer: str) -> Awaitable[Answer]:
         module = HANDLERS[request.header.api_key]
         # issue 22: handlers become `handle(ctx: RequestContext, request)`; `self.context` is what they get
-        return await module.handle(self.context, request)
+        return module.handle(self.context, request)
 
-    async def dispatch(self, request: Request, peer: str) -> Dispatched:
-        """Handle one request: what to answer, or CLOSE."""
+    def dispatch(self, request: Request, peer: str) -> Awaitable[Answer]:
+        """Handle one request (await the result): its answer, None for none (acks=0). Raises
+        DropConnection when the connection must close (a version the registry lacks, an
+        interceptor's decision) and AnswerInVersion when the answer goes out in another version
+        than the request's. Not a coroutine itself: the chain's first link is what is awaited."""
         header = request.header
-        supported = SUPPORTED_RANGE.get(header.api_key)
-        if supported is None or not supported[0] <= header.api_version <= supported[1]:
+        key, version = header.api_key, header.api_version
+        supported = SUPPORTED_RANGE.get(key)
+        if supported is None or not supported[0] <= version <= supported[1]:
             log.warning("closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
-                        "(ApiVersions lists what is)", peer, header.api_key, header.api_version)
-            return CLOSE
-        try:
-            body = await self._chain(request, peer)
-        except DropConnection:
-            return CLOSE
-        except AnswerInVersion as answer:  # ApiVersions above a version restriction: v0, UNSUPPORTED_VERSION
-            return Dispatched(answer.body, answer.version)
-        return NO_ANSWER if body is None else Dispatched(body)
-
-
-class _Link:
-    """One interceptor bound to the rest of the chain below it."""
-
-    __slots__ = ("interceptor", "proceed")
-
-    def __init__(self, interceptor: RequestInterceptor, proceed: Proceed) -> None:
-        self.interceptor = interceptor
-        self.proceed = proceed
-
-    async def __call__(self, request: Request, peer: str) -> Answer:
-        return await self.interceptor.intercept(request, peer, self.proceed)
+                        "(ApiVersions lists what is)", peer, key, version)
+            raise DropConnection()
+        return self._chain(request, peer)
 
 
 def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
