@@ -1,5 +1,6 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
 import re
+from typing import Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -31,14 +32,13 @@ def features_for(api_keys: list[dict]) -> list[dict]:
     return [f for f in FINALIZED_FEATURES if tv2 or f["name"] != "transaction.version"]
 
 
-def body(error: int = ErrorCode.NONE, advertised: list[tuple[int, int, int]] | None = None) -> dict:
-    """The answer with ``error``: every API ``advertised`` (default: the registry's) when none. As
-    Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
+def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] | None = None) -> dict:
+    """The answer with ``error``: every API of ``supported`` (default: the registry's) when none.
+    As Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
     range, from which the client picks the version to ask again with; to any other error, no API."""
-    if advertised is None:
-        from . import SUPPORTED
-        advertised = SUPPORTED
-    listed = [(k, lo, hi) for k, lo, hi in advertised if error == ErrorCode.NONE
+    if supported is None:
+        from . import SUPPORTED as supported
+    listed = [(k, lo, hi) for k, lo, hi in supported if error == ErrorCode.NONE
               or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
     out = {
         "error_code": error,
@@ -60,4 +60,4 @@ async def handle(broker, request) -> dict:
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return body(advertised=broker.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)
+    return body(supported=broker.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 import trio
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED, SUPPORTED_RANGE
-from strom.broker.apis.api_versions import features_for
 from strom.broker.error_answers import error_response
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.quotas import QuotaManager
@@ -81,22 +80,6 @@ class ApiVersionManager:
     def advertised(self) -> list[tuple[int, int, int]]:
         """(api key, min version, max version) of every API advertised."""
         return self._advertised
-
-    def versions(self, api_key: int) -> tuple[int, int] | None:
-        """The advertised (min, max) of ``api_key``, None when it is not advertised."""
-        for key, lo, hi in self._advertised:
-            if key == api_key:
-                return lo, hi
-        return None
-
-    def api_keys(self) -> list[dict]:
-        """The advertised APIs as ApiVersions lists them."""
-        return [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self._advertised]
-
-    def finalized_features(self) -> list[dict]:
-        """The finalized features the advertised versions can carry (a restriction that hides what
-        transaction version 2 needs hides the feature too, as older Kafka answered)."""
-        return features_for(self.api_keys())
 
 
 # ----------------------------------------------------------------------------- interceptors
