@@ -99,9 +99,9 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
 async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file: Path | None) -> None:
     import trio
 
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
-    broker = Broker(config)
+    broker = BrokerServer(config)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(broker.run, prebound)
         # The start-up heap (every log, segment, index, topic and group loaded) lives as long as the

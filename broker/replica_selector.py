@@ -54,7 +54,7 @@ def preferred_read_replica(broker, partition, client_rack: str | None, fetch_off
     selector = broker.config["replica.selector.class"]
     if selector != RACK_AWARE or not client_rack or not partition.is_leader:
         return -1  # no selector, or one that picks the leader: read here (nothing to look up)
-    live = {node: rack for node, _host, _port, rack in broker.live_brokers()}
+    live = {node: rack for node, _host, _port, rack in broker.metadata.live_brokers()}
     leader = ReplicaView(partition.local_id, live.get(partition.local_id, broker.config["broker.rack"]),
                          partition.log.log_end_offset, 0)
     candidates = []

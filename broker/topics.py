@@ -20,11 +20,14 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from strom.protocol.errors import ErrorCode
 from strom.storage.checkpoint import atomic_write
+from strom.storage.config import LogConfig
 from strom.storage.faults import storage_error
 
+from .config import TOPIC_CONFIGS, BrokerConfig, format_value
 from .errors import TopicError
 
 log = logging.getLogger("strom.topics")
@@ -46,6 +49,13 @@ def topic_name_error(name: str | None) -> str | None:
     if not _LEGAL.fullmatch(name):
         return f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     return None
+
+
+def log_config(config: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """A partition log's config: the broker's topic defaults with the topic's ``overrides``."""
+    props = {key: format_value(config.topic_default(key)) for key in TOPIC_CONFIGS}
+    props.update(overrides)
+    return LogConfig.from_properties({k: v for k, v in props.items() if v is not None})
 
 
 def new_cluster_id() -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from strom.protocol.codec import ZERO_UUID  # noqa: F401  (re-exported for the API modules)
 from strom.protocol.errors import ErrorCode
 
+from ..request_context import RequestContext
+
 # ACL operations a client without authorization checks may do: Kafka's AclOperation codes.
 _TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
 _CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE
@@ -13,14 +15,15 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 
 
 
-def leader_partition(broker, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True):
+def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True):
     """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows,
     else (partition or None, the error Kafka answers with). With `require_leader` false, a
     follower's replica will do too (a consumer's fetch from a follower, KIP-392)."""
-    partition = broker.partition(topic, index)
+    partition = ctx.replica_manager.partition(topic, index)
     if partition is None:
-        known = topic in broker.topics.topics and index < broker.topics.topics[topic].partitions
-        if known and broker.cluster is None and broker.logs is not None and broker.logs.offline_dirs:
+        count = ctx.metadata.partition_count(topic)
+        known = count is not None and index < count
+        if known and ctx.metadata.hosted_replica_offline(topic, index):
             return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if partition.log.offline is not None:  # its log dir failed
@@ -33,10 +36,10 @@ def leader_partition(broker, topic: str, index: int, current_leader_epoch: int =
     return partition, ErrorCode.NONE
 
 
-def mutation_quota(broker, request, strict_since: int):
+def mutation_quota(ctx: RequestContext, request, strict_since: int):
     """The client's controller mutation quota for this request (None when no quota applies)."""
     from .. import context
-    return broker.quotas.mutation_quota(request, context.principal.get(), strict_since)
+    return ctx.quotas.mutation_quota(request, context.principal.get(), strict_since)
 
 
 def mutation_refused(quota, permits: int) -> bool:

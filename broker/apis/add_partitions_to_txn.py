@@ -17,13 +17,14 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 
 from .init_producer_id import fenced_code
 from ..topics import INTERNAL_TOPICS
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = (0, 5)
 
 
-def _unknown(broker, topic: str, index: int) -> bool:
-    info = broker.topics.topics.get(topic)
+def _unknown(ctx: RequestContext, topic: str, index: int) -> bool:
+    info = ctx.metadata.topic(topic)
     return info is None or not 0 <= index < info.partitions
 
 
@@ -34,41 +35,41 @@ def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
     return [{"name": t, "results_by_partition": parts} for t, parts in topics.items()]
 
 
-async def _one(broker, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
     partitions = [(t.name, p) for t in topics for p in t.partitions]
     # v4+ come from brokers (the partition leader checked the producer's own rights)
-    if version < 4 and not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+    if version < 4 and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in partitions}
-    if version >= 4 and not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+    if version >= 4 and not allowed_cluster(ctx, Operation.CLUSTER_ACTION):
         return {tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in partitions}
     # as Kafka: a client may not put an internal topic in its transaction (found by
     # broker/tests/test_fuzz_apis.py: its markers then landed in __transaction_state)
     denied = {tp for tp in partitions if version < 4 and (tp[0] in INTERNAL_TOPICS or not allowed(
-        broker, Operation.WRITE, ResourceType.TOPIC, tp[0]))}
+        ctx, Operation.WRITE, ResourceType.TOPIC, tp[0]))}
     if denied:  # as Kafka: the others are not attempted
         return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
     if verify_only:
-        return broker.txn.verify_partitions(tid, pid, epoch, partitions)
-    unknown = {tp for tp in partitions if _unknown(broker, *tp)}
+        return ctx.txn.verify_partitions(tid, pid, epoch, partitions)
+    unknown = {tp for tp in partitions if _unknown(ctx, *tp)}
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
-    code = await broker.txn.add_partitions(tid, pid, epoch, set(partitions), tv2=version >= 4)
+    code = await ctx.txn.add_partitions(tid, pid, epoch, set(partitions), tv2=version >= 4)
     code = fenced_code(code, 2, version)
     return {tp: code for tp in partitions}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     version = request.header.api_version
     if version >= 4:
         results = []
         for txn in body.transactions:
-            codes = await _one(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+            codes = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                                txn.verify_only, version)
             results.append({"transactional_id": txn.transactional_id, "topic_results": _results(codes)})
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": results}
-    codes = await _one(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+    codes = await _one(ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                        body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, version)
     return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(codes)}

@@ -15,6 +15,7 @@ import trio
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
+from ..request_context import RequestContext
 from ..auth import Operation, allowed_cluster
 from ..errors import TopicError
 from ..quotas import CLIENT_ID, CONNECTION_CREATION_RATE, IP, KEYS, USER, entity_key
@@ -64,15 +65,15 @@ async def _valid_host(name: str) -> bool:
     return False
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     results = []
-    quotas = {e: dict(v) for e, v in broker.quotas.entries.items()}
+    quotas = {e: dict(v) for e, v in ctx.quotas.entries.items()}
     changed = False
     for entry in body.entries:
         entity = [{"entity_type": t, "entity_name": n}
                   for t, n in sorted(dict((e.entity_type, e.entity_name) for e in entry.entity).items())]
-        if not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+        if not allowed_cluster(ctx, Operation.ALTER_CONFIGS):
             results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity})
             continue
         code, message, key = await _check(entry)
@@ -85,32 +86,11 @@ async def handle(broker, request) -> dict:
                     values[op.key] = op.value
             changed = True
         results.append({"error_code": code, "error_message": message, "entity": entity})
-    if changed and broker.cluster is not None:
-        await _write_zookeeper(broker, quotas, results)
-    elif changed:
+    if changed:
         try:
-            broker.topics.set_quotas(quotas)
+            await ctx.admin.alter_client_quotas(quotas)
         except TopicError as exc:
             for r in results:
                 if r["error_code"] == ErrorCode.NONE:
                     r["error_code"], r["error_message"] = exc.code, str(exc)
     return {"throttle_time_ms": 0, "entries": results}
-
-
-async def _write_zookeeper(broker, quotas, results) -> None:
-    """In a cluster: each changed entity's node under /config, announced to every broker."""
-    from strom.broker.zk.quotas_zk import write_quota
-    from strom.broker.zk.zkclient import ZkClientError
-    zk = broker.cluster.zk
-    before = broker.quotas.entries
-    for entity in set(quotas) | set(before):
-        if quotas.get(entity, {}) != before.get(entity, {}):
-            try:
-                await zk._call(write_quota, zk._zk, entity, quotas.get(entity, {}))
-            except (ZkClientError, OSError) as exc:
-                for r in results:
-                    if r["error_code"] == ErrorCode.NONE:
-                        r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}"
-                return
-    broker.topics.quotas = {e: v for e, v in quotas.items() if v}  # this broker at once; the others on notice
-    broker.cluster.mark_dirty()

@@ -8,28 +8,29 @@ from ..errors import TopicError
 from ..config import BROKER_CONFIGS
 from ..dynamic_config import DEFAULT, check_per_ip, check_positive, check_value, not_dynamic
 from .describe_configs import BROKER, TOPIC
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 
 
-async def apply_broker(broker, resource, new_configs: dict, validate_only: bool) -> dict:
+async def apply_broker(ctx: RequestContext, resource, new_configs: dict, validate_only: bool) -> dict:
     """A broker resource (this broker's id, or "" for the cluster default): replace its dynamic
     configs (`strom.broker.dynamic_config`), refusing keys that cannot change at run time."""
     result = {"error_code": ErrorCode.NONE, "error_message": None,
               "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     name = resource.resource_name or ""
     try:
-        if not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+        if not allowed_cluster(ctx, Operation.ALTER_CONFIGS):
             raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         if name != DEFAULT:
             try:
                 node = int(name)
             except ValueError:
                 raise TopicError(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-            if node != broker.node_id:
+            if node != ctx.node_id:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+                                 f"Unexpected broker id, expected {ctx.node_id}, but received {name}")
         fixed = not_dynamic(new_configs, BROKER_CONFIGS)
         if fixed:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
@@ -38,46 +39,46 @@ async def apply_broker(broker, resource, new_configs: dict, validate_only: bool)
             if problem:
                 raise TopicError(ErrorCode.INVALID_REQUEST, problem)
         # then, as Kafka: the configs as a whole, then each reconfigurable part
-        problem = check_per_ip(broker.dynamic_configs, name, new_configs) or next(
+        problem = check_per_ip(ctx.dynamic_configs, name, new_configs) or next(
             (p for p in (check_positive(k, v) for k, v in new_configs.items()) if p), None)
         if problem:
             raise TopicError(ErrorCode.INVALID_REQUEST, problem)
         if not validate_only:
-            await broker.set_broker_configs(name, {k: v for k, v in new_configs.items() if v is not None})
+            await ctx.admin.set_broker_configs(name, {k: v for k, v in new_configs.items() if v is not None})
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
 
 
-async def apply(broker, resource, new_configs: dict, validate_only: bool) -> dict:
+async def apply(ctx: RequestContext, resource, new_configs: dict, validate_only: bool) -> dict:
     """Shared with IncrementalAlterConfigs: check the resource, validate, store."""
     if resource.resource_type == BROKER:
-        return await apply_broker(broker, resource, new_configs, validate_only)
+        return await apply_broker(ctx, resource, new_configs, validate_only)
     result = {"error_code": ErrorCode.NONE, "error_message": None,
               "resource_type": resource.resource_type, "resource_name": resource.resource_name}
     try:
-        if resource.resource_type == TOPIC and not allowed(broker, Operation.ALTER_CONFIGS, ResourceType.TOPIC,
+        if resource.resource_type == TOPIC and not allowed(ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC,
                                                            resource.resource_name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-        if resource.resource_type != TOPIC and not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+        if resource.resource_type != TOPIC and not allowed_cluster(ctx, Operation.ALTER_CONFIGS):
             raise TopicError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed.")
         if resource.resource_type != TOPIC:
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"Unknown resource type {resource.resource_type}")
-        if resource.resource_name not in broker.topics.topics:
+        if ctx.metadata.topic(resource.resource_name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.resource_name}' does not exist.")
-        broker.validate_topic_configs(new_configs)
+        ctx.admin.validate_topic_configs(new_configs)
         if not validate_only:
-            await broker.set_topic_configs(resource.resource_name, new_configs)
+            await ctx.admin.set_topic_configs(resource.resource_name, new_configs)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        responses.append(await apply(broker, resource, configs, body.validate_only))
+        responses.append(await apply(ctx, resource, configs, body.validate_only))
     return {"throttle_time_ms": 0, "responses": responses}

@@ -13,53 +13,25 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..metadata.admin import NotControllerError
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 
 
-def _target_error(target: list[int], live: set[int]) -> str | None:
-    """Kafka's complaint about a proposed replica list (the checks of a manual assignment), or None."""
-    from strom.broker.metadata.placement import PlacementError, check_replicas  # kept off a lean start
-    try:
-        check_replicas(target, live, None)
-    except PlacementError as exc:
-        return exc.message
-    return None
-
-
-def _standalone(broker, wanted) -> list:
-    results = []
-    for topic, index, target in wanted:
-        info = broker.topics.topics.get(topic)
-        if info is None:
-            results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."))
-        elif not 0 <= index < info.partitions:
-            results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"Unable to find partition {topic}:{index}."))
-        elif target is None:
-            results.append((topic, index, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None))
-        elif (problem := _target_error(target, {broker.node_id})) is not None:
-            results.append((topic, index, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem))
-        else:
-            results.append((topic, index, ErrorCode.NONE, None))
-    return results
-
-
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed_cluster(broker, Operation.ALTER):
+    if not allowed_cluster(ctx, Operation.ALTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "responses": []}
     wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
               for t in body.topics for p in t.partitions]
-    if broker.cluster is None:
-        results = _standalone(broker, wanted)
-    elif broker.cluster.controller.epoch is None:
+    try:
+        results = await ctx.admin.alter_partition_reassignments(wanted)
+    except NotControllerError as exc:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-                "error_message": "This broker is not the controller.", "responses": []}
-    else:
-        results = await broker.cluster.controller.alter_reassignments(wanted)
+                "error_message": str(exc), "responses": []}
     topics: dict[str, list] = {}
     for topic, index, code, message in results:
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code, "error_message": message})

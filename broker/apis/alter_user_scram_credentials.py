@@ -7,6 +7,7 @@ from collections import Counter
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_TYPES, scram_credential_from_salted
 from strom.protocol.schema import ApiKey
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -30,14 +31,14 @@ def _error(change, deletion: bool, counts: Counter, existing: dict) -> tuple[int
     return None
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     changes = [(c, True) for c in body.deletions] + [(c, False) for c in body.upsertions]
     users = list(dict.fromkeys(c.name for c, _ in changes))
-    if broker.authorizer is not None and not broker.authorizer.authorize_cluster("ALTER"):
+    if ctx.authorizer is not None and not ctx.authorizer.authorize_cluster("ALTER"):
         return {"throttle_time_ms": 0, "results": [
             {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users]}
-    existing = await broker.credentials.describe()
+    existing = await ctx.credentials.describe()
     counts = Counter((c.name, c.mechanism) for c, _ in changes)
     failed: dict[str, tuple[int, str]] = {}
     for change, deletion in changes:
@@ -56,7 +57,7 @@ async def handle(broker, request) -> dict:
             upserts[(change.name, mechanism)] = scram_credential_from_salted(
                 mechanism, change.salted_password, change.salt, change.iterations)
     if upserts or deletions:
-        await broker.credentials.alter(upserts, deletions)
+        await ctx.credentials.alter(upserts, deletions)
     return {"throttle_time_ms": 0, "results": [
         {"user": u, "error_code": failed[u][0] if u in failed else ErrorCode.NONE,
          "error_message": failed[u][1] if u in failed else None} for u in users]}

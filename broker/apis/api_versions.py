@@ -4,6 +4,7 @@ from typing import Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
@@ -54,10 +55,10 @@ def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] 
 SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     if request.header.api_version >= 3:
         b = request.body
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return body(supported=broker.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)
+    return body(supported=ctx.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)

@@ -12,18 +12,19 @@ from ..auth import Operation, ResourceType, allowed
 
 from ._common import OPERATIONS_NOT_REQUESTED
 from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     operations = GROUP_AUTHORIZED_OPERATIONS if body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
     groups = []
     for g in body.group_ids:
-        if allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g):
-            groups.append(broker.groups.consumer.describe(g, operations))
+        if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
+            groups.append(ctx.groups.consumer.describe(g, operations))
         else:
             groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": g,
                            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",

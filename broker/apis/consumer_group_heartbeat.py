@@ -10,6 +10,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)
@@ -20,17 +21,17 @@ def _refused(code: int) -> dict:
             "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     # As Kafka 4.0's KafkaApis: a subscription naming any topic the member may not DESCRIBE is
     # refused whole (TOPIC_AUTHORIZATION_FAILED, nothing else set), before the coordinator sees it.
     names = set(body.subscribed_topic_names or ())
-    if any(not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names):
+    if any(not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names):
         return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     with contextlib.suppress(TopicError):  # offsets are committed to __consumer_offsets later
-        await broker.groups.ensure_topic()
+        await ctx.groups.ensure_topic()
     header = request.header
-    return broker.groups.consumer.heartbeat(header.api_version, body, header.client_id or "",
+    return ctx.groups.consumer.heartbeat(header.api_version, body, header.client_id or "",
                                             context.client_host.get())

@@ -9,33 +9,34 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 STRICT_SINCE = 3  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v3, only throttled before
 
 
-async def _grow(broker, topic, validate_only: bool, quota) -> dict:
+async def _grow(ctx: RequestContext, topic, validate_only: bool, quota) -> dict:
     result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
     try:
-        if not allowed(broker, Operation.ALTER, ResourceType.TOPIC, topic.name):
+        if not allowed(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-        info = broker.topics.topics.get(topic.name)
+        info = ctx.metadata.topic(topic.name)
         if info is not None and topic.count > info.partitions \
                 and mutation_refused(quota, topic.count - info.partitions):
             raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         # a manual assignment (one replica list per new partition) is checked against the brokers
         # registered in the cluster and written as given; [] is an assignment too (of nothing), as in Kafka
         assignment = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-        await broker.create_partitions(topic.name, topic.count, validate_only=validate_only, assignment=assignment)
+        await ctx.admin.create_partitions(topic.name, topic.count, validate_only=validate_only, assignment=assignment)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    quota = mutation_quota(broker, request, STRICT_SINCE)
+    quota = mutation_quota(ctx, request, STRICT_SINCE)
     counts = Counter(t.name for t in body.topics)
     results, refused = [], set()
     for topic in body.topics:
@@ -45,5 +46,5 @@ async def handle(broker, request) -> dict:
                 results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
                                 "error_message": "Duplicate topic name."})
             continue
-        results.append(await _grow(broker, topic, body.validate_only, quota))
+        results.append(await _grow(ctx, topic, body.validate_only, quota))
     return throttled(quota, {"throttle_time_ms": 0, "results": results})

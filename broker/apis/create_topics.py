@@ -16,25 +16,26 @@ from ..errors import TopicError
 from ..topics import TopicInfo
 from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 from .describe_configs import topic_entries
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (0, 7)
 STRICT_SINCE = 6  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v6, only throttled before
 
 
-async def _create(broker, topic, validate_only: bool) -> dict:
+async def _create(ctx: RequestContext, topic, validate_only: bool) -> dict:
     partitions, replication = topic.num_partitions, topic.replication_factor
     assignment = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments] or None
     configs = {c.name: c.value for c in topic.configs}
     # a manual assignment is checked (against the registered brokers) and written as given
-    info = await broker.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only,
+    info = await ctx.admin.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only,
                                      assignment=assignment)
     if assignment:  # valid, so: partitions 0..n-1, every one with the same replica count
         partitions, replication = len(assignment), len(assignment[0][1])
     if replication == -1:  # answered resolved, as Kafka does
-        replication = broker.config["default.replication.factor"]
+        replication = ctx.config["default.replication.factor"]
     if info is None:
-        partitions = partitions if partitions != -1 else broker.config["num.partitions"]
+        partitions = partitions if partitions != -1 else ctx.config["num.partitions"]
         if not validate_only:
             return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
         # validate_only, as Kafka answers it: the topic as it would be, with an id and every config
@@ -42,16 +43,16 @@ async def _create(broker, topic, validate_only: bool) -> dict:
     return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": replication,
             "configs": [{"name": e["name"], "value": e["value"], "read_only": False,
                          "config_source": e["config_source"], "is_sensitive": False}
-                        for e in topic_entries(broker, info, None)]}
+                        for e in topic_entries(ctx, info, None)]}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     validate_only = body.get("validate_only", False)
     results = []
     seen = set()
     counts = Counter(t.name for t in body.topics)
-    quota = mutation_quota(broker, request, STRICT_SINCE)
+    quota = mutation_quota(ctx, request, STRICT_SINCE)
     for topic in body.topics:
         result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
         if counts[topic.name] > 1:
@@ -63,36 +64,36 @@ async def handle(broker, request) -> dict:
             seen.add(topic.name)
             continue
         seen.add(topic.name)
-        if not (allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC,
+        if not (allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC,
                                                                      topic.name)):
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             results.append(result)
             continue
-        if quota is not None and await _valid(broker, topic) \
-                and mutation_refused(quota, _partition_count(broker, topic)):
+        if quota is not None and await _valid(ctx, topic) \
+                and mutation_refused(quota, _partition_count(ctx, topic)):
             result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE, configs=[])
             results.append(result)
             continue
         try:
-            result.update(await _create(broker, topic, validate_only))
+            result.update(await _create(ctx, topic, validate_only))
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message, configs=[])  # as Kafka (v5+)
         results.append(result)
     return throttled(quota, {"throttle_time_ms": 0, "topics": results})
 
 
-async def _valid(broker, topic) -> bool:
+async def _valid(ctx: RequestContext, topic) -> bool:
     """Whether the topic would be created: as Kafka's controller, only a creation that passes
     every check takes from the controller mutation quota."""
     try:
-        await _create(broker, topic, True)
+        await _create(ctx, topic, True)
     except TopicError:
         return False
     return True
 
 
-def _partition_count(broker, topic) -> int:
+def _partition_count(ctx: RequestContext, topic) -> int:
     """The partitions a new topic takes from the controller mutation quota."""
     if topic.assignments:
         return len(topic.assignments)
-    return topic.num_partitions if topic.num_partitions > 0 else broker.config["num.partitions"]
+    return topic.num_partitions if topic.num_partitions > 0 else ctx.config["num.partitions"]

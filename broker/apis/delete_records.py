@@ -22,6 +22,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ._common import leader_partition
 from ..topics import INTERNAL_TOPICS
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
@@ -30,11 +31,11 @@ POLL_S = 0.05
 log = logging.getLogger("strom.delete_records")
 
 
-def _delete(broker, topic: str, req) -> tuple[dict, object]:
-    if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, topic):
+def _delete(ctx: RequestContext, topic: str, req) -> tuple[dict, object]:
+    if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, topic):
         return {"partition_index": req.partition_index, "low_watermark": -1,
                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, None
-    partition, code = leader_partition(broker, topic, req.partition_index)
+    partition, code = leader_partition(ctx, topic, req.partition_index)
     result = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
     if code != ErrorCode.NONE:
         return result, None
@@ -70,7 +71,7 @@ def low_watermark(partition) -> int:
     return low
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     topics = []
     waiting = []  # (result, partition, wanted low watermark)
@@ -81,20 +82,20 @@ async def handle(broker, request) -> dict:
     for name, reqs in wanted.items():
         parts = []
         for req in reqs.values():
-            result, partition = _delete(broker, name, req)
+            result, partition = _delete(ctx, name, req)
             parts.append(result)
             if partition is not None and len(partition.isr) > 1:
                 waiting.append((result, partition, result["low_watermark"]))
         topics.append({"name": name, "partitions": parts})
     if waiting:
-        broker.replicas.notify_data()  # wake followers' long polls so they learn the new start offset
+        ctx.replica_manager.notify_data()  # wake followers' long polls so they learn the new start offset
         deadline = trio.current_time() + max(body.timeout_ms, 0) / 1000
         while True:
             pending = [w for w in waiting if low_watermark(w[1]) < w[2]]
             if not pending or trio.current_time() >= deadline:
                 break
             with trio.move_on_at(min(deadline, trio.current_time() + POLL_S)):
-                await broker.replicas.wait_for_data()
+                await ctx.replica_manager.wait_for_data()
         for result, partition, wanted in waiting:
             low = low_watermark(partition)
             result["low_watermark"] = low

@@ -6,43 +6,44 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 from ._common import THROTTLED_MESSAGE, ZERO_UUID, mutation_quota, mutation_refused, throttled
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
 STRICT_SINCE = 5  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v5, only throttled before
 
 
-async def _delete(broker, name, topic_id, quota) -> dict:
+async def _delete(ctx: RequestContext, name, topic_id, quota) -> dict:
     result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
     if name is None:
-        info = broker.topics.by_id.get(topic_id)
+        info = ctx.metadata.topic_by_id(topic_id)
         if info is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
             return result
         name = result["name"] = info.name
     else:
-        info = broker.topics.topics.get(name)
+        info = ctx.metadata.topic(name)
         if info is not None:
             result["topic_id"] = info.topic_id
-    if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, name):
+    if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, name):
         result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         return result
     if info is not None and mutation_refused(quota, info.partitions):
         result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE)
         return result
     try:
-        await broker.delete_topic(name)
+        await ctx.admin.delete_topic(name)
     except TopicError as exc:
         result.update(error_code=exc.code, error_message=exc.message)
     return result
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     if request.header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
-    quota = mutation_quota(broker, request, STRICT_SINCE)
-    responses = [await _delete(broker, name, tid, quota) for name, tid in wanted]
+    quota = mutation_quota(ctx, request, STRICT_SINCE)
+    responses = [await _delete(ctx, name, tid, quota) for name, tid in wanted]
     return throttled(quota, {"throttle_time_ms": 0, "responses": responses})

@@ -8,6 +8,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
 from ..quotas import CLIENT_ID, IP, USER
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 VERSIONS = (0, 1)
@@ -18,9 +19,9 @@ def _error(code: ErrorCode, message: str) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "entries": None}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed_cluster(broker, Operation.DESCRIBE_CONFIGS):
+    if not allowed_cluster(ctx, Operation.DESCRIBE_CONFIGS):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     filters: dict[str, tuple[int, str | None]] = {}
     for c in body.components:
@@ -38,7 +39,7 @@ async def handle(broker, request) -> dict:
         return _error(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
                                                  "should not be used with user or clientId filter component.")
     entries = []
-    for entity, values in broker.quotas.entries.items():
+    for entity, values in ctx.quotas.entries.items():
         names = dict(entity)
         if body.strict and set(names) != set(filters):
             continue

@@ -10,6 +10,7 @@ from strom.protocol.schema import ApiKey
 
 from ._common import CLUSTER_AUTHORIZED_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from ..auth import Operation, allowed_cluster, cluster_operations
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 2)
@@ -17,10 +18,10 @@ BROKERS_ENDPOINT = 1
 _ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}  # Kafka's EndpointType names, as its messages show them
 
 
-async def handle(broker, request) -> dict:
-    if not allowed_cluster(broker, Operation.DESCRIBE):
+async def handle(ctx: RequestContext, request) -> dict:
+    if not allowed_cluster(ctx, Operation.DESCRIBE):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
-                "endpoint_type": BROKERS_ENDPOINT, "cluster_id": broker.cluster_id(), "controller_id": -1,
+                "endpoint_type": BROKERS_ENDPOINT, "cluster_id": ctx.metadata.cluster_id(), "controller_id": -1,
                 "brokers": [], "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED}
     if request.header.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
         # as Kafka's broker listener: the request wanted another endpoint type (controllers)
@@ -31,11 +32,11 @@ async def handle(broker, request) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "endpoint_type": BROKERS_ENDPOINT,
-        "cluster_id": broker.cluster_id(),
-        "controller_id": broker.controller_id,
+        "cluster_id": ctx.metadata.cluster_id(),
+        "controller_id": ctx.metadata.controller_id(),
         "brokers": [{"broker_id": node, "host": host, "port": port, "rack": rack, "is_fenced": False}
-                    for node, host, port, rack in broker.live_brokers()],
+                    for node, host, port, rack in ctx.metadata.live_brokers()],
         "cluster_authorized_operations": (
-            cluster_operations(broker, CLUSTER_AUTHORIZED_OPERATIONS) if request.body.include_cluster_authorized_operations
+            cluster_operations(ctx, CLUSTER_AUTHORIZED_OPERATIONS) if request.body.include_cluster_authorized_operations
             else OPERATIONS_NOT_REQUESTED),
     }

@@ -8,6 +8,7 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 from ._common import INVALID_REQUEST_MESSAGE
 from ..dynamic_config import DYNAMIC
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -28,33 +29,33 @@ def _entry(name: str, value, source: int, typ: str, synonyms: list, doc: str | N
             "config_type": CONFIG_TYPES.get(typ, 0), "documentation": doc}
 
 
-def topic_entries(broker, info, keys: list[str] | None, synonyms: bool = False, docs: bool = False) -> list[dict]:
+def topic_entries(ctx: RequestContext, info, keys: list[str] | None, synonyms: bool = False, docs: bool = False) -> list[dict]:
     out = []
     for key, (_, broker_key, typ, _) in TOPIC_CONFIGS.items():
         if keys is not None and key not in keys:
             continue
-        value, is_default = broker.topic_config_value(info, key)
-        static = broker_key is not None and broker_key in broker.config.originals
+        value, is_default = ctx.metadata.topic_config_value(info, key)
+        static = broker_key is not None and broker_key in ctx.config.originals
         source = (DEFAULT_CONFIG if not static else STATIC_BROKER_CONFIG) if is_default else DYNAMIC_TOPIC_CONFIG
         syn = []
         if synonyms:
             if not is_default:
                 syn.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
             if broker_key is not None:
-                syn.append({"name": broker_key, "value": format_value(broker.config.topic_default(key)),
+                syn.append({"name": broker_key, "value": format_value(ctx.config.topic_default(key)),
                             "source": STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG})
         doc = f"Topic config; inherits {broker_key}." if docs and broker_key else None
         out.append(_entry(key, value, source, typ, syn, doc))
     return out
 
 
-def broker_entries(broker, keys: list[str] | None, docs: bool = False, synonyms: bool = False) -> list[dict]:
+def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False, synonyms: bool = False) -> list[dict]:
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        value = format_value(broker.config[name])
-        source = STATIC_BROKER_CONFIG if name in broker.config.originals else DEFAULT_CONFIG
+        value = format_value(ctx.config[name])
+        source = STATIC_BROKER_CONFIG if name in ctx.config.originals else DEFAULT_CONFIG
         syn = []
         if synonyms and definition.type != "password":  # as Kafka: the static value, then the default
             if source == STATIC_BROKER_CONFIG:
@@ -68,25 +69,25 @@ def broker_entries(broker, keys: list[str] | None, docs: bool = False, synonyms:
     return out
 
 
-def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: list[dict],
+def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: bool, out: list[dict],
                     synonyms: bool = False) -> list[dict]:
     """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
     cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
     also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
     from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE, definition
     by_name = {e["name"]: i for i, e in enumerate(out)}
-    for key in [*DYNAMIC, *broker.dynamic_configs.listener_keys(default_only)]:
+    for key in [*DYNAMIC, *ctx.dynamic_configs.listener_keys(default_only)]:
         typ = definition(key)[0]
         if keys is not None and key not in keys:
             continue
         if default_only:
-            value = broker.dynamic_configs.overrides(DEFAULT).get(key)
+            value = ctx.dynamic_configs.overrides(DEFAULT).get(key)
             source = DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
-            value, source = broker.dynamic_configs.lookup(key)
+            value, source = ctx.dynamic_configs.lookup(key)
         if value is None:
             continue
-        entry = _entry(key, value, source, "", _dynamic_synonyms(broker, key, default_only) if synonyms else [], None)
+        entry = _entry(key, value, source, "", _dynamic_synonyms(ctx, key, default_only) if synonyms else [], None)
         entry["config_type"] = CONFIG_TYPE[typ]
         entry["read_only"] = key not in BROKER_CONFIGS
         if key in by_name:
@@ -96,15 +97,15 @@ def dynamic_entries(broker, keys: list[str] | None, default_only: bool, out: lis
     return out
 
 
-def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
+def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list[dict]:
     """Kafka's synonyms of a dynamic broker config, most specific first: this broker's value, the
     cluster default, then (for a key server.properties also has, or a listener's key, whose
     broker-wide key it is) the static value or the built-in default."""
     from ..dynamic_config import DEFAULT, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, base_key
-    dynamic = broker.dynamic_configs
+    dynamic = ctx.dynamic_configs
     out = []
     if not default_only:
-        own = dynamic.overrides(str(broker.node_id)).get(key)
+        own = dynamic.overrides(str(ctx.node_id)).get(key)
         if own is not None:
             out.append({"name": key, "value": own, "source": DYNAMIC_BROKER_CONFIG})
     default = dynamic.overrides(DEFAULT).get(key)
@@ -114,52 +115,52 @@ def _dynamic_synonyms(broker, key: str, default_only: bool) -> list[dict]:
         return out
     base = base_key(key)
     if base != key:  # a listener's key: then the broker-wide key's dynamic values, as Kafka lists them
-        own = dynamic.overrides(str(broker.node_id)).get(base)
+        own = dynamic.overrides(str(ctx.node_id)).get(base)
         if own is not None:
             out.append({"name": base, "value": own, "source": DYNAMIC_BROKER_CONFIG})
         default = dynamic.overrides(DEFAULT).get(base)
         if default is not None:
             out.append({"name": base, "value": default, "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
     if base in BROKER_CONFIGS:
-        if base in broker.config.originals:
-            out.append({"name": base, "value": format_value(broker.config[base]), "source": STATIC_BROKER_CONFIG})
+        if base in ctx.config.originals:
+            out.append({"name": base, "value": format_value(ctx.config[base]), "source": STATIC_BROKER_CONFIG})
         out.append({"name": base, "value": format_value(BROKER_CONFIGS[base].default), "source": DEFAULT_CONFIG})
     return out
 
 
-def _describe(broker, resource, synonyms: bool, docs: bool) -> dict:
+def _describe(ctx: RequestContext, resource, synonyms: bool, docs: bool) -> dict:
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
               "resource_name": resource.resource_name, "configs": []}
     keys = resource.configuration_keys
-    if resource.resource_type == TOPIC and not allowed(broker, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+    if resource.resource_type == TOPIC and not allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
                                                        resource.resource_name):
         result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
-    elif resource.resource_type == BROKER and not allowed_cluster(broker, Operation.DESCRIBE_CONFIGS):
+    elif resource.resource_type == BROKER and not allowed_cluster(ctx, Operation.DESCRIBE_CONFIGS):
         result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
     elif resource.resource_type == TOPIC:
-        info = broker.topics.topics.get(resource.resource_name)
+        info = ctx.metadata.topic(resource.resource_name)
         if info is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka: no message
         else:
-            result["configs"] = topic_entries(broker, info, keys, synonyms, docs)
+            result["configs"] = topic_entries(ctx, info, keys, synonyms, docs)
     elif resource.resource_type == BROKER:
-        if resource.resource_name not in ("", str(broker.node_id)):
+        if resource.resource_name not in ("", str(ctx.node_id)):
             name = resource.resource_name
             result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=(
-                f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+                f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {name}"
                 if name.lstrip("-").isdigit() else f"Broker id must be an integer, but it is: {name}"))
         elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
-            result["configs"] = dynamic_entries(broker, keys, True, [], synonyms)
+            result["configs"] = dynamic_entries(ctx, keys, True, [], synonyms)
         else:
-            result["configs"] = dynamic_entries(broker, keys, False, broker_entries(broker, keys, docs, synonyms),
+            result["configs"] = dynamic_entries(ctx, keys, False, broker_entries(ctx, keys, docs, synonyms),
                                                 synonyms)
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE)
     return result
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     synonyms = body.get("include_synonyms", False)
     docs = body.get("include_documentation", False)
-    return {"throttle_time_ms": 0, "results": [_describe(broker, r, synonyms, docs) for r in body.resources]}
+    return {"throttle_time_ms": 0, "results": [_describe(ctx, r, synonyms, docs) for r in body.resources]}

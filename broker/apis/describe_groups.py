@@ -15,6 +15,7 @@ from ..auth import Operation, ResourceType, allowed
 from strom.broker.coordinator.group.state import GroupState
 
 from ._common import OPERATIONS_NOT_REQUESTED
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = (0, 6)
@@ -23,24 +24,24 @@ NOT_FOUND_VERSION = 6  # the first version that answers GROUP_ID_NOT_FOUND
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def _describe(broker, group_id: str, with_operations: bool, version: int) -> dict:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version: int) -> dict:
     operations = GROUP_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
-    if with_operations and broker.authorizer is not None:
-        operations = broker.authorizer.authorized_operations(ResourceType.GROUP, group_id)
-    if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+    if with_operations and ctx.authorizer is not None:
+        operations = ctx.authorizer.authorized_operations(ResourceType.GROUP, group_id)
+    if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         # as Kafka: no operations are told for a group the principal may not describe
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
                 "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": OPERATIONS_NOT_REQUESTED}
     out = {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": GroupState.DEAD.value,
            "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": operations}
-    error = broker.groups.group_error(group_id) if group_id else (
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.groups.loading else None)
+    error = ctx.groups.group_error(group_id) if group_id else (
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.loading else None)
     if error is not None:
         out["error_code"] = error
         return out
-    group = broker.groups.get(group_id)
-    consumer_group = broker.groups.consumer.get(group_id) is not None
+    group = ctx.groups.get(group_id)
+    consumer_group = ctx.groups.consumer.get(group_id) is not None
     if group is None or consumer_group:  # a KIP-848 consumer group is no classic group
         if version >= NOT_FOUND_VERSION:
             out["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
@@ -59,8 +60,8 @@ def _describe(broker, group_id: str, with_operations: bool, version: int) -> dic
     return out
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     return {"throttle_time_ms": 0,
-            "groups": [_describe(broker, g, body.include_authorized_operations, request.header.api_version)
+            "groups": [_describe(ctx, g, body.include_authorized_operations, request.header.api_version)
                        for g in body.groups]}

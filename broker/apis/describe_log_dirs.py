@@ -14,6 +14,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 VERSIONS = (0, 4)
@@ -26,12 +27,12 @@ def _wanted(body):
     return {t.topic: set(t.partitions) for t in body.topics}
 
 
-async def handle(broker, request) -> dict:
-    if not allowed_cluster(broker, Operation.DESCRIBE):
+async def handle(ctx: RequestContext, request) -> dict:
+    if not allowed_cluster(ctx, Operation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = _wanted(request.body)
     results = []
-    for info in broker.logs.describe_dirs():
+    for info in ctx.logs.describe_dirs():
         result = {"error_code": ErrorCode.NONE, "log_dir": os.path.abspath(info.path), "topics": [],
                   "total_bytes": info.total_bytes, "usable_bytes": info.usable_bytes}
         if info.offline is not None:

@@ -10,18 +10,19 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 
 from ._common import leader_partition
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = (0, 0)
 
 
-def _partition(broker, topic: str, index: int) -> dict:
-    if not allowed(broker, Operation.READ, ResourceType.TOPIC, topic):
+def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
+    if not allowed(ctx, Operation.READ, ResourceType.TOPIC, topic):
         return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None,
                 "active_producers": []}
-    partition, code = leader_partition(broker, topic, index)
+    partition, code = leader_partition(ctx, topic, index)
     out = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
-    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and topic not in broker.topics.topics:  # as Kafka 4.0
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and ctx.metadata.topic(topic) is None:  # as Kafka 4.0
         out["error_message"] = "This server does not host this topic-partition."
     if code != ErrorCode.NONE:
         return out
@@ -34,9 +35,9 @@ def _partition(broker, topic: str, index: int) -> dict:
     return out
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     topics = []
     for topic in request.body.topics:
         topics.append({"name": topic.name,
-                       "partitions": [_partition(broker, topic.name, i) for i in topic.partition_indexes]})
+                       "partitions": [_partition(ctx, topic.name, i) for i in topic.partition_indexes]})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -20,14 +20,15 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, ZERO_UUID
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 VERSIONS = (0, 0)
 log = logging.getLogger("strom.describe_topic_partitions")
 
 
-def _partition(broker, name: str, index: int) -> dict:
-    view = broker.partition_view(name, index)
+def _partition(ctx: RequestContext, name: str, index: int) -> dict:
+    view = ctx.metadata.partition_view(name, index)
     if view is None:
         return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
                 "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "eligible_leader_replicas": [],
@@ -45,9 +46,8 @@ def _invalid(requested: list[str], message: str) -> dict:
          "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED} for name in requested]}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    store = broker.topics
     requested = [t.name for t in body.topics]
     every_topic = not requested
     cursor = body.cursor
@@ -57,9 +57,9 @@ async def handle(broker, request) -> dict:
             return _invalid(requested, "the partition index in the cursor is negative")
         if not every_topic and cursor_topic not in requested:
             return _invalid(requested, f"the topic list does not contain the cursor topic {cursor_topic}")
-    names = sorted(set(store.topics) if every_topic else set(requested))
+    names = sorted(set(ctx.metadata.topic_names()) if every_topic else set(requested))
     names = [n for n in names if n >= cursor_topic]
-    limit = max(min(broker.config["max.request.partition.size.limit"], body.response_partition_limit), 1)
+    limit = max(min(ctx.config["max.request.partition.size.limit"], body.response_partition_limit), 1)
     remaining = limit
     topics = []
     next_cursor = None
@@ -67,8 +67,8 @@ async def handle(broker, request) -> dict:
         if remaining <= 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        info = store.topics.get(name)
-        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        info = ctx.metadata.topic(name)
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not every_topic:
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
                                "is_internal": False, "partitions": [],
@@ -84,7 +84,7 @@ async def handle(broker, request) -> dict:
         end = min(info.partitions, start + remaining)
         topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
                        "is_internal": info.internal,
-                       "partitions": [_partition(broker, name, i) for i in range(start, end)],
+                       "partitions": [_partition(ctx, name, i) for i in range(start, end)],
                        "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS})
         if end < info.partitions:
             next_cursor = {"topic_name": name, "partition_index": end}

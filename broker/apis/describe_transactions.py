@@ -7,15 +7,16 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 VERSIONS = (0, 0)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0,
-            "transaction_states": [broker.txn.describe(tid)
-                                   if allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+            "transaction_states": [ctx.txn.describe(tid)
+                                   if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
                                    else _denied(tid) for tid in request.body.transactional_ids]}
 
 

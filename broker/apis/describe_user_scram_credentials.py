@@ -3,6 +3,7 @@ salts or keys), with Kafka 4.0's errors and messages."""
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import SCRAM_MECHANISM_TYPES
 from strom.protocol.schema import ApiKey
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -13,9 +14,9 @@ def _infos(mechanisms: dict[str, int]) -> list[dict]:
     return [{"mechanism": _TYPES[m], "iterations": i} for m, i in sorted(mechanisms.items()) if m in _TYPES]
 
 
-async def handle(broker, request) -> dict:
-    denied = broker.authorizer is not None and not broker.authorizer.authorize_cluster("DESCRIBE")
-    known = {} if denied else await broker.credentials.describe()
+async def handle(ctx: RequestContext, request) -> dict:
+    denied = ctx.authorizer is not None and not ctx.authorizer.authorize_cluster("DESCRIBE")
+    known = {} if denied else await ctx.credentials.describe()
     results = []
     if denied:
         pass

@@ -14,35 +14,22 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..metadata.admin import NotControllerError
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
 PREFERRED, UNCLEAN = 0, 1
 
 
-def _standalone(broker, wanted: list[tuple[str, int]] | None) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
-    if wanted is None:
-        return {}
-    results = {}
-    for topic, index in wanted:
-        info = broker.topics.topics.get(topic)
-        if info is None:
-            results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}")
-        elif not 0 <= index < info.partitions:
-            results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{index}")
-        else:
-            results[(topic, index)] = (ErrorCode.ELECTION_NOT_NEEDED, None)
-    return results
-
-
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     version = request.header.api_version
     election = body.election_type if version >= 1 else PREFERRED
     wanted = None
     if body.topic_partitions is not None:
         wanted = list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
-    if not allowed_cluster(broker, Operation.ALTER):
+    if not allowed_cluster(ctx, Operation.ALTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "replica_election_results": _grouped(
                     {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for k in wanted or ()}, [])}
@@ -50,14 +37,12 @@ async def handle(broker, request) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "replica_election_results": _grouped(
                     {k: (ErrorCode.INVALID_REQUEST, f"Unknown election type {election}") for k in wanted or ()}, [])}
-    if broker.cluster is None:
-        results = _standalone(broker, wanted)
-    elif broker.cluster.controller.epoch is None:
+    try:
+        results = await ctx.admin.elect_leaders(wanted, election == UNCLEAN)
+    except NotControllerError:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "replica_election_results": []}
-    else:
-        results = await broker.cluster.controller.elect_leaders(wanted, election == UNCLEAN)
     # With every partition asked for, Kafka lists every topic, with only the elections that happened or failed.
-    every = list(broker.topics.topics) if wanted is None else []
+    every = ctx.metadata.topic_names() if wanted is None else []
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": _grouped(results, every)}
 
 

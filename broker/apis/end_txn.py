@@ -13,18 +13,19 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 
 from .init_producer_id import fenced_code
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = (0, 5)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     version = request.header.api_version
-    if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
-    result = await broker.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+    result = await ctx.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
                                       tv2=version >= 5)
     ok = result.error == ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": fenced_code(result.error, 2, version),

@@ -76,13 +76,12 @@ def _end_offset(region) -> int:
 
 def _resolve(broker, topic, version: int):
     """(name, topic_id, error) of a requested topic."""
-    store = broker.topics
     if version >= 13:
-        info = store.by_id.get(topic.topic_id)
+        info = broker.metadata.topic_by_id(topic.topic_id)
         if info is None:
             return None, topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
         return info.name, info.topic_id, ErrorCode.NONE
-    info = store.topics.get(topic.topic)
+    info = broker.metadata.topic(topic.topic)
     if info is None:
         return topic.topic, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return info.name, info.topic_id, ErrorCode.NONE
@@ -123,7 +122,7 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
         result = _partition_error(req.partition, code,
                                   aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            view = broker.partition_view(name, req.partition)
+            view = broker.metadata.partition_view(name, req.partition)
             if view is not None:
                 result["current_leader"] = {"leader_id": view[0], "leader_epoch": view[1]}
         return result, 0
@@ -135,7 +134,7 @@ def _read_partition(broker, name, req, version: int, budget: int, first: bool, r
     if replica >= 0:
         diverging = _diverging(plog, req, version)
         if diverging is None:
-            broker.follower_fetched(partition, replica, req.fetch_offset, req.log_start_offset if version >= 5 else -1)
+            broker.replica_manager.follower_fetched(partition, replica, req.fetch_offset, req.log_start_offset if version >= 5 else -1)
         hw = partition.high_watermark
         result.update(high_watermark=hw, last_stable_offset=plog.last_stable_offset)
         if diverging is not None:
@@ -264,7 +263,7 @@ async def handle(broker, request) -> dict:
             # data held back by the replication throttle is due again once the rate falls
             wake = min(deadline, now + max(broker.leader_quota.delay(now), 0.005))
         with trio.move_on_at(wake):
-            await broker.replicas.wait_for_data(read)
+            await broker.replica_manager.wait_for_data(read)
     if follower:  # throttled replicas' bytes are measured whether a rate is set or not, as Kafka
         _record_throttled(broker, topics)
     session_id, topics = context.finish(topics)

@@ -16,6 +16,7 @@ from ..auth import Operation, ResourceType, allowed
 from ._common import INVALID_REQUEST_MESSAGE
 
 from strom.broker.errors import TopicError
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
@@ -34,52 +35,52 @@ def _unavailable(key: str, code: ErrorCode) -> dict:
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": MESSAGES.get(code)}
 
 
-async def _coordinator(broker, key: str, key_type: int) -> dict:
-    if key_type == TRANSACTION_KEY_TYPE and not allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
+    if key_type == TRANSACTION_KEY_TYPE and not allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return _unavailable(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if key_type == GROUP_KEY_TYPE and not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, key):
+    if key_type == GROUP_KEY_TYPE and not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, key):
         return _unavailable(key, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == TRANSACTION_KEY_TYPE:
-        return await _transaction_coordinator(broker, key)
+        return await _transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
     if not key:
         return _unavailable(key, ErrorCode.INVALID_GROUP_ID)
     try:
-        await broker.groups.ensure_topic()
+        await ctx.groups.ensure_topic()
     except TopicError as exc:
         log.error("cannot create __consumer_offsets: %s", exc.message)
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = broker.groups.coordinator_of(key)
-    address = broker.broker_endpoint(leader) if leader is not None else None
+    leader = ctx.groups.coordinator_of(key)
+    address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def _transaction_coordinator(broker, key: str) -> dict:
+async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict:
     if not key:
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
     try:
-        await broker.txn.state.ensure_topic()
+        await ctx.txn.state.ensure_topic()
     except TopicError as exc:
         log.error("cannot create __transaction_state: %s", exc.message)
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = broker.txn.state.coordinator_of(key)
-    address = broker.broker_endpoint(leader) if leader is not None else None
+    leader = ctx.txn.state.coordinator_of(key)
+    address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     if request.header.api_version >= 4:
         return {"throttle_time_ms": 0,
-                "coordinators": [await _coordinator(broker, key, body.key_type) for key in body.coordinator_keys]}
-    found = await _coordinator(broker, body.key, body.key_type)
+                "coordinators": [await _coordinator(ctx, key, body.key_type) for key in body.coordinator_keys]}
+    found = await _coordinator(ctx, body.key, body.key_type)
     del found["key"]
     if found["error_code"] == ErrorCode.NONE:
         found["error_message"] = "NONE"  # as Kafka answers v1-3: the error's name

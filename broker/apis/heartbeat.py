@@ -5,14 +5,15 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-    code = broker.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
+    code = ctx.groups.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
     return {"throttle_time_ms": 0, "error_code": code}

@@ -8,6 +8,7 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import TOPIC_CONFIGS
 from .alter_configs import apply
 from .describe_configs import TOPIC
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
@@ -15,8 +16,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER = 4
 
 
-def _updated(broker, resource) -> tuple[dict | None, str | None]:
-    info = broker.topics.topics.get(resource.resource_name)
+def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
+    info = ctx.metadata.topic(resource.resource_name)
     configs = dict(info.configs) if info is not None else {}
     for change in resource.configs:
         op, key, value = change.config_operation, change.name, change.value
@@ -30,7 +31,7 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
             if TOPIC_CONFIGS[key][2] != "list":
                 return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
             current = configs.get(key)  # set, even to "" (an empty list), or else the default
-            raw = current if current is not None else broker.topic_config_value(info, key)[0]
+            raw = current if current is not None else ctx.metadata.topic_config_value(info, key)[0]
             items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
             items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
@@ -40,9 +41,9 @@ def _updated(broker, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
-def _updated_broker(broker, resource) -> tuple[dict | None, str | None]:
+def _updated_broker(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
     """A broker resource's dynamic configs after the operations (a wrong broker id is refused later)."""
-    configs = broker.dynamic_configs.overrides(resource.resource_name or "")
+    configs = ctx.dynamic_configs.overrides(resource.resource_name or "")
     for change in resource.configs:
         op, key = change.config_operation, change.name
         if op == SET:
@@ -56,31 +57,31 @@ def _updated_broker(broker, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
-def _denied(broker, resource):
+def _denied(ctx: RequestContext, resource):
     """The authorization error for altering ``resource``'s configs, or None."""
     if resource.resource_type == TOPIC:
-        if not allowed(broker, Operation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name):
+        if not allowed(ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif not allowed_cluster(broker, Operation.ALTER_CONFIGS):
+    elif not allowed_cluster(ctx, Operation.ALTER_CONFIGS):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     responses = []
     for resource in body.resources:
-        denied = _denied(broker, resource)
+        denied = _denied(ctx, resource)
         if denied is not None:
             responses.append({"error_code": denied, "error_message": "Authorization failed.",
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})
             continue
-        known_topic = resource.resource_type == TOPIC and resource.resource_name in broker.topics.topics
+        known_topic = resource.resource_type == TOPIC and ctx.metadata.topic(resource.resource_name) is not None
         if known_topic or resource.resource_type == BROKER:
             names = [c.name for c in resource.configs]
             duplicates = sorted({n for n in names if names.count(n) > 1})
             updated = _updated if known_topic else _updated_broker
-            configs, problem = updated(broker, resource) if not duplicates else (None, None)
+            configs, problem = updated(ctx, resource) if not duplicates else (None, None)
             if duplicates:  # as Kafka: the whole resource is refused
                 responses.append({"error_code": ErrorCode.INVALID_REQUEST,
                                   "error_message": "Error due to duplicate config keys",
@@ -92,5 +93,5 @@ async def handle(broker, request) -> dict:
                 continue
         else:
             configs = {}
-        responses.append(await apply(broker, resource, configs, body.validate_only))
+        responses.append(await apply(ctx, resource, configs, body.validate_only))
     return {"throttle_time_ms": 0, "responses": responses}

@@ -15,6 +15,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 5)
@@ -29,25 +30,25 @@ def fenced_code(code: ErrorCode, fenced_from: int, version: int) -> ErrorCode:
     return code
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
     if body.transactional_id is not None:
-        if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
             return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
                     "producer_epoch": -1}
-        result = await broker.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
+        result = await ctx.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
                                                    producer_id, epoch)
         return {"error_code": fenced_code(result.error, 4, request.header.api_version),
                 "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
-    if broker.authorizer is not None and not (allowed_cluster(broker, Operation.IDEMPOTENT_WRITE)
-                                              or broker.authorizer.any_topic_allows(Operation.WRITE)):
+    if ctx.authorizer is not None and not (allowed_cluster(ctx, Operation.IDEMPOTENT_WRITE)
+                                              or ctx.authorizer.any_topic_allows(Operation.WRITE)):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
     try:
-        producer_id = await broker.allocate_producer_id()
+        producer_id = await ctx.admin.allocate_producer_id()
     except TopicError as exc:  # the id block could not be reserved on disk (full disk)
         log.warning("cannot allocate a producer id: %s", exc.message)
         # retriable for every client (KAFKA_STORAGE_ERROR is not among this API's errors)

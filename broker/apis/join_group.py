@@ -16,18 +16,19 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 
 from strom.broker.coordinator.group.state import JoinRequest
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)
 NULLABLE_PROTOCOL_VERSION = 7
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
-        await broker.groups.ensure_topic()
+        await ctx.groups.ensure_topic()
     body = request.body
     version = request.header.api_version
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
                 "protocol_type": None, "protocol_name": None if version >= NULLABLE_PROTOCOL_VERSION else "",
                 "leader": "", "skip_assignment": False, "member_id": body.member_id or "", "members": []}
@@ -41,7 +42,7 @@ async def handle(broker, request) -> dict:
         protocol_type=body.protocol_type or "",
         protocols=[(p.name, bytes(p.metadata or b"")) for p in body.protocols],
         require_known_member_id=version >= 4)
-    result = await broker.groups.join_group(body.group_id, req)
+    result = await ctx.groups.join_group(body.group_id, req)
     nullable = version >= NULLABLE_PROTOCOL_VERSION
     return {"throttle_time_ms": 0, "error_code": result.error, "generation_id": result.generation,
             "protocol_type": result.protocol_type,

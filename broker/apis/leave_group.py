@@ -5,21 +5,22 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
 BATCH_VERSION = 3
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if request.header.api_version < BATCH_VERSION:
-        error, results = broker.groups.leave_group(body.group_id, [(body.member_id, None)])
+        error, results = ctx.groups.leave_group(body.group_id, [(body.member_id, None)])
         return {"throttle_time_ms": 0, "error_code": error if error is not ErrorCode.NONE else results[0]}
     members = [(m.member_id or "", m.group_instance_id) for m in body.members]
-    error, results = broker.groups.leave_group(body.group_id, members)
+    error, results = ctx.groups.leave_group(body.group_id, members)
     return {"throttle_time_ms": 0, "error_code": error,
             "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
                         for (m, i), code in zip(members, results)]}

@@ -6,6 +6,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)
@@ -13,24 +14,24 @@ GROUP_TYPE = "classic"
 CONSUMER_TYPE = "consumer"  # KIP-848 groups
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    coordinator = broker.groups
+    coordinator = ctx.groups
     if coordinator.loading:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
     states = {s.lower() for s in body.states_filter or []}
     types = {t.lower() for t in body.types_filter or []}
-    everything = allowed_cluster(broker, Operation.DESCRIBE)  # else only the groups it may describe
+    everything = allowed_cluster(ctx, Operation.DESCRIBE)  # else only the groups it may describe
     consumer = coordinator.consumer.groups
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                "group_type": GROUP_TYPE}
               for g in list(coordinator.groups.values())
               if g.group_id not in consumer
-              and (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+              and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
               and (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
     groups += [{"group_id": g.group_id, "protocol_type": CONSUMER_TYPE, "group_state": g.state,
                 "group_type": CONSUMER_TYPE}
                for g in list(consumer.values())
-               if (everything or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+               if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
                and (not states or g.state.lower() in states) and (not types or CONSUMER_TYPE in types)]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}

@@ -11,6 +11,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 
 from ._common import leader_partition
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 10)
@@ -55,10 +56,10 @@ def _offset(partition, timestamp: int, read_committed: bool = False, client: boo
     return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
 
 
-def _answer(broker, name: str, req, version: int, read_committed: bool = False, client: bool = True) -> dict:
+def _answer(ctx: RequestContext, name: str, req, version: int, read_committed: bool = False, client: bool = True) -> dict:
     out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    partition, code = leader_partition(broker, name, req.partition_index,
+    partition, code = leader_partition(ctx, name, req.partition_index,
                                        req.current_leader_epoch if version >= 4 else -1)
     if code != ErrorCode.NONE:
         out["error_code"] = code
@@ -77,19 +78,19 @@ def _answer(broker, name: str, req, version: int, read_committed: bool = False, 
     return out
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     version = request.header.api_version
     read_committed = version >= 2 and request.body.isolation_level == 1
     client = request.body.replica_id == -1  # a consumer, not a follower or the debugging replica
     topics = []
     for topic in request.body.topics:
-        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
             parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                       "timestamp": -1, "offset": -1} for p in topic.partitions]
-        elif topic.name not in broker.topics.topics:
+        elif ctx.metadata.topic(topic.name) is None:
             parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       "timestamp": -1, "offset": -1} for p in topic.partitions]
         else:
-            parts = [_answer(broker, topic.name, p, version, read_committed, client) for p in topic.partitions]
+            parts = [_answer(ctx, topic.name, p, version, read_committed, client) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -6,25 +6,25 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..metadata.admin import NotControllerError
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed_cluster(broker, Operation.DESCRIBE):
+    if not allowed_cluster(ctx, Operation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": None, "topics": []}
-    if broker.cluster is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
-    if broker.cluster.controller.epoch is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-                "error_message": "This broker is not the controller.", "topics": []}
-    view = await broker.cluster.read_view()
+    try:
+        assignments = await ctx.admin.list_partition_reassignments()
+    except NotControllerError as exc:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": str(exc), "topics": []}
     asked = None if body.topics is None else {(t.name, p) for t in body.topics for p in t.partition_indexes}
     topics = []
-    for name, assignment in sorted(view.assignments.items()):
+    for name, assignment in sorted(assignments.items()):
         parts = []
         for p in sorted(set(assignment.adding_replicas) | set(assignment.removing_replicas)):
             if asked is not None and (name, p) not in asked:

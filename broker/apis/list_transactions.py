@@ -9,12 +9,13 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = (0, 1)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     known, unknown = set(), []
     for name in body.state_filters or []:
@@ -27,10 +28,10 @@ async def handle(broker, request) -> dict:
         states = []  # only unknown states asked for: nothing matches
     else:
         duration = body.duration_filter if request.header.api_version >= 1 else -1
-        states = broker.txn.list(known or None, set(body.producer_id_filters or []) or None, duration)
-    if broker.authorizer is not None:  # only the transactional ids the principal may describe
-        states = [s for s in states if allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+        states = ctx.txn.list(known or None, set(body.producer_id_filters or []) or None, duration)
+    if ctx.authorizer is not None:  # only the transactional ids the principal may describe
+        states = [s for s in states if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                                s["transactional_id"])]
-    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.txn.loading else ErrorCode.NONE
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.txn.loading else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": states}

@@ -15,15 +15,16 @@ from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..auth.acl import CLUSTER_NAME
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 13)
 
 
-def _partitions(broker, info) -> list[dict]:
+def _partitions(ctx: RequestContext, info) -> list[dict]:
     out = []
     for index in range(info.partitions):
-        view = broker.partition_view(info.name, index)
+        view = ctx.metadata.partition_view(info.name, index)
         if view is None:
             out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index,
                         "leader_id": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
@@ -41,13 +42,13 @@ def _partitions(broker, info) -> list[dict]:
     return out
 
 
-def _topic(broker, info, operations: int) -> dict:
+def _topic(ctx: RequestContext, info, operations: int) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.internal,
-        "partitions": _partitions(broker, info),
+        "partitions": _partitions(ctx, info),
         "topic_authorized_operations": operations,
     }
 
@@ -56,10 +57,9 @@ def _missing(name, topic_id, code) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     version = request.header.api_version
     body = request.body
-    store = broker.topics
     operations = (TOPIC_AUTHORIZED_OPERATIONS if version >= 8 and body.include_topic_authorized_operations
                   else OPERATIONS_NOT_REQUESTED)
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
@@ -69,26 +69,26 @@ async def handle(broker, request) -> dict:
     topics = []
     if requested is None or (version == 0 and not requested):
         # with an authorizer, only the topics the principal may describe
-        topics = [_topic(broker, info, operations) for info in store.topics.values()
-                  if allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
+        topics = [_topic(ctx, info, operations) for info in ctx.metadata.all_topics()
+                  if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
     else:
         for wanted in requested:
-            topics.append(await _lookup(broker, wanted, allow_create, operations))
-    if broker.authorizer is not None and operations != OPERATIONS_NOT_REQUESTED:
+            topics.append(await _lookup(ctx, wanted, allow_create, operations))
+    if ctx.authorizer is not None and operations != OPERATIONS_NOT_REQUESTED:
         for topic in topics:
             if topic["error_code"] == ErrorCode.NONE:
-                topic["topic_authorized_operations"] = broker.authorizer.authorized_operations(
+                topic["topic_authorized_operations"] = ctx.authorizer.authorized_operations(
                     ResourceType.TOPIC, topic["name"])
     cluster_operations = (CLUSTER_AUTHORIZED_OPERATIONS if 8 <= version <= 10 and body.include_cluster_authorized_operations
                           else OPERATIONS_NOT_REQUESTED)
-    if broker.authorizer is not None and cluster_operations != OPERATIONS_NOT_REQUESTED:
-        cluster_operations = broker.authorizer.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+    if ctx.authorizer is not None and cluster_operations != OPERATIONS_NOT_REQUESTED:
+        cluster_operations = ctx.authorizer.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": rack}
-                    for node, host, port, rack in broker.live_brokers()],
-        "cluster_id": broker.cluster_id(),
-        "controller_id": broker.controller_id,
+                    for node, host, port, rack in ctx.metadata.live_brokers()],
+        "cluster_id": ctx.metadata.cluster_id(),
+        "controller_id": ctx.metadata.controller_id(),
         "topics": topics,
         "cluster_authorized_operations": cluster_operations,
         "error_code": ErrorCode.NONE,
@@ -103,28 +103,27 @@ def _unnamed_topics(requested) -> dict:
             "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED, "error_code": ErrorCode.NONE}
 
 
-async def _lookup(broker, wanted, allow_create: bool, operations: int) -> dict:
-    store = broker.topics
+async def _lookup(ctx: RequestContext, wanted, allow_create: bool, operations: int) -> dict:
     name = wanted.name
     topic_id = wanted.get("topic_id")
     if name is None:
-        info = store.by_id.get(topic_id)
+        info = ctx.metadata.topic_by_id(topic_id)
         if info is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
+        if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
             return _missing(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        return _topic(broker, info, operations)
-    if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return _topic(ctx, info, operations)
+    if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
         return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    info = store.topics.get(name)
+    info = ctx.metadata.topic(name)
     if info is None:
         if topic_name_error(name):
             return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
-        if allow_create and broker.authorizer is not None and not (
-                allowed_cluster(broker, Operation.CREATE) or allowed(broker, Operation.CREATE, ResourceType.TOPIC, name)):
+        if allow_create and ctx.authorizer is not None and not (
+                allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name)):
             return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if allow_create:
-            info = await broker.auto_create(name)
+            info = await ctx.admin.auto_create(name)
         if info is None:
             return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic(broker, info, operations)
+    return _topic(ctx, info, operations)

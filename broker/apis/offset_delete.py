@@ -9,18 +9,19 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed(broker, Operation.DELETE, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.DELETE, ResourceType.GROUP, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
-    refused = {t.name for t in body.topics if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name)}
+    refused = {t.name for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)}
     asked = [(t.name, p.partition_index) for t in body.topics if t.name not in refused for p in t.partitions]
-    error, results = broker.groups.delete_offsets(body.group_id, asked)
+    error, results = ctx.groups.delete_offsets(body.group_id, asked)
     if error is not ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     results = {**{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED

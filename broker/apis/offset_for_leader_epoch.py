@@ -5,18 +5,19 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 
 from ._common import leader_partition
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
 
 
-def _answer(broker, topic: str, req, version: int) -> dict:
+def _answer(ctx: RequestContext, topic: str, req, version: int) -> dict:
     out = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
-    if broker.authorizer is not None and not (allowed_cluster(broker, Operation.CLUSTER_ACTION) or
-                                              allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic)):
+    if ctx.authorizer is not None and not (allowed_cluster(ctx, Operation.CLUSTER_ACTION) or
+                                              allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic)):
         out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return out
-    partition, code = leader_partition(broker, topic, req.partition, req.current_leader_epoch if version >= 2 else -1)
+    partition, code = leader_partition(ctx, topic, req.partition, req.current_leader_epoch if version >= 2 else -1)
     if code != ErrorCode.NONE:
         out["error_code"] = code
         return out
@@ -30,10 +31,10 @@ def _answer(broker, topic: str, req, version: int) -> dict:
     return out
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     version = request.header.api_version
     topics = []
     for topic in request.body.topics:
         topics.append({"topic": topic.topic,
-                       "partitions": [_answer(broker, topic.topic, p, version) for p in topic.partitions]})
+                       "partitions": [_answer(ctx, topic.topic, p, version) for p in topic.partitions]})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -228,7 +228,7 @@ async def _ask_coordinator(broker, body, version: int) -> dict[tuple[str, int], 
     for topic in body.topic_data:
         for p in topic.partition_data:
             records = p.records
-            partition = broker.partition(topic.name, p.index)
+            partition = broker.replica_manager.partition(topic.name, p.index)
             if partition is None or not partition.is_leader or not records or len(records) < HEADER_SIZE:
                 continue
             try:
@@ -297,7 +297,7 @@ def _append(broker, topic: str, index: int, records, version: int, acks: int, wa
     partition, code = leader_partition(broker, topic, index)
     if code != ErrorCode.NONE:
         raise PartitionError(code)
-    min_isr = broker.topic_setting(topic, "min.insync.replicas") if acks == -1 else 1
+    min_isr = broker.metadata.topic_setting(topic, "min.insync.replicas") if acks == -1 else 1
     if len(partition.isr) < min_isr:
         raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
@@ -376,11 +376,11 @@ def _check_timestamps(broker, topic: str, data, headers) -> None:
     record error per such record. Each batch's first and max timestamps are checked (the records'
     own only when one is out of range, to name them): a batch whose header claims a smaller max
     timestamp than its records carry is not caught here."""
-    if broker.topic_setting(topic, "message.timestamp.type") != "CreateTime":
+    if broker.metadata.topic_setting(topic, "message.timestamp.type") != "CreateTime":
         return
     now = int(time.time() * 1000)
-    low = now - broker.topic_setting(topic, "message.timestamp.before.max.ms")
-    high = now + broker.topic_setting(topic, "message.timestamp.after.max.ms")
+    low = now - broker.metadata.topic_setting(topic, "message.timestamp.before.max.ms")
+    high = now + broker.metadata.topic_setting(topic, "message.timestamp.after.max.ms")
     if all(low <= h.base_timestamp and h.max_timestamp <= high or h.base_timestamp == h.max_timestamp == -1
            for h in headers):
         return
@@ -399,7 +399,7 @@ async def _await_replication(broker, waits: list, timeout_ms: int, leaders: set[
     leadership (it may since have truncated the batch and copied another leader's records into
     its offsets, with a high watermark beyond them) the answer is NOT_LEADER_OR_FOLLOWER, as
     Kafka's DelayedProduce answers, never the offset of a batch that may be gone."""
-    codes = await await_appends([w[0] for w in waits], timeout_ms / 1000, broker.replicas.wait_for_data)
+    codes = await await_appends([w[0] for w in waits], timeout_ms / 1000, broker.replica_manager.wait_for_data)
     for (pending, min_isr, result), code in zip(waits, codes):
         if code == ErrorCode.NONE and len(pending.partition.isr) < min_isr:
             code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -437,7 +437,7 @@ async def handle(broker, request) -> dict | None:
         name = topic.name
         if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, name):
             parts = [_result(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]
-        elif name not in broker.topics.topics:
+        elif broker.metadata.topic(name) is None:
             # As Kafka 4: only Metadata creates a missing topic (clients ask it before producing).
             parts = [_result(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for p in topic.partition_data]
         elif acks not in (0, 1, -1):
@@ -464,7 +464,7 @@ async def handle(broker, request) -> dict | None:
                     parts.append(result)
         responses.append({"name": name, "partition_responses": parts})
     if appended:
-        broker.replicas.notify_data(appended)
+        broker.replica_manager.notify_data(appended)
     if acks == 0:
         return None
     if waits:
@@ -474,7 +474,7 @@ async def handle(broker, request) -> dict | None:
 
 def _leader_hint(broker, topic: str, index: int, leaders: set[int]) -> dict:
     """Where the partition's leader is now (v10+, KIP-951), so clients need no metadata round trip."""
-    view = broker.partition_view(topic, index)
+    view = broker.metadata.partition_view(topic, index)
     if view is None or view[0] < 0:
         return {"leader_id": -1, "leader_epoch": -1}
     leaders.add(view[0])
@@ -483,4 +483,4 @@ def _leader_hint(broker, topic: str, index: int, leaders: set[int]) -> dict:
 
 def node_endpoints(broker, ids: set[int]) -> list[dict]:
     return [{"node_id": node, "host": host, "port": port, "rack": rack}
-            for node, host, port, rack in broker.live_brokers() if node in ids]
+            for node, host, port, rack in broker.metadata.live_brokers() if node in ids]

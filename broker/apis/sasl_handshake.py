@@ -7,10 +7,11 @@ mechanisms.
 """
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.SASL_HANDSHAKE
 VERSIONS = (0, 1)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}

@@ -5,18 +5,19 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
                 "protocol_name": None, "assignment": b""}
     assignments = {a.member_id: bytes(a.assignment or b"") for a in body.assignments}
-    result = await broker.groups.sync_group(body.group_id, body.member_id, body.group_instance_id,
+    result = await ctx.groups.sync_group(body.group_id, body.member_id, body.group_instance_id,
                                             body.generation_id, body.protocol_type, body.protocol_name,
                                             assignments)
     return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,

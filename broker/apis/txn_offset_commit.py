@@ -19,6 +19,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from .offset_commit import replicated
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 5)
@@ -43,16 +44,16 @@ def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
     return code
 
 
-async def _ask_coordinator(broker, body, version: int):
+async def _ask_coordinator(ctx: RequestContext, body, version: int):
     """(NONE, guard) when the group's offsets partition is (v5: has been made) part of the producer's
     transaction, else (the error every partition of the request gets, None). ``guard``: when the
     coordinator was awaited, the verification guard taken before (KIP-890, as Produce's): a marker of
     the producer written to the offsets partition meanwhile ends the transaction there, and the
     commit must then be refused rather than open a transaction that never ends."""
-    txn = broker.txn
+    txn = ctx.txn
     tid, pid, epoch = body.transactional_id, body.producer_id, body.producer_epoch
     partition = txn.offsets_partition(body.group_id)
-    local = broker.partition(*partition)
+    local = ctx.replica_manager.partition(*partition)
     if local is not None:
         state = local.log.producer_state
         entry = state.producers.get(pid)
@@ -68,18 +69,18 @@ async def _ask_coordinator(broker, body, version: int):
     return code, guard
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request) -> dict:
     body = request.body
     version = request.header.api_version
     denied = None
-    if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    elif not allowed(broker, Operation.READ, ResourceType.GROUP, body.group_id):
+    elif not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     if denied is not None:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": denied} for p in t.partitions]} for t in body.topics]}
-    refused = {t.name for t in body.topics if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name)}
+    refused = {t.name for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)}
     if refused:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -87,7 +88,7 @@ async def handle(broker, request) -> dict:
     # As Kafka: partitions that do not exist are answered so before the transaction or the group is
     # asked (none at all when no partition exists)
     unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
-               if not broker.groups.partition_exists(t.name, p.partition_index)}
+               if not ctx.groups.partition_exists(t.name, p.partition_index)}
 
     def answer(code_of) -> dict:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
@@ -98,12 +99,12 @@ async def handle(broker, request) -> dict:
     if all((t.name, p.partition_index) in unknown for t in body.topics for p in t.partitions):
         return answer(lambda topic, index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     guard = None
-    if broker.txn is not None and broker.groups.group_error(body.group_id) is None:
+    if ctx.txn is not None and ctx.groups.group_error(body.group_id) is None:
         # an empty transactional id names no transaction: as Kafka 4.0, COORDINATOR_NOT_AVAILABLE
         # (and its offsets are not written unverified)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if body.transactional_id:
-            code, guard = await _ask_coordinator(broker, body, version)
+            code, guard = await _ask_coordinator(ctx, body, version)
             code = _commit_error(code, version)
         if code != ErrorCode.NONE:
             return answer(lambda topic, index: code)
@@ -111,7 +112,7 @@ async def handle(broker, request) -> dict:
                 CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                                 p.committed_metadata or ""))
                for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
-    results = broker.groups.txn_commit_offsets(
+    results = ctx.groups.txn_commit_offsets(
         body.group_id, body.producer_id, body.producer_epoch,
         (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
         body.generation_id if version >= 3 else -1, offsets, verification_guard=guard)
@@ -120,7 +121,7 @@ async def handle(broker, request) -> dict:
     # coordinator's failover then lost was followed by the transaction's COMMIT marker: the group's
     # offsets went back and an exactly-once pipeline processed its input again.
     if any(r.error == ErrorCode.NONE for r in results):
-        code = await replicated(broker, body.group_id)
+        code = await replicated(ctx, body.group_id)
         if code != ErrorCode.NONE:
             for r in results:
                 if r.error == ErrorCode.NONE:

@@ -15,14 +15,15 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
 
 
-async def handle(broker, request) -> dict:
-    port = broker.txn.port
-    if not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+async def handle(ctx: RequestContext, request) -> dict:
+    port = ctx.txn.port
+    if not allowed_cluster(ctx, Operation.CLUSTER_ACTION):
         return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [
             {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} for i in t.partition_indexes]}
             for t in m.topics]} for m in request.body.markers]}

@@ -2,9 +2,11 @@
 
 The broker registers itself under `/brokers/ids/<id>` (ephemeral: it disappears when the
 session ends), watches brokers, topics, partition states and config changes, and after every
-change reconciles: it re-reads the cluster (`ClusterView`), lets the controller (if it holds the
-role) repair leaders and ISRs, then makes each local replica leader or follower as the partition
-states say. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
+change reconciles: it re-reads the cluster (`ClusterView`) into the metadata cache
+(`strom.broker.metadata.cache.ZkMetadataCache`), lets the controller (if it holds the role) repair
+leaders and ISRs, then makes each local replica leader or follower as the partition states say.
+Admin changes (topics, configs, quotas, producer ids) are `ZkAdminManager`'s, which waits for
+this loop to see them. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
 as Kafka's do; leaders track them, move the high watermark, and shrink or expand the ISR in the
 partition-state znode with a version-conditional write.
 
@@ -14,8 +16,6 @@ for controller again.
 from __future__ import annotations
 
 import logging
-import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
@@ -26,19 +26,17 @@ from strom.protocol.records.errors import RecordsError
 from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
 
-from ..errors import TopicError
-from ..topics import TopicInfo
+from ..topics import log_config
 from .client import BrokerClient, BrokerUnavailable
 from strom.broker.zk.controller import Controller
-from strom.broker.metadata.placement import PlacementError, assign_replicas
-from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState, TopicExistsError,
-                       VersionedPartitionState, ZkClientError)
+from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
+from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState,
+                                      VersionedPartitionState, ZkClientError)
 from ..fetch_session import FetchSessionHandler
-from strom.broker.zk.quotas_zk import read_broker_configs, read_quotas
-from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_from_text, topic_id_to_text
+from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
     from strom.broker.replica.manager import Partition
 
 log = logging.getLogger("strom.cluster")
@@ -47,66 +45,20 @@ FETCH_VERSION = 12
 FETCH_WAIT_MS = 500
 FETCH_BACKOFF_S = 1.0
 RECONCILE_DEBOUNCE_S = 0.02
-TOPIC_WAIT_S = 10.0
-
-
-@dataclass
-class ClusterView:
-    """One consistent-enough read of the cluster's znodes."""
-
-    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
-    assignments: dict[str, TopicAssignment] = field(default_factory=dict)
-    configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
-    to_delete: list[str] = field(default_factory=list)
-    controller_id: int = -1
-    # replicas in failed log dirs (from /log_dir_event_notification): (topic, partition) -> brokers
-    offline_replicas: dict[tuple[str, int], set[int]] = field(default_factory=dict)
-    quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # client quotas (/config/users, /clients)
-    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # /config/brokers ("" = <default>)
-
-    def unclean_allowed(self, topic: str, default: bool = False) -> bool:
-        value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
-        return default if value is None else value.lower() == "true"
-
-
-class TopicCache:
-    """The cluster's topics as the handlers see them (the same shape as the standalone store)."""
-
-    def __init__(self, cluster_id: str):
-        self.cluster_id = cluster_id
-        self.topics: dict[str, TopicInfo] = {}
-        self.by_id: dict[bytes, TopicInfo] = {}
-        self.quotas: dict[tuple, dict[str, float]] = {}
-        self.broker_configs: dict[str, dict[str, str]] = {}
-
-    def replace(self, view: ClusterView) -> None:
-        self.quotas = view.quotas
-        self.broker_configs = view.broker_configs
-        topics = {}
-        for name, assignment in view.assignments.items():
-            if name in view.to_delete:
-                continue
-            topic_id = topic_id_from_text(assignment.topic_id) if assignment.topic_id else bytes(16)
-            topics[name] = TopicInfo(name, topic_id, len(assignment.partitions), dict(view.configs.get(name, {})))
-        self.topics = topics
-        self.by_id = {t.topic_id: t for t in topics.values()}
 
 
 class ClusterMember:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: "BrokerServer"):
         self.broker = broker
         self.node_id = broker.node_id
         self.config = broker.config
         self.zk: KafkaZkClient | None = None
-        self.view = ClusterView()
-        self.cache: TopicCache | None = None
+        self.metadata = ZkMetadataCache(self.config, "")  # replaced by connect() with the cluster's id
         self.controller = Controller(self)
         self._dirty = trio.Event()
         self._changed = trio.Event()
         self._fetchers: dict[int, trio.CancelScope] = {}
         self._watched: set[tuple[str, int]] = set()
-        self._pid_next, self._pid_end = 0, -1
         self._nursery: trio.Nursery | None = None
         self._session_lost = False
         self._unloadable: set[tuple[str, int]] = set()
@@ -124,8 +76,17 @@ class ClusterMember:
             from ..config import ConfigError
             raise ConfigError(f"zookeeper.connect={connect}: cannot connect ({exc}); is ZooKeeper running?") from None
         cluster_id = await self.zk.get_or_create_cluster_id()
-        self.cache = TopicCache(cluster_id)
+        self.metadata = ZkMetadataCache(self.config, cluster_id)
         return cluster_id
+
+    @property
+    def view(self) -> ClusterView:
+        """The last read of the cluster (the metadata cache's)."""
+        return self.metadata.view
+
+    @view.setter
+    def view(self, view: ClusterView) -> None:
+        self.metadata.update(view)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Register, watch, and keep reconciling until cancelled."""
@@ -193,8 +154,7 @@ class ClusterMember:
         self.mark_dirty()
 
     async def _watch_config_changes(self) -> None:
-        from strom.broker.zk.zkdata import Paths
-        await self.zk._watch_children(Paths.CONFIG_CHANGES, list, lambda children: self.mark_dirty())
+        await self.zk.watch_config_changes(lambda children: self.mark_dirty())
 
     def mark_dirty(self) -> None:
         self._dirty.set()
@@ -243,8 +203,8 @@ class ClusterMember:
                 view.offline_replicas.setdefault(key, set()).add(broker_id)
         controller = await zk.get_controller_id()
         view.controller_id = -1 if controller is None else controller
-        view.quotas = await zk._call(read_quotas, zk._zk)
-        view.broker_configs = await zk._call(read_broker_configs, zk._zk)
+        view.quotas = await zk.get_client_quotas()
+        view.broker_configs = await zk.get_broker_configs()
         for name in await zk.get_topics():
             assignment = await zk.get_topic_assignment(name)
             if assignment is None:
@@ -260,8 +220,7 @@ class ClusterMember:
         view = await self.read_view()
         if await self.controller.reconcile(view):
             view = await self.read_view()
-        self.view = view
-        self.cache.replace(view)
+        self.metadata.update(view)
         self.broker.connection_quotas.configs_changed()  # dynamic broker configs may have changed
         await self._watch_new_partitions(view)
         self._apply_local(view)
@@ -294,12 +253,12 @@ class ClusterMember:
                     continue
                 hosted.add((name, index))
                 state = view.states.get((name, index))
-                partition = broker.partition(name, index)
+                partition = broker.replicas.get(name, index)
                 if partition is None:
                     is_new = state is None or state.state.leader_epoch == 0
                     try:
                         partition_log = broker.logs.get_or_create_log(
-                            name, index, broker.log_config(view.configs.get(name, {})), is_new=is_new)
+                            name, index, log_config(self.config, view.configs.get(name, {})), is_new=is_new)
                     except StorageError as exc:  # its dir is offline (or full): an offline replica
                         if (name, index) not in self._unloadable:
                             log.warning("cannot host %s-%d: %s", name, index, exc)
@@ -476,7 +435,7 @@ class ClusterMember:
         throttled_bytes = 0
         for topic in response.responses:
             for data in topic.partitions:
-                partition = self.broker.partition(topic.topic, data.partition_index)
+                partition = self.broker.replicas.get(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
                 if data.records and quota.is_throttled(partition.topic, partition.index):  # measured as Kafka: rate or not
@@ -537,120 +496,10 @@ class ClusterMember:
             plog.maybe_increment_log_start_offset(min(data.log_start_offset, plog.high_watermark))
         return appended
 
-    # ----------------------------------------------------------------- admin
-    async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str], validate_only: bool,
-                           assignment: dict[int, list[int]] | None = None) -> TopicInfo | None:
-        """Write the topic's znodes with ``assignment`` (a checked manual one) or, without, replicas
-        placed over the registered brokers (rack-aware when they have racks); the controller then creates the partition states (the
-        first live replica of each partition leads, the live replicas in their given order in sync)."""
-        if assignment is None:
-            # Like Kafka's AdminZkClient, place replicas on the brokers registered in ZooKeeper now: the
-            # watched view can still miss a broker that registered a moment ago.
-            racks = await self.registered_racks()
-            try:
-                assignment = assign_replicas(racks, partitions, replication_factor, racks=racks)
-            except PlacementError as exc:
-                raise TopicError(exc.code, str(exc)) from None
-        if validate_only:
-            return None
-        topic_id = uuid.uuid4().bytes
-        try:
-            await self.zk.create_topic(name, {p: tuple(r) for p, r in assignment.items()}, configs,
-                                       topic_id=topic_id_to_text(topic_id))
-        except TopicExistsError:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
-        await self.wait_for(lambda: all((name, p) in self.view.states for p in range(partitions)))
-        return self.cache.topics.get(name)
-
-    async def delete_topic(self, name: str) -> None:
-        if name not in self.cache.topics:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        await self.zk.mark_topic_for_deletion(name)
-        await self.wait_for(lambda: name not in self.cache.topics)
-
-    def replication_factor(self, name: str) -> int:
-        """The replica count of the topic's first partition (what new partitions get, as in Kafka)."""
-        assignment = self.view.assignments[name]
-        return len(next(iter(assignment.partitions.values())))
-
-    async def registered_brokers(self) -> set[int]:
-        """The broker ids registered in ZooKeeper now (the watched view may lag a moment)."""
-        return set(await self.zk.get_live_broker_ids())
-
-    async def registered_racks(self) -> dict[int, str | None]:
-        """The rack (None: none) of every broker registered in ZooKeeper now, read from the
-        registrations (placement is rack-aware when any has one)."""
-        return {broker_id: info.rack for broker_id, info in (await self.zk.get_all_brokers()).items()}
-
-    async def create_partitions(self, name: str, count: int, assignment: dict[int, list[int]] | None = None,
-                                validate_only: bool = False) -> None:
-        """Add partitions up to ``count``, with ``assignment`` (checked manual replica lists of the
-        new partitions) or placed over the registered brokers (``validate_only``: only placed)."""
-        current = self.view.assignments[name]
-        existing = len(current.partitions)
-        if assignment is None:
-            try:
-                racks = await self.registered_racks()
-                assignment = assign_replicas(racks, count - existing, self.replication_factor(name),
-                                             start_partition=existing, racks=racks)
-            except PlacementError as exc:
-                raise TopicError(exc.code, str(exc)) from None
-        if validate_only:
-            return
-        partitions = dict(current.partitions)
-        partitions.update({p: tuple(r) for p, r in assignment.items()})
-        await self.zk.set_topic_assignment(name, TopicAssignment(partitions, topic_id=current.topic_id))
-        await self.wait_for(lambda: all((name, p) in self.view.states for p in range(count)))
-
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        await self.zk.set_topic_config(name, configs)
-        await self.wait_for(lambda: self.cache.topics.get(name) is not None
-                            and self.cache.topics[name].configs == configs)
-
-    async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Write /config/brokers/<name> (announced to every broker); this broker uses it at once."""
-        from strom.broker.zk.quotas_zk import write_broker_config
-        try:
-            await self.zk._call(write_broker_config, self.zk._zk, name, configs)
-        except (ZkClientError, OSError) as exc:
-            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}") from None
-        stored = dict(self.cache.broker_configs)
-        if configs:
-            stored[name] = dict(configs)
-        else:
-            stored.pop(name, None)
-        self.cache.broker_configs = stored
-        self.mark_dirty()
-
-    async def allocate_producer_id(self) -> int:
-        if self._pid_next > self._pid_end:
-            self._pid_next, self._pid_end = await self.zk.allocate_producer_id_block(self.node_id)
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
-
-    async def wait_for(self, condition) -> None:
-        """Until the watched metadata satisfies `condition` (bounded; the change is in ZooKeeper either way)."""
-        self.mark_dirty()
-        with trio.move_on_after(TOPIC_WAIT_S):
-            while not condition():
-                await self._changed.wait()
-
-    def partition_state(self, topic: str, index: int) -> PartitionState | None:
-        versioned = self.view.states.get((topic, index))
-        return versioned.state if versioned else None
-
-    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
-        """Live brokers at their endpoint on ``listener_name``; brokers without that listener are
-        left out, as Kafka does."""
-        out = []
-        for broker_id, info in sorted(self.view.brokers.items()):
-            endpoint = info.endpoint(listener_name) if listener_name else info.endpoints[0]
-            if endpoint is None:
-                continue
-            out.append((broker_id, endpoint.host, endpoint.port, info.rack))
-        return out
+    # ----------------------------------------------------------------- for the admin manager
+    async def changed(self) -> None:
+        """Until the next reconcile has applied what ZooKeeper holds."""
+        await self._changed.wait()
 
 
 def truncation_offset(plog, leader_epoch: int, leader_end_offset: int) -> int:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from strom.broker.config import BrokerConfig
     from strom.broker.connection_quota import ConnectionQuotas
     from strom.broker.coordinator.group.coordinator import GroupCoordinator
+    from strom.broker.metadata.admin import AdminManager
+    from strom.broker.metadata.cache import MetadataCache
     from strom.broker.replica.manager import ReplicaManager
     from strom.broker.replication_quota import ReplicationQuota
     from strom.broker.stats import BrokerStats
@@ -105,23 +107,8 @@ class ConsoleBroker(Protocol):
     connection_quotas: "ConnectionQuotas"
     leader_quota: "ReplicationQuota"
     follower_quota: "ReplicationQuota"
-
-    @property
-    def controller_id(self) -> int: ...
-
-    def cluster_id(self) -> str: ...
-
-    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
-
-    def partition_view(self, topic: str, index: int) -> tuple[int, int, list[int], list[int], list[int]] | None: ...
-
-    def topic_config_value(self, info: "TopicInfo", key: str) -> tuple[str | None, bool]: ...
-
-    def topic_setting(self, topic: str, key: str) -> Any: ...
-
-    def topic_name_by_id(self, topic_id: bytes) -> str | None: ...
-
-    async def delete_topic(self, name: str) -> None: ...
+    metadata: "MetadataCache"  # brokers, controller, partitions and topic configs as this broker knows them
+    admin: "AdminManager"  # the one action: deleting a topic
 
 
 class BrokerSource:
@@ -148,10 +135,10 @@ class BrokerSource:
         return self._broker.cluster is not None
 
     def cluster_id(self) -> str:
-        return self._broker.cluster_id() if self._broker.topics is not None else ""
+        return self._broker.metadata.cluster_id() if self._broker.topics is not None else ""
 
     def controller_id(self) -> int:
-        return self._broker.controller_id
+        return self._broker.metadata.controller_id()
 
     def uptime_s(self) -> float:
         return time.monotonic() - self._broker.started
@@ -175,7 +162,7 @@ class BrokerSource:
         return {"leader": broker.leader_quota.sensor.rate(now), "follower": broker.follower_quota.sensor.rate(now)}
 
     def live_brokers(self) -> list[tuple[int, str, int, str | None]]:
-        return self._broker.live_brokers()
+        return self._broker.metadata.live_brokers()
 
     def registrations(self) -> dict[int, tuple[list[str], int]]:
         """Cluster members' registrations: (advertised listeners, registered at, epoch ms)."""
@@ -217,7 +204,7 @@ class BrokerSource:
 
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         broker = self._broker
-        view = broker.partition_view(topic, index)
+        view = broker.metadata.partition_view(topic, index)
         local = broker.replicas.get(topic, index)
         if view is None and local is None:
             return None
@@ -245,7 +232,7 @@ class BrokerSource:
         for name in self.topic_names():
             info = self.topic(name)
             for index in range(info.partitions):
-                view = broker.partition_view(name, index)
+                view = broker.metadata.partition_view(name, index)
                 if view is None or view[0] < 0 or view[0] not in live:
                     count += 1
         return count
@@ -260,12 +247,12 @@ class BrokerSource:
         info = self.topic(name)
         out = []
         for key in TOPIC_CONFIGS:
-            value, is_default = self._broker.topic_config_value(info, key)
+            value, is_default = self._broker.metadata.topic_config_value(info, key)
             out.append({"name": key, "value": value, "default": is_default})
         return out
 
     def topic_setting(self, name: str, key: str):
-        return self._broker.topic_setting(name, key)
+        return self._broker.metadata.topic_setting(name, key)
 
     def bytes_between(self, partition, start: int, end: int) -> int:
         """Bytes of the batches from the one holding ``start`` up to the one holding ``end``
@@ -326,7 +313,7 @@ class BrokerSource:
         return self._broker.groups.consumer.settings.session_timeout_ms
 
     def topic_name_by_id(self, topic_id: bytes) -> str | None:
-        return self._broker.topic_name_by_id(topic_id)
+        return self._broker.metadata.topic_name_by_id(topic_id)
 
     def group_coordinator_id(self, group_id: str) -> int | None:
         coordinator = self._broker.groups
@@ -408,12 +395,12 @@ class BrokerSource:
             raise ConsoleError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist.", 404)
         partition = self._broker.replicas.get(topic, index)
         if partition is None or not partition.is_leader:
-            view = self._broker.partition_view(topic, index)
+            view = self._broker.metadata.partition_view(topic, index)
             if view is None:
                 raise ConsoleError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{index} does not exist.", 404)
             raise ConsoleError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{index} is led by broker {view[0]}; "
                                f"use that broker's console.")
-        if "delete" not in self._broker.topic_setting(topic, "cleanup.policy"):
+        if "delete" not in self._broker.metadata.topic_setting(topic, "cleanup.policy"):
             raise ConsoleError("POLICY_VIOLATION", f"Records of partitions of topic {topic} with "
                                f"cleanup.policy=compact cannot be deleted.")
         hw = partition.high_watermark
@@ -433,7 +420,7 @@ class BrokerSource:
             raise ConsoleError("INVALID_TOPIC_EXCEPTION", f"{name} is an internal topic; it is not deleted "
                                f"from the console.")
         try:
-            await self._broker.delete_topic(name)
+            await self._broker.admin.delete_topic(name)
         except TopicError as exc:
             raise ConsoleError(exc.code.name, exc.message,
                                404 if exc.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 409) from None

@@ -195,3 +195,13 @@ def added_assignment(assignments: Sequence[Sequence[int]], registered: AbstractS
         check_replicas(replicas, registered, replication_factor)
         result[existing + i] = list(replicas)
     return result
+
+
+def reassignment_target_error(target: list[int], live: set[int]) -> str | None:
+    """Kafka's complaint about a proposed reassignment's replica list (the checks of a manual
+    assignment), or None."""
+    try:
+        check_replicas(target, live, None)
+    except PlacementError as exc:
+        return exc.message
+    return None

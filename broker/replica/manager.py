@@ -183,6 +183,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._waiters = DataWaiters()
         self.isr_listener: Callable[[Partition, list[int]], None] | None = None
+        # told when a follower fetched (in a cluster: the leader may expand the ISR)
+        self.caught_up_listener: Callable[[Partition], None] | None = None
 
     def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
             leader_epoch: int | None = None, replicas: list[int] | None = None,
@@ -211,8 +213,20 @@ class ReplicaManager:
             self.notify_data([(topic, index)])
         return partition
 
-    def get(self, topic: str, index: int) -> Partition | None:
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """The hosted replica of `topic`-`index` (leader or follower), or None."""
         return self.partitions.get((topic, index))
+
+    get = partition
+
+    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it."""
+        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
+        if partition.maybe_advance_high_watermark():
+            self.notify_data([(partition.topic, partition.index)])
+        if self.caught_up_listener is not None:
+            self.caught_up_listener(partition)
 
     def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
         """Something changed: wake the waiters it concerns (see `DataWaiters`). With `partitions`,

@@ -25,7 +25,7 @@ from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
 log = logging.getLogger("strom.server")
 
@@ -106,7 +106,7 @@ async def _sendfile(sock, region) -> None:
     await trio.lowlevel.checkpoint()
 
 
-async def serve_listener(broker: "Broker", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
+async def serve_listener(broker: "BrokerServer", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
                          *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Accept connections on one listening socket of listener `name` and serve each in a task.
     Each accepted connection passes the connection quotas (`strom.broker.connection_quota`)
@@ -139,7 +139,7 @@ async def _close_after(stream, delay_ms: int) -> None:
 
 
 class ConnectionHandler:
-    def __init__(self, broker: "Broker", security: ListenerSecurity = PLAINTEXT):
+    def __init__(self, broker: "BrokerServer", security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
         self.security = security
         self.dispatcher = broker.dispatcher  # API handlers and the interceptors around them (dispatch.py)

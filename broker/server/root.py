@@ -1,24 +1,20 @@
-"""The broker: storage, topic metadata, partitions and listeners wired together, run on trio."""
+"""The composition root: storage, metadata, admin, coordinators and listeners wired together, run on trio."""
 from __future__ import annotations
 
 import errno
 import logging
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
-from strom.protocol.errors import ErrorCode
 from strom.storage import files
-from strom.storage.config import LogConfig
 from strom.storage.faults import storage_error
 from strom.storage.errors import StorageError
 from strom.storage.log_manager import LogManager
 
-from strom.broker import context
-from strom.broker.config import TOPIC_CONFIGS, BrokerConfig, Listener, format_value, parse_topic_config, ConfigError
-from strom.broker.errors import TopicError
+from strom.broker.config import BrokerConfig, Listener
 from strom.broker.fetch_session import FetchManager, FetchSessionCache
 from strom.broker.quotas import QuotaManager
 from strom.broker.dynamic_config import DynamicConfigs
@@ -38,11 +34,15 @@ from strom.broker.security.credentials import StandaloneCredentials, ZkCredentia
 from strom.broker.server.connection import ConnectionHandler, serve_listener
 from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.stats import BrokerStats
-from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, topic_name_error
+from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
+from strom.broker.metadata.admin import AdminManager, StandaloneAdminManager, ZkAdminManager
+from strom.broker.metadata.cache import MetadataCache, StandaloneMetadataCache, TopicCache
+from strom.broker.request_context import RequestContext
+
+if TYPE_CHECKING:
+    from strom.broker.cluster.member import ClusterMember
 
 log = logging.getLogger("strom.broker")
-
-MAX_PARTITIONS = 10_000
 
 
 def _make_dirs(dirs) -> None:
@@ -89,16 +89,22 @@ class BoundListener:
     advertised: Listener
 
 
-class Broker:
+class BrokerServer:
+    """The composition root: builds the broker's services once, decides once whether it is
+    standalone or a ZooKeeper cluster member (which metadata cache and admin manager it uses),
+    and runs the listeners, the coordinators and the periodic tasks in one nursery."""
+
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
         self.started = time.monotonic()
         self.bound: list[BoundListener] = []
-        self._settings: dict[tuple[str, str], tuple[dict, object]] = {}
         self.replicas = ReplicaManager(self.node_id)
         self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
-        self.topics: TopicStore | None = None
+        self.topics: TopicStore | TopicCache | None = None  # the topic table the metadata cache reads
+        self.metadata: MetadataCache | None = None  # once the metadata is open
+        self.admin: AdminManager | None = None
+        self.request_context: RequestContext | None = None  # what every API handler gets, once open
         self.logs: LogManager | None = None
         self.groups: GroupCoordinator | None = None
         self.authorizer = make_authorizer(config)  # Kafka's ACL authorizer when authorizer.class.name is set
@@ -107,10 +113,10 @@ class Broker:
         # TLS and SASL settings per listener name, checked now so bad ones stop the start
         self.security = {listener.name: listener_security(config, listener.name, listener.security_protocol)
                          for listener in config.listeners}
-        self.credentials = None  # SCRAM credentials, once the metadata is open
+        self.credentials: StandaloneCredentials | ZkCredentials | None = None  # SCRAM, once the metadata is open
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
-        self.cluster = None
+        self.cluster: ClusterMember | None = None
         self.quotas = QuotaManager(lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
                                    config["quota.window.num"], config["quota.window.size.seconds"])
         self.dynamic_configs = DynamicConfigs(  # AlterConfigs on a broker resource
@@ -129,8 +135,10 @@ class Broker:
                                                config["replication.quota.window.num"],
                                                config["replication.quota.window.size.seconds"])
         self.api_versions = ApiVersionManager()
-        self.dispatcher = RequestDispatcher(self, self.api_versions, self.quotas, self.stats, self.topic_name_by_id)
-        if config["zookeeper.connect"]:
+        self.dispatcher = RequestDispatcher(  # its context: the request context, once the metadata is open
+            None, self.api_versions, self.quotas, self.stats,
+            lambda topic_id: self.metadata.topic_name_by_id(topic_id) if self.metadata is not None else None)
+        if config["zookeeper.connect"]:  # standalone or cluster: decided here, once
             from strom.broker.cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
 
@@ -139,15 +147,19 @@ class Broker:
         """Standalone: topics from the metadata file, every partition led here."""
         dirs = self.config.log_dirs
         _make_dirs(dirs)
-        self.topics = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
-        self.credentials = StandaloneCredentials(self.topics)
+        self.topics = store = TopicStore(dirs[0] / METADATA_FILE, self.config["cluster.id"])
+        self.credentials = StandaloneCredentials(store)
         if self.authorizer is not None:
-            store = StandaloneAclStore(self.topics)
-            self.authorizer.attach(store, [AclBinding.from_json(row) for row in self.topics.acls])
-        self._start_logs(self.topics.cluster_id, {t.name: self.log_config(t.configs) for t in self.topics.topics.values()})
-        for info in self.topics.topics.values():
+            self.authorizer.attach(StandaloneAclStore(store), [AclBinding.from_json(row) for row in store.acls])
+        self._start_logs(store.cluster_id, {t.name: log_config(self.config, t.configs) for t in store.topics.values()})
+        self.metadata = metadata = StandaloneMetadataCache(self.config, store, self.replicas, self.logs,
+                                                                 self.advertised_for)
+        self.admin = StandaloneAdminManager(self.config, store, metadata, self.logs, self.replicas, self.stats,
+                                            self.drop_local_partition, self._topic_created,
+                                            self.connection_quotas.configs_changed)
+        for info in store.topics.values():
             self._open_partitions(info, range(info.partitions))
-        known = {(t.name, p) for t in self.topics.topics.values() for p in range(t.partitions)}
+        known = {(t.name, p) for t in store.topics.values() for p in range(t.partitions)}
         for key, partition_log in self.logs.all_logs().items():
             if key in known:
                 continue
@@ -161,6 +173,11 @@ class Broker:
         self.groups.load()
         self._start_txn()
         self.txn.load()
+        self._build_request_context()
+
+    def _topic_created(self, name: str) -> None:
+        if name == "__transaction_state" and self.txn is not None:
+            self.txn.follow_leadership()
 
     def _start_txn(self) -> None:
         def client(host: str, port: int):
@@ -173,26 +190,43 @@ class Broker:
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
         _make_dirs(self.config.log_dirs)
-        cluster_id = await self.cluster.connect()
-        self.credentials = ZkCredentials(self.cluster.zk)
+        cluster = self.cluster
+        cluster_id = await cluster.connect()
+        self.metadata = cluster.metadata
+        self.admin = ZkAdminManager(self.config, cluster.zk, cluster.metadata, cluster,
+                                    self.connection_quotas.configs_changed)
+        self.credentials = ZkCredentials(cluster.zk)
         if self.authorizer is not None:
-            store = ZkAclStore(self.cluster.zk)
+            store = ZkAclStore(cluster.zk)
             self.authorizer.attach(store, await store.load())
             await store.watch(self.authorizer.changed_elsewhere)
-        self.topics = self.cluster.cache
+        self.topics = cluster.metadata.cache
         self._start_logs(cluster_id, {})
+        self.replicas.caught_up_listener = cluster.follower_caught_up
         self.groups = GroupCoordinator(self)
         self.groups.load()
         self._start_txn()
+        self._build_request_context()
+
+    def _build_request_context(self) -> None:
+        self.request_context = RequestContext(
+            config=self.config, node_id=self.node_id, replica_manager=self.replicas, metadata=self.metadata,
+            admin=self.admin, groups=self.groups, txn=self.txn, authorizer=self.authorizer, quotas=self.quotas,
+            fetch_sessions=self.fetch_sessions, api_versions=self.api_versions, logs=self.logs,
+            dynamic_configs=self.dynamic_configs, leader_quota=self.leader_quota,
+            follower_quota=self.follower_quota, credentials=self.credentials, security=self.security,
+            stats=self.stats)
+        self.dispatcher.context = self.request_context
 
     def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
-        self.logs = LogManager(self.config.log_dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
+        self.logs = LogManager(self.config.log_dirs, log_config(self.config, {}),
+                               progress=lambda msg: log.info("%s", msg))
         self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
 
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
         """Host existing partitions; one whose log is in a dir that is offline stays unhosted
         (its requests are answered KAFKA_STORAGE_ERROR)."""
-        config = self.log_config(info.configs)
+        config = log_config(self.config, info.configs)
         out = []
         for i in indexes:
             try:
@@ -329,240 +363,14 @@ class Broker:
                          topic, index, result.records_removed, result.markers_removed,
                          result.bytes_before, result.bytes_after)
 
-    # ----------------------------------------------------------------- topics
-    def log_config(self, overrides: dict[str, str]) -> LogConfig:
-        props = {key: format_value(self.config.topic_default(key)) for key in TOPIC_CONFIGS}
-        props.update(overrides)
-        return LogConfig.from_properties({k: v for k, v in props.items() if v is not None})
-
-    def topic_config_value(self, info: TopicInfo, key: str) -> tuple[str | None, bool]:
-        """(value as Kafka shows it, whether it is the broker default)."""
-        if key in info.configs:
-            return info.configs[key], False
-        return format_value(self.config.topic_default(key)), True
-
-    def topic_setting(self, topic: str, key: str):
-        """A topic config's effective, parsed value (override or broker default); cached per
-        topic until its configs change, since Produce asks on every acks=all request."""
-        info = self.topics.topics[topic]
-        cached = self._settings.get((topic, key))
-        if cached is not None and cached[0] is info.configs:
-            return cached[1]
-        raw = info.configs.get(key)
-        value = parse_topic_config(key, raw) if raw is not None else self.config.topic_default(key)
-        self._settings[(topic, key)] = (info.configs, value)
-        return value
-
-    def validate_topic_configs(self, configs: dict[str, str | None]) -> None:
-        for key, value in configs.items():
-            if value is None:
-                continue
-            try:
-                parse_topic_config(key, value)
-            except ConfigError as exc:
-                raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        try:  # what the log itself refuses is refused here, before anything is stored
-            self.log_config({k: v for k, v in configs.items() if v is not None})
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-
-    async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str], *, validate_only: bool = False,
-                           assignment: Sequence[tuple[int, Sequence[int]]] | None = None) -> TopicInfo | None:
-        """Create a topic with ``partitions`` x ``replication_factor`` placed by the broker, or (with
-        ``assignment``: (partition index, replica broker ids) pairs, counts -1) exactly as assigned,
-        the first replica of each partition its preferred leader."""
-        reason = topic_name_error(name)
-        if reason:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if name in self.topics.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if not assignment:
-            if partitions == -1:
-                partitions = self.config["num.partitions"]
-            if partitions < 1 or partitions > MAX_PARTITIONS:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 "Number of partitions was set to an invalid non-positive value." if partitions < 1
-                                 else f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
-            if replication_factor == -1:
-                replication_factor = self.config["default.replication.factor"]
-            if replication_factor < 1:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        self.validate_topic_configs(configs)
-        placed = None
-        if assignment:  # Kafka's controller checks these after the configs
-            if replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but replication factor was not set to -1.")
-            if partitions != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but numPartitions was not set to -1.")
-            from strom.broker.metadata.placement import PlacementError, manual_assignment  # kept off a lean start
-            try:
-                placed = manual_assignment(assignment, await self.registered_brokers())
-            except PlacementError as exc:
-                raise TopicError(exc.code, exc.message) from None
-            if len(placed) > MAX_PARTITIONS:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
-            partitions, replication_factor = len(placed), len(placed[0])
-        if self.cluster is not None:
-            info = await self.cluster.create_topic(name, partitions, replication_factor, configs, validate_only,
-                                                   assignment=placed)
-        else:
-            if replication_factor > 1:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Unable to replicate the partition {replication_factor} time(s): The target "
-                                 f"replication factor of {replication_factor} cannot be reached because only 1 "
-                                 "broker(s) are registered.")
-            if validate_only:
-                return None
-            config = self.log_config(configs)
-            logs = self._create_logs(name, range(partitions), config)
-            try:
-                info = self.topics.create(name, partitions, configs)
-            except TopicError:
-                self._discard_logs(name, range(partitions))
-                raise
-            for i, partition_log in enumerate(logs):
-                self.replicas.add(name, i, partition_log)
-            if name == "__transaction_state" and self.txn is not None:
-                self.txn.follow_leadership()
-        if info is not None:
-            log.info("created topic=%s partitions=%d replication_factor=%d", name, partitions, replication_factor)
-        return info
-
-    async def auto_create(self, name: str) -> TopicInfo | None:
-        """Create `name` with the broker defaults if auto-creation is on and the name is legal."""
-        if not self.config["auto.create.topics.enable"] or topic_name_error(name):
-            return None
-        try:
-            return await self.create_topic(name, -1, -1, {})
-        except TopicError as exc:
-            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self.topics.topics.get(name)
-            log.warning("auto-creating topic=%s failed: %s", name, exc.message)
-            return None
-
-    async def delete_topic(self, name: str) -> None:
-        if not self.config["delete.topic.enable"]:
-            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        if name not in self.topics.topics:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-        info = self.topics.topics[name]
-        if self.cluster is not None:
-            await self.cluster.delete_topic(name)
-        else:
-            # logs first, then the metadata: a crash between leaves the topic listed with empty
-            # partitions (recreated at start), never partition dirs that belong to no topic
-            for partition in list(self.replicas.partitions.values()):
-                if partition.topic == name:
-                    try:
-                        self.drop_local_partition(name, partition.index)
-                    except StorageError as exc:
-                        raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-            self.topics.delete(name)
-            self.stats.forget_topic(name)
-        log.info("deleted topic=%s partitions=%d", name, info.partitions)
-
-    def _create_logs(self, topic: str, indexes, config: LogConfig) -> list:
-        """Create the partitions' logs; if one cannot be (full disk, no descriptors), remove
-        the ones just made and raise TopicError(KAFKA_STORAGE_ERROR)."""
-        made = []
-        try:
-            for i in indexes:
-                made.append(self.logs.get_or_create_log(topic, i, config))
-        except StorageError as exc:
-            self._discard_logs(topic, indexes[:len(made)])
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-        return made
-
-    def _discard_logs(self, topic: str, indexes) -> None:
-        for i in indexes:
-            if self.replicas.get(topic, i) is None:
-                try:
-                    self.logs.delete_log(topic, i)
-                except (OSError, StorageError) as exc:
-                    log.warning("could not remove the log of %s-%d after a failed create: %s", topic, i, exc)
-
+    # ----------------------------------------------------------------- hosting
     def drop_local_partition(self, topic: str, index: int) -> None:
-        """Stop hosting a partition and delete its log (its topic is gone)."""
+        """Stop hosting a partition and delete its log (its topic is gone, or moved away)."""
         self.logs.delete_log(topic, index)
         self.replicas.remove(topic, index)
-        if topic not in self.topics.topics:
+        if self.metadata.topic(topic) is None:
             self.stats.forget_topic(topic)  # as Kafka drops a deleted topic's metrics
         self.replicas.notify_data()
-
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                                assignment: Sequence[Sequence[int]] | None = None) -> None:
-        """Grow ``name`` to ``count`` partitions, placed by the broker or (``assignment``: one
-        replica list per new partition, in order) exactly as assigned."""
-        info = self.topics.topics.get(name)
-        if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # Kafka: no message
-        if count == info.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
-        if count < info.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {info.partitions} "
-                             f"partition(s); {count} would not be an increase.")
-        if count > MAX_PARTITIONS:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS}.")
-        placed = None
-        if assignment is not None:
-            replication_factor = self.cluster.replication_factor(name) if self.cluster is not None else 1
-            from strom.broker.metadata.placement import PlacementError, added_assignment  # kept off a lean start
-            try:
-                placed = added_assignment(assignment, await self.registered_brokers(), info.partitions, count,
-                                          replication_factor)
-            except PlacementError as exc:
-                raise TopicError(exc.code, exc.message) from None
-        old = info.partitions
-        if self.cluster is not None:  # validate_only: also whether the broker could place them
-            await self.cluster.create_partitions(name, count, assignment=placed, validate_only=validate_only)
-        elif not validate_only:
-            config = self.log_config(info.configs)
-            logs = self._create_logs(name, range(old, count), config)
-            try:
-                self.topics.set_partitions(name, count)
-            except TopicError:
-                self._discard_logs(name, range(old, count))
-                raise
-            for i, partition_log in zip(range(old, count), logs):
-                self.replicas.add(name, i, partition_log)
-        if not validate_only:
-            log.info("topic=%s partitions %d -> %d", name, old, count)
-
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.validate_topic_configs(configs)
-        if self.cluster is not None:
-            await self.cluster.set_topic_configs(name, configs)
-        else:
-            self.topics.set_configs(name, configs)
-        self.logs.update_config(name, self.log_config(configs))
-
-    async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
-        """The dynamic configs of broker `name` ("" for the cluster default), replaced."""
-        if self.cluster is not None:
-            await self.cluster.set_broker_configs(name, configs)
-        else:
-            self.topics.set_broker_configs(name, configs)
-        self.connection_quotas.configs_changed()  # waiting listeners look again; max.connections
-        log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default",
-                 configs or "none")
-
-    async def allocate_producer_id(self) -> int:
-        if self.cluster is not None:
-            return await self.cluster.allocate_producer_id()
-        return self.topics.allocate_producer_id()
-
-    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
-                         log_start_offset: int = -1) -> None:
-        """A follower fetched from `fetch_offset`: it has everything below it."""
-        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
-        if partition.maybe_advance_high_watermark():
-            self.replicas.notify_data([(partition.topic, partition.index)])
-        if self.cluster is not None:
-            self.cluster.follower_caught_up(partition)
 
     def groups_follow_leadership(self) -> None:
         """Coordinate exactly the groups whose `__consumer_offsets` partition is led here."""
@@ -570,61 +378,6 @@ class Broker:
             self.groups.follow_leadership()
         if self.txn is not None:
             self.txn.follow_leadership()
-
-    # ----------------------------------------------------------------- metadata views
-    def partition_view(self, topic: str, index: int) -> tuple[int, int, list[int], list[int], list[int]] | None:
-        """(leader, leader epoch, replicas, isr, offline replicas) of any partition in the cluster."""
-        if self.cluster is None:
-            partition = self.replicas.get(topic, index)
-            if partition is None:
-                return None
-            offline = [self.node_id] if partition.log.offline is not None else []
-            return partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr, offline
-        state = self.cluster.partition_state(topic, index)
-        assignment = self.cluster.view.assignments.get(topic)
-        if state is None or assignment is None or index not in assignment.partitions:
-            return None
-        replicas = list(assignment.partitions[index])
-        live = self.cluster.view.brokers
-        return state.leader, state.leader_epoch, replicas, list(state.isr), [r for r in replicas if r not in live]
-
-    async def registered_brokers(self) -> set[int]:
-        """The broker ids a manual replica assignment may name: those registered in ZooKeeper now
-        (as Kafka's controller checks them), standalone this broker."""
-        if self.cluster is not None:
-            return await self.cluster.registered_brokers()
-        return {self.node_id}
-
-    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) of every live broker, at its endpoint on ``listener_name``
-        (default: the listener of the current connection, outside of one the first listener), as
-        Kafka answers Metadata."""
-        if listener_name is None:
-            listener_name = context.listener_name.get() or self.config.listeners[0].name
-        if self.cluster is not None:
-            return self.cluster.live_brokers(listener_name)
-        endpoint = self.advertised_for(listener_name)
-        return [(self.node_id, endpoint.host, endpoint.port, self.config["broker.rack"])]
-
-    @property
-    def controller_id(self) -> int:
-        return self.cluster.view.controller_id if self.cluster is not None else self.node_id
-
-    def broker_endpoint(self, broker_id: int, listener_name: str | None = None) -> tuple[str, int] | None:
-        for node, host, port, _ in self.live_brokers(listener_name):
-            if node == broker_id:
-                return host, port
-        return None
-
-    def partition(self, topic: str, index: int) -> Partition | None:
-        return self.replicas.get(topic, index)
-
-    def topic_name_by_id(self, topic_id: bytes) -> str | None:
-        info = self.topics.by_id.get(topic_id) if self.topics is not None else None
-        return info.name if info is not None else None
-
-    def cluster_id(self) -> str:
-        return self.topics.cluster_id
 
     def advertised_for(self, listener_name: str = "PLAINTEXT") -> Listener:
         """The address clients are told to use (before binding: the configured one)."""

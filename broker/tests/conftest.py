@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig
 from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.codec import decode_response, encode_request
@@ -49,10 +49,10 @@ class Client:
         return response
 
 
-def make_broker(path, **overrides) -> Broker:
+def make_broker(path, **overrides) -> BrokerServer:
     props = {"log.dirs": str(path), "listeners": "PLAINTEXT://127.0.0.1:0"}
     props.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
-    broker = Broker(BrokerConfig(props))
+    broker = BrokerServer(BrokerConfig(props))
     broker.open_storage()
     return broker
 
@@ -64,7 +64,7 @@ def broker(tmp_path):
     b.close()
 
 
-def open_client(broker: Broker, nursery) -> Client:
+def open_client(broker: BrokerServer, nursery) -> Client:
     """A Client on a new in-memory connection to `broker`, served in `nursery`."""
     client_side, server_side = trio.testing.memory_stream_pair()
     nursery.start_soon(ConnectionHandler(broker), server_side)

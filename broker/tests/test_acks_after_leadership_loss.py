@@ -43,7 +43,7 @@ NEW_LEADER = 7  # a broker id this in-process broker is not
 def lead_with_a_lagging_follower(broker, topic: str, index: int = 0):
     """Make this broker lead ``topic``-``index`` in a new epoch with an in-sync follower that has
     fetched nothing, so every acks=all append waits."""
-    partition = broker.partition(topic, index)
+    partition = broker.replicas.get(topic, index)
     epoch = partition.leader_epoch + 1
     partition.log.leader_epoch_cache.assign(epoch, partition.log.log_end_offset)
     partition.become_leader(epoch, [broker.node_id, NEW_LEADER], [broker.node_id, NEW_LEADER], version=0)
@@ -136,7 +136,7 @@ async def test_acks_all_produce_still_succeeds_when_the_follower_catches_up(brok
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
     waiting = await Waiting(nursery, produce_request(client, b"v", 2, version=9)).until_appended(partition, 2)
-    broker.follower_fetched(partition, NEW_LEADER, 2)
+    broker.replicas.follower_fetched(partition, NEW_LEADER, 2)
     p = await waiting.answer()
     assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 0)
 

@@ -7,7 +7,7 @@ import trio.testing
 
 from strom.broker.auth.acl import AclBinding, Operation as Op, PatternType as Pat, Permission as Perm, ResourceType as R
 from strom.broker.auth.authorizer import AclAuthorizer
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.errors import ErrorCode
@@ -54,15 +54,15 @@ def test_decisions_as_kafka():
 
 def test_authorizer_config():
     with pytest.raises(ConfigError, match="authorizer.class.name"):
-        Broker(BrokerConfig({"authorizer.class.name": "com.example.Custom"}))
-    broker = Broker(BrokerConfig({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        BrokerServer(BrokerConfig({"authorizer.class.name": "com.example.Custom"}))
+    broker = BrokerServer(BrokerConfig({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                                   "super.users": "User:admin;User:broker"}))
     assert broker.authorizer.super_users == {"User:admin", "User:broker"}
 
 
 @pytest.fixture
 def secured(tmp_path):
-    broker = Broker(BrokerConfig({
+    broker = BrokerServer(BrokerConfig({
         "log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",
@@ -108,7 +108,7 @@ async def test_acl_apis_create_describe_delete_and_need_cluster_rights(secured, 
     match = await admin.request(ApiKey.DESCRIBE_ACLS, 3, {**ANY_FILTER, "resource_type_filter": R.TOPIC,
                                                            "resource_name_filter": "pre-x", "pattern_type_filter": Pat.MATCH})
     assert [r.resource_name for r in match.resources] == ["pre-"]
-    reopened = Broker(secured.config)
+    reopened = BrokerServer(secured.config)
     reopened.open_storage()
     assert len(reopened.authorizer.bindings) == 2, "bindings persist in the metadata file"
     reopened.close()

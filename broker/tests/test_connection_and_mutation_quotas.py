@@ -7,7 +7,7 @@ import struct
 
 import trio
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig
 from strom.broker.quotas import MutationQuota, TokenBucket
 from strom.protocol.errors import ErrorCode
@@ -121,10 +121,10 @@ async def _served(port: int) -> bool:
         await stream.aclose()
 
 
-async def _serving(tmp_path, nursery, **extra) -> tuple[Broker, int]:
+async def _serving(tmp_path, nursery, **extra) -> tuple[BrokerServer, int]:
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path), "quota.window.num": "2"}
     props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
-    broker = Broker(BrokerConfig(props))
+    broker = BrokerServer(BrokerConfig(props))
     bound = await nursery.start(broker.run)
     return broker, bound[0].listener.port
 
@@ -231,7 +231,7 @@ async def test_listener_connection_rates_and_the_exempt_inter_broker_listener(tm
              "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
              "inter.broker.listener.name": "INTERNAL", "quota.window.num": "2",
              "max.connection.creation.rate": "3"}
-    broker = Broker(BrokerConfig(props))
+    broker = BrokerServer(BrokerConfig(props))
     bound = await nursery.start(broker.run)
     ports = {b.listener.name: b.listener.port for b in bound}
     quotas = broker.connection_quotas

@@ -10,7 +10,7 @@ import struct
 import pytest
 import trio
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError, parse_ip_overrides
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -21,13 +21,13 @@ API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, -1)
 FRAME = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0
 
 
-async def _serve(tmp_path, nursery, listeners: str = "PLAINTEXT://127.0.0.1:0", **props) -> tuple[Broker, dict]:
+async def _serve(tmp_path, nursery, listeners: str = "PLAINTEXT://127.0.0.1:0", **props) -> tuple[BrokerServer, dict]:
     config = {"listeners": listeners, "log.dirs": str(tmp_path)}
     if "INTERNAL" in listeners:
         config.update({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
                        "inter.broker.listener.name": "INTERNAL"})
     config.update(props)
-    broker = Broker(BrokerConfig(config))
+    broker = BrokerServer(BrokerConfig(config))
     bound = await nursery.start(broker.run)
     return broker, {b.listener.name: b.listener.port for b in bound}
 
@@ -86,10 +86,10 @@ async def test_overrides_give_an_address_or_a_host_name_its_own_limit(tmp_path, 
     opened = [await _open(port), await _open(port)]
     assert await _closed_unanswered(await trio.open_tcp_stream("127.0.0.1", port))
     # dynamic: a host name resolves to its addresses; the default applies to the others
-    await broker.set_broker_configs("", {"max.connections.per.ip.overrides": "localhost:3"})
+    await broker.admin.set_broker_configs("", {"max.connections.per.ip.overrides": "localhost:3"})
     opened.append(await _open(port))
     assert await _closed_unanswered(await trio.open_tcp_stream("127.0.0.1", port))
-    await broker.set_broker_configs("", {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "10.9.9.9:7"})
+    await broker.admin.set_broker_configs("", {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "10.9.9.9:7"})
     assert await _closed_unanswered(await trio.open_tcp_stream("127.0.0.1", port))
     assert broker.connection_quotas.refused_per_ip == 3
     for s in opened:
@@ -116,7 +116,7 @@ async def test_at_max_connections_a_new_connection_waits_until_one_closes(tmp_pa
     third = await trio.open_tcp_stream("127.0.0.1", port)
     await third.send_all(FRAME)
     await _until(lambda: state.blocked_since is not None)
-    await broker.set_broker_configs(str(broker.node_id), {"max.connections": "3"})
+    await broker.admin.set_broker_configs(str(broker.node_id), {"max.connections": "3"})
     with trio.fail_after(10):
         assert await third.receive_some(4)
     for s in (second, waiting, third):
@@ -133,7 +133,7 @@ async def test_a_listener_limit_stops_that_listener_only(tmp_path, nursery):
     await _until(lambda: broker.connection_quotas.state("EXTERNAL").blocked_since is not None)
     internal = [await _open(ports["INTERNAL"]) for _ in range(3)]
     assert not await _answered_now(waiting)
-    await broker.set_broker_configs("", {"listener.name.external.max.connections": "2"})
+    await broker.admin.set_broker_configs("", {"listener.name.external.max.connections": "2"})
     with trio.fail_after(10):
         assert await waiting.receive_some(4)
     for s in (kept, waiting, *internal):
@@ -158,7 +158,7 @@ async def test_the_inter_broker_listener_takes_room_from_the_least_recently_used
     await _until(lambda: quotas.total == 2)
     assert quotas.closed_excess == 1 and quotas.state("EXTERNAL").closed_excess == 1
     # a lower limit set at run time closes the least recently used connection too
-    await broker.set_broker_configs("", {"max.connections": "1"})
+    await broker.admin.set_broker_configs("", {"max.connections": "1"})
     assert await _closed_unanswered(busy)
     await _until(lambda: quotas.total == 1)
     await internal.aclose()

@@ -60,7 +60,7 @@ def cluster_of_three(tmp_path):
     """A broker (id 0, rack "r0") that sees brokers 1 and 2 alive in racks "r1" and "r2"."""
     b = make_broker(tmp_path, **{"broker.rack": "r0", "replica.selector.class": RACK_AWARE})
     alive = {ME: "r0", OTHER: "r1", THIRD: "r2"}
-    b.live_brokers = lambda listener_name=None: [(n, "127.0.0.1", 9092 + n, r) for n, r in alive.items()]
+    b.metadata.live_brokers = lambda listener_name=None: [(n, "127.0.0.1", 9092 + n, r) for n, r in alive.items()]
     b.alive = alive
     yield b
     b.close()
@@ -70,7 +70,7 @@ async def _leader_with_followers(b, nursery, records: int = 5):
     client = open_client(b, nursery)
     await create(client, "t")
     await client.request(ApiKey.PRODUCE, 9, produce_body("t", batch(records)))
-    partition = b.partition("t", 0)
+    partition = b.replicas.get("t", 0)
     partition.become_leader(3, [ME, OTHER, THIRD], [ME, OTHER, THIRD], 0)
     for replica in (OTHER, THIRD):
         partition.record_follower_fetch(replica, records, 0)
@@ -127,7 +127,7 @@ async def _follower(b, nursery, records: int = 6, hw: int = 4):
     await create(client, "t")
     for _ in range(records):  # one batch each: a fetch returns whole batches below the high watermark
         await client.request(ApiKey.PRODUCE, 9, produce_body("t", batch(1)))
-    partition = b.partition("t", 0)
+    partition = b.replicas.get("t", 0)
     partition.become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
     partition.log.high_watermark = hw
     return client, partition
@@ -182,7 +182,7 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     b = cluster_of_three
     client, partition = await _follower(b, nursery, records=4, hw=4)
     await create(client, "other")
-    b.partition("other", 0).become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
+    b.replicas.get("other", 0).become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
     woken = []
     real_wait = b.replicas.wait_for_data
 
@@ -208,7 +208,7 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     other_poll = await open_client(b, nursery).send(ApiKey.FETCH, 12, consumer_fetch("other", 0, max_wait_ms=30000))
     await trio.sleep(1)
     assert other_poll and woken == []
-    await ClusterMember(b)._fetch_once(Leader(), [partition, b.partition("other", 0)], FetchSessionHandler())
+    await ClusterMember(b)._fetch_once(Leader(), [partition, b.replicas.get("other", 0)], FetchSessionHandler())
     correlation, response = await client.receive(ApiKey.FETCH, 12)
     part = response.responses[0].partitions[0]
     assert correlation == sent and offsets(part) == [4, 5] and part.high_watermark == 6

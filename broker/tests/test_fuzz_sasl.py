@@ -13,7 +13,7 @@ import struct
 import pytest
 import trio
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
@@ -85,7 +85,7 @@ def _cases():
 
 async def test_hostile_sasl_exchanges(tmp_path, nursery, autojump_clock, caplog):
     caplog.set_level(logging.DEBUG, logger="strom")
-    broker = Broker(BrokerConfig(sasl_props(tmp_path)))
+    broker = BrokerServer(BrokerConfig(sasl_props(tmp_path)))
     broker.open_storage()
     failures = []
     try:

@@ -157,11 +157,11 @@ async def test_elect_leaders_on_a_single_broker(connect):
 async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
     from strom.broker.auth.acl import Operation as Op, ResourceType as R
 
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
     from strom.broker.config import BrokerConfig
 
     from .test_auth import JAAS, creation, login
-    broker = Broker(BrokerConfig({
+    broker = BrokerServer(BrokerConfig({
         "log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError, Listener
 from strom.broker.server.listen import bind_listener, bind_listeners
 
@@ -88,7 +88,7 @@ async def test_a_request_sent_before_the_broker_serves_is_answered(tmp_path) -> 
     try:
         # the request waits in the socket while the broker is not even constructed
         client.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
-        broker = Broker(config)
+        broker = BrokerServer(config)
         async with trio.open_nursery() as nursery:
             bound = await nursery.start(broker.run, prebound)
             assert bound[0].listener.port == prebound[0].port

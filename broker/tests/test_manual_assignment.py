@@ -3,14 +3,12 @@ order, with its error codes and messages (asked of the reference broker); an ass
 passes is what gets written, and validate_only creates nothing."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from strom.broker.errors import TopicError
 
 
 async def create_topic(client, name: str, assignments, *, partitions: int = -1, rf: int = -1, configs=None,
@@ -124,60 +122,6 @@ async def test_create_partitions_refuses_bad_assignments_as_kafka(connect, broke
     refused = await create_partitions(client, "g", count, assignments)
     assert (refused.error_code, refused.error_message) == (code, message.format(me=me))
     assert len((await metadata(client, "g")).partitions) == 1
-
-
-class FakeCluster:
-    """What Broker asks of its ClusterMember for topic creation: brokers 0-2 registered."""
-
-    def __init__(self):
-        self.created: dict = {}
-        self.grown: dict = {}
-
-    async def registered_brokers(self):
-        return {0, 1, 2}
-
-    def replication_factor(self, name):
-        return 2
-
-    async def create_topic(self, name, partitions, replication_factor, configs, validate_only, assignment=None):
-        if not validate_only:
-            self.created[name] = (partitions, replication_factor, assignment)
-        return None
-
-    async def create_partitions(self, name, count, assignment=None, validate_only=False):
-        if not validate_only:
-            self.grown[name] = (count, assignment)
-
-
-async def test_in_a_cluster_the_assignment_is_checked_against_the_registered_brokers_and_passed_on(broker):
-    cluster = FakeCluster()
-    broker.cluster = cluster
-    try:
-        await broker.create_topic("c", -1, -1, {}, assignment=[(1, [2, 0]), (0, [1, 2])])
-        assert cluster.created["c"] == (2, 2, {0: [1, 2], 1: [2, 0]})
-        with pytest.raises(TopicError) as refused:
-            await broker.create_topic("d", -1, -1, {}, assignment=[(0, [0, 1]), (1, [2])])
-        assert refused.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
-        assert "1 replica(s), but this is not consistent with previous partitions, which have 2" in \
-            refused.value.message
-        with pytest.raises(TopicError) as refused:
-            await broker.create_topic("d", -1, -1, {}, assignment=[(0, [0, 3])])
-        assert refused.value.message == \
-            "The manual partition assignment includes broker 3, but no such broker is registered."
-        await broker.create_topic("d", -1, -1, {}, validate_only=True, assignment=[(0, [0, 1])])
-        assert "d" not in cluster.created
-
-        broker.topics.topics["c"] = SimpleNamespace(partitions=2, configs={})
-        await broker.create_partitions("c", 4, assignment=[[0, 1], [2, 1]])
-        assert cluster.grown["c"] == (4, {2: [0, 1], 3: [2, 1]})
-        with pytest.raises(TopicError) as refused:  # the topic's replication factor is 2
-            await broker.create_partitions("c", 3, assignment=[[0]])
-        assert refused.value.message.startswith("The manual partition assignment includes a partition with 1 replica")
-        await broker.create_partitions("c", 3, validate_only=True, assignment=[[0, 2]])
-        assert cluster.grown["c"][0] == 4
-    finally:
-        broker.cluster = None
-        broker.topics.topics.pop("c", None)
 
 
 async def test_a_reassignment_target_is_checked_as_a_manual_assignment(connect, broker):

@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.server.root import Broker
+from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.broker.security.tls import PrincipalMapper, openssl_cipher_name
 from strom.broker.server.connection import ConnectionHandler
@@ -36,7 +36,7 @@ def sasl_props(path, **extra) -> dict:
 
 @pytest.fixture
 def sasl_broker(tmp_path):
-    broker = Broker(BrokerConfig(sasl_props(tmp_path)))
+    broker = BrokerServer(BrokerConfig(sasl_props(tmp_path)))
     broker.open_storage()
     yield broker
     broker.close()
@@ -97,7 +97,7 @@ def test_listener_config_errors_name_the_key(props, message):
 ])
 def test_security_config_errors_stop_the_start_without_showing_secrets(tmp_path, props, message):
     with pytest.raises(ConfigError, match=message) as info:
-        Broker(BrokerConfig({"log.dirs": str(tmp_path), **props}))
+        BrokerServer(BrokerConfig({"log.dirs": str(tmp_path), **props}))
     assert "secret-pw" not in str(info.value)
 
 
@@ -151,7 +151,7 @@ async def test_plain_failure_answers_kafkas_error_and_closes(sasl_broker, nurser
 
 
 async def test_failed_authentication_is_delayed(tmp_path, nursery, autojump_clock):
-    broker = Broker(BrokerConfig(sasl_props(tmp_path, **{"connection.failed.authentication.delay.ms": "5000"})))
+    broker = BrokerServer(BrokerConfig(sasl_props(tmp_path, **{"connection.failed.authentication.delay.ms": "5000"})))
     broker.open_storage()
     try:
         client = open_listener(broker, nursery, "SASL_PLAINTEXT")
@@ -262,7 +262,7 @@ async def test_oauthbearer_unsecured_token_and_its_error_challenge(sasl_broker, 
 
 
 async def test_reauthentication_within_connections_max_reauth_ms(tmp_path, nursery, autojump_clock):
-    broker = Broker(BrokerConfig(sasl_props(tmp_path, **{"connections.max.reauth.ms": "10000"})))
+    broker = BrokerServer(BrokerConfig(sasl_props(tmp_path, **{"connections.max.reauth.ms": "10000"})))
     broker.open_storage()
     try:
         client = open_listener(broker, nursery, "SASL_PLAINTEXT")
@@ -301,8 +301,8 @@ def pki(tmp_path_factory):
             "ca_p12": ca.write_pkcs12(d / "ca.p12", "trust-pw")}
 
 
-async def serve(props: dict, nursery) -> Broker:
-    broker = Broker(BrokerConfig(props))
+async def serve(props: dict, nursery) -> BrokerServer:
+    broker = BrokerServer(BrokerConfig(props))
     await nursery.start(broker.run)
     return broker
 
@@ -326,7 +326,7 @@ async def tls_request(port: int, ctx, api_key=ApiKey.API_VERSIONS, version=2, bo
         await stream.aclose()
 
 
-def tls_port(broker: Broker, name: str = "SSL") -> int:
+def tls_port(broker: BrokerServer, name: str = "SSL") -> int:
     return broker.advertised_for(name).port
 
 

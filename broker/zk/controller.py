@@ -27,7 +27,8 @@ from strom.broker.zk.zkclient import ControllerMovedError, PartitionStateConflic
 from strom.broker.zk.zkdata import NO_LEADER, TopicAssignment
 
 if TYPE_CHECKING:
-    from strom.broker.cluster.member import ClusterMember, ClusterView
+    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.metadata.cache import ClusterView
 
 log = logging.getLogger("strom.controller")
 
@@ -177,7 +178,7 @@ class Controller:
         `progress_reassignments` then carries them out as the new replicas catch up."""
         view = await self.member.read_view()
         live = set(view.brokers)
-        from strom.broker.apis.alter_partition_reassignments import _target_error
+        from strom.broker.metadata.placement import reassignment_target_error
         results: list[tuple[str, int, ErrorCode, str | None]] = []
         changed: dict[str, TopicAssignment] = {}
         for topic, partition, target in wanted:
@@ -200,7 +201,7 @@ class Controller:
                 original = [r for r in replicas if r not in adding]
                 new_replicas, new_adding, new_removing = original, [], []
             else:
-                problem = _target_error(list(target), live)
+                problem = reassignment_target_error(list(target), live)
                 if problem is not None:
                     results.append((topic, partition, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem))
                     continue

@@ -43,6 +43,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from strom.broker.zk.quotas_zk import read_broker_configs, read_quotas, write_broker_config, write_quota
 from strom.broker.zk.zkdata import (
     INITIAL_CONTROLLER_EPOCH,
     BrokerIdsZNode,
@@ -547,6 +548,28 @@ class KafkaZkClient:
 
     async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> Watch:
         return await self._watch_children(Paths.LOG_DIR_EVENTS, list, callback)
+
+    # client quotas and dynamic broker configs (/config/users, /config/clients, /config/ips, /config/brokers)
+
+    async def get_client_quotas(self) -> dict[tuple, dict[str, float]]:
+        """Every client quota entity's values (see :mod:`strom.broker.zk.quotas_zk`)."""
+        return await self._call(read_quotas, self._zk)
+
+    async def set_client_quota(self, entity: tuple, values: Mapping[str, float]) -> None:
+        """Replace one entity's quotas (empty: remove them), announced to every broker."""
+        await self._call(write_quota, self._zk, entity, dict(values))
+
+    async def get_broker_configs(self) -> dict[str, dict[str, str]]:
+        """The dynamic configs of every broker ("" for the cluster default)."""
+        return await self._call(read_broker_configs, self._zk)
+
+    async def set_broker_config(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace /config/brokers/<name> ("" for <default>), announced to every broker."""
+        await self._call(write_broker_config, self._zk, name, dict(configs))
+
+    async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:
+        """``callback(change notification names)`` now and after every config change notice."""
+        return await self._watch_children(Paths.CONFIG_CHANGES, list, callback)
 
     # cluster id ---------------------------------------------------------------------------
 

@@ -28,8 +28,9 @@ from .faults import kafka_releases, request_faults
 
 if TYPE_CHECKING:
     from strom.broker.coordinator.group.coordinator import GroupCoordinator
+    from strom.broker.metadata.admin import AdminManager
+    from strom.broker.metadata.cache import MetadataCache
     from strom.broker.server.dispatch import RequestDispatcher
-    from strom.broker.topics import TopicInfo
     from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.control")
@@ -56,16 +57,11 @@ class ControlledBroker(Protocol):
     topics: Any  # the topic metadata (``.topics``: name -> TopicInfo), None before it is open
     logs: LogManager | None
     groups: GroupCoordinator | None
+    metadata: MetadataCache | None  # the live brokers (None before the metadata is open)
+    admin: AdminManager | None  # topic creation and deletion
 
     @property
     def dispatcher(self) -> RequestDispatcher: ...
-
-    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
-
-    async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str]) -> TopicInfo | None: ...
-
-    async def delete_topic(self, name: str) -> None: ...
 
 
 class Controls:
@@ -94,7 +90,7 @@ class Controls:
     async def op_status(self) -> dict:
         b = self.broker
         return {"node_id": b.node_id, "listeners": [str(x.advertised) for x in b.bound],
-                "live_brokers": sorted(node for node, *_ in b.live_brokers()),
+                "live_brokers": sorted(node for node, *_ in b.metadata.live_brokers()),
                 "topics": sorted(b.topics.topics) if b.topics is not None else [],
                 **self.faults.status()}
 
@@ -173,12 +169,12 @@ class Controls:
     # ---- topics ------------------------------------------------------------------------
     async def op_create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
                               configs: dict | None = None) -> dict:
-        info = await self.broker.create_topic(name, int(partitions), int(replication_factor),
+        info = await self.broker.admin.create_topic(name, int(partitions), int(replication_factor),
                                               {k: str(v) for k, v in (configs or {}).items()})
         return {"name": name, "partitions": info.partitions if info is not None else partitions}
 
     async def op_delete_topic(self, name: str) -> None:
-        await self.broker.delete_topic(name)
+        await self.broker.admin.delete_topic(name)
 
 
 # ----------------------------------------------------------------------------- HTTP

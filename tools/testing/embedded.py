@@ -172,10 +172,10 @@ class StromBroker:
         import trio
 
         async def main() -> None:
-            from strom.broker.server.root import Broker
+            from strom.broker.server.root import BrokerServer
 
             self._token = trio.lowlevel.current_trio_token()
-            broker = Broker(config)
+            broker = BrokerServer(config)
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 await nursery.start(broker.run, prebound)

@@ -262,11 +262,11 @@ def test_bench_testbroker_workload_and_report():
 def test_stop_is_bounded_even_when_the_broker_hangs_in_shutdown(monkeypatch, caplog):
     import threading
 
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
     release = threading.Event()
-    real_close = Broker.close
-    monkeypatch.setattr(Broker, "close", lambda self: (release.wait(30), real_close(self)))
+    real_close = BrokerServer.close
+    monkeypatch.setattr(BrokerServer, "close", lambda self: (release.wait(30), real_close(self)))
     b = StromBroker(stop_timeout=0.5).start()
     thread = b._thread
     try:

@@ -54,7 +54,7 @@ from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
 from strom.broker.coordinator.group.state import Group, GroupSettings, GroupState, JoinRequest, JoinResult, SyncResult
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import Broker
+    from strom.broker.server.root import BrokerServer
 
 log = logging.getLogger("strom.group")
 
@@ -78,7 +78,7 @@ class CommitResult:
 class GroupCoordinator:
     """Every consumer group this broker coordinates (standalone: all of them)."""
 
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: "BrokerServer"):
         self.broker = broker
         config = broker.config
         self.settings = GroupSettings(
@@ -108,7 +108,7 @@ class GroupCoordinator:
 
     def coordinator_of(self, group_id: str) -> int | None:
         """The broker id coordinating `group_id` (the leader of its partition), if any."""
-        view = self.broker.partition_view(OFFSETS_TOPIC, self.partition_of(group_id))
+        view = self.broker.metadata.partition_view(OFFSETS_TOPIC, self.partition_of(group_id))
         if view is None or view[0] < 0:
             return None
         return view[0]
@@ -131,7 +131,7 @@ class GroupCoordinator:
                 member.answer_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
         self.consumer.drop_unled(lambda g: self.partition_of(g) in now_led)
         for index in sorted(gained):
-            partition = self.broker.partition(OFFSETS_TOPIC, index)
+            partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
             if partition is not None:
                 self._load_partition(partition)
         if gained or lost:
@@ -155,7 +155,7 @@ class GroupCoordinator:
             return
         config = self.broker.config
         try:
-            await self.broker.create_topic(
+            await self.broker.admin.create_topic(
                 OFFSETS_TOPIC, self.num_partitions, config["offsets.topic.replication.factor"],
                 {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
                  "compression.type": "producer"})
@@ -169,7 +169,7 @@ class GroupCoordinator:
         self.loading = True
         if OFFSETS_TOPIC in self.broker.topics.topics:
             for index in self.coordinated_partitions():
-                partition = self.broker.partition(OFFSETS_TOPIC, index)
+                partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
                 if partition is not None:
                     self._load_partition(partition)
         for group in self.groups.values():
@@ -248,7 +248,7 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ writing
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                 producer: tuple[int, int] | None = None, verification_guard=None) -> None:
-        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_of(group_id))
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_of(group_id))
         if partition is None or not partition.is_leader:
             raise StorageError(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         data = build_records_batch(records, wall_clock_ms(), producer)
@@ -534,7 +534,7 @@ class GroupCoordinator:
     def partition_exists(self, topic: str, index: int) -> bool:
         """Whether the partition exists anywhere in the cluster (Kafka's metadata cache), not only
         on this broker: a group's offsets are kept for partitions other brokers lead too."""
-        return self.broker.partition_view(topic, index) is not None
+        return self.broker.metadata.partition_view(topic, index) is not None
 
     def _offset_error(self, topic: str, index: int, value: CommittedOffset) -> ErrorCode:
         if not self.partition_exists(topic, index):

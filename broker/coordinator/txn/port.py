@@ -2,7 +2,7 @@
 
 The coordinator is written against :class:`TxnBrokerPort` and never imports the Broker, so any
 object with these members can host it (``broker/txn/tests`` drive it through an in-process broker
-and replace ``now_ms`` to move its clock). :class:`BrokerPort` adapts a running `Broker` to it.
+and replace ``now_ms`` to move its clock). :class:`BrokerPort` adapts the running `BrokerServer` to it.
 """
 from __future__ import annotations
 
@@ -44,18 +44,18 @@ class TxnBrokerPort(Protocol):
 
 
 class BrokerPort:
-    """The adapter a running Broker gives its transaction coordinator."""
+    """The adapter the running BrokerServer gives its transaction coordinator."""
 
     def __init__(self, broker) -> None:
         self._broker = broker
         self.node_id = broker.node_id
-        self.is_cluster = broker.cluster is not None
+        self.is_cluster = broker.metadata.is_cluster
 
     def partition(self, topic: str, index: int):
-        return self._broker.partition(topic, index)
+        return self._broker.replicas.get(topic, index)
 
     def leader_of(self, topic: str, index: int) -> int | None:
-        view = self._broker.partition_view(topic, index)
+        view = self._broker.metadata.partition_view(topic, index)
         return None if view is None or view[0] < 0 else view[0]
 
     def partition_count(self, topic: str) -> int | None:
@@ -63,16 +63,16 @@ class BrokerPort:
         return None if info is None else info.partitions
 
     def topic_setting(self, topic: str, key: str):
-        return self._broker.topic_setting(topic, key)
+        return self._broker.metadata.topic_setting(topic, key)
 
     async def create_internal_topic(self, name, partitions, replication_factor, configs) -> None:
-        await self._broker.create_topic(name, partitions, replication_factor, configs)
+        await self._broker.admin.create_internal_topic(name, partitions, replication_factor, configs)
 
     async def allocate_producer_id(self) -> int:
-        return await self._broker.allocate_producer_id()
+        return await self._broker.admin.allocate_producer_id()
 
     def endpoint(self, broker_id: int):
-        return self._broker.broker_endpoint(broker_id, self._broker.config.inter_broker_listener)
+        return self._broker.metadata.broker_endpoint(broker_id, self._broker.config.inter_broker_listener)
 
     def notify_data(self) -> None:
         self._broker.replicas.notify_data()
