@@ -84,9 +84,12 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
     import trio
 
     try:
-        from .clock import PausableClock  # `strom control pause` stops the broker's timers too
+        if config.control is None:
+            trio.run(_serve, config, prebound, ready_file)
+        else:  # test hooks, only when asked for: `strom control pause` stops the broker's timers too
+            from strom.testing.clock import PausableClock
 
-        trio.run(_serve, config, prebound, ready_file, clock=PausableClock())
+            trio.run(_serve, config, prebound, ready_file, clock=PausableClock())
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
@@ -106,8 +109,11 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
         # 10,000-partition broker stalled it ~0.2 s). Only here: the embedded broker lives in the
         # user's process, whose heap is not ours to freeze.
         gc.freeze()
-        control = f"{config.control.host}:{broker.control_port}" if broker.control_port is not None else None
-        if control is not None:
+        control = None
+        if config.control is not None:  # the test control endpoint (control.listener, --dev)
+            from strom.testing.control_endpoint import serve_control
+
+            control = f"{config.control.host}:{await nursery.start(serve_control, broker, config.control)}"
             log.info("control endpoint: strom control --to %s ...", control)
         if ready_file is not None:
             _write_ready(ready_file, bound, broker.console.url if broker.console is not None else None, control)

@@ -41,12 +41,15 @@ import ipaddress
 import logging
 import math
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 
-from .dynamic_config import INT_MAX, listener_max_key, listener_rate_key
-from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, Sensor
+from .dynamic_config import INT_MAX, DynamicConfigs, listener_max_key, listener_rate_key
+from .quotas import CONNECTION_CREATION_RATE, IP, MAX_THROTTLE_MS, QuotaManager, Sensor
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
 
 log = logging.getLogger("strom.connections")
 
@@ -108,9 +111,13 @@ def _average(total: Sensor, count: Sensor, now: float) -> float:
 
 
 class ConnectionQuotas:
-    def __init__(self, broker):
-        self.broker = broker
-        config = broker.config
+    """``config``: server.properties (listeners, static limits); ``dynamic``: the dynamic broker
+    configs (limits changed at run time); ``quotas``: the client quotas (connection_creation_rate)."""
+
+    def __init__(self, config: "BrokerConfig", dynamic: DynamicConfigs, quotas: QuotaManager) -> None:
+        self.config = config
+        self.dynamic = dynamic
+        self.quotas = quotas
         self.samples, self.window_s = config["quota.window.num"], config["quota.window.size.seconds"]
         self.broker_sensor = Sensor(self.samples, self.window_s)
         self.ip_sensors: dict[str, Sensor] = {}
@@ -133,7 +140,7 @@ class ConnectionQuotas:
     def ip_quota(self, ip: str) -> float | None:
         """The connection_creation_rate of `ip`: its own entity, one named by a host name that
         resolves to it (resolved when the quotas change, as Kafka does), or the default."""
-        entries = self.broker.quotas.entries
+        entries = self.quotas.entries
         values = entries.get(((IP, ip),))
         if values and CONNECTION_CREATION_RATE in values:
             return float(values[CONNECTION_CREATION_RATE])
@@ -147,7 +154,7 @@ class ConnectionQuotas:
 
     async def resolve_names(self) -> None:
         """Resolve the IP entities given as host names (`localhost`) once per change of the quotas."""
-        entries = self.broker.quotas.entries
+        entries = self.quotas.entries
         if entries is self._resolved_from:
             return
         by_name: dict[str, float] = {}
@@ -195,12 +202,12 @@ class ConnectionQuotas:
         return throttle
 
     def broker_limit(self) -> float:
-        return float(self.limits(self.broker.config.listeners[0].name).broker_rate)
+        return float(self.limits(self.config.listeners[0].name).broker_rate)
 
     def limits(self, listener: str) -> Limits:
         """The limits of `listener` now: read once and kept while no dynamic broker config is set
         (the common case: server.properties only), else read afresh."""
-        dynamic = self.broker.dynamic_configs
+        dynamic = self.dynamic
         fixed = not dynamic.stored()
         if fixed:
             found = self._static_limits.get(listener)
@@ -223,11 +230,11 @@ class ConnectionQuotas:
 
     def protected(self, listener: str) -> bool:
         """Kafka's protected listener: the inter-broker one, when there are others."""
-        config = self.broker.config
+        config = self.config
         return listener == config.inter_broker_listener and len(config.listeners) > 1
 
     def max_connections(self) -> int:
-        return self.limits(self.broker.config.listeners[0].name).max_connections
+        return self.limits(self.config.listeners[0].name).max_connections
 
     def listener_max(self, listener: str) -> int:
         return self.limits(listener).listener_max
@@ -239,7 +246,7 @@ class ConnectionQuotas:
                 found = self._overrides.get(_normal(ip))
             except ValueError:
                 pass
-        return found if found is not None else self.limits(self.broker.config.listeners[0].name).per_ip
+        return found if found is not None else self.limits(self.config.listeners[0].name).per_ip
 
     def slot_available(self, listener: str) -> bool:
         limits = self.limits(listener)
@@ -251,7 +258,7 @@ class ConnectionQuotas:
         """Resolve max.connections.per.ip.overrides once per change of its value: addresses as
         they are, host names to every address they have (one that does not resolve is logged)."""
         from .config import parse_ip_overrides
-        raw = self.limits(self.broker.config.listeners[0].name).overrides
+        raw = self.limits(self.config.listeners[0].name).overrides
         if raw == self._overrides_raw:
             return
         try:
@@ -312,7 +319,7 @@ class ConnectionQuotas:
     async def _accept(self, listener: str, ip: str | None, state: ListenerState) -> "Admission | int | None":
         await self._wait_for_slot(listener, state)
         now = trio.current_time()
-        if ip is not None and self.broker.quotas.entries:
+        if ip is not None and self.quotas.entries:
             await self.resolve_names()
             throttle = self.ip_throttle_ms(ip, now)
             if throttle:
@@ -453,7 +460,7 @@ class ConnectionQuotas:
         """Per configured listener, plain numbers for /metrics."""
         now = trio.current_time()
         out = {}
-        for listener in self.broker.config.listeners:
+        for listener in self.config.listeners:
             st = self.state(listener.name)
             blocked = st.blocked.total(now) + (now - st.blocked_since if st.blocked_since is not None else 0.0)
             out[listener.name] = {

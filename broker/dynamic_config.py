@@ -24,6 +24,10 @@ every broker re-reads them on the change notification.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Callable, Mapping
+
+if TYPE_CHECKING:
+    from .config import BrokerConfig
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -42,6 +46,8 @@ DYNAMIC: dict[str, tuple[str, int]] = {
 # Kafka's DescribeConfigs type codes and sources
 CONFIG_TYPE = {"STRING": 2, "INT": 3, "LONG": 5}
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+# The dynamic broker configs stored now: resource name (a node id, DEFAULT) -> {key: value}.
+StoredConfigs = Mapping[str, Mapping[str, str]]
 
 
 # a listener's own limit: listener.name.<listener>.max.connection.creation.rate
@@ -138,14 +144,16 @@ def stored_name(name: str) -> str:
 
 
 class DynamicConfigs:
-    """The effective value of each dynamic key on this broker."""
+    """The effective value of each dynamic key on broker ``node_id``: ``stored`` gives the dynamic
+    configs as stored now (the metadata file's or ZooKeeper's), ``config`` is server.properties."""
 
-    def __init__(self, broker):
-        self.broker = broker
+    def __init__(self, config: "BrokerConfig", node_id: int, stored: Callable[[], StoredConfigs]) -> None:
+        self.config = config
+        self.node_id = node_id
+        self._stored = stored
 
-    def stored(self) -> dict[str, dict[str, str]]:
-        topics = self.broker.topics
-        return (getattr(topics, "broker_configs", None) or {}) if topics is not None else {}
+    def stored(self) -> StoredConfigs:
+        return self._stored()
 
     def overrides(self, name: str) -> dict[str, str]:
         return dict(self.stored().get(name, {}))
@@ -153,7 +161,7 @@ class DynamicConfigs:
     def lookup(self, key: str) -> tuple[str | None, int | None]:
         """(raw value, source) of a dynamic setting, or (None, None) when none is set."""
         stored = self.stored()
-        own = stored.get(str(self.broker.node_id), {})
+        own = stored.get(str(self.node_id), {})
         if key in own:
             return own[key], DYNAMIC_BROKER_CONFIG
         default = stored.get(DEFAULT, {})
@@ -174,7 +182,7 @@ class DynamicConfigs:
 
     def static_raw(self, key: str) -> str:
         """The value of server.properties (valid ones only), else the built-in default, as text."""
-        config = self.broker.config
+        config = self.config
         static = getattr(config, "originals", {}).get(key)
         if static is not None and check_value(key, static) is None:
             return static
@@ -192,7 +200,7 @@ class DynamicConfigs:
         stored = self.stored()
         names = set(stored.get(DEFAULT, {}))
         if not default_only:
-            names |= set(stored.get(str(self.broker.node_id), {}))
+            names |= set(stored.get(str(self.node_id), {}))
         return sorted(k for k in names if LISTENER_KEY.fullmatch(k))
 
 

@@ -4,7 +4,7 @@ For every API the broker serves, the response Kafka's ``AbstractRequest.getError
 the code on every topic, partition, group or resource the request named (and the top-level
 ``error_code`` where the response version has one). Two users: the connection handler, when a
 handler raises unexpectedly (``UNKNOWN_SERVER_ERROR``, the connection kept), and fault injection
-(``broker/faults.py``), which answers part of a request with an error and merges the rest.
+(``strom.testing.faults``), which answers part of a request with an error and merges the rest.
 """
 from __future__ import annotations
 

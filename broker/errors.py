@@ -14,12 +14,12 @@ class TopicError(Exception):
 
 
 class DropConnection(Exception):
-    """Close the client's connection without answering (fault injection, broker/faults.py)."""
+    """Close the client's connection without answering (a request interceptor: strom.testing.faults)."""
 
 
 class AnswerInVersion(Exception):
     """Answer the request with ``body`` encoded in ``version`` instead of the request's own: an
-    ApiVersions request above a version cap (broker/faults.py) gets v0 with UNSUPPORTED_VERSION,
+    ApiVersions request above a version cap (strom.testing.faults) gets v0 with UNSUPPORTED_VERSION,
     as Kafka answers an ApiVersions version it does not know."""
 
     def __init__(self, version: int, body: dict):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from typing import Callable, Mapping
 
 from strom.protocol.schema import ApiKey
 
@@ -41,6 +42,8 @@ MAX_THROTTLE_MS = 2**31 - 1
 
 # An entity: ((entity type, name or None for the default), ...) sorted by type.
 Entity = tuple[tuple[str, str | None], ...]
+# The client quota configs as this broker knows them now: {entity: {key: value}}.
+QuotaConfigs = Mapping[Entity, Mapping[str, float]]
 
 
 def entity_key(pairs) -> Entity:
@@ -140,15 +143,17 @@ class MutationQuota:
 
 
 class QuotaManager:
-    def __init__(self, broker, samples: int = 11, window_s: float = 1.0):
-        self.broker = broker  # broker.topics.quotas: {Entity: {key: value}} (standalone metadata)
+    """``configs``: the quota configs now (standalone: the metadata file's, in a cluster ZooKeeper's)."""
+
+    def __init__(self, configs: Callable[[], QuotaConfigs], samples: int = 11, window_s: float = 1.0):
+        self.configs = configs
         self.samples, self.window_s = samples, window_s
         self.sensors: dict[tuple[str, Entity], Sensor] = {}
         self.buckets: dict[Entity, TokenBucket] = {}  # controller mutation quotas
 
     @property
-    def entries(self) -> dict:
-        return getattr(self.broker.topics, "quotas", None) or {}
+    def entries(self) -> QuotaConfigs:
+        return self.configs()
 
     # ------------------------------------------------------------------ lookup
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:

@@ -25,7 +25,10 @@ a throttled replica starts at the quota rather than bursting ahead of it.
 """
 from __future__ import annotations
 
+from typing import Callable, Mapping
+
 from .config import THROTTLED_REPLICAS_KEYS, _parse_list
+from .dynamic_config import DYNAMIC, DynamicConfigs
 from .quotas import Sensor
 
 LEADER, FOLLOWER = "leader", "follower"
@@ -51,8 +54,15 @@ def throttled_partitions(value: str | None, node_id: int) -> frozenset[int] | st
 class ReplicationQuota:
     """One direction (leader or follower) of a broker's replication throttle."""
 
-    def __init__(self, broker, kind: str, samples: int = 11, window_s: float = 1.0):
-        self.broker, self.kind = broker, kind
+    """``dynamic``: the broker's dynamic configs (the throttle rates); ``topic_configs``: a topic's
+    config overrides (its throttled replica lists), None for a topic not known here."""
+
+    def __init__(self, kind: str, node_id: int, dynamic: DynamicConfigs,
+                 topic_configs: Callable[[str], Mapping[str, str] | None], samples: int = 11,
+                 window_s: float = 1.0) -> None:
+        self.kind, self.node_id = kind, node_id
+        self.dynamic = dynamic
+        self.topic_configs = topic_configs
         self.rate_key = f"{kind}.replication.throttled.rate"
         self.list_key = THROTTLED_REPLICAS_KEYS[0 if kind == LEADER else 1]
         self.sensor = Sensor(samples, window_s, min_windows=1)
@@ -60,8 +70,7 @@ class ReplicationQuota:
 
     def limit(self) -> float:
         """Bytes per second (infinite when no throttle rate is set)."""
-        from .dynamic_config import DYNAMIC
-        value = self.broker.dynamic_configs.value(self.rate_key)
+        value = self.dynamic.value(self.rate_key)
         return float("inf") if value >= DYNAMIC[self.rate_key][1] else float(value)
 
     def active(self) -> bool:
@@ -70,16 +79,15 @@ class ReplicationQuota:
         return self.limit() != float("inf")
 
     def is_throttled(self, topic: str, partition: int) -> bool:
-        topics = self.broker.topics
-        info = topics.topics.get(topic) if topics is not None else None
-        value = info.configs.get(self.list_key) if info is not None else None
+        configs = self.topic_configs(topic)
+        value = configs.get(self.list_key) if configs is not None else None
         if not value:
             return False
         names = self._parsed.get(value)
         if names is None:
             if len(self._parsed) > 1024:
                 self._parsed.clear()
-            names = self._parsed[value] = throttled_partitions(value, self.broker.node_id)
+            names = self._parsed[value] = throttled_partitions(value, self.node_id)
         return names == ALL or partition in names
 
     def exceeded(self, now: float) -> bool:

@@ -8,7 +8,7 @@ context variables of `strom.broker.context`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     from strom.storage.log_manager import LogManager
@@ -28,6 +28,13 @@ if TYPE_CHECKING:
     from strom.broker.stats import BrokerStats
 
 
+class ApiVersions(Protocol):
+    """What ApiVersions advertises (`strom.broker.server.dispatch.ApiVersionManager`: the registry's
+    versions, under a test's version cap when one is set)."""
+
+    def advertised(self) -> Sequence[tuple[int, int, int]]: ...
+
+
 @dataclass(frozen=True)
 class RequestContext:
     config: "BrokerConfig"
@@ -40,7 +47,7 @@ class RequestContext:
     authorizer: "AclAuthorizer | None"  # None: authorization is off (everything allowed)
     quotas: "QuotaManager"
     fetch_sessions: "FetchManager"
-    api_versions: Sequence[tuple[int, int, int]]  # (api key, min, max) ApiVersions advertises
+    api_versions: ApiVersions  # (api key, min, max) of what ApiVersions advertises
     logs: "LogManager"
     dynamic_configs: "DynamicConfigs"
     leader_quota: "ReplicationQuota"

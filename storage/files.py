@@ -2,9 +2,10 @@
 cache of open files, and the zero-copy file region handed to Fetch.
 
 Every open, write, fsync, truncate and rename of log data, indexes, checkpoints and snapshots goes
-through ``ops`` (a :class:`FileOps`). Tests replace it with a :class:`FaultInjector` (see
-:func:`inject`) to make a chosen write or fsync fail with ENOSPC, EIO, ... (optionally after a
-short, torn write), so storage faults are tested without root, a full disk or a broken one.
+through ``ops`` (a :class:`FileOps`). Tests replace it (see :func:`use_ops`) with
+``strom.testing.storage_faults.FileFaults`` to make a chosen write or fsync fail with ENOSPC, EIO,
+... (optionally after a short, torn write), so storage faults are tested without root, a full
+disk or a broken one.
 
 Descriptors of segment and index files are not held by the segments: they come from ``cache``
 (a :class:`FileCache`), a bounded LRU of open files keyed by path. A file that is used often (an
@@ -20,7 +21,6 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import NoReturn
 
 # errnos that mean "no room right now": the partition stays online, the write is answered with
 # KAFKA_STORAGE_ERROR and later writes succeed once space (or descriptors) come back.
@@ -33,7 +33,7 @@ def errno_name(code: int | None) -> str:
 
 
 class FileOps:
-    """The real system calls. Methods take the path only so a fault injector can match it."""
+    """The real system calls. Methods take the path only so a replacement (tests' file faults) can match it."""
 
     def open(self, path: str, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags, mode)
@@ -57,121 +57,13 @@ class FileOps:
 ops: FileOps = FileOps()
 
 
-class Fault:
-    """One rule of a FaultInjector (see :meth:`FaultInjector.fail`)."""
-
-    def __init__(self, op: str, err: int, path: str | None, after: int, times: int | None,
-                 partial: int | None) -> None:
-        self.op, self.errno, self.path = op, err, path
-        self.after, self.times, self.partial = after, times, partial
-        self.seen = 0
-        self.fired = 0
-
-    def matches(self, op: str, path: str) -> bool:
-        return op == self.op and (self.path is None or self.path in path)
-
-    def live(self) -> bool:
-        return self.times is None or self.fired < self.times
-
-
-class FaultInjector(FileOps):
-    """FileOps that fail on request: ``fail("write", errno.ENOSPC, path=".log", after=3)``.
-
-    ``after``: matching calls that still succeed first; ``times``: how many calls then fail
-    (None: every one until :meth:`clear`); ``partial`` (write only): the first failing write
-    first writes that many bytes and returns the short count, the next write raises, as a
-    filling disk does. ``calls`` counts every operation by name.
-    """
-
-    def __init__(self) -> None:
-        self._rules: list[Fault] = []
-        self._lock = threading.Lock()
-        self.calls: dict[str, int] = {}
-        self._paths: dict[int, str] = {}
-        self._torn: dict[int, int] = {}
-
-    def fail(self, op: str, err: int = errno_mod.ENOSPC, *, path: str | None = None, after: int = 0,
-             times: int | None = None, partial: int | None = None) -> Fault:
-        rule = Fault(op, err, path, after, times, partial)
-        with self._lock:
-            self._rules.append(rule)
-        return rule
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rules.clear()
-            self._torn.clear()
-
-    def _check(self, op: str, path: str) -> Fault | None:
-        with self._lock:
-            self.calls[op] = self.calls.get(op, 0) + 1
-            for rule in self._rules:
-                if rule.matches(op, path) and rule.live():
-                    rule.seen += 1
-                    if rule.seen > rule.after:
-                        rule.fired += 1
-                        return rule
-        return None
-
-    @staticmethod
-    def _raise(rule: Fault, path: str) -> NoReturn:
-        raise OSError(rule.errno, os.strerror(rule.errno), path)
-
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        rule = self._check("open", path)
-        if rule is not None:
-            self._raise(rule, path)
-        fd = os.open(path, flags, mode)
-        self._paths[fd] = path
-        return fd
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview, path: str = "") -> int:
-        path = path or self._paths.get(fd, "")
-        pending = self._torn.pop(fd, None)
-        if pending is not None:
-            raise OSError(pending, os.strerror(pending), path)
-        rule = self._check("write", path)
-        if rule is not None:
-            if rule.partial is not None and 0 < rule.partial < len(data):
-                written = os.write(fd, bytes(data[:rule.partial]))
-                self._torn[fd] = rule.errno
-                return written
-            self._raise(rule, path)
-        return os.write(fd, data)
-
-    def fsync(self, fd: int, path: str = "") -> None:
-        path = path or self._paths.get(fd, "")
-        rule = self._check("fsync", path)
-        if rule is not None:
-            self._raise(rule, path)
-        os.fsync(fd)
-
-    def ftruncate(self, fd: int, size: int, path: str = "") -> None:
-        path = path or self._paths.get(fd, "")
-        rule = self._check("ftruncate", path)
-        if rule is not None:
-            self._raise(rule, path)
-        os.ftruncate(fd, size)
-
-    def replace(self, src: str, dst: str) -> None:
-        rule = self._check("replace", dst)
-        if rule is not None:
-            self._raise(rule, dst)
-        os.replace(src, dst)
-
-    def mkdir(self, path: str) -> None:
-        rule = self._check("mkdir", path)
-        if rule is not None:
-            self._raise(rule, path)
-        os.makedirs(path, exist_ok=True)
-
-
 @contextlib.contextmanager
-def inject(injector: FileOps | None = None) -> Iterator[FileOps]:
-    """Use ``injector`` (default: a new FaultInjector) for every storage file operation."""
+def use_ops(replacement: FileOps) -> Iterator[FileOps]:
+    """Route every storage file operation through ``replacement`` inside the block (the seam
+    tests use to make writes fail: ``strom.testing.storage_faults``)."""
     global ops
     previous = ops
-    ops = injector if injector is not None else FaultInjector()
+    ops = replacement
     try:
         yield ops
     finally:

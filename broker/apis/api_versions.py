@@ -47,7 +47,7 @@ def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] 
         "throttle_time_ms": 0,
     }
     if error == ErrorCode.NONE:
-        out.update(finalized_features_epoch=FINALIZED_FEATURES_EPOCH, finalized_features=FINALIZED_FEATURES)
+        out.update(finalized_features_epoch=FINALIZED_FEATURES_EPOCH, finalized_features=features_for(out["api_keys"]))
     return out
 
 
@@ -61,4 +61,4 @@ async def handle(ctx: RequestContext, request) -> dict:
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return body(supported=ctx.api_versions)
+    return body(supported=ctx.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)

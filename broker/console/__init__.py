@@ -1,25 +1,32 @@
 """The web console and /metrics, served on the broker's trio loop (see README, "Console").
 
 `Console(broker).run` serves the configured `console.listeners` with Hypercorn's trio worker and
-runs the history sampler beside it. The ASGI app only reads the broker through `BrokerSource`.
+runs the history sampler beside it. The ASGI app only reads the broker through `BrokerSource`,
+and `BrokerSource` only what `ConsoleBroker` (a typing.Protocol) names.
 """
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from .source import ConsoleBroker
 
 log = logging.getLogger("strom.console")
 
 
 class Console:
-    def __init__(self, broker):
+    """``broker``: what the console reads (``source.ConsoleBroker``)."""
+
+    def __init__(self, broker: "ConsoleBroker") -> None:
         from .history import History
         from .source import BrokerSource
 
-        self.broker = broker
+        self.config = broker.config
         self.source = BrokerSource(broker)
-        config = broker.config
+        config = self.config
         self.history = History(self.source, config["console.history.interval.ms"] / 1000,
                                config["console.history.retention.ms"] / 1000)
         self.urls: list[str] = []
@@ -35,7 +42,7 @@ class Console:
         from .app import AccessMiddleware, Access, build_app
 
         config = Config()
-        config.bind = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.broker.config.console_listeners]
+        config.bind = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.config.console_listeners]
         config.accesslog = None
         http_log = logging.getLogger("strom.console.http")
         if http_log.level == logging.NOTSET:
@@ -44,7 +51,7 @@ class Console:
         config.graceful_timeout = 1.0
         config.keep_alive_timeout = 30
         config.include_server_header = False
-        access = Access(self.broker.config)
+        access = Access(self.config)
         app = AccessMiddleware(build_app(self.source, self.history), access)
         async with trio.open_nursery() as nursery:
             try:

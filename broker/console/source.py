@@ -12,14 +12,22 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sequence
 
 from strom.protocol.errors import ErrorCode
 
 from ..config import TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from strom.broker.server.root import BrokerServer
+    from strom.broker.config import BrokerConfig
+    from strom.broker.connection_quota import ConnectionQuotas
+    from strom.broker.coordinator.group.coordinator import GroupCoordinator
+    from strom.broker.metadata.admin import AdminManager
+    from strom.broker.metadata.cache import MetadataCache
+    from strom.broker.replica.manager import ReplicaManager
+    from strom.broker.replication_quota import ReplicationQuota
+    from strom.broker.stats import BrokerStats
+    from strom.broker.topics import TopicInfo
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _POSITION_CACHE = 20_000
@@ -65,8 +73,46 @@ class ConsoleError(Exception):
         self.code, self.message, self.status = code, message, status
 
 
+class TopicsView(Protocol):
+    """The topic metadata as this broker knows it (standalone: the topic store; in a cluster: the
+    ZooKeeper cache)."""
+
+    topics: Mapping[str, "TopicInfo"]
+
+
+class ClusterView(Protocol):
+    """A cluster member's view of the cluster: registered brokers and partition assignments."""
+
+    brokers: Mapping[int, Any]  # broker id -> its registration (endpoints, timestamp_ms)
+    assignments: Mapping[str, Any]  # topic -> its assignment (partitions: index -> replicas)
+
+
+class ClusterMembership(Protocol):
+    @property
+    def view(self) -> ClusterView: ...
+
+
+class ConsoleBroker(Protocol):
+    """What the console reads of the broker, and the one action (delete a topic) it asks of it."""
+
+    node_id: int
+    config: "BrokerConfig"
+    stats: "BrokerStats"
+    started: float  # time.monotonic() at the start
+    bound: Sequence[Any]  # the bound listeners, each with its ``advertised`` address
+    topics: TopicsView | None  # None until the metadata is open
+    cluster: ClusterMembership | None  # None standalone
+    replicas: "ReplicaManager"
+    groups: "GroupCoordinator | None"
+    connection_quotas: "ConnectionQuotas"
+    leader_quota: "ReplicationQuota"
+    follower_quota: "ReplicationQuota"
+    metadata: "MetadataCache"  # brokers, controller, partitions and topic configs as this broker knows them
+    admin: "AdminManager"  # the one action: deleting a topic
+
+
 class BrokerSource:
-    def __init__(self, broker: "BrokerServer"):
+    def __init__(self, broker: ConsoleBroker):
         self._broker = broker
         self._positions: OrderedDict = OrderedDict()
         self.version = strom_version()

@@ -3,28 +3,24 @@
 One task per connection reads whatever has arrived, takes every whole request out of it, answers
 them in order and sends the responses that are ready together in one write. Record data in Fetch
 responses goes from the segment file to the socket with `os.sendfile`; any stream that is not a
-plain socket (tests' memory streams, later TLS) gets the bytes read instead.
+plain socket (tests' memory streams, later TLS) gets the bytes read instead. What a request is
+answered is the request dispatcher's (`strom.broker.server.dispatch`).
 """
 from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import TYPE_CHECKING
 
 import trio
 
 from strom.protocol.codec import encode_response
 from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
-                                 RawFrame, Request, ServerConnection)
-
-from strom.protocol.errors import ErrorCode
-from strom.protocol.schema import api_spec
+                                       Request, ServerConnection)
 
 from strom.broker import context
-from strom.broker.apis import HANDLERS, SUPPORTED_RANGE, error_response as malformed_request_response
-from strom.broker.error_answers import error_response
-from strom.broker.errors import AnswerInVersion, DropConnection  # broker/faults.py loads only when a test injects faults
+from strom.broker.apis import error_response as malformed_request_response
+from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
 
@@ -146,6 +142,7 @@ class ConnectionHandler:
     def __init__(self, broker: "BrokerServer", security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
         self.security = security
+        self.dispatcher = broker.dispatcher  # API handlers and the interceptors around them (dispatch.py)
 
     async def __call__(self, stream: trio.SocketStream, admission=None) -> None:
         """Serve one connection; `admission`: its place in the connection limits (None for
@@ -231,43 +228,16 @@ class ConnectionHandler:
         return keep_open
 
     async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
-        header = request.header
-        module = HANDLERS.get(header.api_key)
-        supported = SUPPORTED_RANGE.get(header.api_key)
-        if module is None or not supported[0] <= header.api_version <= supported[1]:
-            log.warning("closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
-                        "(ApiVersions lists what is)", peer, header.api_key, header.api_version)
-            return False
-        accounting = self.broker.stats
-        api = accounting.begin(header.api_key)
-        started = time.perf_counter()
-        body, failed = None, True
+        """Hand ``request`` to the dispatcher; its answer, if any, joins ``out``. False: close."""
         try:
-            faults = self.broker.faults  # None unless a test injects faults (broker.faults)
-            if faults is None:
-                body = await module.handle(self.broker.request_context, request)
-            else:
-                body = await faults.handle(module, request, peer)
-            failed = False
+            body = await self.dispatcher.dispatch(request, peer)
         except DropConnection:
             return False
         except AnswerInVersion as answer:  # ApiVersions above a version cap: v0, UNSUPPORTED_VERSION
-            failed = False
+            header = request.header
             out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
             return True
-        except Exception:
-            body = _unexpected_error_answer(request, peer)
-            if body is None:
-                return False
-        finally:
-            accounting.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
-                           failed, self.broker.metadata.topic_name_by_id)
         if body is not None:
-            if self.broker.quotas.entries:  # client quotas: throttle_time_ms, then mute the connection
-                mute_ms = self.broker.quotas.throttle(request, body, time.perf_counter() - started,
-                                                      context.principal.get(), trio.current_time())
-                if mute_ms:
-                    context.muted_until.set(trio.current_time() + mute_ms / 1000)
             out.extend(conn.send_response(request, body))
         return True
 
@@ -286,22 +256,6 @@ class ConnectionHandler:
         self.broker.stats.sent(context.connection_stats.get(None), parts)
         with trio.fail_after(SEND_TIMEOUT_S):
             await send_parts(stream, parts)
-
-
-def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
-    """A handler raised: log it once and answer UNKNOWN_SERVER_ERROR on everything the request
-    named, keeping the connection, as Kafka's request handler does; None (close the connection)
-    where Kafka closes it too: an acks=0 Produce has no answer to carry the error."""
-    header = request.header
-    api = api_spec(header.api_key).name
-    try:
-        body = error_response(header.api_key, header.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
-    except Exception:  # noqa: BLE001 - the request's own shape broke the error answer too
-        body = None
-    log.exception("unexpected error handling %s v%d peer=%s correlation_id=%d; %s", api, header.api_version,
-                  peer, header.correlation_id,
-                  "answered UNKNOWN_SERVER_ERROR" if body is not None else "closing the connection")
-    return body
 
 
 def _peer_ip(stream) -> str | None:

@@ -33,6 +33,7 @@ from strom.broker.security import listener_security
 from strom.broker.security.interbroker import inter_broker_security
 from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
 from strom.broker.server.connection import ConnectionHandler, serve_listener
+from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
 from strom.broker.metadata.admin import AdminManager, StandaloneAdminManager, ZkAdminManager
@@ -117,18 +118,27 @@ class BrokerServer:
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster: ClusterMember | None = None
-        # Fault injection (broker/faults.py): `faults` is the injector only while a fault, pause,
-        # version cap or recording is active, so the request path checks one attribute for None.
-        self.faults = None
-        self.quotas = QuotaManager(self, config["quota.window.num"], config["quota.window.size.seconds"])
-        self.dynamic_configs = DynamicConfigs(self)  # AlterConfigs on a broker resource
-        self.connection_quotas = ConnectionQuotas(self)  # connection_creation_rate, max.connection.creation.rate
-        self.leader_quota = ReplicationQuota(self, LEADER, config["replication.quota.window.num"],
+        self.quotas = QuotaManager(lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
+                                   config["quota.window.num"], config["quota.window.size.seconds"])
+        self.dynamic_configs = DynamicConfigs(  # AlterConfigs on a broker resource
+            config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {})
+        self.connection_quotas = ConnectionQuotas(  # connection_creation_rate, max.connection.creation.rate
+            config, self.dynamic_configs, self.quotas)
+
+        def topic_configs(name: str) -> dict[str, str] | None:  # a topic's overrides: its throttled replicas
+            info = self.topics.topics.get(name) if self.topics is not None else None
+            return info.configs if info is not None else None
+
+        self.leader_quota = ReplicationQuota(LEADER, self.node_id, self.dynamic_configs, topic_configs,
+                                             config["replication.quota.window.num"],
                                              config["replication.quota.window.size.seconds"])
-        self.follower_quota = ReplicationQuota(self, FOLLOWER, config["replication.quota.window.num"],
+        self.follower_quota = ReplicationQuota(FOLLOWER, self.node_id, self.dynamic_configs, topic_configs,
+                                               config["replication.quota.window.num"],
                                                config["replication.quota.window.size.seconds"])
-        self._injector = None
-        self.control_port: int | None = None  # the test control endpoint's port (control.listener)
+        self.api_versions = ApiVersionManager()
+        self.dispatcher = RequestDispatcher(  # its context: the request context, once the metadata is open
+            None, self.api_versions, self.quotas, self.stats,
+            lambda topic_id: self.metadata.topic_name_by_id(topic_id) if self.metadata is not None else None)
         if config["zookeeper.connect"]:  # standalone or cluster: decided here, once
             from strom.broker.cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
@@ -209,14 +219,14 @@ class BrokerServer:
         self._build_request_context()
 
     def _build_request_context(self) -> None:
-        from strom.broker.apis import SUPPORTED
         self.request_context = RequestContext(
             config=self.config, node_id=self.node_id, replica_manager=self.replicas, metadata=self.metadata,
             admin=self.admin, groups=self.groups, txn=self.txn, authorizer=self.authorizer, quotas=self.quotas,
-            fetch_sessions=self.fetch_sessions, api_versions=tuple(SUPPORTED), logs=self.logs,
+            fetch_sessions=self.fetch_sessions, api_versions=self.api_versions, logs=self.logs,
             dynamic_configs=self.dynamic_configs, leader_quota=self.leader_quota,
             follower_quota=self.follower_quota, credentials=self.credentials, security=self.security,
             stats=self.stats)
+        self.dispatcher.context = self.request_context
 
     def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
         self.logs = LogManager(self.config.log_dirs, log_config(self.config, {}),
@@ -279,9 +289,6 @@ class BrokerServer:
                     from strom.broker.console import Console
                     self.console = Console(self)
                     await nursery.start(self.console.run)
-                if self.config.control is not None:
-                    from strom.broker.control import bind_control, serve_control
-                    self.control_port = await nursery.start(serve_control, self, bind_control(self))
                 log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
                          ",".join(str(b.advertised) for b in self.bound),
                          (time.monotonic() - self.started) * 1000)
@@ -293,13 +300,6 @@ class BrokerServer:
                 if self.cluster is not None:
                     await self.cluster.close()
                 self.close()
-
-    def injector(self):
-        """The fault injector of this broker (created on first use)."""
-        if self._injector is None:
-            from strom.broker.faults import FaultInjector
-            self._injector = FaultInjector(self)
-        return self._injector
 
     def _size_file_cache(self) -> None:
         """Raise the soft open-files limit to the hard one and size the cache of open segment

@@ -6,7 +6,8 @@ import time
 import pytest
 import trio
 
-from strom.broker.clock import PausableClock
+from strom.testing.clock import PausableClock
+from strom.testing.faults import request_faults
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -70,9 +71,9 @@ async def test_group_session_does_not_expire_while_the_broker_is_paused(pausable
             {"member_id": joined.member_id, "assignment": b""}]))
         assert synced.error_code == ErrorCode.NONE
 
-        broker.injector().pause()
+        request_faults(broker).pause()
         await _real_sleep(0.6)  # twice the session timeout with no heartbeat
-        broker.injector().resume()
+        request_faults(broker).resume()
         beat = await client.request(ApiKey.HEARTBEAT, 3, member)
         assert beat.error_code == ErrorCode.NONE  # the member is still in its generation
 

@@ -1,4 +1,4 @@
-"""Fault injection in the request path (broker/faults.py), over in-memory connections."""
+"""Fault injection in the request path (strom.testing.faults), over in-memory connections."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,8 @@ import trio
 from construct import Container
 
 from strom.broker.apis import SUPPORTED
-from strom.broker.faults import ErrorAnswer, api_key_of, error_code_of, kafka_releases
+from strom.broker.error_answers import ErrorAnswer
+from strom.testing.faults import api_key_of, error_code_of, kafka_releases, request_faults
 from strom.protocol.codec import decode_response, encode_request, encode_response, default_value
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
@@ -23,9 +24,9 @@ def produce_two(topic: str) -> dict:
 async def test_error_on_one_partition_leaves_the_other_handled_and_appends_nothing(connect, broker):
     client = await connect()
     await create(client, "f", partitions=2)
-    injector = broker.injector()
+    injector = request_faults(broker)
     injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER", topic="f", partition=0)
-    assert broker.faults is injector
+    assert injector.installed
     response = await client.request(ApiKey.PRODUCE, 9, produce_two("f"))
     parts = {p.index: p for p in response.responses[0].partition_responses}
     assert parts[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and parts[0].base_offset == -1
@@ -33,7 +34,7 @@ async def test_error_on_one_partition_leaves_the_other_handled_and_appends_nothi
     assert broker.replicas.get("f", 0).log.log_end_offset == 0
     assert broker.replicas.get("f", 1).log.log_end_offset == 3
     # count=1: used up, the rule is gone and the request path is back to no check at all
-    assert broker.faults is None and injector.rules == []
+    assert not injector.installed and injector.rules == []
     response = await client.request(ApiKey.PRODUCE, 9, produce_two("f"))
     assert [p.error_code for p in response.responses[0].partition_responses] == [0, 0]
 
@@ -42,7 +43,7 @@ async def test_count_client_id_and_other_topics(connect, broker):
     client = await connect()
     await create(client, "a")
     await create(client, "b")
-    injector = broker.injector()
+    injector = request_faults(broker)
     fault = injector.add(ApiKey.FETCH, error=ErrorCode.UNKNOWN_SERVER_ERROR, count=2, topic="a")
     injector.add("ListOffsets", error="LEADER_NOT_AVAILABLE", client_id="someone-else")
     for _ in range(3):  # topic b and another client id: untouched
@@ -61,7 +62,7 @@ async def test_count_client_id_and_other_topics(connect, broker):
 async def test_drop_after_takes_effect_and_closes_the_connection(connect, broker):
     client = await connect()
     await create(client, "d")
-    broker.injector().add("Produce", drop="after")
+    request_faults(broker).add("Produce", drop="after")
     await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
         {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
     with pytest.raises(EOFError):
@@ -72,7 +73,7 @@ async def test_drop_after_takes_effect_and_closes_the_connection(connect, broker
 async def test_drop_before_takes_no_effect(connect, broker):
     client = await connect()
     await create(client, "d")
-    broker.injector().add("Produce", drop="before", topic="d")
+    request_faults(broker).add("Produce", drop="before", topic="d")
     await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
         {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
     with pytest.raises(EOFError):
@@ -83,7 +84,7 @@ async def test_drop_before_takes_no_effect(connect, broker):
 async def test_delay_holds_the_answer(connect, broker, autojump_clock):
     client = await connect()
     await create(client, "slow")
-    broker.injector().add("Fetch", delay_ms=5000)
+    request_faults(broker).add("Fetch", delay_ms=5000)
     start = trio.current_time()
     response = await client.request(ApiKey.FETCH, 12, fetch_body("slow", 0))
     assert trio.current_time() - start >= 5.0
@@ -92,7 +93,7 @@ async def test_delay_holds_the_answer(connect, broker, autojump_clock):
 
 async def test_pause_holds_requests_until_resumed(connect, broker, nursery):
     client = await connect()
-    injector = broker.injector()
+    injector = request_faults(broker)
     injector.pause()
     answered = trio.Event()
 
@@ -106,13 +107,13 @@ async def test_pause_holds_requests_until_resumed(connect, broker, nursery):
     injector.resume()
     with trio.fail_after(5):
         await answered.wait()
-    assert broker.faults is None
+    assert not injector.installed
 
 
 async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     client = await connect()
     await create(client, "v")
-    injector = broker.injector()
+    injector = request_faults(broker)
     injector.record()
     injector.cap_versions("2.0")
     versions = {k.api_key: (k.min_version, k.max_version)
@@ -129,7 +130,7 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     seen = [(r["api"], r["version"], r["client_id"]) for r in injector.recorded()]
     assert seen == [("ApiVersions", 2, "test"), ("Produce", 6, "test"), ("Produce", 9, "test")]
     injector.clear()
-    assert broker.faults is None
+    assert not injector.installed
 
 
 @pytest.mark.parametrize("release, listed", [("2.0", {}), ("2.3", {}), ("2.4", {ApiKey.API_VERSIONS: (0, 3)})])
@@ -139,7 +140,7 @@ async def test_api_versions_above_the_cap_gets_unsupported_version_and_the_v0_an
     not know: v0, UNSUPPORTED_VERSION and, before KIP-511 (2.4), no API listed; from 2.4 only
     ApiVersions' own range. The client retries with a version it knows."""
     client = await connect()
-    injector = broker.injector()
+    injector = request_faults(broker)
     injector.cap_versions(release)
     ask = 4 if release == "2.4" else 3
     await client.send(ApiKey.API_VERSIONS, ask, {"client_software_name": "test", "client_software_version": "1"})
@@ -160,7 +161,7 @@ async def test_metadata_error_on_a_topic(connect, broker):
     client = await connect()
     await create(client, "m", partitions=2)
     await create(client, "n")
-    broker.injector().add("Metadata", error="LEADER_NOT_AVAILABLE", topic="m", partition=1)
+    request_faults(broker).add("Metadata", error="LEADER_NOT_AVAILABLE", topic="m", partition=1)
     md = await client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
     topics = {t.name: t for t in md.topics}
     assert topics["m"].error_code == 0
@@ -252,7 +253,7 @@ async def test_a_topic_rule_on_an_api_without_partitions_matches_requests_naming
     client = await connect()
     await create(client, "keep")
     await create(client, "gone")
-    rule = broker.injector().add("DeleteTopics", error="TOPIC_DELETION_DISABLED", topic="keep")
+    rule = request_faults(broker).add("DeleteTopics", error="TOPIC_DELETION_DISABLED", topic="keep")
     response = await client.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["gone"], "timeout_ms": 1000})
     assert response.responses[0].error_code == 0 and rule.hits == 0
     response = await client.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["keep"], "timeout_ms": 1000})

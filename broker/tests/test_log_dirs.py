@@ -11,7 +11,7 @@ import pytest
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
-from strom.storage import files
+from strom.testing.storage_faults import file_faults
 
 from .conftest import make_broker, open_client
 from .test_apis import batch, create, fetch_body, produce_body
@@ -74,7 +74,7 @@ async def test_a_failing_dir_goes_offline_and_the_other_keeps_serving(two_dirs, 
     bad = [p for p, d in where.items() if d == dirs[1]]
     good = [p for p, d in where.items() if d == dirs[0]]
     assert bad and good
-    with files.inject() as faults:
+    with file_faults() as faults:
         faults.fail("write", errno.EIO, path=str(dirs[1]))
         failed = await produce(client, "t", bad[0])
         assert failed.error_code == ErrorCode.KAFKA_STORAGE_ERROR

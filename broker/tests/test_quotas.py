@@ -73,7 +73,7 @@ def test_the_most_specific_entity_wins_and_rates_are_windowed():
         (("client-id", "c"),): {"producer_byte_rate": 2.0},
         (("user", None),): {"producer_byte_rate": 3.0},
         (("client-id", "c"), ("user", "u")): {"producer_byte_rate": 4.0}}))
-    q = QuotaManager(store, samples=3, window_s=1.0)
+    q = QuotaManager(lambda: store.topics.quotas, samples=3, window_s=1.0)
     assert q.quota("producer_byte_rate", "u", "c")[0] == 4.0
     assert q.quota("producer_byte_rate", "v", "c")[0] == 3.0, "a default user quota comes before client ids"
     del store.topics.quotas[(("user", None),)]

@@ -47,21 +47,19 @@ def test_dynamic_values_are_checked_as_kafka_checks_them():
     assert check_value("max.connection.creation.rate", str(2**31)).endswith("Not a number of type INT")
 
 
-def _fake_broker(stored: dict, topic_configs: dict, node_id: int = 1):
+def _quotas(stored: dict, topic_configs: dict, node_id: int = 1) -> tuple[ReplicationQuota, ReplicationQuota]:
     from strom.broker.config import BrokerConfig
-    broker = SimpleNamespace(node_id=node_id, config=BrokerConfig({"log.dirs": "/nonexistent"}),
-                             topics=SimpleNamespace(broker_configs=stored, topics={
-                                 name: SimpleNamespace(configs=c) for name, c in topic_configs.items()}))
-    broker.dynamic_configs = DynamicConfigs(broker)
-    return broker
+    dynamic = DynamicConfigs(BrokerConfig({"log.dirs": "/nonexistent"}), node_id, lambda: stored)
+    return (ReplicationQuota(LEADER, node_id, dynamic, topic_configs.get),
+            ReplicationQuota(FOLLOWER, node_id, dynamic, topic_configs.get))
 
 
 def test_own_value_wins_over_the_cluster_default_and_the_rate_is_kept_to():
-    broker = _fake_broker({"": {"leader.replication.throttled.rate": "500", "follower.replication.throttled.rate": "300"},
-                           "1": {"leader.replication.throttled.rate": "1000"}},
-                          {"t": {"leader.replication.throttled.replicas": "0:1,1:2",
-                                 "follower.replication.throttled.replicas": "*"}})
-    leader, follower = ReplicationQuota(broker, LEADER), ReplicationQuota(broker, FOLLOWER)
+    leader, follower = _quotas({"": {"leader.replication.throttled.rate": "500",
+                                     "follower.replication.throttled.rate": "300"},
+                                "1": {"leader.replication.throttled.rate": "1000"}},
+                               {"t": {"leader.replication.throttled.replicas": "0:1,1:2",
+                                      "follower.replication.throttled.replicas": "*"}})
     assert (leader.limit(), follower.limit()) == (1000.0, 300.0)
     assert leader.is_throttled("t", 0) and not leader.is_throttled("t", 1) and not leader.is_throttled("other", 0)
     assert follower.is_throttled("t", 5)
@@ -70,7 +68,7 @@ def test_own_value_wins_over_the_cluster_default_and_the_rate_is_kept_to():
     assert leader.exceeded(100.0), "1500 bytes within the first second is over 1000 B/s (at least one window)"
     assert abs(leader.delay(100.0) - 0.5) < 1e-9, "1500 bytes at 1000 B/s: half a second more"
     assert not leader.exceeded(101.5)
-    unthrottled = ReplicationQuota(_fake_broker({}, {}), LEADER)
+    unthrottled, _ = _quotas({}, {})
     unthrottled.record(10**9, 0.0)
     assert unthrottled.limit() == float("inf") and not unthrottled.exceeded(0.0) and unthrottled.delay(0.0) == 0
 

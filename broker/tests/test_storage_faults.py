@@ -9,7 +9,7 @@ import pytest
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
-from strom.storage import files
+from strom.testing.storage_faults import file_faults
 
 from .conftest import make_broker
 from .test_apis import batch, create, fetch_body, produce_body
@@ -17,7 +17,7 @@ from .test_apis import batch, create, fetch_body, produce_body
 
 @pytest.fixture
 def faults():
-    with files.inject() as injector:
+    with file_faults() as injector:
         yield injector
 
 

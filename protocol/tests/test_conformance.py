@@ -31,7 +31,7 @@ from strom.protocol.tests.conftest import (
     load_release_reference,
     sample_message,
 )
-from strom.tools.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
+from strom.tools.dev.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
 REQUESTS = all_versions("request")
 RESPONSES = all_versions("response")

@@ -14,11 +14,12 @@ from strom.storage.errors import KafkaStorageError
 from strom.storage.log import Log
 from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, LogManager
 from strom.storage.tests.batches import append, make_batch, split
+from strom.testing.storage_faults import file_faults
 
 
 @pytest.fixture
 def faults():
-    with files.inject() as injector:
+    with file_faults() as injector:
         yield injector
 
 

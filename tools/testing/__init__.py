@@ -4,6 +4,12 @@
     with broker() as b:
         ... b.bootstrap_servers ...
 
+Everything that exists only for tests lives here, not in the server package, and is installed
+into a broker only when asked for (``control.listener``, the embedded broker, the pytest plugin):
+``faults`` (RequestFaults, a request interceptor of the broker's dispatcher), ``control_endpoint``
+(the HTTP control operations), ``clock`` (PausableClock), ``storage_faults`` (FileFaults, through
+the storage layer's file-operations seam); ``control`` is their client side.
+
 Names load on first use, so importing this package (the pytest plugin does, in every run) costs
 nothing until a broker is asked for.
 """
@@ -12,17 +18,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["broker", "StromBroker", "cluster", "StromCluster", "Faults", "ControlClient", "ControlError",
-           "DEV_CONFIGS", "zookeeper_available"]
+           "DEV_CONFIGS", "zookeeper_available", "request_faults", "RequestFaults", "file_faults", "FileFaults",
+           "PausableClock"]
 
 _WHERE = {
     "broker": "embedded", "StromBroker": "embedded",
     "cluster": "zkcluster", "StromCluster": "zkcluster", "zookeeper_available": "zkcluster",
     "Faults": "control", "ControlClient": "control", "ControlError": "control",
+    "request_faults": "faults", "RequestFaults": "faults",
+    "file_faults": "storage_faults", "FileFaults": "storage_faults",
+    "PausableClock": "clock",
 }
 
 if TYPE_CHECKING:
     from .zkcluster import StromCluster, cluster, zookeeper_available
+    from .clock import PausableClock
     from .control import ControlClient, ControlError, Faults
+    from .faults import RequestFaults, request_faults
+    from .storage_faults import FileFaults, file_faults
     from .embedded import StromBroker, broker
 
 

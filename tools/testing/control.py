@@ -2,7 +2,7 @@
 
 ``Faults`` is the same API whether the broker runs in this process (calls go to the broker's
 trio loop through its token) or as a process (calls go to its control endpoint over HTTP, see
-``strom.broker.control``). ``ControlClient`` is the HTTP side, also used by ``strom control``.
+``strom.testing.control_endpoint``). ``ControlClient`` is the HTTP side, also used by ``strom control``.
 Only the standard library is imported here.
 """
 from __future__ import annotations

@@ -124,7 +124,7 @@ class StromBroker:
         in thread mode when ``control.listener`` is configured)."""
         if self.mode == "thread":
             broker = self._broker
-            port = broker.control_port if broker is not None else None
+            port = self._control_port if broker is not None else None
             return f"{broker.config.control.host}:{port}" if port else None
         return f"{HOST}:{self._control_port}" if self._control_port else None
 
@@ -179,10 +179,14 @@ class StromBroker:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 await nursery.start(broker.run, prebound)
+                if config.control is not None:  # control.listener: the HTTP control endpoint too
+                    from .control_endpoint import serve_control
+
+                    self._control_port = await nursery.start(serve_control, broker, config.control)
                 self._broker = broker
                 ready.set()
 
-        from strom.broker.clock import PausableClock  # pause() stops the broker's timers too
+        from .clock import PausableClock  # pause() stops the broker's timers too
 
         try:
             trio.run(main, clock=PausableClock())
@@ -193,6 +197,8 @@ class StromBroker:
                 log.exception("embedded broker on port %d stopped with an error", self.port)
         finally:
             self._broker = self._controls = None
+            if self.mode == "thread":
+                self._control_port = 0
             ready.set()
 
     def _start_process(self) -> None:
@@ -300,10 +306,10 @@ class StromBroker:
     def _in_loop(self, operation: str, args: dict) -> Any:
         import trio
 
-        from strom.broker.control import ControlError as BrokerControlError
+        from .control_endpoint import ControlError as BrokerControlError
 
         if self._controls is None or self._controls.broker is not self._broker:
-            from strom.broker.control import Controls  # loaded on the first control call
+            from .control_endpoint import Controls  # loaded on the first control call
 
             self._controls = Controls(self._broker)
         controls, token = self._controls, self._token
@@ -352,7 +358,7 @@ class StromBroker:
         self._control("delete_topic", {"name": name})
 
     def run_retention(self, topic: str | None = None, roll: bool = True) -> dict:
-        """Apply retention now (rolling active segments first, see ``strom.broker.control``)."""
+        """Apply retention now (rolling active segments first, see ``strom.testing.control_endpoint``)."""
         return self._control("retention", {"topic": topic, "roll": roll})
 
     def compact(self, topic: str | None = None, roll: bool = True) -> dict:

@@ -248,7 +248,7 @@ def test_the_plugin_loads_nothing_of_the_broker_until_a_fixture_is_used():
 
 
 def test_bench_testbroker_workload_and_report():
-    from strom.tools.bench_testbroker import format_report, workload
+    from strom.tools.bench.testbroker import format_report, workload
 
     with broker() as b:
         phases = workload(b.bootstrap_servers)

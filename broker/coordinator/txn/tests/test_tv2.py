@@ -13,6 +13,7 @@ from strom.broker.tests.test_apis import create, produce_body
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches
 from strom.protocol.schema import ApiKey
+from strom.testing.faults import request_faults
 
 
 async def produce(client, topic, records, version=12, tid=TID, partition=0):
@@ -213,7 +214,7 @@ async def test_a_version_cap_below_kafka_4_hides_transaction_version_2(env):
         return {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features}
 
     assert (await finalized())["transaction.version"] == (2, 2)
-    injector = broker.injector()
+    injector = request_faults(broker)
     injector.cap_versions("3.9")
     assert "transaction.version" not in await finalized()
     injector.cap_versions("4.0")
