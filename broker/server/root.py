@@ -36,7 +36,7 @@ from strom.broker.server.connection import ConnectionHandler, serve_listener
 from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
-from strom.broker.metadata.admin import AdminManager, StandaloneAdminManager, ZkAdminManager
+from strom.broker.metadata.admin import AdminManager, StandaloneAdminManager
 from strom.broker.metadata.cache import MetadataCache, StandaloneMetadataCache, TopicCache
 from strom.broker.request_context import RequestContext
 
@@ -203,6 +203,7 @@ class BrokerServer:
         cluster = self.cluster
         cluster_id = await cluster.connect()
         self.metadata = cluster.metadata
+        from strom.broker.metadata.zk_admin import ZkAdminManager  # kazoo only in cluster mode
         self.admin = ZkAdminManager(self.config, cluster.zk, cluster.metadata, cluster,
                                     self.connection_quotas.configs_changed)
         self.credentials = ZkCredentials(cluster.zk)

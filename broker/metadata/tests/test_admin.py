@@ -11,7 +11,8 @@ import trio
 
 from strom.broker.config import BrokerConfig, Listener
 from strom.broker.errors import TopicError
-from strom.broker.metadata.admin import NotControllerError, StandaloneAdminManager, ZkAdminManager
+from strom.broker.metadata.admin import NotControllerError, StandaloneAdminManager
+from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.metadata.cache import ClusterView, StandaloneMetadataCache, ZkMetadataCache
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.stats import BrokerStats

@@ -10,7 +10,7 @@ import pytest
 
 from strom.broker.config import BrokerConfig
 from strom.broker.errors import TopicError
-from strom.broker.metadata.admin import ZkAdminManager
+from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
 from strom.broker.zk.zkdata import TopicAssignment
 from strom.protocol.errors import ErrorCode
