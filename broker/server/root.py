@@ -618,6 +618,23 @@ class Broker:
                 return host, port
         return None
 
+    # TEMP (issue 22, helper "replica"): the RequestContext fields the Produce and Fetch handlers
+    # use, until helper "core"'s RequestContext replaces the Broker as what handlers receive.
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return self.replicas
+
+    @property
+    def metadata(self) -> "Broker":
+        return self
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.cluster is not None
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.topics.topics.get(name) if self.topics is not None else None
+
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.replicas.get(topic, index)
 
