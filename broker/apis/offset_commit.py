@@ -10,7 +10,7 @@ import contextlib
 from strom.broker.errors import TopicError
 from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
 from strom.broker.coordinator.group.records import CommittedOffset
-from strom.broker.replica.manager import PendingAppend, await_appends
+from strom.broker.replica.purgatory import PendingAppend, await_appends
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

@@ -1,38 +1,29 @@
-"""Partitions this broker hosts, as leader or follower; high watermarks and in-sync replicas.
+"""A partition this broker hosts, as leader or follower: its high watermark and in-sync replicas.
 
 A leader keeps, per follower, the log end offset the follower last fetched from and when it
 last was caught up. The high watermark is the smallest log end offset in the in-sync replica
 set (ISR); it never goes backwards. A follower that is behind the leader's log end and has not
 caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high
 watermark and the offset the leader's epoch started at rejoins. ISR changes go through
-`isr_listener` (ZooKeeper in a cluster) before they count.
+the cluster member (a version-conditional write to ZooKeeper) before they count.
 
 A standalone broker is the only replica of every partition, so the ISR is just itself and the
 high watermark follows the log end offset as soon as an append lands. It is still kept apart
 (and checkpointed), so that consumers only ever see what `acks=all` would have acknowledged.
 
-An append that waits for the ISR (acks=all produce, a transaction marker, a coordinator's state
-record) is a `PendingAppend`: the partition object, the leader epoch it was appended in and the
-offset after it, as Kafka's DelayedProduce keeps them. It completes only while this broker still
-leads that partition in that epoch: once the broker follows (and may have truncated the record and
-copied another leader's record into its offset, with a high watermark beyond it), leads again in a
-later epoch, or no longer hosts the partition, the wait answers NOT_LEADER_OR_FOLLOWER, never
-success. Every such leadership change wakes the waiters of that partition.
+Appends that wait for the ISR (acks=all) are keyed by the leader epoch they were appended in
+(`strom.broker.replica.purgatory`); every leadership change of a partition calls
+`on_leadership_change`, with which the `ReplicaManager` wakes them.
 """
 from __future__ import annotations
 
-import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Collection, Iterable
 
-import trio
-
-from strom.protocol.errors import ErrorCode
+from strom.protocol.records.header import BatchHeader
 from strom.storage.log import Log, LogAppendInfo
-from strom.storage.producer_state import AppendOrigin
-
-log = logging.getLogger("strom.replicas")
+from strom.storage.producer_state import AppendOrigin, VerificationGuard
 
 
 def now_ms() -> int:
@@ -91,8 +82,9 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append(self, records, headers, origin: AppendOrigin = AppendOrigin.CLIENT,
-               verification_guard=None) -> LogAppendInfo:
+    def append(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader],
+               origin: AppendOrigin = AppendOrigin.CLIENT,
+               verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         info = self.log.append_as_leader(records, headers, self.leader_epoch, origin, verification_guard)
         self.maybe_advance_high_watermark()
         return info
@@ -175,157 +167,3 @@ class Partition:
         hw = self.log.high_watermark
         return [r for r, f in self.followers.items()
                 if r not in self.isr and r in self.replicas and f.log_end_offset >= max(hw, start)]
-
-
-class ReplicaManager:
-    def __init__(self, node_id: int):
-        self.node_id = node_id
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self._waiters = DataWaiters()
-        self.isr_listener: Callable[[Partition, list[int]], None] | None = None
-
-    def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
-            leader_epoch: int | None = None, replicas: list[int] | None = None,
-            isr: list[int] | None = None) -> Partition:
-        """Host a partition. With no leadership given: standalone, this broker leads alone."""
-        if leader_epoch is None:
-            epoch = partition_log.latest_epoch()
-            leader_epoch = epoch if epoch is not None and epoch >= 0 else 0
-        partition = Partition(topic, index, partition_log, self.node_id,
-                              leader if leader is not None else self.node_id, leader_epoch,
-                              replicas or [self.node_id], isr or [self.node_id])
-        partition.maybe_advance_high_watermark()
-        key = (topic, index)
-        partition.on_leadership_change = lambda: self.notify_data([key])
-        previous = self.partitions.get(key)
-        self.partitions[key] = partition
-        if previous is not None:  # replaced: whoever waits on the old replica must learn it
-            previous.removed = True
-            self.notify_data([key])
-        return partition
-
-    def remove(self, topic: str, index: int) -> Partition | None:
-        partition = self.partitions.pop((topic, index), None)
-        if partition is not None:
-            partition.removed = True
-            self.notify_data([(topic, index)])
-        return partition
-
-    def get(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
-
-    def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
-        """Something changed: wake the waiters it concerns (see `DataWaiters`). With `partitions`,
-        only data or the high watermark of those changed; without, anything may have."""
-        self._waiters.notify(partitions)
-
-    async def wait_for_data(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
-        """Park until a `notify_data` that concerns `partitions` (any, if None); callers bound it
-        with a deadline and look again at what they wait for when woken."""
-        await self._waiters.wait(partitions)
-
-
-@dataclass(slots=True)
-class PendingAppend:
-    """An append waiting for the in-sync replicas: one partition's part of Kafka's DelayedProduce.
-
-    ``required`` is the offset after the appended records, ``leader_epoch`` the epoch they were
-    appended in (take it with :meth:`of` right after the append, before anything can await)."""
-    partition: Partition
-    leader_epoch: int
-    required: int
-
-    @classmethod
-    def of(cls, partition: Partition, required: int) -> "PendingAppend":
-        return cls(partition, partition.leader_epoch, required)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.partition.topic, self.partition.index)
-
-    def status(self) -> ErrorCode | None:
-        """NOT_LEADER_OR_FOLLOWER once this broker no longer leads the partition in that epoch
-        (checked first: a follower's high watermark says nothing of this append), NONE once the
-        high watermark covers the append, None while it still waits."""
-        if not self.partition.leads(self.leader_epoch):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self.partition.high_watermark >= self.required:
-            return ErrorCode.NONE
-        return None
-
-
-async def await_appends(pending: list[PendingAppend], timeout_s: float,
-                        wait: Callable[[list[tuple[str, int]]], Awaitable[None]]) -> list[ErrorCode]:
-    """Wait (at most ``timeout_s``) until every append is replicated or has lost its leader, and
-    answer each: NONE, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT. ``wait(keys)`` parks until a
-    change that may concern those partitions (``ReplicaManager.wait_for_data``); every wake-up looks
-    at every unfinished append again."""
-    with trio.move_on_after(max(timeout_s, 0)):
-        while True:
-            waiting = [p.key for p in pending if p.status() is None]
-            if not waiting:
-                break
-            await wait(waiting)
-    out = []
-    for p in pending:
-        status = p.status()
-        out.append(ErrorCode.REQUEST_TIMED_OUT if status is None else status)
-    return out
-
-
-class DataWaiters:
-    """Who waits for which partitions: fetches for data or a newer high watermark, produces
-    (acks=all) for the ISR to catch up.
-
-    A waiter names the partitions it waits on, or none (it wants every change). A notification
-    names the partitions whose data or high watermark changed, or none (a change that may concern
-    any partition: leadership, ISR, deletion, markers, ...). A named notification wakes the waiters
-    of those partitions and the waiters of none; an unnamed one wakes everybody. So an append
-    to one partition no longer makes every long-polling fetch of the broker read its partitions
-    again, and any change not known to be local to some partitions still wakes everybody, as all
-    notifications did before. Waking is only a hint: a woken waiter checks its condition again.
-    Nothing here outlives the process; a waiter's registration goes when its wait ends, also
-    when it is cancelled.
-    """
-
-    __slots__ = ("_by_partition", "_any")
-
-    def __init__(self) -> None:
-        self._by_partition: dict[tuple[str, int], set[trio.Event]] = {}
-        self._any: set[trio.Event] = set()
-
-    def notify(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
-        if partitions is None:
-            for events in self._by_partition.values():
-                for event in events:
-                    event.set()
-        else:
-            for key in partitions:
-                for event in self._by_partition.get(key, ()):
-                    event.set()
-        for event in self._any:
-            event.set()
-
-    async def wait(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
-        event = trio.Event()
-        if partitions is None:
-            self._any.add(event)
-        else:
-            for key in partitions:
-                self._by_partition.setdefault(key, set()).add(event)
-        try:
-            await event.wait()
-        finally:
-            if partitions is None:
-                self._any.discard(event)
-            else:
-                for key in partitions:
-                    events = self._by_partition.get(key)
-                    if events is not None:
-                        events.discard(event)
-                        if not events:
-                            del self._by_partition[key]
-
-    def waiting(self) -> int:
-        """How many waits are registered (distinct waiters; for tests and metrics)."""
-        return len(self._any) + len({id(e) for events in self._by_partition.values() for e in events})

@@ -28,7 +28,8 @@ from strom.broker.server.listen import BoundSockets, bind_listeners
 from strom.broker.coordinator.group.coordinator import GroupCoordinator
 from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
 from strom.broker.coordinator.txn.port import BrokerPort
-from strom.broker.replica.manager import Partition, ReplicaManager
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import Partition
 from strom.broker.auth import make_authorizer
 from strom.broker.auth.acl import AclBinding
 from strom.broker.auth.zkstore import StandaloneAclStore, ZkAclStore
@@ -95,7 +96,7 @@ class Broker:
         self.started = time.monotonic()
         self.bound: list[BoundListener] = []
         self._settings: dict[tuple[str, str], tuple[dict, object]] = {}
-        self.replicas = ReplicaManager(self.node_id)
+        self.replicas = ReplicaManager(self.node_id, config, self)
         self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
         self.topics: TopicStore | None = None
         self.logs: LogManager | None = None
@@ -125,6 +126,7 @@ class Broker:
         if config["zookeeper.connect"]:
             from strom.broker.cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
+            self.replicas.isr_expansion_listener = self.cluster.follower_caught_up
 
     # ----------------------------------------------------------------- lifecycle
     def open_storage(self) -> None:
@@ -180,6 +182,7 @@ class Broker:
     def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
         self.logs = LogManager(self.config.log_dirs, self.log_config({}), progress=lambda msg: log.info("%s", msg))
         self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
+        self.replicas.logs = self.logs
 
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
         """Host existing partitions; one whose log is in a dir that is offline stays unhosted
@@ -481,7 +484,7 @@ class Broker:
 
     def _discard_logs(self, topic: str, indexes) -> None:
         for i in indexes:
-            if self.replicas.get(topic, i) is None:
+            if self.replicas.partition(topic, i) is None:
                 try:
                     self.logs.delete_log(topic, i)
                 except (OSError, StorageError) as exc:
@@ -557,15 +560,6 @@ class Broker:
             return await self.cluster.allocate_producer_id()
         return self.topics.allocate_producer_id()
 
-    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
-                         log_start_offset: int = -1) -> None:
-        """A follower fetched from `fetch_offset`: it has everything below it."""
-        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
-        if partition.maybe_advance_high_watermark():
-            self.replicas.notify_data([(partition.topic, partition.index)])
-        if self.cluster is not None:
-            self.cluster.follower_caught_up(partition)
-
     def groups_follow_leadership(self) -> None:
         """Coordinate exactly the groups whose `__consumer_offsets` partition is led here."""
         if self.groups is not None:
@@ -577,7 +571,7 @@ class Broker:
     def partition_view(self, topic: str, index: int) -> tuple[int, int, list[int], list[int], list[int]] | None:
         """(leader, leader epoch, replicas, isr, offline replicas) of any partition in the cluster."""
         if self.cluster is None:
-            partition = self.replicas.get(topic, index)
+            partition = self.replicas.partition(topic, index)
             if partition is None:
                 return None
             offline = [self.node_id] if partition.log.offline is not None else []
@@ -636,7 +630,7 @@ class Broker:
         return self.topics.topics.get(name) if self.topics is not None else None
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.replicas.get(topic, index)
+        return self.replicas.partition(topic, index)
 
     def topic_name_by_id(self, topic_id: bytes) -> str | None:
         info = self.topics.by_id.get(topic_id) if self.topics is not None else None

@@ -136,7 +136,7 @@ async def test_acks_all_produce_still_succeeds_when_the_follower_catches_up(brok
     await create(client, "t")
     partition = lead_with_a_lagging_follower(broker, "t")
     waiting = await Waiting(nursery, produce_request(client, b"v", 2, version=9)).until_appended(partition, 2)
-    broker.follower_fetched(partition, NEW_LEADER, 2)
+    broker.replicas.follower_fetched(partition, NEW_LEADER, 2)
     p = await waiting.answer()
     assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 0)
 
@@ -249,7 +249,7 @@ def _hosted(tmp_path, manager=None):
 
 
 def test_a_pending_append_fails_once_the_partition_is_removed_or_replaced(tmp_path):
-    from strom.broker.replica.manager import PendingAppend  # imported here: the other tests run on older code too
+    from strom.broker.replica.purgatory import PendingAppend  # imported here: the other tests run on older code too
     manager, partition = _hosted(tmp_path)
     pending = PendingAppend.of(partition, 1)
     assert pending.status() is None

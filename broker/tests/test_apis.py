@@ -171,15 +171,15 @@ async def test_long_poll_waits_for_data_or_max_wait(connect, autojump_clock):
 
 
 async def test_a_long_poll_is_woken_by_its_own_partitions_not_by_others(connect, autojump_clock, monkeypatch):
-    from strom.broker.apis import fetch as fetch_api
+    from strom.broker.replica.manager import ReplicaManager
     reads = []
-    real = fetch_api._read_partition
+    real = ReplicaManager.read_partition
 
-    def counting(broker, name, req, *args):
+    def counting(manager, params, name, req, *args):
         reads.append((name, req.partition))
-        return real(broker, name, req, *args)
+        return real(manager, params, name, req, *args)
 
-    monkeypatch.setattr(fetch_api, "_read_partition", counting)
+    monkeypatch.setattr(ReplicaManager, "read_partition", counting)
     client, producer = await connect(), await connect()
     await create(client, "quiet")
     await create(client, "busy")

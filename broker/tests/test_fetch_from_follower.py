@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from strom.broker.config import BrokerConfig, ConfigError
-from strom.broker.replica_selector import LEADER, RACK_AWARE, ReplicaView, select
+from strom.broker.replica.selector import LEADER, RACK_AWARE, ReplicaView, select
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.protocol.schema import ApiKey
@@ -176,20 +176,20 @@ async def test_a_follower_serves_read_committed_consumers_up_to_its_last_stable_
 
 async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances_the_high_watermark(
         cluster_of_three, nursery, autojump_clock):
-    from strom.broker.cluster.member import ClusterMember
     from strom.broker.fetch_session import FetchSessionHandler
+    from strom.broker.replica.fetcher import ReplicaFetcher
 
     b = cluster_of_three
     client, partition = await _follower(b, nursery, records=4, hw=4)
     await create(client, "other")
     b.partition("other", 0).become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
     woken = []
-    real_wait = b.replicas.wait_for_data
+    real_watch = b.replicas.fetch_purgatory.watch
 
-    async def wait_for_data(partitions=None):
-        await real_wait(partitions)
+    async def watch(operation, partitions):
+        await real_watch(operation, partitions)
         woken.append(list(partitions))
-    b.replicas.wait_for_data = wait_for_data
+    b.replicas.fetch_purgatory.watch = watch
 
     class Leader:  # the leader's answer: two more records of t-0, its high watermark at 6
         async def request(self, api_key, version, body, timeout_s=None):
@@ -208,7 +208,7 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     other_poll = await open_client(b, nursery).send(ApiKey.FETCH, 12, consumer_fetch("other", 0, max_wait_ms=30000))
     await trio.sleep(1)
     assert other_poll and woken == []
-    await ClusterMember(b)._fetch_once(Leader(), [partition, b.partition("other", 0)], FetchSessionHandler())
+    await ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None).fetch_once(Leader(), [partition, b.partition("other", 0)], FetchSessionHandler())
     correlation, response = await client.receive(ApiKey.FETCH, 12)
     part = response.responses[0].partitions[0]
     assert correlation == sent and offsets(part) == [4, 5] and part.high_watermark == 6

@@ -8,7 +8,9 @@ from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
 
-from strom.broker.replica.manager import DataWaiters, ReplicaManager, now_ms
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import now_ms
+from strom.broker.replica.purgatory import DataWaiters
 
 
 def _append(partition, n: int) -> None:

@@ -27,7 +27,7 @@ from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import AppendOrigin
 
-from strom.broker.replica.manager import PendingAppend, await_appends
+from strom.broker.replica.purgatory import PendingAppend, await_appends
 
 log = logging.getLogger("strom.txn.markers")
 

@@ -32,7 +32,7 @@ from strom.storage.errors import StorageError
 from strom.storage.producer_state import AppendOrigin
 
 from strom.broker.internal_topics import replay_partition
-from strom.broker.replica.manager import PendingAppend
+from strom.broker.replica.purgatory import PendingAppend
 
 from strom.broker.coordinator.txn.markers import await_replicated
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
