@@ -94,7 +94,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict:
     refused = False
     for topic in context.topics:
         name, topic_id, code = _resolve(ctx, topic, version)
-        if code == ErrorCode.NONE and ctx.authorizer is not None and not (
+        if code == ErrorCode.NONE and name is not None and ctx.authorizer is not None and not (
                 allowed_cluster(ctx, Operation.CLUSTER_ACTION) if replica >= 0
                 else allowed(ctx, Operation.READ, ResourceType.TOPIC, name)):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -260,9 +260,11 @@ class ReplicaManager:
         follower, KIP-392)."""
         partition = self.partitions.get((topic, index))
         if partition is None:
-            info = self.metadata.topic(topic) if self.metadata is not None else None
+            metadata = self.metadata
+            info = metadata.topic(topic) if metadata is not None else None
             known = info is not None and index < info.partitions
-            if known and not self.metadata.is_cluster and self.logs is not None and self.logs.offline_dirs:
+            if known and metadata is not None and not metadata.is_cluster and self.logs is not None \
+                    and self.logs.offline_dirs:
                 return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if partition.log.offline is not None:  # its log dir failed
