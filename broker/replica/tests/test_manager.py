@@ -1,12 +1,13 @@
 """ReplicaManager.append_records / fetch_messages and the purgatories, without a network or a broker."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import trio
 import trio.testing
-from strom.broker.replica.manager import FetchParams, ReplicaManager
+from strom.broker.replica.manager import FetchParams, ProduceResult, ReplicaManager
 from strom.broker.replica.partition import Partition
 from strom.broker.topics import TopicInfo
 from strom.protocol.errors import ErrorCode
@@ -123,23 +124,31 @@ async def test_acks_all_needs_min_insync_replicas_before_appending(tmp_path):
     assert partition.log.log_end_offset == 0
 
 
-async def test_acks_all_waits_in_the_produce_purgatory_until_the_follower_has_the_records(tmp_path):
-    manager, partition = led_with_a_follower(tmp_path)
-    answers = []
+async def acks_all_while(manager: ReplicaManager, count: int, *steps: Callable[[], None]) -> list[ProduceResult]:
+    """An acks=all produce of ``count`` records to t-0; each step runs once everything waits, and
+    must leave the produce unanswered until the last."""
+    answers: list[ProduceResult] = []
 
     async def produce() -> None:
-        answers.extend(await manager.append_records([("t", 0, records(2))], version=9, acks=-1, timeout_ms=30000))
+        answers.extend(await manager.append_records([("t", 0, records(count))], version=9, acks=-1,
+                                                    timeout_ms=30000))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(produce)
-        await trio.testing.wait_all_tasks_blocked()
-        assert manager.produce_purgatory.delayed == 1 and not answers
-        manager.follower_fetched(partition, 2, 1)  # has offset 0 only
-        await trio.testing.wait_all_tasks_blocked()
-        assert not answers
-        manager.follower_fetched(partition, 2, 2)
+        for step in steps:
+            await trio.testing.wait_all_tasks_blocked()
+            assert manager.produce_purgatory.delayed == 1 and not answers
+            step()
+    assert manager.produce_purgatory.delayed == 0
+    return answers
+
+
+async def test_acks_all_waits_in_the_produce_purgatory_until_the_follower_has_the_records(tmp_path):
+    manager, partition = led_with_a_follower(tmp_path)
+    answers = await acks_all_while(manager, 2, lambda: manager.follower_fetched(partition, 2, 1),  # offset 0 only
+                                   lambda: manager.follower_fetched(partition, 2, 2))
     assert [(a.error_code, a.base_offset) for a in answers] == [(ErrorCode.NONE, 0)]
-    assert manager.produce_purgatory.delayed == 0 and partition.high_watermark == 2
+    assert partition.high_watermark == 2
 
 
 async def test_acks_all_times_out_without_the_follower(tmp_path, autojump_clock):
@@ -152,33 +161,25 @@ async def test_acks_all_times_out_without_the_follower(tmp_path, autojump_clock)
 
 async def test_acks_all_answers_not_leader_once_the_epoch_of_the_append_is_lost(tmp_path):
     manager, partition = led_with_a_follower(tmp_path)
-    answers = []
 
-    async def produce() -> None:
-        answers.extend(await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=30000))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(produce)
-        await trio.testing.wait_all_tasks_blocked()
+    def lose_leadership() -> None:
         partition.become_follower(2, 4, [1, 2], [2], version=1)
         partition.log.high_watermark = 1  # the new leader's high watermark covers the offset
+
+    answers = await acks_all_while(manager, 1, lose_leadership)
     assert [(a.error_code, a.base_offset, a.log_start_offset) for a in answers] == [
         (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)]
 
 
 async def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank(tmp_path):
     manager, partition = led_with_a_follower(tmp_path, min_insync_replicas=2)
-    answers = []
 
-    async def produce() -> None:
-        answers.extend(await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=30000))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(produce)
-        await trio.testing.wait_all_tasks_blocked()
+    def shrink() -> None:
         partition.isr = [1]  # the follower left the ISR: the leader alone commits the append
         partition.maybe_advance_high_watermark()
         manager.notify_data()
+
+    answers = await acks_all_while(manager, 1, shrink)
     assert [a.error_code for a in answers] == [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
 
 
@@ -193,6 +194,13 @@ async def test_fetch_messages_answers_at_once_when_data_is_there(tmp_path):
 async def test_a_long_poll_waits_in_the_fetch_purgatory_for_an_append_to_its_own_partition(tmp_path, autojump_clock):
     manager = standalone(tmp_path, {"quiet": 1, "busy": 1})
     answers = []
+    reads = []
+    real_read = manager.read_partition
+
+    def read_partition(params: FetchParams, name: str, *args: Any) -> tuple[dict, int]:
+        reads.append(name)
+        return real_read(params, name, *args)
+    manager.read_partition = read_partition  # type: ignore[method-assign]
 
     async def poll() -> None:
         answers.extend(await manager.fetch_messages(consumer(max_wait_ms=30000), [("quiet", fetch_request())],
@@ -206,10 +214,11 @@ async def test_a_long_poll_waits_in_the_fetch_purgatory_for_an_append_to_its_own
         await manager.append_records([("busy", 0, records(1))], version=9, acks=1, timeout_ms=1000)
         await trio.sleep(1)
         assert not answers and manager.fetch_purgatory.delayed == 1
+        assert reads == ["quiet"], "an append elsewhere does not make the poll read again"
         await manager.append_records([("quiet", 0, records(2))], version=9, acks=1, timeout_ms=1000)
     assert trio.current_time() - start < 3
     assert [r.offset for r in iter_records(answers[0]["records"].read())] == [0, 1]
-    assert manager.fetch_purgatory.delayed == 0
+    assert manager.fetch_purgatory.delayed == 0 and reads == ["quiet", "quiet"]
 
 
 async def test_a_long_poll_answers_empty_at_max_wait(tmp_path, autojump_clock):
