@@ -6,7 +6,7 @@ throttled bytes against the leader's replication quota. What each partition answ
 poll, are the replica manager's (`strom.broker.replica.manager`), as follows.
 
 Each partition's data is a FileRegion the connection sends with `os.sendfile`. The request waits
-up to `max_wait_ms` until `min_bytes` are available, woken by every append. Fetch v0-v3 clients
+up to `max_wait_ms` until `min_bytes` are available, woken by changes to its own partitions. Fetch v0-v3 clients
 read message sets of magic 0/1, so their data is read and down-converted.
 
 isolation_level=1 (read_committed, v4+) reads only below the last stable offset (no open
@@ -31,7 +31,6 @@ carries; this module reads them.
 """
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (0, 17)
-log = logging.getLogger("strom.fetch")
 
 
 def _resolve(ctx: RequestContext, topic: Any, version: int) -> tuple[str | None, bytes, ErrorCode]:

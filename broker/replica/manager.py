@@ -287,12 +287,6 @@ class ReplicaManager:
         with a deadline and look again at what they wait for when woken."""
         await self._waiters.wait(partitions)
 
-    async def await_replication(self, pending: list[PendingAppend], min_isr: list[int],
-                                timeout_s: float) -> list[ErrorCode]:
-        """Park appends made outside `append_records` (a coordinator's) in the produce purgatory
-        until replicated; each answered as `DelayedProduce` answers."""
-        return await DelayedProduce(pending, min_isr).complete(self.produce_purgatory, timeout_s)
-
     # ----------------------------------------------------------------- leaders' follower bookkeeping
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
