@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from strom.protocol.codec import ZERO_UUID  # noqa: F401  (re-exported for the API modules)
-from strom.protocol.errors import ErrorCode
 
 from ..request_context import RequestContext
 
@@ -15,25 +14,10 @@ OPERATIONS_NOT_REQUESTED = -2147483648
 
 
 
-def leader_partition(ctx: RequestContext, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True):
-    """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows,
-    else (partition or None, the error Kafka answers with). With `require_leader` false, a
-    follower's replica will do too (a consumer's fetch from a follower, KIP-392)."""
-    partition = ctx.replica_manager.partition(topic, index)
-    if partition is None:
-        count = ctx.metadata.partition_count(topic)
-        known = count is not None and index < count
-        if known and ctx.metadata.hosted_replica_offline(topic, index):
-            return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
-        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if partition.log.offline is not None:  # its log dir failed
-        return partition, ErrorCode.KAFKA_STORAGE_ERROR
-    if require_leader and not partition.is_leader:
-        return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
-        return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
-                           else ErrorCode.UNKNOWN_LEADER_EPOCH)
-    return partition, ErrorCode.NONE
+def leader_partition(ctx, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True):
+    """(partition, NONE) when this broker leads `topic`-`index` in the epoch the client knows, else
+    (partition or None, the error Kafka answers with): `ReplicaManager.partition_or_error`."""
+    return ctx.replica_manager.partition_or_error(topic, index, current_leader_epoch, require_leader)
 
 
 def mutation_quota(ctx: RequestContext, request, strict_since: int):

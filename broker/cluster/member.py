@@ -6,7 +6,8 @@ change reconciles: it re-reads the cluster (`ClusterView`) into the metadata cac
 (`strom.broker.metadata.cache.ZkMetadataCache`), lets the controller (if it holds the role) repair
 leaders and ISRs, then makes each local replica leader or follower as the partition states say.
 Admin changes (topics, configs, quotas, producer ids) are `ZkAdminManager`'s, which waits for
-this loop to see them. Followers fetch from their leaders with their replica id (`ReplicaFetcher`), exactly
+this loop to see them. Followers fetch from their leaders with their replica id (the replica manager's `ReplicaFetcher`,
+`strom.broker.replica.fetcher`, started here), exactly
 as Kafka's do; leaders track them, move the high watermark, and shrink or expand the ISR in the
 partition-state znode with a version-conditional write.
 
@@ -20,30 +21,23 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import validate_batches
-from strom.protocol.records.errors import RecordsError
-from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
 
 from ..topics import log_config
-from .client import BrokerClient, BrokerUnavailable
 from strom.broker.zk.controller import Controller
 from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
 from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState,
                                       VersionedPartitionState, ZkClientError)
-from ..fetch_session import FetchSessionHandler
 from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState
 
 if TYPE_CHECKING:
     from strom.broker.server.root import BrokerServer
-    from strom.broker.replica.manager import Partition
+    from strom.broker.replica.partition import Partition
+from strom.broker.replica.fetcher import ReplicaFetcher
 
 log = logging.getLogger("strom.cluster")
 
-FETCH_VERSION = 12
-FETCH_WAIT_MS = 500
-FETCH_BACKOFF_S = 1.0
+FETCH_BACKOFF_S = 1.0  # before reconciling again after ZooKeeper failed
 RECONCILE_DEBOUNCE_S = 0.02
 
 
@@ -57,7 +51,9 @@ class ClusterMember:
         self.controller = Controller(self)
         self._dirty = trio.Event()
         self._changed = trio.Event()
-        self._fetchers: dict[int, trio.CancelScope] = {}
+        self.fetcher = ReplicaFetcher(broker.replicas, broker.config, broker.follower_quota, self.leader_endpoint,
+                                      broker.inter_broker)
+        broker.replicas.fetcher = self.fetcher
         self._watched: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
         self._session_lost = False
@@ -104,6 +100,7 @@ class ClusterMember:
             await self.zk.watch_topics_to_delete(lambda names: self.mark_dirty())
             await self.zk.watch_controller(lambda info: self._controller_changed(info))
             await self._watch_config_changes()
+            await nursery.start(self.fetcher.run)
             await self._reconcile()
             nursery.start_soon(self._reconcile_loop)
             nursery.start_soon(self._isr_loop)
@@ -226,6 +223,7 @@ class ClusterMember:
         self._apply_local(view)
         self._changed.set()
         self._changed = trio.Event()
+        self.fetcher.metadata_changed()
         self.broker.replicas.notify_data()
 
     async def _watch_new_partitions(self, view: ClusterView) -> None:
@@ -253,7 +251,7 @@ class ClusterMember:
                     continue
                 hosted.add((name, index))
                 state = view.states.get((name, index))
-                partition = broker.replicas.get(name, index)
+                partition = broker.replicas.partition(name, index)
                 if partition is None:
                     is_new = state is None or state.state.leader_epoch == 0
                     try:
@@ -276,10 +274,8 @@ class ClusterMember:
                   and key[1] in view.assignments[key[0]].partitions):
                 log.info("%s-%d was reassigned away from this broker; deleting its replica", *key)
                 broker.drop_local_partition(*key)
-        for leader in {p.leader_id for p in broker.replicas.partitions.values()
-                       if not p.is_leader and p.leader_id != NO_LEADER}:
-            if leader not in self._fetchers and leader in view.brokers:
-                self._start_fetcher(leader)
+        self.fetcher.follow({p.leader_id for p in broker.replicas.partitions.values()
+                             if not p.is_leader and p.leader_id != NO_LEADER and p.leader_id in view.brokers})
         broker.groups_follow_leadership()
 
     def _apply_state(self, partition: "Partition", replicas: list[int], versioned: VersionedPartitionState) -> None:
@@ -348,153 +344,13 @@ class ClusterMember:
         self.broker.replicas.notify_data()
 
     # ----------------------------------------------------------------- followers
-    def _start_fetcher(self, leader: int) -> None:
-        scope = trio.CancelScope()
-        self._fetchers[leader] = scope
-        self._nursery.start_soon(self._fetch_loop, leader, scope)
-
-    def _followed(self, leader: int) -> list["Partition"]:
-        return [p for p in self.broker.replicas.partitions.values()
-                if p.leader_id == leader and not p.is_leader and p.log.offline is None]
-
-    async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
-        client = None
-        session = FetchSessionHandler()  # an incremental fetch session with this leader (KIP-227)
-        with scope:
-            try:
-                while True:
-                    partitions = self._followed(leader)
-                    info = self.view.brokers.get(leader)
-                    if not partitions or info is None:
-                        await self._changed.wait()
-                        continue
-                    endpoint = info.endpoint(self.config.inter_broker_listener) or info.endpoints[0]
-                    if client is None or (client.host, client.port) != (endpoint.host, endpoint.port):
-                        if client is not None:
-                            await client.close()
-                        client = BrokerClient(endpoint.host, endpoint.port, f"strom-replica-{self.node_id}",
-                                              security=self.broker.inter_broker)
-                        session.reset()
-                    try:
-                        await self._fetch_once(client, partitions, session)
-                    except BrokerUnavailable as exc:
-                        session.reset()
-                        log.debug("fetching from broker %d failed: %s", leader, exc)
-                        with trio.move_on_after(FETCH_BACKOFF_S):
-                            await self._changed.wait()
-            finally:
-                self._fetchers.pop(leader, None)
-                if client is not None:
-                    with trio.CancelScope(shield=True):
-                        await client.close()
-
-    async def _fetch_once(self, client: BrokerClient, partitions: list["Partition"],
-                          session: FetchSessionHandler | None = None) -> None:
-        wanted: dict[tuple[str, int], dict] = {}
-        quota = self.broker.follower_quota
-        throttling = quota.active()
-        now = trio.current_time()
-        held = [p for p in partitions if not p.fetch_caught_up and quota.is_throttled(p.topic, p.index)
-                and quota.exceeded(now)] if throttling else []
-        if held:  # Kafka's follower throttle: out-of-sync throttled partitions wait for the rate to fall
-            partitions = [p for p in partitions if p not in held]
-            if not partitions:
-                with trio.move_on_after(min(max(quota.delay(now), 0.01), FETCH_BACKOFF_S)):
-                    await self._changed.wait()
-                return
-        for p in partitions:
-            epoch = p.log.latest_epoch()
-            wanted[(p.topic, p.index)] = {
-                "partition": p.index, "current_leader_epoch": p.leader_epoch,
-                "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": epoch if epoch is not None else -1,
-                "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
-        session = session if session is not None else FetchSessionHandler()
-        session_id, session_epoch, send, forget = session.build(wanted)
-        by_topic: dict[str, list] = {}
-        for (topic, _), fields in send.items():
-            by_topic.setdefault(topic, []).append(fields)
-        forgotten: dict[str, list[int]] = {}
-        for topic, index in forget:
-            forgotten.setdefault(topic, []).append(index)
-        body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
-                "max_bytes": self.config["replica.fetch.response.max.bytes"], "isolation_level": 0,
-                "session_id": session_id, "session_epoch": session_epoch,
-                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
-        try:
-            response = await client.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=FETCH_WAIT_MS / 1000 + 30)
-        except BaseException:
-            session.reset()
-            raise
-        session.handle(response.error_code, response.session_id)
-        if response.error_code != ErrorCode.NONE:
-            log.debug("fetch from the leader answered %s", ErrorCode(response.error_code).name)
-            return
-        progressed: list[tuple[str, int]] = []  # partitions whose data or high watermark changed
-        throttled_bytes = 0
-        for topic in response.responses:
-            for data in topic.partitions:
-                partition = self.broker.replicas.get(topic.topic, data.partition_index)
-                if partition is None or partition.is_leader:
-                    continue
-                if data.records and quota.is_throttled(partition.topic, partition.index):  # measured as Kafka: rate or not
-                    throttled_bytes += len(data.records)
-                try:
-                    if self._apply_fetched(partition, data):
-                        progressed.append((partition.topic, partition.index))
-                except StorageError as exc:
-                    # cannot write (full or failed dir): this replica falls behind and the leader
-                    # drops it from the ISR; the broker and its other partitions carry on
-                    log.debug("follower append to %s-%d failed: %s", partition.topic, partition.index, exc)
-                if data.error_code == ErrorCode.NONE:
-                    partition.fetch_caught_up = partition.log.log_end_offset >= data.high_watermark
-        quota.record(throttled_bytes, trio.current_time())
-        if progressed:  # wakes the long polls of consumers fetching these from this follower (KIP-392)
-            self.broker.replicas.notify_data(progressed)
-        elif any(d.error_code for t in response.responses for d in t.partitions):
-            with trio.move_on_after(FETCH_BACKOFF_S):
-                await self._changed.wait()
-
-    def _apply_fetched(self, partition: "Partition", data) -> bool:
-        plog = partition.log
-        code = data.error_code
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if plog.log_end_offset < data.log_start_offset:
-                plog.truncate_fully_and_start_at(data.log_start_offset)
-            else:
-                plog.truncate_to(min(plog.log_end_offset, max(data.high_watermark, 0)))
-            return True
-        if code != ErrorCode.NONE:
-            return False
-        diverging = data.diverging_epoch
-        if diverging.end_offset >= 0 and diverging.epoch >= 0:
-            target = truncation_offset(plog, diverging.epoch, diverging.end_offset)
-            log.info("truncating %s-%d to %d (diverged from the leader at epoch %d)",
-                     partition.topic, partition.index, target, diverging.epoch)
-            plog.truncate_to(target)
-            return True
-        appended = False
-        records = data.records
-        if records:
-            try:
-                headers = validate_batches(_whole_batches(records))
-            except RecordsError as exc:
-                log.warning("bad data from leader for %s-%d: %s", partition.topic, partition.index, exc)
-                return False
-            if headers:
-                whole = memoryview(records)[:sum(h.size for h in headers)]
-                plog.append_as_follower(bytearray(whole), headers)
-                appended = True
-        hw = min(data.high_watermark, plog.log_end_offset)
-        if hw > plog.high_watermark:
-            plog.high_watermark = hw
-            appended = True
-        # the leader's log start offset, but never past this replica's own high watermark (as the
-        # leader's own never passes its): what is above it may not be everywhere yet
-        if data.log_start_offset > plog.log_start_offset:
-            plog.maybe_increment_log_start_offset(min(data.log_start_offset, plog.high_watermark))
-        return appended
+    def leader_endpoint(self, leader: int) -> tuple[str, int] | None:
+        """Where the replica fetcher reaches ``leader``: its inter-broker listener (or its first)."""
+        info = self.view.brokers.get(leader)
+        if info is None:
+            return None
+        endpoint = info.endpoint(self.config.inter_broker_listener) or info.endpoints[0]
+        return endpoint.host, endpoint.port
 
     # ----------------------------------------------------------------- for the admin manager
     async def changed(self) -> None:
@@ -502,34 +358,3 @@ class ClusterMember:
         await self._changed.wait()
 
 
-def truncation_offset(plog, leader_epoch: int, leader_end_offset: int) -> int:
-    """Where a follower cuts its log when the leader answers that it diverged: the leader's largest
-    epoch at or below the follower's last one is ``leader_epoch`` and ends at ``leader_end_offset``
-    (KIP-101/KIP-279, as Kafka's fetcher decides).
-
-    The follower looks up its own largest epoch at or below ``leader_epoch`` and where that ends.
-    If it is ``leader_epoch`` itself, both logs agree up to the smaller end. If it is smaller, the
-    follower never had the leader's epoch: its records from where its own epoch ends belong to
-    epochs the leader never had, so it cuts there, not at the leader's offset (which would keep
-    them); the next fetch, with an older last epoch, finds any divergence further back. If it
-    has no epoch that old, it cuts at the leader's offset. Never past either end offset: at or
-    beyond ``leader_end_offset`` the leader holds only epochs newer than any of the follower's,
-    so nothing the follower has there can be the leader's.
-    """
-    ours_epoch, ours_end = plog.end_offset_for_epoch(leader_epoch)
-    target = min(leader_end_offset, plog.log_end_offset)
-    if ours_epoch >= 0 and ours_end >= 0:
-        target = min(target, ours_end)
-    return target
-
-
-def _whole_batches(records) -> memoryview:
-    """The leading whole batches of a fetch response (a size limit may cut the last one)."""
-    view = memoryview(records)
-    pos = 0
-    while pos + 12 <= len(view):
-        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
-        if size < 12 or pos + size > len(view):
-            break
-        pos += size
-    return view[:pos]

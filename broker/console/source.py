@@ -205,7 +205,7 @@ class BrokerSource:
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         broker = self._broker
         view = broker.metadata.partition_view(topic, index)
-        local = broker.replicas.get(topic, index)
+        local = broker.replicas.partition(topic, index)
         if view is None and local is None:
             return None
         if view is None:
@@ -238,7 +238,7 @@ class BrokerSource:
         return count
 
     def local_partition(self, topic: str, index: int):
-        return self._broker.replicas.get(topic, index)
+        return self._broker.replicas.partition(topic, index)
 
     def local_partitions(self):
         return list(self._broker.replicas.partitions.values())
@@ -393,7 +393,7 @@ class BrokerSource:
         info = self.topic(topic)
         if info is None:
             raise ConsoleError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist.", 404)
-        partition = self._broker.replicas.get(topic, index)
+        partition = self._broker.replicas.partition(topic, index)
         if partition is None or not partition.is_leader:
             view = self._broker.metadata.partition_view(topic, index)
             if view is None:

@@ -1,191 +1,227 @@
-"""Partitions this broker hosts, as leader or follower; high watermarks and in-sync replicas.
+"""ReplicaManager: the partitions this broker hosts, and what is done to them (Kafka's ReplicaManager).
 
-A leader keeps, per follower, the log end offset the follower last fetched from and when it
-last was caught up. The high watermark is the smallest log end offset in the in-sync replica
-set (ISR); it never goes backwards. A follower that is behind the leader's log end and has not
-caught up for `replica.lag.time.max.ms` leaves the ISR; one whose log end offset reaches the high
-watermark and the offset the leader's epoch started at rejoins. ISR changes go through
-`isr_listener` (ZooKeeper in a cluster) before they count.
+* `append_records`: a client's records appended as leader (Kafka's appendRecords): the leader and
+  min.insync.replicas checked, the records through the `LogValidator`, transactional batches
+  verified with the transaction coordinator, appended, and with acks=all parked in the produce
+  purgatory (`DelayedProduce`, keyed by the leader epoch of the append) until the in-sync replicas
+  have them, the leadership of that epoch is lost, or the timeout.
+* `fetch_messages`: reads for a consumer or a follower (Kafka's fetchMessages): from the leader,
+  or (KIP-392) from a follower up to its own high watermark; read_committed up to the last stable
+  offset with the aborted transactions; a follower's fetch recorded (`follower_fetched`) and its
+  diverging epoch answered; a throttled out-of-sync follower held back by the leader's
+  replication quota; a long poll parked in the fetch purgatory (`DelayedFetch`), woken by changes
+  of its own partitions.
+* the replica fetcher (`strom.broker.replica.fetcher`), which a cluster member starts, copies the
+  leaders' records to the partitions followed here.
 
-A standalone broker is the only replica of every partition, so the ISR is just itself and the
-high watermark follows the log end offset as soon as an append lands. It is still kept apart
-(and checkpointed), so that consumers only ever see what `acks=all` would have acknowledged.
-
-An append that waits for the ISR (acks=all produce, a transaction marker, a coordinator's state
-record) is a `PendingAppend`: the partition object, the leader epoch it was appended in and the
-offset after it, as Kafka's DelayedProduce keeps them. It completes only while this broker still
-leads that partition in that epoch: once the broker follows (and may have truncated the record and
-copied another leader's record into its offset, with a high watermark beyond it), leads again in a
-later epoch, or no longer hosts the partition, the wait answers NOT_LEADER_OR_FOLLOWER, never
-success. Every such leadership change wakes the waiters of that partition.
+Who needs a partition asks `partition(topic, index)`, or `partition_or_error(...)` for the error
+Kafka answers when this broker may not serve it.
 """
 from __future__ import annotations
 
 import logging
+import os
+import struct
 import time
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Collection, Iterable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Protocol,
+)
 
 import trio
-
 from strom.protocol.errors import ErrorCode
-from strom.storage.log import Log, LogAppendInfo
-from strom.storage.producer_state import AppendOrigin
+from strom.protocol.records.legacy import downconvert
+from strom.storage import files
+from strom.storage.errors import OffsetOutOfRange, StorageError
+from strom.storage.log import Log
+from strom.storage.log_validator import (
+    LogValidator,
+    Records,
+    RecordValidationError,
+    TimestampPolicy,
+    validate_produce_records,
+)
 
-log = logging.getLogger("strom.replicas")
+from .partition import Partition, now_ms
+from .purgatory import (
+    DataWaiters,
+    DelayedFetch,
+    DelayedProduce,
+    PendingAppend,
+    Purgatory,
+)
+from .selector import preferred_read_replica
+from .txn_verification import (
+    Answers,
+    TransactionVerifier,
+    ask_coordinator,
+    verify_transaction,
+)
+
+if TYPE_CHECKING:
+    from strom.storage.log_manager import LogManager
+
+    from .fetcher import ReplicaFetcher
+
+log = logging.getLogger("strom.replica")
+
+TopicPartition = tuple[str, int]
+VALID_ACKS = (0, 1, -1)
+CONSUMER_ID = -1
+DEBUGGING_CONSUMER_ID = -2
+# With more descriptors open than the file cache holds, regions up to this size are sent as a
+# copy: a fetch of a thousand partitions must not hold a thousand descriptors until it is sent.
+_COPY_UNDER_PRESSURE = 1 << 20
+# Errors Kafka's ReplicaManager answers without the partition's log start offset.
+_WITHOUT_LOG_START = {ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
+                      ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+class TopicView(Protocol):
+    @property
+    def partitions(self) -> int: ...
+
+
+class ReplicaMetadata(Protocol):
+    """What the replica manager reads of the metadata cache."""
+
+    @property
+    def is_cluster(self) -> bool: ...
+
+    def topic(self, name: str) -> Any: ...  # TopicInfo | None (with .partitions)
+
+    def topic_setting(self, topic: str, key: str) -> Any: ...
+
+    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+
+class BrokerSettings(Protocol):
+    """The broker config, read by key (`BrokerConfig`)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+class LeaderReplicationQuota(Protocol):
+    """The leader's replication throttle (`ReplicationQuota`)."""
+
+    def active(self) -> bool: ...
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def exceeded(self, now: float) -> bool: ...
+
+    def delay(self, now: float) -> float: ...
+
+
+class FetchPartition(Protocol):
+    """One partition of a Fetch request (the decoded FetchPartition)."""
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
 
 
 @dataclass
-class FollowerState:
-    log_end_offset: int = -1
-    last_caught_up_ms: int = 0
+class ProduceResult:
+    """One partition's answer to a produce (Kafka's ProduceResponse.PartitionResponse)."""
+    error_code: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
     log_start_offset: int = -1
-    # the leader's log end offset and the time at the follower's previous fetch (Kafka's
-    # lastFetchLeaderLogEndOffset, lastFetchTimeMs): a fetch from at least that offset shows the
-    # follower had everything the leader had then, so it was caught up at that time
-    last_fetch_leader_log_end_offset: int = -1
-    last_fetch_ms: int = 0
+    record_errors: list[dict] = field(default_factory=list)
+    error_message: str | None = None
 
 
-@dataclass
-class Partition:
-    topic: str
-    index: int
-    log: Log
-    local_id: int
-    leader_id: int
-    leader_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-    state_version: int = -1  # the partition-state znode version this view came from
-    followers: dict[int, FollowerState] = field(default_factory=dict)
-    # as a follower: whether the last fetch found this replica at the leader's high watermark
-    # (Kafka's "in sync" for the follower replication throttle)
-    fetch_caught_up: bool = False
-    # as a leader elected in a cluster: the log end offset when it took the lead (where its epoch's
-    # data starts). Until the high watermark reaches it, what is committed is not yet known here:
-    # ListOffsets answers consumers OFFSET_NOT_AVAILABLE meanwhile, as Kafka does.
-    leader_epoch_start_offset: int | None = None
-    # no longer hosted here (deleted, reassigned away): a later replica of it is a new Partition
-    removed: bool = False
-    # called when this replica's leadership changes (the manager wakes the partition's waiters)
-    on_leadership_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+@dataclass(frozen=True)
+class FetchParams:
+    """What a Fetch asks, besides its partitions (Kafka's FetchParams). ``version`` is the Fetch
+    version: which request fields exist (leader epochs v9+, log start v5+, last fetched epoch v12+)
+    and how records are answered (down-converted below v4)."""
+    version: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int  # the response's byte budget (Fetch v3+; unlimited before)
+    isolation_level: int = 0
+    client_rack: str | None = None
 
     @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.local_id
-
-    def leads(self, epoch: int) -> bool:
-        """Whether this broker still leads this hosted partition in leader epoch ``epoch``."""
-        return not self.removed and self.is_leader and self.leader_epoch == epoch
-
-    def _leadership_changed(self) -> None:
-        if self.on_leadership_change is not None:
-            self.on_leadership_change()
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
 
     @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
+    def read_committed(self) -> bool:
+        return self.version >= 4 and self.isolation_level == 1 and self.replica_id < 0
 
-    def append(self, records, headers, origin: AppendOrigin = AppendOrigin.CLIENT,
-               verification_guard=None) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, headers, self.leader_epoch, origin, verification_guard)
-        self.maybe_advance_high_watermark()
-        return info
+    @property
+    def fetch_only_leader(self) -> bool:
+        """Kafka's FetchParams.fetchOnlyLeader: a consumer's fetch from v11 (KIP-392, it says its
+        rack) and the debugging consumer's (-2) may be served by a follower."""
+        return not (self.replica_id == DEBUGGING_CONSUMER_ID or (self.replica_id < 0 and self.version >= 11))
 
-    def become_leader(self, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
-        start = now_ms()
-        self.leader_id, self.leader_epoch = self.local_id, epoch
-        self.leader_epoch_start_offset = self.log.log_end_offset
-        self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
-        self.followers = {r: FollowerState(last_caught_up_ms=start) for r in replicas if r != self.local_id}
-        self.maybe_advance_high_watermark()
-        self._leadership_changed()
 
-    def become_follower(self, leader: int, epoch: int, replicas: list[int], isr: list[int], version: int) -> None:
-        changed = self.is_leader or leader != self.leader_id or epoch != self.leader_epoch
-        if leader != self.leader_id:
-            self.fetch_caught_up = False
-        self.leader_id, self.leader_epoch = leader, epoch
-        self.leader_epoch_start_offset = None
-        self.replicas, self.isr, self.state_version = list(replicas), list(isr), version
-        self.followers = {}
-        if changed:
-            self._leadership_changed()
+def fetch_partition_error(index: int, code: ErrorCode, hw: int = -1, start: int = -1,
+                          aborted: list | None = None) -> dict:
+    """A partition answered with an error, as Kafka answers it: no offsets (-1), and aborted
+    transactions null when the log was asked (Kafka's read result) or an empty list when the
+    partition was refused before (its FetchResponse.partitionResponse)."""
+    return {"partition_index": index, "error_code": code, "high_watermark": hw,
+            "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": aborted,
+            "records": b""}
 
-    def record_follower_fetch(self, replica: int, fetch_offset: int, log_start_offset: int = -1) -> None:
-        """A follower fetched from ``fetch_offset``: its log ends there. As Kafka's replica state:
-        it is caught up now if that is the leader's log end offset, and was caught up at its
-        previous fetch if it reaches the leader's log end offset of then (under a steady load a
-        follower fetching as fast as it can is always one fetch behind, yet never lags)."""
-        state = self.followers.setdefault(replica, FollowerState())
-        current = now_ms()
-        leader_end = self.log.log_end_offset
-        if fetch_offset >= leader_end:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, current)
-        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
-        state.log_end_offset = fetch_offset
-        state.log_start_offset = log_start_offset
-        state.last_fetch_leader_log_end_offset = max(leader_end, state.last_fetch_leader_log_end_offset)
-        state.last_fetch_ms = current
 
-    def maybe_advance_high_watermark(self) -> bool:
-        """HW = the smallest log end offset among in-sync replicas (never moves back)."""
-        if not self.is_leader:
-            return False
-        hw = self.log.log_end_offset
-        for replica in self.isr:
-            if replica != self.local_id:
-                follower = self.followers.get(replica)
-                hw = min(hw, follower.log_end_offset if follower else -1)
-        if hw > self.log.high_watermark:
-            self.log.high_watermark = hw
-            return True
-        return False
+def _end_offset(region: files.FileRegion) -> int:
+    """The offset after the last batch of a fetched region, from batch headers (offset, length) only."""
+    fd, position, stop, end = region.fileno(), region.position, region.position + region.size, 0
+    while position + 12 <= stop:
+        head = os.pread(fd, 12, position)
+        if len(head) < 12:
+            break
+        base, length = struct.unpack(">qi", head)
+        if length <= 0 or position + 12 + length > stop:
+            break
+        tail = os.pread(fd, 4, position + 23)  # last offset delta (batch header bytes 23-27)
+        if len(tail) < 4:
+            break
+        end = base + struct.unpack(">i", tail)[0] + 1
+        position += 12 + length
+    return end
 
-    def lagging_replicas(self, max_lag_ms: int) -> list[int]:
-        """In-sync followers out of sync (Kafka's isCaughtUp negated): not at the leader's log end
-        offset and not caught up for more than ``max_lag_ms``. A follower at the log end of an
-        idle partition is in sync however long ago it fetched (a dead broker's replicas leave
-        the ISR through the controller)."""
-        current = now_ms()
-        leader_end = self.log.log_end_offset
-        lagging = []
-        for r in self.isr:
-            if r == self.local_id:
-                continue
-            state = self.followers.get(r, FollowerState())
-            if state.log_end_offset != leader_end and current - state.last_caught_up_ms > max_lag_ms:
-                lagging.append(r)
-        return lagging
 
-    def caught_up_replicas(self) -> list[int]:
-        """Followers out of the ISR that may rejoin it: their log end offset reaches the high
-        watermark and the offset this leader's epoch started at (KAFKA-7128: a new leader's
-        high watermark can lag its log; a follower admitted below the epoch's start could be
-        elected without records the ISR had, and lose them)."""
-        start = self.leader_epoch_start_offset
-        if not self.is_leader or start is None:
-            return []
-        hw = self.log.high_watermark
-        return [r for r, f in self.followers.items()
-                if r not in self.isr and r in self.replicas and f.log_end_offset >= max(hw, start)]
+def diverging_epoch(plog: Log, req: FetchPartition, version: int) -> tuple[int, int] | None:
+    """For a follower (v12+): (epoch, end offset) where its log diverges from ours, if it does."""
+    if version < 12 or req.last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = plog.end_offset_for_epoch(req.last_fetched_epoch)
+    if epoch == -1:  # nothing known about that epoch here: the offset check decides (out of range)
+        return None
+    if epoch < req.last_fetched_epoch or end_offset < req.fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int):
+    def __init__(self, node_id: int, config: BrokerSettings | None = None,
+                 metadata: ReplicaMetadata | None = None):
         self.node_id = node_id
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.config = config
+        self.metadata = metadata
+        self.logs: LogManager | None = None  # set when the broker's storage opens
+        self.partitions: dict[TopicPartition, Partition] = {}
         self._waiters = DataWaiters()
         self.isr_listener: Callable[[Partition, list[int]], None] | None = None
-        # told when a follower fetched (in a cluster: the leader may expand the ISR)
-        self.caught_up_listener: Callable[[Partition], None] | None = None
+        self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("Produce", self._waiters)
+        self.fetch_purgatory: Purgatory[DelayedFetch[Any]] = Purgatory("Fetch", self._waiters)
+        # a leader's follower caught up: may rejoin the ISR (the cluster member writes it to ZooKeeper)
+        self.isr_expansion_listener: Callable[[Partition], None] | None = None
+        self.fetcher: ReplicaFetcher | None = None  # started by a cluster member
 
+    # ----------------------------------------------------------------- hosted partitions
     def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
             leader_epoch: int | None = None, replicas: list[int] | None = None,
             isr: list[int] | None = None) -> Partition:
@@ -214,132 +250,257 @@ class ReplicaManager:
         return partition
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        """The hosted replica of `topic`-`index` (leader or follower), or None."""
+        """The replica of ``topic``-``index`` hosted here, leader or follower."""
         return self.partitions.get((topic, index))
 
-    get = partition
+    def partition_or_error(self, topic: str, index: int, current_leader_epoch: int = -1,
+                           require_leader: bool = True) -> tuple[Partition | None, ErrorCode]:
+        """(partition, NONE) when this broker leads ``topic``-``index`` in the epoch the client
+        knows, else (partition or None, the error Kafka answers with; Kafka's getPartitionOrError).
+        With ``require_leader`` false, a follower's replica will do too (a consumer's fetch from a
+        follower, KIP-392)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            metadata = self.metadata
+            info = metadata.topic(topic) if metadata is not None else None
+            known = info is not None and index < info.partitions
+            if known and metadata is not None and not metadata.is_cluster and self.logs is not None \
+                    and self.logs.offline_dirs:
+                return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if partition.log.offline is not None:  # its log dir failed
+            return partition, ErrorCode.KAFKA_STORAGE_ERROR
+        if require_leader and not partition.is_leader:
+            return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
+            return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
+                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return partition, ErrorCode.NONE
 
-    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
-                         log_start_offset: int = -1) -> None:
-        """A follower fetched from `fetch_offset`: it has everything below it."""
-        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
-        if partition.maybe_advance_high_watermark():
-            self.notify_data([(partition.topic, partition.index)])
-        if self.caught_up_listener is not None:
-            self.caught_up_listener(partition)
-
-    def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
-        """Something changed: wake the waiters it concerns (see `DataWaiters`). With `partitions`,
-        only data or the high watermark of those changed; without, anything may have."""
+    # ----------------------------------------------------------------- the purgatories' wake-ups
+    def notify_data(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Something changed: wake the delayed operations it concerns (see `DataWaiters`). With
+        `partitions`, only data or the high watermark of those changed; without, anything may have."""
         self._waiters.notify(partitions)
 
-    async def wait_for_data(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
+    async def wait_for_data(self, partitions: Collection[TopicPartition] | None = None) -> None:
         """Park until a `notify_data` that concerns `partitions` (any, if None); callers bound it
         with a deadline and look again at what they wait for when woken."""
         await self._waiters.wait(partitions)
 
+    # ----------------------------------------------------------------- leaders' follower bookkeeping
+    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it. The high watermark
+        may move (waking the produces and long polls waiting for it); a follower that caught up
+        may rejoin the ISR."""
+        partition.record_follower_fetch(replica, fetch_offset, log_start_offset)
+        if partition.maybe_advance_high_watermark():
+            self.notify_data([(partition.topic, partition.index)])
+        if self.isr_expansion_listener is not None:
+            self.isr_expansion_listener(partition)
 
-@dataclass(slots=True)
-class PendingAppend:
-    """An append waiting for the in-sync replicas: one partition's part of Kafka's DelayedProduce.
+    # ----------------------------------------------------------------- produce
+    def _setting(self, topic: str, key: str) -> Any:
+        assert self.metadata is not None, "a ReplicaManager that appends needs the metadata cache"
+        return self.metadata.topic_setting(topic, key)
 
-    ``required`` is the offset after the appended records, ``leader_epoch`` the epoch they were
-    appended in (take it with :meth:`of` right after the append, before anything can await)."""
-    partition: Partition
-    leader_epoch: int
-    required: int
+    async def append_records(self, entries: Sequence[tuple[str, int, Records | None]], *, version: int,
+                             acks: int, timeout_ms: int, transactional_id: str | None = None,
+                             txn: TransactionVerifier | None = None) -> list[ProduceResult]:
+        """Append a client's records to the partitions led here (Kafka's appendRecords), one
+        result per entry in order. ``version`` is the Produce version (which record formats and
+        transaction verification apply); ``txn`` the transaction coordinator that verifies
+        transactional batches. With acks=-1 the answer waits (at most ``timeout_ms``) until the
+        in-sync replicas have every append (see `DelayedProduce`)."""
+        if acks not in VALID_ACKS:
+            return [ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for _ in entries]
+        answers: Answers = {}
+        if transactional_id:
+            answers = await ask_coordinator(txn, transactional_id, version,
+                                            [(self.partitions.get((t, i)), r) for t, i, r in entries])
+        results: list[ProduceResult] = []
+        waiting: list[tuple[ProduceResult, PendingAppend, int]] = []
+        appended: list[TopicPartition] = []
+        for topic, index, records in entries:
+            try:
+                result, pending, min_isr = self._append_to_leader(topic, index, records, version, acks,
+                                                                  transactional_id, txn, answers)
+                appended.append((topic, index))
+                if pending is not None:
+                    waiting.append((result, pending, min_isr))
+            except RecordValidationError as exc:
+                log.debug("produce rejected topic=%s partition=%d error=%s: %s",
+                          topic, index, exc.code.name, exc.message)
+                result = ProduceResult(exc.code, log_start_offset=exc.log_start_offset,
+                                       record_errors=exc.record_errors, error_message=exc.message)
+            results.append(result)
+        if appended:
+            self.notify_data(appended)
+        if waiting and acks == -1:
+            delayed = DelayedProduce([w[1] for w in waiting], [w[2] for w in waiting])
+            codes = await delayed.complete(self.produce_purgatory, timeout_ms / 1000)
+            for (result, pending, _), code in zip(waiting, codes):
+                if code == ErrorCode.NONE:
+                    continue
+                result.error_code, result.base_offset = code, -1
+                if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    log.info("acks=all produce to %s-%d answered NOT_LEADER_OR_FOLLOWER: leadership of epoch %d "
+                             "lost before offset %d was replicated", *pending.key, pending.leader_epoch,
+                             pending.required)
+                    result.log_start_offset = -1
+        return results
 
-    @classmethod
-    def of(cls, partition: Partition, required: int) -> "PendingAppend":
-        return cls(partition, partition.leader_epoch, required)
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.partition.topic, self.partition.index)
-
-    def status(self) -> ErrorCode | None:
-        """NOT_LEADER_OR_FOLLOWER once this broker no longer leads the partition in that epoch
-        (checked first: a follower's high watermark says nothing of this append), NONE once the
-        high watermark covers the append, None while it still waits."""
-        if not self.partition.leads(self.leader_epoch):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self.partition.high_watermark >= self.required:
-            return ErrorCode.NONE
-        return None
-
-
-async def await_appends(pending: list[PendingAppend], timeout_s: float,
-                        wait: Callable[[list[tuple[str, int]]], Awaitable[None]]) -> list[ErrorCode]:
-    """Wait (at most ``timeout_s``) until every append is replicated or has lost its leader, and
-    answer each: NONE, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT. ``wait(keys)`` parks until a
-    change that may concern those partitions (``ReplicaManager.wait_for_data``); every wake-up looks
-    at every unfinished append again."""
-    with trio.move_on_after(max(timeout_s, 0)):
-        while True:
-            waiting = [p.key for p in pending if p.status() is None]
-            if not waiting:
-                break
-            await wait(waiting)
-    out = []
-    for p in pending:
-        status = p.status()
-        out.append(ErrorCode.REQUEST_TIMED_OUT if status is None else status)
-    return out
-
-
-class DataWaiters:
-    """Who waits for which partitions: fetches for data or a newer high watermark, produces
-    (acks=all) for the ISR to catch up.
-
-    A waiter names the partitions it waits on, or none (it wants every change). A notification
-    names the partitions whose data or high watermark changed, or none (a change that may concern
-    any partition: leadership, ISR, deletion, markers, ...). A named notification wakes the waiters
-    of those partitions and the waiters of none; an unnamed one wakes everybody. So an append
-    to one partition no longer makes every long-polling fetch of the broker read its partitions
-    again, and any change not known to be local to some partitions still wakes everybody, as all
-    notifications did before. Waking is only a hint: a woken waiter checks its condition again.
-    Nothing here outlives the process; a waiter's registration goes when its wait ends, also
-    when it is cancelled.
-    """
-
-    __slots__ = ("_by_partition", "_any")
-
-    def __init__(self) -> None:
-        self._by_partition: dict[tuple[str, int], set[trio.Event]] = {}
-        self._any: set[trio.Event] = set()
-
-    def notify(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
-        if partitions is None:
-            for events in self._by_partition.values():
-                for event in events:
-                    event.set()
-        else:
-            for key in partitions:
-                for event in self._by_partition.get(key, ()):
-                    event.set()
-        for event in self._any:
-            event.set()
-
-    async def wait(self, partitions: Collection[tuple[str, int]] | None = None) -> None:
-        event = trio.Event()
-        if partitions is None:
-            self._any.add(event)
-        else:
-            for key in partitions:
-                self._by_partition.setdefault(key, set()).add(event)
+    def _append_to_leader(self, topic: str, index: int, records: Records | None, version: int, acks: int,
+                          transactional_id: str | None, txn: TransactionVerifier | None,
+                          answers: Answers) -> tuple[ProduceResult, PendingAppend | None, int]:
+        records = validate_produce_records(records, version)
+        partition, code = self.partition_or_error(topic, index)
+        if code != ErrorCode.NONE or partition is None:
+            raise RecordValidationError(code)
+        min_isr = self._setting(topic, "min.insync.replicas") if acks == -1 else 1
+        if len(partition.isr) < min_isr:
+            raise RecordValidationError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                        f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
         try:
-            await event.wait()
-        finally:
-            if partitions is None:
-                self._any.discard(event)
-            else:
-                for key in partitions:
-                    events = self._by_partition.get(key)
-                    if events is not None:
-                        events.discard(event)
-                        if not events:
-                            del self._by_partition[key]
+            validator = LogValidator(topic, index, partition.log.config, TimestampPolicy(
+                self._setting(topic, "message.timestamp.type"),
+                self._setting(topic, "message.timestamp.before.max.ms"),
+                self._setting(topic, "message.timestamp.after.max.ms")))
+            validated = validator.validate(records, version, int(time.time() * 1000))
+            guard = None
+            if any(h.is_transactional for h in validated.headers):
+                guard = verify_transaction(txn, transactional_id, partition, validated.headers, version, answers)
+            info = partition.append(validated.records, validated.headers, verification_guard=guard)
+        except StorageError as exc:
+            code = ErrorCode[exc.error_code_name]
+            # as Kafka: a sequence or epoch refused by the log's producer state answers with the log start
+            raise self._at_log(RecordValidationError(code, str(exc), at_log=code not in _WITHOUT_LOG_START),
+                               partition) from None
+        except RecordValidationError as exc:
+            raise self._at_log(exc, partition) from None
+        result = ProduceResult(base_offset=info.first_offset, log_append_time_ms=info.log_append_time,
+                               log_start_offset=info.log_start_offset)
+        # the leader epoch of the append, taken before anything awaits (see PendingAppend)
+        pending = PendingAppend.of(partition, info.last_offset + 1) if acks == -1 else None
+        return result, pending, min_isr
 
-    def waiting(self) -> int:
-        """How many waits are registered (distinct waiters; for tests and metrics)."""
-        return len(self._any) + len({id(e) for events in self._by_partition.values() for e in events})
+    @staticmethod
+    def _at_log(exc: RecordValidationError, partition: Partition) -> RecordValidationError:
+        if exc.at_log:
+            exc.log_start_offset = partition.log.log_start_offset
+        return exc
+
+    # ----------------------------------------------------------------- fetch
+    async def fetch_messages(self, params: FetchParams, fetch_infos: Sequence[tuple[str, FetchPartition]],
+                             quota: LeaderReplicationQuota) -> list[dict]:
+        """Read ``fetch_infos`` (topic name, requested partition) for a consumer or a follower
+        (Kafka's fetchMessages); one Fetch response partition per entry, in order. Until
+        ``params.min_bytes`` are found, a read fails or ``params.max_wait_ms`` passes, the fetch
+        waits in the fetch purgatory, read again whenever one of its partitions changes. ``quota``
+        is the leader's replication throttle (followers' fetches of throttled partitions)."""
+        delayed: DelayedFetch[list[dict]] = DelayedFetch(
+            lambda: self._read_all(params, fetch_infos, quota, trio.current_time()), params.min_bytes,
+            trio.current_time() + max(params.max_wait_ms, 0) / 1000)
+        if params.is_from_follower and quota.active():
+            # data held back by the replication throttle is due again once the rate falls
+            delayed.wake_by = lambda t: t + max(quota.delay(t), 0.005)
+        return await delayed.complete(self.fetch_purgatory)
+
+    def _read_all(self, params: FetchParams, fetch_infos: Sequence[tuple[str, FetchPartition]],
+                  quota: LeaderReplicationQuota, now: float) -> tuple[list[dict], int, bool, list[TopicPartition]]:
+        """One pass over every partition: (results, bytes found, whether to answer now, the
+        partitions read, whose changes a long poll waits for)."""
+        budget = params.max_bytes
+        total = 0
+        answer_now = False
+        out = []
+        read: list[TopicPartition] = []
+        for name, req in fetch_infos:
+            result, size = self.read_partition(params, name, req, budget - total, total == 0, quota, now)
+            # an error or a preferred read replica is answered at once, as Kafka does
+            answer_now = answer_now or result["error_code"] != ErrorCode.NONE \
+                or result.get("preferred_read_replica", -1) >= 0
+            read.append((name, req.partition))
+            total += size
+            out.append(result)
+        return out, total, answer_now, read
+
+    def read_partition(self, params: FetchParams, name: str, req: FetchPartition, budget: int, first: bool,
+                       quota: LeaderReplicationQuota, now: float) -> tuple[dict, int]:
+        """One partition's Fetch response and its size (Kafka's readFromLog for one partition)."""
+        version, replica = params.version, params.replica_id
+        partition, code = self.partition_or_error(name, req.partition,
+                                                  req.current_leader_epoch if version >= 9 else -1,
+                                                  require_leader=params.fetch_only_leader)
+        if code != ErrorCode.NONE or partition is None:
+            return fetch_partition_error(req.partition, code,
+                                         aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None), 0
+        plog = partition.log
+        read_committed = params.read_committed
+        result: dict = {"partition_index": req.partition, "error_code": ErrorCode.NONE,
+                        "log_start_offset": plog.log_start_offset,
+                        "aborted_transactions": [] if read_committed else None, "preferred_read_replica": -1,
+                        "records": b""}
+        max_offset: int | None
+        if replica >= 0:
+            diverging = diverging_epoch(plog, req, version)
+            if diverging is None:
+                self.follower_fetched(partition, replica, req.fetch_offset,
+                                      req.log_start_offset if version >= 5 else -1)
+            result.update(high_watermark=partition.high_watermark, last_stable_offset=plog.last_stable_offset)
+            if diverging is not None:
+                result["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+                return result, 0
+            if replica not in partition.isr and quota.is_throttled(name, req.partition) and quota.exceeded(now):
+                return result, 0  # a throttled replica out of sync: nothing this time (Kafka's leader throttle)
+            max_offset = None
+        else:
+            # a leader or (KIP-392) a follower: up to its own high watermark (a follower's is the one
+            # its leader last told it) or last stable offset, as Kafka's replicas answer consumers
+            hw = partition.high_watermark
+            lso = plog.last_stable_offset
+            result.update(high_watermark=hw, last_stable_offset=lso)
+            if version >= 11 and replica == CONSUMER_ID and partition.is_leader and self.config is not None \
+                    and self.metadata is not None:
+                preferred = preferred_read_replica(self.config, self.metadata, partition, params.client_rack,
+                                                   req.fetch_offset, now_ms())
+                if preferred >= 0:  # as Kafka: no read here, the client fetches from that replica
+                    log.debug("%s-%d: preferred read replica %d for a consumer in rack %r", name, req.partition,
+                              preferred, params.client_rack)
+                    result["preferred_read_replica"] = preferred
+                    return result, 0
+            max_offset = lso if read_committed else hw
+        max_bytes = min(req.partition_max_bytes, budget)
+        if max_bytes <= 0 and not first:
+            return result, 0
+        try:
+            data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=max_offset,
+                             min_one_message=first and version >= 3)
+        except OffsetOutOfRange:
+            if replica >= 0:  # a Strom follower reads the leader's log start and high watermark here
+                result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                return result, 0
+            return fetch_partition_error(req.partition, ErrorCode.OFFSET_OUT_OF_RANGE), 0
+        except StorageError as exc:  # unreadable segment, no descriptor left: logged by storage
+            return fetch_partition_error(req.partition, ErrorCode[exc.error_code_name]), 0
+        region = data.records
+        if region is None or region.size == 0:
+            return result, 0
+        if read_committed:
+            aborted = plog.aborted_transactions(req.fetch_offset, max_offset)
+            if any(a.first_offset >= req.fetch_offset for a in aborted):
+                # as Kafka: only transactions that start within the data returned, not up to the LSO
+                end = _end_offset(region)
+                aborted = [a for a in aborted if a.first_offset < end]
+            result["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                              for a in aborted]
+        if region.size <= _COPY_UNDER_PRESSURE and files.under_pressure():
+            result["records"] = region.read()  # do not hold one more descriptor until it is sent
+            return result, len(result["records"])
+        if version < 4:
+            converted = downconvert(region.read(), 0 if version < 2 else 1, min_offset=req.fetch_offset)
+            result["records"] = converted
+            return result, len(converted)
+        result["records"] = region
+        return result, region.size

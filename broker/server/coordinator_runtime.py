@@ -21,7 +21,9 @@ from strom.broker.config import BrokerConfig
 from strom.broker.coordinator.loader import replay_partition
 from strom.broker.coordinator.runtime import (NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState,
                                               TopicMetadata)
-from strom.broker.replica.manager import Partition, PendingAppend, ReplicaManager, await_appends
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import Partition
+from strom.broker.replica.purgatory import PendingAppend, await_appends
 from strom.broker.topics import TopicInfo
 
 log = logging.getLogger("strom.coordinator")
@@ -69,7 +71,7 @@ class BrokerCoordinatorRuntime:
 
     # ------------------------------------------------------------ partition writer
     def _partition(self, topic: str, index: int) -> Partition | None:
-        return self._replicas.get(topic, index)
+        return self._replicas.partition(topic, index)
 
     def _led(self, topic: str, index: int) -> Partition:
         partition = self._partition(topic, index)

@@ -25,7 +25,8 @@ from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.coordinator import GroupCoordinator
 from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
 from strom.broker.server.coordinator_runtime import BrokerCoordinatorRuntime
-from strom.broker.replica.manager import Partition, ReplicaManager
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import Partition
 from strom.broker.auth import make_authorizer
 from strom.broker.auth.acl import AclBinding
 from strom.broker.auth.zkstore import StandaloneAclStore, ZkAclStore
@@ -100,7 +101,7 @@ class BrokerServer:
         self.node_id = config.node_id
         self.started = time.monotonic()
         self.bound: list[BoundListener] = []
-        self.replicas = ReplicaManager(self.node_id)
+        self.replicas = ReplicaManager(self.node_id, config, None)  # its metadata cache: once open
         self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
         self.topics: TopicStore | TopicCache | None = None  # the topic table the metadata cache reads
         self.metadata: MetadataCache | None = None  # once the metadata is open
@@ -142,6 +143,7 @@ class BrokerServer:
         if config["zookeeper.connect"]:  # standalone or cluster: decided here, once
             from strom.broker.cluster.member import ClusterMember
             self.cluster = ClusterMember(self)
+            self.replicas.isr_expansion_listener = self.cluster.follower_caught_up
 
     # ----------------------------------------------------------------- lifecycle
     def open_storage(self) -> None:
@@ -153,7 +155,7 @@ class BrokerServer:
         if self.authorizer is not None:
             self.authorizer.attach(StandaloneAclStore(store), [AclBinding.from_json(row) for row in store.acls])
         self._start_logs(store.cluster_id, {t.name: log_config(self.config, t.configs) for t in store.topics.values()})
-        self.metadata = metadata = StandaloneMetadataCache(self.config, store, self.replicas, self.logs,
+        self.metadata = self.replicas.metadata = metadata = StandaloneMetadataCache(self.config, store, self.replicas, self.logs,
                                                                  self.advertised_for)
         self.admin = StandaloneAdminManager(self.config, store, metadata, self.logs, self.replicas, self.stats,
                                             self.drop_local_partition, self._topic_created,
@@ -203,6 +205,7 @@ class BrokerServer:
         cluster = self.cluster
         cluster_id = await cluster.connect()
         self.metadata = cluster.metadata
+        self.replicas.metadata = cluster.metadata
         from strom.broker.metadata.zk_admin import ZkAdminManager  # kazoo only in cluster mode
         self.admin = ZkAdminManager(self.config, cluster.zk, cluster.metadata, cluster,
                                     self.connection_quotas.configs_changed)
@@ -213,7 +216,6 @@ class BrokerServer:
             await store.watch(self.authorizer.changed_elsewhere)
         self.topics = cluster.metadata.cache
         self._start_logs(cluster_id, {})
-        self.replicas.caught_up_listener = cluster.follower_caught_up
         self._build_coordinators()
         self.groups.load()
         self._start_txn()
@@ -233,6 +235,7 @@ class BrokerServer:
         self.logs = LogManager(self.config.log_dirs, log_config(self.config, {}),
                                progress=lambda msg: log.info("%s", msg))
         self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
+        self.replicas.logs = self.logs
 
     def _open_partitions(self, info: TopicInfo, indexes) -> list[Partition]:
         """Host existing partitions; one whose log is in a dir that is offline stays unhosted

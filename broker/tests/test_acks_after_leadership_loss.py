@@ -43,7 +43,7 @@ NEW_LEADER = 7  # a broker id this in-process broker is not
 def lead_with_a_lagging_follower(broker, topic: str, index: int = 0):
     """Make this broker lead ``topic``-``index`` in a new epoch with an in-sync follower that has
     fetched nothing, so every acks=all append waits."""
-    partition = broker.replicas.get(topic, index)
+    partition = broker.replicas.partition(topic, index)
     epoch = partition.leader_epoch + 1
     partition.log.leader_epoch_cache.assign(epoch, partition.log.log_end_offset)
     partition.become_leader(epoch, [broker.node_id, NEW_LEADER], [broker.node_id, NEW_LEADER], version=0)
@@ -251,7 +251,7 @@ def _hosted(tmp_path, manager=None):
 
 
 def test_a_pending_append_fails_once_the_partition_is_removed_or_replaced(tmp_path):
-    from strom.broker.replica.manager import PendingAppend  # imported here: the other tests run on older code too
+    from strom.broker.replica.purgatory import PendingAppend  # imported here: the other tests run on older code too
     manager, partition = _hosted(tmp_path)
     pending = PendingAppend.of(partition, 1)
     assert pending.status() is None

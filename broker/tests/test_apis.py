@@ -171,15 +171,15 @@ async def test_long_poll_waits_for_data_or_max_wait(connect, autojump_clock):
 
 
 async def test_a_long_poll_is_woken_by_its_own_partitions_not_by_others(connect, autojump_clock, monkeypatch):
-    from strom.broker.apis import fetch as fetch_api
+    from strom.broker.replica.manager import ReplicaManager
     reads = []
-    real = fetch_api._read_partition
+    real = ReplicaManager.read_partition
 
-    def counting(broker, name, req, *args):
+    def counting(manager, params, name, req, *args):
         reads.append((name, req.partition))
-        return real(broker, name, req, *args)
+        return real(manager, params, name, req, *args)
 
-    monkeypatch.setattr(fetch_api, "_read_partition", counting)
+    monkeypatch.setattr(ReplicaManager, "read_partition", counting)
     client, producer = await connect(), await connect()
     await create(client, "quiet")
     await create(client, "busy")
@@ -294,7 +294,7 @@ async def test_topic_admin_round_trip(connect, broker):
             {"name": "segment.bytes", "config_operation": 0, "value": "100000"}]}], "validate_only": False})
     assert altered.responses[0].error_code == ErrorCode.NONE
     assert broker.topics.topics["adm"].configs == {"segment.bytes": "100000"}
-    assert broker.replicas.get("adm", 0).log.config.segment_bytes == 100000
+    assert broker.replicas.partition("adm", 0).log.config.segment_bytes == 100000
 
     deleted = await client.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "adm", "topic_id": bytes(16)}], "timeout_ms": 1000})
     assert deleted.responses[0].error_code == ErrorCode.NONE
@@ -352,7 +352,7 @@ async def test_follower_fetch_reports_divergence_by_leader_epoch(connect, broker
     client = await connect()
     await create(client, "div")
     await client.request(ApiKey.PRODUCE, 9, produce_body("div", batch(5)))
-    partition = broker.replicas.get("div", 0)
+    partition = broker.replicas.partition("div", 0)
     partition.log.leader_epoch_cache.assign(1, partition.log.log_end_offset)
     partition.leader_epoch = 1
     await client.request(ApiKey.PRODUCE, 9, produce_body("div", batch(3)))

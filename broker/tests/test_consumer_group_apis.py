@@ -256,7 +256,7 @@ async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_c
         classic_id, generation = await _classic_member(client, "mg", "mig", [0, 1])
         joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("mg", "new", 0, ["mig"], []))
         assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, generation + 1)
-        partition = b.replicas.get(OFFSETS_TOPIC, b.groups.partition_of("mg"))
+        partition = b.replicas.partition(OFFSETS_TOPIC, b.groups.partition_of("mg"))
         data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
         records = [(decode_key(r.key), r.value) for pos, h in iter_batches(data)
                    for r in iter_records(memoryview(data)[pos:pos + h.size])]
@@ -380,7 +380,7 @@ def _offsets_records(broker, group_id: str) -> list:
     from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
     from strom.broker.coordinator.group.records import decode_key
     from strom.protocol.records.batch import iter_batches, iter_records
-    partition = broker.replicas.get(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
+    partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
     return [[(decode_key(r.key), r.value) for r in iter_records(memoryview(data)[pos:pos + h.size])]
             for pos, h in iter_batches(data)]

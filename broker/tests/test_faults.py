@@ -31,8 +31,8 @@ async def test_error_on_one_partition_leaves_the_other_handled_and_appends_nothi
     parts = {p.index: p for p in response.responses[0].partition_responses}
     assert parts[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and parts[0].base_offset == -1
     assert parts[1].error_code == 0 and parts[1].base_offset == 0
-    assert broker.replicas.get("f", 0).log.log_end_offset == 0
-    assert broker.replicas.get("f", 1).log.log_end_offset == 3
+    assert broker.replicas.partition("f", 0).log.log_end_offset == 0
+    assert broker.replicas.partition("f", 1).log.log_end_offset == 3
     # count=1: used up, the rule is gone and the request path is back to no check at all
     assert not injector.installed and injector.rules == []
     response = await client.request(ApiKey.PRODUCE, 9, produce_two("f"))
@@ -67,7 +67,7 @@ async def test_drop_after_takes_effect_and_closes_the_connection(connect, broker
         {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
     with pytest.raises(EOFError):
         await client.receive_frame()
-    assert broker.replicas.get("d", 0).log.log_end_offset == 4
+    assert broker.replicas.partition("d", 0).log.log_end_offset == 4
 
 
 async def test_drop_before_takes_no_effect(connect, broker):
@@ -78,7 +78,7 @@ async def test_drop_before_takes_no_effect(connect, broker):
         {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
     with pytest.raises(EOFError):
         await client.receive_frame()
-    assert broker.replicas.get("d", 0).log.log_end_offset == 0
+    assert broker.replicas.partition("d", 0).log.log_end_offset == 0
 
 
 async def test_delay_holds_the_answer(connect, broker, autojump_clock):

@@ -42,7 +42,7 @@ async def test_a_follower_out_of_range_still_learns_the_leaders_offsets(connect,
     client = await connect()
     await create(client, "f")
     await client.request(ApiKey.PRODUCE, 9, produce_body("f", batch(4)))
-    broker.replicas.get("f", 0).log.maybe_increment_log_start_offset(2)
+    broker.replicas.partition("f", 0).log.maybe_increment_log_start_offset(2)
     answer = (await client.request(ApiKey.FETCH, 12, fetch("f", 0, 0, replica=1))).responses[0].partitions[0]
     assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert (answer.high_watermark, answer.log_start_offset) == (4, 2)

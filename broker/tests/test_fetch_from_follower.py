@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from strom.broker.config import BrokerConfig, ConfigError
-from strom.broker.replica_selector import LEADER, RACK_AWARE, ReplicaView, select
+from strom.broker.replica.selector import LEADER, RACK_AWARE, ReplicaView, select
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.protocol.schema import ApiKey
@@ -70,7 +70,7 @@ async def _leader_with_followers(b, nursery, records: int = 5):
     client = open_client(b, nursery)
     await create(client, "t")
     await client.request(ApiKey.PRODUCE, 9, produce_body("t", batch(records)))
-    partition = b.replicas.get("t", 0)
+    partition = b.replicas.partition("t", 0)
     partition.become_leader(3, [ME, OTHER, THIRD], [ME, OTHER, THIRD], 0)
     for replica in (OTHER, THIRD):
         partition.record_follower_fetch(replica, records, 0)
@@ -127,7 +127,7 @@ async def _follower(b, nursery, records: int = 6, hw: int = 4):
     await create(client, "t")
     for _ in range(records):  # one batch each: a fetch returns whole batches below the high watermark
         await client.request(ApiKey.PRODUCE, 9, produce_body("t", batch(1)))
-    partition = b.replicas.get("t", 0)
+    partition = b.replicas.partition("t", 0)
     partition.become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
     partition.log.high_watermark = hw
     return client, partition
@@ -176,20 +176,20 @@ async def test_a_follower_serves_read_committed_consumers_up_to_its_last_stable_
 
 async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances_the_high_watermark(
         cluster_of_three, nursery, autojump_clock):
-    from strom.broker.cluster.member import ClusterMember
     from strom.broker.fetch_session import FetchSessionHandler
+    from strom.broker.replica.fetcher import ReplicaFetcher
 
     b = cluster_of_three
     client, partition = await _follower(b, nursery, records=4, hw=4)
     await create(client, "other")
-    b.replicas.get("other", 0).become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
+    b.replicas.partition("other", 0).become_follower(OTHER, 3, [OTHER, ME], [OTHER, ME], 0)
     woken = []
-    real_wait = b.replicas.wait_for_data
+    real_watch = b.replicas.fetch_purgatory.watch
 
-    async def wait_for_data(partitions=None):
-        await real_wait(partitions)
+    async def watch(operation, partitions):
+        await real_watch(operation, partitions)
         woken.append(list(partitions))
-    b.replicas.wait_for_data = wait_for_data
+    b.replicas.fetch_purgatory.watch = watch
 
     class Leader:  # the leader's answer: two more records of t-0, its high watermark at 6
         async def request(self, api_key, version, body, timeout_s=None):
@@ -208,7 +208,7 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     other_poll = await open_client(b, nursery).send(ApiKey.FETCH, 12, consumer_fetch("other", 0, max_wait_ms=30000))
     await trio.sleep(1)
     assert other_poll and woken == []
-    await ClusterMember(b)._fetch_once(Leader(), [partition, b.replicas.get("other", 0)], FetchSessionHandler())
+    await ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None).fetch_once(Leader(), [partition, b.replicas.partition("other", 0)], FetchSessionHandler())
     correlation, response = await client.receive(ApiKey.FETCH, 12)
     part = response.responses[0].partitions[0]
     assert correlation == sent and offsets(part) == [4, 5] and part.high_watermark == 6

@@ -8,7 +8,9 @@ from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
 
-from strom.broker.replica.manager import DataWaiters, ReplicaManager, now_ms
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import now_ms
+from strom.broker.replica.purgatory import DataWaiters
 
 
 def _append(partition, n: int) -> None:
@@ -91,7 +93,7 @@ def test_a_follower_one_fetch_behind_a_steady_load_stays_in_sync(tmp_path, monke
     end offset the leader had then. Under a steady load it never fetches from the current log end
     (records keep arriving between its fetches), yet it is in sync; a follower that falls
     further behind is not."""
-    import strom.broker.replica.manager as rm
+    import strom.broker.replica.partition as rm
     clock = [0]
     monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
     partition = _leader(tmp_path, [1, 2, 3])
@@ -110,7 +112,7 @@ def test_a_follower_one_fetch_behind_a_steady_load_stays_in_sync(tmp_path, monke
 def test_a_follower_at_the_log_end_of_an_idle_partition_is_in_sync(tmp_path, monkeypatch):
     """As Kafka's isCaughtUp: a follower whose log end is the leader's is in sync however long
     since it last fetched (nothing was written); once the leader appends, the lag time counts."""
-    import strom.broker.replica.manager as rm
+    import strom.broker.replica.partition as rm
     clock = [1000]
     monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
     partition = _leader(tmp_path, [1, 2])

@@ -160,12 +160,12 @@ async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, n
         assert await records("every") == 0, "'*' throttles every partition of the topic"
         assert await records("fast") > 0, "a partition not in the throttle list is not held back"
         assert await records("slow", replica=-1) > 0, "consumers are not subject to replication throttles"
-        b.replicas.get("slow", 0).isr.append(5)
+        b.replicas.partition("slow", 0).isr.append(5)
         assert await records("slow") > 0, "a replica in the ISR is never held back"
         assert b.leader_quota.sensor.total(trio.current_time()) >= 2 * first, "in-sync traffic still counts"
         await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
             ("leader.replication.throttled.rate", 1, None)]))
-        b.replicas.get("slow", 0).isr.remove(5)
+        b.replicas.partition("slow", 0).isr.remove(5)
         measured = b.leader_quota.sensor.total(trio.current_time())
         assert await records("slow") > 0, "without a rate nothing is throttled"
         assert await records("fast") > 0
@@ -194,8 +194,8 @@ class _Leader:
 
 
 async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp_path, nursery):
-    from strom.broker.cluster.member import ClusterMember
     from strom.broker.fetch_session import FetchSessionHandler
+    from strom.broker.replica.fetcher import ReplicaFetcher
 
     b = make_broker(tmp_path)
     try:
@@ -204,22 +204,22 @@ async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp
         await create(client, "fast")
         await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(b.node_id), [
             ("follower.replication.throttled.rate", 0, "1000")]))
-        slow, fast = b.replicas.get("slow", 0), b.replicas.get("fast", 0)
+        slow, fast = b.replicas.partition("slow", 0), b.replicas.partition("fast", 0)
         for p in (slow, fast):
             p.become_follower(7, 1, [b.node_id, 7], [7], 0)
-        member = ClusterMember(b)
+        fetcher = ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None)
         leader = _Leader(batch(80))  # about 2 KB
-        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        await fetcher.fetch_once(leader, [slow, fast], FetchSessionHandler())
         assert leader.asked[-1] == [("slow", 0, 0), ("fast", 0, 0)], "under the rate both are fetched"
         assert slow.log.log_end_offset == 80 and not slow.fetch_caught_up
-        member._changed.set()  # nothing to wait for in this test
-        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        fetcher._changed.set()  # nothing to wait for in this test
+        await fetcher.fetch_once(leader, [slow, fast], FetchSessionHandler())
         assert leader.asked[-1] == [("fast", 0, 80)], "over 1000 B/s the throttled partition waits"
         calls = len(leader.asked)
-        await member._fetch_once(leader, [slow], FetchSessionHandler())
+        await fetcher.fetch_once(leader, [slow], FetchSessionHandler())
         assert len(leader.asked) == calls, "with only throttled partitions to fetch, no request is sent"
         slow.fetch_caught_up = True
-        await member._fetch_once(leader, [slow, fast], FetchSessionHandler())
+        await fetcher.fetch_once(leader, [slow, fast], FetchSessionHandler())
         assert leader.asked[-1] == [("slow", 0, 80), ("fast", 0, 80)], "a caught-up replica is never held back"
     finally:
         b.close()

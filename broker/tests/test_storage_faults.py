@@ -50,7 +50,7 @@ async def test_create_topics_on_a_full_disk_answers_per_topic_and_keeps_the_meta
     parts = await client.request(ApiKey.CREATE_PARTITIONS, 3, {
         "topics": [{"name": "before", "count": 2, "assignments": None}], "timeout_ms": 1000, "validate_only": False})
     assert parts.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert broker.topics.topics["before"].partitions == 1 and broker.replicas.get("before", 1) is None
+    assert broker.topics.topics["before"].partitions == 1 and broker.replicas.partition("before", 1) is None
     faults.clear()
     assert (await create(client, "during", partitions=3)).error_code == ErrorCode.NONE
     broker.close()

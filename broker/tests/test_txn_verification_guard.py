@@ -88,7 +88,7 @@ async def test_a_marker_written_during_verification_refuses_the_batch(env, nurse
         while "part" not in answer:
             await trio.sleep(0.01)
     part = answer["part"]
-    plog = broker.replicas.get("t", 0).log
+    plog = broker.replicas.partition("t", 0).log
     if marker_meanwhile:
         assert part.error_code == ErrorCode.INVALID_TXN_STATE
         assert part.error_message == "Record was not part of an ongoing transaction"
@@ -105,7 +105,7 @@ async def test_a_verification_that_no_append_follows_expires(env):
     """A guard whose batch never came (the client gave up) goes with producer.id.expiration.ms."""
     broker, client, _ = env
     await create(client, "t")
-    plog = broker.replicas.get("t", 0).log
+    plog = broker.replicas.partition("t", 0).log
     guard = plog.verification_guard(4242)
     assert plog.verification_guard(4242) is guard  # a second verification in flight shares it
     plog.producer_state.remove_expired(guard.created_ms + 999, 1000)
@@ -145,7 +145,7 @@ async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_th
     with trio.fail_after(10):
         await held.asked.wait()
     assert held.questions == [(TID, pid, 0, {(OFFSETS_TOPIC, index)})]
-    olog = broker.replicas.get(OFFSETS_TOPIC, index).log
+    olog = broker.replicas.partition(OFFSETS_TOPIC, index).log
     if marker_meanwhile:
         response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
             "producer_id": pid, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,

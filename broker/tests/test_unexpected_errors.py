@@ -94,7 +94,7 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     answer = await _alter(client, "cp", SUBTRACT, "delete")  # from the default ["delete"]
     assert (answer.error_code, answer.error_message) == (ErrorCode.NONE, None)
     assert await _cleanup_policy(client, "cp") == ("", 1)  # DYNAMIC_TOPIC_CONFIG
-    config = broker.replicas.get("cp", 0).log.config
+    config = broker.replicas.partition("cp", 0).log.config
     assert not config.delete_enabled and not config.compact_enabled
     deleted = await client.request(ApiKey.DELETE_RECORDS, 2, {
         "topics": [{"name": "cp", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 1000})
@@ -106,6 +106,6 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     assert (await _alter(client, "cp", APPEND, "compact")).error_code == 0  # to the empty list, not the default
     assert await _cleanup_policy(client, "cp") == ("compact", 1)
     assert (await _create(client, "cp-empty", [{"name": "cleanup.policy", "value": ""}])).error_code == 0
-    assert not broker.replicas.get("cp-empty", 0).log.config.delete_enabled
+    assert not broker.replicas.partition("cp-empty", 0).log.config.delete_enabled
     bad = await _alter(client, "cp", SET, "forever")
     assert bad.error_code == ErrorCode.INVALID_CONFIG

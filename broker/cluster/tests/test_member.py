@@ -1,17 +1,17 @@
 """Pure parts of cluster membership."""
 from strom.protocol.records.batch import Record, build_batch
 
-from strom.broker.cluster.member import _whole_batches
 from strom.broker.metadata.cache import ClusterView
+from strom.broker.replica.fetcher import whole_batches
 
 
 def test_whole_batches_drops_a_truncated_last_batch():
     one = build_batch([Record(0, 0, b"k", b"v" * 50)])
     two = build_batch([Record(0, 0, b"k", b"w" * 50)], base_offset=1)
     data = one + two
-    assert bytes(_whole_batches(data)) == data
-    assert bytes(_whole_batches(data[:-1])) == one
-    assert bytes(_whole_batches(data[:10])) == b""
+    assert bytes(whole_batches(data)) == data
+    assert bytes(whole_batches(data[:-1])) == one
+    assert bytes(whole_batches(data[:10])) == b""
 
 
 def test_unclean_election_follows_the_topic_config():
@@ -27,17 +27,16 @@ def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path)
     from strom.storage.config import LogConfig
     from strom.storage.log import Log
 
-    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.replica.fetcher import apply_fetched
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     for count in (5, 2):  # the last 2 records were never replicated by the old leader
         data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(count)]))
         log.append_as_leader(data, validate_batches(data), 0)
     partition = SimpleNamespace(log=log, topic="t", index=0)
-    member = ClusterMember.__new__(ClusterMember)
     response = SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=0, end_offset=5),
                                records=b"", high_watermark=5, log_start_offset=0)
-    assert member._apply_fetched(partition, response)
+    assert apply_fetched(partition, response)
     assert log.log_end_offset == 5
     log.close()
 
@@ -52,22 +51,21 @@ def test_a_follower_moves_its_log_start_only_up_to_its_high_watermark(tmp_path):
     from strom.storage.config import LogConfig
     from strom.storage.log import Log
 
-    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.replica.fetcher import apply_fetched
 
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=150, file_delete_delay_ms=0))
     for i in range(10):
         data = bytearray(build_batch([Record(0, 0, b"k", b"v" * 40)], base_offset=i))
         log.append_as_follower(data, validate_batches(data))
     partition = SimpleNamespace(log=log, topic="t", index=0)
-    member = ClusterMember.__new__(ClusterMember)
 
     def fetched(high_watermark, log_start_offset):
         return SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
                                records=b"", high_watermark=high_watermark, log_start_offset=log_start_offset)
 
-    assert member._apply_fetched(partition, fetched(3, 2))
+    assert apply_fetched(partition, fetched(3, 2))
     assert (log.log_start_offset, log.high_watermark) == (2, 3)
-    assert member._apply_fetched(partition, fetched(5, 8))  # a leader whose start passed its HW
+    assert apply_fetched(partition, fetched(5, 8))  # a leader whose start passed its HW
     assert (log.log_start_offset, log.high_watermark) == (5, 5)
     assert log.segments[0].base_offset == 5 and log.log_end_offset == 10
     log.close()
@@ -111,29 +109,28 @@ def _replicate(leader, follower, rounds=10):
     Returns the diverging epochs answered; fails if the follower does not converge."""
     from types import SimpleNamespace
 
-    from strom.broker.apis.fetch import _diverging
-    from strom.broker.cluster.member import ClusterMember
+    from strom.broker.replica.fetcher import apply_fetched
+    from strom.broker.replica.manager import diverging_epoch
 
-    member = ClusterMember.__new__(ClusterMember)
     partition = SimpleNamespace(log=follower, topic="t", index=0)
     answers = []
     for _ in range(rounds):
         epoch = follower.latest_epoch()
         request = SimpleNamespace(last_fetched_epoch=-1 if epoch is None else epoch,
                                   fetch_offset=follower.log_end_offset)
-        diverging = _diverging(leader, request, 12)
+        diverging = diverging_epoch(leader, request, 12)
         if diverging is None:
             records = b""
             if follower.log_end_offset < leader.log_end_offset:
                 records = bytes(leader.read(follower.log_end_offset, 1 << 20).records.read())
-            member._apply_fetched(partition, SimpleNamespace(
+            apply_fetched(partition, SimpleNamespace(
                 error_code=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1), records=records,
                 high_watermark=leader.log_end_offset, log_start_offset=leader.log_start_offset))
             if follower.log_end_offset == leader.log_end_offset:
                 return answers
             continue
         answers.append(diverging)
-        member._apply_fetched(partition, SimpleNamespace(
+        apply_fetched(partition, SimpleNamespace(
             error_code=0, diverging_epoch=SimpleNamespace(epoch=diverging[0], end_offset=diverging[1]),
             records=b"", high_watermark=leader.log_end_offset, log_start_offset=leader.log_start_offset))
     raise AssertionError(f"the follower did not converge; the leader answered {answers}")
@@ -144,7 +141,7 @@ def test_a_follower_never_had_the_leaders_epoch_truncates_to_where_its_own_epoch
     and answers epoch 2 ending at 8. The follower never had epoch 2: its own largest epoch below,
     1, ends at 5, and offsets 5-9 are epoch 3's, which the leader never had. It cuts at 5, not
     at the leader's 8 (that kept 5-7 of epoch 3 and got the same answer at every fetch)."""
-    from strom.broker.cluster.member import truncation_offset
+    from strom.broker.replica.fetcher import truncation_offset
 
     follower = _epoch_log(tmp_path / "f" / "t-0", [(1, 5), (3, 5)])
     assert follower.end_offset_for_epoch(2) == (1, 5)

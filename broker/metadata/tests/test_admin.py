@@ -62,8 +62,8 @@ async def test_standalone_creates_logs_replicas_and_metadata(standalone: Standal
     info = await admin.create_topic("t", -1, -1, {"retention.ms": "100"})
     assert info is not None and info.partitions == 3 and standalone.created == ["t"]
     assert standalone.store.topics["t"].configs == {"retention.ms": "100"}
-    assert all(standalone.replicas.get("t", i) is not None for i in range(3))
-    assert standalone.replicas.get("t", 0).log.config.retention_ms == 100
+    assert all(standalone.replicas.partition("t", i) is not None for i in range(3))
+    assert standalone.replicas.partition("t", 0).log.config.retention_ms == 100
     assert await admin.create_topic("v", 1, 1, {}, validate_only=True) is None
     assert "v" not in standalone.store.topics and standalone.logs.get_log("v", 0) is None
     with pytest.raises(TopicError) as refused:
@@ -81,13 +81,13 @@ async def test_standalone_grows_reconfigures_and_deletes(standalone: Standalone)
     admin = standalone.admin
     await admin.create_topic("t", 1, 1, {})
     await admin.create_partitions("t", 3, assignment=[[standalone.config.node_id], [standalone.config.node_id]])
-    assert standalone.store.topics["t"].partitions == 3 and standalone.replicas.get("t", 2) is not None
+    assert standalone.store.topics["t"].partitions == 3 and standalone.replicas.partition("t", 2) is not None
     with pytest.raises(TopicError) as refused:
         await admin.create_partitions("t", 2)
     assert refused.value.code == ErrorCode.INVALID_PARTITIONS
     await admin.set_topic_configs("t", {"segment.bytes": "100000"})
     assert standalone.metadata.topic_setting("t", "segment.bytes") == 100000
-    assert standalone.replicas.get("t", 0).log.config.segment_bytes == 100000
+    assert standalone.replicas.partition("t", 0).log.config.segment_bytes == 100000
     await admin.set_broker_configs("", {"max.connections": "7"})
     assert standalone.metadata.broker_configs() == {"": {"max.connections": "7"}} and standalone.configs_changed == 1
     await admin.alter_client_quotas({(("user", "u"),): {"producer_byte_rate": 5.0}})
@@ -95,7 +95,7 @@ async def test_standalone_grows_reconfigures_and_deletes(standalone: Standalone)
     first, second = await admin.allocate_producer_id(), await admin.allocate_producer_id()
     assert second == first + 1
     await admin.delete_topic("t")
-    assert standalone.metadata.topic("t") is None and standalone.replicas.get("t", 0) is None
+    assert standalone.metadata.topic("t") is None and standalone.replicas.partition("t", 0) is None
     with pytest.raises(TopicError) as refused:
         await admin.delete_topic("t")
     assert refused.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

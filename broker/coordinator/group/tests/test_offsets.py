@@ -68,7 +68,7 @@ async def test_commit_errors(gconnect, autojump_clock):
 
 
 def _records(broker, group_id):
-    partition = broker.replicas.get(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
+    partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     region = partition.log.read(0, 1 << 20).records
     return list(iter_records(region.read())) if region else []
 
@@ -221,7 +221,7 @@ async def test_a_commit_whose_records_cannot_be_written_changes_nothing(gconnect
     await create_topic(client, "t")
     coordinator = group_broker.groups
     await coordinator.ensure_topic()
-    partition = group_broker.replicas.get(OFFSETS_TOPIC, coordinator.partition_of("g"))
+    partition = group_broker.replicas.partition(OFFSETS_TOPIC, coordinator.partition_of("g"))
 
     def fail(*args, **kwargs):
         raise failure
@@ -273,7 +273,7 @@ async def test_offsets_of_partitions_other_brokers_host_are_committed(gconnect, 
     view = group_broker.metadata.partition_view
     monkeypatch.setattr(group_broker.metadata, "partition_view",
                         lambda topic, index: (2, 0, [2], [2], []) if topic == "elsewhere" else view(topic, index))
-    assert group_broker.replicas.get("elsewhere", 0) is None
+    assert group_broker.replicas.partition("elsewhere", 0) is None
     assert await commit(client, "g", {("elsewhere", 0): 3, ("t", 0): 4, ("gone", 0): 5}) == {
         ("elsewhere", 0): ErrorCode.NONE, ("t", 0): ErrorCode.NONE, ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert (await fetch_offsets(client, "g", {"elsewhere": [0]}))[("elsewhere", 0)][0] == 3

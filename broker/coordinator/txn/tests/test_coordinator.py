@@ -150,7 +150,7 @@ async def test_errors_are_kafkas(env):
     # a transactional batch for a partition never added: refused, nothing held open
     refused = await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]))
     assert refused.error_code == ErrorCode.INVALID_TXN_STATE
-    assert broker.replicas.get("t", 0).log.log_end_offset == 0
+    assert broker.replicas.partition("t", 0).log.log_end_offset == 0
     # nobody but a coordinator writes markers
     control = await produce(client, "t", build_marker(pid, 0, True, 0, 1))
     assert control.error_code == ErrorCode.INVALID_RECORD

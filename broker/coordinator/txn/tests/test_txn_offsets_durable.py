@@ -54,7 +54,7 @@ async def test_every_transactional_offset_commit_of_one_epoch_survives_a_restart
 
     # every commit is in the log, each followed by its marker
     groups = broker.groups
-    log = broker.replicas.get(OFFSETS_TOPIC, groups.partition_of("g")).log
+    log = broker.replicas.partition(OFFSETS_TOPIC, groups.partition_of("g")).log
     data = bytes(log.read(0, 1 << 20, max_offset=None).records.read())
     txn_batches = [h for _, h in iter_batches(data) if h.producer_id == pid and not h.is_control]
     markers = [h for _, h in iter_batches(data) if h.producer_id == pid and h.is_control]
@@ -93,7 +93,7 @@ async def test_a_new_leader_loads_the_offsets_past_its_high_watermark(env):
         assert await end(client, pid, 0, commit=True) == ErrorCode.NONE
         await settled(broker)
     groups = broker.groups
-    partition = broker.replicas.get(OFFSETS_TOPIC, groups.partition_of("g"))
+    partition = broker.replicas.partition(OFFSETS_TOPIC, groups.partition_of("g"))
     partition.log.high_watermark = partition.log.log_end_offset - 1  # the last marker above it
     groups.groups.clear()
     groups.load_partition(partition.index)  # as follow_leadership does on gaining the partition
@@ -118,7 +118,7 @@ async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replic
         add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
             "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
         assert add.error_code == ErrorCode.NONE
-        partition = broker.replicas.get(OFFSETS_TOPIC, broker.groups.partition_of("g"))
+        partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of("g"))
         monkeypatch.setattr(partition, "maybe_advance_high_watermark", lambda: False)  # no follower has it
         body = {"transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
                 "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [

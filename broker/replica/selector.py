@@ -16,8 +16,12 @@ picked; a client told to read elsewhere asks the leader again when that replica 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .partition import Partition
 
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 LEADER = "org.apache.kafka.common.replica.LeaderSelector"
@@ -49,13 +53,22 @@ def select(selector: str | None, client_rack: str | None, leader: ReplicaView,
     return max(same_rack, key=lambda r: (r.log_end_offset, -r.time_since_caught_up_ms))
 
 
-def preferred_read_replica(broker, partition, client_rack: str | None, fetch_offset: int, now_ms: int) -> int:
+class _Settings(Protocol):
+    def __getitem__(self, key: str) -> Any: ...
+
+
+class _LiveBrokers(Protocol):
+    def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+
+def preferred_read_replica(config: _Settings, metadata: _LiveBrokers, partition: Partition,
+                           client_rack: str | None, fetch_offset: int, now_ms: int) -> int:
     """The replica id a leader points a consumer at instead of answering it, or -1 (read here)."""
-    selector = broker.config["replica.selector.class"]
+    selector = config["replica.selector.class"]
     if selector != RACK_AWARE or not client_rack or not partition.is_leader:
         return -1  # no selector, or one that picks the leader: read here (nothing to look up)
-    live = {node: rack for node, _host, _port, rack in broker.metadata.live_brokers()}
-    leader = ReplicaView(partition.local_id, live.get(partition.local_id, broker.config["broker.rack"]),
+    live = {node: rack for node, _host, _port, rack in metadata.live_brokers()}
+    leader = ReplicaView(partition.local_id, live.get(partition.local_id, config["broker.rack"]),
                          partition.log.log_end_offset, 0)
     candidates = []
     for replica in partition.replicas:
