@@ -30,8 +30,8 @@ async def handle(ctx: RequestContext, request) -> dict:
             if asked is not None and (name, p) not in asked:
                 continue
             parts.append({"partition_index": p, "replicas": list(assignment.partitions.get(p, ())),
-                          "adding_replicas": list(assignment.adding_replicas.partition(p, ())),
-                          "removing_replicas": list(assignment.removing_replicas.partition(p, ()))})
+                          "adding_replicas": list(assignment.adding_replicas.get(p, ())),
+                          "removing_replicas": list(assignment.removing_replicas.get(p, ()))})
         if parts:
             topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

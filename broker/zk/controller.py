@@ -63,7 +63,7 @@ class Controller:
                 current = view.states.get((name, partition))
                 # a replica in a failed log dir counts as dead for its partition (Kafka's
                 # log dir failure handling): leadership moves away, it leaves the ISR
-                usable = live - view.offline_replicas.partition((name, partition), set())
+                usable = live - view.offline_replicas.get((name, partition), set())
                 if current is None:
                     state = initial_state(replicas, usable, epoch)
                     if state is not None:
@@ -192,8 +192,8 @@ class Controller:
                                 f"Unable to find partition {topic}:{partition}."))
                 continue
             replicas = list(assignment.partitions[partition])
-            adding = list(assignment.adding_replicas.partition(partition, ()))
-            removing = list(assignment.removing_replicas.partition(partition, ()))
+            adding = list(assignment.adding_replicas.get(partition, ()))
+            removing = list(assignment.removing_replicas.get(partition, ()))
             if target is None:
                 if not adding and not removing:
                     results.append((topic, partition, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None))
@@ -249,7 +249,7 @@ class Controller:
                 continue
             done: dict[int, tuple[int, ...]] = {}
             for p in sorted(set(assignment.adding_replicas) | set(assignment.removing_replicas)):
-                removing = set(assignment.removing_replicas.partition(p, ()))
+                removing = set(assignment.removing_replicas.get(p, ()))
                 target = tuple(r for r in assignment.partitions.get(p, ()) if r not in removing)
                 current = view.states.get((name, p))
                 if current is None or not target:

@@ -21,7 +21,7 @@ from strom.broker.zk.zkclient import KafkaZkClient, VersionedPartitionState
 from strom.broker.zk.zkdata import BrokerInfo, EndPoint, PartitionState, TopicAssignment
 from strom.protocol.errors import ErrorCode
 from strom.storage.log_manager import LogManager
-from compat_tests.zookeeper import ZooKeeperServer, zookeeper_fixture
+from strom.testing.zookeeper import ZooKeeperServer, zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 _chroots = itertools.count()
