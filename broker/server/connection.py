@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.protocol.codec import encode_response
-from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
-                                 RawFrame, Request, ServerConnection)
+from strom.protocol.connection import (NEED_DATA, SERVER, BadRequest, Connection, ConnectionClosed,
+                                       FrameTooLarge, RawFrame, Request)
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import api_spec
@@ -153,7 +153,7 @@ class ConnectionHandler:
         peer = _peer_name(stream)
         context.client_host.set("/" + peer.rsplit(":", 1)[0])
         context.listener_name.set(self.security.name)
-        conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
+        conn = Connection(SERVER, max_frame_size=self.broker.config["socket.request.max.bytes"])
         stats = self.broker.stats.open_connection(peer, self.security.name)
         context.connection_stats.set(stats)
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
@@ -190,7 +190,7 @@ class ConnectionHandler:
             with trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _answer(self, conn: ServerConnection, stream, peer: str, secure: SecureConnection) -> bool:
+    async def _answer(self, conn: Connection, stream, peer: str, secure: SecureConnection) -> bool:
         """Answer every whole request received so far; False when the connection must close."""
         out: list = []
         keep_open = True
@@ -230,7 +230,7 @@ class ConnectionHandler:
             await self._send(stream, out)
         return keep_open
 
-    async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
+    async def _dispatch(self, conn: Connection, request: Request, out: list, peer: str) -> bool:
         header = request.header
         module = HANDLERS.get(header.api_key)
         supported = SUPPORTED_RANGE.get(header.api_key)
@@ -271,7 +271,7 @@ class ConnectionHandler:
             out.extend(conn.send_response(request, body))
         return True
 
-    def _reject(self, conn: ServerConnection, bad: BadRequest, out: list, peer: str) -> bool:
+    def _reject(self, conn: Connection, bad: BadRequest, out: list, peer: str) -> bool:
         header = bad.header
         body = malformed_request_response(bad) if header is not None else None
         if body is None:
