@@ -23,7 +23,6 @@ from strom.protocol.schema import api_spec
 
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED_RANGE, error_response as malformed_request_response
-from strom.broker.error_answers import error_response
 from strom.broker.errors import AnswerInVersion, DropConnection  # broker/faults.py loads only when a test injects faults
 from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
@@ -295,7 +294,7 @@ def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
     header = request.header
     api = api_spec(header.api_key).name
     try:
-        body = error_response(header.api_key, header.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
     except Exception:  # noqa: BLE001 - the request's own shape broke the error answer too
         body = None
     log.exception("unexpected error handling %s v%d peer=%s correlation_id=%d; %s", api, header.api_version,
