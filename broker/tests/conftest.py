@@ -1,46 +1,61 @@
 """An in-process broker (storage under tmp_path, no listener) and a client over trio memory streams."""
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import trio
 import trio.testing
+from construct import Container
 
 from strom.broker.server.root import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.server.connection import ConnectionHandler
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.connection import CLIENT, NEED_DATA, Connection, ConnectionClosed, RawFrame, Response
 
 
 class Client:
-    """Sends requests over one in-memory connection and decodes the responses."""
+    """Sends requests over one in-memory connection and decodes the responses (the protocol's
+    client-role Connection over a trio stream)."""
 
     def __init__(self, stream, client_id: str = "test"):
         self.stream = stream
-        self.client_id = client_id
-        self.correlation = itertools.count(1)
-        self.buffer = bytearray()
+        self.conn = Connection(CLIENT, 0x7FFFFFFF, client_id, first_correlation_id=1)
+
+    @property
+    def client_id(self) -> str | None:
+        return self.conn.client_id
+
+    @client_id.setter
+    def client_id(self, value: str | None) -> None:
+        self.conn.client_id = value  # the header of the requests sent from now on
 
     async def send(self, api_key: int, version: int, body: dict) -> int:
-        correlation_id = next(self.correlation)
-        await self.stream.send_all(encode_request(api_key, version, correlation_id, self.client_id, body))
-        return correlation_id
+        await self.stream.send_all(self.conn.send_request(api_key, version, body))
+        return self.conn.last_correlation_id
 
-    async def receive(self, api_key: int, version: int):
-        frame = await self.receive_frame()
-        return decode_response(api_key, version, frame)
+    async def receive(self, api_key: int, version: int) -> tuple[int, Container]:
+        """The next response, which must answer a request of ``api_key`` sent with ``send``."""
+        event = await self._next_event()
+        if not isinstance(event, Response):
+            raise AssertionError(f"expected a response, got {event}")
+        assert event.api_key == api_key and event.api_version in (version, 0), event
+        return event.correlation_id, event.body
 
     async def receive_frame(self) -> bytes:
-        while len(self.buffer) < 4 or len(self.buffer) < 4 + int.from_bytes(self.buffer[:4], "big"):
-            data = await self.stream.receive_some(65536)
-            if not data:
-                raise EOFError("broker closed the connection")
-            self.buffer += data
-        size = int.from_bytes(self.buffer[:4], "big")
-        frame = bytes(self.buffer[4:4 + size])
-        del self.buffer[:4 + size]
-        return frame
+        """The next frame undecoded (correlation id first); EOFError when the broker closed."""
+        self.conn.raw_frames = True
+        try:
+            event = await self._next_event()
+        finally:
+            self.conn.raw_frames = False
+        assert isinstance(event, RawFrame), event
+        return event.data
+
+    async def _next_event(self):
+        while (event := self.conn.next_event()) is NEED_DATA:
+            self.conn.receive_data(await self.stream.receive_some(65536))
+        if isinstance(event, ConnectionClosed):
+            raise EOFError("broker closed the connection")
+        return event
 
     async def request(self, api_key: int, version: int, body: dict):
         sent = await self.send(api_key, version, body)
