@@ -24,7 +24,7 @@ from strom.protocol.codec import (
 )
 from strom.protocol.connection import NEED_DATA, Request, ServerConnection
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import (all_versions, assert_contains, load_reference, load_release_reference,
+from strom.protocol.tests.helpers import (all_versions, assert_contains, load_reference, load_release_reference,
                                            sample_message)
 from strom.tools.dev.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
