@@ -33,25 +33,25 @@ settings.register_profile("strom", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("strom")
 
 # Heavy units: modules that start a big JVM (the reference Kafka, Spark, Kafka's Java clients,
-# Connect) and the clients' suite runs (compat_tests/test_client_suites.py marks each run with its
-# xdist_group). At most MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve
+# Connect) and the clients' suite runs (compat_tests/librdkafka/test_librdkafka_suite.py and
+# compat_tests/kcat_suite/test_kcat_suite.py mark each run with its xdist_group). At most MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve
 # one another's timeouts (librdkafka's own tests time their steps), two keep the rest moving.
 HEAVY: frozenset[str] = frozenset({
     # Kafka 4.0 reference brokers (differential tests)
     "compat_tests/differential/test_differential.py",
-    "compat_tests/test_transactions_differential.py",
-    "compat_tests/test_transactions_compaction_differential.py",
-    "compat_tests/test_security_differential.py",
+    "compat_tests/differential/test_transactions_differential.py",
+    "compat_tests/differential/test_transactions_compaction_differential.py",
+    "compat_tests/differential/test_security_differential.py",
     # Spark drivers (PySpark 4.2 in this interpreter, Spark 4.0's JVM connector)
-    "compat_tests/test_spark.py",
+    "compat_tests/spark/test_spark.py",
     "compat_tests/spark_jvm/test_spark_kafka_connector.py",
-    "compat_tests/test_spark_jvm_requests.py",
+    "compat_tests/spark/test_spark_jvm_requests.py",
     # Kafka's Java clients and Connect
     "compat_tests/java/test_java_client.py",
     "compat_tests/kafka_tools/test_kafka_tools.py",
     "compat_tests/connect/test_connect_and_mirror_maker.py",
-    "compat_tests/test_transactions_java.py",
-    "compat_tests/test_group_migration.py",
+    "compat_tests/features/test_transactions_java.py",
+    "compat_tests/features/test_group_migration.py",
     # the clients' own suites, each with four brokers (or 3-broker clusters) of its own
     "suite-librdkafka-classic", "suite-librdkafka-consumer", "suite-librdkafka-cluster", "suite-kcat",
 })
@@ -62,21 +62,21 @@ MAX_HEAVY_AT_ONCE = 2
 SLOW_FIRST: tuple[str, ...] = (
     "suite-librdkafka-cluster",             # 651 s
     "suite-librdkafka-classic",             # 437 s
-    "compat_tests/test_kafka4_admin_tools.py",  # 309 s
-    "compat_tests/test_spark.py",           # 304 s
-    "compat_tests/test_group_migration.py",  # 223 s
+    "compat_tests/features/test_kafka4_admin_tools.py",  # 309 s
+    "compat_tests/spark/test_spark.py",           # 304 s
+    "compat_tests/features/test_group_migration.py",  # 223 s
     "compat_tests/spark_jvm/test_spark_kafka_connector.py",  # 221 s
     "compat_tests/differential/test_differential.py",  # 211 s
     "suite-librdkafka-consumer",            # 181 s
     "tools/tests/test_benchmark.py",        # 157 s
-    "compat_tests/test_security.py",        # 140 s
+    "compat_tests/features/test_security.py",        # 140 s
     "compat_tests/connect/test_connect_and_mirror_maker.py",  # 122 s
-    "compat_tests/test_transactions_compaction_differential.py",  # 115 s
-    "compat_tests/test_exactly_once_pipeline.py",  # 52-118 s alone (issue 21)
-    "compat_tests/test_cluster.py",         # 112 s
-    "compat_tests/test_cluster_partitions.py",  # 73-120 s alone (issue 21)
-    "compat_tests/test_transactions_java.py",  # 101 s
-    "compat_tests/test_codecs_roundtrip.py",  # 99 s
+    "compat_tests/differential/test_transactions_compaction_differential.py",  # 115 s
+    "compat_tests/cluster/test_exactly_once_pipeline.py",  # 52-118 s alone (issue 21)
+    "compat_tests/cluster/test_cluster.py",         # 112 s
+    "compat_tests/cluster/test_cluster_partitions.py",  # 73-120 s alone (issue 21)
+    "compat_tests/features/test_transactions_java.py",  # 101 s
+    "compat_tests/features/test_codecs_roundtrip.py",  # 99 s
 )
 
 MAX_AUTO_WORKERS = 8

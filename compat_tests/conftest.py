@@ -9,22 +9,16 @@ test fails, and a failing test's report carries the broker's stdout/stderr.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Iterator
 
 import pytest
 
+from compat_tests.support.brokers import BrokerFactory, brokers_in, start_broker
 from strom.tools.broker_process import BrokerProcess
 
 COMPAT_TEST_TIMEOUT_S = 900
-# A user's project with its own pytest.ini, run as a subprocess by test_sample_project.py.
-collect_ignore = ["sample_project"]
-DEFAULT_OVERRIDES = {
-    "num.partitions": "1",
-    "default.replication.factor": "1",
-    "auto.create.topics.enable": "true",
-}
-
-MakeBroker = Callable[..., BrokerProcess]
+# A user's project with its own pytest.ini, run as a subprocess by packaging/test_sample_project.py.
+collect_ignore = ["packaging/sample_project"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -43,25 +37,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if report.failed:
         brokers = getattr(item, "funcargs", {}).values()
         for value in brokers:
-            for b in _brokers_in(value):
+            for b in brokers_in(value):
                 report.sections.append((f"strom broker log ({b.workdir})", b.log_tail()))
     return report
-
-
-def _brokers_in(value: object) -> list[BrokerProcess]:
-    if isinstance(value, BrokerProcess):
-        return [value]
-    return list(getattr(value, "started", []))
-
-
-def _start(workdir: Path, overrides: Mapping[str, str]) -> BrokerProcess:
-    return BrokerProcess(workdir, {**DEFAULT_OVERRIDES, **overrides}).start()
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A fresh standalone broker for one test."""
-    b = _start(tmp_path / "broker", {})
+    b = start_broker(tmp_path / "broker", {})
     try:
         yield b
     finally:
@@ -71,29 +55,11 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 @pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for every test of a module; tests use their own topics."""
-    b = _start(tmp_path_factory.mktemp("shared-broker"), {})
+    b = start_broker(tmp_path_factory.mktemp("shared-broker"), {})
     try:
         yield b
     finally:
         b.stop()
-
-
-class BrokerFactory:
-    """Starts brokers with extra config; remembers them so the fixture stops them all."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.started: list[BrokerProcess] = []
-
-    def __call__(self, overrides: Mapping[str, str] | None = None) -> BrokerProcess:
-        workdir = self.base / f"broker-{len(self.started)}"
-        b = BrokerProcess(workdir, {**DEFAULT_OVERRIDES, **(overrides or {})})
-        self.started.append(b)
-        return b.start()
-
-    def stop_all(self) -> None:
-        for b in self.started:
-            b.stop()
 
 
 @pytest.fixture
@@ -103,3 +69,14 @@ def make_broker(tmp_path: Path) -> Iterator[BrokerFactory]:
         yield factory
     finally:
         factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def suite_runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The client suites' brokers and outputs in this session's own temporary directory
+    (``STROM_SUITES_RUNS``): a run of the same suite at the same time (another checkout, another
+    session) replaces only its own. The suites' test modules use it for every test."""
+    runs = tmp_path_factory.mktemp("suite-runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STROM_SUITES_RUNS", str(runs))
+        yield runs

@@ -1,6 +1,6 @@
 """Kafka message schema: facts loaded once from the generated ``schema_data.json``.
 
-``schema_data.json`` is produced by ``tools/gen_protocol_schema.py`` from Kafka's reference
+``schema_data.json`` is produced by ``tools/dev/gen_protocol_schema.py`` from Kafka's reference
 definitions. This module turns it into typed, read-only objects and answers version questions
 (flexible versions, header versions). It holds no wire layout itself: ``protocol.codec`` builds
 the byte layouts from these facts.

@@ -8,8 +8,8 @@ from __future__ import annotations
 import click
 
 from strom.tools.admin import configs, topics
-from strom.tools.bench_testbroker import bench_testbroker
-from strom.tools.benchmark import bench
+from strom.tools.bench.testbroker import bench_testbroker
+from strom.tools.bench.benchmark import bench
 from strom.tools.console import consume, produce
 from strom.tools.control_cli import control
 from strom.tools.dump_log import dump_log

@@ -10,7 +10,7 @@ from strom.broker.clock import PausableClock
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 
 
 @pytest.fixture

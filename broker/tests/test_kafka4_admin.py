@@ -7,7 +7,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, fetch_body, produce_body
 
 
@@ -200,7 +200,7 @@ async def test_kafka4_apis_ask_the_authorizer(tmp_path, nursery):
         joined = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat)
         assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 1)
         # a regex is not narrowed by ACLs: Kafka 4.0 resolves it to every matching topic (checked
-        # against it in compat_tests/test_security_differential.py)
+        # against it in compat_tests/differential/test_security_differential.py)
         regex = {**heartbeat, "member_id": "m2", "subscribed_topic_names": None, "subscribed_topic_regex": ".*seen"}
         first = await alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, regex)
         assert first.error_code == ErrorCode.NONE

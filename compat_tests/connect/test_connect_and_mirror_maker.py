@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 import pytest
 
 from compat_tests.differential.harness import Target
-from compat_tests.jvm import KAFKA_HOME, java_unavailable, skip_unless_available
+from compat_tests.support.jvm import KAFKA_HOME, java_unavailable, skip_unless_available
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcess
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from strom.tools.broker_process import BrokerProcess
 
-from compat_tests.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
+from compat_tests.support.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
 
-from .harness import (Difference, Finding, Target, differences, explain, parse_findings, run_both)
-from .scenarios import all_scenarios
+from compat_tests.differential.harness import (Difference, Finding, Target, differences, explain, parse_findings, run_both)
+from compat_tests.differential.scenarios import all_scenarios
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "REPORT.md"

@@ -22,7 +22,7 @@ from strom.protocol.records.crc import crc32c
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
 
-from .harness import CLIENT_ID, Scenario, Step
+from compat_tests.differential.harness import CLIENT_ID, Scenario, Step
 
 BASE_TS = 1_700_000_000_000
 GROUP_SESSION_MS = 120_000  # members of the run's groups must not expire while it runs

@@ -15,7 +15,7 @@ import pytest
 from compat_tests.differential.harness import Difference, glob, parse_findings
 from compat_tests.librdkafka.suite import FAILED, PASSED, SuiteResults, write_results
 from compat_tests.librdkafka.suite import Outcome as SuiteOutcome
-from compat_tests.record_results import recording
+from compat_tests.support.record_results import recording
 from compat_tests.differential.report import FINDINGS, Outcome, reference_available, run_fresh
 from compat_tests.differential.scenarios import all_scenarios
 

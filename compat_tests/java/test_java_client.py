@@ -19,7 +19,7 @@ import pytest
 
 from strom.tools.broker_process import BrokerProcess
 
-from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
+from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "StromClientChecks.java"

@@ -23,7 +23,7 @@ from typing import Iterator, NamedTuple
 import pytest
 
 from compat_tests.differential.harness import Target
-from compat_tests.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
+from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcess
 

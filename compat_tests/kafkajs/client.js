@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// kafkajs driver for Strom's compat_tests, run by compat_tests/clients/kafkajs.py.
+// kafkajs driver for Strom's compat_tests, run by compat_tests/support/clients/kafkajs.py.
 //
 //   node client.js produce BOOTSTRAP TOPIC CODEC < records.jsonl
 //       each stdin line: {"p": partition, "k": b64, "v": b64, "h": [[name, b64], ...], "ts": ms}

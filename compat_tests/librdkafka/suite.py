@@ -40,7 +40,7 @@ RESULTS_DIR = PROJECT_ROOT / "compat_tests" / ".work" / "results"
 
 def runs_dir(name: str) -> Path:
     """Where a run of ``name`` keeps its brokers and outputs (replaced by the next run of it):
-    under ``STROM_SUITES_RUNS`` when set (compat_tests/test_client_suites.py sets it to its own
+    under ``STROM_SUITES_RUNS`` when set (the suites' tests set it to their own
     temporary directory, so runs at the same time, from other checkouts or sessions, never remove
     each other's brokers), else ``WORK_ROOT/runs``."""
     return Path(os.environ.get("STROM_SUITES_RUNS") or WORK_ROOT / "runs") / name

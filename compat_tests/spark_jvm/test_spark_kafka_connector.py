@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from compat_tests.jvm import skip_unless_available
+from compat_tests.support.jvm import skip_unless_available
 from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent

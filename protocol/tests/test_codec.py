@@ -18,7 +18,7 @@ from strom.protocol.codec import (
 )
 from strom.protocol.errors import ErrorCode, MalformedRequest, ProtocolError, UnknownApiKey, UnsupportedVersion
 from strom.protocol.schema import ApiKey
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 # Captured from confluent-kafka 2.16.1 (librdkafka 2.16.0): its first frame, ApiVersions v3
 # with request header v2, client.id "strom-test".

@@ -24,9 +24,9 @@ from strom.protocol.codec import (
 )
 from strom.protocol.connection import NEED_DATA, SERVER, Connection, Request
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import (all_versions, assert_contains, load_reference, load_release_reference,
+from strom.protocol.tests.helpers import (all_versions, assert_contains, load_reference, load_release_reference,
                                            sample_message)
-from strom.tools.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
+from strom.tools.dev.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
 
 REQUESTS = all_versions("request")
 RESPONSES = all_versions("response")

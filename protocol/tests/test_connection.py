@@ -18,7 +18,7 @@ from strom.protocol.connection import (
     Connection,
 )
 from strom.protocol.errors import ErrorCode, MalformedRequest, UnknownApiKey, UnsupportedVersion
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 API_VERSIONS = encode_request(18, 3, 1, "c", {"client_software_name": "x",
                                                "client_software_version": "1"})

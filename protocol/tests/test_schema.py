@@ -15,10 +15,10 @@ from strom.protocol.schema import (
     response_header_version,
     schema_document,
 )
-from strom.protocol.tests.conftest import REFERENCE
-from strom.tools import gen_protocol_schema as gen
+from strom.protocol.tests.helpers import REFERENCE
+from strom.tools.dev import gen_protocol_schema as gen
 
-COMMITTED = Path(gen.__file__).resolve().parent.parent / "protocol" / "schema_data.json"
+COMMITTED = gen.DEFAULT_OUTPUT
 
 
 def test_committed_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None:

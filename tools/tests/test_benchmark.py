@@ -9,8 +9,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from strom.tools import bench_console, bench_machine
-from strom.tools.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, bench, format_table, run_benchmark
+from strom.tools.bench import console as bench_console
+from strom.tools.bench import machine as bench_machine
+from strom.tools.bench.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, bench, format_table, run_benchmark
 
 TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
                inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,

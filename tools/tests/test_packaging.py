@@ -2,7 +2,7 @@
 
 A module that imported `tools.x` or `broker.x` would work here (pytest puts the repository root on
 sys.path) and break in an installed wheel, so the imports are checked from the source; the wheel
-itself is built and installed into a fresh virtual environment by compat_tests/test_wheel.py.
+itself is built and installed into a fresh virtual environment by compat_tests/packaging/test_wheel.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ SOURCE_DIRS = [*PACKAGES, "compat_tests"]
 
 
 def _python_files() -> list[Path]:
-    # compat_tests/sample_project is a user's project: its `tools` is its own package, not Strom's
+    # compat_tests/packaging/sample_project is a user's project: its `tools` is its own package, not Strom's
     return [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")
             if "node_modules" not in p.parts and ".work" not in p.parts and "sample_project" not in p.parts]
 
@@ -80,6 +80,8 @@ def _declared() -> tuple[set[str], dict[str, str]]:
 
 
 def test_pyproject_lists_every_package_of_the_tree_and_no_tests():
+    """Every package ships except tests and tools/dev (developer generators, run from a checkout);
+    tools/testing ships as strom.testing, its own root."""
     declared, package_dir = _declared()
     roots = {**{folder: name for name, folder in package_dir.items()}}
     assert roots == {**PACKAGES, "tools/testing": "strom.testing"}
@@ -87,7 +89,7 @@ def test_pyproject_lists_every_package_of_the_tree_and_no_tests():
     for folder, name in roots.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder).parts
-            if "tests" in rel or (folder == "tools" and rel[:1] == ("testing",)):
+            if "tests" in rel or (folder == "tools" and rel[:1] in {("testing",), ("dev",)}):
                 continue
             expected.add(".".join((name, *rel)))
     assert declared == expected

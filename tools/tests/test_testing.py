@@ -241,14 +241,14 @@ def test_three_broker_cluster_with_zookeeper():
 
 def test_the_plugin_loads_nothing_of_the_broker_until_a_fixture_is_used():
     code = ("import sys, strom.testing.pytest_plugin, strom.testing; "
-            "print(sorted(m for m in ('trio', 'strom.broker.broker', 'confluent_kafka', 'strom.testing.embedded') "
+            "print(sorted(m for m in ('trio', 'strom.broker.server.root', 'confluent_kafka', 'strom.testing.embedded') "
             "if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
 def test_bench_testbroker_workload_and_report():
-    from strom.tools.bench_testbroker import format_report, workload
+    from strom.tools.bench.testbroker import format_report, workload
 
     with broker() as b:
         phases = workload(b.bootstrap_servers)
@@ -262,7 +262,7 @@ def test_bench_testbroker_workload_and_report():
 def test_stop_is_bounded_even_when_the_broker_hangs_in_shutdown(monkeypatch, caplog):
     import threading
 
-    from strom.broker.broker import Broker
+    from strom.broker.server.root import Broker
 
     release = threading.Event()
     real_close = Broker.close

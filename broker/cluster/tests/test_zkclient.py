@@ -26,7 +26,7 @@ from strom.broker.zk.zkclient import (
     split_connect_string,
 )
 from strom.broker.zk.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
-from compat_tests.zookeeper import ZooKeeperServer, zookeeper_fixture
+from strom.testing.zookeeper import ZooKeeperServer, zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 WAIT_S = 20

@@ -1,0 +1,144 @@
+"""The wheel, built with `python -m build`, installs into a fresh virtual environment and works
+there with no repository present: only `strom` lands at the top level of site-packages, and
+`strom serve` answers a produce and a fetch.
+
+The virtual environment has no system site-packages, so its dependencies come from the package
+index (pip's cache makes a second run quick); the test runs from a directory that holds a
+`tools` package of its own, as a user's project might.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_TIMEOUT_S = 600
+
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S * 2)
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, **kw)
+    assert done.returncode == 0, f"{cmd} exited {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        import build  # noqa: F401
+    except ImportError:
+        if os.environ.get("STROM_COMPAT_REQUIRE_ALL"):
+            raise
+        pytest.skip("the 'build' package is not installed (pip install build)")
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)])
+    (found,) = out.glob("strom-*.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env_dir = tmp_path_factory.mktemp("venv")
+    _run([sys.executable, "-m", "venv", str(env_dir)])
+    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          str(wheel)])
+    return env_dir
+
+
+def test_the_wheel_installs_only_the_strom_namespace(wheel: Path):
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"strom"}
+    assert "strom/protocol/schema_data.json" in names
+    assert "strom/testing/__init__.py" in names
+    assert not [n for n in names if "/tests/" in n], "unit tests stay out of the wheel"
+
+
+def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(venv: Path, tmp_path: Path):
+    project = tmp_path / "project"
+    (project / "tools").mkdir(parents=True)
+    (project / "tools" / "__init__.py").write_text("WHO = 'the user'\n")
+    script = project / "check.py"
+    script.write_text(textwrap.dedent("""
+        import json, os, subprocess, sys, tempfile, time
+        from pathlib import Path
+
+        import tools
+        assert tools.WHO == "the user", tools.__file__
+        import strom.broker, strom.protocol, strom.storage, strom.tools
+        for mod in (strom.broker, strom.protocol, strom.storage, strom.tools):
+            assert sys.prefix in mod.__file__, mod.__file__
+        for name in ("broker", "protocol", "storage"):
+            try:
+                __import__(name)
+            except ImportError:
+                pass
+            else:
+                raise AssertionError(f"top-level {name!r} is importable")
+
+        from confluent_kafka import Consumer, Producer
+
+        work = Path(tempfile.mkdtemp())
+        ready = work / "ready.json"
+        strom = Path(sys.executable).with_name("strom")
+        proc = subprocess.Popen([str(strom), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                                 "--override", f"log.dirs={work / 'data'}", "--ready-file", str(ready)],
+                                cwd=work, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not ready.exists() or not ready.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, "strom serve did not start"
+                time.sleep(0.05)
+            info = json.loads(ready.read_text())
+            bootstrap = f"{info['host']}:{info['port']}"
+            producer = Producer({"bootstrap.servers": bootstrap})
+            for i in range(10):
+                producer.produce("wheel", value=f"v{i}".encode())
+            assert producer.flush(30) == 0
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                                 "auto.offset.reset": "earliest"})
+            consumer.subscribe(["wheel"])
+            got = []
+            while len(got) < 10 and time.monotonic() < deadline + 30:
+                msg = consumer.poll(1.0)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value().decode())
+            consumer.close()
+            assert got == [f"v{i}" for i in range(10)], got
+            print("ROUND TRIP OK")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    """))
+    done = _run([str(venv / "bin" / "python"), str(script)], cwd=project,
+                env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
+    assert "ROUND TRIP OK" in done.stdout
+
+
+def test_installed_strom_testing_embeds_a_broker_and_registers_the_pytest_plugin(venv: Path, tmp_path: Path):
+    script = tmp_path / "embedded.py"
+    script.write_text(textwrap.dedent("""
+        from importlib.metadata import entry_points
+        from confluent_kafka import Producer
+        from strom.testing import broker
+        plugins = {e.name: e.value for e in entry_points(group="pytest11")}
+        assert plugins.get("strom") == "strom.testing.pytest_plugin", plugins
+        with broker(num_partitions=2) as b:
+            b.faults.cap_versions("2.8")          # the release table ships in the wheel
+            b.create_topic("embedded")
+            producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+            producer.produce("embedded", b"x")
+            assert producer.flush(30) == 0
+        print("EMBEDDED OK")
+    """))
+    done = _run([str(venv / "bin" / "python"), str(script)], cwd=tmp_path,
+                env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
+    assert "EMBEDDED OK" in done.stdout
