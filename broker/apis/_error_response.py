@@ -139,6 +139,20 @@ def paired_error_response(api_key: int, request: Request, code: int) -> dict[str
     return {"throttle_time_ms": 0, resp.name: entries}
 
 
+def resource_error_response(request: Request, code: int, results: str,
+                            with_configs: bool = False) -> dict[str, Any]:
+    """The code on every resource the request names, in the response list ``results`` (the config
+    APIs); ``with_configs``: each with an empty list of configs (DescribeConfigs)."""
+    entries = []
+    for r in request.body.get("resources") or []:
+        entry = {"resource_type": r["resource_type"], "resource_name": r["resource_name"], "error_code": code,
+                 "error_message": None}
+        if with_configs:
+            entry["configs"] = []
+        entries.append(entry)
+    return {"throttle_time_ms": 0, results: entries}
+
+
 def default_error_response(api_key: int, request: Request, code: int) -> dict[str, Any] | None:
     """The top-level code where the response version has one, else one entry per request entry."""
     if has_field(api_key, request.header.api_version, "error_code"):

@@ -86,14 +86,11 @@ async def handle(broker, request) -> dict:
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
 from strom.protocol.connection import Request  # noqa: E402
 
-from ._error_response import finish  # noqa: E402
+from ._error_response import finish, resource_error_response  # noqa: E402
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every resource."""
-    responses = [{"resource_type": r["resource_type"], "resource_name": r["resource_name"],
-                  "error_code": code, "error_message": None}
-                 for r in request.body.get("resources") or []]
-    return finish(API_KEY, request, {"throttle_time_ms": 0, "responses": responses}, code, message)
+    return finish(API_KEY, request, resource_error_response(request, code, "responses"), code, message)

@@ -18,7 +18,6 @@ from compat_tests.support.console import console_url, http, start_console_broker
 from strom.tools.common import KafkaSocket
 
 
-
 def alter(admin: AdminClient, *configs: tuple[str, str | None]) -> None:
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
                for k, v in configs]
