@@ -20,7 +20,8 @@ Wire layouts (big-endian), per Kafka's protocol rules:
 Decoded messages are ``construct.Container`` objects with snake_case keys. Fields absent from the
 decoded version (and tagged fields not sent) are filled with their schema defaults, so handlers can
 read every field of the message whatever the version. Encoding accepts plain dicts; a missing key
-takes the schema default.
+takes the schema default, a key naming a field of another version is ignored, and a key that is no
+field of its struct in any version (a misspelt name) raises ``UnknownFieldError``.
 
 Untrusted input: every length and count is checked against the bytes remaining before anything
 is allocated; every malformed body raises ``MalformedRequest``.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from construct import Container
 
@@ -128,7 +128,7 @@ class BadResponse:
     reason: str
 
 
-Event = Request | Response | BadRequest | BadResponse | FrameTooLarge | ConnectionClosed | RawFrame | _NeedData
+Event: TypeAlias = Request | Response | BadRequest | BadResponse | FrameTooLarge | ConnectionClosed | RawFrame | _NeedData
 
 
 class Connection:
