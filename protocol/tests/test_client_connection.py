@@ -20,7 +20,7 @@ from strom.protocol.connection import (
     Response,
 )
 from strom.protocol.errors import ErrorCode, UnsupportedVersion
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 PRODUCE_ANSWER = {"responses": [{"name": "t", "partition_responses": [{"index": 0, "base_offset": 42}]}]}
 METADATA_ANSWER = {"brokers": [{"node_id": 1, "host": "h", "port": 9092}], "topics": []}

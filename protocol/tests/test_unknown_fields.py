@@ -10,7 +10,7 @@ import pytest
 from strom.protocol.codec import encode_request, encode_response
 from strom.protocol.errors import EncodeError, UnknownFieldError
 from strom.protocol.internal_records import RecordCodec, field
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 
 def _fetch_response(partition: dict[str, Any] | None = None, topic: dict[str, Any] | None = None,
