@@ -20,7 +20,8 @@ Wire layouts (big-endian), per Kafka's protocol rules:
 Decoded messages are ``construct.Container`` objects with snake_case keys. Fields absent from the
 decoded version (and tagged fields not sent) are filled with their schema defaults, so handlers can
 read every field of the message whatever the version. Encoding accepts plain dicts; a missing key
-takes the schema default.
+takes the schema default, a key naming a field of another version is ignored, and a key that is no
+field of its struct in any version (a misspelt name) raises ``UnknownFieldError``.
 
 Untrusted input: every length and count is checked against the bytes remaining before anything
 is allocated; every malformed body raises ``MalformedRequest``.
@@ -36,7 +37,8 @@ from typing import Any, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
-from strom.protocol.errors import EncodeError, MalformedRequest, UnknownApiKey, UnsupportedVersion
+from strom.protocol.errors import (EncodeError, MalformedRequest, UnknownApiKey, UnknownFieldError,
+                                   UnsupportedVersion)
 from strom.protocol.schema import (
     ApiKey,
     FieldSpec,
@@ -467,17 +469,29 @@ class MessageStruct(KafkaConstruct):
 
     ``steps`` pairs field names with constructs; a ``FixedGroup`` step covers several names.
     ``absent`` lists fields the version lacks, filled with defaults after parsing.
+
+    Building refuses a key that is no field of this struct in any version (a misspelt name would
+    otherwise be dropped and the field silently defaulted); a key naming a field of another
+    version is allowed and ignored, so a handler can build one dict for every version. The check
+    is one C-level subset test of the dict's keys against ``known`` per struct built (``known``
+    None: no check, for internal-topic records whose key types share one dict).
+    ``where`` ("ProduceResponse v9") and ``path`` ("responses[].partition_responses[]") name the
+    struct in that error.
     """
 
     def __init__(self, steps: list[tuple[tuple[str, ...], KafkaConstruct]],
                  tagged: TaggedFields | None,
                  absent: list[tuple[str, Callable[[], Any]]],
-                 defaults: dict[str, Callable[[], Any]]) -> None:
+                 defaults: dict[str, Callable[[], Any]],
+                 known: frozenset[str] | None = None, where: str = "", path: str = "") -> None:
         super().__init__()
         self.steps = steps
         self.tagged = tagged
         self.absent = absent
         self.defaults = defaults
+        self.known = known
+        self.where = where
+        self.path = path
         self.min_size = sum(c.min_size for _, c in steps) + (1 if tagged else 0)
 
     def _parse(self, stream: io.BytesIO, context: Any, path: str) -> Container:
@@ -498,6 +512,9 @@ class MessageStruct(KafkaConstruct):
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if not isinstance(obj, dict):
             raise EncodeError(f"expected a dict for a struct, got {type(obj).__name__}")
+        if self.known is not None and not obj.keys() <= self.known:
+            raise UnknownFieldError(self.where, self.path, sorted(map(str, obj.keys() - self.known)),
+                                    sorted(self.known))
         defaults = self.defaults
         for names, con in self.steps:
             if len(names) == 1:
@@ -551,32 +568,45 @@ def _scalar(field: FieldSpec, type_name: str, compact: bool, nullable: bool) -> 
     raise ValueError(f"unknown scalar type {type_name!r} for field {field.name}")
 
 
-def field_construct(field: FieldSpec, version: int, flexible: bool) -> KafkaConstruct:
-    """The construct encoding ``field`` in ``version`` (not its tagged-field wrapper)."""
+def _child_path(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def field_construct(field: FieldSpec, version: int, flexible: bool, where: str = "",
+                    path: str = "") -> KafkaConstruct:
+    """The construct encoding ``field`` in ``version`` (not its tagged-field wrapper); ``where``
+    and ``path`` (of the enclosing struct) name nested structs in encode errors."""
     compact = _is_compact(field, version, flexible)
     nullable = in_range(version, field.nullable_versions)
     if field.is_array:
         if field.is_struct:
-            element: KafkaConstruct = build_struct(field.fields, version, flexible)
+            element: KafkaConstruct = build_struct(field.fields, version, flexible, where,
+                                                   _child_path(path, field.name) + "[]")
         else:
             element = _scalar(field, field.element_type, compact, nullable=False)
         return KArray(field.name, element, compact, nullable)
     if field.is_struct:
-        inner = build_struct(field.fields, version, flexible)
+        inner = build_struct(field.fields, version, flexible, where, _child_path(path, field.name))
         return NullableStruct(field.name, inner) if nullable else inner
     return _scalar(field, field.type, compact, nullable)
 
 
-def _tagged_field(field: FieldSpec, version: int) -> TaggedField:
-    con = field_construct(field, version, flexible=True)
+def _tagged_field(field: FieldSpec, version: int, where: str, path: str) -> TaggedField:
+    con = field_construct(field, version, True, where, path)
     sub = io.BytesIO()
     con._build(default_value(field, version), sub, _BuildCtx(), "")
     assert field.tag is not None
     return TaggedField(field.tag, field.name, con, _factory(field, version), sub.getvalue())
 
 
-def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool) -> MessageStruct:
-    """Build the flat struct for ``fields`` in ``version``, merging runs of fixed-width fields."""
+def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool, where: str = "",
+                 path: str = "", strict: bool = True) -> MessageStruct:
+    """Build the flat struct for ``fields`` in ``version``, merging runs of fixed-width fields.
+
+    ``where`` names the message ("FetchResponse v12") and ``path`` the struct inside it
+    ("responses[].partitions[]"; "" for the top level), for the unknown-field error. ``strict``
+    False: keys that are no field are ignored (at this level only; nested structs are checked)."""
+    fields = tuple(fields)
     steps: list[tuple[tuple[str, ...], KafkaConstruct]] = []
     run: list[FieldSpec] = []
     tagged: list[TaggedField] = []
@@ -595,16 +625,17 @@ def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool) -> M
         if not in_range(version, field.versions):
             absent.append((field.name, _factory(field, version)))
         elif flexible and in_range(version, field.tagged_versions):
-            tagged.append(_tagged_field(field, version))
+            tagged.append(_tagged_field(field, version, where, path))
         elif field.type in FIXED_FORMATS:
             defaults[field.name] = _factory(field, version)
             run.append(field)
         else:
             flush()
             defaults[field.name] = _factory(field, version)
-            steps.append(((field.name,), field_construct(field, version, flexible)))
+            steps.append(((field.name,), field_construct(field, version, flexible, where, path)))
     flush()
-    return MessageStruct(steps, TaggedFields(tagged) if flexible else None, absent, defaults)
+    return MessageStruct(steps, TaggedFields(tagged) if flexible else None, absent, defaults,
+                         frozenset(f.name for f in fields) if strict else None, where, path)
 
 
 def _message_spec(api_key: int, version: int, kind: str) -> MessageSpec:
@@ -621,7 +652,8 @@ def message_struct(api_key: int, version: int, kind: str) -> MessageStruct:
     """The cached struct for ``kind`` ("request" or "response") of one API version."""
     spec = _message_spec(api_key, version, kind)
     flexible = in_range(version, spec.flexible_versions)
-    return build_struct(spec.fields, version, flexible)
+    where = f"{api_spec(api_key).name}{kind.capitalize()} v{version}"
+    return build_struct(spec.fields, version, flexible, where)
 
 
 # --------------------------------------------------------------------------- public functions

@@ -193,3 +193,20 @@ class EncodeError(ValueError):
 
     def __init__(self, message: str, *args: Any) -> None:
         super().__init__(message, *args)
+
+
+class UnknownFieldError(EncodeError):
+    """A dict given to the encoder has a key that is no field of its struct in any version of the
+    message: a misspelt name, which would otherwise be dropped and the field silently defaulted.
+
+    ``where`` names the message and version ("ProduceResponse v9"), ``path`` the struct inside it
+    ("responses[].partition_responses[]", "" for the top level), ``keys`` the unknown keys.
+    """
+
+    def __init__(self, where: str, path: str, keys: list[str], known: list[str]) -> None:
+        at = f" in {path}" if path else " at the top level"
+        super().__init__(f"{where or 'message'}: unknown field {', '.join(map(repr, keys))}{at} "
+                         f"(fields of any version: {', '.join(known)})")
+        self.where = where
+        self.path = path
+        self.keys = keys

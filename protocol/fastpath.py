@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import struct
 from typing import Any
+from functools import cache
 
 from construct import Container
 
 from strom.protocol.codec import encode_uvarint
 from strom.protocol.errors import MalformedRequest
+from strom.protocol.schema import ApiKey, api_spec
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -155,21 +157,38 @@ def _string(text: str, flexible: bool) -> bytes:
     return (encode_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
+@cache
+def _produce_response_fields() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """Field names of the Produce response in any version: top level, topic, partition."""
+    top = api_spec(ApiKey.PRODUCE).response.fields
+    topic = next(f for f in top if f.name == "responses").fields
+    partition = next(f for f in topic if f.name == "partition_responses").fields
+    return (frozenset(f.name for f in top), frozenset(f.name for f in topic),
+            frozenset(f.name for f in partition))
+
+
 def encode_produce_response(version: int, body: dict[str, Any]) -> bytes | None:
     """The Produce response body (v3+), or None when it carries something only the generic
-    encoder writes (record errors, error messages, tagged leader hints)."""
+    encoder writes (record errors, error messages, tagged leader hints) or a key that is no
+    field of the response (the generic encoder refuses it, naming it)."""
     flexible = version >= 9
     if body.get("node_endpoints"):
+        return None
+    known_top, known_topic, known_partition = _produce_response_fields()
+    if not body.keys() <= known_top:
         return None
     part_st = _PARTITION_V5 if version >= 5 else _PARTITION_V2
     responses = body.get("responses", [])  # absent fields take the schema's defaults
     out = [encode_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))]
     for topic in responses:
+        if not topic.keys() <= known_topic:
+            return None
         parts = topic.get("partition_responses", [])
         out.append(_string(topic.get("name", ""), flexible))
         out.append(encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
-            if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader"):
+            if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader") \
+                    or not p.keys() <= known_partition:
                 return None
             values = (p.get("index", 0), p.get("error_code", 0), p.get("base_offset", 0),
                       p.get("log_append_time_ms", -1),

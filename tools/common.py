@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import socket
-import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -303,25 +302,76 @@ def stderr(message: str) -> None:
 
 
 
-# --------------------------------------------------------------------------- ApiVersions probe
+# --------------------------------------------------------------------------- requests over a socket
 
 API_VERSIONS_KEY = 18
 FIND_COORDINATOR_KEY = 10
-_PROBE_CLIENT_ID = b"strom-tools"
-_REQUEST_HEADER = struct.Struct(">hhih")   # api_key, api_version, correlation_id, client_id length
-_RESPONSE_HEAD = struct.Struct(">ihi")     # correlation_id, error_code, api_keys count
-_API_RANGE = struct.Struct(">hhh")         # api_key, min_version, max_version
-_SIZE = struct.Struct(">i")
 _MAX_PROBE_RESPONSE = 1 << 20
+
+
+class KafkaSocket:
+    """Kafka requests over one connected blocking socket (its timeout bounds every wait), through
+    the protocol's client-role ``Connection``: it frames, numbers and decodes; this only moves bytes.
+    ``ValueError`` when the broker closes the connection or answers something unusable."""
+
+    def __init__(self, sock: socket.socket, client_id: str | None = "strom-tools",
+                 max_response_size: int = 0x7FFFFFFF) -> None:
+        from strom.protocol.connection import CLIENT, Connection  # the codec loads on first use only
+
+        self.sock = sock
+        self.conn = Connection(CLIENT, max_response_size, client_id, first_correlation_id=1)
+
+    def send(self, api_key: int, version: int, body: dict) -> int:
+        """Send a request; its correlation id."""
+        self.sock.sendall(self.conn.send_request(api_key, version, body))
+        return self.conn.last_correlation_id
+
+    def receive(self) -> Any:
+        """The next response (a ``strom.protocol.connection.Response``)."""
+        from strom.protocol.connection import Response
+
+        event = self._next_event()
+        if not isinstance(event, Response):
+            raise ValueError(f"unusable response: {event}")
+        return event
+
+    def receive_frame(self) -> bytes:
+        """The next frame undecoded (its correlation id first)."""
+        from strom.protocol.connection import RawFrame
+
+        self.conn.raw_frames = True
+        try:
+            event = self._next_event()
+        finally:
+            self.conn.raw_frames = False
+        assert isinstance(event, RawFrame)
+        return event.data
+
+    def request(self, api_key: int, version: int, body: dict) -> Any:
+        """Send a request and wait for its answer: the decoded body."""
+        self.send(api_key, version, body)
+        return self.receive().body
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _next_event(self) -> Any:
+        from strom.protocol.connection import NEED_DATA, ConnectionClosed, FrameTooLarge
+
+        while (event := self.conn.next_event()) is NEED_DATA:
+            self.conn.receive_data(self.sock.recv(1 << 16))
+        if isinstance(event, ConnectionClosed):
+            raise ValueError("connection closed mid-response")
+        if isinstance(event, FrameTooLarge):
+            raise ValueError(f"implausible response size {event.size}")
+        return event
 
 
 def supported_apis(bootstrap: str, extra: Mapping[str, str] | None = None,
                    timeout: float = CONNECT_TIMEOUT_S) -> dict[int, tuple[int, int]] | None:
     """{api_key: (min, max)} from an ApiVersions v0 request to the first reachable bootstrap broker.
 
-    Only over PLAINTEXT (None for other security protocols, or when no broker answers sanely):
-    request = size int32 | api_key 18 | version 0 | correlation_id | client_id string;
-    response v0 = size | correlation_id | error_code | [api_key, min, max].
+    Only over PLAINTEXT (None for other security protocols, or when no broker answers sanely).
     """
     if (extra or {}).get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
         return None
@@ -336,37 +386,10 @@ def supported_apis(bootstrap: str, extra: Mapping[str, str] | None = None,
 
 def api_versions(sock: socket.socket) -> dict[int, tuple[int, int]]:
     """Ask over a connected socket (blocking, with its timeout); ValueError if the answer is unusable."""
-    body = _REQUEST_HEADER.pack(API_VERSIONS_KEY, 0, 1, len(_PROBE_CLIENT_ID)) + _PROBE_CLIENT_ID
-    sock.sendall(_SIZE.pack(len(body)) + body)
-    return _parse_api_versions(_read_frame(sock))
-
-
-def read_exact(sock: socket.socket, n: int) -> bytes:
-    """Exactly `n` bytes from a blocking socket; ValueError if it closes first."""
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ValueError("connection closed mid-response")
-        chunks += chunk
-    return bytes(chunks)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    (size,) = _SIZE.unpack(read_exact(sock, _SIZE.size))
-    if not 0 < size <= _MAX_PROBE_RESPONSE:
-        raise ValueError(f"implausible response size {size}")
-    return read_exact(sock, size)
-
-
-def _parse_api_versions(frame: bytes) -> dict[int, tuple[int, int]]:
-    if len(frame) < _RESPONSE_HEAD.size:
-        raise ValueError("truncated ApiVersions response")
-    _, error_code, count = _RESPONSE_HEAD.unpack_from(frame, 0)
-    if error_code != 0 or count < 0 or _RESPONSE_HEAD.size + count * _API_RANGE.size > len(frame):
-        raise ValueError("unusable ApiVersions response")
-    return {key: (low, high) for key, low, high in _API_RANGE.iter_unpack(
-        frame[_RESPONSE_HEAD.size:_RESPONSE_HEAD.size + count * _API_RANGE.size])}
+    answer = KafkaSocket(sock, max_response_size=_MAX_PROBE_RESPONSE).request(API_VERSIONS_KEY, 0, {})
+    if answer.error_code != 0:
+        raise ValueError(f"ApiVersions answered error {answer.error_code}")
+    return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
 
 
 GROUPS_UNSUPPORTED = "broker does not support consumer groups yet"

@@ -9,24 +9,20 @@ partitions answer that error to clients until the disk is repaired and the broke
 from __future__ import annotations
 
 import socket
-import struct
 from pathlib import Path
 
 import click
 
-from strom.tools.common import (CONNECT_TIMEOUT_S, ClusterError, _addresses, _read_frame, connection_options,
+from strom.tools.common import (CONNECT_TIMEOUT_S, ClusterError, KafkaSocket, _addresses, connection_options,
                                 emit_json, resolve_connection, unreachable_message)
 
-_SIZE = struct.Struct(">i")
 METADATA, DESCRIBE_LOG_DIRS = 3, 35
 
 
 def _request(host: str, port: int, api_key: int, version: int, body: dict):
-    from strom.protocol.codec import decode_response, encode_request
     with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
         sock.settimeout(30)
-        sock.sendall(encode_request(api_key, version, 1, "strom-log-dirs", body))
-        return decode_response(api_key, version, _read_frame(sock))[1]
+        return KafkaSocket(sock, "strom-log-dirs").request(api_key, version, body)
 
 
 def describe(bootstrap: str) -> list[dict]:

@@ -73,3 +73,23 @@ async def handle(ctx: RequestContext, request) -> dict:
     codes = await _one(ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                        body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, version)
     return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results(codes)}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    at the top level (v4+, as Kafka) or on every partition (v0-3)."""
+    if request.header.api_version >= 4:
+        out = {"throttle_time_ms": 0, "error_code": code, "results_by_transaction": []}
+    else:
+        out = {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": code} for p in t["partitions"] or []]}
+            for t in request.body.get("v3_and_below_topics") or []]}
+    return finish(API_KEY, request, out, code, message)

@@ -62,3 +62,16 @@ async def handle(ctx: RequestContext, request) -> dict:
                 and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
     return body(supported=ctx.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    with this broker's versions (as Kafka, so the client can pick one)."""
+    return finish(API_KEY, request, body(code), code, message)

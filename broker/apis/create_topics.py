@@ -97,3 +97,20 @@ def _partition_count(ctx: RequestContext, topic) -> int:
     if topic.assignments:
         return len(topic.assignments)
     return topic.num_partitions if topic.num_partitions > 0 else ctx.config["num.partitions"]
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "name", None, None, "topics", "name", None, None,
+                               topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every topic."""
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

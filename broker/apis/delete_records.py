@@ -102,3 +102,20 @@ async def handle(ctx: RequestContext, request) -> dict:
             if low < wanted:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                               "partition_index", {"low_watermark": -1})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition."""
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

@@ -47,3 +47,20 @@ async def handle(ctx: RequestContext, request) -> dict:
     quota = mutation_quota(ctx, request, STRICT_SINCE)
     responses = [await _delete(ctx, name, tid, quota) for name, tid in wanted]
     return throttled(quota, {"throttle_time_ms": 0, "responses": responses})
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every topic, named as the version names them."""
+    v, req = request.header.api_version, request.body
+    names = ([{"name": n} for n in req.get("topic_names") or []] if v < 6
+             else [{"name": t.get("name"), "topic_id": t.get("topic_id")} for t in req.get("topics") or []])
+    out = {"throttle_time_ms": 0, "responses": [dict(n, error_code=code) for n in names]}
+    return finish(API_KEY, request, out, code, message)

@@ -164,3 +164,17 @@ async def handle(ctx: RequestContext, request) -> dict:
     synonyms = body.get("include_synonyms", False)
     docs = body.get("include_documentation", False)
     return {"throttle_time_ms": 0, "results": [_describe(ctx, r, synonyms, docs) for r in body.resources]}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, resource_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every resource."""
+    out = resource_error_response(request, code, "results", with_configs=True)
+    return finish(API_KEY, request, out, code, message)

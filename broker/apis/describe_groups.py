@@ -65,3 +65,19 @@ async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0,
             "groups": [_describe(ctx, g, body.include_authorized_operations, request.header.api_version)
                        for g in body.groups]}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every group."""
+    out = {"throttle_time_ms": 0, "groups": [{"group_id": g, "error_code": code, "group_state": "",
+                                              "protocol_type": "", "protocol_data": "", "members": []}
+                                             for g in request.body.get("groups") or []]}
+    return finish(API_KEY, request, out, code, message)

@@ -41,3 +41,21 @@ async def handle(ctx: RequestContext, request) -> dict:
         topics.append({"name": topic.name,
                        "partitions": [_partition(ctx, topic.name, i) for i in topic.partition_indexes]})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition."""
+    out = {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+            for p in t["partition_indexes"] or []]}
+        for t in request.body.get("topics") or []]}
+    return finish(API_KEY, request, out, code, message)

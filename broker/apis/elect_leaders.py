@@ -57,3 +57,22 @@ def _grouped(results, topics: list[str]) -> list[dict]:
 
 def _default_message(code: ErrorCode) -> str | None:
     return {ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition."}.get(code)
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on each named partition and at the top level (v1+)."""
+    named = request.body.get("topic_partitions")
+    out = {"throttle_time_ms": 0, "error_code": code if named is None else 0,
+           "replica_election_results": [
+               {"topic": t["topic"], "partition_result": [
+                   {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
+               for t in named or []]}
+    return finish(API_KEY, request, out, code, message)

@@ -123,3 +123,26 @@ async def handle(ctx: RequestContext, request: Any) -> dict:
         _record_throttled(ctx, topics)
     session_id, topics = context.finish(topics)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id, "responses": topics}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "topic", "partitions", "partition", "responses", "topic", "partitions",
+                               "partition_index",
+                               {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                "preferred_read_replica": -1, "aborted_transactions": None, "records": None},
+                               top_defaults={"error_code": 0, "session_id": 0})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition and at the top level; v13+: the top-level code alone, as Kafka answers."""
+    out = finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)
+    if request.header.api_version >= 13:
+        out["responses"] = []
+    return out

@@ -85,3 +85,22 @@ async def handle(ctx: RequestContext, request) -> dict:
     if found["error_code"] == ErrorCode.NONE:
         found["error_message"] = "NONE"  # as Kafka answers v1-3: the error's name
     return {"throttle_time_ms": 0, **found}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, top_level_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every key asked for (v4+), else at the top level with no coordinator."""
+    if request.header.api_version >= 4:
+        out = {"throttle_time_ms": 0, "coordinators": [
+            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+            for k in request.body.get("coordinator_keys") or []]}
+    else:
+        out = top_level_error_response(API_KEY, code, node_id=-1, host="", port=-1)
+    return finish(API_KEY, request, out, code, message)

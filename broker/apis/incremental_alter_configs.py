@@ -95,3 +95,16 @@ async def handle(ctx: RequestContext, request) -> dict:
             configs = {}
         responses.append(await apply(ctx, resource, configs, body.validate_only))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, resource_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every resource."""
+    return finish(API_KEY, request, resource_error_response(request, code, "responses"), code, message)

@@ -54,3 +54,17 @@ async def handle(ctx: RequestContext, request) -> dict:
         # retriable for every client (KAFKA_STORAGE_ERROR is not among this API's errors)
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
     return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, top_level_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    at the top level, with no producer id."""
+    return finish(API_KEY, request, top_level_error_response(API_KEY, code, producer_id=-1, producer_epoch=-1),
+                  code, message)

@@ -49,3 +49,19 @@ async def handle(ctx: RequestContext, request) -> dict:
             "protocol_name": result.protocol_name if nullable else (result.protocol_name or ""),
             "leader": result.leader, "skip_assignment": result.skip_assignment, "member_id": result.member_id,
             "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members]}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, top_level_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    at the top level, with no generation or member."""
+    v = request.header.api_version
+    out = top_level_error_response(API_KEY, code, generation_id=-1, protocol_name=None if v >= 7 else "",
+                                   leader="", member_id="", members=[])
+    return finish(API_KEY, request, out, code, message)

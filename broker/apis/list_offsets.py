@@ -94,3 +94,21 @@ async def handle(ctx: RequestContext, request) -> dict:
             parts = [_answer(ctx, topic.name, p, version, read_committed, client) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                               "partition_index", {"timestamp": -1, "offset": -1, "leader_epoch": -1,
+                                                   "old_style_offsets": []})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition."""
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

@@ -31,3 +31,20 @@ async def handle(ctx: RequestContext, request) -> dict:
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code})
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
             "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
+                               "partition_index", top_defaults={"error_code": 0})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition and at the top level."""
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

@@ -60,3 +60,26 @@ async def handle(broker, request) -> dict:
     error, topics = _group(broker, body.group_id, body.topics,
                            request.header.api_version >= 7 and body.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, top_level_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every group (v8+), every partition (v0-1) or at the top level (v2-7)."""
+    v, req = request.header.api_version, request.body
+    if v >= 8:
+        out = {"throttle_time_ms": 0, "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
+                                                 for g in req.get("groups") or []]}
+    elif v < 2:
+        out = {"topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+            for p in t["partition_indexes"]]} for t in req.get("topics") or []]}
+    else:
+        out = top_level_error_response(API_KEY, code)
+    return finish(API_KEY, request, out, code, message)

@@ -38,3 +38,20 @@ async def handle(ctx: RequestContext, request) -> dict:
         topics.append({"topic": topic.topic,
                        "partitions": [_answer(ctx, topic.topic, p, version) for p in topic.partitions]})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topics", "topic", "partitions", "partition", "topics", "topic", "partitions",
+                               "partition", {"leader_epoch": -1, "end_offset": -1})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition."""
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

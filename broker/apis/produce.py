@@ -128,3 +128,23 @@ def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int])
 def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict]:
     return [{"node_id": node, "host": host, "port": port, "rack": rack}
             for node, host, port, rack in ctx.metadata.live_brokers() if node in ids]
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
+
+
+ERROR_LAYOUT = PartitionLayout("topic_data", "name", "partition_data", "index", "responses", "name",
+                               "partition_responses", "index",
+                               {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition; None for acks=0 (no response carries it: the connection closes)."""
+    if request.body.get("acks") == 0:
+        return None
+    return finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)

@@ -22,3 +22,16 @@ async def handle(ctx: RequestContext, request) -> dict:
                                             assignments)
     return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,
             "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish, top_level_error_response  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    at the top level, with an empty assignment."""
+    return finish(API_KEY, request, top_level_error_response(API_KEY, code, assignment=b""), code, message)

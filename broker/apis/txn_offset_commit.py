@@ -127,3 +127,20 @@ async def handle(ctx: RequestContext, request) -> dict:
                     r.error = code
     codes = {(r.topic, r.partition): r.error for r in results}
     return answer(lambda topic, index: codes[(topic, index)])
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition."""
+    out = {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                           for p in t["partitions"] or []]}
+        for t in request.body.get("topics") or []]}
+    return finish(API_KEY, request, out, code, message)

@@ -47,3 +47,20 @@ async def handle(ctx: RequestContext, request) -> dict:
         for (_, result), code in zip(waits, codes):
             result["error_code"] = code  # NOT_LEADER_OR_FOLLOWER: the coordinator resends to the new leader
     return {"markers": answers}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+    """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
+    messages beside it), or None where no answer can carry it and the connection closes: the code
+    on every partition of every marker."""
+    out = {"markers": [{"producer_id": m["producer_id"], "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": code}
+                                           for p in t["partition_indexes"] or []]}
+        for t in m["topics"] or []]} for m in request.body.get("markers") or []]}
+    return finish(API_KEY, request, out, code, message)

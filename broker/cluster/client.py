@@ -5,18 +5,19 @@ connection and raises `BrokerUnavailable`, so callers back off and reconnect.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 
 import trio
+from construct import Container
 
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.connection import CLIENT, NEED_DATA, Connection, ConnectionClosed, Response
 
 from ..security.interbroker import InterBrokerAuthError, secure
 
 log = logging.getLogger("strom.cluster.client")
 
 CONNECT_TIMEOUT_S = 5.0
+MAX_RESPONSE_SIZE = 0x7FFFFFFF  # responses are bounded by what this broker asked for (fetch sizes)
 
 
 class BrokerUnavailable(Exception):
@@ -24,17 +25,19 @@ class BrokerUnavailable(Exception):
 
 
 class BrokerClient:
+    """Requests to one other broker over one connection (the protocol's client-role Connection),
+    reconnecting on the next request after a failure."""
+
     def __init__(self, host: str, port: int, client_id: str, request_timeout_s: float = 30.0, security=None):
         self.security = security  # broker.security.interbroker.InterBrokerSecurity: TLS and SASL, or None
         self.host = host
         self.port = port
         self.client_id = client_id
         self.request_timeout_s = request_timeout_s
-        self._stream: trio.SocketStream | None = None
-        self._buffer = bytearray()
-        self._correlation = itertools.count(1)
+        self._stream: trio.abc.Stream | None = None
+        self._conn = Connection(CLIENT, MAX_RESPONSE_SIZE, client_id, first_correlation_id=1)
 
-    async def _connect(self) -> trio.SocketStream:
+    async def _connect(self) -> trio.abc.Stream:
         if self._stream is None:
             try:
                 with trio.fail_after(CONNECT_TIMEOUT_S):
@@ -47,38 +50,30 @@ class BrokerClient:
                         raise
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, InterBrokerAuthError) as exc:
                 raise BrokerUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
-            self._buffer.clear()
+            # a fresh connection: nothing buffered, nothing in flight; correlation ids go on
+            self._conn = Connection(CLIENT, MAX_RESPONSE_SIZE, self.client_id,
+                                    first_correlation_id=self._conn.last_correlation_id + 1)
         return self._stream
 
-    async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None):
+    async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Container:
         stream = await self._connect()
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        conn = self._conn
         try:
             with trio.fail_after(timeout_s or self.request_timeout_s):
-                await stream.send_all(encode_request(api_key, version, correlation_id, self.client_id, body))
-                frame = await self._receive_frame(stream)
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, EOFError) as exc:
+                await stream.send_all(conn.send_request(api_key, version, body))
+                sent = conn.last_correlation_id
+                while (event := conn.next_event()) is NEED_DATA:
+                    conn.receive_data(await stream.receive_some(1 << 20))
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError) as exc:
             await self.close()
             raise BrokerUnavailable(f"{self.host}:{self.port}: {exc or type(exc).__name__}") from None
-        received, response = decode_response(api_key, version, frame)
-        if received != correlation_id:
+        if isinstance(event, ConnectionClosed):
             await self.close()
-            raise BrokerUnavailable(f"{self.host}:{self.port}: correlation id {received} != {correlation_id}")
-        return response
-
-    async def _receive_frame(self, stream) -> bytes:
-        buffer = self._buffer
-        while True:
-            if len(buffer) >= 4:
-                size = int.from_bytes(buffer[:4], "big")
-                if len(buffer) >= 4 + size:
-                    frame = bytes(buffer[4:4 + size])
-                    del buffer[:4 + size]
-                    return frame
-            data = await stream.receive_some(1 << 20)
-            if not data:
-                raise EOFError("connection closed")
-            buffer += data
+            raise BrokerUnavailable(f"{self.host}:{self.port}: connection closed")
+        if not isinstance(event, Response) or event.correlation_id != sent:
+            await self.close()
+            raise BrokerUnavailable(f"{self.host}:{self.port}: unexpected answer to correlation id {sent}: {event}")
+        return event.body
 
     async def close(self) -> None:
         if self._stream is not None:

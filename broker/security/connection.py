@@ -10,7 +10,7 @@ import ssl
 
 import trio
 
-from strom.protocol.connection import RawFrame, Request, ServerConnection
+from strom.protocol.connection import Connection, RawFrame, Request
 from strom.protocol.schema import ApiKey
 
 from .. import context
@@ -26,7 +26,7 @@ DISPATCH = "dispatch"
 
 
 class SecureConnection:
-    def __init__(self, security: ListenerSecurity, broker, peer: str, conn: ServerConnection):
+    def __init__(self, security: ListenerSecurity, broker, peer: str, conn: Connection):
         self.security = security
         self.broker = broker
         self.peer = peer
@@ -34,7 +34,7 @@ class SecureConnection:
         self.session: SaslSession | None = None
         if security.sasl is not None:
             self.session = SaslSession(security.sasl, broker.credentials, peer)
-            conn.set_max_request_size(SASL_MAX_RECEIVE_SIZE)
+            conn.set_max_frame_size(SASL_MAX_RECEIVE_SIZE)
 
     async def start(self, stream):
         """The stream to serve (TLS-wrapped on SSL listeners), or None when the TLS handshake
@@ -100,7 +100,7 @@ class SecureConnection:
         conn.raw_frames = session.raw_tokens and session.state == AUTHENTICATE
         if session.authenticated:
             context.principal.set(session.principal)
-            conn.set_max_request_size(self.broker.config["socket.request.max.bytes"])
+            conn.set_max_frame_size(self.broker.config["socket.request.max.bytes"])
         return not outcome.close
 
 

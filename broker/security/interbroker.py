@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.connection import CLIENT, NEED_DATA, Connection, ConnectionClosed, Response
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import SCRAM_MECHANISMS, ScramClient
 from strom.protocol.schema import ApiKey
@@ -76,19 +76,17 @@ async def secure(stream, host: str, security: InterBrokerSecurity | None, client
 
 
 async def _sasl(stream, security: InterBrokerSecurity, client_id: str) -> None:
-    buffer = bytearray()
+    conn = Connection(CLIENT, client_id=client_id, first_correlation_id=0x7FFF0000)
 
     async def call(api_key: int, version: int, body: dict):
-        await stream.send_all(encode_request(api_key, version, 0x7FFF0000 + api_key, client_id, body))
-        while len(buffer) < 4 or len(buffer) < 4 + int.from_bytes(buffer[:4], "big"):
-            data = await stream.receive_some(65536)
-            if not data:
-                raise InterBrokerAuthError("the other broker closed the connection during SASL authentication")
-            buffer.extend(data)
-        size = int.from_bytes(buffer[:4], "big")
-        frame = bytes(buffer[4:4 + size])
-        del buffer[:4 + size]
-        return decode_response(api_key, version, frame)[1]
+        await stream.send_all(conn.send_request(api_key, version, body))
+        while (event := conn.next_event()) is NEED_DATA:
+            conn.receive_data(await stream.receive_some(65536))
+        if isinstance(event, ConnectionClosed):
+            raise InterBrokerAuthError("the other broker closed the connection during SASL authentication")
+        if not isinstance(event, Response):
+            raise InterBrokerAuthError(f"unreadable answer during SASL authentication: {event}")
+        return event.body
 
     shake = await call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": security.mechanism})
     if shake.error_code != ErrorCode.NONE:

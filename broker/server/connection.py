@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.protocol.codec import encode_response
-from strom.protocol.connection import (NEED_DATA, BadRequest, ConnectionClosed, FrameTooLarge,
-                                       Request, ServerConnection)
+from strom.protocol.connection import (NEED_DATA, SERVER, BadRequest, Connection, ConnectionClosed,
+                                       FrameTooLarge, Request)
+
 
 from strom.broker import context
 from strom.broker.apis import error_response as malformed_request_response
@@ -150,7 +151,7 @@ class ConnectionHandler:
         peer = _peer_name(stream)
         context.client_host.set("/" + peer.rsplit(":", 1)[0])
         context.listener_name.set(self.security.name)
-        conn = ServerConnection(max_request_size=self.broker.config["socket.request.max.bytes"])
+        conn = Connection(SERVER, max_frame_size=self.broker.config["socket.request.max.bytes"])
         stats = self.broker.stats.open_connection(peer, self.security.name)
         context.connection_stats.set(stats)
         idle_s = max(self.broker.config["connections.max.idle.ms"], 1) / 1000
@@ -187,7 +188,7 @@ class ConnectionHandler:
             with trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _answer(self, conn: ServerConnection, stream, peer: str, secure: SecureConnection) -> bool:
+    async def _answer(self, conn: Connection, stream, peer: str, secure: SecureConnection) -> bool:
         """Answer every whole request received so far; False when the connection must close."""
         out: list = []
         keep_open = True
@@ -227,7 +228,7 @@ class ConnectionHandler:
             await self._send(stream, out)
         return keep_open
 
-    async def _dispatch(self, conn: ServerConnection, request: Request, out: list, peer: str) -> bool:
+    async def _dispatch(self, conn: Connection, request: Request, out: list, peer: str) -> bool:
         """Hand ``request`` to the dispatcher; its answer, if any, joins ``out``. False: close."""
         try:
             body = await self.dispatcher.dispatch(request, peer)
@@ -241,7 +242,7 @@ class ConnectionHandler:
             out.extend(conn.send_response(request, body))
         return True
 
-    def _reject(self, conn: ServerConnection, bad: BadRequest, out: list, peer: str) -> bool:
+    def _reject(self, conn: Connection, bad: BadRequest, out: list, peer: str) -> bool:
         header = bad.header
         body = malformed_request_response(bad) if header is not None else None
         if body is None:

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 import trio
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED, SUPPORTED_RANGE
-from strom.broker.error_answers import error_response
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.quotas import QuotaManager
 from strom.broker.stats import BrokerStats
@@ -207,7 +206,7 @@ def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
     header = request.header
     api = api_spec(header.api_key).name
     try:
-        body = error_response(header.api_key, header.api_version, request.body, ErrorCode.UNKNOWN_SERVER_ERROR)
+        body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
     except Exception:  # noqa: BLE001 - the request's own shape broke the error answer too
         body = None
     log.exception("unexpected error handling %s v%d peer=%s correlation_id=%d; %s", api, header.api_version,

@@ -33,7 +33,7 @@ from strom.protocol.schema import ApiKey
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import create, produce_body
 from .test_txn_offset_commit_verification import add_offsets, txn_commit
 

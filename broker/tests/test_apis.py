@@ -13,7 +13,7 @@ from strom.protocol.schema import ApiKey, api_spec
 
 from strom.broker.apis import SUPPORTED, SUPPORTED_RANGE
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 
 
 def batch(n: int, *, key_prefix=b"k", base_timestamp=1_700_000_000_000, **kw) -> bytes:

@@ -13,7 +13,7 @@ from strom.broker.server.connection import ConnectionHandler
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import Client
+from .helpers import Client
 from .test_apis import batch, fetch_body, produce_body
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="a" user_alice="a" '

@@ -11,7 +11,7 @@ from strom.testing.faults import request_faults
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 
 
 @pytest.fixture

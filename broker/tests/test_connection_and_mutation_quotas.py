@@ -13,7 +13,7 @@ from strom.broker.quotas import MutationQuota, TokenBucket
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_quotas import alter, describe, listed
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, -1)

@@ -15,7 +15,7 @@ from strom.broker.config import BrokerConfig, ConfigError, parse_ip_overrides
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, -1)
 FRAME = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0

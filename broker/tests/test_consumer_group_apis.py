@@ -115,7 +115,7 @@ async def test_heartbeat_request_errors(connect):
 
 
 async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
@@ -162,7 +162,7 @@ async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
 
 
 async def test_empty_groups_change_protocol_keeping_their_offsets(tmp_path, nursery):
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     broker = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         await _convert(broker, open_client(broker, nursery))
@@ -248,7 +248,7 @@ async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_c
     from strom.broker.coordinator.group.records import (ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key)
     from strom.protocol.records.batch import iter_batches, iter_records
 
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client = open_client(b, nursery)
@@ -290,7 +290,7 @@ async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_c
 
 
 async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="DISABLED")
     try:
         client = open_client(b, nursery)
@@ -307,7 +307,7 @@ async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
 async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, nursery):
     import trio
 
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client, other = open_client(b, nursery), open_client(b, nursery)
@@ -394,7 +394,7 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
     # answers GROUP_ID_NOT_FOUND. A group with members, or with offsets not yet expired, stays.
     from strom.broker.coordinator.group.records import ConsumerGroupKey, OffsetKey
 
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     describe = {"group_ids": ["gone", "never", "young", "live"], "include_authorized_operations": False}
     b = make_broker(tmp_path)
     try:
@@ -449,7 +449,7 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
     # (after the leaving member's own tombstones); the coordinator loads them back.
     from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value
 
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
@@ -511,7 +511,7 @@ async def test_member_states_are_written_with_kafkas_codes_and_old_codes_still_l
     from strom.broker.coordinator.group.consumer import MemberState
     from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value, encode_consumer_value
 
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)

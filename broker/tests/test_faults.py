@@ -5,12 +5,11 @@ import pytest
 import trio
 from construct import Container
 
-from strom.broker.apis import SUPPORTED
-from strom.broker.error_answers import ErrorAnswer
-from strom.testing.faults import api_key_of, error_code_of, kafka_releases, request_faults
-from strom.protocol.codec import decode_response, encode_request, encode_response, default_value
+from strom.broker.apis import HANDLERS, SUPPORTED
+from strom.testing.faults import ErrorAnswer, api_key_of, error_code_of, kafka_releases, request_faults
+from strom.protocol.codec import RequestHeader, decode_response, encode_response, default_value
+from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey, api_spec, in_range
 
 from .test_apis import batch, create, fetch_body
@@ -195,8 +194,9 @@ def _request_with_a_topic(api_key: int, version: int) -> Container:
 def test_every_api_and_version_has_an_error_answer_that_encodes(api_key):
     lo, hi = next((lo, hi) for k, lo, hi in SUPPORTED if k == api_key)
     for version in range(lo, hi + 1):
-        answer = ErrorAnswer(api_key, version, _request_with_a_topic(api_key, version),
-                             ErrorCode.NOT_LEADER_OR_FOLLOWER, lambda t, p: True, lambda i: None)
+        request = Request(RequestHeader(api_key, version, 7, "c"), _request_with_a_topic(api_key, version), 0)
+        answer = ErrorAnswer(HANDLERS[api_key], request, ErrorCode.NOT_LEADER_OR_FOLLOWER, lambda t, p: True,
+                             lambda i: None)
         answer.split()
         body = answer.merge(None if api_key != 3 else {"brokers": [], "topics": [
             {"name": "x", "error_code": 0, "partitions": [{"partition_index": 0, "error_code": 0}]}]})

@@ -15,7 +15,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, produce_body
 
 ME, OTHER, THIRD = 0, 1, 2

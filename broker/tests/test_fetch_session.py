@@ -11,7 +11,7 @@ from strom.protocol.schema import ApiKey
 
 from strom.broker.fetch_session import CachedPartition, FetchSessionCache, next_epoch
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, produce_body
 
 

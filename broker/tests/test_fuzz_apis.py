@@ -48,7 +48,7 @@ from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey, api_spec
 
 from . import fuzzgen
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, fetch_body, produce_body
 
 EXAMPLES = int(os.environ.get("STROM_FUZZ_EXAMPLES", "2"))

@@ -7,7 +7,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, fetch_body, produce_body
 
 

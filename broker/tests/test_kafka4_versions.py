@@ -35,7 +35,7 @@ async def test_metadata_v13_answers_as_v12_with_a_top_level_error_code(connect):
 
 
 async def test_describe_groups_v6_says_group_id_not_found_where_v5_says_dead(tmp_path, nursery):
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client = open_client(b, nursery)
@@ -78,7 +78,7 @@ async def test_describe_cluster_v2_marks_every_registered_broker_unfenced(connec
 
 
 async def test_consumer_group_describe_v1_gives_each_members_type(tmp_path, nursery):
-    from .conftest import make_broker, open_client
+    from .helpers import make_broker, open_client
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client = open_client(b, nursery)

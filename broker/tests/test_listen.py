@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import socket
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,8 @@ import trio
 from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError, Listener
 from strom.broker.server.listen import bind_listener, bind_listeners
-
-API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+from strom.protocol.connection import CLIENT, NEED_DATA, Connection, Response
+from strom.protocol.schema import ApiKey
 
 
 def _ipv6_available() -> bool:
@@ -87,20 +86,16 @@ async def test_a_request_sent_before_the_broker_serves_is_answered(tmp_path) -> 
     client = socket.create_connection(("127.0.0.1", prebound[0].port), timeout=10)
     try:
         # the request waits in the socket while the broker is not even constructed
-        client.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        conn = Connection(CLIENT, client_id="test")
+        client.sendall(conn.send_request(ApiKey.API_VERSIONS, 0, {}, correlation_id=7))
         broker = BrokerServer(config)
         async with trio.open_nursery() as nursery:
             bound = await nursery.start(broker.run, prebound)
             assert bound[0].listener.port == prebound[0].port
-            head = await trio.to_thread.run_sync(client.recv, 4)
-            size = struct.unpack(">i", head)[0]
-            body = b""
-            while len(body) < size:
-                chunk = await trio.to_thread.run_sync(client.recv, size - len(body))
-                assert chunk, "broker closed the connection"
-                body += chunk
-            correlation_id, error_code = struct.unpack_from(">ih", body)
-            assert (correlation_id, error_code) == (7, 0)
+            while (event := conn.next_event()) is NEED_DATA:
+                conn.receive_data(await trio.to_thread.run_sync(client.recv, 65536))
+            assert isinstance(event, Response), f"broker closed the connection: {event}"
+            assert (event.correlation_id, event.body.error_code) == (7, 0)
             nursery.cancel_scope.cancel()
     finally:
         client.close()

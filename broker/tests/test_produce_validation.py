@@ -16,7 +16,7 @@ from strom.protocol.schema import ApiKey
 
 from compat_tests.differential.scenarios import patched  # a header field changed, the CRC made right
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import create, produce_body
 
 TS = 1_700_000_000_000

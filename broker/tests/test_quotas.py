@@ -8,7 +8,7 @@ from strom.broker.quotas import QuotaManager, Sensor
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, fetch_body, produce_body
 
 

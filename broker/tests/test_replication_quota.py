@@ -11,7 +11,7 @@ from strom.broker.replication_quota import ALL, FOLLOWER, LEADER, ReplicationQuo
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from .conftest import make_broker, open_client
+from .helpers import make_broker, open_client
 from .test_apis import batch, create, produce_body
 
 BROKER, TOPIC = 4, 2

@@ -21,7 +21,7 @@ from strom.protocol.sasl import scram_client_proof
 from strom.protocol.schema import ApiKey
 from strom.testing.certs import CertificateAuthority
 
-from .conftest import Client
+from .helpers import Client
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')

@@ -11,7 +11,7 @@ from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
 from strom.testing.storage_faults import file_faults
 
-from .conftest import make_broker
+from .helpers import make_broker
 from .test_apis import batch, create, fetch_body, produce_body
 
 

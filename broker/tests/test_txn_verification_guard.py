@@ -15,7 +15,7 @@ import trio
 
 from strom.broker.tests.test_apis import create, fetch_body
 from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, txn_batch  # noqa: F401
-from strom.broker.tests.conftest import open_client
+from strom.broker.tests.helpers import open_client
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.codec import decode_response
+from strom.protocol.connection import (CLIENT, NEED_DATA, BadResponse, Connection, ConnectionClosed,
+                                       FrameTooLarge)
 from strom.protocol.errors import EncodeError
 from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.protocol.records.legacy import iter_message_set
@@ -91,7 +93,7 @@ class Target:
     def __init__(self, name: str, host: str, port: int) -> None:
         self.name, self.host, self.port = name, host, port
         self.sock: socket.socket | None = None
-        self.correlation = 0
+        self.conn = Connection(CLIENT, 0x7FFFFFFF, CLIENT_ID, 1)
         self.node_id: int | None = None
         self.topic_ids: dict[str, bytes] = {}
 
@@ -104,81 +106,88 @@ class Target:
         if self.sock is None:
             self.sock = socket.create_connection((self.host, self.port), timeout=READ_TIMEOUT_S)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # a fresh connection: nothing buffered or in flight; correlation ids go on
+            self.conn = Connection(CLIENT, 0x7FFFFFFF, CLIENT_ID, self.conn.last_correlation_id + 1)
         return self.sock
 
-    def _read_exact(self, n: int) -> bytes | None:
+    def _next_event(self, raw: bool = False) -> Any:
+        """The next response (a RawFrame with ``raw``), or CLOSED / TIMEOUT (the socket closed)."""
         assert self.sock is not None
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                return None
-            out += chunk
-        return bytes(out)
-
-    def _read_frame(self) -> bytes | str:
+        self.conn.raw_frames = raw
         try:
-            head = self._read_exact(4)
-            if head is None:
-                self.close()
-                return CLOSED
-            frame = self._read_exact(struct.unpack(">i", head)[0])
+            while (event := self.conn.next_event()) is NEED_DATA:
+                self.conn.receive_data(self.sock.recv(1 << 16))
         except socket.timeout:
             self.close()
             return TIMEOUT
         except OSError:
             self.close()
             return CLOSED
-        if frame is None:
+        finally:
+            self.conn.raw_frames = False
+        if isinstance(event, (ConnectionClosed, FrameTooLarge)):
             self.close()
             return CLOSED
-        return frame
+        return event
 
     def call(self, api: int, version: int, body: Mapping[str, Any], *, raw: bytes | None = None,
              no_response: bool = False) -> Any:
         """The decoded answer to one request, or one of CLOSED / NO_RESPONSE / TIMEOUT."""
-        self.correlation += 1
-        cid = self.correlation
+        try:
+            sock = self._connect()
+        except OSError:
+            return CLOSED
         if raw is not None:
-            frame = struct.pack(">i", len(raw)) + raw
-            (cid,) = struct.unpack_from(">i", raw, 4)  # a hand-made frame carries its own
+            frame = Connection.send_raw(raw)[0]  # a hand-made frame carries its own correlation id
         else:
             try:
-                frame = encode_request(api, version, cid, CLIENT_ID, dict(body))
+                frame = self.conn.send_request(api, version, dict(body), expect_response=not no_response)
             except EncodeError as exc:  # a value an earlier step should have given is missing
                 return f"<not sent: {exc}>"
+        cid = self.conn.last_correlation_id
         try:
-            self._connect().sendall(frame)
+            sock.sendall(frame)
         except OSError:
             self.close()
             return CLOSED
         if no_response:
             # Nothing may come back: an ApiVersions v0 sent behind it must be the next answer.
-            probe = self.correlation = self.correlation + 1
             try:
-                self.sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, probe, CLIENT_ID, {}))  # type: ignore[union-attr]
+                sock.sendall(self.conn.send_request(ApiKey.API_VERSIONS, 0, {}))
             except OSError:
                 self.close()
                 return CLOSED
-            frame_or = self._read_frame()
-            if isinstance(frame_or, str):
-                return frame_or
-            (got,) = struct.unpack_from(">i", frame_or)
-            return NO_RESPONSE if got == probe else f"<answered with correlation id {got}>"
-        frame_or = self._read_frame()
-        if isinstance(frame_or, str):
-            return frame_or
-        if raw is not None and api == ApiKey.API_VERSIONS:
-            version = 0  # an unknown ApiVersions version is answered in v0
-        try:
-            got, decoded = decode_response(api, version, frame_or)
-        except Exception as exc:  # noqa: BLE001 - an undecodable answer is itself a result
+            probe = self.conn.last_correlation_id
+            event = self._next_event()
+            if isinstance(event, str):
+                return event
+            return NO_RESPONSE if event.correlation_id == probe else \
+                f"<answered with correlation id {event.correlation_id}>"
+        if raw is not None:
+            event = self._next_event(raw=True)
+            if isinstance(event, str):
+                return event
+            (cid,) = struct.unpack_from(">i", raw, 4)
+            if api == ApiKey.API_VERSIONS:
+                version = 0  # an unknown ApiVersions version is answered in v0
+            try:
+                got, decoded = decode_response(api, version, event.data)
+            except Exception as exc:  # noqa: BLE001 - an undecodable answer is itself a result
+                self.close()
+                return f"<undecodable: {type(exc).__name__}>"
+            if got != cid:
+                self.close()
+                return f"<correlation id {got}, expected {cid}>"
+            return decoded
+        event = self._next_event()
+        if isinstance(event, str):
+            return event
+        if isinstance(event, BadResponse):
             self.close()
-            return f"<undecodable: {type(exc).__name__}>"
-        if got != cid:
-            self.close()
-            return f"<correlation id {got}, expected {cid}>"
-        return decoded
+            if event.api_key is None:
+                return f"<correlation id {event.correlation_id}, expected {cid}>"
+            return f"<undecodable: {type(event.error).__name__}>"
+        return event.body
 
     def learn(self) -> None:
         """This broker's node id (from Metadata)."""

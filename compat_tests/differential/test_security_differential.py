@@ -5,7 +5,6 @@ alice's requests, one per API, must get the same error codes from both, and the 
 the same codes and messages."""
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import socket
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from compat_tests.support.paths import SHARED_JVM
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import HOST, BrokerProcess
+from strom.tools.common import KafkaSocket
 
 KAFKA_HOME = Path(os.environ.get("KAFKA_HOME", SHARED_JVM / "kafka-4.0.0"))
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -41,22 +40,13 @@ def free_port() -> int:
 
 class Conn:
     def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=15)
-        self.ids = itertools.count(1)
+        self.wire = KafkaSocket(socket.create_connection(("127.0.0.1", port), timeout=15), "differential")
 
     def call(self, api: int, version: int, body: dict):
-        correlation = next(self.ids)
-        self.sock.sendall(encode_request(api, version, correlation, "differential", body))
-        buf = b""
         try:
-            while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-                data = self.sock.recv(1 << 20)
-                if not data:
-                    return "<closed>"
-                buf += data
-        except OSError:
+            return self.wire.request(api, version, body)
+        except (OSError, ValueError):  # closed (or nonsense) instead of an answer
             return "<closed>"
-        return decode_response(api, version, buf[4:])[1]
 
     def call_settled(self, api: int, version: int, body: dict, codes):
         """Resend while ``codes(answer)`` shows a coordinator still loading (Kafka needs a moment
@@ -74,7 +64,7 @@ class Conn:
         return self.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
 
     def close(self):
-        self.sock.close()
+        self.wire.sock.close()
 
 
 def user(port: int, name: str) -> Conn:

@@ -273,17 +273,13 @@ def test_reassign_partitions_while_producing_nothing_acknowledged_is_lost(cluste
 def _served_from(port: int, source: str):
     """A connection from `source` answered (ApiVersions v0), or None when the broker closed it."""
     import socket
-    import struct
 
-    request = struct.pack(">hhih", 18, 0, 7, -1)
+    from strom.tools.common import KafkaSocket
     sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
     try:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        head = sock.recv(4, socket.MSG_WAITALL)
-        if len(head) == 4:
-            sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
-            return sock
-    except ConnectionResetError:
+        KafkaSocket(sock, None).request(18, 0, {})
+        return sock
+    except (ConnectionResetError, ValueError):  # closed (reset, or EOF) instead of answered
         pass
     sock.close()
     return None
@@ -293,18 +289,15 @@ def _raw_produce(port: int, topic: str, partition: int, client_id: str) -> int:
     """One acks=1 Produce v9 of 5 KB as `client_id`; the answer's throttle_time_ms, or -1 when the
     broker is not (yet) the partition's leader."""
     import socket
-    import struct
 
-    from strom.protocol.codec import decode_response, encode_request
     from strom.protocol.records.batch import Record, build_batch
     from strom.protocol.schema import ApiKey
+    from strom.tools.common import KafkaSocket
     records = build_batch([Record(i, i, None, b"x" * 1000) for i in range(5)])
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(encode_request(ApiKey.PRODUCE, 9, 1, client_id, body))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, response = decode_response(ApiKey.PRODUCE, 9, sock.recv(size, socket.MSG_WAITALL))
+        response = KafkaSocket(sock, client_id).request(ApiKey.PRODUCE, 9, body)
     code = response.responses[0].partition_responses[0].error_code
     # the leader named by another broker may not have heard of the topic yet: clients retry these
     if code in (3, 5, 6):  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER

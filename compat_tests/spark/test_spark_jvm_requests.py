@@ -1,5 +1,5 @@
 """Requests the Java client 3.9 (Spark's kafka connector) sends that librdkafka does not, as raw
-frames built with ``protocol.codec.encode_request`` against a live Strom.
+frames through the protocol's client-role connection (``strom.tools.common.KafkaSocket``) against a live Strom.
 
 Metadata v12 with topic ids; ListOffsets v8 with a timestamp; DescribeCluster v1;
 OffsetForLeaderEpoch v4; Fetch v17 without a session (session id 0, epoch -1, topic ids);
@@ -8,37 +8,22 @@ InitProducerId v5 for the idempotent producer (no transactional id).
 from __future__ import annotations
 
 import socket
-import struct
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from strom.tools.broker_process import BrokerProcess
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
+from strom.tools.common import KafkaSocket
 
 TOPIC = "jvm-requests"
 BASE_TS = 1_700_000_000_000
 
 
 def _call(port: int, key: int, version: int, body: dict[str, Any]) -> Any:
-    frame = encode_request(key, version, 11, "java-client-3.9", body)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(frame)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        correlation_id, response = decode_response(key, version, _read(sock, size))
-    assert correlation_id == 11
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        assert chunk, "broker closed the connection"
-        out += chunk
-    return out
+        return KafkaSocket(sock, "java-client-3.9").request(key, version, body)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ import time
 from collections import deque
 from typing import Callable
 
+from strom.protocol.connection import NEED_DATA, SERVER, Connection
+
 HOST = "127.0.0.1"
 OPEN, STALLED, CUT = "open", "stalled", "cut"
 CHUNK = 1 << 16
@@ -262,22 +264,16 @@ class Proxy:
         self.close()
 
 
-def read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
+def kafka_client_id(sock: socket.socket) -> tuple[str | None, bytes]:
+    """The client id of the first Kafka request on ``sock`` (read by the protocol's server-role
+    connection; None when its header has none or cannot be read) and the bytes read to find it."""
+    conn = Connection(SERVER)
+    seen = bytearray()
+    while (event := conn.next_event()) is NEED_DATA:
+        chunk = sock.recv(65536)
         if not chunk:
             raise OSError("closed before the first request")
-        data += chunk
-    return data
-
-
-def kafka_client_id(sock: socket.socket) -> tuple[str | None, bytes]:
-    """The client id of the first Kafka request on ``sock`` (request header v1+: size, api key,
-    version, correlation id, nullable string client id) and the bytes read to find it."""
-    head = read_exactly(sock, 14)
-    length = struct.unpack(">h", head[12:14])[0]
-    if length < 0:
-        return None, head
-    raw = read_exactly(sock, length)
-    return raw.decode("utf-8", "replace"), head + raw
+        seen += chunk
+        conn.receive_data(chunk)
+    header = getattr(event, "header", None)
+    return (header.client_id if header is not None else None), bytes(seen)

@@ -1,6 +1,6 @@
 """Raw requests to a broker for the tests that look below what a client library shows: Strom's own
-codec (`strom.protocol.codec`) on one blocking socket, so the same request goes to Strom and to the
-reference Kafka and the answers are compared field by field.
+client-role protocol connection (``strom.tools.common.KafkaSocket``) on one blocking socket, so the
+same request goes to Strom and to the reference Kafka and the answers are compared field by field.
 
     with Raw(port) as raw:
         answer = raw.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
@@ -8,43 +8,26 @@ reference Kafka and the answers are compared field by field.
 """
 from __future__ import annotations
 
-import itertools
 import socket
-import struct
 
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.schema import ApiKey
+from strom.tools.common import KafkaSocket
 
 TIMEOUT_S = 30
 
 
-class Raw:
+class Raw(KafkaSocket):
     """One blocking connection to 127.0.0.1:``port``; each request waits for its answer."""
 
     def __init__(self, port: int, client_id: str = "strom-test"):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
-        self.client_id = client_id
-        self.ids = itertools.count(1)
+        super().__init__(socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S), client_id)
 
     def request(self, api_key: int, version: int, body: dict):
         """The decoded answer (AssertionError when the broker closes the connection instead)."""
-        cid = next(self.ids)
-        self.sock.sendall(encode_request(api_key, version, cid, self.client_id, body))
-        size = struct.unpack(">i", self._read(4))[0]
-        got, response = decode_response(api_key, version, self._read(size))
-        assert got == cid
-        return response
-
-    def _read(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "connection closed"
-            out += chunk
-        return out
-
-    def close(self) -> None:
-        self.sock.close()
+        try:
+            return super().request(api_key, version, body)
+        except ValueError as exc:
+            raise AssertionError(f"no answer: {exc}") from None
 
     def __enter__(self) -> "Raw":
         return self

@@ -7,7 +7,6 @@ connections from 127.0.0.1 are not limited."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
@@ -16,9 +15,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from prometheus_client.parser import text_string_to_metric_families
 
 from compat_tests.support.console import console_url, http, start_console_broker
-
-API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 7, -1)
-FRAME = struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0
+from strom.tools.common import KafkaSocket
 
 
 def alter(admin: AdminClient, *configs: tuple[str, str | None]) -> None:
@@ -29,21 +26,19 @@ def alter(admin: AdminClient, *configs: tuple[str, str | None]) -> None:
         future.result(timeout=30)
 
 
-def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
-    sock.sendall(FRAME)
-    return sock
+def connect(port: int, source: str = "127.0.0.1") -> KafkaSocket:
+    """A connection from ``source`` that has sent an ApiVersions v0 request."""
+    wire = KafkaSocket(socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)), None)
+    wire.send(18, 0, {})
+    return wire
 
 
-def answered(sock: socket.socket) -> bool:
+def answered(wire: KafkaSocket) -> bool:
     """True once the ApiVersions answer arrives, False when the broker closed the connection."""
     try:
-        head = sock.recv(4, socket.MSG_WAITALL)
-    except ConnectionResetError:
+        wire.receive()
+    except (ConnectionResetError, ValueError):
         return False
-    if len(head) < 4:
-        return False
-    sock.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
     return True
 
 
@@ -67,7 +62,7 @@ def until(predicate, timeout: float = 20.0):
 
 def test_per_ip_and_broker_wide_limits_set_at_run_time(tmp_path):
     broker = start_console_broker(tmp_path / "broker")
-    held: list[socket.socket] = []
+    held: list[KafkaSocket] = []
     try:
         base = console_url(broker)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})

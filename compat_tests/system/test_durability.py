@@ -14,9 +14,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.codec import encode_request
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.schema import ApiKey
+from strom.tools.common import KafkaSocket
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -173,11 +174,11 @@ def _exchange(port: int, frame: bytes, timeout: float = 3.0) -> bytes | None:
 
 
 def _api_versions_ok(port: int) -> bool:
-    reply = _exchange(port, encode_request(ApiKey.API_VERSIONS, 0, 7, "probe", {}))
-    if reply is None or len(reply) < 4:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3.0) as sock:
+            return KafkaSocket(sock, "probe").request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+    except (OSError, ValueError):
         return False
-    correlation_id, body = decode_response(ApiKey.API_VERSIONS, 0, reply[4:])
-    return correlation_id == 7 and body.error_code == 0
 
 
 _VALID = [

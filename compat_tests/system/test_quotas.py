@@ -3,14 +3,13 @@ producing as fast as it can; another client id on the same broker is not held ba
 from __future__ import annotations
 
 import socket
-import struct
 import time
 
 from confluent_kafka import Producer
 
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from strom.tools.common import KafkaSocket
 
 MIB = 1 << 20
 
@@ -19,9 +18,7 @@ def alter_quota(port: int, client_id: str, key: str, value: float) -> int:
     body = {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": client_id}],
                          "ops": [{"key": key, "value": value, "remove": False}]}], "validate_only": False}
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(encode_request(ApiKey.ALTER_CLIENT_QUOTAS, 1, 1, "test", body))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        _, response = decode_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, sock.recv(size, socket.MSG_WAITALL))
+        response = KafkaSocket(sock, "test").request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
     return response.entries[0].error_code
 
 

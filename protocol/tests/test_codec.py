@@ -18,7 +18,7 @@ from strom.protocol.codec import (
 )
 from strom.protocol.errors import ErrorCode, MalformedRequest, ProtocolError, UnknownApiKey, UnsupportedVersion
 from strom.protocol.schema import ApiKey
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 # Captured from confluent-kafka 2.16.1 (librdkafka 2.16.0): its first frame, ApiVersions v3
 # with request header v2, client.id "strom-test".
@@ -96,12 +96,14 @@ def test_missing_fields_take_schema_defaults() -> None:
 
 
 def test_fields_of_other_versions_are_ignored_and_filled_on_decode() -> None:
-    frame = encode_request(1, 4, 1, None, {"topic_id": b"\x01" * 16, "max_wait_ms": 5,
-                                           "topics": [{"topic": "a", "partitions": []}]})
+    frame = encode_request(1, 4, 1, None, {"max_wait_ms": 5, "session_id": 7,  # session_id: v7+
+                                           "topics": [{"topic": "a", "topic_id": b"\x01" * 16,  # v13+
+                                                       "partitions": []}]})
     header, offset = decode_request_header(frame[4:])
     body = decode_request(1, 4, frame[4:], offset)
     assert body.max_wait_ms == 5 and body.topics[0].topic == "a"
     assert body.topics[0].topic_id == bytes(16)  # absent in v4: default (zero uuid)
+    assert body.session_id == 0
 
 
 def test_tagged_fields_round_trip_and_defaults_are_not_sent() -> None:

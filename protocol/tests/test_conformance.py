@@ -22,9 +22,9 @@ from strom.protocol.codec import (
     encode_response,
     message_struct,
 )
-from strom.protocol.connection import NEED_DATA, Request, ServerConnection
+from strom.protocol.connection import NEED_DATA, SERVER, Connection, Request
 from strom.protocol.schema import api_spec
-from strom.protocol.tests.conftest import (
+from strom.protocol.tests.helpers import (
     all_versions,
     assert_contains,
     load_reference,
@@ -74,9 +74,9 @@ def test_request_through_connection_whole_and_byte_by_byte(case: tuple[int, int]
     api_key, version = case
     body = sample_message(api_key, version, "request")
     frame = encode_request(api_key, version, 9, "c", body)
-    whole = ServerConnection()
+    whole = Connection(SERVER)
     whole.receive_data(frame + frame)
-    drip = ServerConnection()
+    drip = Connection(SERVER)
     events = []
     for i in range(len(frame)):
         drip.receive_data(frame[i:i + 1])

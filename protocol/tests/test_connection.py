@@ -1,4 +1,4 @@
-"""ServerConnection: framing, partial input, errors, EOF."""
+"""Connection in the server role: framing, partial input, errors, EOF."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from strom.protocol.connection import (
     ConnectionClosed,
     FrameTooLarge,
     Request,
-    ServerConnection,
+    SERVER,
+    Connection,
 )
 from strom.protocol.errors import ErrorCode, MalformedRequest, UnknownApiKey, UnsupportedVersion
-from strom.protocol.tests.conftest import sample_message
+from strom.protocol.tests.helpers import sample_message
 
 API_VERSIONS = encode_request(18, 3, 1, "c", {"client_software_name": "x",
                                                "client_software_version": "1"})
@@ -25,7 +26,7 @@ PRODUCE = encode_request(0, 9, 2, "c", sample_message(0, 9, "request"))
 
 
 def test_partial_input_yields_need_data_until_whole() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     assert conn.next_event() is NEED_DATA
     conn.receive_data(API_VERSIONS[:3])
     assert conn.next_event() is NEED_DATA
@@ -39,7 +40,7 @@ def test_partial_input_yields_need_data_until_whole() -> None:
 
 
 def test_response_round_trip() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     conn.receive_data(PRODUCE)
     request = conn.next_event()
     assert isinstance(request, Request)
@@ -52,7 +53,7 @@ def test_response_round_trip() -> None:
 
 
 def test_unsupported_api_versions_is_answered_with_v0() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     conn.receive_data(struct.pack(">ihhih", 12, 18, 99, 7, 1) + b"c" + b"\x00\x00\x00")
     bad = conn.next_event()
     assert isinstance(bad, BadRequest) and isinstance(bad.error, UnsupportedVersion)
@@ -66,7 +67,7 @@ def test_unsupported_api_versions_is_answered_with_v0() -> None:
 
 
 def test_unknown_api_key_and_malformed_body() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     conn.receive_data(struct.pack(">ihhih", 10, 1000, 0, 3, -1))
     conn.receive_data(struct.pack(">ihhih", 14, 0, 3, 4, -1) + b"\xff\xfe\x00\x00")
     unknown, malformed = conn.next_event(), conn.next_event()
@@ -77,26 +78,26 @@ def test_unknown_api_key_and_malformed_body() -> None:
 
 
 def test_unreadable_header_has_no_header() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     conn.receive_data(struct.pack(">ih", 2, 18))
     bad = conn.next_event()
     assert isinstance(bad, BadRequest) and bad.header is None
 
 
 def test_frame_too_large_is_terminal() -> None:
-    conn = ServerConnection(max_request_size=1000)
+    conn = Connection(SERVER, max_frame_size=1000)
     conn.receive_data(struct.pack(">i", 1001))
     event = conn.next_event()
     assert event == FrameTooLarge(1001, 1000)
     conn.receive_data(API_VERSIONS)
     assert conn.next_event() == event
-    negative = ServerConnection()
+    negative = Connection(SERVER)
     negative.receive_data(struct.pack(">i", -5))
     assert negative.next_event() == FrameTooLarge(-5, 100 * 1024 * 1024)
 
 
 def test_eof_after_frames_and_mid_frame() -> None:
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     conn.receive_data(API_VERSIONS + PRODUCE[:10])
     conn.receive_data(b"")
     assert isinstance(conn.next_event(), Request)
@@ -107,7 +108,7 @@ def test_eof_after_frames_and_mid_frame() -> None:
 def test_large_frame_in_64k_reads() -> None:
     frame = encode_request(0, 9, 5, "c", {"topic_data": [{"name": "t", "partition_data": [
         {"index": 0, "records": bytes(3 * 1024 * 1024)}]}]})
-    conn = ServerConnection()
+    conn = Connection(SERVER)
     events = []
     for i in range(0, len(frame), 65536):
         conn.receive_data(frame[i:i + 65536])
@@ -120,7 +121,7 @@ def test_large_frame_in_64k_reads() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300), st.lists(st.integers(1, 50), max_size=20))
 def test_garbage_stream_only_yields_protocol_events(garbage: bytes, chunks: list[int]) -> None:
-    conn = ServerConnection(max_request_size=10_000)
+    conn = Connection(SERVER, max_frame_size=10_000)
     data = API_VERSIONS + garbage
     pos = 0
     for size in chunks + [len(data)]:

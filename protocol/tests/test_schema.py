@@ -17,7 +17,7 @@ from strom.protocol.schema import (
     response_header_version,
     schema_document,
 )
-from strom.protocol.tests.conftest import REFERENCE
+from strom.protocol.tests.helpers import REFERENCE
 from strom.tools.dev import gen_protocol_schema as gen
 
 COMMITTED = gen.DEFAULT_OUTPUT

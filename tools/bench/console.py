@@ -19,14 +19,15 @@ from __future__ import annotations
 import json
 import socket
 import statistics
-import struct
 import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
+from strom.protocol.schema import ApiKey
 from strom.tools.bench import client as bench_client
+from strom.tools.common import KafkaSocket
 
 POLLED = ("/", "/api/overview", "/topics", "/api/topics", "/groups", "/api/groups", "/clients", "/api/clients",
           "/metrics")
@@ -98,30 +99,21 @@ class KafkaProbe:
     """ApiVersions round trips on one connection, back to back, until stopped: the worst one
     shows how long a Kafka request waited behind the console on the broker's event loop."""
 
-    REQUEST = struct.pack(">ihhih", 10, 18, 0, 1, -1)
-
     def __init__(self, port: int):
         self.port = port
         self.stop_event = threading.Event()
         self.latencies: list[float] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def _recv(self, sock: socket.socket, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise bench_client.WorkloadError("broker closed the probe connection")
-            data += chunk
-        return data
-
     def _run(self) -> None:
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
+            wire = KafkaSocket(sock, None)
             while not self.stop_event.is_set():
                 started = time.perf_counter()
-                sock.sendall(self.REQUEST)
-                (size,) = struct.unpack(">i", self._recv(sock, 4))
-                self._recv(sock, size)
+                try:
+                    wire.request(ApiKey.API_VERSIONS, 0, {})
+                except ValueError as exc:
+                    raise bench_client.WorkloadError(f"probe connection: {exc}") from None
                 self.latencies.append((time.perf_counter() - started) * 1000)
                 time.sleep(0.002)
 

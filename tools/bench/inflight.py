@@ -10,7 +10,6 @@ Frame layout on the wire (Kafka's): 4-byte big-endian size, then the response he
 """
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +17,11 @@ from typing import Any
 import trio
 
 from strom.protocol.codec import decode_response, encode_request
+from strom.protocol.connection import CLIENT, NEED_DATA, Connection, ConnectionClosed, FrameTooLarge
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.schema import ApiKey
 
 PRODUCE_VERSION = 9
-SIZE = struct.Struct(">i")
 MAX_FRAME = 1 << 20
 STALL_S = 1.0
 TIMEOUT_S = 60.0
@@ -53,29 +52,6 @@ def produce_frame(topic: str, partition: int, correlation_id: int, value: bytes)
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
 
 
-class FrameReader:
-    """Splits a byte stream into size-prefixed frames (without their prefix)."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.buf = bytearray()
-
-    async def frame(self) -> bytes:
-        while True:
-            if len(self.buf) >= SIZE.size:
-                (size,) = SIZE.unpack_from(self.buf)
-                if not 0 <= size <= MAX_FRAME:
-                    raise InflightError(f"response frame size {size} out of range")
-                if len(self.buf) >= SIZE.size + size:
-                    frame = bytes(self.buf[SIZE.size:SIZE.size + size])
-                    del self.buf[:SIZE.size + size]
-                    return frame
-            data = await self.stream.receive_some(65536)
-            if not data:
-                raise InflightError("broker closed the connection")
-            self.buf += data
-
-
 def _produce_error(frame: bytes, correlation_id: int) -> bool:
     got, body = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, frame)
     codes = [p.error_code for t in body.responses for p in t.partition_responses]
@@ -84,15 +60,23 @@ def _produce_error(frame: bytes, correlation_id: int) -> bool:
 
 async def _connection(port: int, frames: list[tuple[int, bytes]], latencies: list[float],
                       responses: list[tuple[int, bytes]]) -> None:
+    """Write the frames in one go, then read as many responses; the frames are split by the protocol's
+    Connection (undecoded: decoding waits until the clock has stopped)."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    reader = FrameReader(stream)
+    conn = Connection(CLIENT, MAX_FRAME)
+    conn.raw_frames = True
     async with stream:
         sent = time.perf_counter()
         await stream.send_all(b"".join(f for _, f in frames))
         for correlation_id, _ in frames:
-            frame = await reader.frame()
+            while (event := conn.next_event()) is NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+            if isinstance(event, ConnectionClosed):
+                raise InflightError("broker closed the connection")
+            if isinstance(event, FrameTooLarge):
+                raise InflightError(f"response frame size {event.size} out of range")
             latencies.append(time.perf_counter() - sent)
-            responses.append((correlation_id, frame))
+            responses.append((correlation_id, event.data))
 
 
 async def _run(port: int, topic: str, partitions: int, connections: int, depth: int,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import tempfile
 import threading
@@ -29,14 +28,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
-from strom.tools.common import read_exact
+from strom.tools.common import KafkaSocket
 
 FETCH_VERSION = 12
 MAX_WAIT_MS = 500
-SIZE = struct.Struct(">i")
 IDLE_TOPIC = "bench-idle-partitions"
 BUSY_TOPIC = "bench-busy-neighbour"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -61,21 +58,19 @@ class IdleResult:
     response_bytes: int   # bytes of one steady-state response
 
 
-def receive_frame(sock: socket.socket) -> bytes:
-    """One size-prefixed response frame (without its size)."""
+def receive(wire: KafkaSocket):
+    """The next response (a ``strom.protocol.connection.Response``)."""
     try:
-        (size,) = SIZE.unpack(read_exact(sock, 4))
-        return read_exact(sock, size)
-    except ValueError:
-        raise SessionBenchError("broker closed the connection") from None
+        return wire.receive()
+    except ValueError as exc:
+        raise SessionBenchError(f"broker closed the connection or answered nonsense: {exc}") from None
 
 
 class IdleConsumer(threading.Thread):
     def __init__(self, host: str, port: int, topic: str, partitions: int, session: bool, stop: threading.Event):
         super().__init__(daemon=True)
-        self.sock = socket.create_connection((host, port), timeout=30)
+        self.wire = KafkaSocket(socket.create_connection((host, port), timeout=30), "strom-bench")
         self.topic, self.partitions, self.session, self.stop = topic, partitions, session, stop
-        self.correlation = 0
         self.fetches = 0
         self.last_request = self.last_response = 0
         self.error: str | None = None
@@ -90,12 +85,11 @@ class IdleConsumer(threading.Thread):
                 "forgotten_topics_data": [], "rack_id": ""}
 
     def fetch_once(self) -> None:
-        self.correlation += 1
         everything = not self.session or self.session_id == 0
-        frame = encode_request(ApiKey.FETCH, FETCH_VERSION, self.correlation, "strom-bench", self._body(everything))
-        self.sock.sendall(frame)
-        raw = receive_frame(self.sock)
-        _, response = decode_response(ApiKey.FETCH, FETCH_VERSION, raw)
+        frame = self.wire.conn.send_request(ApiKey.FETCH, FETCH_VERSION, self._body(everything))
+        self.wire.sock.sendall(frame)
+        answer = receive(self.wire)
+        response = answer.body
         if response.error_code != ErrorCode.NONE:
             raise SessionBenchError(f"fetch answered {ErrorCode(response.error_code).name}")
         for topic in response.responses:
@@ -106,7 +100,7 @@ class IdleConsumer(threading.Thread):
             if response.session_id == 0:
                 raise SessionBenchError("the broker opened no fetch session")
             self.session_id, self.epoch = response.session_id, (self.epoch + 1 if self.epoch else 1)
-        self.last_request, self.last_response = len(frame), len(raw) + 4
+        self.last_request, self.last_response = len(frame), answer.size + 4
 
     def run(self) -> None:
         try:
@@ -116,7 +110,7 @@ class IdleConsumer(threading.Thread):
         except Exception as exc:  # reported by the caller
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            self.sock.close()
+            self.wire.close()
 
 
 class NeighbourProducer(threading.Thread):
@@ -124,7 +118,7 @@ class NeighbourProducer(threading.Thread):
 
     def __init__(self, host: str, port: int, topic: str, stop: threading.Event):
         super().__init__(daemon=True)
-        self.sock = socket.create_connection((host, port), timeout=30)
+        self.wire = KafkaSocket(socket.create_connection((host, port), timeout=30), "strom-bench")
         self.topic, self.stop = topic, stop
         self.requests = 0
         self.error: str | None = None
@@ -136,8 +130,8 @@ class NeighbourProducer(threading.Thread):
                 "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": records}]}]}
         try:
             while not self.stop.is_set():
-                self.sock.sendall(encode_request(ApiKey.PRODUCE, 9, self.requests + 1, "strom-bench", body))
-                _, response = decode_response(ApiKey.PRODUCE, 9, receive_frame(self.sock))
+                self.wire.send(ApiKey.PRODUCE, 9, body)
+                response = receive(self.wire).body
                 code = response.responses[0].partition_responses[0].error_code
                 if code != ErrorCode.NONE:
                     raise SessionBenchError(f"produce answered {ErrorCode(code).name}")
@@ -145,7 +139,7 @@ class NeighbourProducer(threading.Thread):
         except Exception as exc:  # reported by the caller
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            self.sock.close()
+            self.wire.close()
 
 
 def produce_cpu(pid: int, host: str, port: int, topic: str, seconds: float) -> float:
@@ -245,7 +239,7 @@ def _wait_answerable(host: str, port: int, partitions: int, timeout: float = 60.
                 raise
             time.sleep(0.5)
         finally:
-            probe.sock.close()
+            probe.wire.close()
 
 
 def _run_pair(report, key: str, pid: int, port: int, partitions: int, consumers: int, seconds: float, log) -> dict:

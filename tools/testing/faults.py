@@ -38,11 +38,14 @@ from collections import deque
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 from weakref import WeakKeyDictionary
 
 import trio
-from strom.broker.error_answers import _LAYOUTS, ErrorAnswer, Selector, _topic_names
+from construct import Container
+from strom.broker.apis import HANDLERS
+from strom.broker.apis._error_response import PartitionLayout, add_error_entries, skeleton
 from strom.broker.errors import (  # raised here, acted on by the dispatcher
     AnswerInVersion,
     DropConnection,
@@ -63,6 +66,100 @@ MAX_DELAY_MS = 600_000
 RECORD_LIMIT = 100_000
 
 
+
+
+Selector = Callable[[str | None, int | None], bool]
+
+
+class ErrorAnswer:
+    """Splits a request into the part a fault answers with an error and the part handled as usual.
+
+    An API whose module has an ``ERROR_LAYOUT`` (its request lists topics and partitions) gets the
+    error on the matching partitions (topics) only; Metadata gets its real answer with the matching
+    topics (``partition_level``: partitions) in error; any other API the module's whole
+    ``error_response``."""
+
+    def __init__(self, module: ModuleType, request: Request, code: int, select: Selector,
+                 names_by_id: Callable[[bytes], str | None]) -> None:
+        self.module, self.request, self.code = module, request, code
+        self.layout: PartitionLayout | None = getattr(module, "ERROR_LAYOUT", None)
+        self.select = select
+        self.partition_level = False    # Metadata: the error on a partition, not the topic
+        self.names_by_id = names_by_id
+        self.faulted: list[Any] = []     # request topic entries (or names) answered with the error
+        self.rest: Container | None = None  # the request without them; None: nothing left to handle
+
+    def split(self) -> None:
+        layout = self.layout
+        if layout is None:
+            self.rest = None
+            return
+        keep, faulted = [], []
+        for entry in self.request.body.get(layout.req_topics) or []:
+            name = entry.get(layout.req_name)
+            if not name and entry.get("topic_id"):  # Fetch v13+ names topics by id
+                name = self.names_by_id(entry["topic_id"])
+            if layout.req_parts is None:
+                (faulted if self.select(name, None) else keep).append(entry)
+                continue
+            parts_keep, parts_fault = [], []
+            for part in entry.get(layout.req_parts) or []:
+                (parts_fault if self.select(name, part[layout.req_index]) else parts_keep).append(part)
+            if parts_fault:
+                faulted.append((entry, name, parts_fault))
+            if parts_keep:
+                keep.append(_copy(entry, {layout.req_parts: parts_keep}))
+        self.faulted = faulted
+        self.rest = _copy(self.request.body, {layout.req_topics: keep}) if keep else None
+
+    def merge(self, response: dict | None) -> dict:
+        """The handler's answer for the rest (None if it was not run) plus the error entries;
+        DropConnection where the API's answer has no place for the error."""
+        if self.request.header.api_key == ApiKey.METADATA and response is not None:
+            return self._metadata(response)
+        if self.layout is None:
+            out = self.module.error_response(self.request, self.code)
+            if out is None:
+                raise DropConnection()
+            return out
+        out = dict(response) if response is not None else skeleton(self.layout)
+        return add_error_entries(self.layout, out, self.faulted, self.code)
+
+    def _metadata(self, response: dict) -> dict:
+        """Metadata: the real answer, matching topics (or partitions) in error."""
+        out = dict(response)
+        topics = []
+        for t in out.get("topics") or []:
+            t = dict(t)
+            if self.select(t.get("name"), None) and not self.partition_level:
+                t["error_code"], t["partitions"] = self.code, []
+            else:
+                t["partitions"] = [dict(p, error_code=self.code) if self.select(t.get("name"), p["partition_index"])
+                                   else p for p in t.get("partitions") or []]
+            topics.append(t)
+        out["topics"] = topics
+        return out
+
+
+def _topic_names(body: Container) -> set[str]:
+    """Topics a request without a partition layout names (DeleteTopics, DescribeConfigs, the
+    transaction APIs, ...): the names in its top-level lists of topics or resources."""
+    out: set[str] = set()
+    for key, value in body.items():
+        if not isinstance(value, list) or not ("topic" in key or key == "resources"):
+            continue
+        for item in value:
+            if isinstance(item, str):
+                out.add(item)
+            elif isinstance(item, dict):
+                out.update(item[k] for k in ("name", "topic", "resource_name") if item.get(k))
+    return out
+
+
+def _copy(entry: Container, changes: dict) -> Container:
+    out = Container(entry)
+    out.update(changes)
+    return out
 
 
 @cache
@@ -328,7 +425,7 @@ class RequestFaults:
                 continue
             if rule.client_id is not None and rule.client_id != header.client_id:
                 continue
-            if rule.topic is not None and not self._touches(request, rule):
+            if rule.topic is not None and not self._touches(HANDLERS[header.api_key], request, rule):
                 continue
             return rule
         return None
@@ -339,13 +436,12 @@ class RequestFaults:
         return lambda topic, partition: topic == rule.topic and (
             rule.partition is None or partition is None or partition == rule.partition)
 
-    def _touches(self, request, rule: Fault) -> bool:
-        answer = ErrorAnswer(request.header.api_key, request.header.api_version, request.body, 0,
-                             self._selector(rule), self._name_of_id)
-        if request.header.api_key == 3:
+    def _touches(self, module, request, rule: Fault) -> bool:
+        if request.header.api_key == ApiKey.METADATA:
             topics = request.body.get("topics")
             return topics is None or any(t.get("name") == rule.topic for t in topics)
-        if request.header.api_key not in _LAYOUTS:
+        answer = ErrorAnswer(module, request, 0, self._selector(rule), self._name_of_id)
+        if answer.layout is None:
             return rule.topic in _topic_names(request.body)
         answer.split()
         return bool(answer.faulted)
@@ -355,17 +451,16 @@ class RequestFaults:
 
     async def _error(self, request: Request, peer: str, proceed: Proceed, fault: Fault) -> dict | None:
         header = request.header
-        answer = ErrorAnswer(header.api_key, header.api_version, request.body, fault.error,
-                             self._selector(fault), self._name_of_id)
+        answer = ErrorAnswer(HANDLERS[header.api_key], request, fault.error, self._selector(fault), self._name_of_id)
         answer.partition_level = fault.partition is not None
         answer.split()
-        if header.api_key == 0 and request.body.get("acks") == 0:
+        if header.api_key == ApiKey.PRODUCE and request.body.get("acks") == 0:
             log.info("fault %d: acks=0 Produce in error: closing the connection, as Kafka does", fault.id)
             raise DropConnection()
         log.info("fault %d: answering %s v%d with %s", fault.id, api_spec(header.api_key).name,
                  header.api_version, ErrorCode(fault.error).name)
         response = None
-        if header.api_key == 3:
+        if header.api_key == ApiKey.METADATA:
             response = await proceed(request, peer)
         elif answer.rest is not None:
             response = await proceed(Request(header=header, body=answer.rest, size=request.size), peer)

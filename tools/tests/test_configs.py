@@ -7,7 +7,7 @@ import click
 import pytest
 
 from strom.tools.common import parse_config_items, split_config_list
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 
 def _overrides(strom: Strom, topic: str) -> dict[str, str]:

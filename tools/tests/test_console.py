@@ -7,7 +7,7 @@ import click
 import pytest
 
 from strom.tools.console import LineReader, compile_format
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 
 def _consume_json(strom: Strom, *args: str) -> list[dict]:

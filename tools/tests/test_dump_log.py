@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from strom.protocol.records.batch import Record, build_batch
 from strom.tools.dump_log import INDEX_ENTRY, dump_log, scan_log, scan_offset_index, scan_time_index, scan_txn_index
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 SEGMENT = "00000000000000000000"
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from strom.tools.common import FIND_COORDINATOR_KEY, GROUPS_UNSUPPORTED, supported_apis
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 
 @pytest.fixture

@@ -22,14 +22,17 @@ SERVE_ALSO = ["strom.testing"]
 
 def test_embedded_broker_start_loads_no_optional_module(tmp_path):
     script = textwrap.dedent(f"""
-        import json, socket, struct, sys
+        import json, socket, sys
+        from strom.protocol.connection import CLIENT, NEED_DATA, Connection, Response
         from strom.testing import broker
         with broker() as b:
             host, port = b.bootstrap_servers.rsplit(":", 1)
             with socket.create_connection((host, int(port)), timeout=10) as s:  # one ApiVersions v0
-                s.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
-                size = struct.unpack(">i", s.recv(4))[0]
-                assert size > 0
+                conn = Connection(CLIENT)
+                s.sendall(conn.send_request(18, 0, {{}}))
+                while (event := conn.next_event()) is NEED_DATA:
+                    conn.receive_data(s.recv(65536))
+                assert isinstance(event, Response) and event.body.error_code == 0
         print(json.dumps(sorted(m for m in sys.modules
                                 if any(m == h or m.startswith(h + ".") for h in {HEAVY + EMBEDDED_ALSO!r}))))
     """)

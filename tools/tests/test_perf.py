@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from strom.tools.perf import percentile
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 
 def test_perf_produce_then_consume_report(strom: Strom, topic: str) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from strom.tools.tests.conftest import Strom
+from strom.tools.tests.helpers import Strom
 
 
 def test_created_topic_is_listed_and_described(strom: Strom, topic: str) -> None:

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.tests.conftest import Client, make_broker, open_client
-
-GROUP_TEST_CONFIG = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 5,
-                     "num_partitions": 3}
+from strom.broker.tests.helpers import GROUP_TEST_CONFIG, Client, make_broker, open_client
 
 
 @pytest.fixture

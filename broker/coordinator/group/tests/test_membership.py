@@ -128,7 +128,7 @@ async def test_leave_group_rebalances_the_rest(gconnect, autojump_clock):
 
 async def test_initial_rebalance_delay_collects_members(tmp_path, nursery, autojump_clock):
     from strom.broker.server.connection import ConnectionHandler
-    from strom.broker.tests.conftest import Client, make_broker
+    from strom.broker.tests.helpers import Client, make_broker
     import trio.testing
     b = make_broker(tmp_path / "d", group_initial_rebalance_delay_ms=3000)
     try:

@@ -13,9 +13,9 @@ from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
 from strom.broker.coordinator.group.records import CommittedOffset, GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
 from strom.broker.server.connection import ConnectionHandler
 from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, KafkaStorageError
-from strom.broker.tests.conftest import Client, make_broker
+from strom.broker.tests.helpers import Client, make_broker
 
-from strom.broker.coordinator.group.tests.conftest import GROUP_TEST_CONFIG
+from strom.broker.tests.helpers import GROUP_TEST_CONFIG
 from strom.broker.coordinator.group.tests.helpers import commit, create_topic, fetch_offsets, heartbeat, join_fully, sync
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from strom.broker.tests.conftest import make_broker, open_client
+from strom.broker.tests.helpers import make_broker, open_client
 from strom.broker.tests.test_apis import create, fetch_body, produce_body
 from strom.broker.coordinator.txn.metadata import TxnState
 from strom.protocol.errors import ErrorCode

@@ -106,7 +106,7 @@ async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replic
     """As Kafka (acks=all on the offsets partition). Answered at once before: a coordinator paused and
     replaced before its followers had the commit lost it, while the producer committed its
     transaction: the group's offsets went back and the records were processed twice."""
-    from strom.broker.tests.conftest import make_broker, open_client
+    from strom.broker.tests.helpers import make_broker, open_client
 
     broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3,
                          offsets_commit_timeout_ms=300)
