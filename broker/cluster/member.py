@@ -17,7 +17,8 @@ for controller again.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -30,10 +31,15 @@ from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError
                                       VersionedPartitionState, ZkClientError)
 from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState
 
-if TYPE_CHECKING:
-    from strom.broker.server.root import BrokerServer
-    from strom.broker.replica.partition import Partition
 from strom.broker.replica.fetcher import ReplicaFetcher
+
+if TYPE_CHECKING:
+    from strom.broker.config import BrokerConfig
+    from strom.broker.replica.manager import ReplicaManager
+    from strom.broker.replica.partition import Partition
+    from strom.broker.replication_quota import ReplicationQuota
+    from strom.broker.stats import BrokerStats
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.cluster")
 
@@ -41,8 +47,28 @@ FETCH_BACKOFF_S = 1.0  # before reconciling again after ZooKeeper failed
 RECONCILE_DEBOUNCE_S = 0.02
 
 
+class MemberHost(Protocol):
+    """What a cluster member uses of the broker that hosts it (the composition root provides it):
+    the replicas it makes leaders and followers, their logs, the counters it keeps, and the two
+    callbacks for partitions that leave this broker and leaderships that move."""
+
+    node_id: int
+    config: BrokerConfig
+    replicas: ReplicaManager
+    logs: LogManager | None
+    stats: BrokerStats
+    follower_quota: ReplicationQuota
+    inter_broker: Any  # how this broker connects to the others (strom.broker.security.interbroker)
+    connection_quotas: Any  # configs_changed(): dynamic broker configs may have changed
+    bound: Sequence[Any]  # the listeners as bound, each with its advertised address
+
+    def drop_local_partition(self, topic: str, index: int) -> None: ...
+
+    def groups_follow_leadership(self) -> None: ...
+
+
 class ClusterMember:
-    def __init__(self, broker: "BrokerServer"):
+    def __init__(self, broker: MemberHost):
         self.broker = broker
         self.node_id = broker.node_id
         self.config = broker.config
