@@ -149,7 +149,7 @@ class StromBroker:
 
     def _start_thread(self) -> None:
         from strom.broker.config import BrokerConfig
-        from strom.broker.listen import bind_listeners
+        from strom.broker.server.listen import bind_listeners
 
         config = BrokerConfig(self._start_props())
         prebound = bind_listeners(config.listeners)
@@ -172,7 +172,7 @@ class StromBroker:
         import trio
 
         async def main() -> None:
-            from strom.broker.broker import Broker
+            from strom.broker.server.root import Broker
 
             self._token = trio.lowlevel.current_trio_token()
             broker = Broker(config)
