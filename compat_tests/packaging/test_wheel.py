@@ -65,6 +65,30 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
+# Put in front of the scripts below, which run in the virtual environment.
+SERVE = textwrap.dedent("""
+    import json, subprocess, sys, tempfile, time
+    from pathlib import Path
+
+    STROM = str(Path(sys.executable).with_name("strom"))
+
+
+    def serve_strom(work):
+        \"\"\"`strom serve` of this environment on an OS-chosen port: (the process, its ready file's JSON).\"\"\"
+        ready = work / "ready.json"
+        proc = subprocess.Popen([STROM, "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                                 "--override", f"log.dirs={work / 'data'}", "--ready-file", str(ready)],
+                                cwd=work, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not ready.exists() or not ready.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError("strom serve did not start")
+            time.sleep(0.05)
+        return proc, json.loads(ready.read_text())
+""")
+
+
 def test_the_wheel_installs_only_the_strom_namespace(wheel: Path):
     import zipfile
 
@@ -80,35 +104,25 @@ def test_the_wheel_installs_only_the_strom_namespace(wheel: Path):
 
 def test_a_bare_install_serves_without_the_extras_and_names_a_missing_one(venv: Path, tmp_path: Path):
     script = tmp_path / "bare.py"
-    script.write_text(textwrap.dedent("""
-        import importlib.util, json, socket, struct, subprocess, sys, tempfile, time
-        from pathlib import Path
+    script.write_text(SERVE + textwrap.dedent("""
+        import importlib.util, socket, struct
 
         absent = ("confluent_kafka", "hypercorn", "starlette", "jinja2", "pyspark", "pytest")
         assert [m for m in absent if importlib.util.find_spec(m) is not None] == [], "extras installed"
         work = Path(tempfile.mkdtemp())
-        ready = work / "ready.json"
-        strom = str(Path(sys.executable).with_name("strom"))
-        proc = subprocess.Popen([strom, "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                                 "--override", f"log.dirs={work / 'data'}", "--ready-file", str(ready)],
-                                cwd=work, stdin=subprocess.DEVNULL)
+        proc, info = serve_strom(work)
         try:
-            deadline = time.monotonic() + 30
-            while not ready.exists() or not ready.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, "strom serve did not start"
-                time.sleep(0.05)
-            info = json.loads(ready.read_text())
             with socket.create_connection((info["host"], info["port"]), timeout=10) as s:  # ApiVersions v0
                 s.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
                 assert struct.unpack(">i", s.recv(4))[0] > 0
             bootstrap = f"{info['host']}:{info['port']}"
-            topics = subprocess.run([strom, "topics", "list", "--bootstrap-server", bootstrap],
+            topics = subprocess.run([STROM, "topics", "list", "--bootstrap-server", bootstrap],
                                     capture_output=True, text=True, timeout=60)
             assert topics.returncode == 1 and "pip install 'strom[tools]'" in topics.stderr, topics
         finally:
             proc.terminate()
             proc.wait(30)
-        console = subprocess.run([strom, "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+        console = subprocess.run([STROM, "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
                                   "--override", "console.listeners=http://127.0.0.1:0",
                                   "--override", f"log.dirs={work / 'data2'}"],
                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -124,10 +138,7 @@ def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(to
     (project / "tools").mkdir(parents=True)
     (project / "tools" / "__init__.py").write_text("WHO = 'the user'\n")
     script = project / "check.py"
-    script.write_text(textwrap.dedent("""
-        import json, os, subprocess, sys, tempfile, time
-        from pathlib import Path
-
+    script.write_text(SERVE + textwrap.dedent("""
         import tools
         assert tools.WHO == "the user", tools.__file__
         import strom.broker, strom.protocol, strom.storage, strom.tools
@@ -143,18 +154,9 @@ def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(to
 
         from confluent_kafka import Consumer, Producer
 
-        work = Path(tempfile.mkdtemp())
-        ready = work / "ready.json"
-        strom = Path(sys.executable).with_name("strom")
-        proc = subprocess.Popen([str(strom), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                                 "--override", f"log.dirs={work / 'data'}", "--ready-file", str(ready)],
-                                cwd=work, stdin=subprocess.DEVNULL)
+        proc, info = serve_strom(Path(tempfile.mkdtemp()))
         try:
             deadline = time.monotonic() + 30
-            while not ready.exists() or not ready.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, "strom serve did not start"
-                time.sleep(0.05)
-            info = json.loads(ready.read_text())
             bootstrap = f"{info['host']}:{info['port']}"
             producer = Producer({"bootstrap.servers": bootstrap})
             for i in range(10):
