@@ -31,7 +31,8 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -175,7 +176,7 @@ def _acquire_slot(directory: Path) -> IO[bytes]:
     directory.mkdir(parents=True, exist_ok=True)
     while True:
         for index in range(MAX_HEAVY_AT_ONCE):
-            slot = open(directory / f"heavy-{index}.lock", "ab")
+            slot = open(directory / f"heavy-{index}.lock", "ab")  # noqa: SIM115 (held while the unit runs)
             try:
                 fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
