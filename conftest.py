@@ -16,6 +16,10 @@
   most :data:`MAX_HEAVY_AT_ONCE` run at once.
 * In which order: the slowest units first (:data:`SLOW_FIRST`, measured), then the others by their
   number of tests, so a long module does not start last and stretch the run.
+* Across pytest processes: ``.ci/run`` runs the clients' suites in a pytest process of their own
+  beside the rest. With ``STROM_HEAVY_SLOTS`` set to a directory, a heavy unit also takes one of
+  :data:`MAX_HEAVY_AT_ONCE` slot files there (a lock held while it runs), so the processes
+  together still run at most that many (:func:`pytest_runtest_protocol`).
 
 Hypothesis runs without its per-example deadline and its too-slow health check: both measure
 time, which on a loaded machine (parallel workers, brokers, JVMs) says nothing about the code.
@@ -23,8 +27,12 @@ time, which on a loaded machine (parallel workers, brokers, JVMs) says nothing a
 
 from __future__ import annotations
 
+import fcntl
 import os
+import time
 from pathlib import Path
+from collections.abc import Iterator
+from typing import IO
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -155,3 +163,46 @@ def _slow_first(units: dict[str, dict[str, bool]]) -> list[str]:
     """The units in the order the workers get them: :data:`SLOW_FIRST`, then the most tests first."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     return sorted(units, key=lambda u: (rank.get(u, len(rank)), -len(units[u])))
+
+
+# -- heavy units across pytest processes (STROM_HEAVY_SLOTS) -------------------------------------
+
+HEAVY_SLOTS_ENV = "STROM_HEAVY_SLOTS"
+_held: dict[str, IO[bytes]] = {}  # heavy unit -> the slot file this process holds for it
+
+
+def _acquire_slot(directory: Path) -> IO[bytes]:
+    """One of MAX_HEAVY_AT_ONCE slot files in ``directory``, locked; waits while all are held."""
+    directory.mkdir(parents=True, exist_ok=True)
+    while True:
+        for index in range(MAX_HEAVY_AT_ONCE):
+            slot = open(directory / f"heavy-{index}.lock", "ab")  # noqa: SIM115 (held while the unit runs)
+            try:
+                fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                slot.close()
+                continue
+            return slot
+        time.sleep(1.0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A heavy unit takes a slot before its first test and gives it back after its last one (the
+    next test on this worker belongs to another unit), when STROM_HEAVY_SLOTS names a directory."""
+    directory = os.environ.get(HEAVY_SLOTS_ENV)
+    unit = _unit_of_item(item)
+    if directory and unit in HEAVY and unit not in _held:
+        _held[unit] = _acquire_slot(Path(directory))
+    try:
+        return (yield)
+    finally:
+        if unit in _held and (nextitem is None or _unit_of_item(nextitem) != unit):
+            _held.pop(unit).close()  # closing the file releases its lock
+
+
+def _unit_of_item(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    return item.nodeid.split("::", 1)[0]

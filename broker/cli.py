@@ -32,16 +32,18 @@ class _Commands(click.Group):
     """`serve` is built in; the tools' commands load only when one of them is asked for, so that
     `strom serve` starts without importing them (or their client library)."""
 
-    def _tools(self) -> dict[str, click.Command]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         from strom.tools.commands import COMMANDS
 
-        return {command.name: command for command in COMMANDS}
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self._tools()))
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return super().get_command(ctx, name) or self._tools().get(name)
+        command = super().get_command(ctx, name)
+        if command is not None:
+            return command
+        from strom.tools.commands import load
+
+        return load(name)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,6 +78,12 @@ def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path 
         config = BrokerConfig(props)
     except ConfigError as exc:
         raise click.ClickException(f"invalid configuration: {exc}") from None
+    if config.console_listeners:
+        from strom.broker.console import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            raise click.ClickException(reason)
     try:
         # listen before importing the broker: connections queue in the backlog meanwhile
         prebound = bind_listeners(config.listeners)

@@ -135,7 +135,8 @@ def import_confluent() -> Any:
         import confluent_kafka
     except ImportError:
         raise click.ClickException(
-            "this command needs the confluent-kafka client: pip install confluent-kafka") from None
+            "this command needs the confluent-kafka client, which comes with the 'tools' extra: "
+            "pip install 'strom[tools]'") from None
     return confluent_kafka
 
 

@@ -6,6 +6,7 @@ and `BrokerSource` only what `ConsoleBroker` (a typing.Protocol) names.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -16,11 +17,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.console")
 
+# what the console needs beyond the broker: the 'console' extra (pip install 'strom[console]')
+REQUIRED_MODULES = ("hypercorn", "starlette", "jinja2")
+
+
+def unavailable_reason() -> str | None:
+    """Why the console cannot run in this environment (a module of the 'console' extra is missing),
+    or None when it can."""
+    missing = []
+    for name in REQUIRED_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if not missing:
+        return None
+    return (f"console.listeners needs {', '.join(missing)}, which come with the 'console' extra: "
+            f"pip install 'strom[console]'")
+
 
 class Console:
     """``broker``: what the console reads (``source.ConsoleBroker``)."""
 
     def __init__(self, broker: "ConsoleBroker") -> None:
+        reason = unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(reason)
         from .history import History
         from .source import BrokerSource
 

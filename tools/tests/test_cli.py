@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from strom.broker.cli import main
-from strom.tools.commands import COMMANDS
+from strom.tools import commands
+from strom.tools.commands import COMMANDS, Extra, load
 from strom.tools.common import parse_kv, read_properties
 
 
@@ -18,13 +19,12 @@ def _paths(command: click.Command, prefix: tuple[str, ...] = ()) -> list[tuple[s
     return [path] + [p for sub in subs.values() for p in _paths(sub, path)]
 
 
-ALL_PATHS = [p for c in COMMANDS for p in _paths(c)]
+ALL_PATHS = [p for name in COMMANDS for p in _paths(load(name))]
 
 
 def test_every_tool_is_registered_on_strom() -> None:
-    names = {c.name for c in COMMANDS}
+    names = set(COMMANDS)
     assert {"topics", "produce", "consume", "groups", "configs", "dump-log", "perf"} <= names
-    import click
     ctx = click.Context(main)
     assert names <= set(main.list_commands(ctx))
     assert all(main.get_command(ctx, name) is not None for name in names)
@@ -35,6 +35,41 @@ def test_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(main, [*path, "--help"], prog_name="strom")
     assert result.exit_code == 0, result.output
     assert "Usage: strom " + " ".join(path) in result.output
+
+
+def test_a_command_whose_extra_is_missing_says_which_extra_to_install(monkeypatch) -> None:
+    monkeypatch.setattr(Extra, "missing", lambda self: list(self.modules[:1]))
+    for argv, extra in ((["topics", "list"], "tools"), (["pipeline"], "spark"), (["bench", "--quick"], "tools")):
+        result = CliRunner().invoke(main, argv, prog_name="strom")
+        assert result.exit_code == 1, result.output
+        assert f"pip install 'strom[{extra}]'" in result.output and f"`strom {argv[0]}` needs" in result.output
+        assert CliRunner().invoke(main, [*argv[:1], "--help"], prog_name="strom").exit_code == 0
+    assert CliRunner().invoke(main, ["dump-log", "--help"], prog_name="strom").exit_code == 0
+
+
+def test_serve_with_the_console_but_without_its_extra_says_which_extra_to_install(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['hypercorn'] = None; from strom.broker.cli import main; "
+            "main(['serve', '--override', 'listeners=PLAINTEXT://127.0.0.1:0', '--override', "
+            f"'console.listeners=http://127.0.0.1:0', '--override', 'log.dirs={tmp_path}'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "console.listeners needs hypercorn" in done.stderr and "pip install 'strom[console]'" in done.stderr
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from strom.tools.commands import load; load('topics'); load('dump-log'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('strom.tools.bench', 'strom.tools.spark', "
+            "'confluent_kafka', 'pyspark'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert commands.COMMANDS["bench"].module == "strom.tools.bench.benchmark"
 
 
 def test_parse_kv_rejects_items_without_equals() -> None:
