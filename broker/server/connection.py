@@ -14,16 +14,23 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.protocol.codec import encode_response
-from strom.protocol.connection import (NEED_DATA, SERVER, BadRequest, Connection, ConnectionClosed,
-                                       FrameTooLarge, Request)
-
-
 from strom.broker import context
+from strom.broker.apis import HANDLERS
 from strom.broker.apis import error_response as malformed_request_response
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
+from strom.protocol.codec import encode_response
+from strom.protocol.connection import (
+    NEED_DATA,
+    SERVER,
+    BadRequest,
+    Connection,
+    ConnectionClosed,
+    FrameTooLarge,
+    Request,
+)
+from strom.protocol.errors import EncodeError, ErrorCode
 
 if TYPE_CHECKING:
     from strom.broker.server.root import BrokerServer
@@ -239,7 +246,28 @@ class ConnectionHandler:
             out.extend(encode_response(header.api_key, answer.version, header.correlation_id, answer.body))
             return True
         if body is not None:
+            try:
+                out.extend(conn.send_response(request, body))
+            except EncodeError as exc:  # a handler built an answer its version cannot carry: a broker bug
+                return self._answer_unencodable(conn, request, out, peer, exc)
+        return True
+
+    def _answer_unencodable(self, conn: Connection, request: Request, out: list, peer: str,
+                            exc: EncodeError) -> bool:
+        """The handler's answer does not encode (a field the version lacks, a value out of range):
+        logged once, and the request answered UNKNOWN_SERVER_ERROR as if the handler had raised, the
+        connection kept; closed where that answer does not encode either or there is none."""
+        header = request.header
+        log.error("answer to api_key=%d v%d peer=%s correlation_id=%d does not encode: %s; answering "
+                  "UNKNOWN_SERVER_ERROR", header.api_key, header.api_version, peer, header.correlation_id, exc)
+        body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if body is None:
+            return False
+        try:
             out.extend(conn.send_response(request, body))
+        except EncodeError:
+            log.exception("closing connection peer=%s: the error answer does not encode either", peer)
+            return False
         return True
 
     def _reject(self, conn: Connection, bad: BadRequest, out: list, peer: str) -> bool:

@@ -109,3 +109,25 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     assert not broker.replicas.partition("cp-empty", 0).log.config.delete_enabled
     bad = await _alter(client, "cp", SET, "forever")
     assert bad.error_code == ErrorCode.INVALID_CONFIG
+
+
+async def test_an_answer_with_a_field_its_version_lacks_is_answered_unknown_server_error(connect, monkeypatch,
+                                                                                       caplog):
+    """The codec refuses a response key that is no field of the message (a misspelt one was silently
+    dropped before): the client gets UNKNOWN_SERVER_ERROR, as for a handler that raised, the broker
+    logs why, and the connection keeps serving."""
+    real = HANDLERS[ApiKey.DESCRIBE_CLUSTER].handle
+
+    async def misspelt(ctx, request):
+        body = await real(ctx, request)
+        return dict(body, cluster_idd=body["cluster_id"])
+
+    monkeypatch.setattr(HANDLERS[ApiKey.DESCRIBE_CLUSTER], "handle", misspelt)
+    client = await connect()
+    with caplog.at_level(logging.ERROR, logger="strom.server"):
+        answer = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
+    assert answer.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert any("cluster_idd" in r.getMessage() for r in caplog.records if r.name == "strom.server")
+    monkeypatch.undo()
+    again = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
+    assert again.error_code == ErrorCode.NONE and again.cluster_id
