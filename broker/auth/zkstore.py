@@ -73,7 +73,7 @@ def change_notification(resource_type: int, name: str, pattern_type: int) -> tup
 
 
 class ZkAclStore:
-    """The bindings in ZooKeeper (``zk``: broker.cluster.zkclient.KafkaZkClient)."""
+    """The bindings in ZooKeeper (``zk``: strom.broker.zk.zkclient.KafkaZkClient)."""
 
     def __init__(self, zk):
         self.zk = zk

@@ -53,7 +53,7 @@ class ZkCredentials:
     USERS = "users"
 
     def __init__(self, zk):
-        self.zk = zk  # broker.cluster.zkclient.KafkaZkClient
+        self.zk = zk  # strom.broker.zk.zkclient.KafkaZkClient
 
     async def scram(self, user: str, mechanism: str) -> ScramCredential | None:
         try:

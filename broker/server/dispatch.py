@@ -23,13 +23,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED, SUPPORTED_RANGE
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.quotas import QuotaManager
+from strom.broker.request_context import RequestContext
 from strom.broker.stats import BrokerStats
 from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
@@ -148,7 +149,8 @@ class RequestDispatcher:
     ``context``: what every handler receives as its first argument (the broker's request context).
     """
 
-    def __init__(self, context: Any, api_versions: ApiVersionManager, quotas: QuotaManager, stats: BrokerStats,
+    def __init__(self, context: RequestContext | None, api_versions: ApiVersionManager, quotas: QuotaManager,
+                 stats: BrokerStats,
                  topic_name_by_id: Callable[[bytes], str | None]) -> None:
         self.context = context
         self.api_versions = api_versions
@@ -183,7 +185,9 @@ class RequestDispatcher:
 
     def _call_handler(self, request: Request, peer: str) -> Awaitable[Answer]:
         module = HANDLERS[request.header.api_key]
-        # issue 22: handlers become `handle(ctx: RequestContext, request)`; `self.context` is what they get
+        # every handler gets the request context (the services it may use), never the broker; the
+        # root sets it once the storage is open, before any listener accepts
+        assert self.context is not None
         return module.handle(self.context, request)
 
     def dispatch(self, request: Request, peer: str) -> Awaitable[Answer]:

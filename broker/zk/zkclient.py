@@ -5,7 +5,7 @@ kazoo runs its own threads. Every blocking kazoo call here runs in a worker thre
 its threads, are handed to the trio loop with ``TrioToken.run_sync_soon``, so user callbacks
 always run in trio's thread, in the order ZooKeeper reported the changes.
 
-Paths and JSON come from :mod:`broker.cluster.zkdata`; this module only moves bytes.
+Paths and JSON come from :mod:`strom.broker.zk.zkdata`; this module only moves bytes.
 
 Controller fencing, as Kafka's ZooKeeper mode does it: becoming controller creates the
 ephemeral ``/controller`` znode and bumps ``/controller_epoch`` in one multi-op, conditional
