@@ -21,7 +21,7 @@ when the replicas did not have it in time).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.header import BatchHeader
@@ -52,6 +52,13 @@ class TopicMetadata:
     name: str
     topic_id: bytes
     partitions: int
+
+
+class ConfigSource(Protocol):
+    """The broker's config, by Kafka's names (`broker.config.BrokerConfig`): what the coordinators
+    read their settings from."""
+
+    def __getitem__(self, name: str) -> Any: ...
 
 
 class PendingWrite(Protocol):
