@@ -308,7 +308,8 @@ class ConsumerGroups:
             self._settle(group_id)
 
     def describe(self, group_id: str, operations: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
+        out: dict[str, Any] = {
+               "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                "authorized_operations": operations}
         error = self.store.group_error(group_id)
