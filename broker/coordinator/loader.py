@@ -9,17 +9,44 @@ partition with a log line: what came before it stays applied.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Protocol
 
 from strom.protocol.records.batch import iter_batches
 from strom.protocol.records.errors import RecordsError
 from strom.protocol.records.header import BatchHeader
-from strom.storage.log import Log
 
 LOAD_READ_BYTES = 1 << 20
 
 
-def replay_partition(plog: Log, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
+class RecordsRegion(Protocol):
+    """Batches read from a log (`storage.files.FileRegion`)."""
+
+    def read(self) -> bytes: ...
+
+
+class LogRead(Protocol):
+    """What a read of a log gives (`storage.log.FetchDataInfo`): None when there is nothing."""
+
+    @property
+    def records(self) -> RecordsRegion | None: ...
+
+
+class ReplayLog(Protocol):
+    """What the loader reads of the local replica's log (`storage.log.Log`)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def read(self, start_offset: int, max_bytes: int, /, *, max_offset: int) -> LogRead:
+        """Whole batches from the one holding ``start_offset``, none reaching ``max_offset``, up to
+        ``max_bytes`` (the first whatever its size)."""
+        ...
+
+
+def replay_partition(plog: ReplayLog, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
                      log: logging.Logger) -> bool:
     """Call ``on_batch(header, batch)`` for every batch of ``plog`` (the log of the local replica
     of ``topic``-``index``, whose leader this broker has just become) from its log start up to its log

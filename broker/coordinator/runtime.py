@@ -21,11 +21,12 @@ when the replicas did not have it in time).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.header import BatchHeader
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import VerificationGuard
 
 OnBatch = Callable[[BatchHeader, memoryview], None]
 
@@ -52,6 +53,13 @@ class TopicMetadata:
     name: str
     topic_id: bytes
     partitions: int
+
+
+class ConfigSource(Protocol):
+    """The broker's config, by Kafka's names (`broker.config.BrokerConfig`): what the coordinators
+    read their settings from."""
+
+    def __getitem__(self, name: str) -> Any: ...
 
 
 class PendingWrite(Protocol):
@@ -85,7 +93,7 @@ class CoordinatorRuntime(Protocol):
         ...
 
     def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: object | None = None) -> PendingWrite:
+               verification_guard: VerificationGuard | None = None) -> PendingWrite:
         """Append a batch (built by the coordinator) as the coordinator, waking whoever waits for
         data. Raises :class:`NotLeaderForPartition` when not led here, else the storage's errors
         (a fenced producer of a transactional batch, a marker written since

@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import validate_batches
-from strom.storage.producer_state import AppendOrigin
+from strom.storage.producer_state import AppendOrigin, VerificationGuard
 
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator.loader import replay_partition
@@ -92,7 +92,7 @@ class BrokerCoordinatorRuntime:
                 if p.topic == topic and p.is_leader}
 
     def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: object | None = None) -> PendingWrite:
+               verification_guard: VerificationGuard | None = None) -> PendingWrite:
         partition = self._led(topic, index)
         info = partition.append(records, validate_batches(records), AppendOrigin.COORDINATOR,
                                 verification_guard=verification_guard)

@@ -19,7 +19,7 @@ from strom.storage.errors import StorageError
 
 from strom.broker.coordinator.group.records import GroupKey, OffsetKey, decode_group_value, encode_group_key, \
     encode_group_value, encode_offset_key
-from strom.broker.coordinator.group.state import Group, GroupState, JoinRequest, JoinResult, SyncResult, Waiter
+from strom.broker.coordinator.group.state import Group, GroupState, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore
 
 log = logging.getLogger("strom.group")
@@ -82,7 +82,7 @@ class ClassicGroups:
         self.written(group, before)
         return results
 
-    async def _wait(self, group: Group, start: Callable[[Waiter], R | None], bound_s: float, attr: str,
+    async def _wait(self, group: Group, start: Callable[[Callable[[R], None]], R | None], bound_s: float, attr: str,
                     timeout_result: R) -> R:
         """Run `start(waiter)`; if it answered later, wait (bounded) for the waiter's result."""
         box: list[R] = []

@@ -2,18 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from strom.broker.coordinator.group.assignors import parse_assignors
 from strom.broker.coordinator.group.consumer import ConsumerGroupSettings
 from strom.broker.coordinator.group.migration import MigrationPolicy
 from strom.broker.coordinator.group.state import GroupSettings
-
-
-class ConfigSource(Protocol):
-    """The broker's config, by Kafka's names (`broker.config.BrokerConfig`)."""
-
-    def __getitem__(self, name: str) -> Any: ...
+from strom.broker.coordinator.runtime import ConfigSource
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,14 @@ import enum
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
 from strom.protocol.errors import ErrorCode
 
 from strom.broker.coordinator.group.assignors import ASSIGNORS, Assignment, TopicMeta
+
+if TYPE_CHECKING:
+    from strom.broker.coordinator.group.migration import ClassicMeta, Subscription
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -47,6 +50,30 @@ class MemberState(enum.Enum):
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+class OwnedPartitions(Protocol):
+    """One ConsumerGroupHeartbeat `TopicPartitions` entry: partitions a member owns."""
+    topic_id: bytes
+    partitions: Sequence[int]
+
+
+class HeartbeatRequest(Protocol):
+    """What a ConsumerGroupHeartbeat request (the decoded body) tells a consumer group; v1+ adds
+    `subscribed_topic_regex`, read with getattr."""
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: Sequence[str] | None
+    topic_partitions: Sequence[OwnedPartitions] | None
+    server_assignor: str | None
+
+
+# The group's subscribed topics as they were assigned: (name, topic id, partition count) each
+Signature = tuple[tuple[str, bytes, int], ...]
 
 
 class GroupError(Exception):
@@ -75,7 +102,7 @@ class ConsumerMember:
     revocation_deadline: float | None = None
     left_static: bool = False  # a static member away (epoch -2) until its session expires
     # a member that joined with JoinGroup (the classic protocol): migration.ClassicMeta, else None
-    classic: object = None
+    classic: ClassicMeta | None = None
     join_deadline: float | None = None  # classic: told to rejoin, must JoinGroup by then
     sync_deadline: float | None = None  # classic: joined, must SyncGroup by then
 
@@ -138,7 +165,7 @@ class ConsumerGroup:
         self.members: dict[str, ConsumerMember] = {}
         self.target: dict[str, Assignment] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
-        self.subscribed_signature: tuple = ()
+        self.subscribed_signature: Signature = ()
         self.assignor_name = settings.assignors[0]
         # members whose leaving converts the group to a classic one (the coordinator does it)
         self.downgrade_pending: set[str] | None = None
@@ -170,7 +197,7 @@ class ConsumerGroup:
 
     def subscribed_topics(self, topics: Mapping[str, TopicMeta]) -> dict[str, set[str]]:
         """Each member's subscribed topic names that exist, regexes resolved."""
-        out = {}
+        out: dict[str, set[str]] = {}
         matched: dict[str, set[str]] = {}  # each regex matched once, however many members use it
         for m in self.members.values():
             names = {n for n in m.subscribed_topic_names if n in topics}
@@ -201,14 +228,14 @@ class ConsumerGroup:
                 log.info("consumer group %s: regular expression %r resolved to %d topics", self.group_id, regex,
                          len(matched))
 
-    def _signature(self, topics: Mapping[str, TopicMeta]) -> tuple:
+    def _signature(self, topics: Mapping[str, TopicMeta]) -> Signature:
         subs = self.subscribed_topics(topics)
         wanted = sorted(set().union(*subs.values())) if subs else []
         return tuple((n, topics[n].topic_id, topics[n].partitions) for n in wanted)
 
     # ------------------------------------------------------------------ heartbeat
-    def heartbeat(self, req, now: float, topics: Mapping[str, TopicMeta], client_id: str = "",
-                  client_host: str = "") -> tuple[ConsumerMember | None, bool]:
+    def heartbeat(self, req: HeartbeatRequest, now: float, topics: Mapping[str, TopicMeta], client_id: str = "",
+                  client_host: str = "") -> tuple[ConsumerMember, bool]:
         """Apply one heartbeat; (the member, whether its answer must carry the assignment).
 
         Raises GroupError with Kafka's error for an invalid or fenced request."""
@@ -246,7 +273,7 @@ class ConsumerGroup:
         # epoch alone travels in member_epoch)
         return member, full or not _same(before, member.assigned)
 
-    def _known(self, req) -> ConsumerMember:
+    def _known(self, req: HeartbeatRequest) -> ConsumerMember:
         """The member a heartbeat with an epoch above 0 comes from (Kafka's checks: a static member
         by its instance id, which must still be held by this member id)."""
         member_id = req.member_id
@@ -264,7 +291,7 @@ class ConsumerGroup:
             raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
         return member
 
-    def _check_epoch(self, member: ConsumerMember, req) -> None:
+    def _check_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: FENCED_MEMBER_EPOCH for an epoch other
         than the member's, unless it is the previous one and the member owns only what it was given
         (the answer that moved it on was lost). A refusal changes nothing: the member stays."""
@@ -283,7 +310,7 @@ class ConsumerGroup:
                          f"epoch ({epoch}) than the one known by the group coordinator ({current}). The member "
                          "must abandon all its partitions and rejoin.")
 
-    def _join(self, req, now: float, client_id: str, client_host: str) -> ConsumerMember:
+    def _join(self, req: HeartbeatRequest, now: float, client_id: str, client_host: str) -> ConsumerMember:
         member_id = req.member_id
         if req.instance_id:
             old_id = self.static_members.get(req.instance_id)
@@ -293,7 +320,7 @@ class ConsumerGroup:
                 raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                  f"Static member {member_id} with instance id {req.instance_id} cannot join the "
                                  f"group because the instance id is owned by {old_id} member.")
-            if old is not None:
+            if old_id is not None and old is not None:
                 # a static member comes back: it takes over the old member's epoch and assignment
                 del self.members[old_id]
                 old.member_id = member_id
@@ -324,7 +351,7 @@ class ConsumerGroup:
         log.info("member %s joined consumer group %s (group epoch %d)", member_id, self.group_id, self.group_epoch)
         return member
 
-    def _update_subscription(self, member: ConsumerMember, req) -> None:
+    def _update_subscription(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
         changed = False
         if req.rebalance_timeout_ms not in (-1, None):
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
@@ -422,7 +449,7 @@ class ConsumerGroup:
                  self.group_epoch, name)
 
     def _owned_by_others(self, member_id: str) -> set[tuple[bytes, int]]:
-        out = set()
+        out: set[tuple[bytes, int]] = set()
         for other in self.members.values():
             if other.member_id != member_id:
                 for t, parts in other.owns().items():
@@ -506,8 +533,8 @@ class ConsumerGroup:
             return False
         if not self.members:
             return bool(names)
-        classic = [m for m in self.members.values() if m.classic is not None]
-        return any(all(name in {n for n, _ in m.classic.protocols} for m in classic) for name in names)
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(name in {n for n, _ in c.protocols} for c in classic) for name in names)
 
     def classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember:
         """Kafka's validateConsumerGroupMember for SyncGroup/Heartbeat."""
@@ -542,7 +569,8 @@ class ConsumerGroup:
         if member.join_deadline is None:
             member.join_deadline = now + member.rebalance_timeout_ms / 1000
 
-    def classic_join(self, member_id: str, instance_id: str | None, classic, subscription, owned: Assignment,
+    def classic_join(self, member_id: str, instance_id: str | None, classic: ClassicMeta, subscription: Subscription,
+                     owned: Assignment,
                      rebalance_timeout_ms: int, client_id: str, client_host: str, now: float,
                      topics: Mapping[str, TopicMeta]) -> ConsumerMember:
         """A JoinGroup into this consumer group (Kafka's classicGroupJoinToConsumerGroup after its
@@ -610,6 +638,7 @@ class ConsumerGroup:
         if generation != member.member_epoch:
             raise GroupError(ErrorCode.ILLEGAL_GENERATION, f"The request generation id {generation} is not equal to "
                              f"the member epoch {member.member_epoch} of member {member.member_id}.")
+        assert member.classic is not None  # classic_member refuses members of the consumer protocol
         name = member.classic.protocol_name
         if protocol_type is not None and protocol_type != "consumer":
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -626,6 +655,7 @@ class ConsumerGroup:
         member = self.classic_member(member_id, instance_id)
         if generation != member.member_epoch:
             raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        assert member.classic is not None  # classic_member refuses members of the consumer protocol
         member.session_deadline = now + member.classic.session_timeout_ms / 1000
         if self._must_rejoin(member):
             self._schedule_join(member, now)
@@ -634,7 +664,8 @@ class ConsumerGroup:
 
     def classic_leave(self, identities: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """LeaveGroup (by member id, or by instance id; any member, as Kafka 4.0 allows); one answer each."""
-        results, leaving = [], []
+        results: list[ErrorCode] = []
+        leaving: list[ConsumerMember] = []
         for member_id, instance_id in identities:
             if instance_id is None:
                 member = self.members.get(member_id)
@@ -654,7 +685,7 @@ class ConsumerGroup:
         return results
 
 
-def _owned(req) -> Assignment | None:
+def _owned(req: HeartbeatRequest) -> Assignment | None:
     if req.topic_partitions is None:
         return None
     return {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions if tp.partitions}
@@ -664,5 +695,5 @@ def _subset(a: Mapping[bytes, set[int]], b: Mapping[bytes, set[int]]) -> bool:
     return all(parts <= b.get(t, set()) for t, parts in a.items())
 
 
-def assignment_list(assignment: Mapping[bytes, Iterable[int]]) -> list[dict]:
+def assignment_list(assignment: Mapping[bytes, Iterable[int]]) -> list[dict[str, object]]:
     return [{"topic_id": t, "partitions": sorted(p)} for t, p in sorted(assignment.items()) if p]

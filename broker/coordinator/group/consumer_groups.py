@@ -15,7 +15,7 @@ import base64
 import logging
 import re
 import uuid
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import trio
 
@@ -25,15 +25,15 @@ from strom.storage.errors import StorageError
 
 from strom.broker.coordinator.group.assignors import TopicMeta
 from strom.broker.coordinator.group.consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup,
-                                                    ConsumerMember, GroupError, MemberState, ResolvedRegex,
-                                                    assignment_list)
+                                                    ConsumerMember, GroupError, HeartbeatRequest, MemberState,
+                                                    ResolvedRegex, assignment_list)
 from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, ProtocolError,
                         classic_group_from_consumer, consumer_group_from_classic, decode_subscription,
                         encode_assignment, to_ids, to_names, upgrade_refusal)
 from strom.broker.coordinator.group.records import (REGEX_KEY_VERSION, ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value,
                       encode_consumer_key, encode_consumer_value, encode_group_key, encode_group_value)
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
-from strom.broker.coordinator.group.store import GroupStore
+from strom.broker.coordinator.group.store import GroupStore, Record
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -58,7 +58,7 @@ UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the tim
 MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 
 
-def _partitions(assignment) -> list[dict]:
+def _partitions(assignment: Mapping[bytes, set[int]]) -> list[dict[str, object]]:
     return [{"topic_id": t, "partitions": sorted(p)} for t, p in sorted(assignment.items()) if p]
 
 
@@ -95,7 +95,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
-    def _validate(self, version: int, body) -> None:
+    def _validate(self, version: int, body: HeartbeatRequest) -> None:
         if not body.group_id:
             raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         if body.instance_id is not None and not body.instance_id:
@@ -110,7 +110,7 @@ class ConsumerGroups:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if body.topic_partitions is None or any(tp.partitions for tp in body.topic_partitions):
                 raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            regex = body.subscribed_topic_regex if version >= 1 else None
+            regex = getattr(body, "subscribed_topic_regex", None) if version >= 1 else None
             if body.subscribed_topic_names is None and regex is None:
                 raise GroupError(ErrorCode.INVALID_REQUEST,
                                  "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
@@ -127,7 +127,7 @@ class ConsumerGroups:
             raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {body.server_assignor} is not supported. Supported assignors: "
                              f"{', '.join(self.settings.assignors)}.")
-        regex = body.subscribed_topic_regex if version >= 1 else None
+        regex = getattr(body, "subscribed_topic_regex", None) if version >= 1 else None
         if regex:
             try:
                 re.compile(regex)
@@ -136,7 +136,7 @@ class ConsumerGroups:
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
 
     # ------------------------------------------------------------------ requests
-    def heartbeat(self, version: int, body, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, version: int, body: HeartbeatRequest, client_id: str, client_host: str) -> dict[str, Any]:
         try:
             self._validate(version, body)
             error = self.store.group_error(body.group_id)
@@ -275,7 +275,7 @@ class ConsumerGroups:
         finally:
             self._settle(group_id)
         return JoinResult(ErrorCode.NONE, member_id=member.member_id, generation=member.member_epoch,
-                          protocol_type="consumer", protocol_name=member.classic.protocol_name)
+                          protocol_type="consumer", protocol_name=classic.protocol_name)
 
     def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                      protocol_type: str | None, protocol_name: str | None) -> SyncResult:
@@ -289,6 +289,7 @@ class ConsumerGroups:
             return SyncResult(exc.code)
         finally:
             self._changed.set()
+        assert member.classic is not None  # ConsumerGroup.classic_sync answers classic members only
         assignment = encode_assignment(to_names(member.assigned, self.names_by_id()), member.classic.version())
         return SyncResult(ErrorCode.NONE, protocol_type, protocol_name, assignment)
 
@@ -306,8 +307,9 @@ class ConsumerGroups:
         finally:
             self._settle(group_id)
 
-    def describe(self, group_id: str, operations: int) -> dict:
-        out = {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
+    def describe(self, group_id: str, operations: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+               "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                "authorized_operations": operations}
         error = self.store.group_error(group_id)
@@ -320,9 +322,10 @@ class ConsumerGroups:
         if error is not None:
             out["error_code"] = error
             return out
+        assert group is not None  # no group and no error is GROUP_ID_NOT_FOUND above
         names = self.names_by_id()
 
-        def listed(assignment):
+        def listed(assignment: Mapping[bytes, set[int]]) -> dict[str, object]:
             return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(p)}
                                          for t, p in sorted(assignment.items()) if p]}
 
@@ -390,7 +393,7 @@ class ConsumerGroups:
         self.persist(group_id)
         return ErrorCode.NONE
 
-    def expire(self, group_id: str, offset_tombstones: list) -> bool:
+    def expire(self, group_id: str, offset_tombstones: list[Record]) -> bool:
         """An empty consumer group whose offsets all expired (or that has none) is deleted, as Kafka's
         offset expiry does: the offsets' tombstones, then the group's, in one batch. False (the group
         kept) if that cannot be written."""
@@ -438,7 +441,7 @@ class ConsumerGroups:
                                                    "timestamp": resolved.timestamp_ms})
         return out
 
-    def persist(self, group_id: str, first: list | None = None, last: list | None = None) -> bool:
+    def persist(self, group_id: str, first: list[Record] | None = None, last: list[Record] | None = None) -> bool:
         """Append what changed in a group since the last write (tombstones for what went), in one
         batch with the `first` and `last` records of a conversion or an expiry; False if that
         could not be written (logged)."""

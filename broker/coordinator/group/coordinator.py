@@ -37,6 +37,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.records.control import COMMIT, control_type
 from strom.protocol.records.header import BatchHeader
+from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.group.classic_groups import ClassicGroups
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
@@ -242,7 +243,7 @@ class GroupCoordinator:
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int, offsets: Offsets,
-                           verification_guard: object | None = None) -> list[CommitResult]:
+                           verification_guard: VerificationGuard | None = None) -> list[CommitResult]:
         return self.offset_manager.txn_commit_offsets(group_id, producer_id, producer_epoch, member_id,
                                                       instance_id, generation, offsets, verification_guard)
 

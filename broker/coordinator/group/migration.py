@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Literal, Mapping, overload
 
 from strom.broker.coordinator.group.assignors import Assignment
 from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, ConsumerMember, MemberState
@@ -81,13 +81,21 @@ class _Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = bytes(data), 0
 
-    def take(self, fmt: str):
+    def take(self, fmt: str) -> int:
+        """One big-endian integer (`fmt` is a struct format of one integer field)."""
         size = struct.calcsize(fmt)
         if self.pos + size > len(self.data):
             raise ProtocolError(f"truncated at byte {self.pos}")
+        value: int
         (value,) = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += size
         return value
+
+    @overload
+    def string(self, nullable: Literal[False] = False) -> str: ...
+
+    @overload
+    def string(self, nullable: bool) -> str | None: ...
 
     def string(self, nullable: bool = False) -> str | None:
         size = self.take(">h")
@@ -123,7 +131,7 @@ class _Reader:
         return n
 
     def topic_partitions(self) -> list[tuple[str, list[int]]]:
-        out = []
+        out: list[tuple[str, list[int]]] = []
         for _ in range(self.count()):
             topic = self.string()
             out.append((topic, [self.take(">i") for _ in range(self.count())]))
@@ -151,7 +159,8 @@ def decode_subscription(data: bytes) -> Subscription:
 def subscription_version(data: bytes) -> int:
     if len(data) < 2:
         raise ProtocolError("no version")
-    return struct.unpack_from(">h", data)[0]
+    version: int = struct.unpack_from(">h", data)[0]
+    return version
 
 
 def decode_assignment(data: bytes) -> list[tuple[str, list[int]]]:
@@ -275,7 +284,8 @@ def classic_group_from_consumer(group: ConsumerGroup, leaving: set[str], setting
     for m in group.members.values():
         if m.member_id in leaving:
             continue
-        meta: ClassicMeta = m.classic
+        meta = m.classic
+        assert meta is not None  # the caller converts a group whose remaining members are all classic
         member = Member(m.member_id, m.instance_id, m.client_id, m.client_host, meta.session_timeout_ms,
                         m.rebalance_timeout_ms, list(meta.protocols))
         member.heartbeat(now)

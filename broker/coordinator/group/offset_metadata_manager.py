@@ -26,6 +26,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
+from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.group.classic_groups import ClassicGroups
 from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
@@ -92,7 +93,7 @@ class OffsetMetadataManager:
         return written
 
     def _write_offsets(self, group_id: str, offsets: Offsets, retention_ms: int = -1,
-                       producer: tuple[int, int] | None = None, verification_guard: object | None = None
+                       producer: tuple[int, int] | None = None, verification_guard: VerificationGuard | None = None
                        ) -> tuple[list[CommitResult], Offsets]:
         """The records of an OffsetCommit or (with ``producer``) a TxnOffsetCommit: every offset
         checked, those accepted stamped with the commit time (and expiry, with ``retention_ms`` >= 0)
@@ -146,7 +147,7 @@ class OffsetMetadataManager:
     # ------------------------------------------------------------------ transactional offsets
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                            instance_id: str | None, generation: int, offsets: Offsets,
-                           verification_guard: object | None = None) -> list[CommitResult]:
+                           verification_guard: VerificationGuard | None = None) -> list[CommitResult]:
         """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker.
 
         Checked as Kafka 4.0 checks it: with a member id, instance id or generation, against that

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
-from strom.protocol.internal_records import (InternalRecordError, RecordCodec, field as _f, java_string_hashcode,
-                                             partition_for, version_of)
+from strom.protocol.internal_records import InternalRecordError, RecordCodec, Schemas, field as _f, version_of
+# re-exported: where the group coordinator's callers and tests find a group's partition
+from strom.protocol.internal_records import java_string_hashcode as java_string_hashcode
+from strom.protocol.internal_records import partition_for as partition_for
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
@@ -40,7 +43,7 @@ class GroupRecordError(InternalRecordError):
 
 
 # (versions valid, flexible-from or None, fields): facts of Kafka's internal/*.json.
-_SCHEMAS: dict[str, tuple[tuple[int, int], int | None, list[dict]]] = {
+_SCHEMAS: Schemas = {
     "OffsetCommitKey": ((0, 1), None, [
         _f("group", "string", (0, None)), _f("topic", "string", (0, None)), _f("partition", "int32", (0, None))]),
     "OffsetCommitValue": ((0, 4), 4, [
@@ -214,11 +217,11 @@ def encode_consumer_key(key: ConsumerGroupKey) -> bytes:
     return encode(key.record_type + "Key", key.version, body)
 
 
-def encode_consumer_value(record_type: str, body: dict) -> bytes:
+def encode_consumer_value(record_type: str, body: dict[str, Any]) -> bytes:
     return encode(record_type + "Value", 0, body)
 
 
-def decode_consumer_value(record_type: str, data: bytes):
+def decode_consumer_value(record_type: str, data: bytes) -> Any:
     return _decode(record_type + "Value", data)[1]
 
 

@@ -93,7 +93,8 @@ class SyncResult:
     assignment: bytes = b""
 
 
-Waiter = Callable[[object], None]
+JoinWaiter = Callable[[JoinResult], None]
+SyncWaiter = Callable[[SyncResult], None]
 
 
 @dataclass
@@ -106,8 +107,8 @@ class Member:
     rebalance_timeout_ms: int
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_waiter: Waiter | None = None
-    sync_waiter: Waiter | None = None
+    join_waiter: JoinWaiter | None = None
+    sync_waiter: SyncWaiter | None = None
     heartbeat_deadline: float | None = None  # None: starts at the coordinator's first tick
 
     def metadata(self, protocol: str | None) -> bytes:
@@ -210,7 +211,7 @@ class Group:
         return None
 
     # ------------------------------------------------------------------ JoinGroup
-    def join(self, req: JoinRequest, now: float, waiter: Waiter) -> JoinResult | None:
+    def join(self, req: JoinRequest, now: float, waiter: JoinWaiter) -> JoinResult | None:
         """The immediate answer, or None when `waiter` will get it when the join phase ends."""
         if self.state is GroupState.DEAD:
             return _error_join(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
@@ -220,10 +221,11 @@ class Group:
             return self._join_new(req, now, waiter)
         return self._join_known(req, now, waiter)
 
-    def _join_new(self, req: JoinRequest, now: float, waiter: Waiter) -> JoinResult | None:
+    def _join_new(self, req: JoinRequest, now: float, waiter: JoinWaiter) -> JoinResult | None:
         member_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
         if req.group_instance_id is not None and req.group_instance_id in self.static_members:
-            return self._replace_static(self.static_members[req.group_instance_id], member_id, req, now, waiter)
+            instance_id = req.group_instance_id
+            return self._replace_static(instance_id, self.static_members[instance_id], member_id, req, now, waiter)
         if len(self.members) + len(self.pending_members) >= self.settings.max_size:
             return _error_join(ErrorCode.GROUP_MAX_SIZE_REACHED)
         if req.group_instance_id is None and req.require_known_member_id:
@@ -232,7 +234,7 @@ class Group:
         self._add_member(member_id, req, now, waiter)
         return None
 
-    def _join_known(self, req: JoinRequest, now: float, waiter: Waiter) -> JoinResult | None:
+    def _join_known(self, req: JoinRequest, now: float, waiter: JoinWaiter) -> JoinResult | None:
         member_id = req.member_id
         if member_id in self.pending_members:
             if len(self.members) >= self.settings.max_size:
@@ -262,7 +264,7 @@ class Group:
         self.prepare_rebalance(now)
         return None
 
-    def _update_member(self, member: Member, req: JoinRequest, waiter: Waiter) -> None:
+    def _update_member(self, member: Member, req: JoinRequest, waiter: JoinWaiter) -> None:
         if member.join_waiter is not None and member.join_waiter is not waiter:
             member.answer_join(_error_join(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         member.protocols = list(req.protocols)
@@ -270,7 +272,7 @@ class Group:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.join_waiter = waiter
 
-    def _add_member(self, member_id: str, req: JoinRequest, now: float, waiter: Waiter) -> None:
+    def _add_member(self, member_id: str, req: JoinRequest, now: float, waiter: JoinWaiter) -> None:
         member = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.session_timeout_ms,
                         req.rebalance_timeout_ms, list(req.protocols), join_waiter=waiter)
         member.heartbeat(now)
@@ -288,15 +290,15 @@ class Group:
         else:
             self.prepare_rebalance(now)
 
-    def _replace_static(self, old_id: str, new_id: str, req: JoinRequest, now: float,
-                        waiter: Waiter) -> JoinResult | None:
+    def _replace_static(self, instance_id: str, old_id: str, new_id: str, req: JoinRequest, now: float,
+                        waiter: JoinWaiter) -> JoinResult | None:
         member = self.members.pop(old_id)
         member.answer_join(_error_join(ErrorCode.FENCED_INSTANCE_ID, old_id))
         member.answer_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_id
         member.client_id, member.client_host = req.client_id, req.client_host
         self.members[new_id] = member
-        self.static_members[req.group_instance_id] = new_id
+        self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
         self.changes += 1
@@ -391,7 +393,7 @@ class Group:
 
     def sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
              protocol_name: str | None, assignments: dict[str, bytes], now: float,
-             waiter: Waiter) -> SyncResult | None:
+             waiter: SyncWaiter) -> SyncResult | None:
         if self.state in (GroupState.DEAD, GroupState.EMPTY):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         error = self._member_error(member_id, instance_id, generation)

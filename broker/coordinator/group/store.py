@@ -17,6 +17,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch
+from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.group.assignors import TopicMeta
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
@@ -107,7 +108,7 @@ class GroupStore:
 
     # ------------------------------------------------------------------ writing
     def append(self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None,
-               verification_guard: object | None = None) -> PendingWrite:
+               verification_guard: VerificationGuard | None = None) -> PendingWrite:
         """Append ``records`` in one batch to the group's partition (a transactional batch with
         ``producer``'s id and epoch); raises `StorageError` (not led here, fenced, disk)."""
         index = self.partition_of(group_id)

@@ -8,12 +8,13 @@ the test decides what the replicas do (:meth:`MemoryRuntime.hold_replication`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches, validate_batches
+from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.runtime import NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState, \
     TopicMetadata
@@ -52,7 +53,8 @@ class MemoryRuntime:
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     other_topics: dict[str, int] = field(default_factory=dict)  # topics of the cluster, not coordinators'
     markers: list[tuple[str, int, int, bool]] = field(default_factory=list)
-    listeners: list = field(default_factory=list)  # called as markers_written is
+    # called as markers_written is
+    listeners: list[Callable[[str, int, int, bool], None]] = field(default_factory=list)
     _changed: trio.Event = field(default_factory=trio.Event)
 
     # ------------------------------------------------------------ test controls
@@ -89,7 +91,7 @@ class MemoryRuntime:
         return {i: p.leader_epoch for (t, i), p in self.partitions.items() if t == topic and p.is_leader}
 
     def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: object | None = None) -> PendingWrite:
+               verification_guard: VerificationGuard | None = None) -> PendingWrite:
         p = self.partitions.get((topic, index))
         if p is None or not p.is_leader:
             raise NotLeaderForPartition(f"{topic}-{index}")

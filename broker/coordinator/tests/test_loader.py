@@ -49,6 +49,7 @@ class _Log:
     def __init__(self, batches: list[tuple[int, bytes]], log_start_offset: int = 0):
         self.batches = batches          # (last offset, batch)
         self.log_start_offset = log_start_offset
+        self.log_end_offset = 0         # set by each replay
 
     def read(self, offset: int, max_bytes: int, max_offset: int):
         out = b""
@@ -69,7 +70,7 @@ def _batches(sizes: list[int]) -> list[tuple[int, bytes]]:
 
 
 def _replay(plog: _Log, end: int):
-    seen = []
+    seen: list[bytes | None] = []
     plog.log_end_offset = end
     done = replay_partition(plog, "__x", 3, lambda h, b: seen.extend(r.key for r in iter_records(b)),
                             logging.getLogger("test"))

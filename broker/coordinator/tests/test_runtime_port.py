@@ -35,6 +35,12 @@ async def _coordinator(runtime: MemoryRuntime, config: GroupCoordinatorConfig = 
     return coordinator
 
 
+def _committed(coordinator: GroupCoordinator, group: str, topic: str, index: int) -> int | None:
+    """The offset ``group`` has committed for ``topic``-``index`` (None: none)."""
+    committed = coordinator.fetch_offsets(group, [(topic, [index])])[(topic, index)]
+    return None if committed is None else committed.offset
+
+
 def _offset(offset: int, metadata: str = "") -> CommittedOffset:
     return CommittedOffset(offset, -1, metadata)
 
@@ -109,12 +115,12 @@ async def test_transactional_offsets_settle_with_the_marker_written_through_the_
     assert code == ErrorCode.NONE and pending is not None
     assert runtime.markers == [(OFFSETS_TOPIC, index, 42, True)]
     assert not coordinator.has_pending_txn_offset("g", "t", 0)
-    assert coordinator.fetch_offsets("g", [("t", [0])])[("t", 0)].offset == 9
+    assert _committed(coordinator, "g", "t", 0) == 9
     assert (await runtime.await_replication([pending], 1)) == [ErrorCode.NONE]
 
     committed = await _coordinator(runtime)          # the marker follows the offsets in the log
     assert not committed.has_pending_txn_offset("g", "t", 0)
-    assert committed.fetch_offsets("g", [("t", [0])])[("t", 0)].offset == 9
+    assert _committed(committed, "g", "t", 0) == 9
 
 
 async def test_a_classic_group_is_written_when_stable_and_loaded_stable():
@@ -147,7 +153,7 @@ async def test_leadership_decides_which_groups_are_coordinated():
     runtime.lead(OFFSETS_TOPIC, index)
     coordinator.follow_leadership()                                  # loaded again from the partition
     assert coordinator.group_error("g") is None
-    assert coordinator.fetch_offsets("g", [("t", [0])])[("t", 0)].offset == 3
+    assert _committed(coordinator, "g", "t", 0) == 3
 
 
 async def test_offsets_expire_through_the_port():

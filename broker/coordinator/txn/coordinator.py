@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -51,7 +51,7 @@ from strom.protocol.internal_records import partition_for
 from strom.protocol.schema import ApiKey
 
 from strom.broker.coordinator.runtime import CoordinatorRuntime
-from strom.broker.coordinator.txn.markers import ClientFactory, TransactionMarkerChannelManager
+from strom.broker.coordinator.txn.markers import ClientFactory, MarkerClient, TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import MAX_EPOCH, NO_EPOCH, TransactionMetadata, TxnState
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnSettings
 
@@ -87,7 +87,7 @@ class TransactionCoordinator:
         self._offsets_partitions = offsets_partitions
         self._nursery: trio.Nursery | None = None
         self._pending_completions: list[str] = []
-        self._verify_clients: dict[int, object] = {}
+        self._verify_clients: dict[int, MarkerClient] = {}
         self.active = True
 
     # ------------------------------------------------------------------ lifecycle
@@ -104,7 +104,7 @@ class TransactionCoordinator:
                     meta.coordinator_epoch = self.state.coordinator_epoch(tid)
                     self._schedule_completion(tid)
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             for tid in self._pending_completions:
@@ -125,7 +125,7 @@ class TransactionCoordinator:
     def shutdown(self) -> None:
         self.active = False
 
-    async def _timer(self, interval_ms: int, work) -> None:
+    async def _timer(self, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await trio.sleep(interval_ms / 1000)
             try:
@@ -255,6 +255,7 @@ class TransactionCoordinator:
         error = self._check_producer(meta, pid, epoch)
         if error is not None:
             return error
+        assert meta is not None  # _check_producer refuses an unknown transactional id
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
@@ -283,6 +284,7 @@ class TransactionCoordinator:
             error = self._check_producer(meta, pid, epoch)
         if error is not None:
             return {tp: error for tp in partitions}
+        assert meta is not None  # _check_producer refuses an unknown transactional id
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return {tp: ErrorCode.CONCURRENT_TRANSACTIONS for tp in partitions}
         # as Kafka 4.0: a partition not in the transaction is TRANSACTION_ABORTABLE (a partition
@@ -300,7 +302,7 @@ class TransactionCoordinator:
         leader = self.state.coordinator_of(tid)
         address = self.port.endpoint(leader) if leader is not None and leader != self.port.node_id else None
         factory = self.markers.client_factory
-        if address is None or factory is None:
+        if leader is None or address is None or factory is None:
             log.info("transactional.id=%s: its coordinator (broker %s) is not known or not reachable now",
                      tid, leader)
             return None
@@ -383,7 +385,7 @@ class TransactionCoordinator:
         """Ongoing (or, TV2 abort, Empty/Complete*) -> Prepare*, durable; markers follow."""
         tid = meta.transactional_id
         now = self.now()
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if tv2:
             next_pid = -1
             if meta.is_producer_epoch_exhausted():
@@ -483,7 +485,7 @@ class TransactionCoordinator:
         return count
 
     # ------------------------------------------------------------------ describe / list
-    def describe(self, tid: str) -> dict:
+    def describe(self, tid: str) -> dict[str, Any]:
         error = self._error(tid)
         meta = self.state.txns.get(tid) if error is None else None
         if error is None and meta is None:
@@ -492,6 +494,7 @@ class TransactionCoordinator:
             return {"error_code": error, "transactional_id": tid, "transaction_state": "",
                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                     "producer_epoch": -1, "topics": []}
+        assert meta is not None  # an unknown transactional id is TRANSACTIONAL_ID_NOT_FOUND above
         topics: dict[str, list[int]] = {}
         for topic, index in sorted(meta.partitions):
             topics.setdefault(topic, []).append(index)
@@ -501,7 +504,7 @@ class TransactionCoordinator:
                 "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
 
     def list(self, states: set[TxnState] | None, producer_ids: set[int] | None,
-             min_duration_ms: int = -1) -> list[dict]:
+             min_duration_ms: int = -1) -> list[dict[str, Any]]:
         now = self.now()
         out = []
         for tid, meta in sorted(self.state.txns.items()):

@@ -33,7 +33,8 @@ log = logging.getLogger("strom.txn.markers")
 class MarkerClient(Protocol):
     """A connection to another broker (`cluster.client.BrokerClient`)."""
 
-    async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Any: ...
+    async def request(self, api_key: int, version: int, body: dict[str, Any], *,
+                      timeout_s: float | None = None) -> Any: ...
 
     async def close(self) -> None: ...
 
@@ -113,7 +114,8 @@ class TransactionMarkerChannelManager:
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         return True
 
-    async def _write_local(self, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
+    async def _write_local(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                           tps: list[tuple[str, int]]) -> set[tuple[str, int]]:
         """The partitions whose marker is appended here and replicated while this broker still
         led them: one whose leadership was lost meanwhile is not done (the marker may have been
         truncated), so the next round sends it to the new leader."""
@@ -137,7 +139,8 @@ class TransactionMarkerChannelManager:
                              pending.leader_epoch, code.name)
         return done
 
-    async def _write_remote(self, leader, pid, epoch, commit, coordinator_epoch, tps) -> set[tuple[str, int]]:
+    async def _write_remote(self, leader: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                            tps: list[tuple[str, int]]) -> set[tuple[str, int]]:
         address = self.port.endpoint(leader)
         if address is None or self.client_factory is None:
             return set()

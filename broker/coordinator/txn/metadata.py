@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from strom.broker.coordinator.txn.records import TxnLogValue
 
@@ -117,7 +118,7 @@ class TransactionMetadata:
                    v.previous_producer_id, next_producer_id=v.next_producer_id,
                    client_transaction_version=v.client_transaction_version)
 
-    def transit(self, state: TxnState, now_ms: int, **changes) -> "TransactionMetadata":
+    def transit(self, state: TxnState, now_ms: int, **changes: Any) -> "TransactionMetadata":
         """A copy in ``state`` (checked against the state machine) with ``changes`` applied."""
         if state not in VALID_NEXT[self.state]:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.display} -> {state.display}")

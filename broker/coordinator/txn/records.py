@@ -75,7 +75,8 @@ def encode_key(transactional_id: str) -> bytes:
 
 def decode_key(data: bytes | None) -> str:
     _, body = _CODEC.decode("TransactionLogKey", data)
-    return body.transactional_id
+    transactional_id: str = body.transactional_id
+    return transactional_id
 
 
 def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:

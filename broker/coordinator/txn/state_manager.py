@@ -31,7 +31,7 @@ from strom.protocol.records.batch import iter_records
 from strom.protocol.records.header import BatchHeader
 from strom.storage.errors import StorageError
 
-from strom.broker.coordinator.runtime import CoordinatorRuntime
+from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 
@@ -54,7 +54,7 @@ class TxnSettings:
     write_timeout_ms: int = 5_000             # how long a state write may wait for the ISR
 
     @classmethod
-    def from_config(cls, config) -> "TxnSettings":
+    def from_config(cls, config: ConfigSource) -> "TxnSettings":
         return cls(config["transaction.state.log.num.partitions"],
                    config["transaction.state.log.replication.factor"],
                    config["transaction.state.log.min.isr"],

@@ -23,7 +23,7 @@ async def join_fully(client, group: str = "g", **kw):
     return await join(client, group, first.member_id, **kw)
 
 
-async def sync(client, group: str, member_id: str, generation: int, assignments: dict | None = None,
+async def sync(client, group: str, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
                version: int = 3, instance: str | None = None):
     return await client.request(ApiKey.SYNC_GROUP, version, {
         "group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": instance,
@@ -38,9 +38,9 @@ async def heartbeat(client, group: str, member_id: str, generation: int, version
     return response.error_code
 
 
-async def commit(client, group: str, offsets: dict, *, generation: int = -1, member_id: str = "",
+async def commit(client, group: str, offsets: dict[tuple[str, int], int], *, generation: int = -1, member_id: str = "",
                  version: int = 8, metadata: str | None = "meta"):
-    topics: dict = {}
+    topics: dict[str, list[dict[str, object]]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
                                              "committed_metadata": metadata})
@@ -50,7 +50,7 @@ async def commit(client, group: str, offsets: dict, *, generation: int = -1, mem
     return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
 
-async def fetch_offsets(client, group: str, topics: dict | None, version: int = 7):
+async def fetch_offsets(client, group: str, topics: dict[str, list[int]] | None, version: int = 7):
     body_topics = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
     if version >= 8:
         response = await client.request(ApiKey.OFFSET_FETCH, version, {

@@ -22,7 +22,7 @@ def hb(member_id, epoch, topics=None, owned=None, regex=None, instance=None, ass
                            [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
 
 
-def flat(assignment) -> set:
+def flat(assignment) -> set[tuple[bytes, int]]:
     return {(t, p) for t, parts in assignment.items() for p in parts}
 
 

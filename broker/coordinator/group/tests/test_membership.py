@@ -132,6 +132,7 @@ async def test_initial_rebalance_delay_collects_members(tmp_path, nursery, autoj
     import trio.testing
     b = make_broker(tmp_path / "d", group_initial_rebalance_delay_ms=3000)
     try:
+        assert b.groups is not None
         nursery.start_soon(b.groups.run)
 
         async def client():

@@ -96,11 +96,11 @@ def test_upgrade_refusals_and_policy():
     g = classic_group({"m1": [0, 1, 2, 3]})
     assert upgrade_refusal(g, MigrationPolicy.BIDIRECTIONAL, 10) is None
     assert upgrade_refusal(g, MigrationPolicy.parse("UPGRADE"), 10) is None
-    assert "online upgrade is disabled" in upgrade_refusal(g, MigrationPolicy.DOWNGRADE, 10)
-    assert "online upgrade is disabled" in upgrade_refusal(g, MigrationPolicy.DISABLED, 10)
-    assert "maximum size" in upgrade_refusal(g, MigrationPolicy.UPGRADE, 0)
+    assert "online upgrade is disabled" in str(upgrade_refusal(g, MigrationPolicy.DOWNGRADE, 10))
+    assert "online upgrade is disabled" in str(upgrade_refusal(g, MigrationPolicy.DISABLED, 10))
+    assert "maximum size" in str(upgrade_refusal(g, MigrationPolicy.UPGRADE, 0))
     connect = classic_group({"m1": []}, protocol_type="connect")
-    assert "does not use the consumer embedded protocol" in upgrade_refusal(connect, MigrationPolicy.UPGRADE, 10)
+    assert "does not use the consumer embedded protocol" in str(upgrade_refusal(connect, MigrationPolicy.UPGRADE, 10))
     with pytest.raises(ValueError):
         MigrationPolicy.parse("sideways")
 
@@ -112,6 +112,7 @@ def test_upgrade_carries_members_over_then_classic_members_rejoin_revoke_before_
     m1 = g.members["m1"]
     assert (m1.member_epoch, m1.previous_member_epoch, m1.state) == (5, 5, MemberState.STABLE)
     assert m1.assigned == {A: {0, 1}} and g.target["m1"] == {A: {0, 1}} and m1.subscribed_topic_names == ["a"]
+    assert m1.classic is not None
     assert m1.rack_id == "r1" and m1.classic.session_timeout_ms == 10_000 and m1.classic.protocol_name == "range"
     assert m1.session_deadline == 10.0
     assert g.state == "Stable"
@@ -193,7 +194,8 @@ def test_no_downgrade_when_disabled_or_when_a_consumer_member_remains():
     # LeaveGroup may name consumer-protocol members too (Kafka 4.0); nobody left: no downgrade
     assert g.classic_leave([("m1", None), ("zz", None), ("d", None)]) == \
         [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.NONE]
-    assert not g.members and g.downgrade_pending is None and g.state == "Empty"
+    assert g.downgrade_pending is None
+    assert not g.members and g.state == "Empty"
 
 
 def test_classic_member_timers_fence_it():
@@ -224,6 +226,7 @@ def test_classic_join_refuses_a_fenced_static_member_and_replaces_a_returning_on
     g = consumer_group_from_classic(classic, ConsumerGroupSettings(), IDS, now=0.0)
     assert g.static_members == {"i1": "m1"}
     meta = g.members["m1"].classic
+    assert meta is not None
     sub = decode_subscription(meta.protocols[0][1])
     with pytest.raises(GroupError) as err:
         g.classic_member("other", "i1")
@@ -241,6 +244,7 @@ def test_a_classic_static_member_replacing_the_last_consumer_one_downgrades_with
     g.heartbeat(static, 1.0, TOPICS)
     target_c = g.target["c"]
     meta = g.members["m1"].classic
+    assert meta is not None
     sub = decode_subscription(meta.protocols[0][1])
     m = g.classic_join("c2", "i-c", ClassicMeta(10_000, meta.protocols), sub, {}, 60_000, "c", "h", 2.0, TOPICS)
     assert g.downgrade_pending == set() and not g.downgrade_rebalance
@@ -261,6 +265,8 @@ def test_a_downgrade_with_unreadable_protocol_bytes_is_refused():
     assert g.downgrade_pending == {"c"}
     back = classic_group_from_consumer(g, {"c"}, GroupSettings(), lambda: 1000, NAMES, 2.0)
     assert back.protocol_name == "range", "the protocol every member supports"
-    g.members["m1"].classic.protocols[:] = [("range", b"\x00")]
+    meta = g.members["m1"].classic
+    assert meta is not None
+    meta.protocols[:] = [("range", b"\x00")]
     with pytest.raises(ProtocolError):
         classic_group_from_consumer(g, {"c"}, GroupSettings(), lambda: 1000, NAMES, 2.0)

@@ -23,6 +23,7 @@ async def env(tmp_path, nursery):
     async def start():
         broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3,
                              offsets_topic_num_partitions=3)
+        assert broker.txn is not None
         await nursery.start(broker.txn.run)
         state["broker"] = broker
         return broker, open_client(broker, nursery)

@@ -111,6 +111,7 @@ async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replic
     broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3,
                          offsets_commit_timeout_ms=300)
     try:
+        assert broker.txn is not None and broker.groups is not None
         await nursery.start(broker.txn.run)
         client = open_client(broker, nursery)
         await create(client, "t")
@@ -119,6 +120,7 @@ async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replic
             "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
         assert add.error_code == ErrorCode.NONE
         partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of("g"))
+        assert partition is not None
         monkeypatch.setattr(partition, "maybe_advance_high_watermark", lambda: False)  # no follower has it
         body = {"transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
                 "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
