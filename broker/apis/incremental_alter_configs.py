@@ -1,5 +1,8 @@
 """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys; SET and
 DELETE of a broker's dynamic configs (`strom.broker.dynamic_config`)."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -16,7 +19,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER = 4
 
 
-def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
+def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None, str | None]:
     info = ctx.metadata.topic(resource.resource_name)
     configs = dict(info.configs) if info is not None else {}
     for change in resource.configs:
@@ -41,7 +44,7 @@ def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
-def _updated_broker(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
+def _updated_broker(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A broker resource's dynamic configs after the operations (a wrong broker id is refused later)."""
     configs = ctx.dynamic_configs.overrides(resource.resource_name or "")
     for change in resource.configs:
@@ -57,7 +60,7 @@ def _updated_broker(ctx: RequestContext, resource) -> tuple[dict | None, str | N
     return configs, None
 
 
-def _denied(ctx: RequestContext, resource):
+def _denied(ctx: RequestContext, resource: Any) -> ErrorCode | None:
     """The authorization error for altering ``resource``'s configs, or None."""
     if resource.resource_type == TOPIC:
         if not allowed(ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name):
@@ -67,7 +70,7 @@ def _denied(ctx: RequestContext, resource):
     return None
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     responses = []
     for resource in body.resources:
@@ -103,7 +106,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, resource_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every resource."""
