@@ -100,6 +100,7 @@ SUPPORTED_RANGE: dict[int, tuple[int, int]] = {key: (lo, hi) for key, lo, hi in 
 
 def error_response(bad: BadRequest) -> dict[str, Any] | None:
     """The one malformed request Kafka still answers: ApiVersions in a version it doesn't know."""
-    if bad.header.api_key == api_versions.API_KEY and isinstance(bad.error, UnsupportedVersion):
+    header = bad.header  # None: the header was unreadable (the connection handler answers none of those)
+    if header is not None and header.api_key == api_versions.API_KEY and isinstance(bad.error, UnsupportedVersion):
         return api_versions.body(ErrorCode.UNSUPPORTED_VERSION)
     return None

@@ -39,10 +39,12 @@ def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] 
     As Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
     range, from which the client picks the version to ask again with; to any other error, no API."""
     if supported is None:
-        from . import SUPPORTED as supported
+        from . import SUPPORTED
+
+        supported = SUPPORTED
     listed = [(k, lo, hi) for k, lo, hi in supported if error == ErrorCode.NONE
               or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
-    out = {
+    out: dict[str, Any] = {
         "error_code": error,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in listed],
         "throttle_time_ms": 0,

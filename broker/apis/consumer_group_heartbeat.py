@@ -2,9 +2,8 @@
 (`group.protocol=consumer`); the logic is in `strom.broker.coordinator.group.consumer`."""
 from __future__ import annotations
 
-from typing import Any
-
 import contextlib
+from typing import Any
 
 from strom.broker import context
 from strom.broker.errors import TopicError

@@ -19,9 +19,10 @@ STRICT_SINCE = 5  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v5
 
 async def _delete(ctx: RequestContext, name: str | None, topic_id: bytes | None,
                   quota: MutationQuota | None) -> dict[str, Any]:
-    result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
+    result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE,
+                              "error_message": None}
     if name is None:
-        info = ctx.metadata.topic_by_id(topic_id)
+        info = ctx.metadata.topic_by_id(topic_id) if topic_id is not None else None
         if info is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
             return result

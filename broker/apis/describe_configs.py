@@ -54,7 +54,8 @@ def topic_entries(ctx: RequestContext, info: TopicInfo, keys: list[str] | None, 
     return out
 
 
-def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False, synonyms: bool = False) -> list[dict[str, Any]]:
+def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False,
+                   synonyms: bool = False) -> list[dict[str, Any]]:
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
@@ -82,14 +83,20 @@ def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: b
     from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE, definition
     by_name = {e["name"]: i for i, e in enumerate(out)}
     for key in [*DYNAMIC, *ctx.dynamic_configs.listener_keys(default_only)]:
-        typ = definition(key)[0]
+        spec = definition(key)
+        if spec is None:  # not reached: DYNAMIC's keys and the listener keys set all have one
+            raise KeyError(key)
+        typ = spec[0]
         if keys is not None and key not in keys:
             continue
         if default_only:
             value = ctx.dynamic_configs.overrides(DEFAULT).get(key)
             source = DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
-            value, source = ctx.dynamic_configs.lookup(key)
+            value, lookup_source = ctx.dynamic_configs.lookup(key)
+            if lookup_source is None:  # (None, None): not set
+                continue
+            source = lookup_source
         if value is None:
             continue
         entry = _entry(key, value, source, "", _dynamic_synonyms(ctx, key, default_only) if synonyms else [], None)

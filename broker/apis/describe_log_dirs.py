@@ -8,9 +8,8 @@ logs: Strom has no AlterReplicaLogDirs), and from v4 the volume's total and usab
 """
 from __future__ import annotations
 
-from typing import Any
-
 import os
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey

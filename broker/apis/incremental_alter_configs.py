@@ -34,7 +34,10 @@ def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None,
             if TOPIC_CONFIGS[key][2] != "list":
                 return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
             current = configs.get(key)  # set, even to "" (an empty list), or else the default
-            raw = current if current is not None else ctx.metadata.topic_config_value(info, key)[0]
+            if current is not None or info is None:
+                raw = current
+            else:
+                raw = ctx.metadata.topic_config_value(info, key)[0]
             items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
             items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
@@ -90,7 +93,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                                   "error_message": "Error due to duplicate config keys",
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue
-            if problem is not None:
+            if problem is not None or configs is None:  # configs: None only with a problem
                 responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem or None,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue

@@ -10,8 +10,8 @@ older clients get INVALID_PRODUCER_EPOCH instead, as Kafka answers.
 """
 from __future__ import annotations
 
-from typing import Any
 import logging
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey

@@ -30,7 +30,8 @@ class OffsetNotAvailable(Exception):
     """A new leader's high watermark is still below the start of its epoch."""
 
 
-def _offset(partition: Partition, timestamp: int, read_committed: bool = False, client: bool = True) -> tuple[int, int, int]:
+def _offset(partition: Partition, timestamp: int, read_committed: bool = False,
+            client: bool = True) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark;
     below the last stable offset for read_committed).
 
@@ -56,16 +57,16 @@ def _offset(partition: Partition, timestamp: int, read_committed: bool = False, 
         if lagging:
             raise OffsetNotAvailable
         return -1, -1, -1
-    return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
+    return found.timestamp, found.offset, found.leader_epoch
 
 
 def _answer(ctx: RequestContext, name: str, req: Any, version: int, read_committed: bool = False,
             client: bool = True) -> dict[str, Any]:
-    out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
-           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    out: dict[str, Any] = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
+                           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition, code = leader_partition(ctx, name, req.partition_index,
                                        req.current_leader_epoch if version >= 4 else -1)
-    if code != ErrorCode.NONE:
+    if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         out["error_code"] = code
         return out
     if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:

@@ -15,7 +15,8 @@ VERSIONS = (0, 4)
 
 
 def _answer(ctx: RequestContext, topic: str, req: Any, version: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
+    out: dict[str, Any] = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1,
+                           "end_offset": -1}
     if ctx.authorizer is not None and not (allowed_cluster(ctx, Operation.CLUSTER_ACTION) or
                                               allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic)):
         out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -18,8 +18,8 @@ from typing import Any
 
 from strom.broker.coordinator.group.records import CommittedOffset
 from strom.protocol.errors import ErrorCode
-from strom.storage.producer_state import VerificationGuard
 from strom.protocol.schema import ApiKey
+from strom.storage.producer_state import VerificationGuard
 
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext

@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 code, pending = append_marker(port, topic.name, index, marker.producer_id, marker.producer_epoch,
                                               marker.transaction_result, marker.coordinator_epoch)
                 result = {"partition_index": index, "error_code": code}
-                if code == ErrorCode.NONE:
+                if code == ErrorCode.NONE and pending is not None:  # pending: None unless NONE
                     waits.append((pending, result))
                 parts.append(result)
             topics.append({"name": topic.name, "partitions": parts})
