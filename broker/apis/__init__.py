@@ -1,14 +1,16 @@
 """Every API the broker answers, one module each, registered in one visible list.
 
 A module has `API_KEY`, `VERSIONS` (the oldest and newest version its handler implements) and
-`async def handle(ctx: RequestContext, request) -> dict | None` (None: no response, as for acks=0;
-`strom.broker.request_context`: the services a handler may use). What
+`async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None` (None: no
+response, as for acks=0; `strom.broker.request_context`: the services a handler may use). What
 ApiVersions advertises is computed from this list intersected with the protocol schema.
 """
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
+from strom.protocol.connection import BadRequest
 from strom.protocol.errors import ErrorCode, UnsupportedVersion
 from strom.protocol.schema import api_spec
 
@@ -96,8 +98,9 @@ SUPPORTED: list[tuple[int, int, int]] = sorted(_advertised(m) for m in MODULES)
 SUPPORTED_RANGE: dict[int, tuple[int, int]] = {key: (lo, hi) for key, lo, hi in SUPPORTED}
 
 
-def error_response(bad) -> dict | None:
+def error_response(bad: BadRequest) -> dict[str, Any] | None:
     """The one malformed request Kafka still answers: ApiVersions in a version it doesn't know."""
-    if bad.header.api_key == api_versions.API_KEY and isinstance(bad.error, UnsupportedVersion):
+    header = bad.header  # None: the header was unreadable (the connection handler answers none of those)
+    if header is not None and header.api_key == api_versions.API_KEY and isinstance(bad.error, UnsupportedVersion):
         return api_versions.body(ErrorCode.UNSUPPORTED_VERSION)
     return None

@@ -63,8 +63,10 @@ def skeleton(layout: PartitionLayout) -> dict[str, Any]:
 
 def same_topic(resp_entry: dict[str, Any], req_entry: dict[str, Any], layout: PartitionLayout) -> bool:
     if req_entry.get("topic_id") is not None and resp_entry.get("topic_id") is not None:
-        return resp_entry["topic_id"] == req_entry["topic_id"]
-    return resp_entry.get(layout.resp_name) == req_entry.get(layout.req_name)
+        same: bool = resp_entry["topic_id"] == req_entry["topic_id"]
+    else:
+        same = resp_entry.get(layout.resp_name) == req_entry.get(layout.req_name)
+    return same
 
 
 def add_error_entries(layout: PartitionLayout, out: dict[str, Any], faulted: list[FaultedTopic],

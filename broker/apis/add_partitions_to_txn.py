@@ -10,6 +10,8 @@ KIP-890 part 2; the transaction is then ended the TV2 way). v5 adds TRANSACTION_
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -28,14 +30,15 @@ def _unknown(ctx: RequestContext, topic: str, index: int) -> bool:
     return info is None or not 0 <= index < info.partitions
 
 
-def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict]:
-    topics: dict[str, list] = {}
+def _results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), code in codes.items():
         topics.setdefault(topic, []).append({"partition_index": index, "partition_error_code": code})
     return [{"name": t, "results_by_partition": parts} for t, parts in topics.items()]
 
 
-async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, verify_only: bool, version: int):
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any, verify_only: bool,
+               version: int) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t.name, p) for t in topics for p in t.partitions]
     # v4+ come from brokers (the partition leader checked the producer's own rights)
     if version < 4 and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
@@ -60,7 +63,7 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics, veri
     return {tp: code for tp in partitions}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     if version >= 4:
@@ -81,7 +84,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     at the top level (v4+, as Kafka) or on every partition (v0-3)."""

@@ -7,6 +7,8 @@ the broker's metadata file; in a ZooKeeper cluster under /config/users and /conf
 ZooKeeper-era Kafka keeps them, /config/ips for IPs (`strom.broker.zk.quotas_zk`)."""
 from __future__ import annotations
 
+from typing import Any
+
 import ipaddress
 import math
 
@@ -18,13 +20,13 @@ from strom.protocol.schema import ApiKey
 from ..request_context import RequestContext
 from ..auth import Operation, allowed_cluster
 from ..errors import TopicError
-from ..quotas import CLIENT_ID, CONNECTION_CREATION_RATE, IP, KEYS, USER, entity_key
+from ..quotas import CLIENT_ID, CONNECTION_CREATION_RATE, IP, KEYS, USER, Entity, entity_key
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 VERSIONS = (0, 1)
 
 
-async def _check(entry) -> tuple[ErrorCode, str | None, tuple | None]:
+async def _check(entry: Any) -> tuple[ErrorCode, str | None, Entity | None]:
     pairs = list(dict((e.entity_type, e.entity_name) for e in entry.entity).items())  # a type twice: the last counts
     if not pairs:
         return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity", None
@@ -65,9 +67,9 @@ async def _valid_host(name: str) -> bool:
     return False
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
-    results = []
+    results: list[dict[str, Any]] = []
     quotas = {e: dict(v) for e, v in ctx.quotas.entries.items()}
     changed = False
     for entry in body.entries:
@@ -77,7 +79,7 @@ async def handle(ctx: RequestContext, request) -> dict:
             results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity})
             continue
         code, message, key = await _check(entry)
-        if code == ErrorCode.NONE and not body.validate_only:
+        if code == ErrorCode.NONE and key is not None and not body.validate_only:  # key: None on an error
             values = quotas.setdefault(key, {})
             for op in entry.ops:
                 if op.remove:
@@ -100,7 +102,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

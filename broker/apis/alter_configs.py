@@ -1,5 +1,8 @@
 """AlterConfigs: replace a topic's whole set of config overrides, or a broker's dynamic configs
 (the legacy, non-incremental API)."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -14,7 +17,8 @@ API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 
 
-async def apply_broker(ctx: RequestContext, resource, new_configs: dict, validate_only: bool) -> dict:
+async def apply_broker(ctx: RequestContext, resource: Any, new_configs: dict[str, Any],
+                       validate_only: bool) -> dict[str, Any]:
     """A broker resource (this broker's id, or "" for the cluster default): replace its dynamic
     configs (`strom.broker.dynamic_config`), refusing keys that cannot change at run time."""
     result = {"error_code": ErrorCode.NONE, "error_message": None,
@@ -50,7 +54,7 @@ async def apply_broker(ctx: RequestContext, resource, new_configs: dict, validat
     return result
 
 
-async def apply(ctx: RequestContext, resource, new_configs: dict, validate_only: bool) -> dict:
+async def apply(ctx: RequestContext, resource: Any, new_configs: dict[str, Any], validate_only: bool) -> dict[str, Any]:
     """Shared with IncrementalAlterConfigs: check the resource, validate, store."""
     if resource.resource_type == BROKER:
         return await apply_broker(ctx, resource, new_configs, validate_only)
@@ -75,7 +79,7 @@ async def apply(ctx: RequestContext, resource, new_configs: dict, validate_only:
     return result
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     responses = []
     for resource in body.resources:
@@ -90,7 +94,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, resource_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every resource."""

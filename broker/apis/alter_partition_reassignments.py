@@ -9,6 +9,8 @@ the only replica there is: a target of just itself changes nothing, any other is
 INVALID_REPLICA_ASSIGNMENT."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -20,7 +22,7 @@ API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed_cluster(ctx, Operation.ALTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -32,7 +34,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     except NotControllerError as exc:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": str(exc), "responses": []}
-    topics: dict[str, list] = {}
+    topics: dict[str, list[dict[str, Any]]] = {}
     for topic, index, code, message in results:
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
@@ -45,7 +47,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

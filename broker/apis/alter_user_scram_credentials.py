@@ -2,6 +2,9 @@
 `kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users` sends:
 the client salts and hashes, the broker keeps stored and server keys). A user with any invalid
 alteration keeps all of its credentials unchanged; errors and messages are Kafka 4.0's."""
+from __future__ import annotations
+
+from typing import Any
 from collections import Counter
 
 from strom.protocol.errors import ErrorCode
@@ -13,7 +16,8 @@ API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
 
 
-def _error(change, deletion: bool, counts: Counter, existing: dict) -> tuple[int, str] | None:
+def _error(change: Any, deletion: bool, counts: Counter[tuple[str, int]],
+           existing: dict[str, Any]) -> tuple[int, str] | None:
     if not change.name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     mechanism = SCRAM_MECHANISM_TYPES.get(change.mechanism)
@@ -31,7 +35,7 @@ def _error(change, deletion: bool, counts: Counter, existing: dict) -> tuple[int
     return None
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     changes = [(c, True) for c in body.deletions] + [(c, False) for c in body.upsertions]
     users = list(dict.fromkeys(c.name for c, _ in changes))
@@ -69,7 +73,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

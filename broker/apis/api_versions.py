@@ -1,6 +1,7 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
+from __future__ import annotations
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -25,7 +26,7 @@ FINALIZED_FEATURES_EPOCH = 1
 TV2_REQUESTS = {ApiKey.END_TXN: 5, ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5}
 
 
-def features_for(api_keys: list[dict]) -> list[dict]:
+def features_for(api_keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The finalized features an ApiVersions answer listing ``api_keys`` may carry (a version cap
     that hides what transaction version 2 needs also hides the feature, as older Kafka answered)."""
     highest = {a["api_key"]: a["max_version"] for a in api_keys}
@@ -33,15 +34,17 @@ def features_for(api_keys: list[dict]) -> list[dict]:
     return [f for f in FINALIZED_FEATURES if tv2 or f["name"] != "transaction.version"]
 
 
-def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] | None = None) -> dict:
+def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """The answer with ``error``: every API of ``supported`` (default: the registry's) when none.
     As Kafka (KIP-511): to a version it does not know (UNSUPPORTED_VERSION), only ApiVersions' own
     range, from which the client picks the version to ask again with; to any other error, no API."""
     if supported is None:
-        from . import SUPPORTED as supported
+        from . import SUPPORTED
+
+        supported = SUPPORTED
     listed = [(k, lo, hi) for k, lo, hi in supported if error == ErrorCode.NONE
               or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
-    out = {
+    out: dict[str, Any] = {
         "error_code": error,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in listed],
         "throttle_time_ms": 0,
@@ -55,7 +58,7 @@ def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] 
 SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if request.header.api_version >= 3:
         b = request.body
         if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
@@ -70,7 +73,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     with this broker's versions (as Kafka, so the client can pick one)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from strom.broker import context
 from strom.broker.errors import TopicError
@@ -16,12 +17,12 @@ API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)
 
 
-def _refused(code: int) -> dict:
+def _refused(code: int) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
             "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return _refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -43,7 +44,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -1,6 +1,9 @@
 """CreatePartitions: grow a topic's partition count; the new partitions count against the
 client's controller_mutation_rate quota. A topic named twice in one request is refused (once,
 INVALID_REQUEST) and not grown, as Kafka does."""
+from __future__ import annotations
+
+from typing import Any
 from collections import Counter
 
 from strom.protocol.errors import ErrorCode
@@ -9,6 +12,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
+from ..quotas import MutationQuota
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -16,7 +20,7 @@ VERSIONS = (0, 3)
 STRICT_SINCE = 3  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v3, only throttled before
 
 
-async def _grow(ctx: RequestContext, topic, validate_only: bool, quota) -> dict:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, quota: MutationQuota | None) -> dict[str, Any]:
     result = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
     try:
         if not allowed(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name):
@@ -34,7 +38,7 @@ async def _grow(ctx: RequestContext, topic, validate_only: bool, quota) -> dict:
     return result
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     quota = mutation_quota(ctx, request, STRICT_SINCE)
     counts = Counter(t.name for t in body.topics)
@@ -59,7 +63,7 @@ from ._error_response import PartitionLayout, finish, partition_error_response  
 ERROR_LAYOUT = PartitionLayout("topics", "name", None, None, "results", "name", None, None)
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every topic."""

@@ -5,6 +5,9 @@ A manual assignment (``kafka-topics.sh --replica-assignment``, confluent-kafka's
 ``NewTopic(replica_assignment=...)``) names each partition's replicas, the preferred leader first;
 it is checked as Kafka 4.0's controller checks it (counts -1, partitions 0..n-1 once each, brokers
 registered in the cluster and distinct, one replication factor) and written as given."""
+from __future__ import annotations
+
+from typing import Any
 import uuid
 from collections import Counter
 
@@ -23,7 +26,7 @@ VERSIONS = (0, 7)
 STRICT_SINCE = 6  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v6, only throttled before
 
 
-async def _create(ctx: RequestContext, topic, validate_only: bool) -> dict:
+async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     partitions, replication = topic.num_partitions, topic.replication_factor
     assignment = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments] or None
     configs = {c.name: c.value for c in topic.configs}
@@ -46,7 +49,7 @@ async def _create(ctx: RequestContext, topic, validate_only: bool) -> dict:
                         for e in topic_entries(ctx, info, None)]}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     validate_only = body.get("validate_only", False)
     results = []
@@ -82,7 +85,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     return throttled(quota, {"throttle_time_ms": 0, "topics": results})
 
 
-async def _valid(ctx: RequestContext, topic) -> bool:
+async def _valid(ctx: RequestContext, topic: Any) -> bool:
     """Whether the topic would be created: as Kafka's controller, only a creation that passes
     every check takes from the controller mutation quota."""
     try:
@@ -92,11 +95,12 @@ async def _valid(ctx: RequestContext, topic) -> bool:
     return True
 
 
-def _partition_count(ctx: RequestContext, topic) -> int:
+def _partition_count(ctx: RequestContext, topic: Any) -> int:
     """The partitions a new topic takes from the controller mutation quota."""
     if topic.assignments:
         return len(topic.assignments)
-    return topic.num_partitions if topic.num_partitions > 0 else ctx.config["num.partitions"]
+    count: int = topic.num_partitions if topic.num_partitions > 0 else ctx.config["num.partitions"]
+    return count
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
@@ -109,7 +113,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "name", None, None, "topics", "name", N
                                topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every topic."""

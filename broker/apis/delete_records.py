@@ -12,6 +12,8 @@ responses and report theirs in their fetch requests), or with REQUEST_TIMED_OUT 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 
 import trio
@@ -23,6 +25,7 @@ from ..auth import Operation, ResourceType, allowed
 from ._common import leader_partition
 from ..topics import INTERNAL_TOPICS
 from ..request_context import RequestContext
+from ..replica.partition import Partition
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
@@ -31,13 +34,13 @@ POLL_S = 0.05
 log = logging.getLogger("strom.delete_records")
 
 
-def _delete(ctx: RequestContext, topic: str, req) -> tuple[dict, object]:
+def _delete(ctx: RequestContext, topic: str, req: Any) -> tuple[dict[str, Any], Partition | None]:
     if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, topic):
         return {"partition_index": req.partition_index, "low_watermark": -1,
                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, None
     partition, code = leader_partition(ctx, topic, req.partition_index)
-    result = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
-    if code != ErrorCode.NONE:
+    result: dict[str, Any] = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
+    if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         return result, None
     if topic in INTERNAL_TOPICS:  # as Kafka (ReplicaManager): checked before the cleanup policy
         result["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -61,7 +64,7 @@ def _delete(ctx: RequestContext, topic: str, req) -> tuple[dict, object]:
     return result, partition
 
 
-def low_watermark(partition) -> int:
+def low_watermark(partition: Partition) -> int:
     """The smallest log start offset among the leader and its in-sync followers."""
     low = partition.log.log_start_offset
     for replica in partition.isr:
@@ -71,16 +74,16 @@ def low_watermark(partition) -> int:
     return low
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
-    topics = []
-    waiting = []  # (result, partition, wanted low watermark)
-    wanted: dict[str, dict[int, object]] = {}
+    topics: list[dict[str, Any]] = []
+    waiting: list[tuple[dict[str, Any], Partition, int]] = []  # (result, partition, wanted low watermark)
+    wanted: dict[str, dict[int, Any]] = {}
     for topic in body.topics:  # a partition named twice: the last offset counts, as in Kafka
         for req in topic.partitions:
             wanted.setdefault(topic.name, {})[req.partition_index] = req
     for name, reqs in wanted.items():
-        parts = []
+        parts: list[dict[str, Any]] = []
         for req in reqs.values():
             result, partition = _delete(ctx, name, req)
             parts.append(result)
@@ -96,10 +99,10 @@ async def handle(ctx: RequestContext, request) -> dict:
                 break
             with trio.move_on_at(min(deadline, trio.current_time() + POLL_S)):
                 await ctx.replica_manager.wait_for_data()
-        for result, partition, wanted in waiting:
+        for result, partition, wanted_low in waiting:
             low = low_watermark(partition)
             result["low_watermark"] = low
-            if low < wanted:
+            if low < wanted_low:
                 result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -114,7 +117,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index"
                                "partition_index", {"low_watermark": -1})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -1,11 +1,15 @@
 """DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed. The deleted
 partitions count against the client's controller_mutation_rate quota."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
 from ._common import THROTTLED_MESSAGE, ZERO_UUID, mutation_quota, mutation_refused, throttled
+from ..quotas import MutationQuota
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -13,10 +17,12 @@ VERSIONS = (0, 6)
 STRICT_SINCE = 5  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v5, only throttled before
 
 
-async def _delete(ctx: RequestContext, name, topic_id, quota) -> dict:
-    result = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE, "error_message": None}
+async def _delete(ctx: RequestContext, name: str | None, topic_id: bytes | None,
+                  quota: MutationQuota | None) -> dict[str, Any]:
+    result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE,
+                              "error_message": None}
     if name is None:
-        info = ctx.metadata.topic_by_id(topic_id)
+        info = ctx.metadata.topic_by_id(topic_id) if topic_id is not None else None
         if info is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
             return result
@@ -38,7 +44,7 @@ async def _delete(ctx: RequestContext, name, topic_id, quota) -> dict:
     return result
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if request.header.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
@@ -55,7 +61,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every topic, named as the version names them."""

@@ -3,6 +3,8 @@
 of an entity type; `strict` keeps only entities with exactly the filtered types."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -15,11 +17,11 @@ VERSIONS = (0, 1)
 EXACT, DEFAULT, ANY = 0, 1, 2
 
 
-def _error(code: ErrorCode, message: str) -> dict:
+def _error(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "entries": None}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed_cluster(ctx, Operation.DESCRIBE_CONFIGS):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
@@ -63,7 +65,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -5,6 +5,9 @@ that stops heartbeating stays registered, fenced; a Strom broker is registered b
 ZooKeeper node, which goes with its session, so every registered broker is live and unfenced,
 and including fenced brokers lists the same brokers.
 """
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -18,7 +21,7 @@ BROKERS_ENDPOINT = 1
 _ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}  # Kafka's EndpointType names, as its messages show them
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if not allowed_cluster(ctx, Operation.DESCRIBE):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
                 "endpoint_type": BROKERS_ENDPOINT, "cluster_id": ctx.metadata.cluster_id(), "controller_id": -1,
@@ -48,7 +51,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -1,6 +1,8 @@
 """DescribeConfigs: topic configs (override or inherited default) and the broker's own configs."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -9,6 +11,7 @@ from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 from ._common import INVALID_REQUEST_MESSAGE
 from ..dynamic_config import DYNAMIC
 from ..request_context import RequestContext
+from ..topics import TopicInfo
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -23,13 +26,15 @@ DEFAULT_CONFIG = 5
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 
 
-def _entry(name: str, value, source: int, typ: str, synonyms: list, doc: str | None) -> dict:
+def _entry(name: str, value: str | None, source: int, typ: str, synonyms: list[dict[str, Any]],
+           doc: str | None) -> dict[str, Any]:
     return {"name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
             "config_source": source, "is_sensitive": False, "synonyms": synonyms,
             "config_type": CONFIG_TYPES.get(typ, 0), "documentation": doc}
 
 
-def topic_entries(ctx: RequestContext, info, keys: list[str] | None, synonyms: bool = False, docs: bool = False) -> list[dict]:
+def topic_entries(ctx: RequestContext, info: TopicInfo, keys: list[str] | None, synonyms: bool = False,
+                  docs: bool = False) -> list[dict[str, Any]]:
     out = []
     for key, (_, broker_key, typ, _) in TOPIC_CONFIGS.items():
         if keys is not None and key not in keys:
@@ -49,7 +54,8 @@ def topic_entries(ctx: RequestContext, info, keys: list[str] | None, synonyms: b
     return out
 
 
-def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False, synonyms: bool = False) -> list[dict]:
+def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False,
+                   synonyms: bool = False) -> list[dict[str, Any]]:
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
@@ -69,22 +75,28 @@ def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = Fal
     return out
 
 
-def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: bool, out: list[dict],
-                    synonyms: bool = False) -> list[dict]:
+def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: bool, out: list[dict[str, Any]],
+                    synonyms: bool = False) -> list[dict[str, Any]]:
     """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
     cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
     also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
     from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE, definition
     by_name = {e["name"]: i for i, e in enumerate(out)}
     for key in [*DYNAMIC, *ctx.dynamic_configs.listener_keys(default_only)]:
-        typ = definition(key)[0]
+        spec = definition(key)
+        if spec is None:  # not reached: DYNAMIC's keys and the listener keys set all have one
+            raise KeyError(key)
+        typ = spec[0]
         if keys is not None and key not in keys:
             continue
         if default_only:
             value = ctx.dynamic_configs.overrides(DEFAULT).get(key)
             source = DYNAMIC_DEFAULT_BROKER_CONFIG
         else:
-            value, source = ctx.dynamic_configs.lookup(key)
+            value, lookup_source = ctx.dynamic_configs.lookup(key)
+            if lookup_source is None:  # (None, None): not set
+                continue
+            source = lookup_source
         if value is None:
             continue
         entry = _entry(key, value, source, "", _dynamic_synonyms(ctx, key, default_only) if synonyms else [], None)
@@ -97,7 +109,7 @@ def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: b
     return out
 
 
-def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list[dict]:
+def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list[dict[str, Any]]:
     """Kafka's synonyms of a dynamic broker config, most specific first: this broker's value, the
     cluster default, then (for a key server.properties also has, or a listener's key, whose
     broker-wide key it is) the static value or the built-in default."""
@@ -128,7 +140,7 @@ def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list
     return out
 
 
-def _describe(ctx: RequestContext, resource, synonyms: bool, docs: bool) -> dict:
+def _describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
     result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
               "resource_name": resource.resource_name, "configs": []}
     keys = resource.configuration_keys
@@ -159,7 +171,7 @@ def _describe(ctx: RequestContext, resource, synonyms: bool, docs: bool) -> dict
     return result
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     synonyms = body.get("include_synonyms", False)
     docs = body.get("include_documentation", False)
@@ -172,7 +184,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, resource_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every resource."""

@@ -7,6 +7,8 @@ and a message saying which, as Kafka 4.0 answers.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -24,7 +26,7 @@ NOT_FOUND_VERSION = 6  # the first version that answers GROUP_ID_NOT_FOUND
 GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 
 
-def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version: int) -> dict:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version: int) -> dict[str, Any]:
     operations = GROUP_AUTHORIZED_OPERATIONS if with_operations else OPERATIONS_NOT_REQUESTED
     if with_operations and ctx.authorizer is not None:
         operations = ctx.authorizer.authorized_operations(ResourceType.GROUP, group_id)
@@ -60,7 +62,7 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version
     return out
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     return {"throttle_time_ms": 0,
             "groups": [_describe(ctx, g, body.include_authorized_operations, request.header.api_version)
@@ -73,7 +75,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every group."""

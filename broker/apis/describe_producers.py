@@ -4,6 +4,8 @@ first offset of its open transaction (-1 if none). What `kafka-transactions.sh d
 and `find-hanging` read."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -16,15 +18,15 @@ API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = (0, 0)
 
 
-def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
+def _partition(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
     if not allowed(ctx, Operation.READ, ResourceType.TOPIC, topic):
         return {"partition_index": index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None,
                 "active_producers": []}
     partition, code = leader_partition(ctx, topic, index)
-    out = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
+    out: dict[str, Any] = {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
     if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and ctx.metadata.topic(topic) is None:  # as Kafka 4.0
         out["error_message"] = "This server does not host this topic-partition."
-    if code != ErrorCode.NONE:
+    if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         return out
     for entry in partition.log.producer_state.producers.values():
         out["active_producers"].append({
@@ -35,7 +37,7 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
     return out
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         topics.append({"name": topic.name,
@@ -49,7 +51,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -12,6 +12,8 @@ the topic and partition the next request starts from (its `cursor`). As Kafka do
 """
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 
 from strom.protocol.errors import ErrorCode
@@ -27,7 +29,7 @@ VERSIONS = (0, 0)
 log = logging.getLogger("strom.describe_topic_partitions")
 
 
-def _partition(ctx: RequestContext, name: str, index: int) -> dict:
+def _partition(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
     view = ctx.metadata.partition_view(name, index)
     if view is None:
         return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
@@ -39,14 +41,14 @@ def _partition(ctx: RequestContext, name: str, index: int) -> dict:
             "isr_nodes": isr, "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": offline}
 
 
-def _invalid(requested: list[str], message: str) -> dict:
+def _invalid(requested: list[str], message: str) -> dict[str, Any]:
     log.debug("DescribeTopicPartitions refused: %s", message)
     return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
         {"error_code": ErrorCode.INVALID_REQUEST, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
          "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED} for name in requested]}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     requested = [t.name for t in body.topics]
     every_topic = not requested
@@ -99,7 +101,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -1,5 +1,8 @@
 """DescribeUserScramCredentials: each user's SCRAM mechanisms and iteration counts (never the
 salts or keys), with Kafka 4.0's errors and messages."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import SCRAM_MECHANISM_TYPES
 from strom.protocol.schema import ApiKey
@@ -10,11 +13,11 @@ VERSIONS = (0, 0)
 _TYPES = {name: code for code, name in SCRAM_MECHANISM_TYPES.items()}
 
 
-def _infos(mechanisms: dict[str, int]) -> list[dict]:
+def _infos(mechanisms: dict[str, int]) -> list[dict[str, Any]]:
     return [{"mechanism": _TYPES[m], "iterations": i} for m, i in sorted(mechanisms.items()) if m in _TYPES]
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     denied = ctx.authorizer is not None and not ctx.authorizer.authorize_cluster("DESCRIBE")
     known = {} if denied else await ctx.credentials.describe()
     results = []
@@ -47,7 +50,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -10,11 +10,13 @@ where an election happened or failed are answered.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, allowed_cluster
-from ..metadata.admin import NotControllerError
+from ..metadata.admin import ElectionResults, NotControllerError
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.ELECT_LEADERS
@@ -22,7 +24,7 @@ VERSIONS = (0, 2)
 PREFERRED, UNCLEAN = 0, 1
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     election = body.election_type if version >= 1 else PREFERRED
@@ -46,8 +48,8 @@ async def handle(ctx: RequestContext, request) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": _grouped(results, every)}
 
 
-def _grouped(results, topics: list[str]) -> list[dict]:
-    by_topic: dict[str, list[dict]] = {t: [] for t in topics}
+def _grouped(results: ElectionResults, topics: list[str]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {t: [] for t in topics}
     for (topic, index), (code, message) in results.items():
         if code != ErrorCode.NONE and message is None:
             message = _default_message(code)
@@ -65,7 +67,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on each named partition and at the top level (v1+)."""

@@ -7,6 +7,8 @@ and epoch the producer continues with; older versions keep the epoch and answer 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -19,7 +21,7 @@ API_KEY = ApiKey.END_TXN
 VERSIONS = (0, 5)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
@@ -38,7 +40,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

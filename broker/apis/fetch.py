@@ -62,7 +62,7 @@ def _resolve(ctx: RequestContext, topic: Any, version: int) -> tuple[str | None,
     return info.name, info.topic_id, ErrorCode.NONE
 
 
-def _record_throttled(ctx: RequestContext, topics: list[dict]) -> None:
+def _record_throttled(ctx: RequestContext, topics: list[dict[str, Any]]) -> None:
     """Count the bytes sent to a follower for throttled partitions (in sync or not) against the
     leader's replication quota, as Kafka does, so all throttled traffic stays within it."""
     quota = ctx.leader_quota
@@ -76,19 +76,20 @@ def _record_throttled(ctx: RequestContext, topics: list[dict]) -> None:
 
 
 def _replica_id(body: Any, version: int) -> int:
-    return body.replica_state.replica_id if version >= 15 else body.replica_id
+    replica_id: int = body.replica_state.replica_id if version >= 15 else body.replica_id
+    return replica_id
 
 
-async def handle(ctx: RequestContext, request: Any) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     replica = _replica_id(body, version)
     context = ctx.fetch_sessions.new_context(version, body, replica >= 0)
     if context.error != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
-    topics: list[dict] = []
+    topics: list[dict[str, Any]] = []
     fetch_infos: list[tuple[str, Any]] = []
-    slots: list[tuple[list[dict], int]] = []  # where each read partition's answer goes
+    slots: list[tuple[list[dict[str, Any]], int]] = []  # where each read partition's answer goes
     refused = False
     for topic in context.topics:
         name, topic_id, code = _resolve(ctx, topic, version)
@@ -96,7 +97,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict:
                 allowed_cluster(ctx, Operation.CLUSTER_ACTION) if replica >= 0
                 else allowed(ctx, Operation.READ, ResourceType.TOPIC, name)):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        parts: list[dict] = []
+        parts: list[dict[str, Any]] = []
         for req in topic.partitions:
             if code != ErrorCode.NONE or name is None:  # refused before any log is asked
                 parts.append(fetch_partition_error(req.partition, code, aborted=[]))
@@ -138,11 +139,11 @@ ERROR_LAYOUT = PartitionLayout("topics", "topic", "partitions", "partition", "re
                                top_defaults={"error_code": 0, "session_id": 0})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition and at the top level; v13+: the top-level code alone, as Kafka answers."""
     out = finish(API_KEY, request, partition_error_response(ERROR_LAYOUT, request, code), code, message)
-    if request.header.api_version >= 13:
+    if out is not None and request.header.api_version >= 13:
         out["responses"] = []
     return out

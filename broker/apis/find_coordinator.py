@@ -7,6 +7,8 @@ Kafka does.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 
 from strom.protocol.errors import ErrorCode
@@ -31,11 +33,11 @@ MESSAGES = {
 }
 
 
-def _unavailable(key: str, code: ErrorCode) -> dict:
+def _unavailable(key: str, code: ErrorCode) -> dict[str, Any]:
     return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": MESSAGES.get(code)}
 
 
-async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
+async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if key_type == TRANSACTION_KEY_TYPE and not allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return _unavailable(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == GROUP_KEY_TYPE and not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, key):
@@ -59,7 +61,7 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict:
+async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict[str, Any]:
     if not key:
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
     try:
@@ -75,7 +77,7 @@ async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict:
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if request.header.api_version >= 4:
         return {"throttle_time_ms": 0,
@@ -93,7 +95,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, top_level_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every key asked for (v4+), else at the top level with no coordinator."""

@@ -1,5 +1,8 @@
 """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys; SET and
 DELETE of a broker's dynamic configs (`strom.broker.dynamic_config`)."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -16,7 +19,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BROKER = 4
 
 
-def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
+def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None, str | None]:
     info = ctx.metadata.topic(resource.resource_name)
     configs = dict(info.configs) if info is not None else {}
     for change in resource.configs:
@@ -31,7 +34,10 @@ def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
             if TOPIC_CONFIGS[key][2] != "list":
                 return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
             current = configs.get(key)  # set, even to "" (an empty list), or else the default
-            raw = current if current is not None else ctx.metadata.topic_config_value(info, key)[0]
+            if current is not None or info is None:
+                raw = current
+            else:
+                raw = ctx.metadata.topic_config_value(info, key)[0]
             items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
             items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
@@ -41,7 +47,7 @@ def _updated(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
     return configs, None
 
 
-def _updated_broker(ctx: RequestContext, resource) -> tuple[dict | None, str | None]:
+def _updated_broker(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A broker resource's dynamic configs after the operations (a wrong broker id is refused later)."""
     configs = ctx.dynamic_configs.overrides(resource.resource_name or "")
     for change in resource.configs:
@@ -57,7 +63,7 @@ def _updated_broker(ctx: RequestContext, resource) -> tuple[dict | None, str | N
     return configs, None
 
 
-def _denied(ctx: RequestContext, resource):
+def _denied(ctx: RequestContext, resource: Any) -> ErrorCode | None:
     """The authorization error for altering ``resource``'s configs, or None."""
     if resource.resource_type == TOPIC:
         if not allowed(ctx, Operation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name):
@@ -67,7 +73,7 @@ def _denied(ctx: RequestContext, resource):
     return None
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     responses = []
     for resource in body.resources:
@@ -87,7 +93,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                                   "error_message": "Error due to duplicate config keys",
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue
-            if problem is not None:
+            if problem is not None or configs is None:  # configs: None only with a problem
                 responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem or None,
                                   "resource_type": resource.resource_type, "resource_name": resource.resource_name})
                 continue
@@ -103,7 +109,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, resource_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every resource."""

@@ -8,7 +8,10 @@ Transactional producers go to the transaction coordinator (``broker.txn``), whic
 fences older instances and checks the transaction timeout. PRODUCER_FENCED exists from v4 on;
 older clients get INVALID_PRODUCER_EPOCH instead, as Kafka answers.
 """
+from __future__ import annotations
+
 import logging
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -30,7 +33,7 @@ def fenced_code(code: ErrorCode, fenced_from: int, version: int) -> ErrorCode:
     return code
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
@@ -62,7 +65,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, top_level_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     at the top level, with no producer id."""

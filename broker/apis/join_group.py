@@ -5,6 +5,8 @@ answered MEMBER_ID_REQUIRED with the id it must join with (KIP-394).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import contextlib
 
 from strom.broker import context
@@ -23,7 +25,7 @@ VERSIONS = (0, 9)
 NULLABLE_PROTOCOL_VERSION = 7
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
         await ctx.groups.ensure_topic()
     body = request.body
@@ -57,7 +59,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, top_level_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     at the top level, with no generation or member."""

@@ -1,6 +1,8 @@
 """LeaveGroup: members leave (v0-2 one member id, v3+ a batch, static members by instance id)."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -12,7 +14,7 @@ VERSIONS = (0, 5)
 BATCH_VERSION = 3
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
@@ -32,7 +34,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

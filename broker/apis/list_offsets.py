@@ -5,12 +5,15 @@ timestamp stop there, as Kafka answers.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 
 from ._common import leader_partition
+from ..replica.partition import Partition
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -27,7 +30,8 @@ class OffsetNotAvailable(Exception):
     """A new leader's high watermark is still below the start of its epoch."""
 
 
-def _offset(partition, timestamp: int, read_committed: bool = False, client: bool = True) -> tuple[int, int, int]:
+def _offset(partition: Partition, timestamp: int, read_committed: bool = False,
+            client: bool = True) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark;
     below the last stable offset for read_committed).
 
@@ -53,15 +57,16 @@ def _offset(partition, timestamp: int, read_committed: bool = False, client: boo
         if lagging:
             raise OffsetNotAvailable
         return -1, -1, -1
-    return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch is not None else -1
+    return found.timestamp, found.offset, found.leader_epoch
 
 
-def _answer(ctx: RequestContext, name: str, req, version: int, read_committed: bool = False, client: bool = True) -> dict:
-    out = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
-           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+def _answer(ctx: RequestContext, name: str, req: Any, version: int, read_committed: bool = False,
+            client: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
+                           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
     partition, code = leader_partition(ctx, name, req.partition_index,
                                        req.current_leader_epoch if version >= 4 else -1)
-    if code != ErrorCode.NONE:
+    if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         out["error_code"] = code
         return out
     if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
@@ -78,7 +83,7 @@ def _answer(ctx: RequestContext, name: str, req, version: int, read_committed: b
     return out
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     version = request.header.api_version
     read_committed = version >= 2 and request.body.isolation_level == 1
     client = request.body.replica_id == -1  # a consumer, not a follower or the debugging replica
@@ -107,7 +112,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index"
                                                    "old_style_offsets": []})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -4,6 +4,8 @@
 broker."""
 from __future__ import annotations
 
+from typing import Any
+
 from strom.broker.coordinator.txn.metadata import TxnState
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -15,7 +17,7 @@ API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = (0, 1)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     known, unknown = set(), []
     for name in body.state_filters or []:
@@ -43,7 +45,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -8,12 +8,15 @@ failed as a whole; REBOOTSTRAP_REQUIRED, which tells a client to bootstrap again
 sends. Strom answers every Metadata request it can parse in full (a handler failure closes the
 connection), so the top-level code is NONE.
 """
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..auth.acl import CLUSTER_NAME
-from ..topics import topic_name_error
+from ..topics import TopicInfo, topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
 from ..request_context import RequestContext
 
@@ -21,7 +24,7 @@ API_KEY = ApiKey.METADATA
 VERSIONS = (0, 13)
 
 
-def _partitions(ctx: RequestContext, info) -> list[dict]:
+def _partitions(ctx: RequestContext, info: TopicInfo) -> list[dict[str, Any]]:
     out = []
     for index in range(info.partitions):
         view = ctx.metadata.partition_view(info.name, index)
@@ -42,7 +45,7 @@ def _partitions(ctx: RequestContext, info) -> list[dict]:
     return out
 
 
-def _topic(ctx: RequestContext, info, operations: int) -> dict:
+def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
@@ -53,11 +56,11 @@ def _topic(ctx: RequestContext, info, operations: int) -> dict:
     }
 
 
-def _missing(name, topic_id, code) -> dict:
+def _missing(name: str | None, topic_id: bytes | None, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     version = request.header.api_version
     body = request.body
     operations = (TOPIC_AUTHORIZED_OPERATIONS if version >= 8 and body.include_topic_authorized_operations
@@ -95,7 +98,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     }
 
 
-def _unnamed_topics(requested) -> dict:
+def _unnamed_topics(requested: Any) -> dict[str, Any]:
     """v10-11 carry topic ids but a topic must be named (its name is not nullable in the answer):
     as Kafka 4.0, every topic INVALID_REQUEST with an empty name, and no brokers."""
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
@@ -103,7 +106,7 @@ def _unnamed_topics(requested) -> dict:
             "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED, "error_code": ErrorCode.NONE}
 
 
-async def _lookup(ctx: RequestContext, wanted, allow_create: bool, operations: int) -> dict:
+async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operations: int) -> dict[str, Any]:
     name = wanted.name
     topic_id = wanted.get("topic_id")
     if name is None:
@@ -135,7 +138,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import default_error_response, finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the
     top-level code where the response version has one, else the code on each entry the request

@@ -5,6 +5,8 @@ to a group nobody has joined, as Spark and kcat do. v2-4 may ask for an explicit
 """
 from __future__ import annotations
 
+from typing import Any
+
 import contextlib
 
 from strom.broker.errors import TopicError
@@ -19,7 +21,7 @@ API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (0, 9)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
         await ctx.groups.ensure_topic()
     body = request.body
@@ -38,14 +40,14 @@ async def handle(ctx: RequestContext, request) -> dict:
         for r in results:
             if r.error == ErrorCode.NONE:
                 r.error = code
-    topics: dict[str, list] = {t["name"]: t["partitions"] for t in
+    topics: dict[str, list[dict[str, Any]]] = {t["name"]: t["partitions"] for t in
                                _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]}
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
 
 
-def _all_failed(topics, code) -> dict:
+def _all_failed(topics: Any, code: ErrorCode) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
         {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
 
@@ -59,7 +61,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index"
                                "partition_index")
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -5,6 +5,8 @@ its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -15,7 +17,7 @@ API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed(ctx, Operation.DELETE, ResourceType.GROUP, body.group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
@@ -26,7 +28,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     results = {**{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
                   for t in body.topics if t.name in refused for p in t.partitions}, **results}
-    topics: dict[str, list] = {}
+    topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), code in results.items():
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code})
     return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
@@ -43,7 +45,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index"
                                "partition_index", top_defaults={"error_code": 0})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition and at the top level."""

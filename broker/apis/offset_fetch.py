@@ -7,37 +7,44 @@ and the client retries; without it, the last committed offset is returned.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
+
+if TYPE_CHECKING:
+    from ..coordinator.group.records import CommittedOffset
 
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)
 BATCH_VERSION = 8
 
 
-def _group(broker, group_id: str, topics, require_stable: bool = False,
-           member: tuple[str | None, int] | None = None) -> tuple[ErrorCode, list[dict]]:
-    if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+def _group(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False,
+           member: tuple[str | None, int] | None = None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    error = broker.groups.group_error(group_id)
+    error = ctx.groups.group_error(group_id)
     if error is None and member is not None:  # v9: a KIP-848 member fetches with its epoch
-        error = broker.groups.consumer.fetch_error(group_id, member[0], member[1])
+        error = ctx.groups.consumer.fetch_error(group_id, member[0], member[1])
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    found: dict[tuple[str, int], CommittedOffset | None]
     if error is not None:
         found = {} if asked is None else {(t, p): None for t, parts in asked for p in parts}
     else:
-        found = broker.groups.fetch_offsets(group_id, asked)
+        found = ctx.groups.fetch_offsets(group_id, asked)
     part_error = error if error is not None else ErrorCode.NONE
-    out: dict[str, list] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), committed in found.items():
         code = part_error
-        if broker.authorizer is not None and not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, topic):
+        if ctx.authorizer is not None and not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic):
             if asked is None:
                 continue  # all of the group's offsets: the topics the principal may not describe are left out
             code, committed = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
-        if require_stable and code == ErrorCode.NONE and broker.groups.has_pending_txn_offset(group_id, topic, index):
+        if require_stable and code == ErrorCode.NONE and ctx.groups.has_pending_txn_offset(group_id, topic, index):
             code, committed = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
         out.setdefault(topic, []).append({
             "partition_index": index,
@@ -48,16 +55,16 @@ def _group(broker, group_id: str, topics, require_stable: bool = False,
     return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
 
 
-async def handle(broker, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if request.header.api_version >= BATCH_VERSION:
         groups = []
         for g in body.groups:
             member = (g.member_id, g.member_epoch) if request.header.api_version >= 9 else None
-            error, topics = _group(broker, g.group_id, g.topics, body.require_stable, member)
+            error, topics = _group(ctx, g.group_id, g.topics, body.require_stable, member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _group(broker, body.group_id, body.topics,
+    error, topics = _group(ctx, body.group_id, body.topics,
                            request.header.api_version >= 7 and body.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
@@ -68,7 +75,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish, top_level_error_response  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every group (v8+), every partition (v0-1) or at the top level (v2-7)."""

@@ -1,4 +1,7 @@
 """OffsetForLeaderEpoch: where a leader epoch ended, so a client or replica can detect truncation."""
+from __future__ import annotations
+
+from typing import Any
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -11,14 +14,15 @@ API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
 
 
-def _answer(ctx: RequestContext, topic: str, req, version: int) -> dict:
-    out = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1, "end_offset": -1}
+def _answer(ctx: RequestContext, topic: str, req: Any, version: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"partition": req.partition, "error_code": ErrorCode.NONE, "leader_epoch": -1,
+                           "end_offset": -1}
     if ctx.authorizer is not None and not (allowed_cluster(ctx, Operation.CLUSTER_ACTION) or
                                               allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic)):
         out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return out
     partition, code = leader_partition(ctx, topic, req.partition, req.current_leader_epoch if version >= 2 else -1)
-    if code != ErrorCode.NONE:
+    if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         out["error_code"] = code
         return out
     epoch, end_offset = partition.log.end_offset_for_epoch(req.leader_epoch)
@@ -31,7 +35,7 @@ def _answer(ctx: RequestContext, topic: str, req, version: int) -> dict:
     return out
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     version = request.header.api_version
     topics = []
     for topic in request.body.topics:
@@ -50,7 +54,7 @@ ERROR_LAYOUT = PartitionLayout("topics", "topic", "partitions", "partition", "to
                                "partition", {"leader_epoch": -1, "end_offset": -1})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -35,13 +35,13 @@ log = logging.getLogger("strom.produce")
 
 
 def _result(index: int, code: ErrorCode = ErrorCode.NONE, base_offset: int = -1, append_time: int = -1,
-            start: int = -1, message: str | None = None) -> dict:
+            start: int = -1, message: str | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": start,
             "record_errors": [], "error_message": message}
 
 
-def _answer(index: int, result: ProduceResult) -> dict:
+def _answer(index: int, result: ProduceResult) -> dict[str, Any]:
     return {"index": index, "error_code": result.error_code, "base_offset": result.base_offset,
             "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
             "record_errors": result.record_errors, "error_message": result.error_message}
@@ -62,7 +62,7 @@ def _has_transactional_records(body: Any) -> bool:
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the low byte of a v2 batch's big-endian int16 attributes
 
 
-async def handle(ctx: RequestContext, request: Any) -> dict | None:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     version = request.header.api_version
     acks = body.acks
@@ -77,12 +77,12 @@ async def handle(ctx: RequestContext, request: Any) -> dict | None:
         return {"responses": [{"name": t.name, "partition_responses": [
             _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
             for t in body.topic_data], "throttle_time_ms": 0, "node_endpoints": []}
-    responses: list[dict] = []
+    responses: list[dict[str, Any]] = []
     entries: list[tuple[str, int, Any]] = []
-    slots: list[tuple[list[dict], int, int]] = []  # where each entry's answer goes: (parts, position, index)
+    slots: list[tuple[list[dict[str, Any]], int, int]] = []  # where each entry's answer goes: (parts, position, index)
     for topic in body.topic_data:
         name = topic.name
-        parts: list[dict] = []
+        parts: list[dict[str, Any]] = []
         if not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, name):
             parts = [_result(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]
         elif ctx.metadata.topic(name) is None:
@@ -116,7 +116,7 @@ async def handle(ctx: RequestContext, request: Any) -> dict | None:
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": node_endpoints(ctx, leaders)}
 
 
-def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int]) -> dict:
+def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int]) -> dict[str, Any]:
     """Where the partition's leader is now (v10+, KIP-951), so clients need no metadata round trip."""
     view = ctx.metadata.partition_view(topic, index)
     if view is None or view[0] < 0:
@@ -125,7 +125,7 @@ def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int])
     return {"leader_id": view[0], "leader_epoch": view[1]}
 
 
-def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict]:
+def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict[str, Any]]:
     return [{"node_id": node, "host": host, "port": port, "rack": rack}
             for node, host, port, rack in ctx.metadata.live_brokers() if node in ids]
 
@@ -141,7 +141,7 @@ ERROR_LAYOUT = PartitionLayout("topic_data", "name", "partition_data", "index", 
                                {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition; None for acks=0 (no response carries it: the connection closes)."""

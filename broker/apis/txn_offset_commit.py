@@ -13,9 +13,13 @@ that cannot answer now COORDINATOR_NOT_AVAILABLE (retried by every client).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from strom.broker.coordinator.group.records import CommittedOffset
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from strom.storage.producer_state import VerificationGuard
 
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
@@ -43,7 +47,7 @@ def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
     return code
 
 
-async def _ask_coordinator(ctx: RequestContext, body, version: int):
+async def _ask_coordinator(ctx: RequestContext, body: Any, version: int) -> tuple[ErrorCode, VerificationGuard | None]:
     """(NONE, guard) when the group's offsets partition is (v5: has been made) part of the producer's
     transaction, else (the error every partition of the request gets, None). ``guard``: when the
     coordinator was awaited, the verification guard taken before (KIP-890, as Produce's): a marker of
@@ -68,7 +72,7 @@ async def _ask_coordinator(ctx: RequestContext, body, version: int):
     return code, guard
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     denied = None
@@ -89,7 +93,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
                if not ctx.groups.partition_exists(t.name, p.partition_index)}
 
-    def answer(code_of) -> dict:
+    def answer(code_of: Callable[[str, int], ErrorCode]) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
              "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
@@ -98,7 +102,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     if all((t.name, p.partition_index) in unknown for t in body.topics for p in t.partitions):
         return answer(lambda topic, index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     guard = None
-    if ctx.txn is not None and ctx.groups.group_error(body.group_id) is None:
+    if ctx.groups.group_error(body.group_id) is None:
         # an empty transactional id names no transaction: as Kafka 4.0, COORDINATOR_NOT_AVAILABLE
         # (and its offsets are not written unverified)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -135,7 +139,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""

@@ -10,6 +10,8 @@ coordinator retries with the new leader).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from strom.broker.coordinator.txn.markers import REPLICATION_TIMEOUT_S, append_marker, await_replicated
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -21,7 +23,7 @@ API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
 
 
-async def handle(ctx: RequestContext, request) -> dict:
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     port = ctx.txn.port
     if not allowed_cluster(ctx, Operation.CLUSTER_ACTION):
         return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [
@@ -37,7 +39,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 code, pending = append_marker(port, topic.name, index, marker.producer_id, marker.producer_epoch,
                                               marker.transaction_result, marker.coordinator_epoch)
                 result = {"partition_index": index, "error_code": code}
-                if code == ErrorCode.NONE:
+                if code == ErrorCode.NONE and pending is not None:  # pending: None unless NONE
                     waits.append((pending, result))
                 parts.append(result)
             topics.append({"name": topic.name, "partitions": parts})
@@ -55,7 +57,7 @@ from strom.protocol.connection import Request  # noqa: E402
 from ._error_response import finish  # noqa: E402
 
 
-def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict | None:
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition of every marker."""

@@ -42,7 +42,9 @@ class TransactionOwnership(Protocol):
 
 class TransactionVerifier(Protocol):
     """What a partition leader asks of the transaction coordinator (`TransactionCoordinator`)."""
-    state: TransactionOwnership
+
+    @property
+    def state(self) -> TransactionOwnership: ...  # read only: the coordinator's TransactionStateManager
 
     async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition],
                              tv2: bool = False) -> ErrorCode: ...
