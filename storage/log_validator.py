@@ -19,6 +19,8 @@ sequences, epochs and transactions (`ProducerStateManager`), which need the log'
 """
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -61,7 +63,7 @@ class RecordValidationError(Exception):
     Kafka's does (its request-level checks, CRC and size errors answer -1)."""
 
     def __init__(self, code: ErrorCode, message: str | None = None, at_log: bool = False,
-                 record_errors: list[dict] | None = None):
+                 record_errors: list[dict[str, Any]] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message

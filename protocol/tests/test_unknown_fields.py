@@ -61,10 +61,12 @@ def test_fields_of_other_versions_are_allowed() -> None:
 def test_produce_fast_path_refuses_as_the_generic_encoder() -> None:
     good = {"responses": [{"name": "t", "partition_responses": [{"index": 0, "base_offset": 4}]}]}
     assert encode_response(0, 9, 1, good)
-    for bad, path in [({**good, "throttle": 1}, ""),
-                      ({"responses": [{"name": "t", "partitions": []}]}, "responses[]"),
-                      ({"responses": [{"name": "t", "partition_responses": [{"index": 0, "baseoffset": 4}]}]},
-                       "responses[].partition_responses[]")]:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({**good, "throttle": 1}, ""),
+        ({"responses": [{"name": "t", "partitions": []}]}, "responses[]"),
+        ({"responses": [{"name": "t", "partition_responses": [{"index": 0, "baseoffset": 4}]}]},
+         "responses[].partition_responses[]")]
+    for bad, path in cases:
         with pytest.raises(UnknownFieldError) as info:
             encode_response(0, 9, 1, bad)
         assert info.value.where == "ProduceResponse v9" and info.value.path == path
