@@ -30,8 +30,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 import pytest
@@ -44,44 +44,49 @@ settings.load_profile("strom")
 # Connect) and the clients' suite runs (compat_tests/librdkafka/test_librdkafka_suite.py and
 # compat_tests/kcat_suite/test_kcat_suite.py mark each run with its xdist_group). At most MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve
 # one another's timeouts (librdkafka's own tests time their steps), two keep the rest moving.
-HEAVY: frozenset[str] = frozenset({
-    # Kafka 4.0 reference brokers (differential tests)
-    "compat_tests/differential/test_differential.py",
-    "compat_tests/differential/test_transactions_differential.py",
-    "compat_tests/differential/test_transactions_compaction_differential.py",
-    "compat_tests/differential/test_security_differential.py",
-    # Spark drivers (PySpark 4.2 in this interpreter, Spark 4.0's JVM connector)
-    "compat_tests/spark/test_spark.py",
-    "compat_tests/spark_jvm/test_spark_kafka_connector.py",
-    "compat_tests/spark/test_spark_jvm_requests.py",
-    # Kafka's Java clients and Connect
-    "compat_tests/java/test_java_client.py",
-    "compat_tests/kafka_tools/test_kafka_tools.py",
-    "compat_tests/connect/test_connect_and_mirror_maker.py",
-    "compat_tests/features/test_transactions_java.py",
-    "compat_tests/features/test_group_migration.py",
-    # the clients' own suites, each with four brokers (or 3-broker clusters) of its own
-    "suite-librdkafka-classic", "suite-librdkafka-consumer", "suite-librdkafka-cluster", "suite-kcat",
-})
+HEAVY: frozenset[str] = frozenset(
+    {
+        # Kafka 4.0 reference brokers (differential tests)
+        "compat_tests/differential/test_differential.py",
+        "compat_tests/differential/test_transactions_differential.py",
+        "compat_tests/differential/test_transactions_compaction_differential.py",
+        "compat_tests/differential/test_security_differential.py",
+        # Spark drivers (PySpark 4.2 in this interpreter, Spark 4.0's JVM connector)
+        "compat_tests/spark/test_spark.py",
+        "compat_tests/spark_jvm/test_spark_kafka_connector.py",
+        "compat_tests/spark/test_spark_jvm_requests.py",
+        # Kafka's Java clients and Connect
+        "compat_tests/java/test_java_client.py",
+        "compat_tests/kafka_tools/test_kafka_tools.py",
+        "compat_tests/connect/test_connect_and_mirror_maker.py",
+        "compat_tests/features/test_transactions_java.py",
+        "compat_tests/features/test_group_migration.py",
+        # the clients' own suites, each with four brokers (or 3-broker clusters) of its own
+        "suite-librdkafka-classic",
+        "suite-librdkafka-consumer",
+        "suite-librdkafka-cluster",
+        "suite-kcat",
+    }
+)
 MAX_HEAVY_AT_ONCE = 2
 
 # Units that take longest, slowest first (measured in a parallel run on 2 cores): they start first,
 # so none of them starts last and stretches the run. The others follow, most tests first.
 SLOW_FIRST: tuple[str, ...] = (
-    "suite-librdkafka-cluster",             # 651 s
-    "suite-librdkafka-classic",             # 437 s
+    "suite-librdkafka-cluster",  # 651 s
+    "suite-librdkafka-classic",  # 437 s
     "compat_tests/features/test_kafka4_admin_tools.py",  # 309 s
-    "compat_tests/spark/test_spark.py",           # 304 s
+    "compat_tests/spark/test_spark.py",  # 304 s
     "compat_tests/features/test_group_migration.py",  # 223 s
     "compat_tests/spark_jvm/test_spark_kafka_connector.py",  # 221 s
     "compat_tests/differential/test_differential.py",  # 211 s
-    "suite-librdkafka-consumer",            # 181 s
-    "tools/tests/test_benchmark.py",        # 157 s
-    "compat_tests/features/test_security.py",        # 140 s
+    "suite-librdkafka-consumer",  # 181 s
+    "tools/tests/test_benchmark.py",  # 157 s
+    "compat_tests/features/test_security.py",  # 140 s
     "compat_tests/connect/test_connect_and_mirror_maker.py",  # 122 s
     "compat_tests/differential/test_transactions_compaction_differential.py",  # 115 s
     "compat_tests/cluster/test_exactly_once_pipeline.py",  # 52-118 s alone (issue 21)
-    "compat_tests/cluster/test_cluster.py",         # 112 s
+    "compat_tests/cluster/test_cluster.py",  # 112 s
     "compat_tests/cluster/test_cluster_partitions.py",  # 73-120 s alone (issue 21)
     "compat_tests/features/test_transactions_java.py",  # 101 s
     "compat_tests/features/test_codecs_roundtrip.py",  # 99 s
@@ -133,8 +138,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             """Heavy units not finished on the other nodes. (The node's own run before what it is
             given now; a worker also holds back its last test until it has the next one, so
             counting its own unfinished unit would leave it waiting for itself.)"""
-            return sum(1 for other, work in self.assigned_work.items() if other is not node
-                       for unit, tests in work.items() if unit in HEAVY and not all(tests.values()))
+            return sum(
+                1
+                for other, work in self.assigned_work.items()
+                if other is not node
+                for unit, tests in work.items()
+                if unit in HEAVY and not all(tests.values())
+            )
 
         def _assign_work_unit(self, node) -> None:
             if not getattr(self, "_sorted", False):  # the queue is complete before the first assignment
@@ -176,7 +186,7 @@ def _acquire_slot(directory: Path) -> IO[bytes]:
     directory.mkdir(parents=True, exist_ok=True)
     while True:
         for index in range(MAX_HEAVY_AT_ONCE):
-            slot = open(directory / f"heavy-{index}.lock", "ab")  # noqa: SIM115 (held while the unit runs)
+            slot = open(directory / f"heavy-{index}.lock", "ab")
             try:
                 fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

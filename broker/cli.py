@@ -1,4 +1,5 @@
 """The `strom` command."""
+
 from __future__ import annotations
 
 import gc
@@ -12,8 +13,9 @@ from pathlib import Path
 import click
 
 from strom.broker import logging_setup as logs
-from .config import DEV_CONFIGS, BrokerConfig, ConfigError, read_properties
 from strom.broker.server.listen import BoundSockets, bind_listeners
+
+from .config import DEV_CONFIGS, BrokerConfig, ConfigError, read_properties
 
 log = logging.getLogger("strom")
 
@@ -54,18 +56,34 @@ def main() -> None:
 
 @main.command()
 @click.argument("properties", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Set a config key, overriding the properties file (repeatable).")
-@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write JSON with the bound host, port and pid here once accepting connections.")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-@click.option("--dev", is_flag=True,
-              help="Test-friendly defaults (no initial rebalance delay, short session timeouts allowed, "
-                   "auto-create, one offsets partition) and a control endpoint on 127.0.0.1 for fault "
-                   "injection; the properties file and --override still win.")
-def serve(properties: Path | None, overrides: tuple[str, ...], ready_file: Path | None, log_level: str,
-          dev: bool) -> None:
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config key, overriding the properties file (repeatable).",
+)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write JSON with the bound host, port and pid here once accepting connections.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Test-friendly defaults (no initial rebalance delay, short session timeouts allowed, "
+    "auto-create, one offsets partition) and a control endpoint on 127.0.0.1 for fault "
+    "injection; the properties file and --override still win.",
+)
+def serve(
+    properties: Path | None, overrides: tuple[str, ...], ready_file: Path | None, log_level: str, dev: bool
+) -> None:
     """Start a broker, as Kafka's kafka-server-start.
 
     With no arguments: a standalone broker on 127.0.0.1:9092 with data under ./strom-data.
@@ -134,9 +152,13 @@ async def _serve(config: BrokerConfig, prebound: list[BoundSockets], ready_file:
 
 def _write_ready(path: Path, bound, console: str | None = None, control: str | None = None) -> None:
     first = bound[0].listener
-    data = {"host": first.host, "port": first.port, "pid": os.getpid(),
-            "listeners": [str(b.listener) for b in bound],
-            "bootstrap_servers": ",".join(f"{b.advertised.host}:{b.advertised.port}" for b in bound)}
+    data = {
+        "host": first.host,
+        "port": first.port,
+        "pid": os.getpid(),
+        "listeners": [str(b.listener) for b in bound],
+        "bootstrap_servers": ",".join(f"{b.advertised.host}:{b.advertised.port}" for b in bound),
+    }
     if console is not None:
         data["console"] = console
     if control is not None:

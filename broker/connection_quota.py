@@ -35,6 +35,7 @@ Connection limits (KIP-402 and Kafka's ConnectionQuotas), on connections accepte
 All of them change at run time (`strom.broker.dynamic_config`): a waiting listener re-checks at
 once on a local change and within a second on one made through another broker.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -114,7 +115,7 @@ class ConnectionQuotas:
     """``config``: server.properties (listeners, static limits); ``dynamic``: the dynamic broker
     configs (limits changed at run time); ``quotas``: the client quotas (connection_creation_rate)."""
 
-    def __init__(self, config: "BrokerConfig", dynamic: DynamicConfigs, quotas: QuotaManager) -> None:
+    def __init__(self, config: BrokerConfig, dynamic: DynamicConfigs, quotas: QuotaManager) -> None:
         self.config = config
         self.dynamic = dynamic
         self.quotas = quotas
@@ -181,8 +182,11 @@ class ConnectionQuotas:
         rate = sensor.rate(now)
         if quota <= 0 or math.isinf(quota) or rate <= quota:
             return 0
-        return int(min((rate - quota) / quota * sensor.window(now) * 1000, self.samples * self.window_s * 1000,
-                       MAX_THROTTLE_MS))
+        return int(
+            min(
+                (rate - quota) / quota * sensor.window(now) * 1000, self.samples * self.window_s * 1000, MAX_THROTTLE_MS
+            )
+        )
 
     def ip_throttle_ms(self, ip: str, now: float) -> int:
         """Record a new connection from `ip`; the time to wait before closing it when that is
@@ -214,9 +218,14 @@ class ConnectionQuotas:
             if found is not None:
                 return found
         value = dynamic.value
-        found = Limits(value("max.connections"), value(listener_max_key(listener)),
-                       value("max.connection.creation.rate"), value(listener_rate_key(listener)),
-                       value("max.connections.per.ip"), dynamic.text("max.connections.per.ip.overrides"))
+        found = Limits(
+            value("max.connections"),
+            value(listener_max_key(listener)),
+            value("max.connection.creation.rate"),
+            value(listener_rate_key(listener)),
+            value("max.connections.per.ip"),
+            dynamic.text("max.connections.per.ip.overrides"),
+        )
         if fixed:
             self._static_limits[listener] = found
         return found
@@ -258,6 +267,7 @@ class ConnectionQuotas:
         """Resolve max.connections.per.ip.overrides once per change of its value: addresses as
         they are, host names to every address they have (one that does not resolve is logged)."""
         from .config import parse_ip_overrides
+
         raw = self.limits(self.config.listeners[0].name).overrides
         if raw == self._overrides_raw:
             return
@@ -278,8 +288,11 @@ class ConnectionQuotas:
                 try:
                     infos = await trio.socket.getaddrinfo(host or "localhost", None)
                 except (OSError, UnicodeError) as exc:
-                    log.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit applies "
-                                "to no address", host, exc)
+                    log.warning(
+                        "max.connections.per.ip.overrides: %s does not resolve (%s); its limit applies to no address",
+                        host,
+                        exc,
+                    )
             for info in infos:
                 resolved.setdefault(_normal(info[4][0]), count)
         self._overrides_raw, self._overrides = raw, resolved
@@ -300,7 +313,7 @@ class ConnectionQuotas:
         self._close_excess()
 
     # ------------------------------------------------------------------ accepting
-    async def accept(self, listener: str, ip: str | None) -> "Admission | int | None":
+    async def accept(self, listener: str, ip: str | None) -> Admission | int | None:
         """Called for each connection accepted on `listener`, before the next one is accepted.
         Waits while the listener is at a connection limit or a creation rate asks for it; then
         the connection's Admission (it counts until `release`), or the milliseconds to wait before
@@ -316,7 +329,7 @@ class ConnectionQuotas:
         finally:
             state.lock.release()
 
-    async def _accept(self, listener: str, ip: str | None, state: ListenerState) -> "Admission | int | None":
+    async def _accept(self, listener: str, ip: str | None, state: ListenerState) -> Admission | int | None:
         await self._wait_for_slot(listener, state)
         now = trio.current_time()
         if ip is not None and self.quotas.entries:
@@ -370,8 +383,11 @@ class ConnectionQuotas:
                     if not said:
                         said = True
                         self.blocked += 1
-                        log.info("listener %s stops accepting until a connection closes: %s", listener,
-                                 self._limit_reached(listener))
+                        log.info(
+                            "listener %s stops accepting until a connection closes: %s",
+                            listener,
+                            self._limit_reached(listener),
+                        )
                 with trio.move_on_after(remaining if remaining > 0 else RECHECK_S):
                     await self._changed_event().wait()
         finally:
@@ -432,15 +448,23 @@ class ConnectionQuotas:
         excess = self.total - closing - limit
         if excess <= 0:
             return
-        candidates = sorted((a for name, st in self.listeners.items() if not self.protected(name)
-                             for a in st.open if not a.closing), key=Admission.last_active)
+        candidates = sorted(
+            (a for name, st in self.listeners.items() if not self.protected(name) for a in st.open if not a.closing),
+            key=Admission.last_active,
+        )
         for victim in candidates[:excess]:
             victim.closing = True
             victim.scope.cancel()
             self.closed_excess += 1
             self.state(victim.listener).closed_excess += 1
-            log.info("closing the least recently used connection from %s on listener %s: %d connections open, "
-                     "max.connections=%d", victim.ip, victim.listener, self.total, limit)
+            log.info(
+                "closing the least recently used connection from %s on listener %s: %d connections open, "
+                "max.connections=%d",
+                victim.ip,
+                victim.listener,
+                self.total,
+                limit,
+            )
 
     def _log_refusal(self, ip: str, limit: int) -> None:
         now = time.monotonic()
@@ -452,8 +476,13 @@ class ConnectionQuotas:
         if len(self._refusals_logged) >= MAX_IP_SENSORS:
             self._refusals_logged.clear()
         self._refusals_logged[ip] = [now, 0]
-        log.info("Rejected connection from %s, address already has the configured maximum of %d connections "
-                 "(max.connections.per.ip or its override)%s", ip, limit, more)
+        log.info(
+            "Rejected connection from %s, address already has the configured maximum of %d connections "
+            "(max.connections.per.ip or its override)%s",
+            ip,
+            limit,
+            more,
+        )
 
     # ------------------------------------------------------------------ metrics
     def listener_metrics(self) -> dict[str, dict[str, float]]:

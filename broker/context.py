@@ -3,6 +3,7 @@
 Each connection runs in its own trio task, and trio gives every task its own context, so a
 value set here by the connection handler is what that connection's request handlers see.
 """
+
 from contextvars import ContextVar
 
 # The peer as Kafka shows it in DescribeGroups: "/127.0.0.1".

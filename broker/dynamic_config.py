@@ -21,10 +21,12 @@ every broker re-reads them on the change notification.
   `strom.broker.connection_quota`. As in Kafka, a dynamic `max.connections` or
   `max.connection.creation.rate` must be above 0, and a per-IP limit of 0 needs overrides.
 """
+
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
@@ -90,6 +92,7 @@ def check_value(key: str, value: str | None) -> str | None:
     key = base_key(key)  # Kafka names the key without its listener prefix
     if key == "max.connections.per.ip.overrides":
         from .config import parse_ip_overrides
+
         try:
             parse_ip_overrides(value)
         except ValueError as exc:
@@ -111,14 +114,17 @@ def check_positive(key: str, value: str | None) -> str | None:
     if value is None or base_key(key) not in POSITIVE_WHEN_DYNAMIC or check_value(key, value) is not None:
         return None
     if int(value.strip()) <= 0:
-        return (f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid {base_key(key)} "
-                f"{int(value.strip())} for configuration Invalid dynamic configuration")
+        return (
+            f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid {base_key(key)} "
+            f"{int(value.strip())} for configuration Invalid dynamic configuration"
+        )
     return None
 
 
-def check_per_ip(dynamic: "DynamicConfigs", name: str, new_configs: dict[str, str | None]) -> str | None:
+def check_per_ip(dynamic: DynamicConfigs, name: str, new_configs: dict[str, str | None]) -> str | None:
     """Kafka's requirement on the configs broker `name` would have after the change: a per-IP
     limit of 0 only with overrides."""
+
     def effective(key: str) -> str:  # `new_configs` replaces the whole dynamic set of `name`
         if new_configs.get(key) is not None:
             return new_configs[key]
@@ -128,8 +134,10 @@ def check_per_ip(dynamic: "DynamicConfigs", name: str, new_configs: dict[str, st
     per_ip = effective("max.connections.per.ip").strip()
     overrides = effective("max.connections.per.ip.overrides")
     if per_ip == "0" and not overrides.strip():
-        return ("requirement failed: max.connections.per.ip can be set to zero only if "
-                "max.connections.per.ip.overrides property is set.")
+        return (
+            "requirement failed: max.connections.per.ip can be set to zero only if "
+            "max.connections.per.ip.overrides property is set."
+        )
     return None
 
 
@@ -147,7 +155,7 @@ class DynamicConfigs:
     """The effective value of each dynamic key on broker ``node_id``: ``stored`` gives the dynamic
     configs as stored now (the metadata file's or ZooKeeper's), ``config`` is server.properties."""
 
-    def __init__(self, config: "BrokerConfig", node_id: int, stored: Callable[[], StoredConfigs]) -> None:
+    def __init__(self, config: BrokerConfig, node_id: int, stored: Callable[[], StoredConfigs]) -> None:
         self.config = config
         self.node_id = node_id
         self._stored = stored
@@ -206,4 +214,5 @@ class DynamicConfigs:
 
 def _static_keys():
     from .config import BROKER_CONFIGS
+
     return BROKER_CONFIGS

@@ -1,4 +1,5 @@
 """Errors the broker answers with a Kafka error code and message."""
+
 from __future__ import annotations
 
 from strom.protocol.errors import ErrorCode

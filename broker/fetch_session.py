@@ -22,6 +22,7 @@ As in Kafka (FetchSession.scala):
 - Partitions with new records rotate to the end of the session, so a byte limit does not starve
   the partitions at the end.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,6 +53,7 @@ def _now_ms() -> int:
 @dataclass
 class CachedPartition:
     """One partition of a session, shaped like a request's FetchPartition for the fetch code."""
+
     topic: str | None
     topic_id: bytes
     partition: int
@@ -60,8 +62,8 @@ class CachedPartition:
     log_start_offset: int = -1
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
-    high_watermark: int = -1         # as last answered (-1: answer the next time in any case)
-    answered_log_start: int = -1     # log start offset as last answered
+    high_watermark: int = -1  # as last answered (-1: answer the next time in any case)
+    answered_log_start: int = -1  # log start offset as last answered
 
     def update_request(self, req) -> None:
         self.fetch_offset = req.fetch_offset
@@ -106,12 +108,12 @@ def _records_size(result: dict) -> int:
 @dataclass
 class FetchSession:
     id: int
-    privileged: bool                 # a follower's session
-    uses_topic_ids: bool             # Fetch v13+
+    privileged: bool  # a follower's session
+    uses_topic_ids: bool  # Fetch v13+
     created_ms: int
     last_used_ms: int
     epoch: int = 1
-    partitions: "OrderedDict[tuple, CachedPartition]" = field(default_factory=OrderedDict)
+    partitions: OrderedDict[tuple, CachedPartition] = field(default_factory=OrderedDict)
 
     @property
     def size(self) -> int:
@@ -163,8 +165,11 @@ class FetchSessionCache:
         if now - stalest.last_used_ms > self.eviction_ms:
             self._evict(stalest, "unused for %d ms" % (now - stalest.last_used_ms))
             return True
-        evictable = [s for s in self.sessions.values()
-                     if now - s.created_ms > self.eviction_ms and (privileged or not s.privileged)]
+        evictable = [
+            s
+            for s in self.sessions.values()
+            if now - s.created_ms > self.eviction_ms and (privileged or not s.privileged)
+        ]
         if not evictable:
             return False
         cheapest = min(evictable, key=FetchSession.value)
@@ -178,24 +183,31 @@ class FetchSessionCache:
         self.evictions += 1
         log.debug("evicted fetch session %d (%d partitions): %s", session.id, session.size, why)
 
-    def maybe_create(self, privileged: bool, uses_topic_ids: bool,
-                     partitions: "OrderedDict[tuple, CachedPartition]") -> int:
+    def maybe_create(
+        self, privileged: bool, uses_topic_ids: bool, partitions: OrderedDict[tuple, CachedPartition]
+    ) -> int:
         """A new session holding `partitions`, or INVALID_SESSION_ID when there is no room."""
         if self.max_slots <= 0:
             return INVALID_SESSION_ID
         now = self.clock()
         if len(self.sessions) >= self.max_slots and not self._try_evict(privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_id(), privileged, uses_topic_ids, now, now, next_epoch(INITIAL_EPOCH),
-                               partitions)
+        session = FetchSession(
+            self._new_id(), privileged, uses_topic_ids, now, now, next_epoch(INITIAL_EPOCH), partitions
+        )
         self.sessions[session.id] = session
-        log.debug("fetch session %d created for a %s with %d partitions", session.id,
-                  "follower" if privileged else "consumer", len(partitions))
+        log.debug(
+            "fetch session %d created for a %s with %d partitions",
+            session.id,
+            "follower" if privileged else "consumer",
+            len(partitions),
+        )
         return session.id
 
 
 class TopicRef:
     """A topic as the fetch code reads it from a request: name (v0-v12) and id (v13+)."""
+
     __slots__ = ("topic", "topic_id", "partitions")
 
     def __init__(self, topic, topic_id, partitions):
@@ -220,9 +232,16 @@ class FetchContext:
     `error` set: answer it top-level with session id 0 and nothing else.
     """
 
-    def __init__(self, topics, *, error: ErrorCode = ErrorCode.NONE, session: FetchSession | None = None,
-                 cache: FetchSessionCache | None = None, create: tuple[bool, bool] | None = None,
-                 uses_topic_ids: bool = False):
+    def __init__(
+        self,
+        topics,
+        *,
+        error: ErrorCode = ErrorCode.NONE,
+        session: FetchSession | None = None,
+        cache: FetchSessionCache | None = None,
+        create: tuple[bool, bool] | None = None,
+        uses_topic_ids: bool = False,
+    ):
         self.topics = topics
         self.error = error
         self.session = session
@@ -242,8 +261,8 @@ class FetchContext:
             return INVALID_SESSION_ID, responses
         privileged, uses_ids = self._create
         partitions: OrderedDict[tuple, CachedPartition] = OrderedDict()
-        for ref, topic in zip(self.topics, responses):
-            for req, result in zip(ref.partitions, topic["partitions"]):
+        for ref, topic in zip(self.topics, responses, strict=False):
+            for req, result in zip(ref.partitions, topic["partitions"], strict=False):
                 cached = CachedPartition(ref_name(ref, uses_ids), ref_id(ref, uses_ids), req.partition)
                 cached.update_request(req)
                 cached.must_respond(result, update=True)
@@ -254,8 +273,8 @@ class FetchContext:
         session = self.session
         chosen = []
         rotate = []
-        for ref, topic in zip(self.topics, responses):
-            for cached, result in zip(ref.partitions, topic["partitions"]):
+        for ref, topic in zip(self.topics, responses, strict=False):
+            for cached, result in zip(ref.partitions, topic["partitions"], strict=False):
                 if cached.must_respond(result, update=True):
                     chosen.append((cached, topic, result))
                     if _records_size(result):
@@ -296,8 +315,9 @@ class FetchManager:
                 log.debug("fetch session %d closed by its client", session_id)
             if epoch == FINAL_EPOCH:
                 return FetchContext(list(body.topics))
-            return FetchContext(list(body.topics), cache=self.cache, create=(follower, uses_ids),
-                                uses_topic_ids=uses_ids)
+            return FetchContext(
+                list(body.topics), cache=self.cache, create=(follower, uses_ids), uses_topic_ids=uses_ids
+            )
         session = self.cache.get(session_id)
         if session is None:
             return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
@@ -343,7 +363,7 @@ class FetchSessionHandler:
     def __init__(self):
         self.session_id = INVALID_SESSION_ID
         self.next_epoch = INITIAL_EPOCH
-        self.sent: dict[tuple[str, int], dict] = {}   # what the broker's session holds, as last sent
+        self.sent: dict[tuple[str, int], dict] = {}  # what the broker's session holds, as last sent
         self._pending: dict[tuple[str, int], dict] | None = None
         self._full = True
 
@@ -363,8 +383,11 @@ class FetchSessionHandler:
 
     def handle(self, error_code: int, session_id: int) -> None:
         if error_code != ErrorCode.NONE:
-            if error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-                              ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR):
+            if error_code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+            ):
                 log.debug("fetch session %d: %s; starting a new one", self.session_id, ErrorCode(error_code).name)
             self.reset()
             return

@@ -18,12 +18,13 @@ each, divided by the time they span (at least all but one sample).
 Standalone, the configs live in the broker's metadata file; in a ZooKeeper cluster under
 /config/users and /config/clients (`strom.broker.zk.quotas_zk`), re-read on every change.
 """
+
 from __future__ import annotations
 
 import logging
 import math
 from collections import deque
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from strom.protocol.schema import ApiKey
 
@@ -35,9 +36,11 @@ CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
-KEYS = {USER: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
-        CLIENT_ID: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
-        IP: (CONNECTION_CREATION_RATE,)}
+KEYS = {
+    USER: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
+    CLIENT_ID: (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE),
+    IP: (CONNECTION_CREATION_RATE,),
+}
 MAX_THROTTLE_MS = 2**31 - 1
 
 # An entity: ((entity type, name or None for the default), ...) sorted by type.
@@ -64,8 +67,9 @@ class Sensor:
         if not self.samples or now >= self.samples[-1][0] + self.window_s:
             self.samples.append([now, 0.0])
         self.samples[-1][1] += value
-        while len(self.samples) > self.samples_max or (self.samples and now - self.samples[0][0]
-                                                        > self.samples_max * self.window_s):
+        while len(self.samples) > self.samples_max or (
+            self.samples and now - self.samples[0][0] > self.samples_max * self.window_s
+        ):
             self.samples.popleft()
 
     def window(self, now: float) -> float:
@@ -159,10 +163,16 @@ class QuotaManager:
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:
         """(quota, the entity that sets it) for a request of `user` (principal name) and `client_id`."""
         entries = self.entries
-        for entity in ((("client-id", client_id), ("user", user)), (("client-id", None), ("user", user)),
-                       (("user", user),), (("client-id", client_id), ("user", None)),
-                       (("client-id", None), ("user", None)), (("user", None),),
-                       (("client-id", client_id),), (("client-id", None),)):
+        for entity in (
+            (("client-id", client_id), ("user", user)),
+            (("client-id", None), ("user", user)),
+            (("user", user),),
+            (("client-id", client_id), ("user", None)),
+            (("client-id", None), ("user", None)),
+            (("user", None),),
+            (("client-id", client_id),),
+            (("client-id", None),),
+        ):
             values = entries.get(entity)
             if values is not None and key in values:
                 return values[key], entity
@@ -190,7 +200,7 @@ class QuotaManager:
         return tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
 
     # ------------------------------------------------------------------ controller mutations
-    def mutation_quota(self, request, principal: str, strict_since: int) -> "MutationQuota | None":
+    def mutation_quota(self, request, principal: str, strict_since: int) -> MutationQuota | None:
         """The controller mutation quota (KIP-599) of a CreateTopics/CreatePartitions/DeleteTopics
         request's client, or None when none applies. From `strict_since` on, a request over the
         quota is answered THROTTLING_QUOTA_EXCEEDED per topic; older versions are only throttled."""

@@ -23,9 +23,10 @@ The rate is Kafka's SimpleRate: the bytes of the last `replication.quota.window.
 `replication.quota.window.size.seconds` each, over the time they span (at least one sample), so
 a throttled replica starts at the quota rather than bursting ahead of it.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from .config import THROTTLED_REPLICAS_KEYS, _parse_list
 from .dynamic_config import DYNAMIC, DynamicConfigs
@@ -57,9 +58,15 @@ class ReplicationQuota:
     """``dynamic``: the broker's dynamic configs (the throttle rates); ``topic_configs``: a topic's
     config overrides (its throttled replica lists), None for a topic not known here."""
 
-    def __init__(self, kind: str, node_id: int, dynamic: DynamicConfigs,
-                 topic_configs: Callable[[str], Mapping[str, str] | None], samples: int = 11,
-                 window_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        kind: str,
+        node_id: int,
+        dynamic: DynamicConfigs,
+        topic_configs: Callable[[str], Mapping[str, str] | None],
+        samples: int = 11,
+        window_s: float = 1.0,
+    ) -> None:
         self.kind, self.node_id = kind, node_id
         self.dynamic = dynamic
         self.topic_configs = topic_configs

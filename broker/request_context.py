@@ -5,13 +5,14 @@ A handler reaches the cluster only through these ports, so it never asks whether
 standalone or a ZooKeeper cluster member: `metadata` and `admin` answer for either. Facts of the
 connection a request came on (principal, listener name, client host) are not here but in the
 context variables of `strom.broker.context`."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from strom.storage.log_manager import LogManager
     from strom.broker.auth.authorizer import AclAuthorizer
     from strom.broker.config import BrokerConfig
     from strom.broker.coordinator.group.coordinator import GroupCoordinator
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from strom.broker.security import ListenerSecurity
     from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
     from strom.broker.stats import BrokerStats
+    from strom.storage.log_manager import LogManager
 
 
 class ApiVersions(Protocol):
@@ -37,21 +39,21 @@ class ApiVersions(Protocol):
 
 @dataclass(frozen=True)
 class RequestContext:
-    config: "BrokerConfig"
+    config: BrokerConfig
     node_id: int
-    replica_manager: "ReplicaManager"
-    metadata: "MetadataCache"
-    admin: "AdminManager"
-    groups: "GroupCoordinator"
-    txn: "TransactionCoordinator"
-    authorizer: "AclAuthorizer | None"  # None: authorization is off (everything allowed)
-    quotas: "QuotaManager"
-    fetch_sessions: "FetchManager"
+    replica_manager: ReplicaManager
+    metadata: MetadataCache
+    admin: AdminManager
+    groups: GroupCoordinator
+    txn: TransactionCoordinator
+    authorizer: AclAuthorizer | None  # None: authorization is off (everything allowed)
+    quotas: QuotaManager
+    fetch_sessions: FetchManager
     api_versions: ApiVersions  # (api key, min, max) of what ApiVersions advertises
-    logs: "LogManager"
-    dynamic_configs: "DynamicConfigs"
-    leader_quota: "ReplicationQuota"
-    follower_quota: "ReplicationQuota"
-    credentials: "StandaloneCredentials | ZkCredentials"  # the SCRAM store
-    security: Mapping[str, "ListenerSecurity"]  # per listener name: TLS and SASL
-    stats: "BrokerStats"
+    logs: LogManager
+    dynamic_configs: DynamicConfigs
+    leader_quota: ReplicationQuota
+    follower_quota: ReplicationQuota
+    credentials: StandaloneCredentials | ZkCredentials  # the SCRAM store
+    security: Mapping[str, ListenerSecurity]  # per listener name: TLS and SASL
+    stats: BrokerStats

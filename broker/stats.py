@@ -6,6 +6,7 @@ record; per-topic figures come from batch headers (a few `struct.unpack_from` pe
 the fetch offsets clients ask for (a consumer that fetches from X and next from Y received Y - X
 records). Readers (the console, /metrics) take snapshots when asked.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -55,9 +56,27 @@ def batch_counts(records) -> tuple[int, int, int]:
 class ConnectionStats:
     """One open connection as the console shows it."""
 
-    __slots__ = ("id", "host", "port", "listener", "opened", "last_active", "client_id", "software_name",
-                 "software_version", "bytes_in", "bytes_out", "requests", "produces", "fetches",
-                 "replica_id", "coordinates", "producer_ids", "groups", "fetch_positions")
+    __slots__ = (
+        "id",
+        "host",
+        "port",
+        "listener",
+        "opened",
+        "last_active",
+        "client_id",
+        "software_name",
+        "software_version",
+        "bytes_in",
+        "bytes_out",
+        "requests",
+        "produces",
+        "fetches",
+        "replica_id",
+        "coordinates",
+        "producer_ids",
+        "groups",
+        "fetch_positions",
+    )
 
     def __init__(self, conn_id: int, host: str, port: int, listener: str | None = None):
         self.id = conn_id
@@ -86,8 +105,15 @@ class ApiStats:
 
 
 class TopicStats:
-    __slots__ = ("bytes_in", "messages_in", "bytes_out", "messages_out", "replication_bytes_out",
-                 "produce_requests", "fetch_requests")
+    __slots__ = (
+        "bytes_in",
+        "messages_in",
+        "bytes_out",
+        "messages_out",
+        "replication_bytes_out",
+        "produce_requests",
+        "fetch_requests",
+    )
 
     def __init__(self):
         self.bytes_in = self.messages_in = self.bytes_out = self.messages_out = 0
@@ -152,8 +178,9 @@ class BrokerStats:
         api.in_flight += 1
         return api
 
-    def end(self, api: ApiStats, conn: ConnectionStats | None, request, body, elapsed: float, failed: bool,
-            topic_names=None) -> None:
+    def end(
+        self, api: ApiStats, conn: ConnectionStats | None, request, body, elapsed: float, failed: bool, topic_names=None
+    ) -> None:
         """One request answered (or failed): latency, per-API and per-connection figures."""
         api.in_flight -= 1
         api.requests += 1

@@ -11,6 +11,7 @@ crash the file is either the old or the new version, never a mix. A change that 
 keeps its last good version and the request that asked for the change gets the error. Partitions whose directory is
 missing are created empty on start; a directory with no topic entry is left alone and logged.
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,9 +19,9 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from strom.protocol.errors import ErrorCode
 from strom.storage.checkpoint import atomic_write
@@ -104,8 +105,9 @@ class TopicStore:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise RuntimeError(f"{self.path} cannot be read ({exc}); restore it from a backup or "
-                               f"move it away to start with no topics") from None
+            raise RuntimeError(
+                f"{self.path} cannot be read ({exc}); restore it from a backup or move it away to start with no topics"
+            ) from None
         self.cluster_id = data["cluster_id"]
         self.producer_id_limit = data.get("next_producer_id", 0)
         self.next_producer_id = self.producer_id_limit
@@ -133,8 +135,10 @@ class TopicStore:
         if self.acls:
             data["acls"] = self.acls
         if self.quotas:
-            data["quotas"] = [{"entity": [list(e) for e in entity], "values": values}
-                              for entity, values in sorted(self.quotas.items(), key=lambda kv: repr(kv[0]))]
+            data["quotas"] = [
+                {"entity": [list(e) for e in entity], "values": values}
+                for entity, values in sorted(self.quotas.items(), key=lambda kv: repr(kv[0]))
+            ]
         if self.broker_configs:
             data["broker_configs"] = self.broker_configs
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +163,7 @@ class TopicStore:
         def undo() -> None:
             self.topics.pop(name, None)
             self.by_id.pop(topic_id, None)
+
         self._save_or_undo(undo)
         return info
 
@@ -169,6 +174,7 @@ class TopicStore:
         def undo() -> None:
             self.topics[name] = info
             self.by_id[info.topic_id] = info
+
         self._save_or_undo(undo)
 
     def set_partitions(self, name: str, count: int) -> None:

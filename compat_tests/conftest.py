@@ -8,8 +8,8 @@ test fails, and a failing test's report carries the broker's stdout/stderr.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -37,8 +37,7 @@ from typing import Any, NamedTuple
 
 from construct import Construct, ConstructError, Container
 
-from strom.protocol.errors import (EncodeError, MalformedRequest, UnknownApiKey, UnknownFieldError,
-                                   UnsupportedVersion)
+from strom.protocol.errors import EncodeError, MalformedRequest, UnknownApiKey, UnknownFieldError, UnsupportedVersion
 from strom.protocol.schema import (
     ApiKey,
     FieldSpec,
@@ -60,12 +59,27 @@ _I16_MAX = 0x7FFF
 
 # Fixed-width scalar types: struct format character and byte size.
 FIXED_FORMATS: dict[str, str] = {
-    "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H",
-    "float64": "d", "bool": "?", "uuid": "16s",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "float64": "d",
+    "bool": "?",
+    "uuid": "16s",
 }
 ZERO_VALUES: dict[str, Any] = {
-    "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0, "float64": 0.0,
-    "bool": False, "uuid": ZERO_UUID, "string": "", "bytes": b"", "records": b"",
+    "int8": 0,
+    "int16": 0,
+    "int32": 0,
+    "int64": 0,
+    "uint16": 0,
+    "float64": 0.0,
+    "bool": False,
+    "uuid": ZERO_UUID,
+    "string": "",
+    "bytes": b"",
+    "records": b"",
 }
 
 
@@ -268,7 +282,7 @@ class KString(KafkaConstruct):
             raise EncodeError(f"{self.length.name}: expected str, got {type(obj).__name__}")
         data = obj.encode("utf-8")
         if self.cut_to is not None and len(data) > self.cut_to:
-            data = data[:self.cut_to - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+            data = data[: self.cut_to - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
         self.length.write(len(data), stream)
         stream.write(data)
         return obj
@@ -322,7 +336,7 @@ class KRecords(KBytes):
         start = stream.tell()
         stream.seek(n, io.SEEK_CUR)
         view: memoryview = context.view
-        return view[start:start + n]
+        return view[start : start + n]
 
     def _build(self, obj: Any, stream: io.BytesIO, context: Any, path: str) -> Any:
         if obj is None or isinstance(obj, (bytes, bytearray, memoryview)):
@@ -479,11 +493,16 @@ class MessageStruct(KafkaConstruct):
     struct in that error.
     """
 
-    def __init__(self, steps: list[tuple[tuple[str, ...], KafkaConstruct]],
-                 tagged: TaggedFields | None,
-                 absent: list[tuple[str, Callable[[], Any]]],
-                 defaults: dict[str, Callable[[], Any]],
-                 known: frozenset[str] | None = None, where: str = "", path: str = "") -> None:
+    def __init__(
+        self,
+        steps: list[tuple[tuple[str, ...], KafkaConstruct]],
+        tagged: TaggedFields | None,
+        absent: list[tuple[str, Callable[[], Any]]],
+        defaults: dict[str, Callable[[], Any]],
+        known: frozenset[str] | None = None,
+        where: str = "",
+        path: str = "",
+    ) -> None:
         super().__init__()
         self.steps = steps
         self.tagged = tagged
@@ -513,22 +532,23 @@ class MessageStruct(KafkaConstruct):
         if not isinstance(obj, dict):
             raise EncodeError(f"expected a dict for a struct, got {type(obj).__name__}")
         if self.known is not None and not obj.keys() <= self.known:
-            raise UnknownFieldError(self.where, self.path, sorted(map(str, obj.keys() - self.known)),
-                                    sorted(self.known))
+            raise UnknownFieldError(
+                self.where, self.path, sorted(map(str, obj.keys() - self.known)), sorted(self.known)
+            )
         defaults = self.defaults
         for names, con in self.steps:
             if len(names) == 1:
                 name = names[0]
                 con._build(obj[name] if name in obj else defaults[name](), stream, context, path)
             else:
-                con._build(tuple(obj[n] if n in obj else defaults[n]() for n in names),
-                           stream, context, path)
+                con._build(tuple(obj[n] if n in obj else defaults[n]() for n in names), stream, context, path)
         if self.tagged is not None:
             self.tagged._build(obj, stream, context, path)
         return obj
 
 
 # --------------------------------------------------------------------------- building structs
+
 
 def _is_compact(field: FieldSpec, version: int, flexible: bool) -> bool:
     if not flexible:
@@ -572,16 +592,16 @@ def _child_path(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def field_construct(field: FieldSpec, version: int, flexible: bool, where: str = "",
-                    path: str = "") -> KafkaConstruct:
+def field_construct(field: FieldSpec, version: int, flexible: bool, where: str = "", path: str = "") -> KafkaConstruct:
     """The construct encoding ``field`` in ``version`` (not its tagged-field wrapper); ``where``
     and ``path`` (of the enclosing struct) name nested structs in encode errors."""
     compact = _is_compact(field, version, flexible)
     nullable = in_range(version, field.nullable_versions)
     if field.is_array:
         if field.is_struct:
-            element: KafkaConstruct = build_struct(field.fields, version, flexible, where,
-                                                   _child_path(path, field.name) + "[]")
+            element: KafkaConstruct = build_struct(
+                field.fields, version, flexible, where, _child_path(path, field.name) + "[]"
+            )
         else:
             element = _scalar(field, field.element_type, compact, nullable=False)
         return KArray(field.name, element, compact, nullable)
@@ -599,8 +619,9 @@ def _tagged_field(field: FieldSpec, version: int, where: str, path: str) -> Tagg
     return TaggedField(field.tag, field.name, con, _factory(field, version), sub.getvalue())
 
 
-def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool, where: str = "",
-                 path: str = "", strict: bool = True) -> MessageStruct:
+def build_struct(
+    fields: Iterable[FieldSpec], version: int, flexible: bool, where: str = "", path: str = "", strict: bool = True
+) -> MessageStruct:
     """Build the flat struct for ``fields`` in ``version``, merging runs of fixed-width fields.
 
     ``where`` names the message ("FetchResponse v12") and ``path`` the struct inside it
@@ -616,8 +637,11 @@ def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool, wher
     def flush() -> None:
         if run:
             names = tuple(f.name for f in run)
-            group = (FixedScalar(run[0].name, run[0].type) if len(run) == 1
-                     else FixedGroup(names, tuple(f.type for f in run)))
+            group = (
+                FixedScalar(run[0].name, run[0].type)
+                if len(run) == 1
+                else FixedGroup(names, tuple(f.type for f in run))
+            )
             steps.append((names, group))
             run.clear()
 
@@ -634,8 +658,15 @@ def build_struct(fields: Iterable[FieldSpec], version: int, flexible: bool, wher
             defaults[field.name] = _factory(field, version)
             steps.append(((field.name,), field_construct(field, version, flexible, where, path)))
     flush()
-    return MessageStruct(steps, TaggedFields(tagged) if flexible else None, absent, defaults,
-                         frozenset(f.name for f in fields) if strict else None, where, path)
+    return MessageStruct(
+        steps,
+        TaggedFields(tagged) if flexible else None,
+        absent,
+        defaults,
+        frozenset(f.name for f in fields) if strict else None,
+        where,
+        path,
+    )
 
 
 def _message_spec(api_key: int, version: int, kind: str) -> MessageSpec:
@@ -658,8 +689,7 @@ def message_struct(api_key: int, version: int, kind: str) -> MessageStruct:
 
 # --------------------------------------------------------------------------- public functions
 
-_PARSE_ERRORS = (ConstructError, struct.error, ValueError, IndexError, OverflowError, KeyError,
-                 TypeError, MemoryError)
+_PARSE_ERRORS = (ConstructError, struct.error, ValueError, IndexError, OverflowError, KeyError, TypeError, MemoryError)
 
 
 def _parse_body(st: MessageStruct, buf: bytes | bytearray | memoryview, offset: int) -> Container:
@@ -694,8 +724,7 @@ def decode_request_header(buf: bytes | bytearray | memoryview) -> tuple[RequestH
     if not known:
         raise UnknownApiKey(f"unknown api key {api_key}", header)
     if not supported:
-        raise UnsupportedVersion(
-            f"{api_spec(api_key).name} v{api_version} is not supported", header)
+        raise UnsupportedVersion(f"{api_spec(api_key).name} v{api_version} is not supported", header)
     if header_version == 2 and offset < len(buf) and buf[offset] == 0:
         offset += 1  # the usual case: an empty tagged-field section
     elif header_version == 2:
@@ -727,7 +756,7 @@ def _read_client_id(buf: bytes | bytearray | memoryview, offset: int) -> tuple[s
     if n < 0 or offset + n > len(buf):
         raise MalformedRequest(f"request header: bad client_id length {n}")
     try:
-        return bytes(buf[offset:offset + n]).decode("utf-8"), offset + n
+        return bytes(buf[offset : offset + n]).decode("utf-8"), offset + n
     except UnicodeDecodeError:
         raise MalformedRequest("request header: client_id is not UTF-8") from None
 
@@ -750,8 +779,7 @@ def encode_request_header(header: RequestHeader) -> bytes:
     return bytes(out)
 
 
-def decode_request(api_key: int, version: int, buf: bytes | bytearray | memoryview,
-                   offset: int = 0) -> Container:
+def decode_request(api_key: int, version: int, buf: bytes | bytearray | memoryview, offset: int = 0) -> Container:
     """Decode a request body starting at ``offset`` of ``buf``."""
     fast = _fast_requests().get(api_key)
     if fast is not None and fast[0] <= version <= fast[1]:
@@ -772,8 +800,9 @@ def _fast_responses() -> dict[int, tuple[int, int, Callable[..., bytes | None]]]
     """api key -> (first version, last version, encoder returning None to defer to construct)."""
     from strom.protocol import fastpath
 
-    return {ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version,
-                             fastpath.encode_produce_response)}
+    return {
+        ApiKey.PRODUCE: (fastpath.MIN_VERSION, api_spec(ApiKey.PRODUCE).max_version, fastpath.encode_produce_response)
+    }
 
 
 def _build_frame(st: MessageStruct, header: bytes, body: Any) -> list[Any]:
@@ -801,8 +830,9 @@ def _build_frame(st: MessageStruct, header: bytes, body: Any) -> list[Any]:
     return out
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body: dict[str, Any]) -> bytes:
+def encode_request(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> bytes:
     """A whole request frame, with its 4-byte size prefix."""
     st = message_struct(api_key, version, "request")
     header = encode_request_header(RequestHeader(api_key, version, correlation_id, client_id))
@@ -818,8 +848,7 @@ def _response_header(api_key: int, version: int, correlation_id: int) -> bytes:
     return head + b"\x00" if response_header_version(api_key, version) == 1 else head
 
 
-def encode_response(api_key: int, version: int, correlation_id: int,
-                    body: dict[str, Any]) -> list[bytes | object]:
+def encode_response(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> list[bytes | object]:
     """A whole response frame with size prefix, split around any file regions."""
     fast = _fast_responses().get(api_key)
     if fast is not None and fast[0] <= version <= fast[1]:
@@ -831,8 +860,9 @@ def encode_response(api_key: int, version: int, correlation_id: int,
     return _build_frame(st, _response_header(api_key, version, correlation_id), body)
 
 
-def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryview,
-                    offset: int = 0) -> tuple[int, Container]:
+def decode_response(
+    api_key: int, version: int, buf: bytes | bytearray | memoryview, offset: int = 0
+) -> tuple[int, Container]:
     """Decode a response frame (no size prefix); returns (correlation_id, body)."""
     st = message_struct(api_key, version, "response")
     if len(buf) < offset + 4:
@@ -845,4 +875,3 @@ def decode_response(api_key: int, version: int, buf: bytes | bytearray | memoryv
         _HEADER_TAGS._parse(stream, _ParseCtx(len(buf), memoryview(buf)), "")
         offset = stream.tell()
     return correlation_id, _parse_body(st, buf, offset)
-

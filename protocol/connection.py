@@ -27,14 +27,33 @@ from typing import Any, Final, TypeAlias
 
 from construct import Container
 
-from strom.protocol.codec import (RequestHeader, decode_request, decode_request_header, decode_response,
-                                  encode_request, encode_response)
+from strom.protocol.codec import (
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from strom.protocol.errors import EncodeError, ErrorCode, ProtocolError, UnsupportedVersion
 from strom.protocol.framing import FrameBuffer, FrameTooLarge
 from strom.protocol.schema import ApiKey, is_supported_version
 
-__all__ = ["NEED_DATA", "Role", "CLIENT", "SERVER", "Request", "Response", "BadRequest", "BadResponse",
-           "FrameTooLarge", "ConnectionClosed", "RawFrame", "Connection", "LocalProtocolError"]
+__all__ = [
+    "NEED_DATA",
+    "Role",
+    "CLIENT",
+    "SERVER",
+    "Request",
+    "Response",
+    "BadRequest",
+    "BadResponse",
+    "FrameTooLarge",
+    "ConnectionClosed",
+    "RawFrame",
+    "Connection",
+    "LocalProtocolError",
+]
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 _CORRELATION_AND_ERROR = struct.Struct(">ih")
@@ -128,7 +147,9 @@ class BadResponse:
     reason: str
 
 
-Event: TypeAlias = Request | Response | BadRequest | BadResponse | FrameTooLarge | ConnectionClosed | RawFrame | _NeedData
+Event: TypeAlias = (
+    Request | Response | BadRequest | BadResponse | FrameTooLarge | ConnectionClosed | RawFrame | _NeedData
+)
 
 
 class Connection:
@@ -139,8 +160,13 @@ class Connection:
     ``socket.request.max.bytes``; a client's largest expected response).
     """
 
-    def __init__(self, our_role: Role, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 client_id: str | None = None, first_correlation_id: int = 0) -> None:
+    def __init__(
+        self,
+        our_role: Role,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        client_id: str | None = None,
+        first_correlation_id: int = 0,
+    ) -> None:
         self.our_role = our_role
         self._frames = FrameBuffer(max_frame_size)
         self._eof = False
@@ -224,8 +250,15 @@ class Connection:
         return encode_response(h.api_key, h.api_version, h.correlation_id, body)
 
     # ------------------------------------------------------------------ client role
-    def send_request(self, api_key: int, api_version: int, body: dict[str, Any], *,
-                     correlation_id: int | None = None, expect_response: bool | None = None) -> bytes:
+    def send_request(
+        self,
+        api_key: int,
+        api_version: int,
+        body: dict[str, Any],
+        *,
+        correlation_id: int | None = None,
+        expect_response: bool | None = None,
+    ) -> bytes:
         """The request frame (size prefix included), remembered so that its response is decoded
         in this API and version. The correlation id is the connection's next one unless given.
         ``expect_response`` defaults to True except for a Produce with acks=0, which the broker
@@ -255,16 +288,24 @@ class Connection:
 
     def _decode_response(self, frame: bytes) -> Response | BadResponse:
         if len(frame) < 4:
-            return BadResponse(None, None, ProtocolError("response header truncated"),
-                               f"a {len(frame)}-byte response frame has no correlation id")
+            return BadResponse(
+                None,
+                None,
+                ProtocolError("response header truncated"),
+                f"a {len(frame)}-byte response frame has no correlation id",
+            )
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
         waiting = self._in_flight.pop(correlation_id, None)
         if waiting is None:
             reason = f"response with correlation id {correlation_id} answers no request in flight"
             return BadResponse(correlation_id, None, ProtocolError(reason), reason)
         api_key, version = waiting
-        if api_key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= _CORRELATION_AND_ERROR.size \
-                and _CORRELATION_AND_ERROR.unpack_from(frame)[1] == ErrorCode.UNSUPPORTED_VERSION:
+        if (
+            api_key == ApiKey.API_VERSIONS
+            and version > 0
+            and len(frame) >= _CORRELATION_AND_ERROR.size
+            and _CORRELATION_AND_ERROR.unpack_from(frame)[1] == ErrorCode.UNSUPPORTED_VERSION
+        ):
             version = 0  # the broker answered a version it does not know in v0
         try:
             _, body = decode_response(api_key, version, frame)

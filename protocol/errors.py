@@ -205,8 +205,10 @@ class UnknownFieldError(EncodeError):
 
     def __init__(self, where: str, path: str, keys: list[str], known: list[str]) -> None:
         at = f" in {path}" if path else " at the top level"
-        super().__init__(f"{where or 'message'}: unknown field {', '.join(map(repr, keys))}{at} "
-                         f"(fields of any version: {', '.join(known)})")
+        super().__init__(
+            f"{where or 'message'}: unknown field {', '.join(map(repr, keys))}{at} "
+            f"(fields of any version: {', '.join(known)})"
+        )
         self.where = where
         self.path = path
         self.keys = keys

@@ -12,11 +12,12 @@ Produce request v3-8:  transactional_id int16-string?, acks int16, timeout_ms in
 Produce request v9+ (flexible): the same with unsigned-varint lengths (length + 1, 0 = null),
     and a tagged-field section closing every struct.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Any
 from functools import cache
+from typing import Any
 
 from construct import Container
 
@@ -70,7 +71,7 @@ class _Reader:
             raise MalformedRequest(f"{what}: string length {n} exceeds 32767")
         self.need(n, what)
         try:
-            text = str(self.view[self.pos:self.pos + n], "utf-8")
+            text = str(self.view[self.pos : self.pos + n], "utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedRequest(f"{what}: invalid UTF-8 ({exc})") from None
         self.pos += n
@@ -78,7 +79,7 @@ class _Reader:
 
     def slice(self, n: int, what: str) -> memoryview:
         self.need(n, what)
-        data = self.view[self.pos:self.pos + n]
+        data = self.view[self.pos : self.pos + n]
         self.pos += n
         return data
 
@@ -148,8 +149,8 @@ def decode_produce(version: int, buf: bytes | bytearray | memoryview, offset: in
 
 # --------------------------------------------------------------------------- Produce response
 
-_PARTITION_V2 = struct.Struct(">ihqq")      # + log_append_time_ms
-_PARTITION_V5 = struct.Struct(">ihqqq")     # + log_start_offset
+_PARTITION_V2 = struct.Struct(">ihqq")  # + log_append_time_ms
+_PARTITION_V5 = struct.Struct(">ihqqq")  # + log_start_offset
 
 
 def _string(text: str, flexible: bool) -> bytes:
@@ -163,8 +164,7 @@ def _produce_response_fields() -> tuple[frozenset[str], frozenset[str], frozense
     top = api_spec(ApiKey.PRODUCE).response.fields
     topic = next(f for f in top if f.name == "responses").fields
     partition = next(f for f in topic if f.name == "partition_responses").fields
-    return (frozenset(f.name for f in top), frozenset(f.name for f in topic),
-            frozenset(f.name for f in partition))
+    return (frozenset(f.name for f in top), frozenset(f.name for f in topic), frozenset(f.name for f in partition))
 
 
 def encode_produce_response(version: int, body: dict[str, Any]) -> bytes | None:
@@ -187,13 +187,21 @@ def encode_produce_response(version: int, body: dict[str, Any]) -> bytes | None:
         out.append(_string(topic.get("name", ""), flexible))
         out.append(encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
-            if p.get("record_errors") or p.get("error_message") is not None or p.get("current_leader") \
-                    or not p.keys() <= known_partition:
+            if (
+                p.get("record_errors")
+                or p.get("error_message") is not None
+                or p.get("current_leader")
+                or not p.keys() <= known_partition
+            ):
                 return None
-            values = (p.get("index", 0), p.get("error_code", 0), p.get("base_offset", 0),
-                      p.get("log_append_time_ms", -1),
-                      p.get("log_start_offset", -1))
-            out.append(part_st.pack(*values[:len(part_st.format) - 1]))
+            values = (
+                p.get("index", 0),
+                p.get("error_code", 0),
+                p.get("base_offset", 0),
+                p.get("log_append_time_ms", -1),
+                p.get("log_start_offset", -1),
+            )
+            out.append(part_st.pack(*values[: len(part_st.format) - 1]))
             if version >= 8:
                 out.append(b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff")  # no record errors, null message
             if flexible:

@@ -54,7 +54,7 @@ class FrameBuffer:
         if len(self._buf) - start < size:
             return None
         with memoryview(self._buf) as view:
-            frame = bytes(view[start:start + size])
+            frame = bytes(view[start : start + size])
         self._pos = start + size
         self._compact()
         return frame

@@ -9,6 +9,7 @@ each topic's owner (``broker.group.records``, ``broker.txn.records``); this modu
 table into bytes and back, builds the batches the coordinators append, and maps an id to its
 partition as Kafka does.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,12 +32,24 @@ class InternalRecordError(ValueError):
     """An internal-topic record this broker cannot read."""
 
 
-def field(name: str, type_: str, versions: tuple[int, int | None], *,
-          nullable: tuple[int, int | None] | None = None, default: Any = ...,
-          fields: Iterable[dict[str, Any]] = (), tag: int | None = None) -> dict[str, Any]:
+def field(
+    name: str,
+    type_: str,
+    versions: tuple[int, int | None],
+    *,
+    nullable: tuple[int, int | None] | None = None,
+    default: Any = ...,
+    fields: Iterable[dict[str, Any]] = (),
+    tag: int | None = None,
+) -> dict[str, Any]:
     """One field in the shape of Kafka's message JSON; with ``tag``, tagged in every version it has."""
-    raw: dict[str, Any] = {"name": name, "type": type_, "versions": list(versions),
-                           "nullable_versions": list(nullable) if nullable else None, "fields": list(fields)}
+    raw: dict[str, Any] = {
+        "name": name,
+        "type": type_,
+        "versions": list(versions),
+        "nullable_versions": list(nullable) if nullable else None,
+        "fields": list(fields),
+    }
     if tag is not None:
         raw["tagged_versions"], raw["tag"] = list(versions), tag
     if default is not ...:
@@ -63,8 +76,13 @@ class RecordCodec:
         flexible = flexible_from is not None and version >= flexible_from
         # a key's fields are not checked: the key types of one topic are one message in Kafka's
         # older layout, and callers build one dict for all of them (values, nested structs are)
-        return build_struct([FieldSpec.from_json(f) for f in fields], version, flexible, f"{name} v{version}",
-                            strict=not name.endswith("Key"))
+        return build_struct(
+            [FieldSpec.from_json(f) for f in fields],
+            version,
+            flexible,
+            f"{name} v{version}",
+            strict=not name.endswith("Key"),
+        )
 
     def encode(self, name: str, version: int, body: dict[str, Any]) -> bytes:
         out = io.BytesIO()
@@ -92,16 +110,25 @@ def version_of(data: bytes | None) -> int | None:
     return VERSION.unpack_from(data)[0] if data is not None and len(data) >= 2 else None
 
 
-def build_records_batch(records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int,
-                        producer: tuple[int, int] | None = None) -> bytearray:
+def build_records_batch(
+    records: list[tuple[bytes | None, bytes | None]], timestamp_ms: int, producer: tuple[int, int] | None = None
+) -> bytearray:
     """One batch of (key, value) records (value None: a tombstone) as a coordinator appends it;
     with ``producer`` (id, epoch) a transactional batch of that producer."""
     pid, epoch = producer if producer is not None else (-1, -1)
-    return bytearray(build_batch([Record(i, 0, k, v) for i, (k, v) in enumerate(records)], base_timestamp=timestamp_ms,
-                                 producer_id=pid, producer_epoch=epoch, is_transactional=producer is not None))
+    return bytearray(
+        build_batch(
+            [Record(i, 0, k, v) for i, (k, v) in enumerate(records)],
+            base_timestamp=timestamp_ms,
+            producer_id=pid,
+            producer_epoch=epoch,
+            is_transactional=producer is not None,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- partitioning
+
 
 def java_string_hashcode(text: str) -> int:
     """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""

@@ -5,6 +5,7 @@ Nothing here reads a socket, a clock or a credential store: the caller passes th
 lookup and the current time. Every parse error raises ``SaslError``; ``SaslAuthenticationError``
 marks a failure Kafka reports with the mechanism's own message rather than its generic one.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,9 +22,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from _hashlib import HASH  # what hashlib.sha256() returns
 
-__all__ = ["SaslError", "SaslAuthenticationError", "parse_plain", "ScramCredential", "ScramServer",
-           "scram_credential", "scram_client_proof", "SCRAM_MECHANISMS", "SCRAM_MECHANISM_TYPES",
-           "parse_oauthbearer_initial", "UnsecuredJws", "validate_unsecured_jws"]
+__all__ = [
+    "SaslError",
+    "SaslAuthenticationError",
+    "parse_plain",
+    "ScramCredential",
+    "ScramServer",
+    "scram_credential",
+    "scram_client_proof",
+    "SCRAM_MECHANISMS",
+    "SCRAM_MECHANISM_TYPES",
+    "parse_oauthbearer_initial",
+    "UnsecuredJws",
+    "validate_unsecured_jws",
+]
 
 
 class SaslError(Exception):
@@ -72,18 +84,25 @@ class ScramCredential:
 
     def to_kafka_string(self) -> str:
         """As Kafka keeps it in ``/config/users/<user>``: ``salt=..,stored_key=..,server_key=..,iterations=N``."""
+
         def b64(b: bytes) -> str:
             return base64.b64encode(b).decode()
 
-        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},server_key={b64(self.server_key)},"
-                f"iterations={self.iterations}")
+        return (
+            f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},server_key={b64(self.server_key)},"
+            f"iterations={self.iterations}"
+        )
 
     @classmethod
     def from_kafka_string(cls, text: str) -> ScramCredential:
         fields = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
         try:
-            return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
-                       base64.b64decode(fields["server_key"]), int(fields["iterations"]))
+            return cls(
+                base64.b64decode(fields["salt"]),
+                base64.b64decode(fields["stored_key"]),
+                base64.b64decode(fields["server_key"]),
+                int(fields["iterations"]),
+            )
         except (KeyError, ValueError, binascii.Error):
             raise ValueError(f"not a SCRAM credential: {text[:20]}...") from None
 
@@ -92,17 +111,20 @@ def _hmac(hash_fn: Callable[..., HASH], key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, hash_fn).digest()
 
 
-def scram_credential_from_salted(mechanism: str, salted_password: bytes, salt: bytes,
-                                 iterations: int) -> ScramCredential:
+def scram_credential_from_salted(
+    mechanism: str, salted_password: bytes, salt: bytes, iterations: int
+) -> ScramCredential:
     """Stored and server keys from a salted password (what AlterUserScramCredentials sends)."""
     hash_fn = SCRAM_MECHANISMS[mechanism]
     client_key = _hmac(hash_fn, salted_password, b"Client Key")
-    return ScramCredential(salt, hash_fn(client_key).digest(), _hmac(hash_fn, salted_password, b"Server Key"),
-                           iterations)
+    return ScramCredential(
+        salt, hash_fn(client_key).digest(), _hmac(hash_fn, salted_password, b"Server Key"), iterations
+    )
 
 
-def scram_credential(mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
-                     salt: bytes | None = None) -> ScramCredential:
+def scram_credential(
+    mechanism: str, password: str, iterations: int = MIN_ITERATIONS, salt: bytes | None = None
+) -> ScramCredential:
     hash_fn = SCRAM_MECHANISMS[mechanism]
     salt = salt if salt is not None else os.urandom(16)
     salted = hashlib.pbkdf2_hmac(hash_fn().name, password.encode("utf-8"), salt, iterations)
@@ -143,8 +165,9 @@ class ScramServer:
 
     Kafka's extension ``tokenauth`` (delegation tokens) is refused; other extensions are ignored."""
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
-                 nonce: Callable[[], str] | None = None):
+    def __init__(
+        self, mechanism: str, lookup: Callable[[str], ScramCredential | None], nonce: Callable[[], str] | None = None
+    ):
         self.mechanism = mechanism
         self.hash_fn = SCRAM_MECHANISMS[mechanism]
         self.lookup = lookup
@@ -182,8 +205,7 @@ class ScramServer:
             self._salt, self._iterations = self._credential.salt, self._credential.iterations
         self._nonce_full = client_nonce + self._nonce()
         self._client_first_bare = bare
-        self._server_first = (f"r={self._nonce_full},s={base64.b64encode(self._salt).decode()},"
-                              f"i={self._iterations}")
+        self._server_first = f"r={self._nonce_full},s={base64.b64encode(self._salt).decode()},i={self._iterations}"
         self._state = "final"
         return self._server_first.encode()
 
@@ -259,8 +281,15 @@ def _b64url_json(part: str, what: str) -> dict[str, Any]:
     return value
 
 
-def validate_unsecured_jws(token: str, now_ms: int, *, principal_claim: str = "sub", scope_claim: str = "scope",
-                           required_scope: tuple[str, ...] = (), clock_skew_ms: int = 0) -> UnsecuredJws:
+def validate_unsecured_jws(
+    token: str,
+    now_ms: int,
+    *,
+    principal_claim: str = "sub",
+    scope_claim: str = "scope",
+    required_scope: tuple[str, ...] = (),
+    clock_skew_ms: int = 0,
+) -> UnsecuredJws:
     """Kafka's ``OAuthBearerUnsecuredJws`` checks: ``header.payload.`` with ``alg: none``, a string
     principal claim, a numeric ``exp`` in the future, ``iat`` not in the future, required scopes."""
     parts = token.split(".")
@@ -285,8 +314,13 @@ def validate_unsecured_jws(token: str, now_ms: int, *, principal_claim: str = "s
         if int(iat * 1000) > now_ms + clock_skew_ms:
             raise SaslError("invalid_token: the token was issued in the future")
     raw_scope = payload.get(scope_claim, [])
-    scope = tuple(raw_scope.split()) if isinstance(raw_scope, str) else tuple(str(s) for s in raw_scope) \
-        if isinstance(raw_scope, list) else ()
+    scope = (
+        tuple(raw_scope.split())
+        if isinstance(raw_scope, str)
+        else tuple(str(s) for s in raw_scope)
+        if isinstance(raw_scope, list)
+        else ()
+    )
     missing = [s for s in required_scope if s not in scope]
     if missing:
         raise SaslError(f"insufficient_scope: missing {' '.join(missing)}")
@@ -318,8 +352,9 @@ class ScramClient:
             raise SaslError("Invalid SCRAM server first message: nonce or iterations")
         without_proof = f"c=biws,r={nonce}"
         self._auth = f"{self._bare},{text},{without_proof}".encode()
-        self._salted = hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[self.mechanism]().name, self.password.encode(),
-                                           salt, iterations)
+        self._salted = hashlib.pbkdf2_hmac(
+            SCRAM_MECHANISMS[self.mechanism]().name, self.password.encode(), salt, iterations
+        )
         hash_fn = SCRAM_MECHANISMS[self.mechanism]
         client_key = _hmac(hash_fn, self._salted, b"Client Key")
         signature = _hmac(hash_fn, hash_fn(client_key).digest(), self._auth)

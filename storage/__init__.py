@@ -1,4 +1,5 @@
 """The log: segments, indexes, checkpoints, leader epochs, producer state, recovery, retention."""
+
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
     CorruptLog,
@@ -18,8 +19,22 @@ from strom.storage.log import FetchDataInfo, Log, LogAppendInfo, TimestampAndOff
 from strom.storage.log_manager import LogManager
 
 __all__ = [
-    "CorruptLog", "CorruptRecord", "DuplicateSequence", "FetchDataInfo", "FileRegion",
-    "InvalidProducerEpoch", "Log", "LogAppendInfo", "LogConfig", "LogManager", "OffsetOutOfRange",
-    "OutOfOrderSequence", "RecordBatchTooLarge", "RecordTooLarge", "StorageError",
-    "TimestampAndOffset", "UnexpectedAppendOffset", "UnknownProducerId",
+    "CorruptLog",
+    "CorruptRecord",
+    "DuplicateSequence",
+    "FetchDataInfo",
+    "FileRegion",
+    "InvalidProducerEpoch",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogManager",
+    "OffsetOutOfRange",
+    "OutOfOrderSequence",
+    "RecordBatchTooLarge",
+    "RecordTooLarge",
+    "StorageError",
+    "TimestampAndOffset",
+    "UnexpectedAppendOffset",
+    "UnknownProducerId",
 ]

@@ -3,6 +3,7 @@
 Measures Log.append_as_leader (offset assignment + one write + index upkeep) for 16 KiB and
 1 KiB batches, page cache only (no fsync), as the broker's produce path runs it.
 """
+
 from __future__ import annotations
 
 import sys

@@ -15,6 +15,7 @@ Crash safety: a write goes to ``<name>.tmp``, is fsynced, renamed over the file,
 is fsynced. A crash leaves either the old or the new file; a leftover ``.tmp`` is never read and is
 overwritten by the next write. A file that does not parse raises CorruptLog.
 """
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 class CheckpointFile(Generic[T]):
     """A versioned list of entries; ``format_entry``/``parse_entry`` convert one line."""
 
-    def __init__(self, path: Path, format_entry: Callable[[T], str],
-                 parse_entry: Callable[[list[str]], T], fields: int) -> None:
+    def __init__(
+        self, path: Path, format_entry: Callable[[T], str], parse_entry: Callable[[list[str]], T], fields: int
+    ) -> None:
         self.path = Path(path)
         self._format = format_entry
         self._parse = parse_entry
@@ -118,7 +120,8 @@ class OffsetCheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self._file: CheckpointFile[tuple[tuple[str, int], int]] = CheckpointFile(
-            path, lambda e: f"{e[0][0]} {e[0][1]} {e[1]}", _parse_offset_entry, 3)
+            path, lambda e: f"{e[0][0]} {e[0][1]} {e[1]}", _parse_offset_entry, 3
+        )
 
     @property
     def path(self) -> Path:
@@ -136,7 +139,8 @@ class LeaderEpochCheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self._file: CheckpointFile[tuple[int, int]] = CheckpointFile(
-            path, lambda e: f"{e[0]} {e[1]}", lambda p: (int(p[0]), int(p[1])), 2)
+            path, lambda e: f"{e[0]} {e[1]}", lambda p: (int(p[0]), int(p[1])), 2
+        )
 
     @property
     def path(self) -> Path:

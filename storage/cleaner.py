@@ -85,6 +85,7 @@ descriptors stay open through the captured handles). If the log changed undernea
 retention, close), the run is not swapped and the pass reports ``aborted``. A per-log lock
 (``CleanerState.lock``) keeps two passes over one log from overlapping.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -272,9 +273,12 @@ def _next_horizon(log: Log, clean: list[tuple[LogSegment, FileHandle]]) -> int |
     kept up to date by each pass)."""
     state = log.cleaner_state
     if state.next_horizon_ms is None:
-        horizons = [h.base_timestamp for s, handle in clean
-                    for h, _ in iter_segment_batches(handle, s.size, str(s.log_path))
-                    if h.attributes & DELETE_HORIZON_MASK]
+        horizons = [
+            h.base_timestamp
+            for s, handle in clean
+            for h, _ in iter_segment_batches(handle, s.size, str(s.log_path))
+            if h.attributes & DELETE_HORIZON_MASK
+        ]
         state.next_horizon_ms = min(horizons, default=-1)
     return None if state.next_horizon_ms < 0 else state.next_horizon_ms
 
@@ -295,8 +299,12 @@ def _fits(group: list[LogSegment], segment: LogSegment, max_bytes: int, max_inde
     size = sum(s.size for s in group) + segment.size
     index = sum(s.offset_index.size_in_bytes for s in group) + segment.offset_index.size_in_bytes
     time_index = sum(s.time_index.size_in_bytes for s in group) + segment.time_index.size_in_bytes
-    return (size <= max_bytes and index <= max_index_bytes and time_index <= max_index_bytes
-            and segment.next_offset - 1 - group[0].base_offset <= INT32_MAX)
+    return (
+        size <= max_bytes
+        and index <= max_index_bytes
+        and time_index <= max_index_bytes
+        and segment.next_offset - 1 - group[0].base_offset <= INT32_MAX
+    )
 
 
 # ==================================================================== reading
@@ -315,7 +323,7 @@ def iter_segment_batches(handle: FileHandle, size: int, name: str) -> Iterator[t
         header = parse_header(buf, rel)
         if rel + header.size > len(buf):
             buf, buf_start, rel = handle.pread(max(_READ_BLOCK, header.size), pos), pos, 0
-        yield header, buf[rel:rel + header.size]
+        yield header, buf[rel : rel + header.size]
         pos += header.size
 
 
@@ -338,8 +346,8 @@ class TxnTracker:
     def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
         self._pending = sorted(aborted, key=lambda e: e.first_offset)
         self._next = 0
-        self._committed: set[int] = set()           # producers with data in an open committed txn
-        self._aborted: dict[int, list[Any]] = {}    # producer -> [entry, whether data was met]
+        self._committed: set[int] = set()  # producers with data in an open committed txn
+        self._aborted: dict[int, list[Any]] = {}  # producer -> [entry, whether data was met]
         self.kept: list[AbortedTxn] = []
 
     def _consume_up_to(self, offset: int) -> None:
@@ -386,8 +394,9 @@ class TxnTracker:
         return sorted(kept, key=lambda e: e.last_offset)
 
 
-def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], first_dirty: int,
-                     aborted: Iterable[AbortedTxn] = ()) -> dict[bytes, int]:
+def build_offset_map(
+    segments: list[LogSegment], handles: list[FileHandle], first_dirty: int, aborted: Iterable[AbortedTxn] = ()
+) -> dict[bytes, int]:
     """key -> highest offset among the records at or above ``first_dirty`` in ``segments``
     (records of aborted transactions excluded). Only the dirty section is read, so only the
     aborts whose marker lies in it count (Kafka's collectAbortedTransactions(firstDirty, end)):
@@ -411,8 +420,9 @@ def build_offset_map(segments: list[LogSegment], handles: list[FileHandle], firs
 
 
 # ==================================================================== filtering one batch
-def _retained(header: BatchHeader, records: list[Record], offsets: dict[bytes, int],
-              now_ms: int, stats: _Stats) -> list[Record]:
+def _retained(
+    header: BatchHeader, records: list[Record], offsets: dict[bytes, int], now_ms: int, stats: _Stats
+) -> list[Record]:
     expired = bool(header.attributes & DELETE_HORIZON_MASK) and now_ms >= header.base_timestamp
     kept = []
     for record in records:
@@ -426,8 +436,16 @@ def _retained(header: BatchHeader, records: list[Record], offsets: dict[bytes, i
     return kept
 
 
-def filter_batch(header: BatchHeader, raw: bytes, offsets: dict[bytes, int], keep_header: bool,
-                 now_ms: int, delete_retention_ms: int, stats: _Stats, name: str = "") -> bytes | None:
+def filter_batch(
+    header: BatchHeader,
+    raw: bytes,
+    offsets: dict[bytes, int],
+    keep_header: bool,
+    now_ms: int,
+    delete_retention_ms: int,
+    stats: _Stats,
+    name: str = "",
+) -> bytes | None:
     """The batch as it is after cleaning: ``raw`` itself if unchanged, a rebuilt batch, an empty
     batch (``keep_header``), or None when it disappears."""
     if header.is_control:
@@ -449,8 +467,16 @@ def filter_batch(header: BatchHeader, raw: bytes, offsets: dict[bytes, int], kee
     return _rebuild(header, kept, horizon)
 
 
-def filter_control(header: BatchHeader, raw: bytes, removable: bool, keep_header: bool,
-                   now_ms: int, delete_retention_ms: int, stats: _Stats, name: str = "") -> bytes | None:
+def filter_control(
+    header: BatchHeader,
+    raw: bytes,
+    removable: bool,
+    keep_header: bool,
+    now_ms: int,
+    delete_retention_ms: int,
+    stats: _Stats,
+    name: str = "",
+) -> bytes | None:
     """A marker that is not yet removed: kept verbatim while its transaction has data; once it
     has none (``removable``), rewritten with a delete horizon (first pass), then removed at the
     horizon (the caller does that). An emptied control batch goes unless ``keep_header``."""
@@ -475,13 +501,22 @@ def _rebuild(header: BatchHeader, kept: list[Record], horizon: int | None) -> by
     else:
         base = header.base_timestamp
     rebased = [dataclasses.replace(r, timestamp_delta=ts - base) for r, ts in zip(kept, timestamps, strict=True)]
-    batch = bytearray(build_batch(
-        rebased, base_offset=header.base_offset, compression=header.compression,
-        timestamp_type=header.timestamp_type, base_timestamp=base,
-        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional, is_control=header.is_control,
-        last_offset_delta=header.last_offset_delta))
+    batch = bytearray(
+        build_batch(
+            rebased,
+            base_offset=header.base_offset,
+            compression=header.compression,
+            timestamp_type=header.timestamp_type,
+            base_timestamp=base,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=header.is_transactional,
+            is_control=header.is_control,
+            last_offset_delta=header.last_offset_delta,
+        )
+    )
     max_timestamp = header.max_timestamp if header.timestamp_type else max(timestamps)
     attributes = _INT16.unpack_from(batch, ATTRIBUTES_OFFSET)[0] | (DELETE_HORIZON_MASK if horizon is not None else 0)
     return _stamp(batch, attributes, max_timestamp)
@@ -492,13 +527,21 @@ def _empty_batch(header: BatchHeader) -> bytes:
     as Kafka's ``writeEmptyHeader`` (no codec, base timestamp -1, the control flag kept) but
     with max timestamp -1, so a ListOffsets by timestamp never lands on a batch with nothing
     to return (Strom's time lookup trusts batch max timestamps)."""
-    batch = bytearray(build_batch(
-        [], base_offset=header.base_offset, timestamp_type=header.timestamp_type,
-        base_timestamp=NO_TIMESTAMP, producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional, is_control=header.is_control,
-        last_offset_delta=header.last_offset_delta))
+    batch = bytearray(
+        build_batch(
+            [],
+            base_offset=header.base_offset,
+            timestamp_type=header.timestamp_type,
+            base_timestamp=NO_TIMESTAMP,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            is_transactional=header.is_transactional,
+            is_control=header.is_control,
+            last_offset_delta=header.last_offset_delta,
+        )
+    )
     return bytes(batch)
 
 
@@ -524,8 +567,7 @@ class CleanedSegment:
     crash these files are garbage: ``Log.open`` deletes them.
     """
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
-                 max_index_size: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, max_index_size: int) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -578,8 +620,9 @@ class CleanedSegment:
             for state in (CLEANED_SUFFIX, SWAP_SUFFIX):
                 self.path(suffix, state).unlink(missing_ok=True)
 
-    def install(self, replaced: list[LogSegment], open_segment: Callable[[int], LogSegment]
-                ) -> tuple[LogSegment, list[Path]]:
+    def install(
+        self, replaced: list[LogSegment], open_segment: Callable[[int], LogSegment]
+    ) -> tuple[LogSegment, list[Path]]:
         """The swap (call under the log's lock): cleaned -> swap, old -> deleted, swap -> final."""
         for suffix in SEGMENT_SUFFIXES:
             files.cache.forget(str(self.path(suffix)))
@@ -603,7 +646,7 @@ def recover_swaps(directory: Path) -> set[int]:
     directory = Path(directory)
     completed: set[int] = set()
     for swap in sorted(directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
-        stem = swap.name[:-len(LOG_SUFFIX + SWAP_SUFFIX)]
+        stem = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
         if len(stem) != 20 or not stem.isdigit():
             continue
         base = int(stem)
@@ -612,9 +655,17 @@ def recover_swaps(directory: Path) -> set[int]:
             swap.unlink()
             continue
         txn_index = directory / file_name(base, TXN_INDEX_SUFFIX)
-        new_txn_index = next((path for path in (cleaned_path(directory, base, TXN_INDEX_SUFFIX, SWAP_SUFFIX),
-                                                cleaned_path(directory, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX))
-                              if path.exists()), None)
+        new_txn_index = next(
+            (
+                path
+                for path in (
+                    cleaned_path(directory, base, TXN_INDEX_SUFFIX, SWAP_SUFFIX),
+                    cleaned_path(directory, base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX),
+                )
+                if path.exists()
+            ),
+            None,
+        )
         for old in _log_bases(directory):
             if base <= old < end:
                 for suffix in SEGMENT_SUFFIXES:
@@ -651,7 +702,7 @@ def _next_offset_of(path: Path) -> int | None:
 def _log_bases(directory: Path) -> list[int]:
     bases = []
     for path in directory.glob("*" + LOG_SUFFIX):
-        stem = path.name[:-len(LOG_SUFFIX)]
+        stem = path.name[: -len(LOG_SUFFIX)]
         if len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
     return sorted(bases)
@@ -688,15 +739,22 @@ class LogCleaner:
         with state.lock:
             view = log.cleaning_view()
             segments = cleanable_segments(log, now_ms, view)
-            handles = view.handles[:len(segments)]
+            handles = view.handles[: len(segments)]
             if not segments:
                 return CleanResult(view.log_start_offset, first_dirty_offset(log), 0, 0, 0, 0)
             first_dirty = first_dirty_offset(log)
             offsets = build_offset_map(segments, handles, first_dirty, view.aborted)
             return self._clean_groups(log, view, segments, handles, offsets, now_ms)
 
-    def _clean_groups(self, log: Log, view: CleanView, segments: list[LogSegment],
-                      handles: list[FileHandle], offsets: dict[bytes, int], now_ms: int) -> CleanResult:
+    def _clean_groups(
+        self,
+        log: Log,
+        view: CleanView,
+        segments: list[LogSegment],
+        handles: list[FileHandle],
+        offsets: dict[bytes, int],
+        now_ms: int,
+    ) -> CleanResult:
         config = log.config
         handle_of = {id(s): h for s, h in zip(segments, handles, strict=True)}
         groups = group_segments(segments, config.segment_bytes, config.segment_index_bytes)
@@ -706,8 +764,16 @@ class LogCleaner:
         count_after = 0
         aborted = False
         for group in groups:
-            outcome = self._clean_group(log, group, [handle_of[id(s)] for s in group], offsets,
-                                        view.producer_last_offsets, now_ms, stats, tracker)
+            outcome = self._clean_group(
+                log,
+                group,
+                [handle_of[id(s)] for s in group],
+                offsets,
+                view.producer_last_offsets,
+                now_ms,
+                stats,
+                tracker,
+            )
             if outcome is None:
                 aborted = True
                 break
@@ -717,17 +783,33 @@ class LogCleaner:
         if not aborted:
             log.cleaner_state.first_dirty_offset = end
             log.cleaner_state.next_horizon_ms = -1 if stats.min_horizon is None else stats.min_horizon
-        return CleanResult(view.log_start_offset, end, len(segments), count_after,
-                           sum(s.size for s in segments), after, stats.records_removed,
-                           stats.tombstones_removed, aborted, stats.markers_removed)
+        return CleanResult(
+            view.log_start_offset,
+            end,
+            len(segments),
+            count_after,
+            sum(s.size for s in segments),
+            after,
+            stats.records_removed,
+            stats.tombstones_removed,
+            aborted,
+            stats.markers_removed,
+        )
 
-    def _clean_group(self, log: Log, group: list[LogSegment], handles: list[FileHandle],
-                     offsets: dict[bytes, int], producers: dict[int, ProducerLast], now_ms: int,
-                     stats: _Stats, tracker: TxnTracker) -> int | None:
+    def _clean_group(
+        self,
+        log: Log,
+        group: list[LogSegment],
+        handles: list[FileHandle],
+        offsets: dict[bytes, int],
+        producers: dict[int, ProducerLast],
+        now_ms: int,
+        stats: _Stats,
+        tracker: TxnTracker,
+    ) -> int | None:
         """Rewrite one run and swap it in; returns its new size, None if the log changed."""
         config = log.config
-        cleaned = CleanedSegment(log.dir, group[0].base_offset, config.index_interval_bytes,
-                                 config.segment_index_bytes)
+        cleaned = CleanedSegment(log.dir, group[0].base_offset, config.index_interval_bytes, config.segment_index_bytes)
         kept_last: set[tuple[int, int]] = set()
         unchanged = True
         try:
@@ -738,8 +820,11 @@ class LogCleaner:
                     keep = header.last_offset == run_end or _last_of_producer(header, producers)
                     if header.is_control:
                         removable = tracker.on_control(header, raw)
-                        discard = (removable and bool(header.attributes & DELETE_HORIZON_MASK)
-                                   and header.base_timestamp <= now_ms)
+                        discard = (
+                            removable
+                            and bool(header.attributes & DELETE_HORIZON_MASK)
+                            and header.base_timestamp <= now_ms
+                        )
                     else:
                         removable = False
                         discard = tracker.on_batch(header)  # aborted data
@@ -750,11 +835,13 @@ class LogCleaner:
                             stats.records_removed += header.records_count
                         batch = (raw if not header.records_count else _empty_batch(header)) if keep else None
                     elif header.is_control:
-                        batch = filter_control(header, raw, removable, keep, now_ms,
-                                               config.delete_retention_ms, stats, name)
+                        batch = filter_control(
+                            header, raw, removable, keep, now_ms, config.delete_retention_ms, stats, name
+                        )
                     else:
-                        batch = filter_batch(header, raw, offsets, keep, now_ms,
-                                             config.delete_retention_ms, stats, name)
+                        batch = filter_batch(
+                            header, raw, offsets, keep, now_ms, config.delete_retention_ms, stats, name
+                        )
                     unchanged = unchanged and batch is raw
                     if batch is None:
                         continue
@@ -768,8 +855,11 @@ class LogCleaner:
             cleaned.finish()
             range_ = (group[0].base_offset, group[-1].next_offset)
             swapped = log.replace_segments(
-                group, lambda open_segment: cleaned.install(group, open_segment),
-                lambda current: _producers_kept(current, range_, kept_last), aborted=cleaned.aborted)
+                group,
+                lambda open_segment: cleaned.install(group, open_segment),
+                lambda current: _producers_kept(current, range_, kept_last),
+                aborted=cleaned.aborted,
+            )
         except BaseException:
             cleaned.discard()
             raise
@@ -796,9 +886,9 @@ def _index_entries(segment: LogSegment) -> list[AbortedTxn]:
     return read_index(segment.directory / file_name(segment.base_offset, TXN_INDEX_SUFFIX))
 
 
-def _producers_kept(producers: dict[int, ProducerLast], range_: tuple[int, int],
-                    kept: set[tuple[int, int]]) -> bool:
+def _producers_kept(producers: dict[int, ProducerLast], range_: tuple[int, int], kept: set[tuple[int, int]]) -> bool:
     """Whether every producer whose last data batch lies in the run still has that batch."""
     start, end = range_
-    return all((pid, last.last_data_offset) in kept for pid, last in producers.items()
-               if start <= last.last_data_offset < end)
+    return all(
+        (pid, last.last_data_offset) in kept for pid, last in producers.items() if start <= last.last_data_offset < end
+    )

@@ -1,4 +1,5 @@
 """Per-topic log configuration, with Kafka's topic-level config names."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,11 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "max.message.bytes": ("max_message_bytes", _int, 0),
     "message.timestamp.type": ("message_timestamp_type", _choice("CreateTime", "LogAppendTime"), None),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int, 0),
-    "compression.type": ("compression_type",
-                         _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), None),
+    "compression.type": (
+        "compression_type",
+        _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        None,
+    ),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio, None),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _int, 0),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _int, 1),

@@ -3,6 +3,7 @@
 Every exception carries ``error_code_name``: the Kafka error name the broker answers with
 (looked up by name in the protocol's error table), so no mapping table is needed elsewhere.
 """
+
 from __future__ import annotations
 
 
@@ -83,8 +84,7 @@ class KafkaStorageError(StorageError):
 
     error_code_name = "KAFKA_STORAGE_ERROR"
 
-    def __init__(self, message: str, errno: int | None = None, path: str | None = None,
-                 transient: bool = True) -> None:
+    def __init__(self, message: str, errno: int | None = None, path: str | None = None, transient: bool = True) -> None:
         super().__init__(message)
         self.errno = errno
         self.path = path
@@ -97,6 +97,8 @@ class LogDirOffline(KafkaStorageError):
     def __init__(self, message: str, log_dir: str | None = None) -> None:
         super().__init__(message, transient=False)
         self.log_dir = log_dir
+
+
 class InvalidTxnState(StorageError):
     """A batch that does not fit the producer's transaction state (e.g. non-transactional while open)."""
 

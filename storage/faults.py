@@ -5,6 +5,7 @@ what an operator can do about it. A full disk makes every produce fail the same 
 failure of a kind (log dir, errno, operation) is logged as a warning, repeats within
 ``BURST_SECONDS`` are counted and summarised when the burst ends, so the log stays readable.
 """
+
 from __future__ import annotations
 
 import errno as errno_mod
@@ -22,8 +23,7 @@ BURST_SECONDS = 30.0
 _ADVICE = {
     errno_mod.ENOSPC: "the disk is full: free space or grow the volume; writes resume by themselves",
     errno_mod.EDQUOT: "the disk quota is exhausted: raise it or free space; writes resume by themselves",
-    errno_mod.EMFILE: "too many open files: raise the limit (ulimit -n, LimitNOFILE) or lower "
-                      "log.open.files.max",
+    errno_mod.EMFILE: "too many open files: raise the limit (ulimit -n, LimitNOFILE) or lower log.open.files.max",
     errno_mod.ENFILE: "the system's open-file table is full: raise fs.file-max or close other programs",
     errno_mod.EIO: "the disk reports I/O errors: check its health (dmesg); the log dir is taken offline",
     errno_mod.EROFS: "the file system is read-only (remounted after errors?): the log dir is taken offline",
@@ -72,7 +72,9 @@ def storage_error(exc: OSError, op: str, where: str, log_dir: str | None = None)
     advice = "check the disk and the broker's permissions on the log dir"
     if code is not None:
         advice = _ADVICE.get(code, advice)
-    message = (f"{op} {where} failed with {name} ({exc.strerror or exc})"
-               f"{f' in log dir {log_dir}' if log_dir else ''}: {advice}")
+    message = (
+        f"{op} {where} failed with {name} ({exc.strerror or exc})"
+        f"{f' in log dir {log_dir}' if log_dir else ''}: {advice}"
+    )
     _bursts.report((log_dir, code, op), message)
     return KafkaStorageError(message, code, getattr(exc, "filename", None), transient)

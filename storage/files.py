@@ -13,6 +13,7 @@ active segment being appended to) stays open; old segments are opened when read 
 when they fall out of the cache, so the broker's descriptor count is bounded by the cache size
 plus what is in flight, not by the number of segments (Kafka keeps every segment open).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ from collections.abc import Callable, Iterator
 
 # errnos that mean "no room right now": the partition stays online, the write is answered with
 # KAFKA_STORAGE_ERROR and later writes succeed once space (or descriptors) come back.
-TRANSIENT_ERRNOS = frozenset({errno_mod.ENOSPC, errno_mod.EDQUOT, errno_mod.EMFILE,
-                              errno_mod.ENFILE, errno_mod.ENOMEM, errno_mod.EAGAIN})
+TRANSIENT_ERRNOS = frozenset(
+    {errno_mod.ENOSPC, errno_mod.EDQUOT, errno_mod.EMFILE, errno_mod.ENFILE, errno_mod.ENOMEM, errno_mod.EAGAIN}
+)
 
 
 def errno_name(code: int | None) -> str:
@@ -222,6 +224,7 @@ def under_pressure() -> bool:
 def raise_open_files_limit() -> tuple[int, int, int]:
     """Raise the soft RLIMIT_NOFILE to the hard limit; returns (soft before, soft now, hard)."""
     import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft != resource.RLIM_INFINITY and soft < target:

@@ -20,6 +20,7 @@ entry size) or point past the recovered log. :meth:`sanity_error` detects the la
 the log rebuilds such an index (and always rebuilds indexes of segments it re-validates), so an
 index is never trusted beyond the data it indexes.
 """
+
 from __future__ import annotations
 
 import bisect

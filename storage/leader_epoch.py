@@ -8,6 +8,7 @@ it to the recovered log end offset (an entry may name offsets whose data did not
 A new epoch is written before any data of it (if that write fails, the append fails); a failed
 write after a truncation leaves extra entries in the file, harmless and rewritten later.
 """
+
 from __future__ import annotations
 
 import bisect

@@ -1,4 +1,5 @@
 """One partition's log: an ordered list of segments plus its caches and recovery."""
+
 from __future__ import annotations
 
 import bisect
@@ -151,9 +152,17 @@ class Log:
 
     # ================================================================ open / recovery
     @classmethod
-    def open(cls, dir: Path, config: LogConfig, *, recovery_point: int = 0,
-             log_start_offset: int = 0, high_watermark: int = 0,
-             now_ms: Callable[[], int] = wall_clock_ms, clean_shutdown: bool = False) -> Log:
+    def open(
+        cls,
+        dir: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        clean_shutdown: bool = False,
+    ) -> Log:
         """Open (creating if needed) the log in ``dir``, recovering it unless shut down cleanly."""
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -164,8 +173,9 @@ class Log:
         log.high_watermark = high_watermark
         return log
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean: bool,
-              rebuild: Collection[int] = frozenset()) -> None:
+    def _load(
+        self, recovery_point: int, log_start_offset: int, clean: bool, rebuild: Collection[int] = frozenset()
+    ) -> None:
         bases = _segment_bases(self.dir)
         for base in bases:
             self._add_segment(self._new_segment(base))
@@ -187,14 +197,14 @@ class Log:
         self.txn.load(self._bases)
         self._rebuild_producer_state(snapshot_limit)
 
-    def _check_segments(self, clean: bool, recovery_point: int,
-                        rebuild: Collection[int] = frozenset()) -> list[LogSegment]:
+    def _check_segments(
+        self, clean: bool, recovery_point: int, rebuild: Collection[int] = frozenset()
+    ) -> list[LogSegment]:
         """Validate the segments; returns those re-validated batch by batch.
 
         Segments whose base offset is in ``rebuild`` (just swapped in) are always re-validated.
         """
-        first_unflushed = len(self._segments) if clean else \
-            max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        first_unflushed = len(self._segments) if clean else max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         recovered: list[LogSegment] = []
         previous_end = self._segments[0].base_offset
         for i, segment in enumerate(list(self._segments)):
@@ -218,8 +228,9 @@ class Log:
             self._add_segment(self._new_segment(0))
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(self.dir, base_offset, self.config.index_interval_bytes,
-                          self.config.segment_index_bytes, self._now_ms())
+        return LogSegment(
+            self.dir, base_offset, self.config.index_interval_bytes, self.config.segment_index_bytes, self._now_ms()
+        )
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)
@@ -292,8 +303,9 @@ class Log:
             if header.batch_length < HEADER_SIZE - 12 or header.last_offset_delta < 0:
                 raise CorruptRecord("malformed batch header")
             if header.size > self.config.max_message_bytes:
-                raise RecordTooLarge(f"batch of {header.size} bytes exceeds max.message.bytes "
-                                     f"{self.config.max_message_bytes}")
+                raise RecordTooLarge(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
             total += header.size
         if total != len(records):
             raise CorruptRecord(f"headers describe {total} bytes but {len(records)} were given")
@@ -301,10 +313,14 @@ class Log:
             raise RecordBatchTooLarge(f"{total} bytes exceed segment.bytes {self.config.segment_bytes}")
         return total
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader], leader_epoch: int,
-                         origin: AppendOrigin = AppendOrigin.CLIENT,
-                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
         """Assign offsets to validated v2 batches and append them (see module docs for rules).
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place: base offsets,
@@ -323,9 +339,17 @@ class Log:
             self._ensure_open()
             duplicate = self.producer_state.validate(headers, origin)
             if duplicate is not None:
-                return LogAppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                     duplicate.timestamp, duplicate.last_offset, -1,
-                                     self.log_start_offset, 0, 0, duplicate=True)
+                return LogAppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp,
+                    duplicate.last_offset,
+                    -1,
+                    self.log_start_offset,
+                    0,
+                    0,
+                    duplicate=True,
+                )
             if verification_guard is not None:
                 self.producer_state.check_verified(headers, verification_guard)
             buf = records if _writable(records) else bytearray(records)
@@ -338,8 +362,7 @@ class Log:
         with self._lock:
             return self.producer_state.verification_guard(producer_id, self._now_ms())
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview,
-                           headers: list[BatchHeader]) -> LogAppendInfo:
+    def append_as_follower(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> LogAppendInfo:
         """Append replicated batches with the offsets and epochs they carry."""
         self._check_batches(records, headers)
         with self._lock:
@@ -348,12 +371,14 @@ class Log:
             for header in headers:
                 if header.base_offset <= previous:
                     raise UnexpectedAppendOffset(
-                        f"batch at offset {header.base_offset} does not follow offset {previous}")
+                        f"batch at offset {header.base_offset} does not follow offset {previous}"
+                    )
                 previous = header.last_offset
             return self._append_locked(records, list(headers), -1)
 
-    def _append_locked(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
-                       append_time: int) -> LogAppendInfo:
+    def _append_locked(
+        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int
+    ) -> LogAppendInfo:
         """Write whole batches or nothing.
 
         A failed write (full disk, I/O error, no descriptor for a new segment) leaves the log
@@ -367,8 +392,14 @@ class Log:
             for header in headers:  # a new epoch reaches its checkpoint before its data does
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             segment = self.active_segment
-            if segment.should_roll(len(buf), max_header.max_timestamp, last, self.config.segment_bytes,
-                                   self.config.segment_ms, self._now_ms()):
+            if segment.should_roll(
+                len(buf),
+                max_header.max_timestamp,
+                last,
+                self.config.segment_bytes,
+                self.config.segment_ms,
+                self._now_ms(),
+            ):
                 segment = self._roll_locked(first)
             segment.append(buf, [(h.size, h.last_offset, h.max_timestamp) for h in headers])
         except OSError as exc:
@@ -381,18 +412,35 @@ class Log:
                 self.producer_state.update(header)
             position += header.size
         self.log_end_offset = last + 1
-        return LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset,
-                             append_time, self.log_start_offset, len(headers), len(buf))
+        return LogAppendInfo(
+            first,
+            last,
+            max_header.max_timestamp,
+            max_header.last_offset,
+            append_time,
+            self.log_start_offset,
+            len(headers),
+            len(buf),
+        )
 
     # ================================================================ transactions
-    def _on_control(self, buf: bytes | bytearray | memoryview, position: int, header: BatchHeader,
-                    segment_base: int) -> None:
+    def _on_control(
+        self, buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, segment_base: int
+    ) -> None:
         """A transaction marker was appended: close the producer's transaction here, index aborts."""
         from strom.protocol.records.control import coordinator_epoch_of
+
         first = self.producer_state.complete_txn(header, coordinator_epoch_of(buf, position))
         after = self.producer_state.first_unstable_offset()
-        self.txn.on_control(buf, position, header, first, segment_base,
-                            header.base_offset + 1 if after is None else after, self._high_watermark)
+        self.txn.on_control(
+            buf,
+            position,
+            header,
+            first,
+            segment_base,
+            header.base_offset + 1 if after is None else after,
+            self._high_watermark,
+        )
 
     def _replay_control(self, header: BatchHeader) -> None:
         """Recovery: re-apply a marker found by the header replay (its record says commit/abort)."""
@@ -450,8 +498,9 @@ class Log:
         return error
 
     # ================================================================ read
-    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FetchDataInfo:
         """Whole batches from the one containing ``start_offset``, within one segment.
 
         Up to ``max_bytes`` (the first batch regardless with ``min_one_message``), never a
@@ -463,7 +512,8 @@ class Log:
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
-                f"of {self.topic}-{self.partition}")
+                f"of {self.topic}-{self.partition}"
+            )
         if start_offset == self.log_end_offset or (max_offset is not None and start_offset >= max_offset):
             return FetchDataInfo(start_offset, None)
         segments = self._segments
@@ -499,7 +549,8 @@ class Log:
         best: LogSegment | None = None
         for segment in self._segments:
             if segment.max_timestamp_so_far >= 0 and (
-                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far):
+                best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+            ):
                 best = segment
         if best is None:
             return None
@@ -521,7 +572,7 @@ class Log:
             return []
         raw = data.read()
         try:
-            return list(iter_records(memoryview(raw)[:parse_header(raw, 0).size]))
+            return list(iter_records(memoryview(raw)[: parse_header(raw, 0).size]))
         except RecordsError:
             return []
 
@@ -559,8 +610,7 @@ class Log:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             self._rebuild_producer_state(self.log_end_offset)
-            self.cleaner_state.first_dirty_offset = min(self.cleaner_state.first_dirty_offset,
-                                                        self.log_end_offset)
+            self.cleaner_state.first_dirty_offset = min(self.cleaner_state.first_dirty_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at ``offset``."""
@@ -591,7 +641,8 @@ class Log:
             if offset > self._high_watermark:
                 raise OffsetOutOfRange(
                     f"cannot delete records up to {offset}: beyond the high watermark "
-                    f"{self._high_watermark} of {self.topic}-{self.partition}")
+                    f"{self._high_watermark} of {self.topic}-{self.partition}"
+                )
             self.log_start_offset = offset
             self._delete_segments_locked(self._breached_log_start())
             self.leader_epoch_cache.truncate_from_start(offset)
@@ -627,21 +678,22 @@ class Log:
 
     def _below_high_watermark(self) -> int:
         """How many leading segments lie wholly below the high watermark (never the active one)."""
-        return _prefix_count(range(len(self._segments) - 1),
-                             lambda i: self._bases[i + 1] <= self._high_watermark)
+        return _prefix_count(range(len(self._segments) - 1), lambda i: self._bases[i + 1] <= self._high_watermark)
 
     def _expired_by_time(self, now: int) -> int:
         if self.config.retention_ms < 0:
             return 0
-        return min(self._below_high_watermark(),
-                   _prefix_count(self._segments[:-1], lambda s: now - s.largest_timestamp > self.config.retention_ms))
+        return min(
+            self._below_high_watermark(),
+            _prefix_count(self._segments[:-1], lambda s: now - s.largest_timestamp > self.config.retention_ms),
+        )
 
     def _over_size(self) -> int:
         if self.config.retention_bytes < 0:
             return 0
         excess = self.size_in_bytes - self.config.retention_bytes
         count = 0
-        for segment in self._segments[:self._below_high_watermark()]:
+        for segment in self._segments[: self._below_high_watermark()]:
             if excess - segment.size < 0:
                 break
             excess -= segment.size
@@ -649,8 +701,10 @@ class Log:
         return count
 
     def _breached_log_start(self) -> int:
-        return min(self._below_high_watermark(),
-                   _prefix_count(range(len(self._segments) - 1), lambda i: self._bases[i + 1] <= self.log_start_offset))
+        return min(
+            self._below_high_watermark(),
+            _prefix_count(range(len(self._segments) - 1), lambda i: self._bases[i + 1] <= self.log_start_offset),
+        )
 
     def _delete_segments_locked(self, count: int) -> int:
         """Remove the ``count`` oldest segments (never the active one)."""
@@ -697,17 +751,28 @@ class Log:
         with self._lock:
             self._ensure_open()
             segments = list(self._segments)
-            return CleanView(segments, [s.handle for s in segments], self._producer_last_offsets(),
-                             self.last_stable_offset, self.log_start_offset, tuple(self.txn.all_entries()))
+            return CleanView(
+                segments,
+                [s.handle for s in segments],
+                self._producer_last_offsets(),
+                self.last_stable_offset,
+                self.log_start_offset,
+                tuple(self.txn.all_entries()),
+            )
 
     def _producer_last_offsets(self) -> dict[int, ProducerLast]:
-        return {pid: ProducerLast(entry.last_offset, entry.producer_epoch)
-                for pid, entry in self.producer_state.producers.items()}
+        return {
+            pid: ProducerLast(entry.last_offset, entry.producer_epoch)
+            for pid, entry in self.producer_state.producers.items()
+        }
 
-    def replace_segments(self, old: Sequence[LogSegment],
-                         install: Callable[[Callable[[int], LogSegment]], tuple[LogSegment, list[Path]]],
-                         check: Callable[[dict[int, ProducerLast]], bool],
-                         aborted: list[AbortedTxn] | None = None) -> bool:
+    def replace_segments(
+        self,
+        old: Sequence[LogSegment],
+        install: Callable[[Callable[[int], LogSegment]], tuple[LogSegment, list[Path]]],
+        check: Callable[[dict[int, ProducerLast]], bool],
+        aborted: list[AbortedTxn] | None = None,
+    ) -> bool:
         """Swap consecutive non-active segments ``old`` for one cleaned segment, under the lock.
 
         Returns False (and calls nothing) if ``old`` are no longer consecutive non-active
@@ -723,7 +788,7 @@ class Log:
             index = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
             if index is None or index + len(old) >= len(self._segments):
                 return False
-            if any(a is not b for a, b in zip(self._segments[index:index + len(old)], old, strict=True)):
+            if any(a is not b for a, b in zip(self._segments[index : index + len(old)], old, strict=True)):
                 return False
             if not check(self._producer_last_offsets()):
                 return False
@@ -733,7 +798,7 @@ class Log:
             else:
                 self.txn.replace_range(segment.base_offset, segment.next_offset, aborted)
             segments = list(self._segments)
-            segments[index:index + len(old)] = [segment]
+            segments[index : index + len(old)] = [segment]
             self._segments = segments
             self._bases = [s.base_offset for s in segments]
             self._pending_deletes.append((self._now_ms() + self.config.file_delete_delay_ms, deleted))
@@ -751,10 +816,12 @@ class Log:
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
             if target <= self.recovery_point and not self._dir_dirty:
                 return
-            handles = [h for s in self._segments
-                       if s.next_offset > self.recovery_point and s.base_offset < target
-                       or s is self.active_segment
-                       for h in s.flush_handles()]
+            handles = [
+                h
+                for s in self._segments
+                if s.next_offset > self.recovery_point and s.base_offset < target or s is self.active_segment
+                for h in s.flush_handles()
+            ]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
             for handle in handles:
@@ -813,8 +880,10 @@ class Log:
         if self._closed:
             raise CorruptLog(f"log {self.topic}-{self.partition} is closed")
         if self.offline is not None:
-            raise LogDirOffline(f"{self.topic}-{self.partition} is in offline log dir "
-                                f"{self.dir.parent}: {self.offline}", str(self.dir.parent))
+            raise LogDirOffline(
+                f"{self.topic}-{self.partition} is in offline log dir {self.dir.parent}: {self.offline}",
+                str(self.dir.parent),
+            )
 
     # ================================================================ offline
     offline: str | None = None  # why the log dir failed, once it has
@@ -824,8 +893,10 @@ class Log:
         self.offline = reason
 
     def __repr__(self) -> str:
-        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
-                f"end={self.log_end_offset}, segments={len(self._segments)})")
+        return (
+            f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )
 
 
 # ==================================================================== helpers
@@ -833,8 +904,9 @@ def _writable(records: bytes | bytearray | memoryview) -> TypeGuard[bytearray | 
     return isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
 
 
-def _assign(buf: bytearray | memoryview, headers: Sequence[BatchHeader], next_offset: int, leader_epoch: int,
-            append_time: int) -> list[BatchHeader]:
+def _assign(
+    buf: bytearray | memoryview, headers: Sequence[BatchHeader], next_offset: int, leader_epoch: int, append_time: int
+) -> list[BatchHeader]:
     """Rewrite base offsets/epochs (and LogAppendTime fields) in ``buf``; return final headers."""
     final: list[BatchHeader] = []
     position = 0
@@ -847,7 +919,7 @@ def _assign(buf: bytearray | memoryview, headers: Sequence[BatchHeader], next_of
             attributes = header.attributes | TIMESTAMP_TYPE_MASK
             _ATTRIBUTES.pack_into(buf, position + _ATTRIBUTES_OFFSET, attributes)
             _MAX_TIMESTAMP.pack_into(buf, position + _MAX_TIMESTAMP_OFFSET, append_time)
-            crc = crc32c.crc32c(view[position + CRC_OFFSET + 4: position + header.size])
+            crc = crc32c.crc32c(view[position + CRC_OFFSET + 4 : position + header.size])
             _CRC.pack_into(buf, position + CRC_OFFSET, crc)
             changes.update(attributes=attributes, max_timestamp=append_time, crc=crc)
         final.append(header._replace(**changes))

@@ -1,4 +1,5 @@
 """All partition logs of a broker, across its log dirs, plus the per-dir checkpoint files."""
+
 from __future__ import annotations
 
 import errno
@@ -33,6 +34,7 @@ _log = logging.getLogger("strom.storage")
 
 class LogDirInfo(NamedTuple):
     """What DescribeLogDirs and ``strom log-dirs`` show of one log dir."""
+
     path: Path
     offline: str | None  # why it failed, None while it works
     # (topic, partition) -> (size in bytes, offset lag as Kafka: max(HW - LEO, 0))
@@ -94,9 +96,14 @@ class LogManager:
     worker thread; the map of logs is guarded by a lock and they work on a copy.
     """
 
-    def __init__(self, log_dirs: list[Path], default_config: LogConfig, *,
-                 now_ms: Callable[[], int] = wall_clock_ms,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -116,8 +123,12 @@ class LogManager:
         self.dir_failure_listener: Callable[[Path, list[TopicPartition]], None] | None = None
 
     # ------------------------------------------------------------ startup
-    def startup(self, broker_id: int | None = None, cluster_id: str | None = None,
-                topic_configs: dict[str, LogConfig] | None = None) -> None:
+    def startup(
+        self,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
+        topic_configs: dict[str, LogConfig] | None = None,
+    ) -> None:
         """Load meta.properties and checkpoints, then open (recovering) every partition log."""
         started = time.monotonic()
         self._topic_configs.update(topic_configs or {})
@@ -134,8 +145,10 @@ class LogManager:
                 self._load_dir(log_dir)
             except OSError as exc:
                 self._fail_at_start(log_dir, exc)
-        self._progress(f"loaded {len(self._logs)} logs from {len(self.log_dirs)} log dirs in "
-                       f"{(time.monotonic() - started) * 1000:.0f} ms")
+        self._progress(
+            f"loaded {len(self._logs)} logs from {len(self.log_dirs)} log dirs in "
+            f"{(time.monotonic() - started) * 1000:.0f} ms"
+        )
 
     def _fail_at_start(self, log_dir: Path, exc: OSError) -> None:
         """A log dir that cannot be loaded goes offline; the broker starts if another one works."""
@@ -167,9 +180,14 @@ class LogManager:
             affected = [(tp, log) for tp, log in self._logs.items() if self._log_dir_of[tp] == log_dir]
         for _, log in affected:
             log.mark_offline(reason)
-        _log.error("log dir %s is offline (%s): its %d partitions answer KAFKA_STORAGE_ERROR until "
-                   "the disk is repaired and the broker restarted; %d other log dirs keep serving",
-                   log_dir, reason, len(affected), len(self.log_dirs) - len(self.offline_dirs))
+        _log.error(
+            "log dir %s is offline (%s): its %d partitions answer KAFKA_STORAGE_ERROR until "
+            "the disk is repaired and the broker restarted; %d other log dirs keep serving",
+            log_dir,
+            reason,
+            len(affected),
+            len(self.log_dirs) - len(self.offline_dirs),
+        )
         listener = self.dir_failure_listener
         if listener is not None:
             listener(log_dir, [tp for tp, _ in affected])
@@ -194,9 +212,15 @@ class LogManager:
                     total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
                 except OSError as exc:
                     reason = str(storage_error(exc, "stat", str(log_dir), str(log_dir)))
-            partitions = {} if reason is not None else {
-                tp: (log.size_in_bytes, max(0, log.high_watermark - log.log_end_offset))
-                for tp, log in logs if self._log_dir_of.get(tp) == log_dir}
+            partitions = (
+                {}
+                if reason is not None
+                else {
+                    tp: (log.size_in_bytes, max(0, log.high_watermark - log.log_end_offset))
+                    for tp, log in logs
+                    if self._log_dir_of.get(tp) == log_dir
+                }
+            )
             out.append(LogDirInfo(log_dir, reason, partitions, total, usable))
         return out
 
@@ -250,9 +274,15 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise StorageError(f"{tp[0]}-{tp[1]} exists in {self._log_dir_of[tp]} and {log_dir}")
-            log = Log.open(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
-                           log_start_offset=starts.get(tp, 0), high_watermark=watermarks.get(tp, 0),
-                           now_ms=self._now_ms, clean_shutdown=clean)
+            log = Log.open(
+                path,
+                self._config_for(tp[0]),
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=watermarks.get(tp, 0),
+                now_ms=self._now_ms,
+                clean_shutdown=clean,
+            )
             log.cleaner_state.first_dirty_offset = first_dirty.get(tp, 0)
             self._register(tp, log, log_dir)
         marker.unlink(missing_ok=True)
@@ -274,8 +304,9 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None, *,
-                          is_new: bool = True) -> Log:
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, *, is_new: bool = True
+    ) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions.
 
         A log that should exist (``is_new`` False: a partition known from before) and is in no
@@ -286,8 +317,10 @@ class LogManager:
         if log is not None:
             return log
         if not is_new and self.offline_dirs:
-            raise LogDirOffline(f"{topic}-{partition} is in no working log dir and log dirs "
-                                f"{', '.join(map(str, self.offline_dirs))} are offline")
+            raise LogDirOffline(
+                f"{topic}-{partition} is in no working log dir and log dirs "
+                f"{', '.join(map(str, self.offline_dirs))} are offline"
+            )
         if config is not None:
             self._topic_configs[topic] = config
         online = self.online_dirs()
@@ -356,19 +389,21 @@ class LogManager:
             except OSError as exc:  # the last good checkpoints stay; retried at the next interval
                 error = storage_error(exc, "write checkpoints of", str(log_dir), str(log_dir))
                 failed.add(log_dir)
-                if not error.transient and (exc.errno in (errno.EIO, errno.EROFS)
-                                            or not _dir_writable(log_dir)):
+                if not error.transient and (exc.errno in (errno.EIO, errno.EROFS) or not _dir_writable(log_dir)):
                     self.mark_offline(log_dir, str(error))
         return failed
 
     @staticmethod
     def _write_checkpoints(log_dir: Path, logs: dict[TopicPartition, Log]) -> None:
         OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-            {tp: log.recovery_point for tp, log in logs.items()})
+            {tp: log.recovery_point for tp, log in logs.items()}
+        )
         OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-            {tp: log.log_start_offset for tp, log in logs.items()})
+            {tp: log.log_start_offset for tp, log in logs.items()}
+        )
         OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-            {tp: log.high_watermark for tp, log in logs.items()})
+            {tp: log.high_watermark for tp, log in logs.items()}
+        )
 
     def flush_dirty(self) -> None:
         """fsync every log up to its end and checkpoint the new recovery points (thread-safe)."""
@@ -404,8 +439,7 @@ class LogManager:
         through ``progress`` and skipped from then on (Kafka marks it uncleanable).
         """
         now = self._now_ms() if now_ms is None else now_ms
-        logs = {log: tp for tp, log in self.all_logs().items()
-                if tp not in self.uncleanable and log.offline is None}
+        logs = {log: tp for tp, log in self.all_logs().items() if tp not in self.uncleanable and log.offline is None}
         results: dict[TopicPartition, CleanResult] = {}
         for log in self._cleaner.choose(logs, now):
             tp = logs[log]
@@ -445,12 +479,13 @@ class LogManager:
         failed |= self._checkpoint_dirs()
         for log_dir in self.log_dirs:
             if log_dir in failed:
-                self._progress(f"{log_dir}: not marked as cleanly shut down (a write failed); "
-                               f"its logs are re-validated at the next start")
+                self._progress(
+                    f"{log_dir}: not marked as cleanly shut down (a write failed); "
+                    f"its logs are re-validated at the next start"
+                )
                 continue
             try:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             except OSError as exc:
                 storage_error(exc, "write", CLEAN_SHUTDOWN_FILE, str(log_dir))
-        self._progress(f"shut down {len(self._logs)} logs in "
-                       f"{(time.monotonic() - started) * 1000:.0f} ms")
+        self._progress(f"shut down {len(self._logs)} logs in {(time.monotonic() - started) * 1000:.0f} ms")

@@ -17,12 +17,12 @@ What stays elsewhere: the log's own invariants on every append, leader's, follow
 coordinator's (magic 2, batch sizes, `Log._check_batches`), and the producer-state checks of
 sequences, epochs and transactions (`ProducerStateManager`), which need the log's state.
 """
-from __future__ import annotations
 
-from typing import Any
+from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import (
@@ -48,8 +48,13 @@ from .config import LogConfig
 Records = bytes | bytearray | memoryview
 
 # Topic compression.type values other than "producer": the codec batches are stored in.
-TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
-                "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
+TOPIC_CODECS = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 
 # Kafka's ByteBufferLogInputStream: an entry shorter than a v0 message's overhead cannot be
 # anything; an entry cut short ends the records.
@@ -62,8 +67,13 @@ class RecordValidationError(Exception):
     Kafka's log validates a batch, so the answer carries the partition's log start offset, as
     Kafka's does (its request-level checks, CRC and size errors answer -1)."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None, at_log: bool = False,
-                 record_errors: list[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str | None = None,
+        at_log: bool = False,
+        record_errors: list[dict[str, Any]] | None = None,
+    ):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -75,6 +85,7 @@ class RecordValidationError(Exception):
 @dataclass(frozen=True)
 class TimestampPolicy:
     """message.timestamp.type and the KIP-937 bounds (ms before and after now) of a topic."""
+
     timestamp_type: str = "CreateTime"
     before_max_ms: int = (1 << 63) - 1
     after_max_ms: int = 3600000
@@ -83,6 +94,7 @@ class TimestampPolicy:
 @dataclass(frozen=True)
 class ValidatedRecords:
     """Whole v2 batches ready for `Log.append_as_leader`, and their headers."""
+
     records: bytearray
     headers: list[BatchHeader] = field(default_factory=list)
 
@@ -93,10 +105,12 @@ def _entry_size(view: memoryview, pos: int) -> int | None:
     remaining = len(view) - pos
     if remaining < LOG_OVERHEAD:
         return None
-    length = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+    length = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
     if length < _RECORD_OVERHEAD_V0:
-        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"Record size {length} is less than the minimum "
-                                    f"record overhead ({_RECORD_OVERHEAD_V0})")
+        raise RecordValidationError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record size {length} is less than the minimum record overhead ({_RECORD_OVERHEAD_V0})",
+        )
     if remaining < _HEADER_UP_TO_MAGIC:
         return None
     magic = view[pos + MAGIC_OFFSET]
@@ -113,21 +127,29 @@ def validate_produce_records(records: Records | None, version: int) -> Records:
     dropped, as Kafka's reader drops them. Older versions must carry some records."""
     if version < 3:
         if not records:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD,
-                                        "a Produce request must carry at least one record batch")
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, "a Produce request must carry at least one record batch"
+            )
         return records
     records = records or b""
     view = memoryview(records)
     first = _entry_size(view, 0)
     if first is None:
-        raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must have "
-                                    "at least one record batch per partition")
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} must have at least one record batch per partition",
+        )
     if view[MAGIC_OFFSET] != 2:
-        raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} are only "
-                                    "allowed to contain record batches with magic version 2")
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain record batches with magic version 2",
+        )
     if _entry_size(view, first) is not None:
-        raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} are only "
-                                    "allowed to contain exactly one record batch per partition")
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only "
+            "allowed to contain exactly one record batch per partition",
+        )
     return records if first == len(view) else records[:first]
 
 
@@ -159,14 +181,18 @@ class LogValidator:
                 headers = validate_batches(records, max_batch_size=max_bytes)
             except LegacyFormat:
                 if version >= 3:
-                    raise RecordValidationError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                                                f"Produce v{version} requires record batches of magic 2") from None
+                    raise RecordValidationError(
+                        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                        f"Produce v{version} requires record batches of magic 2",
+                    ) from None
                 records = upconvert(records)
                 headers = validate_batches(records, max_batch_size=max_bytes)
             if version < 7 and any(h.compression == Compression.ZSTD for h in headers):
                 # as Kafka: a client too old for Produce v7 could not read zstd batches back
-                raise RecordValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                            f"zstd-compressed batches need Produce v7 or later, not v{version}")
+                raise RecordValidationError(
+                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                    f"zstd-compressed batches need Produce v7 or later, not v{version}",
+                )
             if codec is not None and any(h.compression != codec for h in headers):
                 records = recompress(records, headers, codec)
                 headers = validate_batches(records, max_batch_size=max_bytes)
@@ -185,17 +211,27 @@ class LogValidator:
         """What Kafka's LogValidator refuses in a batch from a client, beyond its framing and CRC."""
         count = header.last_offset_delta + 1
         if header.records_count <= 0:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: "
-                                        f"{header.records_count}", at_log=True)
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"Invalid reported count for record batch: {header.records_count}",
+                at_log=True,
+            )
         if count != header.records_count:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Inconsistent batch offset range [0, {count - 1}] "
-                                        f"and count of records {header.records_count}", at_log=True)
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"Inconsistent batch offset range [0, {count - 1}] and count of records {header.records_count}",
+                at_log=True,
+            )
         if header.is_control:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD,
-                                        "control batches are written by transaction coordinators only", at_log=True)
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, "control batches are written by transaction coordinators only", at_log=True
+            )
         if header.producer_id >= 0 and header.base_sequence < 0:
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Invalid sequence number {header.base_sequence} "
-                                        f"in record batch with producerId {header.producer_id}", at_log=True)
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
+                at_log=True,
+            )
 
     def _check_timestamps(self, data: bytearray, headers: Sequence[BatchHeader], now: int) -> None:
         """As Kafka 4.0 (KIP-937): a CreateTime topic refuses records timestamped more than
@@ -209,16 +245,27 @@ class LogValidator:
             return
         low = now - policy.before_max_ms
         high = now + policy.after_max_ms
-        if all(low <= h.base_timestamp and h.max_timestamp <= high or h.base_timestamp == h.max_timestamp == -1
-               for h in headers):
+        if all(
+            low <= h.base_timestamp and h.max_timestamp <= high or h.base_timestamp == h.max_timestamp == -1
+            for h in headers
+        ):
             return
-        errors = [{"batch_index": i, "batch_index_error_message":
-                   f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
-                   f"The timestamp should be within [{low}, {high}]"}
-                  for i, r in enumerate(iter_records(data)) if r.timestamp != -1 and not low <= r.timestamp <= high]
+        errors = [
+            {
+                "batch_index": i,
+                "batch_index_error_message": f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                f"The timestamp should be within [{low}, {high}]",
+            }
+            for i, r in enumerate(iter_records(data))
+            if r.timestamp != -1 and not low <= r.timestamp <= high
+        ]
         if errors or any(not low <= h.max_timestamp <= high for h in headers if h.max_timestamp != -1):
-            raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due "
-                                        "to invalid timestamp", at_log=True, record_errors=errors)
+            raise RecordValidationError(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+                at_log=True,
+                record_errors=errors,
+            )
 
     def _check_keys(self, data: bytearray) -> None:
         """A compacted topic keeps records by key: each needs one."""
@@ -226,8 +273,13 @@ class LogValidator:
             validate_keys(data)
         except InvalidRecord as exc:
             why = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}"
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, why, at_log=True, record_errors=[
-                {"batch_index": i, "batch_index_error_message": why} for i in exc.indexes]) from None
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD,
+                why,
+                at_log=True,
+                record_errors=[{"batch_index": i, "batch_index_error_message": why} for i in exc.indexes],
+            ) from None
         except RecordsError as exc:  # records that do not decode
-            raise RecordValidationError(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}",
-                                        at_log=True) from None
+            raise RecordValidationError(
+                ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}", at_log=True
+            ) from None

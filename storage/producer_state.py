@@ -26,6 +26,7 @@ snapshot at or below the recovery point whose CRC checks (corrupt ones are delet
 the batch headers from there to the log end offset; snapshots above the recovered log end are
 deleted.
 """
+
 from __future__ import annotations
 
 import enum
@@ -60,6 +61,7 @@ class AppendOrigin(enum.Enum):
     would take each transactional offset commit of a producer epoch for a repeat of the first.
     Epochs are checked for both: an older epoch is still fenced.
     """
+
     CLIENT = "client"
     COORDINATOR = "coordinator"
 
@@ -204,8 +206,9 @@ class ProducerStateManager:
             opened.add(pid)
 
     # ------------------------------------------------------------ validation / update
-    def validate(self, headers: Iterable[BatchHeader],
-                 origin: AppendOrigin = AppendOrigin.CLIENT) -> BatchMetadata | None:
+    def validate(
+        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> BatchMetadata | None:
         """Check a whole request; returns the original batch if it repeats one, else None.
 
         A COORDINATOR append is never a duplicate and has no sequences to check; its epochs are.
@@ -219,14 +222,18 @@ class ProducerStateManager:
                     if entry is not None and header.producer_epoch < entry.producer_epoch:
                         raise InvalidProducerEpoch(
                             f"producer {header.producer_id}: marker epoch {header.producer_epoch} "
-                            f"is older than {entry.producer_epoch}")
+                            f"is older than {entry.producer_epoch}"
+                        )
                 continue
             pid = header.producer_id
             entry = self.producers.get(pid)
-            if (entry is not None and entry.current_txn_first_offset >= 0 and not header.is_transactional
-                    and header.producer_epoch == entry.producer_epoch):
-                raise InvalidTxnState(
-                    f"producer {pid}: a non-transactional batch while its transaction is open")
+            if (
+                entry is not None
+                and entry.current_txn_first_offset >= 0
+                and not header.is_transactional
+                and header.producer_epoch == entry.producer_epoch
+            ):
+                raise InvalidTxnState(f"producer {pid}: a non-transactional batch while its transaction is open")
             if pid in staged:
                 epoch, last_seq = staged[pid]
             else:
@@ -238,27 +245,26 @@ class ProducerStateManager:
             if client:
                 self._check(pid, epoch, last_seq, header)
             elif header.producer_epoch < epoch:
-                raise InvalidProducerEpoch(
-                    f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
+                raise InvalidProducerEpoch(f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
             staged[pid] = (header.producer_epoch, header.last_sequence)
         return None
 
     @staticmethod
     def _check(pid: int, epoch: int, last_seq: int, header: BatchHeader) -> None:
         if header.producer_epoch < epoch:
-            raise InvalidProducerEpoch(
-                f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
+            raise InvalidProducerEpoch(f"producer {pid}: epoch {header.producer_epoch} is older than {epoch}")
         if header.base_sequence == NO_SEQUENCE or epoch == NO_PRODUCER_EPOCH:
             return
         if header.producer_epoch != epoch:
             if header.base_sequence != 0:
                 raise OutOfOrderSequence(
                     f"producer {pid}: new epoch {header.producer_epoch} must start at sequence 0, "
-                    f"got {header.base_sequence}")
+                    f"got {header.base_sequence}"
+                )
         elif not in_sequence(last_seq, header.base_sequence):
             raise OutOfOrderSequence(
-                f"producer {pid}: expected sequence {(last_seq + 1) & INT32_MAX}, "
-                f"got {header.base_sequence}")
+                f"producer {pid}: expected sequence {(last_seq + 1) & INT32_MAX}, got {header.base_sequence}"
+            )
 
     def update(self, header: BatchHeader) -> None:
         """Record a written batch (``header`` carries its final base offset)."""
@@ -270,9 +276,11 @@ class ProducerStateManager:
         if header.producer_epoch != entry.producer_epoch:
             entry.batches.clear()
             entry.producer_epoch = header.producer_epoch
-        entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
-                                           header.base_offset, header.last_offset,
-                                           header.max_timestamp))
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence, header.last_sequence, header.base_offset, header.last_offset, header.max_timestamp
+            )
+        )
         entry.last_timestamp = header.max_timestamp
         if header.is_transactional:
             # written into its transaction: from here on the open transaction vouches for it
@@ -306,8 +314,11 @@ class ProducerStateManager:
         last write (batch or marker timestamp) is ``expiration_ms`` old, and verification guards
         made that long ago (a verification never followed by an append). Returns how many
         producers."""
-        expired = [pid for pid, e in self.producers.items()
-                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms
+        ]
         for pid in expired:
             del self.producers[pid]
         for pid in [p for p, g in self.verifications.items() if now_ms - g.created_ms >= expiration_ms]:
@@ -316,8 +327,9 @@ class ProducerStateManager:
 
     def remove_below(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (retention, DeleteRecords)."""
-        for pid in [p for p, e in self.producers.items()
-                    if e.last_offset < log_start_offset and e.current_txn_first_offset < 0]:
+        for pid in [
+            p for p, e in self.producers.items() if e.last_offset < log_start_offset and e.current_txn_first_offset < 0
+        ]:
             del self.producers[pid]
         self.delete_snapshots(lambda offset: offset < log_start_offset)
 
@@ -342,18 +354,36 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int) -> None:
         """Write the table as ``<offset>.snapshot`` and keep only the newest few snapshots."""
         entries = [
-            _ENTRY.pack(e.producer_id, e.producer_epoch, b.last_seq, b.last_offset,
-                        b.last_offset - b.first_offset, b.timestamp, e.coordinator_epoch,
-                        e.current_txn_first_offset)
-            for e in self.producers.values() for b in e.batches
+            _ENTRY.pack(
+                e.producer_id,
+                e.producer_epoch,
+                b.last_seq,
+                b.last_offset,
+                b.last_offset - b.first_offset,
+                b.timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+            )
+            for e in self.producers.values()
+            for b in e.batches
         ]
         # producers known only from a marker or an open transaction without a cached batch
-        entries += [_ENTRY.pack(e.producer_id, e.producer_epoch, NO_SEQUENCE, -1, 0, e.last_timestamp,
-                                e.coordinator_epoch, e.current_txn_first_offset)
-                    for e in self.producers.values() if not e.batches]
+        entries += [
+            _ENTRY.pack(
+                e.producer_id,
+                e.producer_epoch,
+                NO_SEQUENCE,
+                -1,
+                0,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+            )
+            for e in self.producers.values()
+            if not e.batches
+        ]
         body = _COUNT.pack(len(entries)) + b"".join(entries)
-        atomic_write(self.directory / snapshot_name(offset),
-                     _PREFIX.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body)
+        atomic_write(self.directory / snapshot_name(offset), _PREFIX.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body)
         keep = self.snapshot_offsets()[-SNAPSHOTS_TO_KEEP:]
         self.delete_snapshots(lambda o: o not in keep)
 
@@ -384,8 +414,7 @@ class ProducerStateManager:
                 if last_offset < 0:
                     continue
                 first_seq = (last_seq - delta) & INT32_MAX if last_seq >= 0 else NO_SEQUENCE
-                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
-                                                   last_offset, timestamp))
+                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, timestamp))
             return offset
         return None
 
@@ -398,10 +427,10 @@ class ProducerStateManager:
         if len(data) < _PREFIX.size + _COUNT.size:
             return None
         version, crc = _PREFIX.unpack_from(data)
-        body = memoryview(data)[_PREFIX.size:]
+        body = memoryview(data)[_PREFIX.size :]
         if version != SNAPSHOT_VERSION or crc32c.crc32c(body) != crc:
             return None
         (count,) = _COUNT.unpack_from(body)
         if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
             return None
-        return list(_ENTRY.iter_unpack(body[_COUNT.size:]))
+        return list(_ENTRY.iter_unpack(body[_COUNT.size :]))

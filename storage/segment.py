@@ -1,4 +1,5 @@
 """One log segment: a ``.log`` file of record batches plus its two sparse indexes."""
+
 from __future__ import annotations
 
 import bisect
@@ -62,7 +63,7 @@ def frame_error(buf: Buffer, pos: int, end: int) -> str | None:
 
 def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
     with memoryview(buf) as view:
-        body = view[pos + CRC_OFFSET + 4: pos + header.size]
+        body = view[pos + CRC_OFFSET + 4 : pos + header.size]
         try:
             return crc32c.crc32c(body) == header.crc
         finally:
@@ -85,8 +86,9 @@ class LogSegment:
     may run on another thread (the descriptors stay open while it holds the handles).
     """
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
-                 max_index_size: int, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, max_index_size: int, created_ms: int
+    ) -> None:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -95,9 +97,11 @@ class LogSegment:
         self._closed = False
         self.size = os.fstat(files.cache.open(self._log_name, _CREATE_FLAGS).fd).st_size
         self.offset_index = OffsetIndex(
-            self.directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size)
+            self.directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
+        )
         self.time_index = TimeIndex(
-            self.directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size)
+            self.directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
+        )
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp = base_offset
         self.next_offset = base_offset
@@ -142,18 +146,21 @@ class LogSegment:
             self._rolling_timestamp = self._read_header(0).max_timestamp
         return self._rolling_timestamp
 
-    def should_roll(self, batch_bytes: int, max_timestamp: int, last_offset: int,
-                    segment_bytes: int, segment_ms: int, now_ms: int) -> bool:
+    def should_roll(
+        self, batch_bytes: int, max_timestamp: int, last_offset: int, segment_bytes: int, segment_ms: int, now_ms: int
+    ) -> bool:
         """Whether an append of ``batch_bytes`` ending at ``last_offset`` needs a new segment."""
         if self.size == 0:
             return False
         first_ts = self.first_batch_timestamp()
-        waited = (max_timestamp - first_ts) if first_ts is not None and first_ts >= 0 \
-            else now_ms - self.created_ms
-        return (self.size > segment_bytes - batch_bytes
-                or waited >= segment_ms
-                or self.offset_index.is_full() or self.time_index.is_full()
-                or last_offset - self.base_offset > INT32_MAX)
+        waited = (max_timestamp - first_ts) if first_ts is not None and first_ts >= 0 else now_ms - self.created_ms
+        return (
+            self.size > segment_bytes - batch_bytes
+            or waited >= segment_ms
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or last_offset - self.base_offset > INT32_MAX
+        )
 
     # ---------------------------------------------------------------- write
     def append(self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, int, int]]) -> None:
@@ -234,8 +241,9 @@ class LogSegment:
         """
         if not self._closed:
             try:
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
-                                             skip_full_check=True)
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+                )
             except OSError:
                 pass
 
@@ -299,8 +307,9 @@ class LogSegment:
             boundary = position + header.size
         return boundary
 
-    def read(self, start_offset: int, max_size: int, max_offset: int | None,
-             min_one_message: bool) -> FileRegion | None:
+    def read(
+        self, start_offset: int, max_size: int, max_offset: int | None, min_one_message: bool
+    ) -> FileRegion | None:
         """Whole batches from the one containing ``start_offset``; None if no batch is there.
 
         Stops before the first batch whose last offset >= ``max_offset`` and at ``max_size``
@@ -404,9 +413,12 @@ class LogSegment:
             if frame_error(mm, pos, size) is not None:
                 break
             header = parse_header(mm, pos)
-            if (header.base_offset < expected or header.last_offset_delta < 0
-                    or header.last_offset - self.base_offset > INT32_MAX
-                    or not crc_ok(mm, pos, header)):
+            if (
+                header.base_offset < expected
+                or header.last_offset_delta < 0
+                or header.last_offset - self.base_offset > INT32_MAX
+                or not crc_ok(mm, pos, header)
+            ):
                 break
             if pos == 0:
                 self._rolling_timestamp = header.max_timestamp

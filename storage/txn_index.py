@@ -27,6 +27,7 @@ re-derived from the replayed markers, so the index never holds an abort whose ma
 and a torn index tail is simply re-derived. Compaction (storage.cleaner) rewrites a run's
 entries into the cleaned segment's ``.txnindex``, which is swapped in with the segment.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -100,7 +101,7 @@ def append_entry(path: Path, entry: AbortedTxn) -> None:
 
 
 MAX_IN_MEMORY = 10_000  # aborted transactions kept in memory per log; older ones are read from files
-SEGMENTS_CACHED = 8     # parsed ``.txnindex`` files below the memory floor kept for fetches of old data
+SEGMENTS_CACHED = 8  # parsed ``.txnindex`` files below the memory floor kept for fetches of old data
 
 
 class TxnLogState:
@@ -195,7 +196,7 @@ class TxnLogState:
         i = bisect.bisect_right(segment_bases, base)
         end = segment_bases[i] if i < len(segment_bases) else 1 << 62
         aborted, lasts = self._entries
-        mine = aborted[bisect.bisect_left(lasts, base):bisect.bisect_left(lasts, end)]
+        mine = aborted[bisect.bisect_left(lasts, base) : bisect.bisect_left(lasts, end)]
         on_disk = [e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor]
         return on_disk + mine
 
@@ -254,8 +255,11 @@ class TxnLogState:
         aborted, lasts = self._entries
         lo = bisect.bisect_left(lasts, max(base, self.floor))
         hi = bisect.bisect_left(lasts, next_offset)
-        below = [] if base >= self.floor else \
-            [e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor]
+        below = (
+            []
+            if base >= self.floor
+            else [e for e in read_index(txn_index_path(self.directory, base)) if e.last_offset < self.floor]
+        )
         write_index(txn_index_path(self.directory, base), below + aborted[lo:hi])
 
     def all_entries(self) -> list[AbortedTxn]:
@@ -269,8 +273,16 @@ class TxnLogState:
         return out + list(self._entries[0])
 
     # ------------------------------------------------------------ appends
-    def on_control(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, first_offset: int | None,
-                   segment_base: int, stable_after: int, high_watermark: int) -> None:
+    def on_control(
+        self,
+        buf: bytes | bytearray | memoryview,
+        pos: int,
+        header: BatchHeader,
+        first_offset: int | None,
+        segment_base: int,
+        stable_after: int,
+        high_watermark: int,
+    ) -> None:
         """A marker was appended at ``header.base_offset`` ending ``first_offset``'s transaction."""
         if first_offset is None:
             return  # no open transaction of that producer here: nothing to index or hold
@@ -283,9 +295,15 @@ class TxnLogState:
             try:
                 append_entry(txn_index_path(self.directory, segment_base), entry)
             except OSError as exc:  # the marker is written: keep serving from memory
-                log.error("could not write the aborted-transaction index of %s (producer %d, offsets %d-%d): "
-                          "%s; written again when the log closes", self.directory,
-                          entry.producer_id, entry.first_offset, entry.last_offset, exc)
+                log.error(
+                    "could not write the aborted-transaction index of %s (producer %d, offsets %d-%d): "
+                    "%s; written again when the log closes",
+                    self.directory,
+                    entry.producer_id,
+                    entry.first_offset,
+                    entry.last_offset,
+                    exc,
+                )
                 self.unwritten.add(segment_base)
             if len(aborted) > MAX_IN_MEMORY:
                 self._bound_memory()

@@ -3,6 +3,7 @@ kafka-topics and kafka-configs do it, through confluent-kafka's AdminClient.
 
 Works against any Kafka-compatible cluster, not only Strom.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,11 +13,11 @@ from typing import Any
 import click
 
 from strom.tools.common import (
-    cluster_errors,
     IGNORED,
     ClusterError,
     admin_client,
     cluster_call,
+    cluster_errors,
     connection_options,
     emit_json,
     parse_config_items,
@@ -83,8 +84,12 @@ def _config_rows(entries: dict[str, Any], include_defaults: bool) -> dict[str, d
         if entry.is_default and not include_defaults:
             continue
         value = None if entry.is_sensitive else entry.value
-        rows[name] = {"value": value, "source": _source_name(entry.source),
-                      "sensitive": entry.is_sensitive, "read_only": entry.is_read_only}
+        rows[name] = {
+            "value": value,
+            "source": _source_name(entry.source),
+            "sensitive": entry.is_sensitive,
+            "read_only": entry.is_read_only,
+        }
     return rows
 
 
@@ -111,27 +116,44 @@ def topics(ctx: click.Context, bootstrap_server: str | None, command_config: Pat
 @topics.command("create")
 @connection_options
 @click.option("--topic", required=True, help="Name of the topic to create.")
-@click.option("--partitions", type=click.IntRange(min=1), help="Partition count [default: the broker's num.partitions].")
-@click.option("--replication-factor", type=click.IntRange(min=1),
-              help="Replicas per partition [default: the broker's default.replication.factor].")
+@click.option(
+    "--partitions", type=click.IntRange(min=1), help="Partition count [default: the broker's num.partitions]."
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    help="Replicas per partition [default: the broker's default.replication.factor].",
+)
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
 @click.option("--validate-only", is_flag=True, help="Ask the broker to check the request without creating.")
 @cluster_errors
-def topics_create(bootstrap_server: str | None, command_config: Path | None, topic: str, partitions: int | None,
-                  replication_factor: int | None, configs: tuple[str, ...], if_not_exists: bool,
-                  validate_only: bool) -> None:
+def topics_create(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    validate_only: bool,
+) -> None:
     """Create a topic."""
     from confluent_kafka.admin import NewTopic
 
     config = parse_config_items(configs, "--config")
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     admin = admin_client(bootstrap, extra)
-    new = NewTopic(topic, num_partitions=partitions or USE_BROKER_DEFAULT,
-                   replication_factor=replication_factor or USE_BROKER_DEFAULT, config=config)
+    new = NewTopic(
+        topic,
+        num_partitions=partitions or USE_BROKER_DEFAULT,
+        replication_factor=replication_factor or USE_BROKER_DEFAULT,
+        config=config,
+    )
     ignore = frozenset({"TOPIC_ALREADY_EXISTS"}) if if_not_exists else frozenset()
-    results = wait_futures(admin.create_topics([new], validate_only=validate_only),
-                           lambda t: f"cannot create topic {t}", ignore)
+    results = wait_futures(
+        admin.create_topics([new], validate_only=validate_only), lambda t: f"cannot create topic {t}", ignore
+    )
     verb = "Validated" if validate_only else "Created"
     click.echo(f"Topic {topic} already exists." if results[topic] is IGNORED else f"{verb} topic {topic}.")
 
@@ -142,8 +164,9 @@ def topics_create(bootstrap_server: str | None, command_config: Path | None, top
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (names starting with __).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of names.")
 @cluster_errors
-def topics_list(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
-                exclude_internal: bool, as_json: bool) -> None:
+def topics_list(
+    bootstrap_server: str | None, command_config: Path | None, topic: str | None, exclude_internal: bool, as_json: bool
+) -> None:
     """List topic names."""
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     names = matching_topics(list_metadata(admin_client(bootstrap, extra)), topic, not exclude_internal)
@@ -158,13 +181,21 @@ def topics_list(bootstrap_server: str | None, command_config: Path | None, topic
 @connection_options
 @click.option("--topic", help="Only topics matching this regex or comma list [default: all].")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
-@click.option("--under-replicated-partitions", is_flag=True, help="Only partitions whose ISR is smaller than the replicas.")
+@click.option(
+    "--under-replicated-partitions", is_flag=True, help="Only partitions whose ISR is smaller than the replicas."
+)
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions without a leader.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per topic.")
 @cluster_errors
-def topics_describe(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
-                    exclude_internal: bool, under_replicated_partitions: bool, unavailable_partitions: bool,
-                    as_json: bool) -> None:
+def topics_describe(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str | None,
+    exclude_internal: bool,
+    under_replicated_partitions: bool,
+    unavailable_partitions: bool,
+    as_json: bool,
+) -> None:
     """Partitions with leader, replicas, ISR and earliest/latest offsets; non-default configs."""
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     admin = admin_client(bootstrap, extra)
@@ -199,9 +230,16 @@ def _describe_topic(admin: Any, meta: Any, keep) -> dict[str, Any]:
         "replication_factor": max((len(p.replicas) for p in parts), default=0),
         "configs": {k: v["value"] for k, v in configs.items()},
         "partitions": [
-            {"partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs),
-             "earliest_offset": earliest[(meta.topic, p.id)], "latest_offset": latest[(meta.topic, p.id)]}
-            for p in parts if keep(p)
+            {
+                "partition": p.id,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isrs),
+                "earliest_offset": earliest[(meta.topic, p.id)],
+                "latest_offset": latest[(meta.topic, p.id)],
+            }
+            for p in parts
+            if keep(p)
         ],
     }
 
@@ -212,12 +250,16 @@ def _ids(values: list[int]) -> str:
 
 def _print_topic(info: dict[str, Any]) -> None:
     configs = ",".join(f"{k}={v}" for k, v in info["configs"].items())
-    click.echo(f"Topic: {info['topic']}\tPartitionCount: {info['partition_count']}\t"
-               f"ReplicationFactor: {info['replication_factor']}\tConfigs: {configs}")
+    click.echo(
+        f"Topic: {info['topic']}\tPartitionCount: {info['partition_count']}\t"
+        f"ReplicationFactor: {info['replication_factor']}\tConfigs: {configs}"
+    )
     for p in info["partitions"]:
-        click.echo(f"\tTopic: {info['topic']}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
-                   f"Replicas: {_ids(p['replicas'])}\tIsr: {_ids(p['isr'])}\t"
-                   f"EarliestOffset: {p['earliest_offset']}\tLatestOffset: {p['latest_offset']}")
+        click.echo(
+            f"\tTopic: {info['topic']}\tPartition: {p['partition']}\tLeader: {p['leader']}\t"
+            f"Replicas: {_ids(p['replicas'])}\tIsr: {_ids(p['isr'])}\t"
+            f"EarliestOffset: {p['earliest_offset']}\tLatestOffset: {p['latest_offset']}"
+        )
 
 
 @topics.command("alter")
@@ -227,8 +269,14 @@ def _print_topic(info: dict[str, Any]) -> None:
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY", help="Remove a topic config override.")
 @cluster_errors
-def topics_alter(bootstrap_server: str | None, command_config: Path | None, topic: str, partitions: int | None,
-                 configs: tuple[str, ...], delete_configs: tuple[str, ...]) -> None:
+def topics_alter(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    delete_configs: tuple[str, ...],
+) -> None:
     """Add partitions to a topic, or change its configs."""
     from confluent_kafka.admin import NewPartitions
 
@@ -238,8 +286,9 @@ def topics_alter(bootstrap_server: str | None, command_config: Path | None, topi
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     admin = admin_client(bootstrap, extra)
     if partitions is not None:
-        wait_futures(admin.create_partitions([NewPartitions(topic, partitions)]),
-                     lambda t: f"cannot add partitions to {t}")
+        wait_futures(
+            admin.create_partitions([NewPartitions(topic, partitions)]), lambda t: f"cannot add partitions to {t}"
+        )
         click.echo(f"Topic {topic} now has {partitions} partitions.")
     if config or delete_configs:
         alter_configs(admin, "topic", topic, config, list(delete_configs))
@@ -260,11 +309,13 @@ def topics_delete(bootstrap_server: str | None, command_config: Path | None, top
         if if_exists:
             click.echo(f"No topic matches {topic}.")
             return
-        raise ClusterError(f"topic {topic!r} does not exist (pass --if-exists to ignore, "
-                           f"or list the topics with `strom topics list`)")
+        raise ClusterError(
+            f"topic {topic!r} does not exist (pass --if-exists to ignore, or list the topics with `strom topics list`)"
+        )
     ignore = frozenset({"UNKNOWN_TOPIC_OR_PART"}) if if_exists else frozenset()
-    wait_futures(admin.delete_topics(names, operation_timeout=METADATA_TIMEOUT_S),
-                 lambda t: f"cannot delete topic {t}", ignore)
+    wait_futures(
+        admin.delete_topics(names, operation_timeout=METADATA_TIMEOUT_S), lambda t: f"cannot delete topic {t}", ignore
+    )
     for name in names:
         click.echo(f"Deleted topic {name}.")
 
@@ -313,8 +364,14 @@ def configs(ctx: click.Context, bootstrap_server: str | None, command_config: Pa
 @click.option("--all", "show_all", is_flag=True, help="Include configs left at their defaults.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object of name -> {value, source, ...}.")
 @cluster_errors
-def configs_describe(bootstrap_server: str | None, command_config: Path | None, topic: str | None,
-                     broker: int | None, show_all: bool, as_json: bool) -> None:
+def configs_describe(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str | None,
+    broker: int | None,
+    show_all: bool,
+    as_json: bool,
+) -> None:
     """Show configs: overrides only, or every config with --all."""
     kind, name = _target(topic, broker)
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
@@ -336,12 +393,23 @@ def configs_describe(bootstrap_server: str | None, command_config: Path | None, 
 @connection_options
 @click.option("--topic", help="Alter this topic's configs.")
 @click.option("--broker", type=int, help="Alter this broker's configs.")
-@click.option("--add-config", "add", multiple=True, metavar="K=V[,K=V...]",
-              help="Configs to set; list values in brackets: k=[a,b] (repeatable).")
+@click.option(
+    "--add-config",
+    "add",
+    multiple=True,
+    metavar="K=V[,K=V...]",
+    help="Configs to set; list values in brackets: k=[a,b] (repeatable).",
+)
 @click.option("--delete-config", "delete", multiple=True, metavar="K[,K...]", help="Configs to remove (repeatable).")
 @cluster_errors
-def configs_alter(bootstrap_server: str | None, command_config: Path | None, topic: str | None, broker: int | None,
-                  add: tuple[str, ...], delete: tuple[str, ...]) -> None:
+def configs_alter(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str | None,
+    broker: int | None,
+    add: tuple[str, ...],
+    delete: tuple[str, ...],
+) -> None:
     """Set or remove config overrides."""
     kind, name = _target(topic, broker)
     if not add and not delete:

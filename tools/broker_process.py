@@ -14,9 +14,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 15.0
@@ -40,7 +41,7 @@ class ReadyInfo:
     control: str | None = None  # host:port of the test control endpoint, when it runs
 
     @classmethod
-    def from_json(cls, text: str) -> "ReadyInfo":
+    def from_json(cls, text: str) -> ReadyInfo:
         try:
             doc = json.loads(text)
             return cls(
@@ -109,7 +110,7 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd + ["--ready-file", str(self.ready_file)]
 
-    def start(self, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         if self.running:
             raise BrokerProcessError("broker already running")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -139,14 +140,10 @@ class BrokerProcess:
                 return ReadyInfo.from_json(self.ready_file.read_text())
             code = self._proc.poll()
             if code is not None:
-                raise BrokerProcessError(
-                    f"broker exited with code {code} before it was ready\n{self.log_tail()}"
-                )
+                raise BrokerProcessError(f"broker exited with code {code} before it was ready\n{self.log_tail()}")
             time.sleep(POLL_INTERVAL_S)
         self.kill()
-        raise BrokerProcessError(
-            f"broker not ready within {timeout:.0f}s (no {self.ready_file})\n{self.log_tail()}"
-        )
+        raise BrokerProcessError(f"broker not ready within {timeout:.0f}s (no {self.ready_file})\n{self.log_tail()}")
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM, wait up to ``timeout``, then SIGKILL. Returns the exit code."""
@@ -178,7 +175,7 @@ class BrokerProcess:
         self._close_files()
         return proc.returncode
 
-    def restart(self, *, crash: bool = False, timeout: float = READY_TIMEOUT_S) -> "BrokerProcess":
+    def restart(self, *, crash: bool = False, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         """Stop (or SIGKILL with ``crash``) and start again on the same port and log dir."""
         if crash:
             self.kill()
@@ -199,7 +196,7 @@ class BrokerProcess:
             parts.append(f"--- {path.name} ---\n{text[-limit:]}")
         return "\n".join(parts)
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start() if not self.running else self
 
     def __exit__(self, *exc: object) -> None:

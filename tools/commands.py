@@ -7,6 +7,7 @@ so `strom serve` imports none of them. A command whose client library comes with
 the distribution (``pip install 'strom[tools]'``, ``'strom[spark]'``) says which one to install
 when that library is missing, before it runs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -60,8 +61,10 @@ COMMANDS: dict[str, Entry] = {
 
 
 def missing_extra_message(command: str, extra: Extra, missing: list[str]) -> str:
-    return (f"`strom {command}` needs {', '.join(missing)}, which come with the {extra.name!r} extra: "
-            f"pip install 'strom[{extra.name}]'")
+    return (
+        f"`strom {command}` needs {', '.join(missing)}, which come with the {extra.name!r} extra: "
+        f"pip install 'strom[{extra.name}]'"
+    )
 
 
 def _checked(command: click.Command, extra: Extra) -> click.Command:

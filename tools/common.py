@@ -7,14 +7,16 @@ cluster (:class:`ClusterError`), 2 a usage error (click's own ``UsageError``/``B
 confluent-kafka is imported inside the functions that need it, so importing this module (which
 `strom serve` does through ``tools.commands``) costs nothing.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import os
 import socket
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -38,11 +40,17 @@ class ClusterError(click.ClickException):
 def connection_options(func: F) -> F:
     """``--bootstrap-server`` and ``--command-config``, usable on a group and on its subcommands."""
     func = click.option(
-        "--command-config", "command_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="A client .properties file (security settings and the like).")(func)
+        "--command-config",
+        "command_config",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="A client .properties file (security settings and the like).",
+    )(func)
     func = click.option(
-        "--bootstrap-server", "bootstrap_server", metavar="HOST:PORT[,HOST:PORT...]",
-        help=f"Brokers to connect to [default: ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP}].")(func)
+        "--bootstrap-server",
+        "bootstrap_server",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help=f"Brokers to connect to [default: ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP}].",
+    )(func)
     return func
 
 
@@ -56,7 +64,7 @@ def remember_connection(ctx: click.Context, bootstrap_server: str | None, comman
 def resolve_connection(bootstrap_server: str | None, command_config: Path | None) -> tuple[str, dict[str, str]]:
     """(bootstrap servers, extra client config) from the subcommand's options, then the group's."""
     ctx = click.get_current_context()
-    parent = (ctx.find_object(dict) or {})
+    parent = ctx.find_object(dict) or {}
     bootstrap = bootstrap_server or parent.get("bootstrap_server") or _env_bootstrap() or DEFAULT_BOOTSTRAP
     config_path = command_config or parent.get("command_config")
     extra = read_properties(config_path) if config_path else {}
@@ -123,7 +131,7 @@ def read_properties(path: Path) -> dict[str, str]:
         sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
         if sep < 0:
             raise click.BadParameter(f"{path}: {line!r} is not key=value")
-        out[line[:sep].strip()] = line[sep + 1:].strip()
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 
 
@@ -136,7 +144,8 @@ def import_confluent() -> Any:
     except ImportError:
         raise click.ClickException(
             "this command needs the confluent-kafka client, which comes with the 'tools' extra: "
-            "pip install 'strom[tools]'") from None
+            "pip install 'strom[tools]'"
+        ) from None
     return confluent_kafka
 
 
@@ -165,8 +174,10 @@ def _addresses(bootstrap: str) -> list[tuple[str, int]]:
 
 
 def unreachable_message(bootstrap: str) -> str:
-    return (f"cannot reach {bootstrap}: is the broker running? start it with `strom serve`, "
-            f"or point --bootstrap-server at a running broker")
+    return (
+        f"cannot reach {bootstrap}: is the broker running? start it with `strom serve`, "
+        f"or point --bootstrap-server at a running broker"
+    )
 
 
 def ensure_reachable(bootstrap: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
@@ -225,8 +236,12 @@ IGNORED = object()
 """What :func:`wait_futures` gives for a key whose error was in ``ignore``."""
 
 
-def wait_futures(futures: Mapping[Any, Any], what: Callable[[Any], str],
-                 ignore: frozenset[str] = frozenset(), timeout: float = REQUEST_TIMEOUT_S) -> dict[Any, Any]:
+def wait_futures(
+    futures: Mapping[Any, Any],
+    what: Callable[[Any], str],
+    ignore: frozenset[str] = frozenset(),
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> dict[Any, Any]:
     """Results of an AdminClient futures map; errors named in ``ignore`` give IGNORED, others raise."""
     ck = import_confluent()
     results: dict[Any, Any] = {}
@@ -295,12 +310,11 @@ def print_table(rows: list[list[Any]], headers: list[str]) -> None:
     cells = [headers] + [["-" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for row in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
 
 
 def stderr(message: str) -> None:
     click.echo(message, err=True)
-
 
 
 # --------------------------------------------------------------------------- requests over a socket
@@ -315,8 +329,9 @@ class KafkaSocket:
     the protocol's client-role ``Connection``: it frames, numbers and decodes; this only moves bytes.
     ``ValueError`` when the broker closes the connection or answers something unusable."""
 
-    def __init__(self, sock: socket.socket, client_id: str | None = "strom-tools",
-                 max_response_size: int = 0x7FFFFFFF) -> None:
+    def __init__(
+        self, sock: socket.socket, client_id: str | None = "strom-tools", max_response_size: int = 0x7FFFFFFF
+    ) -> None:
         from strom.protocol.connection import CLIENT, Connection  # the codec loads on first use only
 
         self.sock = sock
@@ -368,8 +383,9 @@ class KafkaSocket:
         return event
 
 
-def supported_apis(bootstrap: str, extra: Mapping[str, str] | None = None,
-                   timeout: float = CONNECT_TIMEOUT_S) -> dict[int, tuple[int, int]] | None:
+def supported_apis(
+    bootstrap: str, extra: Mapping[str, str] | None = None, timeout: float = CONNECT_TIMEOUT_S
+) -> dict[int, tuple[int, int]] | None:
     """{api_key: (min, max)} from an ApiVersions v0 request to the first reachable bootstrap broker.
 
     Only over PLAINTEXT (None for other security protocols, or when no broker answers sanely).
@@ -400,5 +416,7 @@ def require_group_support(bootstrap: str, extra: Mapping[str, str] | None = None
     """Fail clearly instead of timing out when the broker has no group coordinator."""
     apis = supported_apis(bootstrap, extra)
     if apis is not None and FIND_COORDINATOR_KEY not in apis:
-        raise ClusterError(f"{GROUPS_UNSUPPORTED} (it does not offer FindCoordinator): "
-                           f"consume without --group, which assigns partitions directly")
+        raise ClusterError(
+            f"{GROUPS_UNSUPPORTED} (it does not offer FindCoordinator): "
+            f"consume without --group, which assigns partitions directly"
+        )

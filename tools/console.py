@@ -5,22 +5,24 @@ Input lines for `produce` are parsed as Kafka's LineMessageReader does:
 ``[headers<headers.delimiter>][key<key.separator>]value`` where headers are
 ``k<headers.key.separator>v<headers.separator>...``; a field equal to ``null.marker`` is null.
 """
+
 from __future__ import annotations
 
 import codecs
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 import click
 
 from strom.tools.common import (
-    cluster_errors,
     ClusterError,
     client_config,
+    cluster_errors,
     connection_options,
     describe_kafka_error,
     emit_json,
@@ -74,7 +76,7 @@ class LineReader:
     }
 
     @classmethod
-    def from_properties(cls, props: dict[str, str], **kwargs: Any) -> "LineReader":
+    def from_properties(cls, props: dict[str, str], **kwargs: Any) -> LineReader:
         reader = cls(**kwargs)
         for name, value in props.items():
             if name not in cls.PROPERTIES:
@@ -93,8 +95,9 @@ class LineReader:
             return head, rest
         if self.ignore_error:
             return None, line
-        raise click.ClickException(f"line {number}: no {what} {sep!r} found (use --property ignore.error=true "
-                                   f"to send such lines without one)")
+        raise click.ClickException(
+            f"line {number}: no {what} {sep!r} found (use --property ignore.error=true to send such lines without one)"
+        )
 
     def _headers(self, text: str | None) -> list[tuple[str, bytes | None]]:
         if not text:
@@ -169,8 +172,7 @@ class DeliveryTally:
 
 
 def _producer_config(acks: str, compression: str, timeout_ms: int, extra: dict[str, str]) -> dict[str, Any]:
-    return {"acks": acks, "compression.type": compression, "linger.ms": 5,
-            "message.timeout.ms": timeout_ms, **extra}
+    return {"acks": acks, "compression.type": compression, "linger.ms": 5, "message.timeout.ms": timeout_ms, **extra}
 
 
 def _send(producer: Any, topic: str, partition: int | None, record: tuple[Any, Any, Any], tally: DeliveryTally) -> None:
@@ -192,28 +194,68 @@ def _send(producer: Any, topic: str, partition: int | None, record: tuple[Any, A
 @click.command("produce")
 @connection_options
 @click.option("--topic", required=True, help="Topic to produce to.")
-@click.option("--file", "input_file", type=click.File("r", encoding="utf-8"), help="Read lines from this file [default: stdin].")
-@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
-              help="Reader property: parse.key, key.separator, parse.headers, headers.delimiter, "
-                   "headers.separator, headers.key.separator, null.marker, ignore.error (repeatable).")
+@click.option(
+    "--file", "input_file", type=click.File("r", encoding="utf-8"), help="Read lines from this file [default: stdin]."
+)
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Reader property: parse.key, key.separator, parse.headers, headers.delimiter, "
+    "headers.separator, headers.key.separator, null.marker, ignore.error (repeatable).",
+)
 @click.option("--key-separator", help="Lines are KEY<SEP>VALUE (same as parse.key=true key.separator=SEP).")
-@click.option("--header", "static_headers", multiple=True, metavar="KEY=VALUE", help="Add this header to every record (repeatable).")
+@click.option(
+    "--header",
+    "static_headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Add this header to every record (repeatable).",
+)
 @click.option("--compression", type=click.Choice(COMPRESSIONS), default="none", show_default=True)
 @click.option("--acks", type=click.Choice(ACKS), default="all", show_default=True)
 @click.option("--partition", type=click.IntRange(min=0), help="Send every record to this partition.")
-@click.option("--producer-property", "producer_properties", multiple=True, metavar="KEY=VALUE",
-              help="A librdkafka producer setting (repeatable).")
-@click.option("--producer.config", "producer_config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A .properties file of producer settings.")
-@click.option("--timeout-ms", type=click.IntRange(min=1), default=30_000, show_default=True,
-              help="Give up on a record not acknowledged in this time.")
+@click.option(
+    "--producer-property",
+    "producer_properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A librdkafka producer setting (repeatable).",
+)
+@click.option(
+    "--producer.config",
+    "producer_config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A .properties file of producer settings.",
+)
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=30_000,
+    show_default=True,
+    help="Give up on a record not acknowledged in this time.",
+)
 @click.option("--quiet", is_flag=True, help="No progress or summary on stderr/stdout.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @cluster_errors
-def produce(bootstrap_server: str | None, command_config: Path | None, topic: str, input_file: IO[str] | None,
-            properties: tuple[str, ...], key_separator: str | None, static_headers: tuple[str, ...], compression: str,
-            acks: str, partition: int | None, producer_properties: tuple[str, ...], producer_config_file: Path | None,
-            timeout_ms: int, quiet: bool, as_json: bool) -> None:
+def produce(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str,
+    input_file: IO[str] | None,
+    properties: tuple[str, ...],
+    key_separator: str | None,
+    static_headers: tuple[str, ...],
+    compression: str,
+    acks: str,
+    partition: int | None,
+    producer_properties: tuple[str, ...],
+    producer_config_file: Path | None,
+    timeout_ms: int,
+    quiet: bool,
+    as_json: bool,
+) -> None:
     """Send each input line as a record (as kafka-console-producer); prints how many were sent."""
     props = parse_kv(properties, "--property")
     if key_separator is not None:
@@ -221,8 +263,11 @@ def produce(bootstrap_server: str | None, command_config: Path | None, topic: st
     headers = [(k, v.encode("utf-8")) for k, v in parse_kv(static_headers, "--header").items()]
     reader = LineReader.from_properties(props, static_headers=headers)
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
-    extra = {**extra, **(read_properties(producer_config_file) if producer_config_file else {}),
-             **parse_kv(producer_properties, "--producer-property")}
+    extra = {
+        **extra,
+        **(read_properties(producer_config_file) if producer_config_file else {}),
+        **parse_kv(producer_properties, "--producer-property"),
+    }
     ck = import_confluent()
     ensure_reachable(bootstrap)
     producer = ck.Producer(client_config(bootstrap, _producer_config(acks, compression, timeout_ms, extra)))
@@ -231,8 +276,15 @@ def produce(bootstrap_server: str | None, command_config: Path | None, topic: st
     _report_produce(topic, sent, tally, quiet, as_json)
 
 
-def _produce_lines(producer: Any, topic: str, partition: int | None, reader: LineReader, stream: IO[str],
-                   tally: DeliveryTally, show_progress: bool) -> int:
+def _produce_lines(
+    producer: Any,
+    topic: str,
+    partition: int | None,
+    reader: LineReader,
+    stream: IO[str],
+    tally: DeliveryTally,
+    show_progress: bool,
+) -> int:
     progress = Progress("records sent", show_progress)
     sent = 0
     try:
@@ -250,8 +302,15 @@ def _produce_lines(producer: Any, topic: str, partition: int | None, reader: Lin
 
 def _report_produce(topic: str, sent: int, tally: DeliveryTally, quiet: bool, as_json: bool) -> None:
     if as_json:
-        emit_json({"topic": topic, "sent": sent, "delivered": tally.delivered, "failed": tally.failed,
-                   "error": tally.first_error})
+        emit_json(
+            {
+                "topic": topic,
+                "sent": sent,
+                "delivered": tally.delivered,
+                "failed": tally.failed,
+                "error": tally.first_error,
+            }
+        )
     elif not quiet:
         click.echo(f"Produced {tally.delivered} records to {topic}.")
     if tally.failed or tally.delivered != sent:
@@ -295,8 +354,9 @@ def compile_format(fmt: str) -> Callable[[Any], str]:
             i += 2
             continue
         if fmt[i] == "%":
-            raise click.BadParameter(f"unknown token {fmt[i:i + 2]!r} (known: %" + " %".join(TOKENS) + ")",
-                                     param_hint="--format")
+            raise click.BadParameter(
+                f"unknown token {fmt[i : i + 2]!r} (known: %" + " %".join(TOKENS) + ")", param_hint="--format"
+            )
         literal = fmt[i]
         pieces.append(lambda m, s=literal: s)
         i += 1
@@ -306,8 +366,14 @@ def compile_format(fmt: str) -> Callable[[Any], str]:
 TIMESTAMP_TYPES = {0: "NoTimestampType", 1: "CreateTime", 2: "LogAppendTime"}
 
 
-def kafka_style_formatter(print_timestamp: bool, print_partition: bool, print_offset: bool, print_headers: bool,
-                          print_key: bool, separator: str) -> Callable[[Any], str]:
+def kafka_style_formatter(
+    print_timestamp: bool,
+    print_partition: bool,
+    print_offset: bool,
+    print_headers: bool,
+    print_key: bool,
+    separator: str,
+) -> Callable[[Any], str]:
     """As Kafka's DefaultMessageFormatter: the chosen fields, then the value, ``separator`` between."""
     fields: list[tuple[bool, Callable[[Any], str]]] = [
         (print_timestamp, lambda m: f"{TIMESTAMP_TYPES.get(m.timestamp()[0], 'CreateTime')}:{m.timestamp()[1]}"),
@@ -323,15 +389,22 @@ def kafka_style_formatter(print_timestamp: bool, print_partition: bool, print_of
 
 def record_json(msg: Any) -> dict[str, Any]:
     """One record as JSON: text fields, or {"base64": ...} for bytes that are not UTF-8."""
+
     def field_(data: bytes | None) -> Any:
         encoded = text_or_base64(data)
         return encoded.get("text") if "text" in encoded else encoded
 
     ts_type, ts = msg.timestamp()
-    return {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "timestamp": ts,
-            "timestamp_type": TIMESTAMP_TYPES.get(ts_type, "CreateTime"),
-            "key": field_(msg.key()), "value": field_(msg.value()),
-            "headers": [[k, field_(v)] for k, v in (msg.headers() or [])]}
+    return {
+        "topic": msg.topic(),
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+        "timestamp": ts,
+        "timestamp_type": TIMESTAMP_TYPES.get(ts_type, "CreateTime"),
+        "key": field_(msg.key()),
+        "value": field_(msg.value()),
+        "headers": [[k, field_(v)] for k, v in (msg.headers() or [])],
+    }
 
 
 # --------------------------------------------------------------------------- consume: positioning
@@ -448,25 +521,58 @@ def _consumer_config(group: str | None, from_beginning: bool, isolation: str, ex
 @click.option("--print-partition", is_flag=True)
 @click.option("--print-timestamp", is_flag=True)
 @click.option("--key-separator", default="\\t", show_default=True, help="Between the printed fields.")
-@click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]), default="read_uncommitted",
-              show_default=True)
-@click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
-              help="A librdkafka consumer setting (repeatable).")
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+)
+@click.option(
+    "--consumer-property",
+    "consumer_properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A librdkafka consumer setting (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record.")
 @cluster_errors
-def consume(bootstrap_server: str | None, command_config: Path | None, topic: str, group: str | None,
-            from_beginning: bool, offset: str | None, partition: int | None, from_timestamp: int | None,
-            max_messages: int | None, timeout_ms: int | None, exit_at_end: bool, fmt: str | None, print_key: bool,
-            print_headers: bool, print_offset: bool, print_partition: bool, print_timestamp: bool,
-            key_separator: str, isolation_level: str, consumer_properties: tuple[str, ...], as_json: bool) -> None:
+def consume(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    topic: str,
+    group: str | None,
+    from_beginning: bool,
+    offset: str | None,
+    partition: int | None,
+    from_timestamp: int | None,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    exit_at_end: bool,
+    fmt: str | None,
+    print_key: bool,
+    print_headers: bool,
+    print_offset: bool,
+    print_partition: bool,
+    print_timestamp: bool,
+    key_separator: str,
+    isolation_level: str,
+    consumer_properties: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Print records of a topic (as kafka-console-consumer)."""
     if sum((offset is not None, from_timestamp is not None, from_beginning)) > 1:
         raise click.UsageError("give at most one of --offset, --from-timestamp and --from-beginning")
     if fmt is not None and as_json:
         raise click.UsageError("--format and --json exclude each other")
-    render = (lambda m: json.dumps(record_json(m))) if as_json else compile_format(fmt) if fmt is not None else \
-        kafka_style_formatter(print_timestamp, print_partition, print_offset, print_headers, print_key,
-                              _unescape(key_separator))
+    render = (
+        (lambda m: json.dumps(record_json(m)))
+        if as_json
+        else compile_format(fmt)
+        if fmt is not None
+        else kafka_style_formatter(
+            print_timestamp, print_partition, print_offset, print_headers, print_key, _unescape(key_separator)
+        )
+    )
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     extra = {**extra, **parse_kv(consumer_properties, "--consumer-property")}
     ck = import_confluent()
@@ -486,13 +592,23 @@ def consume(bootstrap_server: str | None, command_config: Path | None, topic: st
     stderr(f"Processed a total of {count} messages")
 
 
-def _position(consumer: Any, ck: Any, topic: str, partition: int | None, offset: str | None, from_beginning: bool,
-              from_timestamp: int | None, subscribe: bool) -> None:
+def _position(
+    consumer: Any,
+    ck: Any,
+    topic: str,
+    partition: int | None,
+    offset: str | None,
+    from_beginning: bool,
+    from_timestamp: int | None,
+    subscribe: bool,
+) -> None:
     if subscribe:
         on_assign = None
         if from_timestamp is not None:
+
             def on_assign(c: Any, partitions: list[Any]) -> None:
                 c.assign(_by_timestamp(c, ck, partitions, from_timestamp))
+
         consumer.subscribe([topic], **({"on_assign": on_assign} if on_assign else {}))
         return
     partitions = [partition] if partition is not None else _partitions_of(consumer, topic)
@@ -501,4 +617,3 @@ def _position(consumer: Any, ck: Any, topic: str, partition: int | None, offset:
     if from_timestamp is not None:
         assignment = _by_timestamp(consumer, ck, assignment, from_timestamp)
     consumer.assign(assignment)
-

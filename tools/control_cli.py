@@ -10,6 +10,7 @@ The broker must run with its control endpoint (`strom serve --dev`, or `control.
 
 Every command prints the broker's answer as JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,20 @@ def _address(to: str | None, ready_file: Path | None) -> str:
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot read {ready_file}: {exc}") from None
     if not doc.get("control"):
-        raise click.ClickException(f"{ready_file} names no control endpoint: start the broker with "
-                                   f"`strom serve --dev` (or set control.listener)")
+        raise click.ClickException(
+            f"{ready_file} names no control endpoint: start the broker with "
+            f"`strom serve --dev` (or set control.listener)"
+        )
     return doc["control"]
 
 
 @click.group("control")
 @click.option("--to", metavar="HOST:PORT", help="The broker's control endpoint.")
-@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Read the control endpoint from the ready file of `strom serve --ready-file`.")
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the control endpoint from the ready file of `strom serve --ready-file`.",
+)
 @click.pass_context
 def control(ctx: click.Context, to: str | None, ready_file: Path | None) -> None:
     """Fault injection and test control of a running broker (`strom serve --dev`)."""
@@ -58,8 +64,11 @@ def _call(ctx: click.Context, operation: str, args: dict[str, Any] | None = None
 @click.option("--api", help="Kafka API name (Produce, Fetch, ...) or key; default: any API.")
 @click.option("--error", help="Answer with this error (NOT_LEADER_OR_FOLLOWER, or a code).")
 @click.option("--delay-ms", type=int, default=0, help="Hold the request this long first.")
-@click.option("--drop", type=click.Choice(["before", "after"]),
-              help="Close the connection before handling the request, or after (it took effect).")
+@click.option(
+    "--drop",
+    type=click.Choice(["before", "after"]),
+    help="Close the connection before handling the request, or after (it took effect).",
+)
 @click.option("--count", type=int, default=1, show_default=True, help="How many requests; 0: all until cleared.")
 @click.option("--topic", help="Only requests for this topic.")
 @click.option("--partition", type=int, help="Only this partition of --topic.")
@@ -67,8 +76,20 @@ def _call(ctx: click.Context, operation: str, args: dict[str, Any] | None = None
 @click.pass_context
 def fault(ctx: click.Context, api, error, delay_ms, drop, count, topic, partition, client_id) -> None:
     """Make the next COUNT matching requests fail, wait or lose their connection."""
-    _call(ctx, "fault", {"api": api, "error": error, "delay_ms": delay_ms, "drop": drop,
-                         "count": count or None, "topic": topic, "partition": partition, "client_id": client_id})
+    _call(
+        ctx,
+        "fault",
+        {
+            "api": api,
+            "error": error,
+            "delay_ms": delay_ms,
+            "drop": drop,
+            "count": count or None,
+            "topic": topic,
+            "partition": partition,
+            "client_id": client_id,
+        },
+    )
 
 
 @control.command()

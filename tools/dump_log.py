@@ -12,13 +12,15 @@ File names are the segment's 20-digit base offset.
 Every problem found (bad CRC, truncated or unreadable entry, offsets out of order, an index
 entry that does not match the log) is reported, and the exit code is 1 if there was any.
 """
+
 from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -109,26 +111,49 @@ def _v2_records(view: memoryview, pos: int, info: BatchInfo) -> list[dict[str, A
     out = []
     for r in records:
         sequence = NO_SEQUENCE if header.base_sequence == NO_SEQUENCE else header.base_sequence + r.offset_delta
-        timestamp = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else \
-            header.base_timestamp + r.timestamp_delta
-        out.append({"offset": header.base_offset + r.offset_delta, "timestamp": timestamp,
-                    "key_size": -1 if r.key is None else len(r.key),
-                    "value_size": -1 if r.value is None else len(r.value), "sequence": sequence,
-                    "key": _show(r.key), "value": _show(r.value),
-                    "headers": [[k, _show(v)] for k, v in r.headers]})
+        timestamp = (
+            header.max_timestamp
+            if header.timestamp_type == LOG_APPEND_TIME
+            else header.base_timestamp + r.timestamp_delta
+        )
+        out.append(
+            {
+                "offset": header.base_offset + r.offset_delta,
+                "timestamp": timestamp,
+                "key_size": -1 if r.key is None else len(r.key),
+                "value_size": -1 if r.value is None else len(r.value),
+                "sequence": sequence,
+                "key": _show(r.key),
+                "value": _show(r.value),
+                "headers": [[k, _show(v)] for k, v in r.headers],
+            }
+        )
     return out
 
 
 def _v2_batch(view: memoryview, pos: int, end: int, deep: bool) -> BatchInfo:
     h = parse_header(view, pos)
     info = BatchInfo(
-        position=pos, base_offset=h.base_offset, last_offset=h.last_offset, count=h.records_count, size=h.size,
-        magic=h.magic, crc=h.crc, valid=crc32c(view[pos + ATTRIBUTES_OFFSET:end]) == h.crc,
-        compression=_codec_name(h.compression), timestamp_type=TIMESTAMP_NAMES[h.timestamp_type],
-        create_time=h.base_timestamp, max_timestamp=h.max_timestamp,
-        partition_leader_epoch=h.partition_leader_epoch, producer_id=h.producer_id,
-        producer_epoch=h.producer_epoch, base_sequence=h.base_sequence, last_sequence=h.last_sequence,
-        is_transactional=h.is_transactional, is_control=h.is_control)
+        position=pos,
+        base_offset=h.base_offset,
+        last_offset=h.last_offset,
+        count=h.records_count,
+        size=h.size,
+        magic=h.magic,
+        crc=h.crc,
+        valid=crc32c(view[pos + ATTRIBUTES_OFFSET : end]) == h.crc,
+        compression=_codec_name(h.compression),
+        timestamp_type=TIMESTAMP_NAMES[h.timestamp_type],
+        create_time=h.base_timestamp,
+        max_timestamp=h.max_timestamp,
+        partition_leader_epoch=h.partition_leader_epoch,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        last_sequence=h.last_sequence,
+        is_transactional=h.is_transactional,
+        is_control=h.is_control,
+    )
     if deep and info.valid:
         info.records = _v2_records(view, pos, info)
     return info
@@ -137,21 +162,40 @@ def _v2_batch(view: memoryview, pos: int, end: int, deep: bool) -> BatchInfo:
 def _legacy_entry(view: memoryview, pos: int, end: int, deep: bool) -> BatchInfo:
     base_offset, _ = entry_frame(view, pos)
     (crc,) = LEGACY_CRC.unpack_from(view, pos + LEGACY_CRC_OFFSET)
-    info = BatchInfo(position=pos, base_offset=base_offset, last_offset=base_offset, count=1, size=end - pos,
-                     magic=view[pos + MAGIC_OFFSET], crc=crc, valid=crc32(view[pos + MAGIC_OFFSET:end]) == crc,
-                     compression=_codec_name(view[pos + MAGIC_OFFSET + 1] & 0x07))
+    info = BatchInfo(
+        position=pos,
+        base_offset=base_offset,
+        last_offset=base_offset,
+        count=1,
+        size=end - pos,
+        magic=view[pos + MAGIC_OFFSET],
+        crc=crc,
+        valid=crc32(view[pos + MAGIC_OFFSET : end]) == crc,
+        compression=_codec_name(view[pos + MAGIC_OFFSET + 1] & 0x07),
+    )
     if deep and info.valid:
         messages = list(iter_message_set(view[pos:end], strict=True, max_size=MAX_DECOMPRESSED))
-        info.records = [{"offset": m.offset, "timestamp": m.timestamp,
-                         "key_size": -1 if m.key is None else len(m.key),
-                         "value_size": -1 if m.value is None else len(m.value), "sequence": NO_SEQUENCE,
-                         "key": _show(m.key), "value": _show(m.value), "headers": []} for m in messages]
+        info.records = [
+            {
+                "offset": m.offset,
+                "timestamp": m.timestamp,
+                "key_size": -1 if m.key is None else len(m.key),
+                "value_size": -1 if m.value is None else len(m.value),
+                "sequence": NO_SEQUENCE,
+                "key": _show(m.key),
+                "value": _show(m.value),
+                "headers": [],
+            }
+            for m in messages
+        ]
         info.count = len(messages)
     return info
 
 
 ENTRY_READERS: dict[int, Callable[[memoryview, int, int, bool], BatchInfo]] = {
-    0: _legacy_entry, 1: _legacy_entry, 2: _v2_batch,
+    0: _legacy_entry,
+    1: _legacy_entry,
+    2: _v2_batch,
 }
 MIN_ENTRY_LENGTH = {0: 14, 1: 22, 2: MIN_BATCH_LENGTH}  # bytes after the 12-byte framing
 
@@ -185,11 +229,14 @@ def scan_log(data: bytes | memoryview | mmap.mmap, base_offset: int = 0, deep: b
             break
         info = _read_entry(view, pos, end, deep, scan)
         if info.base_offset < expected:
-            scan.problems.append(f"batch at position {pos} starts at offset {info.base_offset}, "
-                                 f"below the expected {expected}")
+            scan.problems.append(
+                f"batch at position {pos} starts at offset {info.base_offset}, below the expected {expected}"
+            )
         if not info.valid:
-            scan.problems.append(f"CRC mismatch in batch at position {pos} (offsets {info.base_offset}"
-                                 f"-{info.last_offset}): stored {info.crc}")
+            scan.problems.append(
+                f"CRC mismatch in batch at position {pos} (offsets {info.base_offset}"
+                f"-{info.last_offset}): stored {info.crc}"
+            )
         expected = info.last_offset + 1
         scan.batches.append(info)
         pos = end
@@ -217,8 +264,9 @@ class IndexScan:
 def _entries(data: bytes, entry: struct.Struct, scan: IndexScan) -> list[tuple[int, int]]:
     whole = len(data) - len(data) % entry.size
     if whole != len(data):
-        scan.problems.append(f"file size {len(data)} is not a multiple of the {entry.size}-byte entry "
-                             f"(torn last entry)")
+        scan.problems.append(
+            f"file size {len(data)} is not a multiple of the {entry.size}-byte entry (torn last entry)"
+        )
     return list(entry.iter_unpack(data[:whole]))
 
 
@@ -242,8 +290,9 @@ def _check_index_entry(log: LogScan, i: int, offset: int, position: int, scan: I
     if batch is None:
         scan.problems.append(f"entry {i}: position {position} is not the start of a batch in the log")
     elif batch.last_offset != offset:
-        scan.problems.append(f"entry {i}: offset {offset} but the batch at position {position} "
-                             f"ends at offset {batch.last_offset}")
+        scan.problems.append(
+            f"entry {i}: offset {offset} but the batch at position {position} ends at offset {batch.last_offset}"
+        )
 
 
 def scan_time_index(data: bytes, base_offset: int, log: LogScan | None) -> IndexScan:
@@ -274,8 +323,9 @@ def scan_txn_index(data: bytes, base_offset: int, log: LogScan | None) -> IndexS
     scan = IndexScan()
     end = log.last_offset if log is not None else None
     for version, pid, first, last, lso in _entries(data, _TXN_ENTRY, scan):
-        scan.entries.append({"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last,
-                             "lastStableOffset": lso})
+        scan.entries.append(
+            {"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last, "lastStableOffset": lso}
+        )
         if version != 0:
             scan.problems.append(f"entry of producer {pid}: unknown version {version}")
         elif first > last:
@@ -288,8 +338,9 @@ def scan_txn_index(data: bytes, base_offset: int, log: LogScan | None) -> IndexS
 def base_offset_of(path: Path) -> int:
     stem = path.name.split(".")[0]
     if not stem.isdigit():
-        raise click.BadParameter(f"{path.name}: segment files are named after their base offset "
-                                 f"(e.g. 00000000000000000000.log)")
+        raise click.BadParameter(
+            f"{path.name}: segment files are named after their base offset (e.g. 00000000000000000000.log)"
+        )
     return int(stem)
 
 
@@ -311,19 +362,23 @@ def _bool(value: bool) -> str:
 
 
 def _batch_line(b: BatchInfo) -> str:
-    return (f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
-            f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
-            f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
-            f"isTransactional: {_bool(b.is_transactional)} isControl: {_bool(b.is_control)} "
-            f"position: {b.position} {b.timestamp_type}: {b.create_time} maxTimestamp: {b.max_timestamp} "
-            f"size: {b.size} magic: {b.magic} compresscodec: {b.compression} crc: {b.crc} isvalid: {_bool(b.valid)}")
+    return (
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
+        f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} producerId: {b.producer_id} "
+        f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+        f"isTransactional: {_bool(b.is_transactional)} isControl: {_bool(b.is_control)} "
+        f"position: {b.position} {b.timestamp_type}: {b.create_time} maxTimestamp: {b.max_timestamp} "
+        f"size: {b.size} magic: {b.magic} compresscodec: {b.compression} crc: {b.crc} isvalid: {_bool(b.valid)}"
+    )
 
 
 def _record_line(r: dict[str, Any]) -> str:
     headers = ",".join(f"{k}:{v}" for k, v in r["headers"])
-    return (f"| offset: {r['offset']} CreateTime: {r['timestamp']} keySize: {r['key_size']} "
-            f"valueSize: {r['value_size']} sequence: {r['sequence']} headers: [{headers}] "
-            f"key: {r['key']} payload: {r['value']}")
+    return (
+        f"| offset: {r['offset']} CreateTime: {r['timestamp']} keySize: {r['key_size']} "
+        f"valueSize: {r['value_size']} sequence: {r['sequence']} headers: [{headers}] "
+        f"key: {r['key']} payload: {r['value']}"
+    )
 
 
 def _print_log(scan: LogScan) -> None:
@@ -354,7 +409,9 @@ def _sibling_log(path: Path) -> LogScan | None:
     return _read_log(log_path, False) if log_path.exists() else None
 
 
-def _dump_index_file(path: Path, scanner: Callable[[bytes, int, LogScan | None], IndexScan], as_json: bool) -> list[str]:
+def _dump_index_file(
+    path: Path, scanner: Callable[[bytes, int, LogScan | None], IndexScan], as_json: bool
+) -> list[str]:
     scan = scanner(path.read_bytes(), base_offset_of(path), _sibling_log(path))
     if as_json:
         emit_json({"file": str(path), "entries": scan.entries, "problems": scan.problems})
@@ -373,7 +430,9 @@ DUMPERS: dict[str, Callable[[Path, bool, bool, bool], list[str]]] = {
 
 @click.command("dump-log")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--print-data-log", "-d", "print_data", is_flag=True, help="Print every record too (key, value, headers).")
+@click.option(
+    "--print-data-log", "-d", "print_data", is_flag=True, help="Print every record too (key, value, headers)."
+)
 @click.option("--deep-iteration", is_flag=True, help="Decode every record (checks them) without necessarily printing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
 def dump_log(files: tuple[Path, ...], print_data: bool, deep_iteration: bool, as_json: bool) -> None:
@@ -385,7 +444,9 @@ def dump_log(files: tuple[Path, ...], print_data: bool, deep_iteration: bool, as
     for path in files:
         dumper = DUMPERS.get(path.suffix)
         if dumper is None:
-            raise click.BadParameter(f"{path.name}: expected a .log, .index, .timeindex or .txnindex file", param_hint="FILES")
+            raise click.BadParameter(
+                f"{path.name}: expected a .log, .index, .timeindex or .txnindex file", param_hint="FILES"
+            )
         if not as_json:
             click.echo(f"Dumping {path}")
         problems = dumper(path, print_data or deep_iteration, print_data, as_json)

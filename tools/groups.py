@@ -4,19 +4,21 @@ confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, OffsetCo
 Before any group request the broker's ApiVersions are probed, so a broker without a group
 coordinator gets a clear message instead of a time-out.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from strom.tools.admin import list_metadata, log_offsets
 from strom.tools.common import (
-    cluster_errors,
     ClusterError,
     admin_client,
+    cluster_errors,
     connection_options,
     emit_json,
     print_table,
@@ -26,8 +28,17 @@ from strom.tools.common import (
     wait_futures,
 )
 
-DESCRIBE_HEADERS = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                    "CONSUMER-ID", "HOST", "CLIENT-ID"]
+DESCRIBE_HEADERS = [
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+]
 RESET_HEADERS = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
 INACTIVE_STATES = {"EMPTY", "DEAD", "UNKNOWN"}
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
@@ -52,8 +63,11 @@ def committed_offsets(admin: Any, group: str) -> dict[TopicPartitionKey, int]:
 
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     result = wait_futures(futures, lambda g: f"offsets of group {g}")[group]
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-            if tp.offset != NO_OFFSET and tp.error is None}
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions
+        if tp.offset != NO_OFFSET and tp.error is None
+    }
 
 
 def describe_group(admin: Any, group: str) -> Any:
@@ -63,7 +77,7 @@ def describe_group(admin: Any, group: str) -> Any:
 def _owners(description: Any) -> dict[TopicPartitionKey, Any]:
     owners = {}
     for member in description.members:
-        for tp in (member.assignment.topic_partitions if member.assignment else []):
+        for tp in member.assignment.topic_partitions if member.assignment else []:
             owners[(tp.topic, tp.partition)] = member
     return owners
 
@@ -78,14 +92,19 @@ def group_lag(admin: Any, group: str) -> list[dict[str, Any]]:
     rows = []
     for key in keys:
         current, member = committed.get(key), owners.get(key)
-        rows.append({
-            "group": group, "topic": key[0], "partition": key[1],
-            "current_offset": current, "log_end_offset": ends[key],
-            "lag": None if current is None else max(0, ends[key] - current),
-            "consumer_id": member.member_id if member else None,
-            "host": member.host if member else None,
-            "client_id": member.client_id if member else None,
-        })
+        rows.append(
+            {
+                "group": group,
+                "topic": key[0],
+                "partition": key[1],
+                "current_offset": current,
+                "log_end_offset": ends[key],
+                "lag": None if current is None else max(0, ends[key] - current),
+                "consumer_id": member.member_id if member else None,
+                "host": member.host if member else None,
+                "client_id": member.client_id if member else None,
+            }
+        )
     return rows
 
 
@@ -107,8 +126,9 @@ def groups_list(bootstrap_server: str | None, command_config: Path | None, state
     admin = _group_admin(bootstrap_server, command_config)
     future = admin.list_consumer_groups(request_timeout=30)
     result = wait_futures({"groups": future}, lambda _: "cannot list groups")["groups"]
-    listing = sorted(({"group": g.group_id, "state": _state_name(g.state)} for g in result.valid),
-                     key=lambda g: g["group"])
+    listing = sorted(
+        ({"group": g.group_id, "state": _state_name(g.state)} for g in result.valid), key=lambda g: g["group"]
+    )
     if as_json:
         emit_json(listing)
     elif state:
@@ -125,12 +145,21 @@ def groups_list(bootstrap_server: str | None, command_config: Path | None, state
 @click.option("--state", is_flag=True, help="Show the group state instead of offsets.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per group.")
 @cluster_errors
-def groups_describe(bootstrap_server: str | None, command_config: Path | None, names: tuple[str, ...],
-                    members: bool, state: bool, as_json: bool) -> None:
+def groups_describe(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    names: tuple[str, ...],
+    members: bool,
+    state: bool,
+    as_json: bool,
+) -> None:
     """Committed offset, log end offset and lag per partition (or --members, --state)."""
     admin = _group_admin(bootstrap_server, command_config)
     views: dict[tuple[bool, bool], Callable[[Any, str, bool], None]] = {
-        (False, False): _show_offsets, (True, False): _show_members, (False, True): _show_state}
+        (False, False): _show_offsets,
+        (True, False): _show_members,
+        (False, True): _show_state,
+    }
     view = views.get((members, state))
     if view is None:
         raise click.UsageError("give at most one of --members and --state")
@@ -146,33 +175,64 @@ def _show_offsets(admin: Any, group: str, as_json: bool) -> None:
     if not rows:
         click.echo(f"Consumer group '{group}' has no committed offsets and no active members.")
         return
-    print_table([[r["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"],
-                  r["consumer_id"], r["host"], r["client_id"]] for r in rows], DESCRIBE_HEADERS)
+    print_table(
+        [
+            [
+                r["group"],
+                r["topic"],
+                r["partition"],
+                r["current_offset"],
+                r["log_end_offset"],
+                r["lag"],
+                r["consumer_id"],
+                r["host"],
+                r["client_id"],
+            ]
+            for r in rows
+        ],
+        DESCRIBE_HEADERS,
+    )
 
 
 def _show_members(admin: Any, group: str, as_json: bool) -> None:
     description = describe_group(admin, group)
-    rows = [{"consumer_id": m.member_id, "host": m.host, "client_id": m.client_id,
-             "partitions": [f"{tp.topic}-{tp.partition}" for tp in
-                            (m.assignment.topic_partitions if m.assignment else [])]}
-            for m in description.members]
+    rows = [
+        {
+            "consumer_id": m.member_id,
+            "host": m.host,
+            "client_id": m.client_id,
+            "partitions": [
+                f"{tp.topic}-{tp.partition}" for tp in (m.assignment.topic_partitions if m.assignment else [])
+            ],
+        }
+        for m in description.members
+    ]
     if as_json:
         emit_json({"group": group, "members": rows})
         return
-    print_table([[group, r["consumer_id"], r["host"], r["client_id"], len(r["partitions"])] for r in rows],
-                ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"])
+    print_table(
+        [[group, r["consumer_id"], r["host"], r["client_id"], len(r["partitions"])] for r in rows],
+        ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+    )
 
 
 def _show_state(admin: Any, group: str, as_json: bool) -> None:
     d = describe_group(admin, group)
     coordinator = f"{d.coordinator.host}:{d.coordinator.port} ({d.coordinator.id})" if d.coordinator else None
-    row = {"group": group, "state": _state_name(d.state), "assignment_strategy": d.partition_assignor,
-           "coordinator": coordinator, "members": len(d.members)}
+    row = {
+        "group": group,
+        "state": _state_name(d.state),
+        "assignment_strategy": d.partition_assignor,
+        "coordinator": coordinator,
+        "members": len(d.members),
+    }
     if as_json:
         emit_json(row)
         return
-    print_table([[row["group"], row["coordinator"], row["assignment_strategy"], row["state"], row["members"]]],
-                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"])
+    print_table(
+        [[row["group"], row["coordinator"], row["assignment_strategy"], row["state"], row["members"]]],
+        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+    )
 
 
 @groups.command("delete")
@@ -182,8 +242,7 @@ def _show_state(admin: Any, group: str, as_json: bool) -> None:
 def groups_delete(bootstrap_server: str | None, command_config: Path | None, names: tuple[str, ...]) -> None:
     """Delete inactive consumer groups and their committed offsets."""
     admin = _group_admin(bootstrap_server, command_config)
-    wait_futures(admin.delete_consumer_groups(list(names), request_timeout=30),
-                 lambda g: f"cannot delete group {g}")
+    wait_futures(admin.delete_consumer_groups(list(names), request_timeout=30), lambda g: f"cannot delete group {g}")
     for name in names:
         click.echo(f"Deleted consumer group '{name}'.")
 
@@ -196,10 +255,11 @@ def parse_datetime_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM]",
-                                 param_hint="--to-datetime") from None
+        raise click.BadParameter(
+            f"{text!r}: expected YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM]", param_hint="--to-datetime"
+        ) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
 
 
@@ -217,8 +277,9 @@ def _topic_partitions(admin: Any, specs: tuple[str, ...]) -> list[TopicPartition
     return out
 
 
-def _plan(admin: Any, keys: list[TopicPartitionKey], committed: dict[TopicPartitionKey, int],
-          scenario: tuple[str, Any]) -> dict[TopicPartitionKey, int]:
+def _plan(
+    admin: Any, keys: list[TopicPartitionKey], committed: dict[TopicPartitionKey, int], scenario: tuple[str, Any]
+) -> dict[TopicPartitionKey, int]:
     """New offset per partition for one reset scenario, clamped to [earliest, latest]."""
     kind, arg = scenario
     earliest, latest = log_offsets(admin, keys, "earliest"), log_offsets(admin, keys, "latest")
@@ -235,16 +296,30 @@ def _plan(admin: Any, keys: list[TopicPartitionKey], committed: dict[TopicPartit
     return {k: min(max(targets[kind](k), earliest[k]), latest[k]) for k in keys}
 
 
-def _scenario(to_earliest: bool, to_latest: bool, to_offset: int | None, to_datetime: str | None,
-              shift_by: int | None, to_current: bool) -> tuple[str, Any]:
-    chosen = [(name, value) for name, value, given in (
-        ("to-earliest", None, to_earliest), ("to-latest", None, to_latest),
-        ("to-offset", to_offset, to_offset is not None),
-        ("to-datetime", to_datetime, to_datetime is not None),
-        ("shift-by", shift_by, shift_by is not None), ("to-current", None, to_current)) if given]
+def _scenario(
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+    to_current: bool,
+) -> tuple[str, Any]:
+    chosen = [
+        (name, value)
+        for name, value, given in (
+            ("to-earliest", None, to_earliest),
+            ("to-latest", None, to_latest),
+            ("to-offset", to_offset, to_offset is not None),
+            ("to-datetime", to_datetime, to_datetime is not None),
+            ("shift-by", shift_by, shift_by is not None),
+            ("to-current", None, to_current),
+        )
+        if given
+    ]
     if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
-                               "--shift-by, --to-current")
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, --to-current"
+        )
     name, value = chosen[0]
     return (name, parse_datetime_ms(value)) if name == "to-datetime" else (name, value)
 
@@ -264,10 +339,22 @@ def _scenario(to_earliest: bool, to_latest: bool, to_offset: int | None, to_date
 @click.option("--dry-run", is_flag=True, help="Only show the new offsets (the default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @cluster_errors
-def groups_reset_offsets(bootstrap_server: str | None, command_config: Path | None, group: str,
-                         topic_specs: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
-                         to_offset: int | None, to_datetime: str | None, shift_by: int | None, to_current: bool,
-                         execute: bool, dry_run: bool, as_json: bool) -> None:
+def groups_reset_offsets(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    group: str,
+    topic_specs: tuple[str, ...],
+    all_topics: bool,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    shift_by: int | None,
+    to_current: bool,
+    execute: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Move a group's committed offsets; shows the plan unless --execute."""
     scenario = _scenario(to_earliest, to_latest, to_offset, to_datetime, shift_by, to_current)
     if bool(topic_specs) == all_topics:
@@ -293,8 +380,10 @@ def groups_reset_offsets(bootstrap_server: str | None, command_config: Path | No
 def _check_inactive(admin: Any, group: str) -> None:
     state = _state_name(describe_group(admin, group).state)
     if state not in INACTIVE_STATES:
-        raise ClusterError(f"group {group} is {state.lower()}: offsets can only be reset when it has no "
-                           f"active members; stop its consumers first")
+        raise ClusterError(
+            f"group {group} is {state.lower()}: offsets can only be reset when it has no "
+            f"active members; stop its consumers first"
+        )
 
 
 def _commit(admin: Any, group: str, plan: dict[TopicPartitionKey, int]) -> None:

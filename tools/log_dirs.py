@@ -6,6 +6,7 @@ space). A dir that failed (I/O errors, removed, read-only) shows KAFKA_STORAGE_E
 partitions answer that error to clients until the disk is repaired and the broker restarted.
 ``--json`` prints Kafka's JSON layout (brokers -> logDirs -> partitions).
 """
+
 from __future__ import annotations
 
 import socket
@@ -13,8 +14,16 @@ from pathlib import Path
 
 import click
 
-from strom.tools.common import (CONNECT_TIMEOUT_S, ClusterError, KafkaSocket, _addresses, connection_options,
-                                emit_json, resolve_connection, unreachable_message)
+from strom.tools.common import (
+    CONNECT_TIMEOUT_S,
+    ClusterError,
+    KafkaSocket,
+    _addresses,
+    connection_options,
+    emit_json,
+    resolve_connection,
+    unreachable_message,
+)
 
 METADATA, DESCRIBE_LOG_DIRS = 3, 35
 
@@ -29,6 +38,7 @@ def describe(bootstrap: str) -> list[dict]:
     """[{"broker", "host", "port", "logDirs": [{"logDir", "error", "totalBytes", "usableBytes",
     "partitions": [{"partition", "size", "offsetLag", "isFuture"}]}]}] for every live broker."""
     from strom.protocol.errors import ErrorCode
+
     metadata = None
     for host, port in _addresses(bootstrap):
         try:
@@ -48,13 +58,24 @@ def describe(bootstrap: str) -> list[dict]:
             out.append(entry)
             continue
         for r in answer.results:
-            entry["logDirs"].append({
-                "logDir": r.log_dir,
-                "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
-                "totalBytes": r.total_bytes, "usableBytes": r.usable_bytes,
-                "partitions": [{"partition": f"{t.name}-{p.partition_index}", "size": p.partition_size,
-                                "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
-                               for t in r.topics for p in t.partitions]})
+            entry["logDirs"].append(
+                {
+                    "logDir": r.log_dir,
+                    "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
+                    "totalBytes": r.total_bytes,
+                    "usableBytes": r.usable_bytes,
+                    "partitions": [
+                        {
+                            "partition": f"{t.name}-{p.partition_index}",
+                            "size": p.partition_size,
+                            "offsetLag": p.offset_lag,
+                            "isFuture": p.is_future_key,
+                        }
+                        for t in r.topics
+                        for p in t.partitions
+                    ],
+                }
+            )
         out.append(entry)
     return out
 
@@ -85,11 +106,15 @@ def log_dirs(bootstrap_server: str | None, command_config: Path | None, as_json:
         for d in b["logDirs"]:
             if d["error"]:
                 failed += 1
-                click.echo(f"  {d['logDir']}  OFFLINE ({d['error']}): its partitions are unavailable here "
-                           f"until the disk is repaired and the broker restarted")
+                click.echo(
+                    f"  {d['logDir']}  OFFLINE ({d['error']}): its partitions are unavailable here "
+                    f"until the disk is repaired and the broker restarted"
+                )
                 continue
             size = sum(p["size"] for p in d["partitions"])
-            click.echo(f"  {d['logDir']}  online  {len(d['partitions'])} partitions, {_human(size)}; "
-                       f"volume {_human(d['usableBytes'])} free of {_human(d['totalBytes'])}")
+            click.echo(
+                f"  {d['logDir']}  online  {len(d['partitions'])} partitions, {_human(size)}; "
+                f"volume {_human(d['usableBytes'])} free of {_human(d['totalBytes'])}"
+            )
     if failed:
         raise ClusterError(f"{failed} log dir(s) offline")

@@ -4,6 +4,7 @@ kafka-consumer-perf-test, on confluent-kafka's Producer and Consumer.
 Numbers describe the whole path (client library, network, broker) on this machine; they are
 reported, never asserted.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,9 @@ from typing import Any
 import click
 
 from strom.tools.common import (
-    cluster_errors,
     ClusterError,
     client_config,
+    cluster_errors,
     connection_options,
     describe_kafka_error,
     emit_json,
@@ -69,6 +70,7 @@ class ProduceStats:
             self.window_count += 1
             self.window_latency += latency
             self.window_max = max(self.window_max, latency)
+
         return on_delivery
 
     def report_window(self) -> None:
@@ -76,10 +78,12 @@ class ProduceStats:
         elapsed = max(now - self.window_start, 1e-9)
         if self.window_count:
             rate = self.window_count / elapsed
-            stderr(f"{self.window_count} records sent, {rate:.1f} records/sec "
-                   f"({rate * self.record_size / MB:.2f} MB/sec), "
-                   f"{self.window_latency / self.window_count:.1f} ms avg latency, "
-                   f"{self.window_max:.1f} ms max latency.")
+            stderr(
+                f"{self.window_count} records sent, {rate:.1f} records/sec "
+                f"({rate * self.record_size / MB:.2f} MB/sec), "
+                f"{self.window_latency / self.window_count:.1f} ms avg latency, "
+                f"{self.window_max:.1f} ms max latency."
+            )
         self.window_start, self.window_count, self.window_latency, self.window_max = now, 0, 0.0, 0.0
 
     def summary(self, sent: int, elapsed_s: float) -> dict[str, Any]:
@@ -87,8 +91,11 @@ class ProduceStats:
         done = len(ordered)
         rate = done / max(elapsed_s, 1e-9)
         return {
-            "records_sent": sent, "records_delivered": done, "records_failed": self.failed,
-            "records_per_sec": rate, "mb_per_sec": rate * self.record_size / MB,
+            "records_sent": sent,
+            "records_delivered": done,
+            "records_failed": self.failed,
+            "records_per_sec": rate,
+            "mb_per_sec": rate * self.record_size / MB,
             "avg_latency_ms": sum(ordered) / done if done else 0.0,
             "max_latency_ms": ordered[-1] if done else 0.0,
             **{f"p{p:g}_ms": percentile(ordered, p) for p in PERCENTILES},
@@ -122,7 +129,9 @@ class Throttle:
             producer.poll(ahead)
 
 
-def _props(values: tuple[str, ...], extra_args: tuple[str, ...], config_file: Path | None, option: str) -> dict[str, str]:
+def _props(
+    values: tuple[str, ...], extra_args: tuple[str, ...], config_file: Path | None, option: str
+) -> dict[str, str]:
     """Props from a file, then ``--x-props k=v`` (repeatable, or followed by more k=v words as Kafka allows)."""
     stray = [a for a in extra_args if "=" not in a]
     if stray:
@@ -144,20 +153,39 @@ def perf(ctx: click.Context, bootstrap_server: str | None, command_config: Path 
 @click.option("--topic", required=True)
 @click.option("--num-records", type=click.IntRange(min=1), required=True, help="How many records to send.")
 @click.option("--record-size", type=click.IntRange(min=0), help="Bytes per record value.")
-@click.option("--payload-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Send values picked at random from this file instead.")
+@click.option(
+    "--payload-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Send values picked at random from this file instead.",
+)
 @click.option("--payload-delimiter", default="\n", show_default=True, help="Separates payloads in --payload-file.")
 @click.option("--throughput", type=float, default=-1, show_default=True, help="Max records/s; -1 for no limit.")
-@click.option("--producer-props", "producer_props", multiple=True, metavar="KEY=VALUE",
-              help="librdkafka producer settings, e.g. acks=1 linger.ms=5 (repeatable).")
+@click.option(
+    "--producer-props",
+    "producer_props",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="librdkafka producer settings, e.g. acks=1 linger.ms=5 (repeatable).",
+)
 @click.option("--producer.config", "producer_config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--reporting-interval-ms", type=click.IntRange(min=100), default=5000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 @cluster_errors
-def perf_produce(bootstrap_server: str | None, command_config: Path | None, extra_props: tuple[str, ...], topic: str,
-                 num_records: int, record_size: int | None, payload_file: Path | None, payload_delimiter: str,
-                 throughput: float, producer_props: tuple[str, ...], producer_config: Path | None,
-                 reporting_interval_ms: int, as_json: bool) -> None:
+def perf_produce(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    extra_props: tuple[str, ...],
+    topic: str,
+    num_records: int,
+    record_size: int | None,
+    payload_file: Path | None,
+    payload_delimiter: str,
+    throughput: float,
+    producer_props: tuple[str, ...],
+    producer_config: Path | None,
+    reporting_interval_ms: int,
+    as_json: bool,
+) -> None:
     """Send records as fast as allowed; report records/s, MB/s and latency percentiles."""
     payloads = _payloads(record_size, payload_file, payload_delimiter)
     props = _props(producer_props, extra_props, producer_config, "--producer-props")
@@ -175,8 +203,15 @@ def perf_produce(bootstrap_server: str | None, command_config: Path | None, extr
         raise ClusterError(f"{stats.failed} of {sent} records failed: {stats.first_error}")
 
 
-def _send_all(producer: Any, topic: str, payloads: list[bytes], count: int, throttle: Throttle,
-              stats: ProduceStats, interval_s: float) -> int:
+def _send_all(
+    producer: Any,
+    topic: str,
+    payloads: list[bytes],
+    count: int,
+    throttle: Throttle,
+    stats: ProduceStats,
+    interval_s: float,
+) -> int:
     next_report = time.monotonic() + interval_s
     for i in range(count):
         value = payloads[i % len(payloads)] if len(payloads) == 1 else random.choice(payloads)
@@ -199,9 +234,11 @@ def _print_produce_summary(s: dict[str, Any], as_json: bool) -> None:
         emit_json(s)
         return
     pcts = ", ".join(f"{s[f'p{p:g}_ms']:.0f} ms {p:g}th" for p in PERCENTILES)
-    click.echo(f"{s['records_delivered']} records sent, {s['records_per_sec']:.1f} records/sec "
-               f"({s['mb_per_sec']:.2f} MB/sec), {s['avg_latency_ms']:.2f} ms avg latency, "
-               f"{s['max_latency_ms']:.2f} ms max latency, {pcts}.")
+    click.echo(
+        f"{s['records_delivered']} records sent, {s['records_per_sec']:.1f} records/sec "
+        f"({s['mb_per_sec']:.2f} MB/sec), {s['avg_latency_ms']:.2f} ms avg latency, "
+        f"{s['max_latency_ms']:.2f} ms max latency, {pcts}."
+    )
 
 
 # --------------------------------------------------------------------------- consume
@@ -254,23 +291,47 @@ def _assign_all(consumer: Any, ck: Any, topic: str) -> None:
 @click.option("--topic", required=True)
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="How many records to read.")
 @click.option("--group", help="Read as this consumer group (subscribe) instead of assigning every partition.")
-@click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Give up (exit 1) when no record arrives for this long.")
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Give up (exit 1) when no record arrives for this long.",
+)
 @click.option("--consumer-props", "consumer_props", multiple=True, metavar="KEY=VALUE")
 @click.option("--consumer.config", "consumer_config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
 @cluster_errors
-def perf_consume(bootstrap_server: str | None, command_config: Path | None, extra_props: tuple[str, ...], topic: str,
-                 messages: int, group: str | None, timeout_ms: int, consumer_props: tuple[str, ...],
-                 consumer_config: Path | None, as_json: bool) -> None:
+def perf_consume(
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    extra_props: tuple[str, ...],
+    topic: str,
+    messages: int,
+    group: str | None,
+    timeout_ms: int,
+    consumer_props: tuple[str, ...],
+    consumer_config: Path | None,
+    as_json: bool,
+) -> None:
     """Read records from the beginning; report MB/s and records/s."""
     props = _props(consumer_props, extra_props, consumer_config, "--consumer-props")
     bootstrap, extra = resolve_connection(bootstrap_server, command_config)
     ck = import_confluent()
     ensure_reachable(bootstrap)
-    consumer = ck.Consumer(client_config(bootstrap, {
-        "group.id": group or f"strom-perf-consumer-{os.getpid()}", "enable.auto.commit": group is not None,
-        "auto.offset.reset": "earliest", "enable.partition.eof": False, **extra, **props}))
+    consumer = ck.Consumer(
+        client_config(
+            bootstrap,
+            {
+                "group.id": group or f"strom-perf-consumer-{os.getpid()}",
+                "enable.auto.commit": group is not None,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                **extra,
+                **props,
+            },
+        )
+    )
     started = time.time()
     try:
         if group:
@@ -283,26 +344,39 @@ def perf_consume(bootstrap_server: str | None, command_config: Path | None, extr
     summary = _consume_summary(stats, started, time.time())
     _print_consume_summary(summary, as_json)
     if stats.messages < messages:
-        raise ClusterError(f"read {stats.messages} of {messages} records: nothing arrived for {timeout_ms} ms "
-                           f"(does the topic hold that many? check with `strom topics describe --topic {topic}`)")
+        raise ClusterError(
+            f"read {stats.messages} of {messages} records: nothing arrived for {timeout_ms} ms "
+            f"(does the topic hold that many? check with `strom topics describe --topic {topic}`)"
+        )
 
 
 def _consume_summary(stats: ConsumeStats, started: float, ended: float) -> dict[str, Any]:
     elapsed = max(ended - started, 1e-9)
     fetch_s = max(stats.fetch_seconds, 1e-9)
     mb = stats.bytes / MB
-    return {"start_time_ms": int(started * 1000), "end_time_ms": int(ended * 1000),
-            "data_consumed_mb": mb, "mb_per_sec": mb / elapsed, "records": stats.messages,
-            "records_per_sec": stats.messages / elapsed, "fetch_time_ms": int(stats.fetch_seconds * 1000),
-            "fetch_mb_per_sec": mb / fetch_s, "fetch_records_per_sec": stats.messages / fetch_s}
+    return {
+        "start_time_ms": int(started * 1000),
+        "end_time_ms": int(ended * 1000),
+        "data_consumed_mb": mb,
+        "mb_per_sec": mb / elapsed,
+        "records": stats.messages,
+        "records_per_sec": stats.messages / elapsed,
+        "fetch_time_ms": int(stats.fetch_seconds * 1000),
+        "fetch_mb_per_sec": mb / fetch_s,
+        "fetch_records_per_sec": stats.messages / fetch_s,
+    }
 
 
 def _print_consume_summary(s: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(s)
         return
-    click.echo("start.time.ms, end.time.ms, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-               "fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
-    click.echo(f"{s['start_time_ms']}, {s['end_time_ms']}, {s['data_consumed_mb']:.4f}, {s['mb_per_sec']:.4f}, "
-               f"{s['records']}, {s['records_per_sec']:.4f}, {s['fetch_time_ms']}, {s['fetch_mb_per_sec']:.4f}, "
-               f"{s['fetch_records_per_sec']:.4f}")
+    click.echo(
+        "start.time.ms, end.time.ms, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    click.echo(
+        f"{s['start_time_ms']}, {s['end_time_ms']}, {s['data_consumed_mb']:.4f}, {s['mb_per_sec']:.4f}, "
+        f"{s['records']}, {s['records_per_sec']:.4f}, {s['fetch_time_ms']}, {s['fetch_mb_per_sec']:.4f}, "
+        f"{s['fetch_records_per_sec']:.4f}"
+    )

@@ -5,6 +5,7 @@ A module has `API_KEY`, `VERSIONS` (the oldest and newest version its handler im
 response, as for acks=0; `strom.broker.request_context`: the services a handler may use). What
 ApiVersions advertises is computed from this list intersected with the protocol schema.
 """
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -14,20 +15,58 @@ from strom.protocol.connection import BadRequest
 from strom.protocol.errors import ErrorCode, UnsupportedVersion
 from strom.protocol.schema import api_spec
 
-from . import (alter_configs, api_versions, create_partitions, create_topics, delete_topics,
-               describe_cluster, describe_configs, fetch, incremental_alter_configs,
-               init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
-from . import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
-               list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
-from . import create_acls, delete_acls, describe_acls, sasl_authenticate, sasl_handshake
-from . import alter_user_scram_credentials, describe_user_scram_credentials
-from . import describe_log_dirs
-from . import (add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
-               list_transactions, txn_offset_commit, write_txn_markers)
-from . import delete_records, describe_topic_partitions, elect_leaders
-from . import consumer_group_describe, consumer_group_heartbeat
-from . import alter_client_quotas, describe_client_quotas
-from . import alter_partition_reassignments, list_partition_reassignments
+from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_client_quotas,
+    alter_configs,
+    alter_partition_reassignments,
+    alter_user_scram_credentials,
+    api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    create_acls,
+    create_partitions,
+    create_topics,
+    delete_acls,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_acls,
+    describe_client_quotas,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
+    describe_transactions,
+    describe_user_scram_credentials,
+    elect_leaders,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_partition_reassignments,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
+)
 
 MODULES: list[ModuleType] = [
     produce,

@@ -10,6 +10,7 @@ topics and partitions) to answer part of a request with an error and merge the r
 None instead of an answer where Kafka closes the connection: a Produce with acks=0 has no response
 to carry the error, and an API whose response has no place for one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -69,8 +70,9 @@ def same_topic(resp_entry: dict[str, Any], req_entry: dict[str, Any], layout: Pa
     return same
 
 
-def add_error_entries(layout: PartitionLayout, out: dict[str, Any], faulted: list[FaultedTopic],
-                      code: int) -> dict[str, Any]:
+def add_error_entries(
+    layout: PartitionLayout, out: dict[str, Any], faulted: list[FaultedTopic], code: int
+) -> dict[str, Any]:
     """``out`` with an error entry for every faulted topic (API without partitions) or partition,
     added to the topic entries it already has."""
     resp_topics = list(out.get(layout.resp_topics) or [])
@@ -80,8 +82,7 @@ def add_error_entries(layout: PartitionLayout, out: dict[str, Any], faulted: lis
             resp_topics.append({layout.resp_name: name, "error_code": code, **layout.topic_defaults})
             continue
         entry, name, parts = item
-        errors = [{layout.resp_index: p[layout.req_index], "error_code": code, **layout.part_defaults}
-                  for p in parts]
+        errors = [{layout.resp_index: p[layout.req_index], "error_code": code, **layout.part_defaults} for p in parts]
         target = next((t for t in resp_topics if same_topic(t, entry, layout)), None)
         if target is None:
             target = {layout.resp_name: entry.get(layout.req_name)}
@@ -128,8 +129,17 @@ def paired_error_response(api_key: int, request: Request, code: int) -> dict[str
     spec = api_spec(api_key)
     version = request.header.api_version
     req = next((f for f in spec.request.fields if f.is_array and in_range(version, f.versions)), None)
-    resp = next((f for f in spec.response.fields if f.is_array and f.is_struct and in_range(version, f.versions)
-                 and any(g.name == "error_code" for g in f.fields)), None)
+    resp = next(
+        (
+            f
+            for f in spec.response.fields
+            if f.is_array
+            and f.is_struct
+            and in_range(version, f.versions)
+            and any(g.name == "error_code" for g in f.fields)
+        ),
+        None,
+    )
     if req is None or resp is None:
         return None
     names = {g.name for g in resp.fields if in_range(version, g.versions) and not g.is_array}
@@ -141,14 +151,17 @@ def paired_error_response(api_key: int, request: Request, code: int) -> dict[str
     return {"throttle_time_ms": 0, resp.name: entries}
 
 
-def resource_error_response(request: Request, code: int, results: str,
-                            with_configs: bool = False) -> dict[str, Any]:
+def resource_error_response(request: Request, code: int, results: str, with_configs: bool = False) -> dict[str, Any]:
     """The code on every resource the request names, in the response list ``results`` (the config
     APIs); ``with_configs``: each with an empty list of configs (DescribeConfigs)."""
     entries = []
     for r in request.body.get("resources") or []:
-        entry = {"resource_type": r["resource_type"], "resource_name": r["resource_name"], "error_code": code,
-                 "error_message": None}
+        entry = {
+            "resource_type": r["resource_type"],
+            "resource_name": r["resource_name"],
+            "error_code": code,
+            "error_message": None,
+        }
         if with_configs:
             entry["configs"] = []
         entries.append(entry)
@@ -162,8 +175,9 @@ def default_error_response(api_key: int, request: Request, code: int) -> dict[st
     return paired_error_response(api_key, request, code)
 
 
-def finish(api_key: int, request: Request, out: dict[str, Any] | None, code: int,
-           message: str | None) -> dict[str, Any] | None:
+def finish(
+    api_key: int, request: Request, out: dict[str, Any] | None, code: int, message: str | None
+) -> dict[str, Any] | None:
     """The top-level ``error_code`` set where the response version has one, and ``message`` in
     every ``error_message`` field beside an entry's code."""
     if out is None:

@@ -3,20 +3,19 @@
 The group's `__consumer_offsets` partition joins the transaction, so the coordinator's marker
 settles the offsets TxnOffsetCommit writes there.
 """
+
 from __future__ import annotations
 
-from typing import Any
-
 import contextlib
+from typing import Any
 
 from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-
-from .init_producer_id import fenced_code
 from ..request_context import RequestContext
+from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 VERSIONS = (0, 4)
@@ -33,8 +32,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     with contextlib.suppress(TopicError):
         await ctx.groups.ensure_topic()
     partition = ctx.txn.offsets_partition(body.group_id)
-    code = await ctx.txn.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
-                                           {partition})
+    code = await ctx.txn.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch, {partition})
     return {"throttle_time_ms": 0, "error_code": fenced_code(code, 2, request.header.api_version)}
 
 

@@ -5,22 +5,22 @@
 Each entry is checked and applied on its own, as Kafka does. Standalone, the configs are kept in
 the broker's metadata file; in a ZooKeeper cluster under /config/users and /config/clients, as
 ZooKeeper-era Kafka keeps them, /config/ips for IPs (`strom.broker.zk.quotas_zk`)."""
-from __future__ import annotations
 
-from typing import Any
+from __future__ import annotations
 
 import ipaddress
 import math
+from typing import Any
 
 import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-from ..request_context import RequestContext
 from ..auth import Operation, allowed_cluster
 from ..errors import TopicError
 from ..quotas import CLIENT_ID, CONNECTION_CREATION_RATE, IP, KEYS, USER, Entity, entity_key
+from ..request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 VERSIONS = (0, 1)
@@ -35,8 +35,11 @@ async def _check(entry: Any) -> tuple[ErrorCode, str | None, Entity | None]:
         if t not in (USER, CLIENT_ID, IP):
             return ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {t}", None
     if IP in types and len(types) > 1:
-        return ErrorCode.INVALID_REQUEST, ("Invalid quota entity combination, IP entity shouldnot be combined with "
-                                           "User or ClientId"), None  # sic, Kafka's words
+        return (
+            ErrorCode.INVALID_REQUEST,
+            ("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+            None,
+        )  # sic, Kafka's words
     allowed_keys = KEYS[IP] if IP in types else KEYS[USER]
     for op in entry.ops:
         if op.key not in allowed_keys:
@@ -73,10 +76,14 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     quotas = {e: dict(v) for e, v in ctx.quotas.entries.items()}
     changed = False
     for entry in body.entries:
-        entity = [{"entity_type": t, "entity_name": n}
-                  for t, n in sorted(dict((e.entity_type, e.entity_name) for e in entry.entity).items())]
+        entity = [
+            {"entity_type": t, "entity_name": n}
+            for t, n in sorted(dict((e.entity_type, e.entity_name) for e in entry.entity).items())
+        ]
         if not allowed_cluster(ctx, Operation.ALTER_CONFIGS):
-            results.append({"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity})
+            results.append(
+                {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "entity": entity}
+            )
             continue
         code, message, key = await _check(entry)
         if code == ErrorCode.NONE and key is not None and not body.validate_only:  # key: None on an error
@@ -96,6 +103,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 if r["error_code"] == ErrorCode.NONE:
                     r["error_code"], r["error_message"] = exc.code, str(exc)
     return {"throttle_time_ms": 0, "entries": results}
+
+
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
 from strom.protocol.connection import Request  # noqa: E402
 

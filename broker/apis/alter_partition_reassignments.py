@@ -7,6 +7,7 @@ replica, then the old replicas leave the ISR and the assignment and delete their
 broker answers NOT_CONTROLLER (the admin client then asks the controller). A standalone broker is
 the only replica there is: a target of just itself changes nothing, any other is
 INVALID_REPLICA_ASSIGNMENT."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,20 +26,35 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed_cluster(ctx, Operation.ALTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": None, "responses": []}
-    wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
-              for t in body.topics for p in t.partitions]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None,
+            "responses": [],
+        }
+    wanted = [
+        (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+        for t in body.topics
+        for p in t.partitions
+    ]
     try:
         results = await ctx.admin.alter_partition_reassignments(wanted)
     except NotControllerError as exc:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-                "error_message": str(exc), "responses": []}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NOT_CONTROLLER,
+            "error_message": str(exc),
+            "responses": [],
+        }
     topics: dict[str, list[dict[str, Any]]] = {}
     for topic, index, code, message in results:
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code, "error_message": message})
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "responses": [{"name": t, "partitions": parts} for t, parts in topics.items()]}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "responses": [{"name": t, "partitions": parts} for t, parts in topics.items()],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

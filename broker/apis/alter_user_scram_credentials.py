@@ -2,22 +2,25 @@
 `kafka-configs.sh --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users` sends:
 the client salts and hashes, the broker keeps stored and server keys). A user with any invalid
 alteration keeps all of its credentials unchanged; errors and messages are Kafka 4.0's."""
+
 from __future__ import annotations
 
-from typing import Any
 from collections import Counter
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_TYPES, scram_credential_from_salted
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
 
 
-def _error(change: Any, deletion: bool, counts: Counter[tuple[str, int]],
-           existing: dict[str, Any]) -> tuple[int, str] | None:
+def _error(
+    change: Any, deletion: bool, counts: Counter[tuple[str, int]], existing: dict[str, Any]
+) -> tuple[int, str] | None:
     if not change.name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     mechanism = SCRAM_MECHANISM_TYPES.get(change.mechanism)
@@ -40,8 +43,12 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     changes = [(c, True) for c in body.deletions] + [(c, False) for c in body.upsertions]
     users = list(dict.fromkeys(c.name for c, _ in changes))
     if ctx.authorizer is not None and not ctx.authorizer.authorize_cluster("ALTER"):
-        return {"throttle_time_ms": 0, "results": [
-            {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users]}
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for u in users
+            ],
+        }
     existing = await ctx.credentials.describe()
     counts = Counter((c.name, c.mechanism) for c, _ in changes)
     failed: dict[str, tuple[int, str]] = {}
@@ -59,12 +66,21 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             deletions.add((change.name, mechanism))
         else:
             upserts[(change.name, mechanism)] = scram_credential_from_salted(
-                mechanism, change.salted_password, change.salt, change.iterations)
+                mechanism, change.salted_password, change.salt, change.iterations
+            )
     if upserts or deletions:
         await ctx.credentials.alter(upserts, deletions)
-    return {"throttle_time_ms": 0, "results": [
-        {"user": u, "error_code": failed[u][0] if u in failed else ErrorCode.NONE,
-         "error_message": failed[u][1] if u in failed else None} for u in users]}
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {
+                "user": u,
+                "error_code": failed[u][0] if u in failed else ErrorCode.NONE,
+                "error_message": failed[u][1] if u in failed else None,
+            }
+            for u in users
+        ],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

@@ -1,10 +1,14 @@
 """ApiVersions: which APIs and versions this broker answers, computed from the registry."""
+
 from __future__ import annotations
+
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
@@ -18,8 +22,10 @@ VERSIONS = (0, 4)
 # still serves. Features with a minimum of 0 (transaction.version supports 0-2) are not listed as
 # supported, as Kafka 4.0 leaves them out of ApiVersions. group.version 1: the KIP-848 consumer
 # group protocol (ConsumerGroupHeartbeat) is on, as in Kafka 4.0.
-FINALIZED_FEATURES = [{"name": "group.version", "min_version_level": 1, "max_version_level": 1},
-                      {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
+FINALIZED_FEATURES = [
+    {"name": "group.version", "min_version_level": 1, "max_version_level": 1},
+    {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2},
+]
 FINALIZED_FEATURES_EPOCH = 1
 # What transaction.version 2 needs a broker to serve (api key: lowest max version): a client that
 # reads the feature sends these versions.
@@ -42,8 +48,11 @@ def body(error: int = ErrorCode.NONE, supported: Sequence[tuple[int, int, int]] 
         from . import SUPPORTED
 
         supported = SUPPORTED
-    listed = [(k, lo, hi) for k, lo, hi in supported if error == ErrorCode.NONE
-              or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)]
+    listed = [
+        (k, lo, hi)
+        for k, lo, hi in supported
+        if error == ErrorCode.NONE or (error == ErrorCode.UNSUPPORTED_VERSION and k == API_KEY)
+    ]
     out: dict[str, Any] = {
         "error_code": error,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in listed],
@@ -61,8 +70,10 @@ SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if request.header.api_version >= 3:
         b = request.body
-        if not (SOFTWARE_NAME.fullmatch(b.client_software_name or "")
-                and SOFTWARE_NAME.fullmatch(b.client_software_version or "")):
+        if not (
+            SOFTWARE_NAME.fullmatch(b.client_software_name or "")
+            and SOFTWARE_NAME.fullmatch(b.client_software_version or "")
+        ):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
     return body(supported=ctx.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)
 

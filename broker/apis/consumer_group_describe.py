@@ -3,6 +3,7 @@ current and target assignments (`kafka-consumer-groups.sh --describe` on such a 
 
 v1 (KIP-1099) adds each member's type: 0 for a classic member (a JoinGroup/SyncGroup client inside a
 consumer group, after an online upgrade), 1 for a member of the consumer protocol."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,10 +12,9 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-
+from ..request_context import RequestContext
 from ._common import OPERATIONS_NOT_REQUESTED
 from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
-from ..request_context import RequestContext
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 1)
@@ -28,9 +28,19 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
             groups.append(ctx.groups.consumer.describe(g, operations))
         else:
-            groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": g,
-                           "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
-                           "members": [], "authorized_operations": OPERATIONS_NOT_REQUESTED})
+            groups.append(
+                {
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    "error_message": None,
+                    "group_id": g,
+                    "group_state": "",
+                    "group_epoch": 0,
+                    "assignment_epoch": 0,
+                    "assignor_name": "",
+                    "members": [],
+                    "authorized_operations": OPERATIONS_NOT_REQUESTED,
+                }
+            )
     return {"throttle_time_ms": 0, "groups": groups}
 
 

@@ -1,5 +1,6 @@
 """ConsumerGroupHeartbeat (KIP-848): join, heartbeat, reconcile and leave a consumer group
 (`group.protocol=consumer`); the logic is in `strom.broker.coordinator.group.consumer`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,15 @@ VERSIONS = (0, 1)
 
 
 def _refused(code: int) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
-            "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "member_id": None,
+        "member_epoch": 0,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -34,8 +42,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     with contextlib.suppress(TopicError):  # offsets are committed to __consumer_offsets later
         await ctx.groups.ensure_topic()
     header = request.header
-    return ctx.groups.consumer.heartbeat(header.api_version, body, header.client_id or "",
-                                            context.client_host.get())
+    return ctx.groups.consumer.heartbeat(header.api_version, body, header.client_id or "", context.client_host.get())
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

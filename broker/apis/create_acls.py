@@ -1,9 +1,12 @@
 """CreateAcls: add ACL bindings; SECURITY_DISABLED for each without an authorizer."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
@@ -13,9 +16,13 @@ VERSIONS = (1, 3)  # Kafka 4.0 removed v0
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     authorizer = ctx.authorizer
     if authorizer is None:
-        return {"throttle_time_ms": 0, "results": [
-            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured."}
-            for _ in request.body.creations]}
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured."}
+                for _ in request.body.creations
+            ],
+        }
     return await authorizer.create_acls_response(request)
 
 

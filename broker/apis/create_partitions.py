@@ -1,19 +1,20 @@
 """CreatePartitions: grow a topic's partition count; the new partitions count against the
 client's controller_mutation_rate quota. A topic named twice in one request is refused (once,
 INVALID_REQUEST) and not grown, as Kafka does."""
+
 from __future__ import annotations
 
-from typing import Any
 from collections import Counter
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
-from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 from ..quotas import MutationQuota
 from ..request_context import RequestContext
+from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
@@ -26,8 +27,11 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool, quota: Mut
         if not allowed(ctx, Operation.ALTER, ResourceType.TOPIC, topic.name):
             raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         info = ctx.metadata.topic(topic.name)
-        if info is not None and topic.count > info.partitions \
-                and mutation_refused(quota, topic.count - info.partitions):
+        if (
+            info is not None
+            and topic.count > info.partitions
+            and mutation_refused(quota, topic.count - info.partitions)
+        ):
             raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         # a manual assignment (one replica list per new partition) is checked against the brokers
         # registered in the cluster and written as given; [] is an assignment too (of nothing), as in Kafka
@@ -47,8 +51,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if counts[topic.name] > 1:  # as Kafka: a name given twice is refused altogether, answered once
             if topic.name not in refused:
                 refused.add(topic.name)
-                results.append({"name": topic.name, "error_code": ErrorCode.INVALID_REQUEST,
-                                "error_message": "Duplicate topic name."})
+                results.append(
+                    {
+                        "name": topic.name,
+                        "error_code": ErrorCode.INVALID_REQUEST,
+                        "error_message": "Duplicate topic name.",
+                    }
+                )
             continue
         results.append(await _grow(ctx, topic, body.validate_only, quota))
     return throttled(quota, {"throttle_time_ms": 0, "results": results})
@@ -58,7 +67,6 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
 from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
-
 
 ERROR_LAYOUT = PartitionLayout("topics", "name", None, None, "results", "name", None, None)
 

@@ -5,21 +5,22 @@ A manual assignment (``kafka-topics.sh --replica-assignment``, confluent-kafka's
 ``NewTopic(replica_assignment=...)``) names each partition's replicas, the preferred leader first;
 it is checked as Kafka 4.0's controller checks it (counts -1, partitions 0..n-1 once each, brokers
 registered in the cluster and distinct, one replication factor) and written as given."""
+
 from __future__ import annotations
 
-from typing import Any
 import uuid
 from collections import Counter
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..errors import TopicError
+from ..request_context import RequestContext
 from ..topics import TopicInfo
 from ._common import THROTTLED_MESSAGE, mutation_quota, mutation_refused, throttled
 from .describe_configs import topic_entries
-from ..request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (0, 7)
@@ -31,8 +32,9 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     assignment = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments] or None
     configs = {c.name: c.value for c in topic.configs}
     # a manual assignment is checked (against the registered brokers) and written as given
-    info = await ctx.admin.create_topic(topic.name, partitions, replication, configs, validate_only=validate_only,
-                                     assignment=assignment)
+    info = await ctx.admin.create_topic(
+        topic.name, partitions, replication, configs, validate_only=validate_only, assignment=assignment
+    )
     if assignment:  # valid, so: partitions 0..n-1, every one with the same replica count
         partitions, replication = len(assignment), len(assignment[0][1])
     if replication == -1:  # answered resolved, as Kafka does
@@ -43,10 +45,21 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
             return {"num_partitions": partitions, "replication_factor": replication, "configs": []}
         # validate_only, as Kafka answers it: the topic as it would be, with an id and every config
         info = TopicInfo(topic.name, uuid.uuid4().bytes, partitions, configs)
-    return {"topic_id": info.topic_id, "num_partitions": info.partitions, "replication_factor": replication,
-            "configs": [{"name": e["name"], "value": e["value"], "read_only": False,
-                         "config_source": e["config_source"], "is_sensitive": False}
-                        for e in topic_entries(ctx, info, None)]}
+    return {
+        "topic_id": info.topic_id,
+        "num_partitions": info.partitions,
+        "replication_factor": replication,
+        "configs": [
+            {
+                "name": e["name"],
+                "value": e["value"],
+                "read_only": False,
+                "config_source": e["config_source"],
+                "is_sensitive": False,
+            }
+            for e in topic_entries(ctx, info, None)
+        ],
+    }
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -61,19 +74,18 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if counts[topic.name] > 1:
             # as Kafka: a name given twice is refused altogether, answered once
             if topic.name not in seen:
-                result.update(error_code=ErrorCode.INVALID_REQUEST, configs=[],
-                              error_message="Duplicate topic name.")
+                result.update(error_code=ErrorCode.INVALID_REQUEST, configs=[], error_message="Duplicate topic name.")
                 results.append(result)
             seen.add(topic.name)
             continue
         seen.add(topic.name)
-        if not (allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC,
-                                                                     topic.name)):
+        if not (
+            allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, topic.name)
+        ):
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             results.append(result)
             continue
-        if quota is not None and await _valid(ctx, topic) \
-                and mutation_refused(quota, _partition_count(ctx, topic)):
+        if quota is not None and await _valid(ctx, topic) and mutation_refused(quota, _partition_count(ctx, topic)):
             result.update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE, configs=[])
             results.append(result)
             continue
@@ -108,9 +120,17 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "name", None, None, "topics", "name", None, None,
-                               topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None})
+ERROR_LAYOUT = PartitionLayout(
+    "topics",
+    "name",
+    None,
+    None,
+    "topics",
+    "name",
+    None,
+    None,
+    topic_defaults={"num_partitions": -1, "replication_factor": -1, "configs": None},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

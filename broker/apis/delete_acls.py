@@ -1,9 +1,12 @@
 """DeleteAcls: remove the ACL bindings matching each filter; SECURITY_DISABLED without an authorizer."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_ACLS
@@ -13,9 +16,17 @@ VERSIONS = (1, 3)  # Kafka 4.0 removed v0
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     authorizer = ctx.authorizer
     if authorizer is None:
-        return {"throttle_time_ms": 0, "filter_results": [
-            {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": "No Authorizer is configured.",
-             "matching_acls": []} for _ in request.body.filters]}
+        return {
+            "throttle_time_ms": 0,
+            "filter_results": [
+                {
+                    "error_code": ErrorCode.SECURITY_DISABLED,
+                    "error_message": "No Authorizer is configured.",
+                    "matching_acls": [],
+                }
+                for _ in request.body.filters
+            ],
+        }
     return await authorizer.delete_acls_response(request)
 
 

@@ -10,11 +10,11 @@ every in-sync follower has moved its own log start offset as far (followers lear
 responses and report theirs in their fetch requests), or with REQUEST_TIMED_OUT after
 `timeout_ms`, as Kafka's delayed DeleteRecords does.
 """
+
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 import trio
 
@@ -22,10 +22,10 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-from ._common import leader_partition
-from ..topics import INTERNAL_TOPICS
-from ..request_context import RequestContext
 from ..replica.partition import Partition
+from ..request_context import RequestContext
+from ..topics import INTERNAL_TOPICS
+from ._common import leader_partition
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
@@ -36,8 +36,11 @@ log = logging.getLogger("strom.delete_records")
 
 def _delete(ctx: RequestContext, topic: str, req: Any) -> tuple[dict[str, Any], Partition | None]:
     if not allowed(ctx, Operation.DELETE, ResourceType.TOPIC, topic):
-        return {"partition_index": req.partition_index, "low_watermark": -1,
-                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, None
+        return {
+            "partition_index": req.partition_index,
+            "low_watermark": -1,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        }, None
     partition, code = leader_partition(ctx, topic, req.partition_index)
     result: dict[str, Any] = {"partition_index": req.partition_index, "low_watermark": -1, "error_code": code}
     if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
@@ -49,8 +52,12 @@ def _delete(ctx: RequestContext, topic: str, req: Any) -> tuple[dict[str, Any], 
     plog = partition.log
     if not plog.config.delete_enabled:  # as Kafka: a compacted topic's records go only by compaction
         result["error_code"] = ErrorCode.POLICY_VIOLATION
-        log.info("DeleteRecords refused on %s-%d: cleanup.policy=%s has no delete", topic, req.partition_index,
-                 plog.config.cleanup_policy)
+        log.info(
+            "DeleteRecords refused on %s-%d: cleanup.policy=%s has no delete",
+            topic,
+            req.partition_index,
+            plog.config.cleanup_policy,
+        )
         return result, None
     hw = partition.high_watermark
     offset = hw if req.offset == HIGH_WATERMARK else req.offset
@@ -112,9 +119,17 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
-                               "partition_index", {"low_watermark": -1})
+ERROR_LAYOUT = PartitionLayout(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {"low_watermark": -1},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

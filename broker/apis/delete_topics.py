@@ -1,30 +1,39 @@
 """DeleteTopics: by name (v0+) or topic id (v6+); the partitions' logs are removed. The deleted
 partitions count against the client's controller_mutation_rate quota."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..errors import TopicError
-from ._common import THROTTLED_MESSAGE, ZERO_UUID, mutation_quota, mutation_refused, throttled
 from ..quotas import MutationQuota
 from ..request_context import RequestContext
+from ._common import THROTTLED_MESSAGE, ZERO_UUID, mutation_quota, mutation_refused, throttled
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
 STRICT_SINCE = 5  # controller mutation quota: THROTTLING_QUOTA_EXCEEDED from v5, only throttled before
 
 
-async def _delete(ctx: RequestContext, name: str | None, topic_id: bytes | None,
-                  quota: MutationQuota | None) -> dict[str, Any]:
-    result: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.NONE,
-                              "error_message": None}
+async def _delete(
+    ctx: RequestContext, name: str | None, topic_id: bytes | None, quota: MutationQuota | None
+) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "name": name,
+        "topic_id": topic_id or ZERO_UUID,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
     if name is None:
         info = ctx.metadata.topic_by_id(topic_id) if topic_id is not None else None
         if info is None:
-            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID.")
+            result.update(
+                error_code=ErrorCode.UNKNOWN_TOPIC_ID, error_message="This server does not host this topic ID."
+            )
             return result
         name = result["name"] = info.name
     else:
@@ -66,7 +75,10 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every topic, named as the version names them."""
     v, req = request.header.api_version, request.body
-    names = ([{"name": n} for n in req.get("topic_names") or []] if v < 6
-             else [{"name": t.get("name"), "topic_id": t.get("topic_id")} for t in req.get("topics") or []])
+    names = (
+        [{"name": n} for n in req.get("topic_names") or []]
+        if v < 6
+        else [{"name": t.get("name"), "topic_id": t.get("topic_id")} for t in req.get("topics") or []]
+    )
     out = {"throttle_time_ms": 0, "responses": [dict(n, error_code=code) for n in names]}
     return finish(API_KEY, request, out, code, message)

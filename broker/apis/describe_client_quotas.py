@@ -1,6 +1,7 @@
 """DescribeClientQuotas: the quota configs of users and client ids (`kafka-configs.sh --describe
 --entity-type users/clients`), filtered by components: EXACT name, DEFAULT entity, or ANY name
 of an entity type; `strict` keeps only entities with exactly the filtered types."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,18 +29,24 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     filters: dict[str, tuple[int, str | None]] = {}
     for c in body.components:
         if c.entity_type in filters:
-            return _error(ErrorCode.INVALID_REQUEST,
-                          f"Entity type {c.entity_type} cannot appear more than once in the filter.")
+            return _error(
+                ErrorCode.INVALID_REQUEST, f"Entity type {c.entity_type} cannot appear more than once in the filter."
+            )
         if c.entity_type not in (USER, CLIENT_ID, IP):
             return _error(ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {c.entity_type}")
         if c.match_type not in (EXACT, DEFAULT, ANY):
             return _error(ErrorCode.INVALID_REQUEST, f"Unknown match type {c.match_type}")
         if c.match_type == EXACT and c.match is None:
-            return _error(ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+            return _error(
+                ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+            )
         filters[c.entity_type] = (c.match_type, c.match)
     if IP in filters and len(filters) > 1:
-        return _error(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination. IP filter component "
-                                                 "should not be used with user or clientId filter component.")
+        return _error(
+            ErrorCode.INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter component "
+            "should not be used with user or clientId filter component.",
+        )
     entries = []
     for entity, values in ctx.quotas.entries.items():
         names = dict(entity)
@@ -54,8 +61,12 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             elif match_type == DEFAULT and names[etype] is not None:
                 ok = False
         if ok and values:
-            entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-                            "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())]})
+            entries.append(
+                {
+                    "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                    "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())],
+                }
+            )
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": "", "entries": entries}
 
 

@@ -1,4 +1,5 @@
 """DescribeConfigs: topic configs (override or inherited default) and the broker's own configs."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,10 +9,10 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
-from ._common import INVALID_REQUEST_MESSAGE
 from ..dynamic_config import DYNAMIC
 from ..request_context import RequestContext
 from ..topics import TopicInfo
+from ._common import INVALID_REQUEST_MESSAGE
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -26,15 +27,25 @@ DEFAULT_CONFIG = 5
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
 
 
-def _entry(name: str, value: str | None, source: int, typ: str, synonyms: list[dict[str, Any]],
-           doc: str | None) -> dict[str, Any]:
-    return {"name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
-            "config_source": source, "is_sensitive": False, "synonyms": synonyms,
-            "config_type": CONFIG_TYPES.get(typ, 0), "documentation": doc}
+def _entry(
+    name: str, value: str | None, source: int, typ: str, synonyms: list[dict[str, Any]], doc: str | None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": False,
+        "is_default": source == DEFAULT_CONFIG,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": synonyms,
+        "config_type": CONFIG_TYPES.get(typ, 0),
+        "documentation": doc,
+    }
 
 
-def topic_entries(ctx: RequestContext, info: TopicInfo, keys: list[str] | None, synonyms: bool = False,
-                  docs: bool = False) -> list[dict[str, Any]]:
+def topic_entries(
+    ctx: RequestContext, info: TopicInfo, keys: list[str] | None, synonyms: bool = False, docs: bool = False
+) -> list[dict[str, Any]]:
     out = []
     for key, (_, broker_key, typ, _) in TOPIC_CONFIGS.items():
         if keys is not None and key not in keys:
@@ -47,15 +58,21 @@ def topic_entries(ctx: RequestContext, info: TopicInfo, keys: list[str] | None, 
             if not is_default:
                 syn.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
             if broker_key is not None:
-                syn.append({"name": broker_key, "value": format_value(ctx.config.topic_default(key)),
-                            "source": STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG})
+                syn.append(
+                    {
+                        "name": broker_key,
+                        "value": format_value(ctx.config.topic_default(key)),
+                        "source": STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG,
+                    }
+                )
         doc = f"Topic config; inherits {broker_key}." if docs and broker_key else None
         out.append(_entry(key, value, source, typ, syn, doc))
     return out
 
 
-def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = False,
-                   synonyms: bool = False) -> list[dict[str, Any]]:
+def broker_entries(
+    ctx: RequestContext, keys: list[str] | None, docs: bool = False, synonyms: bool = False
+) -> list[dict[str, Any]]:
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if keys is not None and name not in keys:
@@ -75,12 +92,14 @@ def broker_entries(ctx: RequestContext, keys: list[str] | None, docs: bool = Fal
     return out
 
 
-def dynamic_entries(ctx: RequestContext, keys: list[str] | None, default_only: bool, out: list[dict[str, Any]],
-                    synonyms: bool = False) -> list[dict[str, Any]]:
+def dynamic_entries(
+    ctx: RequestContext, keys: list[str] | None, default_only: bool, out: list[dict[str, Any]], synonyms: bool = False
+) -> list[dict[str, Any]]:
     """Dynamic broker configs that are set: this broker's own (source DYNAMIC_BROKER_CONFIG) or the
     cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG), replacing the static entry of a key that
     also has one. Kafka shows a throttle rate only while one is set, read-only as it is there."""
-    from ..dynamic_config import DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT, CONFIG_TYPE, definition
+    from ..dynamic_config import CONFIG_TYPE, DEFAULT, DYNAMIC, DYNAMIC_DEFAULT_BROKER_CONFIG, definition
+
     by_name = {e["name"]: i for i, e in enumerate(out)}
     for key in [*DYNAMIC, *ctx.dynamic_configs.listener_keys(default_only)]:
         spec = definition(key)
@@ -114,6 +133,7 @@ def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list
     cluster default, then (for a key server.properties also has, or a listener's key, whose
     broker-wide key it is) the static value or the built-in default."""
     from ..dynamic_config import DEFAULT, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, base_key
+
     dynamic = ctx.dynamic_configs
     out = []
     if not default_only:
@@ -141,11 +161,17 @@ def _dynamic_synonyms(ctx: RequestContext, key: str, default_only: bool) -> list
 
 
 def _describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
-    result = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": resource.resource_type,
-              "resource_name": resource.resource_name, "configs": []}
+    result = {
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": [],
+    }
     keys = resource.configuration_keys
-    if resource.resource_type == TOPIC and not allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
-                                                       resource.resource_name):
+    if resource.resource_type == TOPIC and not allowed(
+        ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, resource.resource_name
+    ):
         result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
     elif resource.resource_type == BROKER and not allowed_cluster(ctx, Operation.DESCRIBE_CONFIGS):
         result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
@@ -158,14 +184,18 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) ->
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(ctx.node_id)):
             name = resource.resource_name
-            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=(
-                f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {name}"
-                if name.lstrip("-").isdigit() else f"Broker id must be an integer, but it is: {name}"))
+            result.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=(
+                    f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {name}"
+                    if name.lstrip("-").isdigit()
+                    else f"Broker id must be an integer, but it is: {name}"
+                ),
+            )
         elif resource.resource_name == "":  # the cluster-wide default: its dynamic configs only, as Kafka
             result["configs"] = dynamic_entries(ctx, keys, True, [], synonyms)
         else:
-            result["configs"] = dynamic_entries(ctx, keys, False, broker_entries(ctx, keys, docs, synonyms),
-                                                synonyms)
+            result["configs"] = dynamic_entries(ctx, keys, False, broker_entries(ctx, keys, docs, synonyms), synonyms)
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE)
     return result

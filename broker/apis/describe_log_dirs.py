@@ -6,6 +6,7 @@ online dir lists the requested partitions it holds (all with a null topic list) 
 in bytes and offset lag (max(high watermark - log end offset, 0), Kafka's formula; no future
 logs: Strom has no AlterReplicaLogDirs), and from v4 the volume's total and usable bytes.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     wanted = _wanted(request.body)
     results: list[dict[str, Any]] = []
     for info in ctx.logs.describe_dirs():
-        result = {"error_code": ErrorCode.NONE, "log_dir": os.path.abspath(info.path), "topics": [],
-                  "total_bytes": info.total_bytes, "usable_bytes": info.usable_bytes}
+        result = {
+            "error_code": ErrorCode.NONE,
+            "log_dir": os.path.abspath(info.path),
+            "topics": [],
+            "total_bytes": info.total_bytes,
+            "usable_bytes": info.usable_bytes,
+        }
         if info.offline is not None:
             result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, total_bytes=-1, usable_bytes=-1)
             results.append(result)
@@ -44,8 +50,9 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for (topic, index), (size, lag) in sorted(info.partitions.items()):
             if wanted is not None and index not in wanted.get(topic, ()):
                 continue
-            topics.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
-                                                 "offset_lag": lag, "is_future_key": False})
+            topics.setdefault(topic, []).append(
+                {"partition_index": index, "partition_size": size, "offset_lag": lag, "is_future_key": False}
+            )
         result["topics"] = [{"name": name, "partitions": parts} for name, parts in topics.items()]
         results.append(result)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}

@@ -10,19 +10,19 @@ the topic and partition the next request starts from (its `cursor`). As Kafka do
 - a cursor must name one of the requested topics and a partition >= 0, else every requested
   topic gets INVALID_REQUEST.
 """
+
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
 from ..topics import topic_name_error
 from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, ZERO_UUID
-from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 VERSIONS = (0, 0)
@@ -32,20 +32,48 @@ log = logging.getLogger("strom.describe_topic_partitions")
 def _partition(ctx: RequestContext, name: str, index: int) -> dict[str, Any]:
     view = ctx.metadata.partition_view(name, index)
     if view is None:
-        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
-                "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "eligible_leader_replicas": [],
-                "last_known_elr": [], "offline_replicas": []}
+        return {
+            "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": index,
+            "leader_id": -1,
+            "leader_epoch": -1,
+            "replica_nodes": [],
+            "isr_nodes": [],
+            "eligible_leader_replicas": [],
+            "last_known_elr": [],
+            "offline_replicas": [],
+        }
     leader, epoch, replicas, isr, offline = view
-    return {"error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": index, "leader_id": leader, "leader_epoch": epoch, "replica_nodes": replicas,
-            "isr_nodes": isr, "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": offline}
+    return {
+        "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        "partition_index": index,
+        "leader_id": leader,
+        "leader_epoch": epoch,
+        "replica_nodes": replicas,
+        "isr_nodes": isr,
+        "eligible_leader_replicas": [],
+        "last_known_elr": [],
+        "offline_replicas": offline,
+    }
 
 
 def _invalid(requested: list[str], message: str) -> dict[str, Any]:
     log.debug("DescribeTopicPartitions refused: %s", message)
-    return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
-        {"error_code": ErrorCode.INVALID_REQUEST, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
-         "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED} for name in requested]}
+    return {
+        "throttle_time_ms": 0,
+        "next_cursor": None,
+        "topics": [
+            {
+                "error_code": ErrorCode.INVALID_REQUEST,
+                "name": name,
+                "topic_id": ZERO_UUID,
+                "is_internal": False,
+                "partitions": [],
+                "topic_authorized_operations": OPERATIONS_NOT_REQUESTED,
+            }
+            for name in requested
+        ],
+    }
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -72,22 +100,47 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         info = ctx.metadata.topic(name)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not every_topic:
-                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
-                               "is_internal": False, "partitions": [],
-                               "topic_authorized_operations": OPERATIONS_NOT_REQUESTED})
+                topics.append(
+                    {
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        "name": name,
+                        "topic_id": ZERO_UUID,
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": OPERATIONS_NOT_REQUESTED,
+                    }
+                )
             continue
         if info is None:
             if not every_topic:
-                code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False,
-                               "partitions": [], "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS})
+                code = (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION
+                    if topic_name_error(name)
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                topics.append(
+                    {
+                        "error_code": code,
+                        "name": name,
+                        "topic_id": ZERO_UUID,
+                        "is_internal": False,
+                        "partitions": [],
+                        "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+                    }
+                )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(info.partitions, start + remaining)
-        topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
-                       "is_internal": info.internal,
-                       "partitions": [_partition(ctx, name, i) for i in range(start, end)],
-                       "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS})
+        topics.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "name": name,
+                "topic_id": info.topic_id,
+                "is_internal": info.internal,
+                "partitions": [_partition(ctx, name, i) for i in range(start, end)],
+                "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
+            }
+        )
         if end < info.partitions:
             next_cursor = {"topic_name": name, "partition_index": end}
             break

@@ -1,6 +1,7 @@
 """DescribeTransactions: the state of transactional ids this broker coordinates
 (what `kafka-transactions.sh describe` shows). An id coordinated elsewhere answers
 NOT_COORDINATOR, an unknown one TRANSACTIONAL_ID_NOT_FOUND."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,16 +17,28 @@ VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "transaction_states": [ctx.txn.describe(tid)
-                                   if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
-                                   else _denied(tid) for tid in request.body.transactional_ids]}
+    return {
+        "throttle_time_ms": 0,
+        "transaction_states": [
+            ctx.txn.describe(tid)
+            if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
+            else _denied(tid)
+            for tid in request.body.transactional_ids
+        ],
+    }
 
 
 def _denied(tid: str) -> dict[str, Any]:
-    return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
-            "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-            "producer_id": -1, "producer_epoch": -1, "topics": []}
+    return {
+        "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "transactional_id": tid,
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

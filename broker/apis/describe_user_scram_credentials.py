@@ -1,11 +1,14 @@
 """DescribeUserScramCredentials: each user's SCRAM mechanisms and iteration counts (never the
 salts or keys), with Kafka 4.0's errors and messages."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import SCRAM_MECHANISM_TYPES
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
@@ -24,24 +27,47 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if denied:
         pass
     elif not request.body.users:
-        results = [{"user": u, "error_code": ErrorCode.NONE, "error_message": "", "credential_infos": _infos(m)}
-                   for u, m in sorted(known.items())]
+        results = [
+            {"user": u, "error_code": ErrorCode.NONE, "error_message": "", "credential_infos": _infos(m)}
+            for u, m in sorted(known.items())
+        ]
     else:
         names = [u.name for u in request.body.users]
         for name in dict.fromkeys(names):
             if names.count(name) > 1:
-                results.append({"user": name, "error_code": ErrorCode.DUPLICATE_RESOURCE, "credential_infos": [],
-                                "error_message": f"Cannot describe SCRAM credentials for the same user twice in a "
-                                                 f"single request: {name}"})
+                results.append(
+                    {
+                        "user": name,
+                        "error_code": ErrorCode.DUPLICATE_RESOURCE,
+                        "credential_infos": [],
+                        "error_message": f"Cannot describe SCRAM credentials for the same user twice in a "
+                        f"single request: {name}",
+                    }
+                )
             elif name not in known:
-                results.append({"user": name, "error_code": ErrorCode.RESOURCE_NOT_FOUND, "credential_infos": [],
-                                "error_message": f"Attempt to describe a user credential that does not exist: {name}"})
+                results.append(
+                    {
+                        "user": name,
+                        "error_code": ErrorCode.RESOURCE_NOT_FOUND,
+                        "credential_infos": [],
+                        "error_message": f"Attempt to describe a user credential that does not exist: {name}",
+                    }
+                )
             else:
-                results.append({"user": name, "error_code": ErrorCode.NONE, "error_message": "",
-                                "credential_infos": _infos(known[name])})
-    return {"throttle_time_ms": 0,
-            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED if denied else ErrorCode.NONE,
-            "error_message": None if denied else "", "results": results}
+                results.append(
+                    {
+                        "user": name,
+                        "error_code": ErrorCode.NONE,
+                        "error_message": "",
+                        "credential_infos": _infos(known[name]),
+                    }
+                )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED if denied else ErrorCode.NONE,
+        "error_message": None if denied else "",
+        "results": results,
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

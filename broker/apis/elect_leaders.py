@@ -8,6 +8,7 @@ existing partition already has its preferred leader: ELECTION_NOT_NEEDED, as a s
 broker answers. With no partitions named (null), every partition is considered and only those
 where an election happened or failed are answered.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,13 +33,21 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if body.topic_partitions is not None:
         wanted = list(dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions))
     if not allowed_cluster(ctx, Operation.ALTER):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "replica_election_results": _grouped(
-                    {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for k in wanted or ()}, [])}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "replica_election_results": _grouped(
+                {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for k in wanted or ()}, []
+            ),
+        }
     if election not in (PREFERRED, UNCLEAN):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                "replica_election_results": _grouped(
-                    {k: (ErrorCode.INVALID_REQUEST, f"Unknown election type {election}") for k in wanted or ()}, [])}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.INVALID_REQUEST,
+            "replica_election_results": _grouped(
+                {k: (ErrorCode.INVALID_REQUEST, f"Unknown election type {election}") for k in wanted or ()}, []
+            ),
+        }
     try:
         results = await ctx.admin.elect_leaders(wanted, election == UNCLEAN)
     except NotControllerError:
@@ -72,9 +81,17 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on each named partition and at the top level (v1+)."""
     named = request.body.get("topic_partitions")
-    out = {"throttle_time_ms": 0, "error_code": code if named is None else 0,
-           "replica_election_results": [
-               {"topic": t["topic"], "partition_result": [
-                   {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]]}
-               for t in named or []]}
+    out = {
+        "throttle_time_ms": 0,
+        "error_code": code if named is None else 0,
+        "replica_election_results": [
+            {
+                "topic": t["topic"],
+                "partition_result": [
+                    {"partition_id": p, "error_code": code, "error_message": None} for p in t["partitions"]
+                ],
+            }
+            for t in named or []
+        ],
+    }
     return finish(API_KEY, request, out, code, message)

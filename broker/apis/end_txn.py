@@ -5,6 +5,7 @@ transaction version 2 (KIP-890 part 2): the coordinator bumps the producer epoch
 every transaction (a new producer id once the epoch is exhausted) and answers with the producer id
 and epoch the producer continues with; older versions keep the epoch and answer -1/-1.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +14,8 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-
-from .init_producer_id import fenced_code
 from ..request_context import RequestContext
+from .init_producer_id import fenced_code
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = (0, 5)
@@ -25,13 +25,22 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
-    result = await ctx.txn.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
-                                      tv2=version >= 5)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    result = await ctx.txn.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed, tv2=version >= 5
+    )
     ok = result.error == ErrorCode.NONE
-    return {"throttle_time_ms": 0, "error_code": fenced_code(result.error, 2, version),
-            "producer_id": result.producer_id if ok else -1, "producer_epoch": result.producer_epoch if ok else -1}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": fenced_code(result.error, 2, version),
+        "producer_id": result.producer_id if ok else -1,
+        "producer_epoch": result.producer_epoch if ok else -1,
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

@@ -29,11 +29,13 @@ Incremental fetch sessions (KIP-227) live in `strom.broker.fetch_session`: it sa
 partitions a request reads (the request's own, or its session's) and which of them the answer
 carries; this module reads them.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 import trio
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -93,9 +95,16 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     refused = False
     for topic in context.topics:
         name, topic_id, code = _resolve(ctx, topic, version)
-        if code == ErrorCode.NONE and name is not None and ctx.authorizer is not None and not (
-                allowed_cluster(ctx, Operation.CLUSTER_ACTION) if replica >= 0
-                else allowed(ctx, Operation.READ, ResourceType.TOPIC, name)):
+        if (
+            code == ErrorCode.NONE
+            and name is not None
+            and ctx.authorizer is not None
+            and not (
+                allowed_cluster(ctx, Operation.CLUSTER_ACTION)
+                if replica >= 0
+                else allowed(ctx, Operation.READ, ResourceType.TOPIC, name)
+            )
+        ):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         parts: list[dict[str, Any]] = []
         for req in topic.partitions:
@@ -107,14 +116,18 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             parts.append({})
             fetch_infos.append((name, req))
         topics.append({"topic": name if name is not None else "", "topic_id": topic_id, "partitions": parts})
-    params = FetchParams(version=version, replica_id=replica,
-                         # a refused partition is answered at once, with what the others have now
-                         max_wait_ms=0 if refused else body.max_wait_ms,
-                         min_bytes=body.min_bytes, max_bytes=body.max_bytes if version >= 3 else 2**31 - 1,
-                         isolation_level=body.isolation_level if version >= 4 else 0,
-                         client_rack=body.rack_id if version >= 11 else None)
+    params = FetchParams(
+        version=version,
+        replica_id=replica,
+        # a refused partition is answered at once, with what the others have now
+        max_wait_ms=0 if refused else body.max_wait_ms,
+        min_bytes=body.min_bytes,
+        max_bytes=body.max_bytes if version >= 3 else 2**31 - 1,
+        isolation_level=body.isolation_level if version >= 4 else 0,
+        client_rack=body.rack_id if version >= 11 else None,
+    )
     results = await ctx.replica_manager.fetch_messages(params, fetch_infos, ctx.leader_quota)
-    for (parts, position), ((name, req), result) in zip(slots, zip(fetch_infos, results)):
+    for (parts, position), ((name, req), result) in zip(slots, zip(fetch_infos, results, strict=False), strict=False):
         if result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
             view = ctx.metadata.partition_view(name, req.partition)
             if view is not None:
@@ -131,12 +144,25 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "topic", "partitions", "partition", "responses", "topic", "partitions",
-                               "partition_index",
-                               {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                                "preferred_read_replica": -1, "aborted_transactions": None, "records": None},
-                               top_defaults={"error_code": 0, "session_id": 0})
+ERROR_LAYOUT = PartitionLayout(
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    "responses",
+    "topic",
+    "partitions",
+    "partition_index",
+    {
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "preferred_read_replica": -1,
+        "aborted_transactions": None,
+        "records": None,
+    },
+    top_defaults={"error_code": 0, "session_id": 0},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

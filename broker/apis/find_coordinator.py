@@ -5,20 +5,19 @@ that transaction (key type 1). Standalone: this broker, always.
 v0-3 ask for one key, v4+ for a batch. Asking creates the internal topic if it is missing, as
 Kafka does.
 """
+
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-import logging
-
+from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-from ._common import INVALID_REQUEST_MESSAGE
-
-from strom.broker.errors import TopicError
 from ..request_context import RequestContext
+from ._common import INVALID_REQUEST_MESSAGE
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
@@ -57,8 +56,14 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str
     address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
-            "error_code": ErrorCode.NONE, "error_message": None}
+    return {
+        "key": key,
+        "node_id": leader,
+        "host": address[0],
+        "port": address[1],
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
 
 
 async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict[str, Any]:
@@ -73,15 +78,23 @@ async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict[str, A
     address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {"key": key, "node_id": leader, "host": address[0], "port": address[1],
-            "error_code": ErrorCode.NONE, "error_message": None}
+    return {
+        "key": key,
+        "node_id": leader,
+        "host": address[0],
+        "port": address[1],
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+    }
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if request.header.api_version >= 4:
-        return {"throttle_time_ms": 0,
-                "coordinators": [await _coordinator(ctx, key, body.key_type) for key in body.coordinator_keys]}
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [await _coordinator(ctx, key, body.key_type) for key in body.coordinator_keys],
+        }
     found = await _coordinator(ctx, body.key, body.key_type)
     del found["key"]
     if found["error_code"] == ErrorCode.NONE:
@@ -100,9 +113,13 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every key asked for (v4+), else at the top level with no coordinator."""
     if request.header.api_version >= 4:
-        out = {"throttle_time_ms": 0, "coordinators": [
-            {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
-            for k in request.body.get("coordinator_keys") or []]}
+        out = {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": None}
+                for k in request.body.get("coordinator_keys") or []
+            ],
+        }
     else:
         out = top_level_error_response(API_KEY, code, node_id=-1, host="", port=-1)
     return finish(API_KEY, request, out, code, message)

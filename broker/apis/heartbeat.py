@@ -1,4 +1,5 @@
 """Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
 from __future__ import annotations
 
 from typing import Any

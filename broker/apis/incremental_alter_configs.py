@@ -1,17 +1,18 @@
 """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT single topic config keys; SET and
 DELETE of a broker's dynamic configs (`strom.broker.dynamic_config`)."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
-
 from ..config import TOPIC_CONFIGS
+from ..request_context import RequestContext
 from .alter_configs import apply
 from .describe_configs import TOPIC
-from ..request_context import RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
@@ -32,7 +33,10 @@ def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None,
             configs.pop(key, None)
         elif op in (APPEND, SUBTRACT):
             if TOPIC_CONFIGS[key][2] != "list":
-                return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
+                return (
+                    None,
+                    f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST.",
+                )
             current = configs.get(key)  # set, even to "" (an empty list), or else the default
             if current is not None or info is None:
                 raw = current
@@ -40,7 +44,9 @@ def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None,
                 raw = ctx.metadata.topic_config_value(info, key)[0]
             items = [v.strip() for v in (raw or "").split(",") if v.strip()]
             given = [v for v in (value or "").split(",") if v]
-            items = items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
+            items = (
+                items + [v for v in given if v not in items] if op == APPEND else [v for v in items if v not in given]
+            )
             configs[key] = ",".join(items)
         else:
             return None, ""  # Kafka: INVALID_CONFIG without a message
@@ -79,8 +85,14 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     for resource in body.resources:
         denied = _denied(ctx, resource)
         if denied is not None:
-            responses.append({"error_code": denied, "error_message": "Authorization failed.",
-                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+            responses.append(
+                {
+                    "error_code": denied,
+                    "error_message": "Authorization failed.",
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                }
+            )
             continue
         known_topic = resource.resource_type == TOPIC and ctx.metadata.topic(resource.resource_name) is not None
         if known_topic or resource.resource_type == BROKER:
@@ -89,13 +101,24 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             updated = _updated if known_topic else _updated_broker
             configs, problem = updated(ctx, resource) if not duplicates else (None, None)
             if duplicates:  # as Kafka: the whole resource is refused
-                responses.append({"error_code": ErrorCode.INVALID_REQUEST,
-                                  "error_message": "Error due to duplicate config keys",
-                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                responses.append(
+                    {
+                        "error_code": ErrorCode.INVALID_REQUEST,
+                        "error_message": "Error due to duplicate config keys",
+                        "resource_type": resource.resource_type,
+                        "resource_name": resource.resource_name,
+                    }
+                )
                 continue
             if problem is not None or configs is None:  # configs: None only with a problem
-                responses.append({"error_code": ErrorCode.INVALID_CONFIG, "error_message": problem or None,
-                                  "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+                responses.append(
+                    {
+                        "error_code": ErrorCode.INVALID_CONFIG,
+                        "error_message": problem or None,
+                        "resource_type": resource.resource_type,
+                        "resource_name": resource.resource_name,
+                    }
+                )
                 continue
         else:
             configs = {}

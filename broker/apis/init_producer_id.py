@@ -8,6 +8,7 @@ Transactional producers go to the transaction coordinator (``broker.txn``), whic
 fences older instances and checks the transaction timeout. PRODUCER_FENCED exists from v4 on;
 older clients get INVALID_PRODUCER_EPOCH instead, as Kafka answers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,14 +40,20 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     epoch = body.get("producer_epoch", -1)
     if body.transactional_id is not None:
         if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
-            return {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
-                    "producer_epoch": -1}
-        result = await ctx.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
-                                                   producer_id, epoch)
-        return {"error_code": fenced_code(result.error, 4, request.header.api_version),
-                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
-    if ctx.authorizer is not None and not (allowed_cluster(ctx, Operation.IDEMPOTENT_WRITE)
-                                              or ctx.authorizer.any_topic_allows(Operation.WRITE)):
+            return {
+                "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            }
+        result = await ctx.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms, producer_id, epoch)
+        return {
+            "error_code": fenced_code(result.error, 4, request.header.api_version),
+            "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch,
+        }
+    if ctx.authorizer is not None and not (
+        allowed_cluster(ctx, Operation.IDEMPOTENT_WRITE) or ctx.authorizer.any_topic_allows(Operation.WRITE)
+    ):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": epoch + 1}
@@ -69,5 +76,6 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     at the top level, with no producer id."""
-    return finish(API_KEY, request, top_level_error_response(API_KEY, code, producer_id=-1, producer_epoch=-1),
-                  code, message)
+    return finish(
+        API_KEY, request, top_level_error_response(API_KEY, code, producer_id=-1, producer_epoch=-1), code, message
+    )

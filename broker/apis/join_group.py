@@ -3,21 +3,19 @@
 See `broker.group.state` for the state machine. From v4 on, a member without an id is first
 answered MEMBER_ID_REQUIRED with the id it must join with (KIP-394).
 """
+
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-import contextlib
-
 from strom.broker import context
+from strom.broker.coordinator.group.state import JoinRequest
 from strom.broker.errors import TopicError
-
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-
-from strom.broker.coordinator.group.state import JoinRequest
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -31,9 +29,17 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     version = request.header.api_version
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
-                "protocol_type": None, "protocol_name": None if version >= NULLABLE_PROTOCOL_VERSION else "",
-                "leader": "", "skip_assignment": False, "member_id": body.member_id or "", "members": []}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "generation_id": -1,
+            "protocol_type": None,
+            "protocol_name": None if version >= NULLABLE_PROTOCOL_VERSION else "",
+            "leader": "",
+            "skip_assignment": False,
+            "member_id": body.member_id or "",
+            "members": [],
+        }
     req = JoinRequest(
         member_id=body.member_id or "",
         group_instance_id=body.group_instance_id,
@@ -43,14 +49,21 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
         protocol_type=body.protocol_type or "",
         protocols=[(p.name, bytes(p.metadata or b"")) for p in body.protocols],
-        require_known_member_id=version >= 4)
+        require_known_member_id=version >= 4,
+    )
     result = await ctx.groups.join_group(body.group_id, req)
     nullable = version >= NULLABLE_PROTOCOL_VERSION
-    return {"throttle_time_ms": 0, "error_code": result.error, "generation_id": result.generation,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name if nullable else (result.protocol_name or ""),
-            "leader": result.leader, "skip_assignment": result.skip_assignment, "member_id": result.member_id,
-            "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members]}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name if nullable else (result.protocol_name or ""),
+        "leader": result.leader,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
@@ -64,6 +77,7 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     messages beside it), or None where no answer can carry it and the connection closes: the code
     at the top level, with no generation or member."""
     v = request.header.api_version
-    out = top_level_error_response(API_KEY, code, generation_id=-1, protocol_name=None if v >= 7 else "",
-                                   leader="", member_id="", members=[])
+    out = top_level_error_response(
+        API_KEY, code, generation_id=-1, protocol_name=None if v >= 7 else "", leader="", member_id="", members=[]
+    )
     return finish(API_KEY, request, out, code, message)

@@ -1,4 +1,5 @@
 """LeaveGroup: members leave (v0-2 one member id, v3+ a batch, static members by instance id)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,9 +24,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": error if error is not ErrorCode.NONE else results[0]}
     members = [(m.member_id or "", m.group_instance_id) for m in body.members]
     error, results = ctx.groups.leave_group(body.group_id, members)
-    return {"throttle_time_ms": 0, "error_code": error,
-            "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
-                        for (m, i), code in zip(members, results)]}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "members": [
+            {"member_id": m, "group_instance_id": i, "error_code": code} for (m, i), code in zip(members, results, strict=False)
+        ],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

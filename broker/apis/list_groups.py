@@ -1,5 +1,6 @@
 """ListGroups: every group this broker coordinates, classic and KIP-848 consumer groups, filtered
 by state (v4+) and type (v5+)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,17 +26,26 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     types = {t.lower() for t in body.types_filter or []}
     everything = allowed_cluster(ctx, Operation.DESCRIBE)  # else only the groups it may describe
     consumer = coordinator.consumer.groups
-    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-               "group_type": GROUP_TYPE}
-              for g in list(coordinator.groups.values())
-              if g.group_id not in consumer
-              and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
-              and (not states or g.state.value.lower() in states) and (not types or GROUP_TYPE in types)]
-    groups += [{"group_id": g.group_id, "protocol_type": CONSUMER_TYPE, "group_state": g.state,
-                "group_type": CONSUMER_TYPE}
-               for g in list(consumer.values())
-               if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
-               and (not states or g.state.lower() in states) and (not types or CONSUMER_TYPE in types)]
+    groups = [
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type or "",
+            "group_state": g.state.value,
+            "group_type": GROUP_TYPE,
+        }
+        for g in list(coordinator.groups.values())
+        if g.group_id not in consumer
+        and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+        and (not states or g.state.value.lower() in states)
+        and (not types or GROUP_TYPE in types)
+    ]
+    groups += [
+        {"group_id": g.group_id, "protocol_type": CONSUMER_TYPE, "group_state": g.state, "group_type": CONSUMER_TYPE}
+        for g in list(consumer.values())
+        if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+        and (not states or g.state.lower() in states)
+        and (not types or CONSUMER_TYPE in types)
+    ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 

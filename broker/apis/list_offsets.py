@@ -3,6 +3,7 @@
 With isolation_level=1 (read_committed, v2+) latest is the last stable offset and lookups by
 timestamp stop there, as Kafka answers.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,10 +12,9 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
-
-from ._common import leader_partition
 from ..replica.partition import Partition
 from ..request_context import RequestContext
+from ._common import leader_partition
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 10)
@@ -30,8 +30,9 @@ class OffsetNotAvailable(Exception):
     """A new leader's high watermark is still below the start of its epoch."""
 
 
-def _offset(partition: Partition, timestamp: int, read_committed: bool = False,
-            client: bool = True) -> tuple[int, int, int]:
+def _offset(
+    partition: Partition, timestamp: int, read_committed: bool = False, client: bool = True
+) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one query, consumers' view (below the high watermark;
     below the last stable offset for read_committed).
 
@@ -60,12 +61,18 @@ def _offset(partition: Partition, timestamp: int, read_committed: bool = False,
     return found.timestamp, found.offset, found.leader_epoch
 
 
-def _answer(ctx: RequestContext, name: str, req: Any, version: int, read_committed: bool = False,
-            client: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {"partition_index": req.partition_index, "error_code": ErrorCode.NONE,
-                           "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    partition, code = leader_partition(ctx, name, req.partition_index,
-                                       req.current_leader_epoch if version >= 4 else -1)
+def _answer(
+    ctx: RequestContext, name: str, req: Any, version: int, read_committed: bool = False, client: bool = True
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "partition_index": req.partition_index,
+        "error_code": ErrorCode.NONE,
+        "old_style_offsets": [],
+        "timestamp": -1,
+        "offset": -1,
+        "leader_epoch": -1,
+    }
+    partition, code = leader_partition(ctx, name, req.partition_index, req.current_leader_epoch if version >= 4 else -1)
     if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         out["error_code"] = code
         return out
@@ -90,11 +97,25 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, topic.name):
-            parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                      "timestamp": -1, "offset": -1} for p in topic.partitions]
+            parts = [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "timestamp": -1,
+                    "offset": -1,
+                }
+                for p in topic.partitions
+            ]
         elif ctx.metadata.topic(topic.name) is None:
-            parts = [{"partition_index": p.partition_index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                      "timestamp": -1, "offset": -1} for p in topic.partitions]
+            parts = [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "timestamp": -1,
+                    "offset": -1,
+                }
+                for p in topic.partitions
+            ]
         else:
             parts = [_answer(ctx, topic.name, p, version, read_committed, client) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": parts})
@@ -106,10 +127,17 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
-                               "partition_index", {"timestamp": -1, "offset": -1, "leader_epoch": -1,
-                                                   "old_style_offsets": []})
+ERROR_LAYOUT = PartitionLayout(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    {"timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """ListPartitionReassignments: the partitions being moved, with their replicas and the replicas
 being added and removed (`kafka-reassign-partitions.sh --verify`, `--list`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,12 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed_cluster(ctx, Operation.DESCRIBE):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": None, "topics": []}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None,
+            "topics": [],
+        }
     try:
         assignments = await ctx.admin.list_partition_reassignments()
     except NotControllerError as exc:
@@ -31,9 +36,14 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for p in sorted(set(assignment.adding_replicas) | set(assignment.removing_replicas)):
             if asked is not None and (name, p) not in asked:
                 continue
-            parts.append({"partition_index": p, "replicas": list(assignment.partitions.get(p, ())),
-                          "adding_replicas": list(assignment.adding_replicas.get(p, ())),
-                          "removing_replicas": list(assignment.removing_replicas.get(p, ()))})
+            parts.append(
+                {
+                    "partition_index": p,
+                    "replicas": list(assignment.partitions.get(p, ())),
+                    "adding_replicas": list(assignment.adding_replicas.get(p, ())),
+                    "removing_replicas": list(assignment.removing_replicas.get(p, ())),
+                }
+            )
         if parts:
             topics.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": topics}

@@ -2,6 +2,7 @@
 (Kafka's: Empty, Ongoing, PrepareCommit, ...; unknown names are echoed back), producer ids and
 (v1) a minimum running time of Ongoing transactions. What `kafka-transactions.sh list` asks every
 broker."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,11 +33,11 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         duration = body.duration_filter if request.header.api_version >= 1 else -1
         states = ctx.txn.list(known or None, set(body.producer_id_filters or []) or None, duration)
     if ctx.authorizer is not None:  # only the transactional ids the principal may describe
-        states = [s for s in states if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
-                                               s["transactional_id"])]
+        states = [
+            s for s in states if allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s["transactional_id"])
+        ]
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.txn.loading else ErrorCode.NONE
-    return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown,
-            "transaction_states": states}
+    return {"throttle_time_ms": 0, "error_code": error, "unknown_state_filters": unknown, "transaction_states": states}
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

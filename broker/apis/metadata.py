@@ -8,17 +8,19 @@ failed as a whole; REBOOTSTRAP_REQUIRED, which tells a client to bootstrap again
 sends. Strom answers every Metadata request it can parse in full (a handler failure closes the
 connection), so the top-level code is NONE.
 """
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..auth.acl import CLUSTER_NAME
-from ..topics import TopicInfo, topic_name_error
-from ._common import OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, ZERO_UUID
 from ..request_context import RequestContext
+from ..topics import TopicInfo, topic_name_error
+from ._common import CLUSTER_AUTHORIZED_OPERATIONS, OPERATIONS_NOT_REQUESTED, TOPIC_AUTHORIZED_OPERATIONS, ZERO_UUID
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 13)
@@ -29,19 +31,29 @@ def _partitions(ctx: RequestContext, info: TopicInfo) -> list[dict[str, Any]]:
     for index in range(info.partitions):
         view = ctx.metadata.partition_view(info.name, index)
         if view is None:
-            out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index,
-                        "leader_id": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+            out.append(
+                {
+                    "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition_index": index,
+                    "leader_id": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
             continue
         leader, epoch, replicas, isr, offline = view
-        out.append({
-            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": index,
-            "leader_id": leader,
-            "leader_epoch": epoch,
-            "replica_nodes": replicas,
-            "isr_nodes": isr,
-            "offline_replicas": offline,
-        })
+        out.append(
+            {
+                "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": index,
+                "leader_id": leader,
+                "leader_epoch": epoch,
+                "replica_nodes": replicas,
+                "isr_nodes": isr,
+                "offline_replicas": offline,
+            }
+        )
     return out
 
 
@@ -63,8 +75,11 @@ def _missing(name: str | None, topic_id: bytes | None, code: ErrorCode) -> dict[
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     version = request.header.api_version
     body = request.body
-    operations = (TOPIC_AUTHORIZED_OPERATIONS if version >= 8 and body.include_topic_authorized_operations
-                  else OPERATIONS_NOT_REQUESTED)
+    operations = (
+        TOPIC_AUTHORIZED_OPERATIONS
+        if version >= 8 and body.include_topic_authorized_operations
+        else OPERATIONS_NOT_REQUESTED
+    )
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     requested = body.topics
     if version < 12 and requested and any(t.name is None for t in requested):
@@ -72,8 +87,11 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     topics = []
     if requested is None or (version == 0 and not requested):
         # with an authorizer, only the topics the principal may describe
-        topics = [_topic(ctx, info, operations) for info in ctx.metadata.all_topics()
-                  if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
+        topics = [
+            _topic(ctx, info, operations)
+            for info in ctx.metadata.all_topics()
+            if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)
+        ]
     else:
         for wanted in requested:
             topics.append(await _lookup(ctx, wanted, allow_create, operations))
@@ -81,15 +99,21 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for topic in topics:
             if topic["error_code"] == ErrorCode.NONE:
                 topic["topic_authorized_operations"] = ctx.authorizer.authorized_operations(
-                    ResourceType.TOPIC, topic["name"])
-    cluster_operations = (CLUSTER_AUTHORIZED_OPERATIONS if 8 <= version <= 10 and body.include_cluster_authorized_operations
-                          else OPERATIONS_NOT_REQUESTED)
+                    ResourceType.TOPIC, topic["name"]
+                )
+    cluster_operations = (
+        CLUSTER_AUTHORIZED_OPERATIONS
+        if 8 <= version <= 10 and body.include_cluster_authorized_operations
+        else OPERATIONS_NOT_REQUESTED
+    )
     if ctx.authorizer is not None and cluster_operations != OPERATIONS_NOT_REQUESTED:
         cluster_operations = ctx.authorizer.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": node, "host": host, "port": port, "rack": rack}
-                    for node, host, port, rack in ctx.metadata.live_brokers()],
+        "brokers": [
+            {"node_id": node, "host": host, "port": port, "rack": rack}
+            for node, host, port, rack in ctx.metadata.live_brokers()
+        ],
         "cluster_id": ctx.metadata.cluster_id(),
         "controller_id": ctx.metadata.controller_id(),
         "topics": topics,
@@ -101,9 +125,15 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
 def _unnamed_topics(requested: Any) -> dict[str, Any]:
     """v10-11 carry topic ids but a topic must be named (its name is not nullable in the answer):
     as Kafka 4.0, every topic INVALID_REQUEST with an empty name, and no brokers."""
-    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": [_missing("", t.topic_id, ErrorCode.INVALID_REQUEST) for t in requested],
-            "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED, "error_code": ErrorCode.NONE}
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [_missing("", t.topic_id, ErrorCode.INVALID_REQUEST) for t in requested],
+        "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED,
+        "error_code": ErrorCode.NONE,
+    }
 
 
 async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operations: int) -> dict[str, Any]:
@@ -122,8 +152,11 @@ async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operatio
     if info is None:
         if topic_name_error(name):
             return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
-        if allow_create and ctx.authorizer is not None and not (
-                allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+        if (
+            allow_create
+            and ctx.authorizer is not None
+            and not (allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name))
+        ):
             return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if allow_create:
             info = await ctx.admin.auto_create(name)

@@ -3,14 +3,14 @@
 Members commit with their generation; simple consumers (generation -1, no member id) may commit
 to a group nobody has joined, as Spark and kcat do. v2-4 may ask for an explicit retention.
 """
+
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-import contextlib
-
-from strom.broker.errors import TopicError
 from strom.broker.coordinator.group.records import CommittedOffset
+from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -28,37 +28,61 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return _all_failed(body.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     refused = [t for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)]
-    offsets = [(t.name, p.partition_index,
-                CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata or ""))
-               for t in body.topics if t not in refused for p in t.partitions]
+    offsets = [
+        (
+            t.name,
+            p.partition_index,
+            CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata or ""),
+        )
+        for t in body.topics
+        if t not in refused
+        for p in t.partitions
+    ]
     version = request.header.api_version
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
-    results = ctx.groups.commit_offsets(body.group_id, body.member_id or "", body.group_instance_id,
-                                           generation, body.retention_time_ms, offsets, version)
+    results = ctx.groups.commit_offsets(
+        body.group_id,
+        body.member_id or "",
+        body.group_instance_id,
+        generation,
+        body.retention_time_ms,
+        offsets,
+        version,
+    )
     code = await ctx.groups.replicated(body.group_id)
     if code != ErrorCode.NONE:
         for r in results:
             if r.error == ErrorCode.NONE:
                 r.error = code
-    topics: dict[str, list[dict[str, Any]]] = {t["name"]: t["partitions"] for t in
-                               _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]}
+    topics: dict[str, list[dict[str, Any]]] = {
+        t["name"]: t["partitions"] for t in _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]
+    }
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
 
 
 def _all_failed(topics: Any, code: ErrorCode) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-        {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in topics]}
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions],
+            }
+            for t in topics
+        ],
+    }
+
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
 from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
-                               "partition_index")
+ERROR_LAYOUT = PartitionLayout(
+    "topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index"
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 An Empty group may lose any offset; a consumer group with members may not lose offsets of topics
 its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,13 +27,23 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     error, results = ctx.groups.delete_offsets(body.group_id, asked)
     if error is not ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-    results = {**{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                  for t in body.topics if t.name in refused for p in t.partitions}, **results}
+    results = {
+        **{
+            (t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for t in body.topics
+            if t.name in refused
+            for p in t.partitions
+        },
+        **results,
+    }
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, index), code in results.items():
         topics.setdefault(topic, []).append({"partition_index": index, "error_code": code})
-    return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
-            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}
+    return {
+        "error_code": ErrorCode.NONE,
+        "throttle_time_ms": 0,
+        "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
@@ -40,9 +51,17 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
-                               "partition_index", top_defaults={"error_code": 0})
+ERROR_LAYOUT = PartitionLayout(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    top_defaults={"error_code": 0},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ everything the group committed. With require_stable (v7+), a partition whose off
 open transaction (TxnOffsetCommit not yet committed or aborted) answers UNSTABLE_OFFSET_COMMIT
 and the client retries; without it, the last committed offset is returned.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,13 @@ VERSIONS = (0, 9)
 BATCH_VERSION = 8
 
 
-def _group(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool = False,
-           member: tuple[str | None, int] | None = None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
+    member: tuple[str | None, int] | None = None,
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     error = ctx.groups.group_error(group_id)
@@ -46,12 +52,15 @@ def _group(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
             code, committed = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
         if require_stable and code == ErrorCode.NONE and ctx.groups.has_pending_txn_offset(group_id, topic, index):
             code, committed = ErrorCode.UNSTABLE_OFFSET_COMMIT, None
-        out.setdefault(topic, []).append({
-            "partition_index": index,
-            "committed_offset": committed.offset if committed else -1,
-            "committed_leader_epoch": committed.leader_epoch if committed else -1,
-            "metadata": committed.metadata if committed else "",
-            "error_code": code})
+        out.setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "committed_offset": committed.offset if committed else -1,
+                "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                "metadata": committed.metadata if committed else "",
+                "error_code": code,
+            }
+        )
     return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
 
 
@@ -64,8 +73,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             error, topics = _group(ctx, g.group_id, g.topics, body.require_stable, member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = _group(ctx, body.group_id, body.topics,
-                           request.header.api_version >= 7 and body.require_stable)
+    error, topics = _group(ctx, body.group_id, body.topics, request.header.api_version >= 7 and body.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
@@ -81,12 +89,23 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     on every group (v8+), every partition (v0-1) or at the top level (v2-7)."""
     v, req = request.header.api_version, request.body
     if v >= 8:
-        out = {"throttle_time_ms": 0, "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code}
-                                                 for g in req.get("groups") or []]}
+        out = {
+            "throttle_time_ms": 0,
+            "groups": [{"group_id": g["group_id"], "topics": [], "error_code": code} for g in req.get("groups") or []],
+        }
     elif v < 2:
-        out = {"topics": [{"name": t["name"], "partitions": [
-            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
-            for p in t["partition_indexes"]]} for t in req.get("topics") or []]}
+        out = {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                        for p in t["partition_indexes"]
+                    ],
+                }
+                for t in req.get("topics") or []
+            ]
+        }
     else:
         out = top_level_error_response(API_KEY, code)
     return finish(API_KEY, request, out, code, message)

@@ -9,6 +9,7 @@ only). `ReplicaManager.append_records` does the rest (`strom.broker.replica.mana
 (`DelayedProduce`). A partition refused NOT_LEADER_OR_FOLLOWER is answered with where its leader
 is now (v10+, KIP-951), so clients need no metadata round trip.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,17 +35,35 @@ VERSIONS = (0, 12)
 log = logging.getLogger("strom.produce")
 
 
-def _result(index: int, code: ErrorCode = ErrorCode.NONE, base_offset: int = -1, append_time: int = -1,
-            start: int = -1, message: str | None = None) -> dict[str, Any]:
-    return {"index": index, "error_code": code, "base_offset": base_offset,
-            "log_append_time_ms": append_time, "log_start_offset": start,
-            "record_errors": [], "error_message": message}
+def _result(
+    index: int,
+    code: ErrorCode = ErrorCode.NONE,
+    base_offset: int = -1,
+    append_time: int = -1,
+    start: int = -1,
+    message: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time_ms": append_time,
+        "log_start_offset": start,
+        "record_errors": [],
+        "error_message": message,
+    }
 
 
 def _answer(index: int, result: ProduceResult) -> dict[str, Any]:
-    return {"index": index, "error_code": result.error_code, "base_offset": result.base_offset,
-            "log_append_time_ms": result.log_append_time_ms, "log_start_offset": result.log_start_offset,
-            "record_errors": result.record_errors, "error_message": result.error_message}
+    return {
+        "index": index,
+        "error_code": result.error_code,
+        "base_offset": result.base_offset,
+        "log_append_time_ms": result.log_append_time_ms,
+        "log_start_offset": result.log_start_offset,
+        "record_errors": result.record_errors,
+        "error_message": result.error_message,
+    }
 
 
 def _has_transactional_records(body: Any) -> bool:
@@ -53,8 +72,12 @@ def _has_transactional_records(body: Any) -> bool:
     for topic in body.topic_data:
         for p in topic.partition_data:
             records = p.records
-            if records is not None and len(records) > _ATTRIBUTES_LOW and records[MAGIC_OFFSET] == 2 \
-                    and records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK:
+            if (
+                records is not None
+                and len(records) > _ATTRIBUTES_LOW
+                and records[MAGIC_OFFSET] == 2
+                and records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK
+            ):
                 return True
     return False
 
@@ -68,15 +91,26 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None
     acks = body.acks
     transactional_id = body.transactional_id if version >= 3 else None
     if (transactional_id is None and _has_transactional_records(body)) or (
-            transactional_id is not None and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                         transactional_id)):
+        transactional_id is not None
+        and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    ):
         # as Kafka: transactional batches without a transactional id fail the whole request so
         # (found by broker/tests/test_fuzz_apis.py; was INVALID_RECORD per partition)
         if acks == 0:
             return None
-        return {"responses": [{"name": t.name, "partition_responses": [
-            _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data]}
-            for t in body.topic_data], "throttle_time_ms": 0, "node_endpoints": []}
+        return {
+            "responses": [
+                {
+                    "name": t.name,
+                    "partition_responses": [
+                        _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data
+                    ],
+                }
+                for t in body.topic_data
+            ],
+            "throttle_time_ms": 0,
+            "node_endpoints": [],
+        }
     responses: list[dict[str, Any]] = []
     entries: list[tuple[str, int, Any]] = []
     slots: list[tuple[list[dict[str, Any]], int, int]] = []  # where each entry's answer goes: (parts, position, index)
@@ -102,9 +136,14 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None
         responses.append({"name": name, "partition_responses": parts})
     if entries:
         results = await ctx.replica_manager.append_records(
-            entries, version=version, acks=acks, timeout_ms=body.timeout_ms, transactional_id=transactional_id,
-            txn=ctx.txn)
-        for (parts, position, index), result in zip(slots, results):
+            entries,
+            version=version,
+            acks=acks,
+            timeout_ms=body.timeout_ms,
+            transactional_id=transactional_id,
+            txn=ctx.txn,
+        )
+        for (parts, position, index), result in zip(slots, results, strict=False):
             parts[position] = _answer(index, result)
     if acks == 0:
         return None
@@ -126,8 +165,11 @@ def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int])
 
 
 def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict[str, Any]]:
-    return [{"node_id": node, "host": host, "port": port, "rack": rack}
-            for node, host, port, rack in ctx.metadata.live_brokers() if node in ids]
+    return [
+        {"node_id": node, "host": host, "port": port, "rack": rack}
+        for node, host, port, rack in ctx.metadata.live_brokers()
+        if node in ids
+    ]
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
@@ -135,10 +177,17 @@ from strom.protocol.connection import Request  # noqa: E402
 
 from ._error_response import PartitionLayout, finish, partition_error_response  # noqa: E402
 
-
-ERROR_LAYOUT = PartitionLayout("topic_data", "name", "partition_data", "index", "responses", "name",
-                               "partition_responses", "index",
-                               {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+ERROR_LAYOUT = PartitionLayout(
+    "topic_data",
+    "name",
+    "partition_data",
+    "index",
+    "responses",
+    "name",
+    "partition_responses",
+    "index",
+    {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1},
+)
 
 
 def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:

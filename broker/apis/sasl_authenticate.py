@@ -1,9 +1,12 @@
 """SaslAuthenticate outside of authentication (see ``sasl_handshake``): ILLEGAL_SASL_STATE."""
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.SASL_AUTHENTICATE
@@ -11,9 +14,12 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
-    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful authentication",
-            "auth_bytes": b"", "session_lifetime_ms": 0}
+    return {
+        "error_code": ErrorCode.ILLEGAL_SASL_STATE,
+        "error_message": "SaslAuthenticate request received after successful authentication",
+        "auth_bytes": b"",
+        "session_lifetime_ms": 0,
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

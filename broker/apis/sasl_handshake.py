@@ -5,11 +5,14 @@ before anything is dispatched; a handshake that reaches this handler comes eithe
 SSL listener or after authentication, and Kafka answers both with ILLEGAL_SASL_STATE and no
 mechanisms.
 """
+
 from __future__ import annotations
 
 from typing import Any
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.SASL_HANDSHAKE

@@ -1,4 +1,5 @@
 """SyncGroup: the leader hands in the assignment; every member gets its own share back."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,14 +17,30 @@ VERSIONS = (0, 5)
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
-                "protocol_name": None, "assignment": b""}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            "protocol_type": None,
+            "protocol_name": None,
+            "assignment": b"",
+        }
     assignments = {a.member_id: bytes(a.assignment or b"") for a in body.assignments}
-    result = await ctx.groups.sync_group(body.group_id, body.member_id, body.group_instance_id,
-                                            body.generation_id, body.protocol_type, body.protocol_name,
-                                            assignments)
-    return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name, "assignment": result.assignment}
+    result = await ctx.groups.sync_group(
+        body.group_id,
+        body.member_id,
+        body.group_instance_id,
+        body.generation_id,
+        body.protocol_type,
+        body.protocol_name,
+        assignments,
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

@@ -11,6 +11,7 @@ have added it with AddOffsetsToTxn (INVALID_TXN_STATE, from v4 TRANSACTION_ABORT
 producer gets INVALID_PRODUCER_ID_MAPPING, an old epoch INVALID_PRODUCER_EPOCH, a coordinator
 that cannot answer now COORDINATOR_NOT_AVAILABLE (retried by every client).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,8 +40,13 @@ def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
         return ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.NETWORK_EXCEPTION:
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT):
+    if code in (
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code == ErrorCode.UNKNOWN_PRODUCER_ID:
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -68,7 +74,9 @@ async def _ask_coordinator(ctx: RequestContext, body: Any, version: int) -> tupl
     if txn.state.ownership_error(tid) is None:
         return await txn.add_partitions(tid, pid, epoch, {partition}, tv2=True), guard
     found = await txn.ask_elsewhere(tid, pid, epoch, [partition], add=version >= 5)
-    code = ErrorCode.COORDINATOR_NOT_AVAILABLE if found is None else found.get(partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+    code = (
+        ErrorCode.COORDINATOR_NOT_AVAILABLE if found is None else found.get(partition, ErrorCode.UNKNOWN_SERVER_ERROR)
+    )
     return code, guard
 
 
@@ -81,23 +89,64 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     elif not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     if denied is not None:
-        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": denied} for p in t.partitions]} for t in body.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [{"partition_index": p.partition_index, "error_code": denied} for p in t.partitions],
+                }
+                for t in body.topics
+            ],
+        }
     refused = {t.name for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)}
     if refused:
-        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-            {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
-             if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in t.partitions]} for t in body.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            if t.name in refused
+                            else ErrorCode.OPERATION_NOT_ATTEMPTED,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in body.topics
+            ],
+        }
     # As Kafka: partitions that do not exist are answered so before the transaction or the group is
     # asked (none at all when no partition exists)
-    unknown = {(t.name, p.partition_index) for t in body.topics for p in t.partitions
-               if not ctx.groups.partition_exists(t.name, p.partition_index)}
+    unknown = {
+        (t.name, p.partition_index)
+        for t in body.topics
+        for p in t.partitions
+        if not ctx.groups.partition_exists(t.name, p.partition_index)
+    }
 
     def answer(code_of: Callable[[str, int], ErrorCode]) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "topics": [{"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
-             else code_of(t.name, p.partition_index)} for p in t.partitions]} for t in body.topics]}
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                            if (t.name, p.partition_index) in unknown
+                            else code_of(t.name, p.partition_index),
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in body.topics
+            ],
+        }
 
     if all((t.name, p.partition_index) in unknown for t in body.topics for p in t.partitions):
         return answer(lambda topic, index: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -111,14 +160,28 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             code = _commit_error(code, version)
         if code != ErrorCode.NONE:
             return answer(lambda topic, index: code)
-    offsets = [(t.name, p.partition_index,
-                CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                                p.committed_metadata or ""))
-               for t in body.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
+    offsets = [
+        (
+            t.name,
+            p.partition_index,
+            CommittedOffset(
+                p.committed_offset, p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata or ""
+            ),
+        )
+        for t in body.topics
+        for p in t.partitions
+        if (t.name, p.partition_index) not in unknown
+    ]
     results = ctx.groups.txn_commit_offsets(
-        body.group_id, body.producer_id, body.producer_epoch,
-        (body.member_id or "") if version >= 3 else "", body.group_instance_id if version >= 3 else None,
-        body.generation_id if version >= 3 else -1, offsets, verification_guard=guard)
+        body.group_id,
+        body.producer_id,
+        body.producer_epoch,
+        (body.member_id or "") if version >= 3 else "",
+        body.group_instance_id if version >= 3 else None,
+        body.generation_id if version >= 3 else -1,
+        offsets,
+        verification_guard=guard,
+    )
     # As Kafka: the answer waits until the offsets partition's in-sync replicas have the commit, while
     # this broker still leads it in the epoch it was written in. Answered at once, a commit that the
     # coordinator's failover then lost was followed by the transaction's COMMIT marker: the group's
@@ -143,8 +206,16 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition."""
-    out = {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
-                                           for p in t["partitions"] or []]}
-        for t in request.body.get("topics") or []]}
+    out = {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"] or []
+                ],
+            }
+            for t in request.body.get("topics") or []
+        ],
+    }
     return finish(API_KEY, request, out, code, message)

@@ -8,6 +8,7 @@ never NONE: the marker may have been truncated as a follower since. A marker for
 answers UNKNOWN_TOPIC_OR_PARTITION, one for a partition led elsewhere NOT_LEADER_OR_FOLLOWER (the
 coordinator retries with the new leader).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,9 +27,24 @@ VERSIONS = (0, 1)
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     port = ctx.txn.port
     if not allowed_cluster(ctx, Operation.CLUSTER_ACTION):
-        return {"markers": [{"producer_id": m.producer_id, "topics": [{"name": t.name, "partitions": [
-            {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} for i in t.partition_indexes]}
-            for t in m.topics]} for m in request.body.markers]}
+        return {
+            "markers": [
+                {
+                    "producer_id": m.producer_id,
+                    "topics": [
+                        {
+                            "name": t.name,
+                            "partitions": [
+                                {"partition_index": i, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                                for i in t.partition_indexes
+                            ],
+                        }
+                        for t in m.topics
+                    ],
+                }
+                for m in request.body.markers
+            ]
+        }
     answers = []
     waits = []
     for marker in request.body.markers:
@@ -36,8 +52,15 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for topic in marker.topics:
             parts = []
             for index in topic.partition_indexes:
-                code, pending = append_marker(port, topic.name, index, marker.producer_id, marker.producer_epoch,
-                                              marker.transaction_result, marker.coordinator_epoch)
+                code, pending = append_marker(
+                    port,
+                    topic.name,
+                    index,
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    marker.coordinator_epoch,
+                )
                 result = {"partition_index": index, "error_code": code}
                 if code == ErrorCode.NONE and pending is not None:  # pending: None unless NONE
                     waits.append((pending, result))
@@ -46,7 +69,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         answers.append({"producer_id": marker.producer_id, "topics": topics})
     if waits:
         codes = await await_replicated(port, [pending for pending, _ in waits], REPLICATION_TIMEOUT_S)
-        for (_, result), code in zip(waits, codes):
+        for (_, result), code in zip(waits, codes, strict=False):
             result["error_code"] = code  # NOT_LEADER_OR_FOLLOWER: the coordinator resends to the new leader
     return {"markers": answers}
 
@@ -61,8 +84,21 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
     """The whole answer to ``request`` failing with ``code`` (``message``, if given, in the error
     messages beside it), or None where no answer can carry it and the connection closes: the code
     on every partition of every marker."""
-    out = {"markers": [{"producer_id": m["producer_id"], "topics": [
-        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": code}
-                                           for p in t["partition_indexes"] or []]}
-        for t in m["topics"] or []]} for m in request.body.get("markers") or []]}
+    out = {
+        "markers": [
+            {
+                "producer_id": m["producer_id"],
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "error_code": code} for p in t["partition_indexes"] or []
+                        ],
+                    }
+                    for t in m["topics"] or []
+                ],
+            }
+            for m in request.body.get("markers") or []
+        ]
+    }
     return finish(API_KEY, request, out, code, message)

@@ -2,13 +2,22 @@
 
 Handlers call ``allowed(broker, operation, resource_type, name)``; without an authorizer
 (``authorizer.class.name`` unset) everything is allowed, as in Kafka."""
+
 from __future__ import annotations
 
 from .acl import CLUSTER_NAME, Operation, ResourceType
 from .authorizer import AclAuthorizer, make_authorizer
 
-__all__ = ["AclAuthorizer", "make_authorizer", "allowed", "allowed_cluster", "Operation", "ResourceType",
-           "topic_operations", "cluster_operations"]
+__all__ = [
+    "AclAuthorizer",
+    "make_authorizer",
+    "allowed",
+    "allowed_cluster",
+    "Operation",
+    "ResourceType",
+    "topic_operations",
+    "cluster_operations",
+]
 
 
 def allowed(broker, operation: int, resource_type: int, name: str) -> bool:

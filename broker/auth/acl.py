@@ -1,6 +1,7 @@
 """ACL bindings and filters as Kafka defines them (org.apache.kafka.common.acl / resource):
 the codes on the wire, matching of a binding against a filter, and of a resource against a
 pattern. Pure code, no I/O."""
+
 from __future__ import annotations
 
 import enum
@@ -57,11 +58,26 @@ CLUSTER_NAME = "kafka-cluster"
 # Operations each resource type knows (Kafka's AclEntry.supportedOperations), for
 # authorized-operations fields and for validating new bindings.
 SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
-                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
     ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
-    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
-                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
     ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
     ResourceType.DELEGATION_TOKEN: (Operation.DESCRIBE,),
     ResourceType.USER: (Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS),
@@ -86,11 +102,18 @@ class AclBinding:
     permission: int
 
     def to_json(self) -> list:
-        return [self.resource_type, self.name, self.pattern_type, self.principal, self.host, self.operation,
-                self.permission]
+        return [
+            self.resource_type,
+            self.name,
+            self.pattern_type,
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission,
+        ]
 
     @classmethod
-    def from_json(cls, row: list) -> "AclBinding":
+    def from_json(cls, row: list) -> AclBinding:
         return cls(int(row[0]), str(row[1]), int(row[2]), str(row[3]), str(row[4]), int(row[5]), int(row[6]))
 
 
@@ -129,8 +152,12 @@ class AclFilter:
         return self.name is None or self.name == b.name
 
     def unknown_codes(self) -> bool:
-        return (self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN
-                or self.operation == Operation.UNKNOWN or self.permission == Permission.UNKNOWN)
+        return (
+            self.resource_type == ResourceType.UNKNOWN
+            or self.pattern_type == PatternType.UNKNOWN
+            or self.operation == Operation.UNKNOWN
+            or self.permission == Permission.UNKNOWN
+        )
 
 
 def pattern_applies(binding: AclBinding, resource_type: int, name: str) -> bool:
@@ -146,7 +173,10 @@ def pattern_applies(binding: AclBinding, resource_type: int, name: str) -> bool:
 
 def binding_error(b: AclBinding) -> str | None:
     """Why Kafka refuses to create ``b`` (None: valid)."""
-    if b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY) or b.resource_type not in ResourceType._value2member_map_:
+    if (
+        b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY)
+        or b.resource_type not in ResourceType._value2member_map_
+    ):
         return "Invalid resource type"
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         return "Invalid pattern type"

@@ -5,6 +5,7 @@ prefixed patterns, and ``allow.everyone.if.no.acl.found``.
 The bindings live in a store with ``acls`` (rows as ``AclBinding.to_json``) and ``set_acls(rows)``:
 standalone the broker's metadata file. The current connection's principal and host come from
 ``broker.context``."""
+
 from __future__ import annotations
 
 import logging
@@ -13,23 +14,38 @@ from strom.protocol.errors import ErrorCode
 
 from .. import context
 from ..config import BrokerConfig, ConfigError
-from .acl import (IMPLIED_BY, SUPPORTED_OPERATIONS, WILDCARD, AclBinding, AclFilter, Operation, PatternType,
-                  Permission, ResourceType, binding_error, pattern_applies)
+from .acl import (
+    IMPLIED_BY,
+    SUPPORTED_OPERATIONS,
+    WILDCARD,
+    AclBinding,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    binding_error,
+    pattern_applies,
+)
 
 log = logging.getLogger("strom.auth")
 
-AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
-                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                      "kafka.security.auth.SimpleAclAuthorizer")
+AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+)
 
 
-def make_authorizer(config: BrokerConfig) -> "AclAuthorizer | None":
+def make_authorizer(config: BrokerConfig) -> AclAuthorizer | None:
     name = (config["authorizer.class.name"] or "").strip()
     if not name:
         return None
     if name not in AUTHORIZER_CLASSES:
-        raise ConfigError(f"authorizer.class.name={name}: Strom has Kafka's ACL authorizer; set one of "
-                          f"{', '.join(AUTHORIZER_CLASSES[:2])}")
+        raise ConfigError(
+            f"authorizer.class.name={name}: Strom has Kafka's ACL authorizer; set one of "
+            f"{', '.join(AUTHORIZER_CLASSES[:2])}"
+        )
     super_users = {p.strip() for p in (config["super.users"] or "").split(";") if p.strip()}
     return AclAuthorizer(super_users, config["allow.everyone.if.no.acl.found"])
 
@@ -58,6 +74,7 @@ class AclAuthorizer:
     async def follow(self) -> None:
         """Cluster: reload the bindings whenever ``changed_elsewhere`` is called, until cancelled."""
         import trio
+
         while True:
             self._changed = trio.Event()
             await self._changed.wait()
@@ -89,13 +106,20 @@ class AclAuthorizer:
         principal, host = current_principal_and_host()
         allowed = self.authorize(principal, host, operation, resource_type, name)
         if not allowed:
-            log.debug("denied principal=%s host=%s operation=%s resource=%s:%s", principal, host,
-                      Operation(operation).name, ResourceType(resource_type).name, name)
+            log.debug(
+                "denied principal=%s host=%s operation=%s resource=%s:%s",
+                principal,
+                host,
+                Operation(operation).name,
+                ResourceType(resource_type).name,
+                name,
+            )
         return allowed
 
     def authorize_cluster(self, operation: str | int) -> bool:
         op = Operation[operation] if isinstance(operation, str) else operation
         from .acl import CLUSTER_NAME
+
         return self.allows(op, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def authorized_operations(self, resource_type: int, name: str) -> int:
@@ -114,9 +138,14 @@ class AclAuthorizer:
             return True
         principals = (principal, principal.split(":", 1)[0] + ":" + WILDCARD)
         allowing = (operation, Operation.ALL)
-        return any(b.resource_type == ResourceType.TOPIC and b.permission == Permission.ALLOW
-                   and b.operation in allowing and b.principal in principals and b.host in (host, WILDCARD)
-                   for b in self._bindings)
+        return any(
+            b.resource_type == ResourceType.TOPIC
+            and b.permission == Permission.ALLOW
+            and b.operation in allowing
+            and b.principal in principals
+            and b.host in (host, WILDCARD)
+            for b in self._bindings
+        )
 
     # ------------------------------------------------------------------ ACL APIs
     async def _save(self, changed: set[tuple[int, str, int]]) -> None:
@@ -125,33 +154,70 @@ class AclAuthorizer:
     async def describe_acls_response(self, request) -> dict:
         body = request.body
         if not self.authorize_cluster(Operation.DESCRIBE):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": None, "resources": []}
-        flt = AclFilter(body.resource_type_filter, body.resource_name_filter,
-                        body.get("pattern_type_filter", PatternType.LITERAL), body.principal_filter,
-                        body.host_filter, body.operation, body.permission_type)
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None,
+                "resources": [],
+            }
+        flt = AclFilter(
+            body.resource_type_filter,
+            body.resource_name_filter,
+            body.get("pattern_type_filter", PatternType.LITERAL),
+            body.principal_filter,
+            body.host_filter,
+            body.operation,
+            body.permission_type,
+        )
         if flt.unknown_codes():
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                    "error_message": "The request contains an invalid filter.", "resources": []}
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "The request contains an invalid filter.",
+                "resources": [],
+            }
         groups: dict[tuple, list] = {}
         for b in self._bindings:
             if flt.matches(b):
                 groups.setdefault((b.resource_type, b.name, b.pattern_type), []).append(
-                    {"principal": b.principal, "host": b.host, "operation": b.operation, "permission_type": b.permission})
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "resources": [
-            {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
-            for (t, n, p), acls in groups.items()]}
+                    {
+                        "principal": b.principal,
+                        "host": b.host,
+                        "operation": b.operation,
+                        "permission_type": b.permission,
+                    }
+                )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "resources": [
+                {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+                for (t, n, p), acls in groups.items()
+            ],
+        }
 
     async def create_acls_response(self, request) -> dict:
         creations = request.body.creations
         if not self.authorize_cluster(Operation.ALTER):
-            return {"throttle_time_ms": 0, "results": [
-                {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for _ in creations]}
+            return {
+                "throttle_time_ms": 0,
+                "results": [
+                    {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None} for _ in creations
+                ],
+            }
         results = []
         changed = set()
         for c in creations:
-            binding = AclBinding(c.resource_type, c.resource_name, c.get("resource_pattern_type", PatternType.LITERAL),
-                                 c.principal, c.host, c.operation, c.permission_type)
+            binding = AclBinding(
+                c.resource_type,
+                c.resource_name,
+                c.get("resource_pattern_type", PatternType.LITERAL),
+                c.principal,
+                c.host,
+                c.operation,
+                c.permission_type,
+            )
             error = binding_error(binding)
             if error is not None:
                 results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": error})
@@ -167,31 +233,65 @@ class AclAuthorizer:
     async def delete_acls_response(self, request) -> dict:
         filters = request.body.filters
         if not self.authorize_cluster(Operation.ALTER):
-            return {"throttle_time_ms": 0, "filter_results": [
-                {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "matching_acls": []}
-                for _ in filters]}
+            return {
+                "throttle_time_ms": 0,
+                "filter_results": [
+                    {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "matching_acls": []}
+                    for _ in filters
+                ],
+            }
         results = []
         changed = set()
         for f in filters:
-            flt = AclFilter(f.resource_type_filter, f.resource_name_filter, f.get("pattern_type_filter", PatternType.LITERAL),
-                            f.principal_filter, f.host_filter, f.operation, f.permission_type)
+            flt = AclFilter(
+                f.resource_type_filter,
+                f.resource_name_filter,
+                f.get("pattern_type_filter", PatternType.LITERAL),
+                f.principal_filter,
+                f.host_filter,
+                f.operation,
+                f.permission_type,
+            )
             if flt.unknown_codes():
-                results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": "The request contains an invalid filter.",
-                                "matching_acls": []})
+                results.append(
+                    {
+                        "error_code": ErrorCode.INVALID_REQUEST,
+                        "error_message": "The request contains an invalid filter.",
+                        "matching_acls": [],
+                    }
+                )
                 continue
             removed = [b for b in self._bindings if flt.matches(b)]
             self._bindings = [b for b in self._bindings if b not in removed]
             for b in removed:
                 log.info("ACL removed %s", _describe(b))
                 changed.add((b.resource_type, b.name, b.pattern_type))
-            results.append({"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
-                {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.resource_type,
-                 "resource_name": b.name, "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host,
-                 "operation": b.operation, "permission_type": b.permission} for b in removed]})
+            results.append(
+                {
+                    "error_code": ErrorCode.NONE,
+                    "error_message": None,
+                    "matching_acls": [
+                        {
+                            "error_code": ErrorCode.NONE,
+                            "error_message": None,
+                            "resource_type": b.resource_type,
+                            "resource_name": b.name,
+                            "pattern_type": b.pattern_type,
+                            "principal": b.principal,
+                            "host": b.host,
+                            "operation": b.operation,
+                            "permission_type": b.permission,
+                        }
+                        for b in removed
+                    ],
+                }
+            )
         await self._save(changed)
         return {"throttle_time_ms": 0, "filter_results": results}
 
 
 def _describe(b: AclBinding) -> str:
-    return (f"{Permission(b.permission).name} {b.principal} host={b.host} {Operation(b.operation).name} "
-            f"{ResourceType(b.resource_type).name}:{PatternType(b.pattern_type).name}:{b.name}")
+    return (
+        f"{Permission(b.permission).name} {b.principal} host={b.host} {Operation(b.operation).name} "
+        f"{ResourceType(b.resource_type).name}:{PatternType(b.pattern_type).name}:{b.name}"
+    )

@@ -9,11 +9,12 @@ the tree agree:
 
 Every broker reloads the bindings when a change notification appears. Encoding and paths are
 pure functions; the store does the ZooKeeper calls."""
+
 from __future__ import annotations
 
 import json
 import logging
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import quote
 
 from .acl import AclBinding, Operation, PatternType, Permission, ResourceType
@@ -26,15 +27,30 @@ LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 
-_TYPE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-               ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
-               ResourceType.USER: "User"}
+_TYPE_NAMES = {
+    ResourceType.TOPIC: "Topic",
+    ResourceType.GROUP: "Group",
+    ResourceType.CLUSTER: "Cluster",
+    ResourceType.TRANSACTIONAL_ID: "TransactionalId",
+    ResourceType.DELEGATION_TOKEN: "DelegationToken",
+    ResourceType.USER: "User",
+}
 _TYPES = {v: k for k, v in _TYPE_NAMES.items()}
-_OP_NAMES = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write", Operation.CREATE: "Create",
-             Operation.DELETE: "Delete", Operation.ALTER: "Alter", Operation.DESCRIBE: "Describe",
-             Operation.CLUSTER_ACTION: "ClusterAction", Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
-             Operation.ALTER_CONFIGS: "AlterConfigs", Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
-             Operation.CREATE_TOKENS: "CreateTokens", Operation.DESCRIBE_TOKENS: "DescribeTokens"}
+_OP_NAMES = {
+    Operation.ALL: "All",
+    Operation.READ: "Read",
+    Operation.WRITE: "Write",
+    Operation.CREATE: "Create",
+    Operation.DELETE: "Delete",
+    Operation.ALTER: "Alter",
+    Operation.DESCRIBE: "Describe",
+    Operation.CLUSTER_ACTION: "ClusterAction",
+    Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
+    Operation.ALTER_CONFIGS: "AlterConfigs",
+    Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
+    Operation.CREATE_TOKENS: "CreateTokens",
+    Operation.DESCRIBE_TOKENS: "DescribeTokens",
+}
 _OPS = {v: k for k, v in _OP_NAMES.items()}
 _PERMS = {Permission.ALLOW: "Allow", Permission.DENY: "Deny"}
 
@@ -46,10 +62,21 @@ def resource_path(resource_type: int, name: str, pattern_type: int) -> str:
 
 
 def encode_acls(bindings: list[AclBinding]) -> bytes:
-    return json.dumps({"version": 1, "acls": [
-        {"principal": b.principal, "permissionType": _PERMS[Permission(b.permission)],
-         "operation": _OP_NAMES[Operation(b.operation)], "host": b.host} for b in bindings]},
-        separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "version": 1,
+            "acls": [
+                {
+                    "principal": b.principal,
+                    "permissionType": _PERMS[Permission(b.permission)],
+                    "operation": _OP_NAMES[Operation(b.operation)],
+                    "host": b.host,
+                }
+                for b in bindings
+            ],
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def decode_acls(resource_type: int, name: str, pattern_type: int, data: bytes) -> list[AclBinding]:
@@ -57,8 +84,11 @@ def decode_acls(resource_type: int, name: str, pattern_type: int, data: bytes) -
     out = []
     for entry in doc.get("acls", []):
         perm = next(k for k, v in _PERMS.items() if v == entry["permissionType"])
-        out.append(AclBinding(resource_type, name, pattern_type, entry["principal"], entry["host"],
-                              _OPS[entry["operation"]], perm))
+        out.append(
+            AclBinding(
+                resource_type, name, pattern_type, entry["principal"], entry["host"], _OPS[entry["operation"]], perm
+            )
+        )
     return out
 
 
@@ -68,8 +98,8 @@ def change_notification(resource_type: int, name: str, pattern_type: int) -> tup
     if pattern_type == PatternType.LITERAL:
         return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{type_name}:{name}".encode()
     return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(
-        {"version": 1, "resourceType": type_name, "name": name, "patternType": "Prefixed"},
-        separators=(",", ":")).encode()
+        {"version": 1, "resourceType": type_name, "name": name, "patternType": "Prefixed"}, separators=(",", ":")
+    ).encode()
 
 
 class ZkAclStore:
@@ -80,6 +110,7 @@ class ZkAclStore:
 
     async def load(self) -> list[AclBinding]:
         from urllib.parse import unquote
+
         out = []
         for root, pattern in ((LITERAL_ROOT, PatternType.LITERAL), (PREFIXED_ROOT, PatternType.PREFIXED)):
             for type_name in await self.zk.children(root):
@@ -97,7 +128,9 @@ class ZkAclStore:
 
     async def save(self, bindings: list[AclBinding], changed: set[tuple[int, str, int]]) -> None:
         for resource_type, name, pattern_type in changed:
-            mine = [b for b in bindings if (b.resource_type, b.name, b.pattern_type) == (resource_type, name, pattern_type)]
+            mine = [
+                b for b in bindings if (b.resource_type, b.name, b.pattern_type) == (resource_type, name, pattern_type)
+            ]
             path = resource_path(resource_type, name, pattern_type)
             if mine:
                 await self.zk.put(path, encode_acls(mine))

@@ -3,6 +3,7 @@
 One connection, requests answered in order; every wait is bounded. Any failure closes the
 connection and raises `BrokerUnavailable`, so callers back off and reconnect.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,9 @@ class BrokerClient:
             except (OSError, trio.TooSlowError, trio.BrokenResourceError, InterBrokerAuthError) as exc:
                 raise BrokerUnavailable(f"cannot connect to {self.host}:{self.port}: {exc}") from None
             # a fresh connection: nothing buffered, nothing in flight; correlation ids go on
-            self._conn = Connection(CLIENT, MAX_RESPONSE_SIZE, self.client_id,
-                                    first_correlation_id=self._conn.last_correlation_id + 1)
+            self._conn = Connection(
+                CLIENT, MAX_RESPONSE_SIZE, self.client_id, first_correlation_id=self._conn.last_correlation_id + 1
+            )
         return self._stream
 
     async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Container:

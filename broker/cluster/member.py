@@ -14,6 +14,7 @@ partition-state znode with a version-conditional write.
 When the ZooKeeper session expires, kazoo opens a new one; the broker registers again and runs
 for controller again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,16 +23,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
+from strom.broker.replica.fetcher import ReplicaFetcher
+from strom.broker.zk.controller import Controller
+from strom.broker.zk.zkclient import (
+    KafkaZkClient,
+    PartitionStateConflictError,
+    SessionState,
+    VersionedPartitionState,
+    ZkClientError,
+)
+from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState
 from strom.storage.errors import StorageError
 
 from ..topics import log_config
-from strom.broker.zk.controller import Controller
-from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
-from strom.broker.zk.zkclient import (KafkaZkClient, PartitionStateConflictError, SessionState,
-                                      VersionedPartitionState, ZkClientError)
-from strom.broker.zk.zkdata import NO_LEADER, BrokerInfo, EndPoint, PartitionState
-
-from strom.broker.replica.fetcher import ReplicaFetcher
 
 if TYPE_CHECKING:
     from strom.broker.config import BrokerConfig
@@ -77,8 +82,9 @@ class ClusterMember:
         self.controller = Controller(self)
         self._dirty = trio.Event()
         self._changed = trio.Event()
-        self.fetcher = ReplicaFetcher(broker.replicas, broker.config, broker.follower_quota, self.leader_endpoint,
-                                      broker.inter_broker)
+        self.fetcher = ReplicaFetcher(
+            broker.replicas, broker.config, broker.follower_quota, self.leader_endpoint, broker.inter_broker
+        )
         broker.replicas.fetcher = self.fetcher
         self._watched: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
@@ -92,10 +98,14 @@ class ClusterMember:
         connect = self.config["zookeeper.connect"]
         timeout_s = self.config["zookeeper.session.timeout.ms"] / 1000
         try:
-            self.zk = await KafkaZkClient.connect(connect, session_timeout_s=timeout_s,
-                                                  connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000)
+            self.zk = await KafkaZkClient.connect(
+                connect,
+                session_timeout_s=timeout_s,
+                connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000,
+            )
         except Exception as exc:
             from ..config import ConfigError
+
             raise ConfigError(f"zookeeper.connect={connect}: cannot connect ({exc}); is ZooKeeper running?") from None
         cluster_id = await self.zk.get_or_create_cluster_id()
         self.metadata = ZkMetadataCache(self.config, cluster_id)
@@ -137,11 +147,13 @@ class ClusterMember:
             await self.zk.close()
 
     async def _register(self) -> None:
-        endpoints = tuple(EndPoint(b.advertised.name, b.advertised.host, b.advertised.port,
-                                   b.advertised.security_protocol)
-                          for b in self.broker.bound)
-        info = BrokerInfo(self.node_id, endpoints, rack=self.config["broker.rack"],
-                          timestamp_ms=int(trio.current_time() * 1000))
+        endpoints = tuple(
+            EndPoint(b.advertised.name, b.advertised.host, b.advertised.port, b.advertised.security_protocol)
+            for b in self.broker.bound
+        )
+        info = BrokerInfo(
+            self.node_id, endpoints, rack=self.config["broker.rack"], timestamp_ms=int(trio.current_time() * 1000)
+        )
         await self.zk.register_broker(info, wait_s=self.zk.session_timeout_s * 2)
         await self.zk.try_become_controller(self.node_id)
         log.info("registered broker id=%d endpoints=%s", self.node_id, [e.connection_string for e in endpoints])
@@ -208,8 +220,9 @@ class ClusterMember:
     def _offline_local(self) -> frozenset:
         """Hosted replicas whose log dir failed, and known partitions with no log because
         their dir was offline at start."""
-        return frozenset(key for key, p in self.broker.replicas.partitions.items() if p.log.offline is not None) \
-            | frozenset(self._unloadable)
+        return frozenset(
+            key for key, p in self.broker.replicas.partitions.items() if p.log.offline is not None
+        ) | frozenset(self._unloadable)
 
     async def _publish_offline(self) -> None:
         offline = self._offline_local()
@@ -282,54 +295,69 @@ class ClusterMember:
                     is_new = state is None or state.state.leader_epoch == 0
                     try:
                         partition_log = broker.logs.get_or_create_log(
-                            name, index, log_config(self.config, view.configs.get(name, {})), is_new=is_new)
+                            name, index, log_config(self.config, view.configs.get(name, {})), is_new=is_new
+                        )
                     except StorageError as exc:  # its dir is offline (or full): an offline replica
                         if (name, index) not in self._unloadable:
                             log.warning("cannot host %s-%d: %s", name, index, exc)
                         self._unloadable.add((name, index))
                         continue
                     self._unloadable.discard((name, index))
-                    partition = broker.replicas.add(name, index, partition_log, leader=NO_LEADER, leader_epoch=-1,
-                                                    replicas=list(replicas), isr=[])
+                    partition = broker.replicas.add(
+                        name, index, partition_log, leader=NO_LEADER, leader_epoch=-1, replicas=list(replicas), isr=[]
+                    )
                 if state is not None:
                     self._apply_state(partition, list(replicas), state)
         for key in list(broker.replicas.partitions):
             if key not in hosted and key[0] not in view.assignments:
                 broker.drop_local_partition(*key)
-            elif (key not in hosted and key[0] not in view.to_delete
-                  and key[1] in view.assignments[key[0]].partitions):
+            elif key not in hosted and key[0] not in view.to_delete and key[1] in view.assignments[key[0]].partitions:
                 log.info("%s-%d was reassigned away from this broker; deleting its replica", *key)
                 broker.drop_local_partition(*key)
-        self.fetcher.follow({p.leader_id for p in broker.replicas.partitions.values()
-                             if not p.is_leader and p.leader_id != NO_LEADER and p.leader_id in view.brokers})
+        self.fetcher.follow(
+            {
+                p.leader_id
+                for p in broker.replicas.partitions.values()
+                if not p.is_leader and p.leader_id != NO_LEADER and p.leader_id in view.brokers
+            }
+        )
         broker.groups_follow_leadership()
 
-    def _apply_state(self, partition: "Partition", replicas: list[int], versioned: VersionedPartitionState) -> None:
+    def _apply_state(self, partition: Partition, replicas: list[int], versioned: VersionedPartitionState) -> None:
         state = versioned.state
         if state.leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
                 partition.log.leader_epoch_cache.assign(state.leader_epoch, partition.log.log_end_offset)
                 partition.become_leader(state.leader_epoch, replicas, list(state.isr), versioned.zk_version)
                 self.broker.stats.leader_elections += 1
-                log.info("leader of %s-%d epoch=%d isr=%s", partition.topic, partition.index,
-                         state.leader_epoch, list(state.isr))
+                log.info(
+                    "leader of %s-%d epoch=%d isr=%s",
+                    partition.topic,
+                    partition.index,
+                    state.leader_epoch,
+                    list(state.isr),
+                )
             else:
                 partition.replicas, partition.isr = replicas, list(state.isr)
                 partition.state_version = versioned.zk_version
                 partition.maybe_advance_high_watermark()
         else:
             if partition.leader_id != state.leader or partition.leader_epoch != state.leader_epoch:
-                log.info("follower of %s-%d leader=%d epoch=%d", partition.topic, partition.index,
-                         state.leader, state.leader_epoch)
-            partition.become_follower(state.leader, state.leader_epoch, replicas, list(state.isr),
-                                      versioned.zk_version)
+                log.info(
+                    "follower of %s-%d leader=%d epoch=%d",
+                    partition.topic,
+                    partition.index,
+                    state.leader,
+                    state.leader_epoch,
+                )
+            partition.become_follower(state.leader, state.leader_epoch, replicas, list(state.isr), versioned.zk_version)
 
     # ----------------------------------------------------------------- leader duties
-    def follower_caught_up(self, partition: "Partition") -> None:
+    def follower_caught_up(self, partition: Partition) -> None:
         if partition.caught_up_replicas() and self._nursery is not None:
             self._nursery.start_soon(self._expand_isr, partition)
 
-    async def _expand_isr(self, partition: "Partition") -> None:
+    async def _expand_isr(self, partition: Partition) -> None:
         joining = partition.caught_up_replicas()
         if joining:
             await self._write_isr(partition, partition.isr + [r for r in joining if r not in partition.isr])
@@ -342,11 +370,16 @@ class ClusterMember:
                 if partition.is_leader:
                     lagging = partition.lagging_replicas(max_lag)
                     if lagging:
-                        log.info("shrinking ISR of %s-%d: %s lag more than %d ms", partition.topic,
-                                 partition.index, lagging, max_lag)
+                        log.info(
+                            "shrinking ISR of %s-%d: %s lag more than %d ms",
+                            partition.topic,
+                            partition.index,
+                            lagging,
+                            max_lag,
+                        )
                         await self._write_isr(partition, [r for r in partition.isr if r not in lagging])
 
-    async def _write_isr(self, partition: "Partition", isr: list[int]) -> None:
+    async def _write_isr(self, partition: Partition, isr: list[int]) -> None:
         if sorted(isr) == sorted(partition.isr) or not partition.is_leader:
             return
         current = self.view.states.get((partition.topic, partition.index))
@@ -382,5 +415,3 @@ class ClusterMember:
     async def changed(self) -> None:
         """Until the next reconcile has applied what ZooKeeper holds."""
         await self._changed.wait()
-
-

@@ -4,6 +4,7 @@
 runs the history sampler beside it. The ASGI app only reads the broker through `BrokerSource`,
 and `BrokerSource` only what `ConsoleBroker` (a typing.Protocol) names.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -32,14 +33,16 @@ def unavailable_reason() -> str | None:
             missing.append(name)
     if not missing:
         return None
-    return (f"console.listeners needs {', '.join(missing)}, which come with the 'console' extra: "
-            f"pip install 'strom[console]'")
+    return (
+        f"console.listeners needs {', '.join(missing)}, which come with the 'console' extra: "
+        f"pip install 'strom[console]'"
+    )
 
 
 class Console:
     """``broker``: what the console reads (``source.ConsoleBroker``)."""
 
-    def __init__(self, broker: "ConsoleBroker") -> None:
+    def __init__(self, broker: ConsoleBroker) -> None:
         reason = unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)
@@ -49,8 +52,9 @@ class Console:
         self.config = broker.config
         self.source = BrokerSource(broker)
         config = self.config
-        self.history = History(self.source, config["console.history.interval.ms"] / 1000,
-                               config["console.history.retention.ms"] / 1000)
+        self.history = History(
+            self.source, config["console.history.interval.ms"] / 1000, config["console.history.retention.ms"] / 1000
+        )
         self.urls: list[str] = []
 
     @property
@@ -61,7 +65,7 @@ class Console:
         from hypercorn.config import Config
         from hypercorn.trio import serve
 
-        from .app import AccessMiddleware, Access, build_app
+        from .app import Access, AccessMiddleware, build_app
 
         config = Config()
         config.bind = [f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.config.console_listeners]
@@ -81,6 +85,7 @@ class Console:
             except OSError as exc:
                 raise OSError(f"console.listeners: cannot listen on {config.bind}: {exc.strerror or exc}") from None
             nursery.start_soon(self.history.run)
-            log.info("console listening on %s%s", ", ".join(self.urls),
-                     "" if access.open else " (authentication required)")
+            log.info(
+                "console listening on %s%s", ", ".join(self.urls), "" if access.open else " (authentication required)"
+            )
             task_status.started(self.urls)

@@ -4,6 +4,7 @@ Pages render the same dicts the JSON endpoints return (`views.Views`). Actions a
 the CSRF token the pages embed (form field `csrf` or header `X-CSRF-Token`) and answer JSON:
 `{"ok": true, ...}` or `{"error": "<Kafka error name>", "message": "..."}` with a 4xx status.
 """
+
 from __future__ import annotations
 
 import base64
@@ -12,7 +13,7 @@ import ipaddress
 import json
 import logging
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -67,7 +68,7 @@ def _duration(seconds) -> str:
 def _timestamp(ms) -> str:
     if ms is None or ms < 0:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
 class Access:
@@ -100,8 +101,11 @@ class Access:
                 user, _, password = base64.b64decode(value.strip()).decode("utf-8").partition(":")
             except (ValueError, UnicodeDecodeError):
                 return False
-            if self.password and hmac.compare_digest(user.encode(), (self.username or "").encode()) \
-                    and hmac.compare_digest(password.encode(), self.password.encode()):
+            if (
+                self.password
+                and hmac.compare_digest(user.encode(), (self.username or "").encode())
+                and hmac.compare_digest(password.encode(), self.password.encode())
+            ):
                 return True
             if self.token and hmac.compare_digest(password.encode(), self.token.encode()):
                 return True
@@ -115,11 +119,18 @@ class AccessMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and not self.access.allowed(scope):
             if self.access.open:
-                response = Response("The console answers loopback clients only (set console.auth.* to open it).\n",
-                                    status_code=403, media_type="text/plain")
+                response = Response(
+                    "The console answers loopback clients only (set console.auth.* to open it).\n",
+                    status_code=403,
+                    media_type="text/plain",
+                )
             else:
-                response = Response("Authentication required.\n", status_code=401, media_type="text/plain",
-                                    headers={"WWW-Authenticate": 'Basic realm="strom console"'})
+                response = Response(
+                    "Authentication required.\n",
+                    status_code=401,
+                    media_type="text/plain",
+                    headers={"WWW-Authenticate": 'Basic realm="strom console"'},
+                )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -128,19 +139,24 @@ class AccessMiddleware:
 def _paused(endpoint):
     """Build the answer with the cyclic collector paused (see views.gc_paused); sending it,
     however slow the client, happens after."""
+
     async def wrapped(request):
         with gc_paused():
             return await endpoint(request)
+
     return wrapped
 
 
 def build_app(source: BrokerSource, history) -> Starlette:
     views = Views(source, history)
     csrf = secrets.token_urlsafe(32)
-    env = Environment(loader=PackageLoader("strom.broker.console", "templates"),
-                      autoescape=select_autoescape(["html"]))
-    env.filters.update(bytes=_human_bytes, duration=_duration, timestamp=_timestamp,
-                       rate=lambda v: f"{v:,.1f}" if v is not None else "-")
+    env = Environment(loader=PackageLoader("strom.broker.console", "templates"), autoescape=select_autoescape(["html"]))
+    env.filters.update(
+        bytes=_human_bytes,
+        duration=_duration,
+        timestamp=_timestamp,
+        rate=lambda v: f"{v:,.1f}" if v is not None else "-",
+    )
     env.globals.update(csrf=csrf)
 
     async def page(name: str, status: int = 200, **context) -> HTMLResponse:
@@ -170,9 +186,16 @@ def build_app(source: BrokerSource, history) -> Starlette:
             number = min(max(1, int(request.query_params.get("page", "1"))), pages)
         except ValueError:
             number = 1
-        shown = names[(number - 1) * TOPICS_PER_PAGE:number * TOPICS_PER_PAGE]
-        return await page("topics.html", title="Topics", topics=await views.topics(shown), query=query or "",
-                          page_number=number, pages=pages, matching=len(names))
+        shown = names[(number - 1) * TOPICS_PER_PAGE : number * TOPICS_PER_PAGE]
+        return await page(
+            "topics.html",
+            title="Topics",
+            topics=await views.topics(shown),
+            query=query or "",
+            page_number=number,
+            pages=pages,
+            matching=len(names),
+        )
 
     async def topic_page(request: Request):
         name = request.path_params["name"]
@@ -189,8 +212,13 @@ def build_app(source: BrokerSource, history) -> Starlette:
             data = await _browse(request, name)
         except ConsoleError as exc:
             return await page("error.html", exc.status, title="Records", message=exc.message)
-        return await page("records.html", title=f"Records of {name}", data=data, query=dict(request.query_params),
-                    partitions=(source.topic(name).partitions if source.topic(name) else 0))
+        return await page(
+            "records.html",
+            title=f"Records of {name}",
+            data=data,
+            query=dict(request.query_params),
+            partitions=(source.topic(name).partitions if source.topic(name) else 0),
+        )
 
     async def groups_page(request: Request):
         return await page("groups.html", title="Consumer groups", groups=await views.groups())
@@ -206,15 +234,26 @@ def build_app(source: BrokerSource, history) -> Starlette:
         hist = history.group(group_id)
         charts = []
         # a chart per partition, the largest lag first, at most MAX_CHARTS (the API has them all)
-        ranked = sorted(hist["partitions"], key=lambda p: (-(p["lag"][-1] if p["lag"] else 0), p["topic"],
-                                                            p["partition"]))
+        ranked = sorted(
+            hist["partitions"], key=lambda p: (-(p["lag"][-1] if p["lag"] else 0), p["topic"], p["partition"])
+        )
         for p in ranked[:MAX_CHARTS]:
-            svg = svg_chart(p["times"], [("log end offset", p["log_end_offset"], "#2563eb"),
-                                         ("committed offset", p["committed_offset"], "#16a34a"),
-                                         ("lag", p["lag"], "#dc2626")])
+            svg = svg_chart(
+                p["times"],
+                [
+                    ("log end offset", p["log_end_offset"], "#2563eb"),
+                    ("committed offset", p["committed_offset"], "#16a34a"),
+                    ("lag", p["lag"], "#dc2626"),
+                ],
+            )
             charts.append({"topic": p["topic"], "partition": p["partition"], "svg": Markup(svg)})
-        return await page("group.html", title=f"Group {group_id}", data=data, charts=charts,
-                          more_charts=max(0, len(ranked) - MAX_CHARTS))
+        return await page(
+            "group.html",
+            title=f"Group {group_id}",
+            data=data,
+            charts=charts,
+            more_charts=max(0, len(ranked) - MAX_CHARTS),
+        )
 
     async def clients_page(request: Request):
         return await page("clients.html", title="Clients", clients=views.clients())
@@ -250,8 +289,9 @@ def build_app(source: BrokerSource, history) -> Starlette:
     async def api_group(request: Request):
         data = views.group(request.path_params["group"])
         if data is None:
-            return JSONResponse({"error": "GROUP_ID_NOT_FOUND",
-                                 "message": "group not coordinated by this broker or unknown"}, 404)
+            return JSONResponse(
+                {"error": "GROUP_ID_NOT_FOUND", "message": "group not coordinated by this broker or unknown"}, 404
+            )
         return JSONResponse(data)
 
     async def api_group_history(request: Request):
@@ -275,11 +315,22 @@ def build_app(source: BrokerSource, history) -> Starlette:
             to_timestamp = int(q["to_timestamp"]) if q.get("to_timestamp") not in (None, "") else None
             limit = int(q.get("limit") or 50)
         except ValueError:
-            raise ConsoleError("INVALID_REQUEST", "partition, offset, timestamp, to_offset, to_timestamp and "
-                               "limit must be integers", 400) from None
-        return await records.browse(source, name, partition, offset=offset, timestamp=timestamp,
-                                    to_offset=to_offset, to_timestamp=to_timestamp, limit=limit,
-                                    fmt=q.get("format") or "text")
+            raise ConsoleError(
+                "INVALID_REQUEST",
+                "partition, offset, timestamp, to_offset, to_timestamp and limit must be integers",
+                400,
+            ) from None
+        return await records.browse(
+            source,
+            name,
+            partition,
+            offset=offset,
+            timestamp=timestamp,
+            to_offset=to_offset,
+            to_timestamp=to_timestamp,
+            limit=limit,
+            fmt=q.get("format") or "text",
+        )
 
     # ------------------------------------------------------------------ actions
     async def _form(request: Request) -> dict:
@@ -300,8 +351,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
     def _check_csrf(request: Request, form: dict) -> None:
         token = request.headers.get("x-csrf-token") or form.get("csrf", "")
         if not hmac.compare_digest(token.encode(), csrf.encode()):
-            raise ConsoleError("INVALID_CSRF_TOKEN", "missing or wrong CSRF token: reload the page and try again",
-                               403)
+            raise ConsoleError("INVALID_CSRF_TOKEN", "missing or wrong CSRF token: reload the page and try again", 403)
         if form.get("confirm") not in ("yes", "true", "1"):
             raise ConsoleError("NOT_CONFIRMED", "actions need confirm=yes", 400)
 
@@ -316,6 +366,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
                 return json_error(exc)
             log.info("console action %s done: %s", request.url.path, result.get("message"))
             return JSONResponse({"ok": True, **result})
+
         return endpoint
 
     def _int(form: dict, key: str, default=None) -> int:
@@ -343,8 +394,11 @@ def build_app(source: BrokerSource, history) -> Starlette:
         to = form.get("to", "")
         topic = form.get("topic") or None
         partition = _int(form, "partition", -1)
-        wanted = [tp for tp in sorted(committed) if (topic is None or tp[0] == topic)
-                  and (partition < 0 or tp[1] == partition)]
+        wanted = [
+            tp
+            for tp in sorted(committed)
+            if (topic is None or tp[0] == topic) and (partition < 0 or tp[1] == partition)
+        ]
         if topic is not None and not wanted:
             info = source.topic(topic)
             if info is None:
@@ -366,13 +420,16 @@ def build_app(source: BrokerSource, history) -> Starlette:
                 targets[(t, p)] = min(max(_int(form, "offset"), start), end)
             elif to == "timestamp":
                 import trio
+
                 found = await trio.to_thread.run_sync(part.log.fetch_offset_by_timestamp, _int(form, "timestamp"))
                 targets[(t, p)] = found.offset if found is not None else end
             else:
                 raise ConsoleError("INVALID_REQUEST", "to must be earliest, latest, offset or timestamp", 400)
         source.reset_offsets(group_id, targets)
-        return {"message": f"Offsets of group {group_id} reset ({to}).",
-                "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(targets.items())]}
+        return {
+            "message": f"Offsets of group {group_id} reset ({to}).",
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(targets.items())],
+        }
 
     async def remove_member(request: Request, form: dict):
         group_id = request.path_params["group"]
@@ -387,8 +444,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         partition = _int(form, "partition")
         offset = _int(form, "offset")
         start = source.delete_records(name, partition, offset)
-        return {"message": f"Records of {name}-{partition} before offset {start} deleted.",
-                "log_start_offset": start}
+        return {"message": f"Records of {name}-{partition} before offset {start} deleted.", "log_start_offset": start}
 
     async def delete_topic(request: Request, form: dict):
         name = request.path_params["name"]
@@ -421,8 +477,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         Route("/metrics", metrics_endpoint),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    routes = [Route(r.path, _paused(r.endpoint), methods=r.methods) if isinstance(r, Route) else r
-              for r in routes]
+    routes = [Route(r.path, _paused(r.endpoint), methods=r.methods) if isinstance(r, Route) else r for r in routes]
     app = Starlette(routes=routes)
     app.state.csrf = csrf
     return app

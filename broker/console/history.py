@@ -6,6 +6,7 @@ and committed offset; and it turns the broker's byte/record counters into per-se
 Samples older than `console.history.retention.ms` (an hour) are dropped. Values are stored in
 `array('q')` per series (8 bytes a sample), so 1,000 topics for an hour at 5 s is about 6 MB.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,7 +26,7 @@ class Series:
         self.columns = [array("q") for _ in range(width)]
 
     def append(self, values) -> None:
-        for column, value in zip(self.columns, values):
+        for column, value in zip(self.columns, values, strict=False):
             column.append(value)
 
     def trim(self, oldest: int) -> None:
@@ -72,16 +73,24 @@ class History:
             topic_rates, totals = {}, [0, 0, 0, 0]
             for name, values in counters["topics"].items():
                 old = before["topics"].get(name, (0, 0, 0, 0))
-                deltas = [max(0, v - o) for v, o in zip(values, old)]
+                deltas = [max(0, v - o) for v, o in zip(values, old, strict=False)]
                 for i, d in enumerate(deltas):
                     totals[i] += d
-                topic_rates[name] = {"bytes_in": deltas[0] / elapsed, "bytes_out": deltas[1] / elapsed,
-                                     "messages_in": deltas[2] / elapsed, "messages_out": deltas[3] / elapsed}
+                topic_rates[name] = {
+                    "bytes_in": deltas[0] / elapsed,
+                    "bytes_out": deltas[1] / elapsed,
+                    "messages_in": deltas[2] / elapsed,
+                    "messages_out": deltas[3] / elapsed,
+                }
             self._topic_rates = topic_rates
-            self._rates = {"bytes_in": totals[0] / elapsed, "bytes_out": totals[1] / elapsed,
-                           "messages_in": totals[2] / elapsed, "messages_out": totals[3] / elapsed,
-                           "network_bytes_in": max(0, counters["bytes_in"] - before["bytes_in"]) / elapsed,
-                           "network_bytes_out": max(0, counters["bytes_out"] - before["bytes_out"]) / elapsed}
+            self._rates = {
+                "bytes_in": totals[0] / elapsed,
+                "bytes_out": totals[1] / elapsed,
+                "messages_in": totals[2] / elapsed,
+                "messages_out": totals[3] / elapsed,
+                "network_bytes_in": max(0, counters["bytes_in"] - before["bytes_in"]) / elapsed,
+                "network_bytes_out": max(0, counters["bytes_out"] - before["bytes_out"]) / elapsed,
+            }
         self._last_counters = (now, counters)
 
         number = self.samples
@@ -125,14 +134,14 @@ class History:
     def _times(self, series: Series) -> list[float]:
         offset = series.first - (self.samples - len(self.times))
         times = list(self.times)
-        return times[max(0, offset):max(0, offset) + len(series.columns[0])]
+        return times[max(0, offset) : max(0, offset) + len(series.columns[0])]
 
     def topic(self, name: str) -> dict:
         series = self.topic_series.get(name)
         if series is None:
             return {"topic": name, "times": [], "log_end_offset": []}
         times = self._times(series)
-        return {"topic": name, "times": times, "log_end_offset": list(series.columns[0])[-len(times):]}
+        return {"topic": name, "times": times, "log_end_offset": list(series.columns[0])[-len(times) :]}
 
     def group(self, group_id: str) -> dict:
         partitions = []
@@ -142,7 +151,14 @@ class History:
             times = self._times(series)
             n = len(times)
             ends, committed = list(series.columns[0])[-n:], list(series.columns[1])[-n:]
-            partitions.append({"topic": topic, "partition": index, "times": times, "log_end_offset": ends,
-                               "committed_offset": committed,
-                               "lag": [max(0, e - c) for e, c in zip(ends, committed)]})
+            partitions.append(
+                {
+                    "topic": topic,
+                    "partition": index,
+                    "times": times,
+                    "log_end_offset": ends,
+                    "committed_offset": committed,
+                    "lag": [max(0, e - c) for e, c in zip(ends, committed, strict=False)],
+                }
+            )
         return {"group_id": group_id, "partitions": partitions}

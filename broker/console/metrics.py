@@ -9,9 +9,11 @@ takes a snapshot of plain numbers on the event loop (about 10 ms for 10,000 part
 our own: prometheus_client's `generate_latest` took about 200 ms for 10,000 partitions' gauges;
 its parser checks the output in the tests.
 """
+
 from __future__ import annotations
 
 import trio
+import trio.lowlevel
 
 from strom.protocol.schema import ApiKey
 
@@ -22,6 +24,7 @@ from .views import CHUNK, Views
 PAUSE = object()  # yielded by the collector between chunks of partitions
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
 
 # Kafka's request names (the `request` tag of kafka.network:type=RequestMetrics).
 def request_name(api_key: int) -> str:
@@ -52,27 +55,20 @@ METRIC_NAMES = {
     "kafka_controller_kafkacontroller_active_controller_count": "1 on the active controller",
     "kafka_controller_controllerstats_leader_elections_total": "times this broker became a partition's leader",
     "kafka_server_socketservermetrics_connection_count": "open client connections, per listener",
-    "kafka_server_socketservermetrics_connection_accept_rate":
-        "connections accepted per second, per listener (connection-accept-rate, over the quota window)",
-    "kafka_server_socketservermetrics_connection_accept_throttle_time":
-        "average ms new connections waited for max.connection.creation.rate (or the listener's), "
-        "of those that waited, per listener (connection-accept-throttle-time)",
-    "kafka_server_socketservermetrics_ip_connection_accept_throttle_time":
-        "average ms before closing a connection over its IP's connection_creation_rate, per listener "
-        "(ip-connection-accept-throttle-time)",
-    "kafka_server_socketservermetrics_connection_rejected_total":
-        "connections closed unserved, per listener and reason: max.connections.per.ip (closed at once), "
-        "connection_creation_rate (an IP quota), max.connections (least recently used, closed to make room); "
-        "Strom's, Kafka only logs these",
-    "kafka_network_acceptor_acceptorblockedpercent":
-        "fraction of the quota window a listener stopped accepting (max.connections, a listener's "
-        "max.connections or a creation rate) (AcceptorBlockedPercent)",
-    "kafka_server_leaderreplication_byte_rate":
-        "bytes per second sent to followers for throttled replicas, those the topics' "
-        "leader.replication.throttled.replicas name (LeaderReplication byte-rate)",
-    "kafka_server_followerreplication_byte_rate":
-        "bytes per second fetched from leaders for throttled replicas, those the topics' "
-        "follower.replication.throttled.replicas name (FollowerReplication byte-rate)",
+    "kafka_server_socketservermetrics_connection_accept_rate": "connections accepted per second, per listener (connection-accept-rate, over the quota window)",
+    "kafka_server_socketservermetrics_connection_accept_throttle_time": "average ms new connections waited for max.connection.creation.rate (or the listener's), "
+    "of those that waited, per listener (connection-accept-throttle-time)",
+    "kafka_server_socketservermetrics_ip_connection_accept_throttle_time": "average ms before closing a connection over its IP's connection_creation_rate, per listener "
+    "(ip-connection-accept-throttle-time)",
+    "kafka_server_socketservermetrics_connection_rejected_total": "connections closed unserved, per listener and reason: max.connections.per.ip (closed at once), "
+    "connection_creation_rate (an IP quota), max.connections (least recently used, closed to make room); "
+    "Strom's, Kafka only logs these",
+    "kafka_network_acceptor_acceptorblockedpercent": "fraction of the quota window a listener stopped accepting (max.connections, a listener's "
+    "max.connections or a creation rate) (AcceptorBlockedPercent)",
+    "kafka_server_leaderreplication_byte_rate": "bytes per second sent to followers for throttled replicas, those the topics' "
+    "leader.replication.throttled.replicas name (LeaderReplication byte-rate)",
+    "kafka_server_followerreplication_byte_rate": "bytes per second fetched from leaders for throttled replicas, those the topics' "
+    "follower.replication.throttled.replicas name (FollowerReplication byte-rate)",
     "kafka_server_socketservermetrics_connection_creation_total": "connections accepted",
     "kafka_server_socketservermetrics_connection_close_total": "connections closed",
     "kafka_server_socketservermetrics_incoming_byte_total": "bytes received on client connections",
@@ -92,7 +88,7 @@ GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Empty", 
 
 
 def _name(full: str) -> str:
-    return full[:-len("_total")] if full.endswith("_total") else full
+    return full[: -len("_total")] if full.endswith("_total") else full
 
 
 class _Family:
@@ -120,7 +116,7 @@ class _Family:
 
 
 def label_text(names, values) -> str:
-    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in zip(names, values))
+    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in zip(names, values, strict=False))
 
 
 class _Collector:
@@ -157,13 +153,18 @@ class _Collector:
             throttle.add_metric([name], m["accept_throttle_time_ms"])
             ip_throttle.add_metric([name], m["ip_accept_throttle_time_ms"])
             blocked.add_metric([name], m["blocked_fraction"])
-            for reason, key in (("max.connections.per.ip", "refused_per_ip"),
-                                ("connection_creation_rate", "closed_ip_rate"), ("max.connections", "closed_excess")):
+            for reason, key in (
+                ("max.connections.per.ip", "refused_per_ip"),
+                ("connection_creation_rate", "closed_ip_rate"),
+                ("max.connections", "closed_excess"),
+            ):
                 rejected.add_metric([name, reason], m[key])
         yield from (rate, throttle, ip_throttle, blocked, rejected)
         rates = s.replication_byte_rates()
-        for name, kind in (("kafka_server_leaderreplication_byte_rate", "leader"),
-                           ("kafka_server_followerreplication_byte_rate", "follower")):
+        for name, kind in (
+            ("kafka_server_leaderreplication_byte_rate", "leader"),
+            ("kafka_server_followerreplication_byte_rate", "follower"),
+        ):
             gauge = self._gauge(name)
             gauge.add_metric([], rates[kind])
             yield gauge
@@ -188,14 +189,18 @@ class _Collector:
 
         requests = self._counter("kafka_network_requestmetrics_requests_total", ["request"])
         errors = self._counter("kafka_network_requestmetrics_errors_total", ["request"])
-        latency = _Family("kafka_network_requestmetrics_total_time_seconds", "histogram",
-                          METRIC_NAMES["kafka_network_requestmetrics_total_time_seconds"], ["request"])
+        latency = _Family(
+            "kafka_network_requestmetrics_total_time_seconds",
+            "histogram",
+            METRIC_NAMES["kafka_network_requestmetrics_total_time_seconds"],
+            ["request"],
+        )
         for key, api in sorted(stats.apis.items()):
             name = request_name(key)
             requests.add_metric([name], api.requests)
             errors.add_metric([name], api.errors)
             cumulative, buckets = 0, []
-            for bound, count in zip(LATENCY_BUCKETS, api.buckets):
+            for bound, count in zip(LATENCY_BUCKETS, api.buckets, strict=False):
                 cumulative += count
                 buckets.append((repr(bound), cumulative))
             buckets.append(("+Inf", cumulative + api.buckets[-1]))
@@ -213,12 +218,12 @@ class _Collector:
         local = s.local_partitions()
         led = [p for p in local if p.is_leader]
         for name, value in (
-                ("kafka_server_replicamanager_partition_count", len(local)),
-                ("kafka_server_replicamanager_leader_count", len(led)),
-                ("kafka_server_replicamanager_under_replicated_partitions",
-                 sum(len(p.isr) < len(p.replicas) for p in led)),
-                ("kafka_controller_kafkacontroller_active_controller_count", int(s.controller_id() == s.node_id)),
-                ("kafka_server_kafkaserver_uptime_seconds", round(s.uptime_s(), 3))):
+            ("kafka_server_replicamanager_partition_count", len(local)),
+            ("kafka_server_replicamanager_leader_count", len(led)),
+            ("kafka_server_replicamanager_under_replicated_partitions", sum(len(p.isr) < len(p.replicas) for p in led)),
+            ("kafka_controller_kafkacontroller_active_controller_count", int(s.controller_id() == s.node_id)),
+            ("kafka_server_kafkaserver_uptime_seconds", round(s.uptime_s(), 3)),
+        ):
             gauge = self._gauge(name)
             gauge.add_metric([], value)
             yield gauge
@@ -228,13 +233,14 @@ class _Collector:
         offline.add_metric([], s.offline_partition_count() if s.controller_id() == s.node_id else 0)
         yield offline
         for name, value in (
-                ("kafka_server_replicamanager_isr_shrinks_total", stats.isr_shrinks),
-                ("kafka_server_replicamanager_isr_expands_total", stats.isr_expands),
-                ("kafka_controller_controllerstats_leader_elections_total", stats.leader_elections),
-                ("kafka_server_socketservermetrics_connection_creation_total", stats.connections_opened),
-                ("kafka_server_socketservermetrics_connection_close_total", stats.connections_closed),
-                ("kafka_server_socketservermetrics_incoming_byte_total", stats.bytes_in),
-                ("kafka_server_socketservermetrics_outgoing_byte_total", stats.bytes_out)):
+            ("kafka_server_replicamanager_isr_shrinks_total", stats.isr_shrinks),
+            ("kafka_server_replicamanager_isr_expands_total", stats.isr_expands),
+            ("kafka_controller_controllerstats_leader_elections_total", stats.leader_elections),
+            ("kafka_server_socketservermetrics_connection_creation_total", stats.connections_opened),
+            ("kafka_server_socketservermetrics_connection_close_total", stats.connections_closed),
+            ("kafka_server_socketservermetrics_incoming_byte_total", stats.bytes_in),
+            ("kafka_server_socketservermetrics_outgoing_byte_total", stats.bytes_out),
+        ):
             counter = self._counter(name)
             counter.add_metric([], value)
             yield counter
@@ -254,7 +260,9 @@ class _Collector:
         for group in sorted(groups, key=lambda g: g.group_id):
             yield PAUSE
             for entry in self.views._offsets(group):
-                labels = label_text(("group", "topic", "partition"), (group.group_id, entry["topic"], entry["partition"]))
+                labels = label_text(
+                    ("group", "topic", "partition"), (group.group_id, entry["topic"], entry["partition"])
+                )
                 current.add_raw(labels, entry["committed_offset"])
                 if entry["log_end_offset"] is not None:
                     lag.add_raw(labels, entry["lag"])
@@ -293,7 +301,7 @@ async def collect(source: BrokerSource) -> list[_Family]:
     families = []
     for item in _Collector(source).collect():
         if item is PAUSE:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
         else:
             families.append(item)
     return families

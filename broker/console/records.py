@@ -1,4 +1,5 @@
 """The record browser: a bounded slice of one partition, decoded for display."""
+
 from __future__ import annotations
 
 import base64
@@ -37,9 +38,18 @@ def render_bytes(data: bytes | None, fmt: str) -> dict:
     return {"null": False, "size": len(data), "text": text, "truncated": truncated}
 
 
-async def browse(source, topic: str, index: int, *, offset: int | None = None, timestamp: int | None = None,
-                 to_offset: int | None = None, to_timestamp: int | None = None,
-                 limit: int = 50, fmt: str = "text") -> dict:
+async def browse(
+    source,
+    topic: str,
+    index: int,
+    *,
+    offset: int | None = None,
+    timestamp: int | None = None,
+    to_offset: int | None = None,
+    to_timestamp: int | None = None,
+    limit: int = 50,
+    fmt: str = "text",
+) -> dict:
     """Records of ``topic``-``index`` from ``offset`` (or the first at/after ``timestamp``, or the
     latest ``limit``), up to the high watermark, ``to_offset`` (exclusive) or the last record
     stamped at or before ``to_timestamp``; at most ``limit`` records and MAX_BYTES read."""
@@ -86,11 +96,15 @@ async def browse(source, topic: str, index: int, *, offset: int | None = None, t
                 if len(records) >= limit:
                     truncated = True
                     break
-                records.append({
-                    "offset": rec.offset, "timestamp": rec.timestamp,
-                    "key": render_bytes(rec.key, fmt), "value": render_bytes(rec.value, fmt),
-                    "headers": [{"key": k, "value": render_bytes(v, fmt)} for k, v in rec.headers],
-                })
+                records.append(
+                    {
+                        "offset": rec.offset,
+                        "timestamp": rec.timestamp,
+                        "key": render_bytes(rec.key, fmt),
+                        "value": render_bytes(rec.value, fmt),
+                        "headers": [{"key": k, "value": render_bytes(v, fmt)} for k, v in rec.headers],
+                    }
+                )
         except RecordsError as exc:
             raise ConsoleError("CORRUPT_MESSAGE", f"{topic}-{index} at offset {position}: {exc}", 500) from None
         if last < position or past_range:
@@ -98,6 +112,15 @@ async def browse(source, topic: str, index: int, *, offset: int | None = None, t
         position = last + 1
     if budget <= 0 and position < end and len(records) < limit:
         truncated = True
-    return {"topic": topic, "partition": index, "log_start_offset": start, "high_watermark": end,
-            "from_offset": begin, "next_offset": records[-1]["offset"] + 1 if truncated and records else position, "format": fmt, "limit": limit,
-            "records": records, "truncated": truncated}
+    return {
+        "topic": topic,
+        "partition": index,
+        "log_start_offset": start,
+        "high_watermark": end,
+        "from_offset": begin,
+        "next_offset": records[-1]["offset"] + 1 if truncated and records else position,
+        "format": fmt,
+        "limit": limit,
+        "records": records,
+        "truncated": truncated,
+    }

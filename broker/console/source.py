@@ -6,13 +6,15 @@ tested against a fake. Reads are in-memory only (offsets, segment sizes and inde
 already keeps); the two that touch a segment file (a batch position for lag in bytes, the record
 browser) are bounded and cached or run off the event loop by their callers.
 """
+
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.protocol.errors import ErrorCode
 
@@ -77,7 +79,7 @@ class TopicsView(Protocol):
     """The topic metadata as this broker knows it (standalone: the topic store; in a cluster: the
     ZooKeeper cache)."""
 
-    topics: Mapping[str, "TopicInfo"]
+    topics: Mapping[str, TopicInfo]
 
 
 class ClusterView(Protocol):
@@ -96,19 +98,19 @@ class ConsoleBroker(Protocol):
     """What the console reads of the broker, and the one action (delete a topic) it asks of it."""
 
     node_id: int
-    config: "BrokerConfig"
-    stats: "BrokerStats"
+    config: BrokerConfig
+    stats: BrokerStats
     started: float  # time.monotonic() at the start
     bound: Sequence[Any]  # the bound listeners, each with its ``advertised`` address
     topics: TopicsView | None  # None until the metadata is open
     cluster: ClusterMembership | None  # None standalone
-    replicas: "ReplicaManager"
-    groups: "GroupCoordinator | None"
-    connection_quotas: "ConnectionQuotas"
-    leader_quota: "ReplicationQuota"
-    follower_quota: "ReplicationQuota"
-    metadata: "MetadataCache"  # brokers, controller, partitions and topic configs as this broker knows them
-    admin: "AdminManager"  # the one action: deleting a topic
+    replicas: ReplicaManager
+    groups: GroupCoordinator | None
+    connection_quotas: ConnectionQuotas
+    leader_quota: ReplicationQuota
+    follower_quota: ReplicationQuota
+    metadata: MetadataCache  # brokers, controller, partitions and topic configs as this broker knows them
+    admin: AdminManager  # the one action: deleting a topic
 
 
 class BrokerSource:
@@ -322,6 +324,7 @@ class BrokerSource:
     def now(self) -> float:
         """The group coordinator's clock (trio's), in which heartbeat deadlines are kept."""
         import trio
+
         return trio.current_time()
 
     # ------------------------------------------------------------------ actions
@@ -340,8 +343,9 @@ class BrokerSource:
         error = coordinator.group_error(group_id)
         if error is ErrorCode.NOT_COORDINATOR:
             other = self.group_coordinator_id(group_id)
-            raise ConsoleError("NOT_COORDINATOR", f"Group {group_id} is coordinated by broker {other}; "
-                               f"use that broker's console.")
+            raise ConsoleError(
+                "NOT_COORDINATOR", f"Group {group_id} is coordinated by broker {other}; use that broker's console."
+            )
         if error is not None:
             raise ConsoleError(error.name, f"The coordinator cannot act on group {group_id} now ({error.name}).", 503)
         group = coordinator.get(group_id)
@@ -354,8 +358,11 @@ class BrokerSource:
         state, members = self.group_state(group_id, group)
         code = coordinator.delete_group(group_id)
         if code is ErrorCode.NON_EMPTY_GROUP:
-            raise ConsoleError(code.name, f"Group {group_id} is {state} with {members} member(s); only an empty "
-                               f"group can be deleted (as Kafka's DeleteGroups).")
+            raise ConsoleError(
+                code.name,
+                f"Group {group_id} is {state} with {members} member(s); only an empty "
+                f"group can be deleted (as Kafka's DeleteGroups).",
+            )
         if code is not ErrorCode.NONE:
             raise ConsoleError(code.name, f"Deleting group {group_id} failed: {code.name}.")
 
@@ -363,28 +370,37 @@ class BrokerSource:
         coordinator, group = self._coordinated_group(group_id, must_exist=False)
         state, _ = self.group_state(group_id, group)
         if state != "Empty":
-            raise ConsoleError("NON_EMPTY_GROUP", f"Group {group_id} is {state}; offsets can only be "
-                               f"reset while it is empty (stop its consumers first), as kafka-consumer-groups "
-                               f"--reset-offsets requires.")
+            raise ConsoleError(
+                "NON_EMPTY_GROUP",
+                f"Group {group_id} is {state}; offsets can only be "
+                f"reset while it is empty (stop its consumers first), as kafka-consumer-groups "
+                f"--reset-offsets requires.",
+            )
         from strom.broker.coordinator.group.records import CommittedOffset
+
         offsets = [(t, p, CommittedOffset(o, -1, "", -1, -1)) for (t, p), o in targets.items()]
         results = coordinator.commit_offsets(group_id, "", None, -1, -1, offsets)
         failed = [r for r in results if r.error is not ErrorCode.NONE]
         if failed:
-            raise ConsoleError(failed[0].error.name, f"Resetting {failed[0].topic}-{failed[0].partition} "
-                               f"failed: {failed[0].error.name}.")
+            raise ConsoleError(
+                failed[0].error.name,
+                f"Resetting {failed[0].topic}-{failed[0].partition} failed: {failed[0].error.name}.",
+            )
 
     def remove_static_member(self, group_id: str, instance_id: str) -> None:
         coordinator, group = self._coordinated_group(group_id)
         if self.consumer_group(group_id) is not None:
-            raise ConsoleError("UNSUPPORTED_VERSION", f"Group {group_id} uses the consumer protocol (KIP-848); its "
-                               f"static members leave through their own heartbeat and are not removed from the "
-                               f"console.", 409)
+            raise ConsoleError(
+                "UNSUPPORTED_VERSION",
+                f"Group {group_id} uses the consumer protocol (KIP-848); its "
+                f"static members leave through their own heartbeat and are not removed from the "
+                f"console.",
+                409,
+            )
         _, results = coordinator.leave_group(group_id, [("", instance_id)])
         code = results[0] if results else ErrorCode.UNKNOWN_MEMBER_ID
         if code is ErrorCode.UNKNOWN_MEMBER_ID:
-            raise ConsoleError(code.name, f"Group {group_id} has no static member with instance id {instance_id}.",
-                               404)
+            raise ConsoleError(code.name, f"Group {group_id} has no static member with instance id {instance_id}.", 404)
         if code is not ErrorCode.NONE:
             raise ConsoleError(code.name, f"Removing {instance_id} from {group_id} failed: {code.name}.")
 
@@ -398,29 +414,38 @@ class BrokerSource:
             view = self._broker.metadata.partition_view(topic, index)
             if view is None:
                 raise ConsoleError("UNKNOWN_TOPIC_OR_PARTITION", f"{topic}-{index} does not exist.", 404)
-            raise ConsoleError("NOT_LEADER_OR_FOLLOWER", f"{topic}-{index} is led by broker {view[0]}; "
-                               f"use that broker's console.")
+            raise ConsoleError(
+                "NOT_LEADER_OR_FOLLOWER", f"{topic}-{index} is led by broker {view[0]}; use that broker's console."
+            )
         if "delete" not in self._broker.metadata.topic_setting(topic, "cleanup.policy"):
-            raise ConsoleError("POLICY_VIOLATION", f"Records of partitions of topic {topic} with "
-                               f"cleanup.policy=compact cannot be deleted.")
+            raise ConsoleError(
+                "POLICY_VIOLATION",
+                f"Records of partitions of topic {topic} with cleanup.policy=compact cannot be deleted.",
+            )
         hw = partition.high_watermark
         if offset == -1:
             offset = hw
         if offset < 0 or offset > hw:
-            raise ConsoleError("OFFSET_OUT_OF_RANGE", f"Offset {offset} is outside [0, {hw}] (the high watermark "
-                               f"of {topic}-{index}); records can be deleted only below it.")
+            raise ConsoleError(
+                "OFFSET_OUT_OF_RANGE",
+                f"Offset {offset} is outside [0, {hw}] (the high watermark "
+                f"of {topic}-{index}); records can be deleted only below it.",
+            )
         partition.log.maybe_increment_log_start_offset(offset)
         self._broker.replicas.notify_data()
         return partition.log.log_start_offset
 
     async def delete_topic(self, name: str) -> None:
         from ..errors import TopicError
+
         info = self.topic(name)
         if info is not None and info.internal:
-            raise ConsoleError("INVALID_TOPIC_EXCEPTION", f"{name} is an internal topic; it is not deleted "
-                               f"from the console.")
+            raise ConsoleError(
+                "INVALID_TOPIC_EXCEPTION", f"{name} is an internal topic; it is not deleted from the console."
+            )
         try:
             await self._broker.admin.delete_topic(name)
         except TopicError as exc:
-            raise ConsoleError(exc.code.name, exc.message,
-                               404 if exc.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 409) from None
+            raise ConsoleError(
+                exc.code.name, exc.message, 404 if exc.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 409
+            ) from None

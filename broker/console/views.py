@@ -1,5 +1,6 @@
 """What each console page and /api endpoint shows, as plain dicts (the pages render the same dicts
 the JSON API returns, so both always agree)."""
+
 from __future__ import annotations
 
 import gc
@@ -8,6 +9,7 @@ import time
 from contextlib import contextmanager
 
 import trio
+import trio.lowlevel
 
 from .source import OFFSETS_TOPIC, BrokerSource, PartitionInfo
 
@@ -50,7 +52,7 @@ class Pacer:
         before = self.done
         self.done += units
         if before // self.chunk != self.done // self.chunk:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
 
 
 def decode_assignment(data: bytes) -> dict[str, list[int]]:
@@ -65,7 +67,7 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
             pos += 2
             if size < 0 or pos + size > len(data):
                 return out
-            topic = data[pos:pos + size].decode("utf-8")
+            topic = data[pos : pos + size].decode("utf-8")
             pos += size
             (n,) = struct.unpack_from(">i", data, pos)
             pos += 4
@@ -93,17 +95,27 @@ class Views:
         now = time.time()
         for broker_id in sorted(s.known_broker_ids() | set(live)):
             entry = live.get(broker_id)
-            listeners, since_ms = registered.get(broker_id, ([f"PLAINTEXT://{entry[1]}:{entry[2]}"] if entry else [],
-                                                             0))
+            listeners, since_ms = registered.get(
+                broker_id, ([f"PLAINTEXT://{entry[1]}:{entry[2]}"] if entry else [], 0)
+            )
             uptime = round(now - since_ms / 1000, 1) if entry and since_ms > 0 else None
             version = None
             if broker_id == s.node_id:
                 listeners, uptime, version = s.listeners(), round(s.uptime_s(), 1), s.version
-            out.append({"id": broker_id, "up": entry is not None, "host": entry[1] if entry else None,
-                        "port": entry[2] if entry else None, "rack": entry[3] if entry else None,
-                        "listeners": listeners, "controller": broker_id == controller,
-                        "this": broker_id == s.node_id, "version": version,
-                        "uptime_s": uptime})  # other brokers: since their ZooKeeper registration
+            out.append(
+                {
+                    "id": broker_id,
+                    "up": entry is not None,
+                    "host": entry[1] if entry else None,
+                    "port": entry[2] if entry else None,
+                    "rack": entry[3] if entry else None,
+                    "listeners": listeners,
+                    "controller": broker_id == controller,
+                    "this": broker_id == s.node_id,
+                    "version": version,
+                    "uptime_s": uptime,
+                }
+            )  # other brokers: since their ZooKeeper registration
         return out
 
     async def overview(self) -> dict:
@@ -120,15 +132,26 @@ class Views:
         brokers = self.brokers()
         rates = self.history.rates() if self.history is not None else {}
         return {
-            "cluster_id": s.cluster_id(), "node_id": s.node_id, "controller": s.controller_id(),
-            "version": s.version, "uptime_s": round(s.uptime_s(), 1), "mode": "zookeeper" if s.clustered else "standalone",
-            "brokers": brokers, "brokers_up": sum(b["up"] for b in brokers),
+            "cluster_id": s.cluster_id(),
+            "node_id": s.node_id,
+            "controller": s.controller_id(),
+            "version": s.version,
+            "uptime_s": round(s.uptime_s(), 1),
+            "mode": "zookeeper" if s.clustered else "standalone",
+            "brokers": brokers,
+            "brokers_up": sum(b["up"] for b in brokers),
             "brokers_down": sum(not b["up"] for b in brokers),
-            "topics": len(s.topic_names()), "partitions": total, "partitions_led": led,
-            "under_replicated_partitions": under, "offline_partitions": offline,
-            "connections": len(s.stats.connections), "groups": len(s.groups()),
-            "bytes_in_per_s": rates.get("bytes_in", 0.0), "bytes_out_per_s": rates.get("bytes_out", 0.0),
-            "records_in_per_s": rates.get("messages_in", 0.0), "records_out_per_s": rates.get("messages_out", 0.0),
+            "topics": len(s.topic_names()),
+            "partitions": total,
+            "partitions_led": led,
+            "under_replicated_partitions": under,
+            "offline_partitions": offline,
+            "connections": len(s.stats.connections),
+            "groups": len(s.groups()),
+            "bytes_in_per_s": rates.get("bytes_in", 0.0),
+            "bytes_out_per_s": rates.get("bytes_out", 0.0),
+            "records_in_per_s": rates.get("messages_in", 0.0),
+            "records_out_per_s": rates.get("messages_out", 0.0),
         }
 
     # ------------------------------------------------------------------ topics
@@ -149,15 +172,20 @@ class Views:
         local = [p for p in parts if p.local]
         rates = self.history.topic_rates(name) if self.history is not None else {}
         return {
-            "name": name, "internal": name.startswith("__"), "partitions": len(parts),
+            "name": name,
+            "internal": name.startswith("__"),
+            "partitions": len(parts),
             "replication_factor": max((len(p.replicas) for p in parts), default=0),
             "records": sum(max(0, p.high_watermark - p.log_start_offset) for p in local),
             "log_end_offset": sum(p.log_end_offset for p in local),
-            "size": sum(p.size for p in local), "segments": sum(p.segments for p in local),
+            "size": sum(p.size for p in local),
+            "segments": sum(p.segments for p in local),
             "under_replicated_partitions": sum(p.under_replicated for p in parts),
             "offline_partitions": sum(p.offline for p in parts),
-            "bytes_in_per_s": rates.get("bytes_in", 0.0), "bytes_out_per_s": rates.get("bytes_out", 0.0),
-            "records_in_per_s": rates.get("messages_in", 0.0), "records_out_per_s": rates.get("messages_out", 0.0),
+            "bytes_in_per_s": rates.get("bytes_in", 0.0),
+            "bytes_out_per_s": rates.get("bytes_out", 0.0),
+            "records_in_per_s": rates.get("messages_in", 0.0),
+            "records_out_per_s": rates.get("messages_out", 0.0),
         }
 
     def topic(self, name: str) -> dict | None:
@@ -167,12 +195,24 @@ class Views:
         parts = list(self.source.partitions(name))
         out = self._topic_summary(name, parts)
         out["topic_id"] = info.topic_id.hex()
-        out["partition_details"] = [{
-            "partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": p.replicas,
-            "isr": p.isr, "offline_replicas": p.offline_replicas, "under_replicated": p.under_replicated,
-            "local": p.local, "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
-            "high_watermark": p.high_watermark, "segments": p.segments, "size": p.size,
-        } for p in parts]
+        out["partition_details"] = [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "offline_replicas": p.offline_replicas,
+                "under_replicated": p.under_replicated,
+                "local": p.local,
+                "log_start_offset": p.log_start_offset,
+                "log_end_offset": p.log_end_offset,
+                "high_watermark": p.high_watermark,
+                "segments": p.segments,
+                "size": p.size,
+            }
+            for p in parts
+        ]
         out["configs"] = self.source.topic_configs(name)
         return out
 
@@ -185,8 +225,7 @@ class Views:
         """(classic group or None, KIP-848 group or None, which one describes the members)."""
         classic = self.source.group(group_id)
         kip848 = self.source.consumer_group(group_id)
-        use_kip848 = kip848 is not None and (bool(kip848.members) or classic is None
-                                             or not classic.members)
+        use_kip848 = kip848 is not None and (bool(kip848.members) or classic is None or not classic.members)
         return classic, kip848, use_kip848
 
     async def groups(self) -> list[dict]:
@@ -197,27 +236,51 @@ class Views:
             detail = self._offsets(classic) if classic is not None else []
             await pacer.tick(len(detail) + 1)
             if use_kip848:
-                state, protocol_type, protocol, members = (kip848.state, "consumer", kip848.assignor_name,
-                                                           len(kip848.members))
+                state, protocol_type, protocol, members = (
+                    kip848.state,
+                    "consumer",
+                    kip848.assignor_name,
+                    len(kip848.members),
+                )
             else:
-                state, protocol_type, protocol, members = (classic.state.value, classic.protocol_type,
-                                                           classic.protocol_name, len(classic.members))
-            out.append({
-                "group_id": group_id, "state": state, "protocol_type": protocol_type, "protocol": protocol,
-                "group_protocol": "consumer" if use_kip848 else "classic", "members": members,
-                "coordinator": self.source.node_id, "partitions": len(detail),
-                "total_lag": sum(o["lag"] for o in detail), "total_lag_bytes": sum(o["lag_bytes"] for o in detail),
-            })
+                state, protocol_type, protocol, members = (
+                    classic.state.value,
+                    classic.protocol_type,
+                    classic.protocol_name,
+                    len(classic.members),
+                )
+            out.append(
+                {
+                    "group_id": group_id,
+                    "state": state,
+                    "protocol_type": protocol_type,
+                    "protocol": protocol,
+                    "group_protocol": "consumer" if use_kip848 else "classic",
+                    "members": members,
+                    "coordinator": self.source.node_id,
+                    "partitions": len(detail),
+                    "total_lag": sum(o["lag"] for o in detail),
+                    "total_lag_bytes": sum(o["lag_bytes"] for o in detail),
+                }
+            )
         return out
 
     def _offsets(self, group, owners: dict | None = None) -> list[dict]:
         out = []
         for (topic, index), committed in sorted(group.offsets.items()):
             partition = self.source.local_partition(topic, index)
-            entry = {"topic": topic, "partition": index, "committed_offset": committed.offset,
-                     "log_end_offset": None, "log_start_offset": None, "lag": 0, "lag_bytes": 0,
-                     "member": (owners or {}).get((topic, index)), "metadata": committed.metadata,
-                     "commit_timestamp": committed.commit_timestamp}
+            entry = {
+                "topic": topic,
+                "partition": index,
+                "committed_offset": committed.offset,
+                "log_end_offset": None,
+                "log_start_offset": None,
+                "lag": 0,
+                "lag_bytes": 0,
+                "member": (owners or {}).get((topic, index)),
+                "metadata": committed.metadata,
+                "commit_timestamp": committed.commit_timestamp,
+            }
             if partition is not None and partition.is_leader:
                 end = partition.high_watermark
                 entry["log_end_offset"] = end
@@ -237,12 +300,18 @@ class Views:
             since = None
             if m.heartbeat_deadline is not None:
                 since = max(0, int((now - (m.heartbeat_deadline - m.session_timeout_ms / 1000)) * 1000))
-            members.append({
-                "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
-                "instance_id": m.group_instance_id, "session_timeout_ms": m.session_timeout_ms,
-                "since_heartbeat_ms": since, "leader": m.member_id == group.leader_id,
-                "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())],
-            })
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.client_host,
+                    "instance_id": m.group_instance_id,
+                    "session_timeout_ms": m.session_timeout_ms,
+                    "since_heartbeat_ms": since,
+                    "leader": m.member_id == group.leader_id,
+                    "assignment": [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())],
+                }
+            )
         return members
 
     def _kip848_members(self, group, now: float, owners: dict) -> list[dict]:
@@ -256,12 +325,19 @@ class Views:
                 for p in parts:
                     owners[(name, p)] = m.member_id
             since = max(0, int((now - (m.session_deadline - timeout_ms / 1000)) * 1000)) if m.session_deadline else None
-            members.append({
-                "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
-                "instance_id": m.instance_id, "session_timeout_ms": timeout_ms, "since_heartbeat_ms": since,
-                "leader": False, "member_epoch": m.member_epoch,
-                "assignment": [{"topic": t, "partitions": ps} for t, ps in sorted(assignment.items())],
-            })
+            members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.client_host,
+                    "instance_id": m.instance_id,
+                    "session_timeout_ms": timeout_ms,
+                    "since_heartbeat_ms": since,
+                    "leader": False,
+                    "member_epoch": m.member_epoch,
+                    "assignment": [{"topic": t, "partitions": ps} for t, ps in sorted(assignment.items())],
+                }
+            )
         return members
 
     def group(self, group_id: str) -> dict | None:
@@ -272,17 +348,32 @@ class Views:
         owners: dict = {}
         if use_kip848:
             members = self._kip848_members(kip848, now, owners)
-            head = {"state": kip848.state, "protocol_type": "consumer", "protocol": kip848.assignor_name,
-                    "group_protocol": "consumer", "generation": kip848.group_epoch, "leader": None}
+            head = {
+                "state": kip848.state,
+                "protocol_type": "consumer",
+                "protocol": kip848.assignor_name,
+                "group_protocol": "consumer",
+                "generation": kip848.group_epoch,
+                "leader": None,
+            }
         else:
             members = self._classic_members(classic, now, owners)
-            head = {"state": classic.state.value, "protocol_type": classic.protocol_type,
-                    "protocol": classic.protocol_name, "group_protocol": "classic",
-                    "generation": classic.generation, "leader": classic.leader_id}
+            head = {
+                "state": classic.state.value,
+                "protocol_type": classic.protocol_type,
+                "protocol": classic.protocol_name,
+                "group_protocol": "classic",
+                "generation": classic.generation,
+                "leader": classic.leader_id,
+            }
         offsets = self._offsets(classic, owners) if classic is not None else []
         return {
-            "group_id": group_id, **head, "coordinator": self.source.node_id, "members": members,
-            "offsets": offsets, "total_lag": sum(o["lag"] for o in offsets),
+            "group_id": group_id,
+            **head,
+            "coordinator": self.source.node_id,
+            "members": members,
+            "offsets": offsets,
+            "total_lag": sum(o["lag"] for o in offsets),
             "total_lag_bytes": sum(o["lag_bytes"] for o in offsets),
         }
 
@@ -298,14 +389,27 @@ class Views:
                 roles.append("replicates" if c.replica_id >= 0 else "fetches")
             if c.coordinates:
                 roles.append("coordinates")
-            out.append({
-                "id": c.id, "client_id": c.client_id, "software_name": c.software_name,
-                "software_version": c.software_version, "host": c.host, "port": c.port, "roles": roles,
-                "produce_requests": c.produces, "fetch_requests": c.fetches, "coordinator_requests": c.coordinates,
-                "producer_ids": sorted(c.producer_ids), "groups": sorted(c.groups), "requests": c.requests,
-                "bytes_in": c.bytes_in, "bytes_out": c.bytes_out,
-                "idle_ms": int((now_mono - c.last_active) * 1000), "connected_s": round(now - c.opened, 1),
-            })
+            out.append(
+                {
+                    "id": c.id,
+                    "client_id": c.client_id,
+                    "software_name": c.software_name,
+                    "software_version": c.software_version,
+                    "host": c.host,
+                    "port": c.port,
+                    "roles": roles,
+                    "produce_requests": c.produces,
+                    "fetch_requests": c.fetches,
+                    "coordinator_requests": c.coordinates,
+                    "producer_ids": sorted(c.producer_ids),
+                    "groups": sorted(c.groups),
+                    "requests": c.requests,
+                    "bytes_in": c.bytes_in,
+                    "bytes_out": c.bytes_out,
+                    "idle_ms": int((now_mono - c.last_active) * 1000),
+                    "connected_s": round(now - c.opened, 1),
+                }
+            )
         return out
 
 

@@ -6,10 +6,12 @@ to its high watermark, batch by batch; the records' framing is `protocol.interna
 the records mean is the coordinator's (``on_batch``). An unreadable batch ends the replay of that
 partition with a log line: what came before it stays applied.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from strom.protocol.records.batch import iter_batches
 from strom.protocol.records.errors import RecordsError
@@ -46,8 +48,9 @@ class ReplayLog(Protocol):
         ...
 
 
-def replay_partition(plog: ReplayLog, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None],
-                     log: logging.Logger) -> bool:
+def replay_partition(
+    plog: ReplayLog, topic: str, index: int, on_batch: Callable[[BatchHeader, memoryview], None], log: logging.Logger
+) -> bool:
     """Call ``on_batch(header, batch)`` for every batch of ``plog`` (the log of the local replica
     of ``topic``-``index``, whose leader this broker has just become) from its log start up to its log
     end, in order, as Kafka's coordinators load. Not only up to the high watermark: a new leader's
@@ -67,10 +70,11 @@ def replay_partition(plog: ReplayLog, topic: str, index: int, on_batch: Callable
                 last = header.last_offset
                 if header.last_offset < offset:
                     continue
-                on_batch(header, view[pos:pos + header.size])
+                on_batch(header, view[pos : pos + header.size])
         except RecordsError as exc:
-            log.error("%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped",
-                      topic, index, offset, exc)
+            log.error(
+                "%s-%d: unreadable batch at offset %d (%s); rest of the partition skipped", topic, index, offset, exc
+            )
             return False
         if last < offset:
             break

@@ -18,10 +18,12 @@ the partition in that epoch. :func:`replication_error` turns what that wait answ
 a coordinator's client gets (NOT_COORDINATOR when the leadership was lost, COORDINATOR_NOT_AVAILABLE
 when the replicas did not have it in time).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.header import BatchHeader
@@ -40,6 +42,7 @@ class NotLeaderForPartition(StorageError):
 @dataclass(frozen=True)
 class ReplicaState:
     """A coordinator's view of the local replica of one partition of its topic."""
+
     is_leader: bool
     leader_epoch: int
     log_start_offset: int
@@ -50,6 +53,7 @@ class ReplicaState:
 @dataclass(frozen=True)
 class TopicMetadata:
     """A topic as the coordinators see it (KIP-848 assignments are by topic id)."""
+
     name: str
     topic_id: bytes
     partitions: int
@@ -92,8 +96,9 @@ class CoordinatorRuntime(Protocol):
         """The partitions of ``topic`` led here: index -> leader epoch."""
         ...
 
-    def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: VerificationGuard | None = None) -> PendingWrite:
+    def append(
+        self, topic: str, index: int, records: bytearray, verification_guard: VerificationGuard | None = None
+    ) -> PendingWrite:
         """Append a batch (built by the coordinator) as the coordinator, waking whoever waits for
         data. Raises :class:`NotLeaderForPartition` when not led here, else the storage's errors
         (a fenced producer of a transactional batch, a marker written since
@@ -136,8 +141,9 @@ class CoordinatorRuntime(Protocol):
         """Every topic of the cluster, by name."""
         ...
 
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> None:
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
         """Create a coordinator's topic; `TopicError` TOPIC_ALREADY_EXISTS if another did first."""
         ...
 
@@ -159,8 +165,10 @@ class CoordinatorRuntime(Protocol):
 
 def replication_error(code: ErrorCode) -> ErrorCode:
     """As Kafka 4.0's coordinators turn an append's error into their clients': retriable both."""
-    return {ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-            ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE}.get(code, code)
+    return {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+        ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }.get(code, code)
 
 
 async def replicated(runtime: CoordinatorRuntime, topic: str, index: int, timeout_s: float) -> ErrorCode:
@@ -174,6 +182,5 @@ async def replicated(runtime: CoordinatorRuntime, topic: str, index: int, timeou
         return ErrorCode.NONE
     if not state.is_leader:
         return ErrorCode.NOT_COORDINATOR  # nothing can have been written here
-    code, = await runtime.await_replication([runtime.log_end(topic, index)], timeout_s)
+    (code,) = await runtime.await_replication([runtime.log_end(topic, index)], timeout_s)
     return replication_error(code)
-

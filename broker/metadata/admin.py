@@ -6,11 +6,13 @@ producer ids, leader elections and partition reassignments.
 `ZkAdminManager` (zk_admin.py, imported only in cluster mode) writes the znodes, as Kafka's AdminZkClient, and waits until this broker's
 reconcile loop has seen the change. The checks Kafka makes before either (names, counts, configs,
 manual assignments) are shared."""
+
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from strom.broker.config import BrokerConfig, ConfigError, parse_topic_config
 from strom.broker.errors import TopicError
@@ -53,19 +55,28 @@ class AdminManager(Protocol):
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> None: ...
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
-                           validate_only: bool = False,
-                           assignment: Sequence[tuple[int, Sequence[int]]] | None = None) -> TopicInfo | None: ...
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
+        assignment: Sequence[tuple[int, Sequence[int]]] | None = None,
+    ) -> TopicInfo | None: ...
 
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> None: ...
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None: ...
 
     async def auto_create(self, name: str) -> TopicInfo | None: ...
 
     async def delete_topic(self, name: str) -> None: ...
 
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                                assignment: Sequence[Sequence[int]] | None = None) -> None: ...
+    async def create_partitions(
+        self, name: str, count: int, *, validate_only: bool = False, assignment: Sequence[Sequence[int]] | None = None
+    ) -> None: ...
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
@@ -80,7 +91,8 @@ class AdminManager(Protocol):
     async def elect_leaders(self, wanted: list[tuple[str, int]] | None, unclean: bool) -> ElectionResults: ...
 
     async def alter_partition_reassignments(
-            self, wanted: list[tuple[str, int, list[int] | None]]) -> list[ReassignmentResult]: ...
+        self, wanted: list[tuple[str, int, list[int] | None]]
+    ) -> list[ReassignmentResult]: ...
 
     async def list_partition_reassignments(self) -> dict[str, TopicAssignment]: ...
 
@@ -101,15 +113,23 @@ class AdminChecks(ABC):
     def _replication_factor(self, name: str) -> int: ...
 
     @abstractmethod
-    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                      validate_only: bool, placed: dict[int, list[int]] | None) -> TopicInfo | None: ...
+    async def _create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        placed: dict[int, list[int]] | None,
+    ) -> TopicInfo | None: ...
 
     @abstractmethod
     async def _delete(self, name: str) -> None: ...
 
     @abstractmethod
-    async def _add_partitions(self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None,
-                              validate_only: bool) -> None: ...
+    async def _add_partitions(
+        self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None, validate_only: bool
+    ) -> None: ...
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> None:
         for key, value in configs.items():
@@ -127,9 +147,16 @@ class AdminChecks(ABC):
     def log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         return log_config(self.config, overrides)
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str], *,
-                           validate_only: bool = False,
-                           assignment: Sequence[tuple[int, Sequence[int]]] | None = None) -> TopicInfo | None:
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
+        assignment: Sequence[tuple[int, Sequence[int]]] | None = None,
+    ) -> TopicInfo | None:
         """Create a topic with ``partitions`` x ``replication_factor`` placed by the broker, or (with
         ``assignment``: (partition index, replica broker ids) pairs, counts -1) exactly as assigned,
         the first replica of each partition its preferred leader."""
@@ -142,9 +169,12 @@ class AdminChecks(ABC):
             if partitions == -1:
                 partitions = self.config["num.partitions"]
             if partitions < 1 or partitions > MAX_PARTITIONS:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 "Number of partitions was set to an invalid non-positive value." if partitions < 1
-                                 else f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+                raise TopicError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    "Number of partitions was set to an invalid non-positive value."
+                    if partitions < 1
+                    else f"Number of partitions must be between 1 and {MAX_PARTITIONS}.",
+                )
             if replication_factor == -1:
                 replication_factor = self.config["default.replication.factor"]
             if replication_factor < 1:
@@ -153,26 +183,32 @@ class AdminChecks(ABC):
         placed = None
         if assignment:  # Kafka's controller checks these after the configs
             if replication_factor != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but replication factor was not set to -1.")
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    "A manual partition assignment was specified, but replication factor was not set to -1.",
+                )
             if partitions != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                 "but numPartitions was not set to -1.")
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                )
             try:
                 placed = manual_assignment(assignment, await self.registered_brokers())
             except PlacementError as exc:
                 raise TopicError(exc.code, exc.message) from None
             if len(placed) > MAX_PARTITIONS:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Number of partitions must be between 1 and {MAX_PARTITIONS}.")
+                raise TopicError(
+                    ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be between 1 and {MAX_PARTITIONS}."
+                )
             partitions, replication_factor = len(placed), len(placed[0])
         info = await self._create(name, partitions, replication_factor, configs, validate_only, placed)
         if info is not None:
             log.info("created topic=%s partitions=%d replication_factor=%d", name, partitions, replication_factor)
         return info
 
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> None:
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
         """An internal topic a coordinator needs (`__consumer_offsets`, `__transaction_state`)."""
         await self.create_topic(name, partitions, replication_factor, configs)
 
@@ -197,8 +233,9 @@ class AdminChecks(ABC):
         await self._delete(name)
         log.info("deleted topic=%s partitions=%d", name, info.partitions)
 
-    async def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
-                                assignment: Sequence[Sequence[int]] | None = None) -> None:
+    async def create_partitions(
+        self, name: str, count: int, *, validate_only: bool = False, assignment: Sequence[Sequence[int]] | None = None
+    ) -> None:
         """Grow ``name`` to ``count`` partitions, placed by the broker or (``assignment``: one
         replica list per new partition, in order) exactly as assigned."""
         info = self._topic(name)
@@ -207,15 +244,18 @@ class AdminChecks(ABC):
         if count == info.partitions:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
         if count < info.partitions:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {info.partitions} "
-                             f"partition(s); {count} would not be an increase.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {info.partitions} partition(s); {count} would not be an increase.",
+            )
         if count > MAX_PARTITIONS:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Number of partitions must be at most {MAX_PARTITIONS}.")
         placed = None
         if assignment is not None:
             try:
-                placed = added_assignment(assignment, await self.registered_brokers(), info.partitions, count,
-                                          self._replication_factor(name))
+                placed = added_assignment(
+                    assignment, await self.registered_brokers(), info.partitions, count, self._replication_factor(name)
+                )
             except PlacementError as exc:
                 raise TopicError(exc.code, exc.message) from None
         old = info.partitions
@@ -227,11 +267,18 @@ class AdminChecks(ABC):
 class StandaloneAdminManager(AdminChecks):
     """A single broker: the metadata file, and the logs created and deleted here at once."""
 
-    def __init__(self, config: BrokerConfig, store: TopicStore, metadata: StandaloneMetadataCache,
-                 logs: "LogManager", replicas: "ReplicaManager", stats: "BrokerStats",
-                 drop_partition: Callable[[str, int], None],
-                 topic_created: Callable[[str], None] = lambda name: None,
-                 broker_configs_changed: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: TopicStore,
+        metadata: StandaloneMetadataCache,
+        logs: LogManager,
+        replicas: ReplicaManager,
+        stats: BrokerStats,
+        drop_partition: Callable[[str, int], None],
+        topic_created: Callable[[str], None] = lambda name: None,
+        broker_configs_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self.store = store
         self.metadata = metadata
@@ -251,13 +298,22 @@ class StandaloneAdminManager(AdminChecks):
     def _replication_factor(self, name: str) -> int:
         return 1
 
-    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                      validate_only: bool, placed: dict[int, list[int]] | None) -> TopicInfo | None:
+    async def _create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        placed: dict[int, list[int]] | None,
+    ) -> TopicInfo | None:
         if replication_factor > 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {replication_factor} time(s): The target "
-                             f"replication factor of {replication_factor} cannot be reached because only 1 "
-                             "broker(s) are registered.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only 1 "
+                "broker(s) are registered.",
+            )
         if validate_only:
             return None
         logs = self._create_logs(name, range(partitions), self.log_config(configs))
@@ -283,8 +339,9 @@ class StandaloneAdminManager(AdminChecks):
         self.store.delete(name)
         self.stats.forget_topic(name)
 
-    async def _add_partitions(self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None,
-                              validate_only: bool) -> None:
+    async def _add_partitions(
+        self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None, validate_only: bool
+    ) -> None:
         if validate_only:
             return
         old = info.partitions
@@ -294,10 +351,10 @@ class StandaloneAdminManager(AdminChecks):
         except TopicError:
             self._discard_logs(info.name, range(old, count))
             raise
-        for i, partition_log in zip(range(old, count), logs):
+        for i, partition_log in zip(range(old, count), logs, strict=False):
             self.replicas.add(info.name, i, partition_log)
 
-    def _create_logs(self, topic: str, indexes: range, config: LogConfig) -> list["Log"]:
+    def _create_logs(self, topic: str, indexes: range, config: LogConfig) -> list[Log]:
         """Create the partitions' logs; if one cannot be (full disk, no descriptors), remove
         the ones just made and raise TopicError(KAFKA_STORAGE_ERROR)."""
         made = []
@@ -305,7 +362,7 @@ class StandaloneAdminManager(AdminChecks):
             for i in indexes:
                 made.append(self.logs.get_or_create_log(topic, i, config))
         except StorageError as exc:
-            self._discard_logs(topic, indexes[:len(made)])
+            self._discard_logs(topic, indexes[: len(made)])
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
         return made
 
@@ -345,25 +402,30 @@ class StandaloneAdminManager(AdminChecks):
             if info is None:
                 results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}")
             elif not 0 <= index < info.partitions:
-                results[(topic, index)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                           f"No such partition as {topic}-{index}")
+                results[(topic, index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"No such partition as {topic}-{index}",
+                )
             else:
                 results[(topic, index)] = (ErrorCode.ELECTION_NOT_NEEDED, None)
         return results
 
     async def alter_partition_reassignments(
-            self, wanted: list[tuple[str, int, list[int] | None]]) -> list[ReassignmentResult]:
+        self, wanted: list[tuple[str, int, list[int] | None]]
+    ) -> list[ReassignmentResult]:
         """The only replica there is: a target of just this broker changes nothing, any other is
         INVALID_REPLICA_ASSIGNMENT; there is never a move to cancel."""
         results: list[ReassignmentResult] = []
         for topic, index, target in wanted:
             info = self.store.topics.get(topic)
             if info is None:
-                results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"Unable to find a topic named {topic}."))
+                results.append(
+                    (topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+                )
             elif not 0 <= index < info.partitions:
-                results.append((topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"Unable to find partition {topic}:{index}."))
+                results.append(
+                    (topic, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{index}.")
+                )
             elif target is None:
                 results.append((topic, index, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None))
             elif (problem := reassignment_target_error(target, {self.config.node_id})) is not None:
@@ -377,6 +439,4 @@ class StandaloneAdminManager(AdminChecks):
 
 
 def log_broker_configs(name: str, configs: Mapping[str, str]) -> None:
-    log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default",
-             configs or "none")
-
+    log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default", configs or "none")

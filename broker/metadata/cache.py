@@ -2,11 +2,13 @@
 MetadataCache). A standalone broker knows them from its own metadata file and replicas; a
 ZooKeeper cluster member from its last read of the znodes (`ClusterView`), refreshed by the
 member's reconcile loop. API handlers read only this port, so they never ask which one it is."""
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from strom.broker import context
 from strom.broker.config import BrokerConfig, Listener, format_value, parse_topic_config
@@ -15,9 +17,9 @@ from strom.broker.zk.zkdata import BrokerInfo, TopicAssignment, topic_id_from_te
 
 if TYPE_CHECKING:
     from strom.broker.replica.manager import ReplicaManager
-    from strom.storage.log_manager import LogManager
     from strom.broker.zk.zkclient import VersionedPartitionState
     from strom.broker.zk.zkdata import PartitionState
+    from strom.storage.log_manager import LogManager
 
 # (leader, leader epoch, replicas, isr, offline replicas)
 PartitionView = tuple[int, int, list[int], list[int], list[int]]
@@ -159,8 +161,14 @@ class StandaloneMetadataCache(_TopicTable):
 
     is_cluster = False
 
-    def __init__(self, config: BrokerConfig, topics: TopicStore, replicas: "ReplicaManager", logs: "LogManager",
-                 advertised_for: Callable[[str], Listener]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicStore,
+        replicas: ReplicaManager,
+        logs: LogManager,
+        advertised_for: Callable[[str], Listener],
+    ) -> None:
         super().__init__(config, topics)
         self.store = topics
         self.replicas = replicas
@@ -196,7 +204,7 @@ class ClusterView:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    states: dict[tuple[str, int], "VersionedPartitionState"] = field(default_factory=dict)
+    states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)
     to_delete: list[str] = field(default_factory=list)
     controller_id: int = -1
     # replicas in failed log dirs (from /log_dir_event_notification): (topic, partition) -> brokers
@@ -247,7 +255,7 @@ class ZkMetadataCache(_TopicTable):
         self.view = view
         self.cache.replace(view)
 
-    def partition_state(self, topic: str, index: int) -> "PartitionState | None":
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
         versioned = self.view.states.get((topic, index))
         return versioned.state if versioned else None
 

@@ -31,7 +31,8 @@ its error messages, and then used exactly as given.
 from __future__ import annotations
 
 import random
-from typing import AbstractSet, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import AbstractSet
 
 from strom.protocol.errors import ErrorCode
 
@@ -65,8 +66,15 @@ def assign_replicas(
     # Without racks every broker is in the one unnamed rack: the rack-alternated order is then
     # ascending ids, the walk's distance is not multiplied, and no follower is ever skipped for its
     # rack, which is exactly the rack-unaware placement described above.
-    return _place(broker_ids, racks or {}, partitions, replication_factor, start_index=start_index,
-                              start_partition=start_partition, rng=rng)
+    return _place(
+        broker_ids,
+        racks or {},
+        partitions,
+        replication_factor,
+        start_index=start_index,
+        start_partition=start_partition,
+        rng=rng,
+    )
 
 
 def _follower_index(first: int, shift: int, j: int, n: int) -> int:
@@ -90,9 +98,16 @@ def _rack_key(rack: str | None) -> str:
     return "" if rack is None else "\0" + rack
 
 
-def _place(broker_ids: Iterable[int], racks: Mapping[int, str | None], partitions: int,
-                       replication_factor: int, *, start_index: int | None, start_partition: int,
-                       rng: random.Random | None) -> dict[int, list[int]]:
+def _place(
+    broker_ids: Iterable[int],
+    racks: Mapping[int, str | None],
+    partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int | None,
+    start_partition: int,
+    rng: random.Random | None,
+) -> dict[int, list[int]]:
     brokers = rack_alternated(racks, broker_ids)
     n = len(brokers)
     _validate(n, partitions, replication_factor)
@@ -141,27 +156,34 @@ def check_replicas(replicas: Sequence[int], registered: AbstractSet[int], replic
     replicas as ``replication_factor`` when that is known. Raises :class:`PlacementError`
     (INVALID_REPLICA_ASSIGNMENT) with Kafka's message."""
     if not replicas:
-        raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
+        raise PlacementError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+        )
     previous = None
     for broker_id in sorted(replicas):
         if broker_id not in registered:
-            raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker {broker_id}, "
-                                 "but no such broker is registered.")
+            raise PlacementError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+            )
         if broker_id == previous:
-            raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes the broker {broker_id} more than once.")
+            raise PlacementError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
         previous = broker_id
     if replication_factor is not None and len(replicas) != replication_factor:
-        raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
-                             "but this is not consistent with previous partitions, which have "
-                             f"{replication_factor} replica(s).")
+        raise PlacementError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+            "but this is not consistent with previous partitions, which have "
+            f"{replication_factor} replica(s).",
+        )
 
 
-def manual_assignment(assignments: Iterable[tuple[int, Sequence[int]]],
-                      registered: AbstractSet[int]) -> dict[int, list[int]]:
+def manual_assignment(
+    assignments: Iterable[tuple[int, Sequence[int]]], registered: AbstractSet[int]
+) -> dict[int, list[int]]:
     """A new topic's replica lists from CreateTopics' ``(partition index, broker ids)`` pairs, as
     given (the first replica is the preferred leader). Kafka's checks in its order: each
     partition once, each replica list valid (:func:`check_replicas`) with the replication factor
@@ -170,26 +192,36 @@ def manual_assignment(assignments: Iterable[tuple[int, Sequence[int]]],
     replication_factor = None
     for index, replicas in assignments:
         if index in result:
-            raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Found multiple manual partition assignments for partition {index}")
+            raise PlacementError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {index}",
+            )
         check_replicas(replicas, registered, replication_factor)
         replication_factor = len(replicas)
         result[index] = list(replicas)
     if not result or sorted(result) != list(range(len(result))):
-        raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "partitions should be a consecutive 0-based integer sequence")
+        raise PlacementError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        )
     return dict(sorted(result.items()))
 
 
-def added_assignment(assignments: Sequence[Sequence[int]], registered: AbstractSet[int], existing: int,
-                     count: int, replication_factor: int) -> dict[int, list[int]]:
+def added_assignment(
+    assignments: Sequence[Sequence[int]],
+    registered: AbstractSet[int],
+    existing: int,
+    count: int,
+    replication_factor: int,
+) -> dict[int, list[int]]:
     """The replica lists of partitions ``existing .. count - 1`` added by CreatePartitions, one list
     per new partition in order, each with the topic's ``replication_factor`` (Kafka's checks)."""
     added = count - existing
     if len(assignments) != added:
-        raise PlacementError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
-                             "assignment(s) were specified.")
+        raise PlacementError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+            "assignment(s) were specified.",
+        )
     result = {}
     for i, replicas in enumerate(assignments):
         check_replicas(replicas, registered, replication_factor)

@@ -1,17 +1,25 @@
 """The ZooKeeper admin manager: topic, partition and config changes written to ZooKeeper's znodes
 (as the ZooKeeper-era Kafka's ZkAdminManager), then awaited until this broker's member has applied
 them. Imported only by a broker with `zookeeper.connect` (kazoo stays off a standalone start)."""
+
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from strom.broker.config import BrokerConfig
 from strom.broker.errors import TopicError
-from strom.broker.metadata.admin import (TOPIC_WAIT_S, AdminChecks, ElectionResults, NotControllerError,
-                                         ReassignmentResult, log_broker_configs)
+from strom.broker.metadata.admin import (
+    TOPIC_WAIT_S,
+    AdminChecks,
+    ElectionResults,
+    NotControllerError,
+    ReassignmentResult,
+    log_broker_configs,
+)
 from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
 from strom.broker.metadata.placement import (
     PlacementError,
@@ -30,7 +38,7 @@ class ClusterSync(Protocol):
     """What the ZooKeeper admin manager needs of the cluster member: to have it read the
     cluster again, to wait for that, and the controller role (held or not)."""
 
-    controller: "Controller"
+    controller: Controller
 
     def mark_dirty(self) -> None: ...
 
@@ -43,8 +51,14 @@ class ZkAdminManager(AdminChecks):
     """A ZooKeeper cluster member: writes the znodes, then waits until its own metadata cache
     has seen the change (bounded: the change is in ZooKeeper either way)."""
 
-    def __init__(self, config: BrokerConfig, zk: KafkaZkClient, metadata: ZkMetadataCache, sync: ClusterSync,
-                 broker_configs_changed: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        zk: KafkaZkClient,
+        metadata: ZkMetadataCache,
+        sync: ClusterSync,
+        broker_configs_changed: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self.zk = zk
         self.metadata = metadata
@@ -78,8 +92,15 @@ class ZkAdminManager(AdminChecks):
     def _has_states(self, name: str, count: int) -> Callable[[], bool]:
         return lambda: all((name, p) in self.metadata.view.states for p in range(count))
 
-    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
-                      validate_only: bool, placed: dict[int, list[int]] | None) -> TopicInfo | None:
+    async def _create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        placed: dict[int, list[int]] | None,
+    ) -> TopicInfo | None:
         """Write the topic's znodes with ``placed`` (a checked manual assignment) or, without, replicas
         placed over the registered brokers (rack-aware when they have racks); the controller then
         creates the partition states."""
@@ -95,8 +116,9 @@ class ZkAdminManager(AdminChecks):
             return None
         topic_id = uuid.uuid4().bytes
         try:
-            await self.zk.create_topic(name, {p: tuple(r) for p, r in placed.items()}, configs,
-                                       topic_id=topic_id_to_text(topic_id))
+            await self.zk.create_topic(
+                name, {p: tuple(r) for p, r in placed.items()}, configs, topic_id=topic_id_to_text(topic_id)
+            )
         except TopicExistsError:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
         await self.wait_for(self._has_states(name, partitions))
@@ -106,8 +128,9 @@ class ZkAdminManager(AdminChecks):
         await self.zk.mark_topic_for_deletion(name)
         await self.wait_for(lambda: self.metadata.topic(name) is None)
 
-    async def _add_partitions(self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None,
-                              validate_only: bool) -> None:
+    async def _add_partitions(
+        self, info: TopicInfo, count: int, placed: dict[int, list[int]] | None, validate_only: bool
+    ) -> None:
         """Add partitions up to ``count`` with ``placed`` or placed over the registered brokers
         (``validate_only``: also whether the broker could place them)."""
         current = self.metadata.view.assignments[info.name]
@@ -115,8 +138,9 @@ class ZkAdminManager(AdminChecks):
         if placed is None:
             try:
                 racks = await self.registered_racks()
-                placed = assign_replicas(racks, count - existing, self._replication_factor(info.name),
-                                         start_partition=existing, racks=racks)
+                placed = assign_replicas(
+                    racks, count - existing, self._replication_factor(info.name), start_partition=existing, racks=racks
+                )
             except PlacementError as exc:
                 raise TopicError(exc.code, str(exc)) from None
         if validate_only:
@@ -167,7 +191,7 @@ class ZkAdminManager(AdminChecks):
         self._pid_next += 1
         return pid
 
-    def _controller(self) -> "Controller":
+    def _controller(self) -> Controller:
         if self.sync.controller.epoch is None:
             raise NotControllerError("This broker is not the controller.")
         return self.sync.controller
@@ -176,7 +200,8 @@ class ZkAdminManager(AdminChecks):
         return await self._controller().elect_leaders(wanted, unclean)
 
     async def alter_partition_reassignments(
-            self, wanted: list[tuple[str, int, list[int] | None]]) -> list[ReassignmentResult]:
+        self, wanted: list[tuple[str, int, list[int] | None]]
+    ) -> list[ReassignmentResult]:
         return await self._controller().alter_reassignments(wanted)
 
     async def list_partition_reassignments(self) -> dict[str, TopicAssignment]:

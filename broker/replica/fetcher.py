@@ -14,6 +14,7 @@ The fetcher talks to other brokers through the inter-broker client (`strom.broke
 and learns of metadata changes (leaders, brokers) from the cluster member, which starts it and
 tells it which leaders to follow; the `ReplicaManager` holds it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import validate_batches
 from strom.protocol.records.errors import RecordsError
@@ -68,8 +70,14 @@ class ReplicaFetcher:
     ``endpoint_of(leader)`` is where to reach a leader broker (None while it is unknown);
     ``security`` the inter-broker TLS/SASL settings of the connections."""
 
-    def __init__(self, replicas: ReplicaManager, config: BrokerSettings, quota: FollowerReplicationQuota,
-                 endpoint_of: Callable[[int], tuple[str, int] | None], security: Any = None):
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        config: BrokerSettings,
+        quota: FollowerReplicationQuota,
+        endpoint_of: Callable[[int], tuple[str, int] | None],
+        security: Any = None,
+    ):
         self.replicas = replicas
         self.node_id = replicas.node_id
         self.config = config
@@ -105,8 +113,11 @@ class ReplicaFetcher:
         return set(self._fetchers)
 
     def followed(self, leader: int) -> list[Partition]:
-        return [p for p in self.replicas.partitions.values()
-                if p.leader_id == leader and not p.is_leader and p.log.offline is None]
+        return [
+            p
+            for p in self.replicas.partitions.values()
+            if p.leader_id == leader and not p.is_leader and p.log.offline is None
+        ]
 
     async def _fetch_loop(self, leader: int, scope: trio.CancelScope) -> None:
         client: BrokerClient | None = None
@@ -122,8 +133,9 @@ class ReplicaFetcher:
                     if client is None or (client.host, client.port) != endpoint:
                         if client is not None:
                             await client.close()
-                        client = BrokerClient(endpoint[0], endpoint[1], f"strom-replica-{self.node_id}",
-                                              security=self.security)
+                        client = BrokerClient(
+                            endpoint[0], endpoint[1], f"strom-replica-{self.node_id}", security=self.security
+                        )
                         session.reset()
                     try:
                         await self.fetch_once(client, partitions, session)
@@ -138,15 +150,23 @@ class ReplicaFetcher:
                     with trio.CancelScope(shield=True):
                         await client.close()
 
-    async def fetch_once(self, client: InterBrokerClient, partitions: list[Partition],
-                         session: FetchSessionHandler | None = None) -> None:
+    async def fetch_once(
+        self, client: InterBrokerClient, partitions: list[Partition], session: FetchSessionHandler | None = None
+    ) -> None:
         """One Fetch to a leader for ``partitions`` and its answer applied (Kafka's processFetchRequest)."""
         wanted: dict[tuple[str, int], dict] = {}
         quota = self.quota
         throttling = quota.active()
         now = trio.current_time()
-        held = [p for p in partitions if not p.fetch_caught_up and quota.is_throttled(p.topic, p.index)
-                and quota.exceeded(now)] if throttling else []
+        held = (
+            [
+                p
+                for p in partitions
+                if not p.fetch_caught_up and quota.is_throttled(p.topic, p.index) and quota.exceeded(now)
+            ]
+            if throttling
+            else []
+        )
         if held:  # Kafka's follower throttle: out-of-sync throttled partitions wait for the rate to fall
             partitions = [p for p in partitions if p not in held]
             if not partitions:
@@ -156,10 +176,13 @@ class ReplicaFetcher:
         for p in partitions:
             epoch = p.log.latest_epoch()
             wanted[(p.topic, p.index)] = {
-                "partition": p.index, "current_leader_epoch": p.leader_epoch,
-                "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": epoch if epoch is not None else -1,
+                "partition": p.index,
+                "current_leader_epoch": p.leader_epoch,
+                "fetch_offset": p.log.log_end_offset,
+                "last_fetched_epoch": epoch if epoch is not None else -1,
                 "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
+                "partition_max_bytes": self.config["replica.fetch.max.bytes"],
+            }
         session = session if session is not None else FetchSessionHandler()
         session_id, session_epoch, send, forget = session.build(wanted)
         by_topic: dict[str, list] = {}
@@ -168,11 +191,17 @@ class ReplicaFetcher:
         forgotten: dict[str, list[int]] = {}
         for topic, index in forget:
             forgotten.setdefault(topic, []).append(index)
-        body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
-                "max_bytes": self.config["replica.fetch.response.max.bytes"], "isolation_level": 0,
-                "session_id": session_id, "session_epoch": session_epoch,
-                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
+        body = {
+            "replica_id": self.node_id,
+            "max_wait_ms": FETCH_WAIT_MS,
+            "min_bytes": 1,
+            "max_bytes": self.config["replica.fetch.response.max.bytes"],
+            "isolation_level": 0,
+            "session_id": session_id,
+            "session_epoch": session_epoch,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+        }
         try:
             response = await client.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s=FETCH_WAIT_MS / 1000 + 30)
         except BaseException:
@@ -189,7 +218,9 @@ class ReplicaFetcher:
                 partition = self.replicas.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
-                if data.records and quota.is_throttled(partition.topic, partition.index):  # measured as Kafka: rate or not
+                if data.records and quota.is_throttled(
+                    partition.topic, partition.index
+                ):  # measured as Kafka: rate or not
                     throttled_bytes += len(data.records)
                 try:
                     if apply_fetched(partition, data):
@@ -225,8 +256,13 @@ def apply_fetched(partition: Partition, data: Any) -> bool:
     diverging = data.diverging_epoch
     if diverging.end_offset >= 0 and diverging.epoch >= 0:
         target = truncation_offset(plog, diverging.epoch, diverging.end_offset)
-        log.info("truncating %s-%d to %d (diverged from the leader at epoch %d)",
-                 partition.topic, partition.index, target, diverging.epoch)
+        log.info(
+            "truncating %s-%d to %d (diverged from the leader at epoch %d)",
+            partition.topic,
+            partition.index,
+            target,
+            diverging.epoch,
+        )
         plog.truncate_to(target)
         return True
     appended = False
@@ -238,7 +274,7 @@ def apply_fetched(partition: Partition, data: Any) -> bool:
             log.warning("bad data from leader for %s-%d: %s", partition.topic, partition.index, exc)
             return False
         if headers:
-            whole = memoryview(records)[:sum(h.size for h in headers)]
+            whole = memoryview(records)[: sum(h.size for h in headers)]
             plog.append_as_follower(bytearray(whole), headers)
             appended = True
     hw = min(data.high_watermark, plog.log_end_offset)
@@ -278,7 +314,7 @@ def whole_batches(records: bytes | bytearray | memoryview) -> memoryview:
     view = memoryview(records)
     pos = 0
     while pos + 12 <= len(view):
-        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
         if size < 12 or pos + size > len(view):
             break
         pos += size

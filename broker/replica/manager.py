@@ -17,6 +17,7 @@
 Who needs a partition asks `partition(topic, index)`, or `partition_or_error(...)` for the error
 Kafka answers when this broker may not serve it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,6 +33,7 @@ from typing import (
 )
 
 import trio
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.legacy import downconvert
 from strom.storage import files
@@ -76,8 +78,13 @@ DEBUGGING_CONSUMER_ID = -2
 # copy: a fetch of a thousand partitions must not hold a thousand descriptors until it is sent.
 _COPY_UNDER_PRESSURE = 1 << 20
 # Errors Kafka's ReplicaManager answers without the partition's log start offset.
-_WITHOUT_LOG_START = {ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
-                      ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+_WITHOUT_LOG_START = {
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
 
 
 class TopicView(Protocol):
@@ -118,6 +125,7 @@ class LeaderReplicationQuota(Protocol):
 
 class FetchPartition(Protocol):
     """One partition of a Fetch request (the decoded FetchPartition)."""
+
     partition: int
     fetch_offset: int
     partition_max_bytes: int
@@ -129,6 +137,7 @@ class FetchPartition(Protocol):
 @dataclass
 class ProduceResult:
     """One partition's answer to a produce (Kafka's ProduceResponse.PartitionResponse)."""
+
     error_code: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
     log_append_time_ms: int = -1
@@ -142,6 +151,7 @@ class FetchParams:
     """What a Fetch asks, besides its partitions (Kafka's FetchParams). ``version`` is the Fetch
     version: which request fields exist (leader epochs v9+, log start v5+, last fetched epoch v12+)
     and how records are answered (down-converted below v4)."""
+
     version: int
     replica_id: int
     max_wait_ms: int
@@ -165,14 +175,21 @@ class FetchParams:
         return not (self.replica_id == DEBUGGING_CONSUMER_ID or (self.replica_id < 0 and self.version >= 11))
 
 
-def fetch_partition_error(index: int, code: ErrorCode, hw: int = -1, start: int = -1,
-                          aborted: list | None = None) -> dict:
+def fetch_partition_error(
+    index: int, code: ErrorCode, hw: int = -1, start: int = -1, aborted: list | None = None
+) -> dict:
     """A partition answered with an error, as Kafka answers it: no offsets (-1), and aborted
     transactions null when the log was asked (Kafka's read result) or an empty list when the
     partition was refused before (its FetchResponse.partitionResponse)."""
-    return {"partition_index": index, "error_code": code, "high_watermark": hw,
-            "last_stable_offset": hw, "log_start_offset": start, "aborted_transactions": aborted,
-            "records": b""}
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": start,
+        "aborted_transactions": aborted,
+        "records": b"",
+    }
 
 
 def _end_offset(region: files.FileRegion) -> int:
@@ -206,8 +223,7 @@ def diverging_epoch(plog: Log, req: FetchPartition, version: int) -> tuple[int, 
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, config: BrokerSettings | None = None,
-                 metadata: ReplicaMetadata | None = None):
+    def __init__(self, node_id: int, config: BrokerSettings | None = None, metadata: ReplicaMetadata | None = None):
         self.node_id = node_id
         self.config = config
         self.metadata = metadata
@@ -222,16 +238,31 @@ class ReplicaManager:
         self.fetcher: ReplicaFetcher | None = None  # started by a cluster member
 
     # ----------------------------------------------------------------- hosted partitions
-    def add(self, topic: str, index: int, partition_log: Log, *, leader: int | None = None,
-            leader_epoch: int | None = None, replicas: list[int] | None = None,
-            isr: list[int] | None = None) -> Partition:
+    def add(
+        self,
+        topic: str,
+        index: int,
+        partition_log: Log,
+        *,
+        leader: int | None = None,
+        leader_epoch: int | None = None,
+        replicas: list[int] | None = None,
+        isr: list[int] | None = None,
+    ) -> Partition:
         """Host a partition. With no leadership given: standalone, this broker leads alone."""
         if leader_epoch is None:
             epoch = partition_log.latest_epoch()
             leader_epoch = epoch if epoch is not None and epoch >= 0 else 0
-        partition = Partition(topic, index, partition_log, self.node_id,
-                              leader if leader is not None else self.node_id, leader_epoch,
-                              replicas or [self.node_id], isr or [self.node_id])
+        partition = Partition(
+            topic,
+            index,
+            partition_log,
+            self.node_id,
+            leader if leader is not None else self.node_id,
+            leader_epoch,
+            replicas or [self.node_id],
+            isr or [self.node_id],
+        )
         partition.maybe_advance_high_watermark()
         key = (topic, index)
         partition.on_leadership_change = lambda: self.notify_data([key])
@@ -253,8 +284,9 @@ class ReplicaManager:
         """The replica of ``topic``-``index`` hosted here, leader or follower."""
         return self.partitions.get((topic, index))
 
-    def partition_or_error(self, topic: str, index: int, current_leader_epoch: int = -1,
-                           require_leader: bool = True) -> tuple[Partition | None, ErrorCode]:
+    def partition_or_error(
+        self, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True
+    ) -> tuple[Partition | None, ErrorCode]:
         """(partition, NONE) when this broker leads ``topic``-``index`` in the epoch the client
         knows, else (partition or None, the error Kafka answers with; Kafka's getPartitionOrError).
         With ``require_leader`` false, a follower's replica will do too (a consumer's fetch from a
@@ -264,8 +296,13 @@ class ReplicaManager:
             metadata = self.metadata
             info = metadata.topic(topic) if metadata is not None else None
             known = info is not None and index < info.partitions
-            if known and metadata is not None and not metadata.is_cluster and self.logs is not None \
-                    and self.logs.offline_dirs:
+            if (
+                known
+                and metadata is not None
+                and not metadata.is_cluster
+                and self.logs is not None
+                and self.logs.offline_dirs
+            ):
                 return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log is in a dir that failed at start
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if partition.log.offline is not None:  # its log dir failed
@@ -273,8 +310,11 @@ class ReplicaManager:
         if require_leader and not partition.is_leader:
             return partition, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if current_leader_epoch != -1 and current_leader_epoch != partition.leader_epoch:
-            return partition, (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
-                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return partition, (
+                ErrorCode.FENCED_LEADER_EPOCH
+                if current_leader_epoch < partition.leader_epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
+            )
         return partition, ErrorCode.NONE
 
     # ----------------------------------------------------------------- the purgatories' wake-ups
@@ -289,8 +329,9 @@ class ReplicaManager:
         await self._waiters.wait(partitions)
 
     # ----------------------------------------------------------------- leaders' follower bookkeeping
-    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int,
-                         log_start_offset: int = -1) -> None:
+    def follower_fetched(
+        self, partition: Partition, replica: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetched from `fetch_offset`: it has everything below it. The high watermark
         may move (waking the produces and long polls waiting for it); a follower that caught up
         may rejoin the ISR."""
@@ -305,9 +346,16 @@ class ReplicaManager:
         assert self.metadata is not None, "a ReplicaManager that appends needs the metadata cache"
         return self.metadata.topic_setting(topic, key)
 
-    async def append_records(self, entries: Sequence[tuple[str, int, Records | None]], *, version: int,
-                             acks: int, timeout_ms: int, transactional_id: str | None = None,
-                             txn: TransactionVerifier | None = None) -> list[ProduceResult]:
+    async def append_records(
+        self,
+        entries: Sequence[tuple[str, int, Records | None]],
+        *,
+        version: int,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+        txn: TransactionVerifier | None = None,
+    ) -> list[ProduceResult]:
         """Append a client's records to the partitions led here (Kafka's appendRecords), one
         result per entry in order. ``version`` is the Produce version (which record formats and
         transaction verification apply); ``txn`` the transaction coordinator that verifies
@@ -317,56 +365,82 @@ class ReplicaManager:
             return [ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS) for _ in entries]
         answers: Answers = {}
         if transactional_id:
-            answers = await ask_coordinator(txn, transactional_id, version,
-                                            [(self.partitions.get((t, i)), r) for t, i, r in entries])
+            answers = await ask_coordinator(
+                txn, transactional_id, version, [(self.partitions.get((t, i)), r) for t, i, r in entries]
+            )
         results: list[ProduceResult] = []
         waiting: list[tuple[ProduceResult, PendingAppend, int]] = []
         appended: list[TopicPartition] = []
         for topic, index, records in entries:
             try:
-                result, pending, min_isr = self._append_to_leader(topic, index, records, version, acks,
-                                                                  transactional_id, txn, answers)
+                result, pending, min_isr = self._append_to_leader(
+                    topic, index, records, version, acks, transactional_id, txn, answers
+                )
                 appended.append((topic, index))
                 if pending is not None:
                     waiting.append((result, pending, min_isr))
             except RecordValidationError as exc:
-                log.debug("produce rejected topic=%s partition=%d error=%s: %s",
-                          topic, index, exc.code.name, exc.message)
-                result = ProduceResult(exc.code, log_start_offset=exc.log_start_offset,
-                                       record_errors=exc.record_errors, error_message=exc.message)
+                log.debug(
+                    "produce rejected topic=%s partition=%d error=%s: %s", topic, index, exc.code.name, exc.message
+                )
+                result = ProduceResult(
+                    exc.code,
+                    log_start_offset=exc.log_start_offset,
+                    record_errors=exc.record_errors,
+                    error_message=exc.message,
+                )
             results.append(result)
         if appended:
             self.notify_data(appended)
         if waiting and acks == -1:
             delayed = DelayedProduce([w[1] for w in waiting], [w[2] for w in waiting])
             codes = await delayed.complete(self.produce_purgatory, timeout_ms / 1000)
-            for (result, pending, _), code in zip(waiting, codes):
+            for (result, pending, _), code in zip(waiting, codes, strict=False):
                 if code == ErrorCode.NONE:
                     continue
                 result.error_code, result.base_offset = code, -1
                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    log.info("acks=all produce to %s-%d answered NOT_LEADER_OR_FOLLOWER: leadership of epoch %d "
-                             "lost before offset %d was replicated", *pending.key, pending.leader_epoch,
-                             pending.required)
+                    log.info(
+                        "acks=all produce to %s-%d answered NOT_LEADER_OR_FOLLOWER: leadership of epoch %d "
+                        "lost before offset %d was replicated",
+                        *pending.key,
+                        pending.leader_epoch,
+                        pending.required,
+                    )
                     result.log_start_offset = -1
         return results
 
-    def _append_to_leader(self, topic: str, index: int, records: Records | None, version: int, acks: int,
-                          transactional_id: str | None, txn: TransactionVerifier | None,
-                          answers: Answers) -> tuple[ProduceResult, PendingAppend | None, int]:
+    def _append_to_leader(
+        self,
+        topic: str,
+        index: int,
+        records: Records | None,
+        version: int,
+        acks: int,
+        transactional_id: str | None,
+        txn: TransactionVerifier | None,
+        answers: Answers,
+    ) -> tuple[ProduceResult, PendingAppend | None, int]:
         records = validate_produce_records(records, version)
         partition, code = self.partition_or_error(topic, index)
         if code != ErrorCode.NONE or partition is None:
             raise RecordValidationError(code)
         min_isr = self._setting(topic, "min.insync.replicas") if acks == -1 else 1
         if len(partition.isr) < min_isr:
-            raise RecordValidationError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                        f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+            raise RecordValidationError(
+                ErrorCode.NOT_ENOUGH_REPLICAS, f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}"
+            )
         try:
-            validator = LogValidator(topic, index, partition.log.config, TimestampPolicy(
-                self._setting(topic, "message.timestamp.type"),
-                self._setting(topic, "message.timestamp.before.max.ms"),
-                self._setting(topic, "message.timestamp.after.max.ms")))
+            validator = LogValidator(
+                topic,
+                index,
+                partition.log.config,
+                TimestampPolicy(
+                    self._setting(topic, "message.timestamp.type"),
+                    self._setting(topic, "message.timestamp.before.max.ms"),
+                    self._setting(topic, "message.timestamp.after.max.ms"),
+                ),
+            )
             validated = validator.validate(records, version, int(time.time() * 1000))
             guard = None
             if any(h.is_transactional for h in validated.headers):
@@ -375,12 +449,16 @@ class ReplicaManager:
         except StorageError as exc:
             code = ErrorCode[exc.error_code_name]
             # as Kafka: a sequence or epoch refused by the log's producer state answers with the log start
-            raise self._at_log(RecordValidationError(code, str(exc), at_log=code not in _WITHOUT_LOG_START),
-                               partition) from None
+            raise self._at_log(
+                RecordValidationError(code, str(exc), at_log=code not in _WITHOUT_LOG_START), partition
+            ) from None
         except RecordValidationError as exc:
             raise self._at_log(exc, partition) from None
-        result = ProduceResult(base_offset=info.first_offset, log_append_time_ms=info.log_append_time,
-                               log_start_offset=info.log_start_offset)
+        result = ProduceResult(
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        )
         # the leader epoch of the append, taken before anything awaits (see PendingAppend)
         pending = PendingAppend.of(partition, info.last_offset + 1) if acks == -1 else None
         return result, pending, min_isr
@@ -392,23 +470,31 @@ class ReplicaManager:
         return exc
 
     # ----------------------------------------------------------------- fetch
-    async def fetch_messages(self, params: FetchParams, fetch_infos: Sequence[tuple[str, FetchPartition]],
-                             quota: LeaderReplicationQuota) -> list[dict]:
+    async def fetch_messages(
+        self, params: FetchParams, fetch_infos: Sequence[tuple[str, FetchPartition]], quota: LeaderReplicationQuota
+    ) -> list[dict]:
         """Read ``fetch_infos`` (topic name, requested partition) for a consumer or a follower
         (Kafka's fetchMessages); one Fetch response partition per entry, in order. Until
         ``params.min_bytes`` are found, a read fails or ``params.max_wait_ms`` passes, the fetch
         waits in the fetch purgatory, read again whenever one of its partitions changes. ``quota``
         is the leader's replication throttle (followers' fetches of throttled partitions)."""
         delayed: DelayedFetch[list[dict]] = DelayedFetch(
-            lambda: self._read_all(params, fetch_infos, quota, trio.current_time()), params.min_bytes,
-            trio.current_time() + max(params.max_wait_ms, 0) / 1000)
+            lambda: self._read_all(params, fetch_infos, quota, trio.current_time()),
+            params.min_bytes,
+            trio.current_time() + max(params.max_wait_ms, 0) / 1000,
+        )
         if params.is_from_follower and quota.active():
             # data held back by the replication throttle is due again once the rate falls
             delayed.wake_by = lambda t: t + max(quota.delay(t), 0.005)
         return await delayed.complete(self.fetch_purgatory)
 
-    def _read_all(self, params: FetchParams, fetch_infos: Sequence[tuple[str, FetchPartition]],
-                  quota: LeaderReplicationQuota, now: float) -> tuple[list[dict], int, bool, list[TopicPartition]]:
+    def _read_all(
+        self,
+        params: FetchParams,
+        fetch_infos: Sequence[tuple[str, FetchPartition]],
+        quota: LeaderReplicationQuota,
+        now: float,
+    ) -> tuple[list[dict], int, bool, list[TopicPartition]]:
         """One pass over every partition: (results, bytes found, whether to answer now, the
         partitions read, whose changes a long poll waits for)."""
         budget = params.max_bytes
@@ -419,35 +505,53 @@ class ReplicaManager:
         for name, req in fetch_infos:
             result, size = self.read_partition(params, name, req, budget - total, total == 0, quota, now)
             # an error or a preferred read replica is answered at once, as Kafka does
-            answer_now = answer_now or result["error_code"] != ErrorCode.NONE \
-                or result.get("preferred_read_replica", -1) >= 0
+            answer_now = (
+                answer_now or result["error_code"] != ErrorCode.NONE or result.get("preferred_read_replica", -1) >= 0
+            )
             read.append((name, req.partition))
             total += size
             out.append(result)
         return out, total, answer_now, read
 
-    def read_partition(self, params: FetchParams, name: str, req: FetchPartition, budget: int, first: bool,
-                       quota: LeaderReplicationQuota, now: float) -> tuple[dict, int]:
+    def read_partition(
+        self,
+        params: FetchParams,
+        name: str,
+        req: FetchPartition,
+        budget: int,
+        first: bool,
+        quota: LeaderReplicationQuota,
+        now: float,
+    ) -> tuple[dict, int]:
         """One partition's Fetch response and its size (Kafka's readFromLog for one partition)."""
         version, replica = params.version, params.replica_id
-        partition, code = self.partition_or_error(name, req.partition,
-                                                  req.current_leader_epoch if version >= 9 else -1,
-                                                  require_leader=params.fetch_only_leader)
+        partition, code = self.partition_or_error(
+            name,
+            req.partition,
+            req.current_leader_epoch if version >= 9 else -1,
+            require_leader=params.fetch_only_leader,
+        )
         if code != ErrorCode.NONE or partition is None:
-            return fetch_partition_error(req.partition, code,
-                                         aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None), 0
+            return fetch_partition_error(
+                req.partition, code, aborted=[] if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None
+            ), 0
         plog = partition.log
         read_committed = params.read_committed
-        result: dict = {"partition_index": req.partition, "error_code": ErrorCode.NONE,
-                        "log_start_offset": plog.log_start_offset,
-                        "aborted_transactions": [] if read_committed else None, "preferred_read_replica": -1,
-                        "records": b""}
+        result: dict = {
+            "partition_index": req.partition,
+            "error_code": ErrorCode.NONE,
+            "log_start_offset": plog.log_start_offset,
+            "aborted_transactions": [] if read_committed else None,
+            "preferred_read_replica": -1,
+            "records": b"",
+        }
         max_offset: int | None
         if replica >= 0:
             diverging = diverging_epoch(plog, req, version)
             if diverging is None:
-                self.follower_fetched(partition, replica, req.fetch_offset,
-                                      req.log_start_offset if version >= 5 else -1)
+                self.follower_fetched(
+                    partition, replica, req.fetch_offset, req.log_start_offset if version >= 5 else -1
+                )
             result.update(high_watermark=partition.high_watermark, last_stable_offset=plog.last_stable_offset)
             if diverging is not None:
                 result["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
@@ -461,13 +565,24 @@ class ReplicaManager:
             hw = partition.high_watermark
             lso = plog.last_stable_offset
             result.update(high_watermark=hw, last_stable_offset=lso)
-            if version >= 11 and replica == CONSUMER_ID and partition.is_leader and self.config is not None \
-                    and self.metadata is not None:
-                preferred = preferred_read_replica(self.config, self.metadata, partition, params.client_rack,
-                                                   req.fetch_offset, now_ms())
+            if (
+                version >= 11
+                and replica == CONSUMER_ID
+                and partition.is_leader
+                and self.config is not None
+                and self.metadata is not None
+            ):
+                preferred = preferred_read_replica(
+                    self.config, self.metadata, partition, params.client_rack, req.fetch_offset, now_ms()
+                )
                 if preferred >= 0:  # as Kafka: no read here, the client fetches from that replica
-                    log.debug("%s-%d: preferred read replica %d for a consumer in rack %r", name, req.partition,
-                              preferred, params.client_rack)
+                    log.debug(
+                        "%s-%d: preferred read replica %d for a consumer in rack %r",
+                        name,
+                        req.partition,
+                        preferred,
+                        params.client_rack,
+                    )
                     result["preferred_read_replica"] = preferred
                     return result, 0
             max_offset = lso if read_committed else hw
@@ -475,8 +590,9 @@ class ReplicaManager:
         if max_bytes <= 0 and not first:
             return result, 0
         try:
-            data = plog.read(req.fetch_offset, max(max_bytes, 0), max_offset=max_offset,
-                             min_one_message=first and version >= 3)
+            data = plog.read(
+                req.fetch_offset, max(max_bytes, 0), max_offset=max_offset, min_one_message=first and version >= 3
+            )
         except OffsetOutOfRange:
             if replica >= 0:  # a Strom follower reads the leader's log start and high watermark here
                 result["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -493,8 +609,9 @@ class ReplicaManager:
                 # as Kafka: only transactions that start within the data returned, not up to the LSO
                 end = _end_offset(region)
                 aborted = [a for a in aborted if a.first_offset < end]
-            result["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-                                              for a in aborted]
+            result["aborted_transactions"] = [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+            ]
         if region.size <= _COPY_UNDER_PRESSURE and files.under_pressure():
             result["records"] = region.read()  # do not hold one more descriptor until it is sent
             return result, len(result["records"])

@@ -15,6 +15,7 @@ Appends that wait for the ISR (acks=all) are keyed by the leader epoch they were
 (`strom.broker.replica.purgatory`); every leadership change of a partition calls
 `on_leadership_change`, with which the `ReplicaManager` wakes them.
 """
+
 from __future__ import annotations
 
 import time
@@ -82,9 +83,13 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader],
-               origin: AppendOrigin = AppendOrigin.CLIENT,
-               verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
         info = self.log.append_as_leader(records, headers, self.leader_epoch, origin, verification_guard)
         self.maybe_advance_high_watermark()
         return info
@@ -165,5 +170,8 @@ class Partition:
         if not self.is_leader or start is None:
             return []
         hw = self.log.high_watermark
-        return [r for r, f in self.followers.items()
-                if r not in self.isr and r in self.replicas and f.log_end_offset >= max(hw, start)]
+        return [
+            r
+            for r, f in self.followers.items()
+            if r not in self.isr and r in self.replicas and f.log_end_offset >= max(hw, start)
+        ]

@@ -16,6 +16,7 @@ well as a consumer's long poll at a follower (KIP-392).
 
 A `Purgatory` counts the operations of its kind that are waiting (Kafka's purgatory size metric).
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterable
@@ -27,6 +28,7 @@ from typing import (
 )
 
 import trio
+
 from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -126,6 +128,7 @@ class PendingAppend:
 
     ``required`` is the offset after the appended records, ``leader_epoch`` the epoch they were
     appended in (take it with :meth:`of` right after the append, before anything can await)."""
+
     partition: Partition
     leader_epoch: int
     required: int
@@ -149,8 +152,9 @@ class PendingAppend:
         return None
 
 
-async def await_appends(pending: list[PendingAppend], timeout_s: float,
-                        wait: Callable[[list[TopicPartition]], Awaitable[None]]) -> list[ErrorCode]:
+async def await_appends(
+    pending: list[PendingAppend], timeout_s: float, wait: Callable[[list[TopicPartition]], Awaitable[None]]
+) -> list[ErrorCode]:
     """Wait (at most ``timeout_s``) until every append is replicated or has lost its leader, and
     answer each: NONE, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT. ``wait(keys)`` parks until a
     change that may concern those partitions (``ReplicaManager.wait_for_data``); every wake-up looks
@@ -176,13 +180,14 @@ class DelayedProduce:
     and answers each as Kafka's DelayedProduce does: NONE, NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum
     while the append waited."""
+
     appends: list[PendingAppend]
     min_isr: list[int]
 
     async def complete(self, purgatory: Purgatory[DelayedProduce], timeout_s: float) -> list[ErrorCode]:
         codes = await await_appends(self.appends, timeout_s, lambda keys: purgatory.watch(self, keys))
         out = []
-        for pending, min_isr, code in zip(self.appends, self.min_isr, codes):
+        for pending, min_isr, code in zip(self.appends, self.min_isr, codes, strict=False):
             if code == ErrorCode.NONE and len(pending.partition.isr) < min_isr:
                 code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             out.append(code)
@@ -200,6 +205,7 @@ class DelayedFetch(Generic[R]):
     ``read()`` is one pass over the fetch's partitions: (result, bytes found, whether it must be
     answered now, the partitions read). ``wake_by(now)`` may bring the next look forward (a
     throttled follower's data is due again when the replication rate falls)."""
+
     read: Callable[[], tuple[R, int, bool, list[TopicPartition]]]
     min_bytes: int
     deadline: float

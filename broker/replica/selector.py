@@ -14,6 +14,7 @@ consumer's rack the selector prefers the leader, then the replica with the highe
 then the one caught up most recently. A replica that leaves the ISR or the cluster is no longer
 picked; a client told to read elsewhere asks the leader again when that replica fails it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -31,14 +32,16 @@ SELECTORS = (RACK_AWARE, LEADER)
 @dataclass(frozen=True)
 class ReplicaView:
     """One replica as the selector sees it (Kafka's ReplicaView)."""
+
     node_id: int
     rack: str | None
     log_end_offset: int
     time_since_caught_up_ms: int
 
 
-def select(selector: str | None, client_rack: str | None, leader: ReplicaView,
-           replicas: Iterable[ReplicaView]) -> ReplicaView | None:
+def select(
+    selector: str | None, client_rack: str | None, leader: ReplicaView, replicas: Iterable[ReplicaView]
+) -> ReplicaView | None:
     """The replica `selector` picks for a consumer in `client_rack` (None: no selector configured).
     `replicas` are the candidates besides the leader."""
     if selector is None:
@@ -61,22 +64,30 @@ class _LiveBrokers(Protocol):
     def live_brokers(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
 
 
-def preferred_read_replica(config: _Settings, metadata: _LiveBrokers, partition: Partition,
-                           client_rack: str | None, fetch_offset: int, now_ms: int) -> int:
+def preferred_read_replica(
+    config: _Settings,
+    metadata: _LiveBrokers,
+    partition: Partition,
+    client_rack: str | None,
+    fetch_offset: int,
+    now_ms: int,
+) -> int:
     """The replica id a leader points a consumer at instead of answering it, or -1 (read here)."""
     selector = config["replica.selector.class"]
     if selector != RACK_AWARE or not client_rack or not partition.is_leader:
         return -1  # no selector, or one that picks the leader: read here (nothing to look up)
     live = {node: rack for node, _host, _port, rack in metadata.live_brokers()}
-    leader = ReplicaView(partition.local_id, live.get(partition.local_id, config["broker.rack"]),
-                         partition.log.log_end_offset, 0)
+    leader = ReplicaView(
+        partition.local_id, live.get(partition.local_id, config["broker.rack"]), partition.log.log_end_offset, 0
+    )
     candidates = []
     for replica in partition.replicas:
         state = partition.followers.get(replica)
         if replica == partition.local_id or state is None or replica not in partition.isr or replica not in live:
             continue
         if state.log_end_offset >= fetch_offset and state.log_start_offset <= fetch_offset:
-            candidates.append(ReplicaView(replica, live[replica], state.log_end_offset,
-                                          now_ms - state.last_caught_up_ms))
+            candidates.append(
+                ReplicaView(replica, live[replica], state.log_end_offset, now_ms - state.last_caught_up_ms)
+            )
     chosen = select(selector, client_rack, leader, candidates)
     return -1 if chosen is None or chosen.node_id == partition.local_id else chosen.node_id

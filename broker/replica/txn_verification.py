@@ -18,6 +18,7 @@ drops the verification guard the partition's producer state made when the verifi
 the batch is then refused with INVALID_TXN_STATE ("Record was not part of an ongoing
 transaction"), as Kafka's log refuses it, instead of being appended after the marker.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,21 +47,30 @@ class TransactionVerifier(Protocol):
     @property
     def state(self) -> TransactionOwnership: ...  # read only: the coordinator's TransactionStateManager
 
-    async def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition],
-                             tv2: bool = False) -> ErrorCode: ...
+    async def add_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: set[TopicPartition], tv2: bool = False
+    ) -> ErrorCode: ...
 
-    def verify_partitions(self, tid: str, pid: int, epoch: int,
-                          partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]: ...
 
-    async def ask_elsewhere(self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition],
-                            add: bool = False) -> dict[TopicPartition, ErrorCode] | None: ...
+    async def ask_elsewhere(
+        self, tid: str, pid: int, epoch: int, partitions: list[TopicPartition], add: bool = False
+    ) -> dict[TopicPartition, ErrorCode] | None: ...
 
 
 # What a partition leader answers when the coordinator could not vouch for a transactional batch
 # (Kafka's ReplicaManager): retriable coordinator trouble becomes NOT_ENOUGH_REPLICAS, which every
 # client retries without a metadata refresh; an unknown producer OUT_OF_ORDER_SEQUENCE_NUMBER.
-_RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-              ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT}
+_RETRIABLE = {
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT,
+}
 
 
 def produce_txn_error(code: ErrorCode, version: int) -> ErrorCode:
@@ -81,11 +91,16 @@ def produce_txn_error(code: ErrorCode, version: int) -> ErrorCode:
 def opens_transaction(partition: Partition, header: BatchHeader) -> bool:
     """A transactional batch whose producer has no open transaction at this epoch here."""
     return header.is_transactional and not partition.log.producer_state.has_ongoing_txn(
-        header.producer_id, header.producer_epoch)
+        header.producer_id, header.producer_epoch
+    )
 
 
-async def ask_coordinator(txn: TransactionVerifier | None, transactional_id: str | None, version: int,
-                          entries: Sequence[tuple[Partition | None, Records | None]]) -> Answers:
+async def ask_coordinator(
+    txn: TransactionVerifier | None,
+    transactional_id: str | None,
+    version: int,
+    entries: Sequence[tuple[Partition | None, Records | None]],
+) -> Answers:
     """For each partition whose first batch would open a transaction here (read from the first
     batch header only): the coordinator's answer and the verification guard made before asking.
     Produce v12 (transaction version 2) asks it to add the partition, older versions whether it
@@ -106,12 +121,13 @@ async def ask_coordinator(txn: TransactionVerifier | None, transactional_id: str
             continue
         try:
             header = parse_header(records, 0)
-        except Exception:  # noqa: BLE001, S112 - a malformed batch is refused by the LogValidator with its own error
+        except Exception:
             continue
         if header.magic != 2 or header.is_control or not opens_transaction(partition, header):
             continue
         asked.setdefault((header.producer_id, header.producer_epoch), []).append(
-            (partition.topic, partition.index, partition.log.verification_guard(header.producer_id)))
+            (partition.topic, partition.index, partition.log.verification_guard(header.producer_id))
+        )
     out: Answers = {}
     add = version >= 12
     for (pid, epoch), asking in asked.items():
@@ -129,8 +145,14 @@ async def ask_coordinator(txn: TransactionVerifier | None, transactional_id: str
     return out
 
 
-def verify_transaction(txn: TransactionVerifier | None, transactional_id: str | None, partition: Partition,
-                       headers: Sequence[BatchHeader], version: int, answers: Answers) -> VerificationGuard:
+def verify_transaction(
+    txn: TransactionVerifier | None,
+    transactional_id: str | None,
+    partition: Partition,
+    headers: Sequence[BatchHeader],
+    version: int,
+    answers: Answers,
+) -> VerificationGuard:
     """Raise RecordValidationError unless every transactional producer here is in an Ongoing
     transaction that holds this partition (asked only when the log knows no open transaction of it
     at its epoch). Returns the verification guard the append must present to the log
@@ -146,17 +168,23 @@ def verify_transaction(txn: TransactionVerifier | None, transactional_id: str | 
         if answer is None:  # a second producer in one request, or one the first header did not show
             # verified now, with no wait before the append: the guard made here is still current then
             guard = partition.log.verification_guard(header.producer_id)
-            code = (txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch,
-                                          [(topic, index)])[(topic, index)]
-                    if txn is not None and txn.state.ownership_error(transactional_id) is None
-                    else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            code = (
+                txn.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [(topic, index)])[
+                    (topic, index)
+                ]
+                if txn is not None and txn.state.ownership_error(transactional_id) is None
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            )
         else:
             code, guard = answer
         if code != ErrorCode.NONE:
             code = produce_txn_error(code, version)
-            message = ("Partition was not added to the transaction"
-                       if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
-                       else f"could not add {topic}-{index} to the transaction of {transactional_id}"
-                       if version >= 12 else f"could not verify the transaction of {transactional_id}")
+            message = (
+                "Partition was not added to the transaction"
+                if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE)
+                else f"could not add {topic}-{index} to the transaction of {transactional_id}"
+                if version >= 12
+                else f"could not verify the transaction of {transactional_id}"
+            )
             raise RecordValidationError(code, message)
     return guard

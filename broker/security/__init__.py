@@ -1,6 +1,7 @@
 """Security of the connection layer: what each listener requires (TLS, SASL) and who a
 connection's principal is. Built once per listener when the broker starts; invalid settings raise
 ``ConfigError`` naming the key (never a secret)."""
+
 from __future__ import annotations
 
 import ssl
@@ -61,16 +62,23 @@ def _sasl_settings(config: BrokerConfig, name: str) -> SaslSettings:
     mechanisms = [m.upper() for m in config.listener_value(name, "sasl.enabled.mechanisms")]
     unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
     if unsupported or not mechanisms:
-        raise ConfigError(f"sasl.enabled.mechanisms of listener {name}: {','.join(unsupported) or 'none'} "
-                          f"cannot be offered; choose from {', '.join(SUPPORTED_MECHANISMS)} "
-                          f"(GSSAPI/Kerberos is not supported)")
-    settings = SaslSettings(mechanisms, failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
-                            max_reauth_ms=config.listener_value(name, "connections.max.reauth.ms") or 0)
+        raise ConfigError(
+            f"sasl.enabled.mechanisms of listener {name}: {','.join(unsupported) or 'none'} "
+            f"cannot be offered; choose from {', '.join(SUPPORTED_MECHANISMS)} "
+            f"(GSSAPI/Kerberos is not supported)"
+        )
+    settings = SaslSettings(
+        mechanisms,
+        failed_delay_s=config["connection.failed.authentication.delay.ms"] / 1000,
+        max_reauth_ms=config.listener_value(name, "connections.max.reauth.ms") or 0,
+    )
     if "PLAIN" in mechanisms:
         entry = _jaas(config, name, "PLAIN")
         if entry is None or entry[0] != PLAIN_MODULE:
-            raise ConfigError(f"listener {name} offers PLAIN: set listener.name.{name.lower()}.plain.sasl.jaas.config "
-                              f"to '{PLAIN_MODULE} required user_<name>=\"<password>\" ...;'")
+            raise ConfigError(
+                f"listener {name} offers PLAIN: set listener.name.{name.lower()}.plain.sasl.jaas.config "
+                f"to '{PLAIN_MODULE} required user_<name>=\"<password>\" ...;'"
+            )
         settings.plain_users = {k[5:]: v for k, v in entry[1].items() if k.startswith("user_")}
     if "OAUTHBEARER" in mechanisms:
         entry = _jaas(config, name, "OAUTHBEARER")
@@ -80,8 +88,10 @@ def _sasl_settings(config: BrokerConfig, name: str) -> SaslSettings:
             settings.oauth_options = entry[1]
         handler = config.listener_raw(name, "oauthbearer.sasl.server.callback.handler.class")
         if handler:
-            raise ConfigError(f"listener {name}: OAUTHBEARER validates Kafka's unsecured JWS tokens only; "
-                              f"{handler} (a real identity provider's validator) is not supported")
+            raise ConfigError(
+                f"listener {name}: OAUTHBEARER validates Kafka's unsecured JWS tokens only; "
+                f"{handler} (a real identity provider's validator) is not supported"
+            )
     return settings
 
 

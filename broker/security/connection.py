@@ -3,6 +3,7 @@
 
 ``ConnectionHandler`` asks ``intercepts(event)`` for every event; what the session takes is
 answered here, everything else is dispatched to the API handlers as usual."""
+
 from __future__ import annotations
 
 import logging
@@ -46,18 +47,26 @@ class SecureConnection:
                 with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
                     await tls_stream.do_handshake()
             except trio.TooSlowError:
-                log.warning("closing connection peer=%s: TLS handshake not completed within %.0f s",
-                            self.peer, TLS_HANDSHAKE_TIMEOUT_S)
+                log.warning(
+                    "closing connection peer=%s: TLS handshake not completed within %.0f s",
+                    self.peer,
+                    TLS_HANDSHAKE_TIMEOUT_S,
+                )
                 return None
             except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError, OSError) as exc:
                 # INFO as Kafka's "Failed authentication ... (SSL handshake failed)": health checks and
                 # port scans do this all day
-                log.info("closing connection peer=%s listener=%s: TLS handshake failed: %s", self.peer,
-                            self.security.name, _reason(exc))
+                log.info(
+                    "closing connection peer=%s listener=%s: TLS handshake failed: %s",
+                    self.peer,
+                    self.security.name,
+                    _reason(exc),
+                )
                 return None
             try:
-                principal = certificate_principal(tls_stream.getpeercert(binary_form=True),
-                                                  self.security.principal_mapper)
+                principal = certificate_principal(
+                    tls_stream.getpeercert(binary_form=True), self.security.principal_mapper
+                )
             except ValueError as exc:
                 log.warning("closing connection peer=%s: %s", self.peer, exc)
                 await _close(tls_stream)
@@ -84,8 +93,12 @@ class SecureConnection:
         if isinstance(event, RawFrame):
             outcome = await session.on_raw_token(event.data)
         elif session.authenticated and session.expired():
-            log.info("closing connection peer=%s principal=%s: the SASL session expired "
-                     "(connections.max.reauth.ms) without re-authentication", self.peer, session.principal)
+            log.info(
+                "closing connection peer=%s principal=%s: the SASL session expired "
+                "(connections.max.reauth.ms) without re-authentication",
+                self.peer,
+                session.principal,
+            )
             return False
         else:
             outcome = await session.on_request(event)

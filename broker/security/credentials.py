@@ -2,6 +2,7 @@
 ``salt=..,stored_key=..,server_key=..,iterations=N`` (Kafka's ``/config/users/<user>`` config).
 
 Standalone the users live in the broker's metadata file (``TopicStore.users``)."""
+
 from __future__ import annotations
 
 from strom.protocol.sasl import ScramCredential
@@ -36,7 +37,7 @@ class StandaloneCredentials:
         users = {user for user, _ in [*upserts, *deletions]}
         for user in users:
             configs = dict(self.store.users.get(user, {}))
-            for (u, mechanism) in deletions:
+            for u, mechanism in deletions:
                 if u == user:
                     configs.pop(mechanism, None)
             for (u, mechanism), credential in upserts.items():
@@ -81,7 +82,7 @@ class ZkCredentials:
     async def alter(self, upserts: dict[tuple[str, str], ScramCredential], deletions: set[tuple[str, str]]) -> None:
         for user in {user for user, _ in [*upserts, *deletions]}:
             configs = dict(await self.zk.get_entity_config(self.USERS, user))
-            for (u, mechanism) in deletions:
+            for u, mechanism in deletions:
                 if u == user:
                     configs.pop(mechanism, None)
             for (u, mechanism), credential in upserts.items():

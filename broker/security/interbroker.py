@@ -2,6 +2,7 @@
 listener ``inter.broker.listener.name`` names, with its TLS settings as a client and, on SASL
 listeners, ``sasl.mechanism.inter.broker.protocol`` with the ``username``/``password`` of that
 listener's JAAS entry (Kafka's PlainLoginModule / ScramLoginModule options)."""
+
 from __future__ import annotations
 
 import logging
@@ -44,18 +45,23 @@ def inter_broker_security(config: BrokerConfig) -> InterBrokerSecurity | None:
     out = InterBrokerSecurity(name, protocol)
     if protocol in ("SSL", "SASL_SSL"):
         from .tls import client_context
+
         out.tls = client_context(config, name)
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = config.listener_value(name, "sasl.mechanism.inter.broker.protocol").upper()
         if mechanism != "PLAIN" and mechanism not in SCRAM_MECHANISMS:
-            raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers authenticate to each other "
-                              f"with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 here")
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers authenticate to each other "
+                f"with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 here"
+            )
         key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
         raw = config.listener_raw(name, f"{mechanism.lower()}.sasl.jaas.config")
         options = parse_jaas(raw, key)[1] if raw else {}
         if not options.get("username") or "password" not in options:
-            raise ConfigError(f"{key}: the inter-broker listener {name} needs username=\"...\" password=\"...\" "
-                              f"(this broker's own credentials) in its login module")
+            raise ConfigError(
+                f'{key}: the inter-broker listener {name} needs username="..." password="..." '
+                f"(this broker's own credentials) in its login module"
+            )
         out.mechanism, out.username, out.password = mechanism, options["username"], options["password"]
     return out
 

@@ -1,11 +1,14 @@
 """Kafka's ``sasl.jaas.config`` values: ``<LoginModule class> <flag> key="value" ... ;``."""
+
 from __future__ import annotations
 
 import re
 
 from ..config import ConfigError
 
-_ENTRY = re.compile(r'\s*([A-Za-z_$][\w.$]*)\s+(required|requisite|sufficient|optional)((?:\s+[^\s=;]+\s*=\s*(?:"(?:\\.|[^"\\])*"|[^\s;"]+))*)\s*;\s*')
+_ENTRY = re.compile(
+    r'\s*([A-Za-z_$][\w.$]*)\s+(required|requisite|sufficient|optional)((?:\s+[^\s=;]+\s*=\s*(?:"(?:\\.|[^"\\])*"|[^\s;"]+))*)\s*;\s*'
+)
 _OPTION = re.compile(r'([^\s=;]+)\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))')
 
 
@@ -14,8 +17,10 @@ def parse_jaas(text: str, key: str) -> tuple[str, dict[str, str]]:
     which holds passwords)."""
     match = _ENTRY.fullmatch(text or "")
     if not match:
-        raise ConfigError(f"{key}: expected '<LoginModule class> required key=\"value\" ... ;' "
-                          f"(one login module, ending with a semicolon)")
+        raise ConfigError(
+            f"{key}: expected '<LoginModule class> required key=\"value\" ... ;' "
+            f"(one login module, ending with a semicolon)"
+        )
     options = {}
     for option in _OPTION.finditer(match.group(3)):
         value = option.group(2) if option.group(2) is not None else option.group(3)

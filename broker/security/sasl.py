@@ -11,6 +11,7 @@ and the connection closes. With ``connections.max.reauth.ms`` the session has a 
 
 Passwords and tokens are never logged; a log line names the peer, the mechanism and the user.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,15 @@ from dataclasses import dataclass
 import trio
 
 from strom.protocol.errors import ErrorCode
-from strom.protocol.sasl import (SCRAM_MECHANISMS, SaslAuthenticationError, SaslError, ScramServer,
-                                 parse_oauthbearer_initial, parse_plain, validate_unsecured_jws)
+from strom.protocol.sasl import (
+    SCRAM_MECHANISMS,
+    SaslAuthenticationError,
+    SaslError,
+    ScramServer,
+    parse_oauthbearer_initial,
+    parse_plain,
+    validate_unsecured_jws,
+)
 from strom.protocol.schema import ApiKey
 
 from . import SaslSettings
@@ -57,7 +65,7 @@ class SaslSession:
         self.clock = clock
         self.wall = wall
         self.state = HANDSHAKE
-        self.raw_tokens = False      # after a v0 handshake
+        self.raw_tokens = False  # after a v0 handshake
         self.mechanism: str | None = None
         self.principal: str | None = None
         self.expires_at: float | None = None  # monotonic seconds
@@ -87,8 +95,12 @@ class SaslSession:
             return self._handshake(request.body.mechanism, version)
         if key == ApiKey.SASL_AUTHENTICATE and self.state == AUTHENTICATE and not self.raw_tokens:
             return await self._authenticate(request.body.auth_bytes, version)
-        log.warning("closing connection peer=%s: api_key=%d before SASL authentication completed "
-                    "(state %s)", self.peer, key, self.state)
+        log.warning(
+            "closing connection peer=%s: api_key=%d before SASL authentication completed (state %s)",
+            self.peer,
+            key,
+            self.state,
+        )
         return Outcome(close=True)
 
     async def on_raw_token(self, token: bytes) -> Outcome:
@@ -99,8 +111,12 @@ class SaslSession:
     def _handshake(self, mechanism: str, version: int) -> Outcome:
         enabled = self.settings.mechanisms
         if mechanism not in enabled or (self.reauthenticating and mechanism != self.mechanism):
-            log.warning("closing connection peer=%s: SASL mechanism %r is not enabled (enabled: %s)",
-                        self.peer, mechanism[:40], ",".join(enabled))
+            log.warning(
+                "closing connection peer=%s: SASL mechanism %r is not enabled (enabled: %s)",
+                self.peer,
+                mechanism[:40],
+                ",".join(enabled),
+            )
             self.state = FAILED
             return Outcome({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled}, close=True)
         self.mechanism = mechanism
@@ -122,7 +138,9 @@ class SaslSession:
         if principal is None:  # more rounds to go
             return self._reply(reply, version, 0)
         if self.reauthenticating and principal != self.principal:
-            log.warning("closing connection peer=%s: re-authenticated as %s, not %s", self.peer, principal, self.principal)
+            log.warning(
+                "closing connection peer=%s: re-authenticated as %s, not %s", self.peer, principal, self.principal
+            )
             return self._fail("Cannot change principals during re-authentication", version)
         session_ms = self.settings.max_reauth_ms
         if lifetime_ms is not None:
@@ -132,16 +150,27 @@ class SaslSession:
         self.expires_at = self.clock() + session_ms / 1000 if session_ms else None
         self.principal = principal
         self.state = AUTHENTICATED
-        log.debug("%s peer=%s principal=%s mechanism=%s", "re-authenticated" if self.reauthenticating else
-                 "authenticated", self.peer, principal, mechanism)
+        log.debug(
+            "%s peer=%s principal=%s mechanism=%s",
+            "re-authenticated" if self.reauthenticating else "authenticated",
+            self.peer,
+            principal,
+            mechanism,
+        )
         self.reauthenticating = False
         return self._reply(reply, version, session_ms)
 
     def _reply(self, reply: bytes, version: int | None, session_ms: int) -> Outcome:
         if version is None:
             return Outcome(raw=reply)
-        return Outcome({"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": reply,
-                        "session_lifetime_ms": session_ms})
+        return Outcome(
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "auth_bytes": reply,
+                "session_lifetime_ms": session_ms,
+            }
+        )
 
     def _fail(self, message: str, version: int | None) -> Outcome:
         self.state = FAILED
@@ -149,8 +178,16 @@ class SaslSession:
         delay = self.settings.failed_delay_s
         if version is None:
             return Outcome(close=True, delay_s=delay)
-        return Outcome({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": message,
-                        "auth_bytes": b"", "session_lifetime_ms": 0}, close=True, delay_s=delay)
+        return Outcome(
+            {
+                "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                "error_message": message,
+                "auth_bytes": b"",
+                "session_lifetime_ms": 0,
+            },
+            close=True,
+            delay_s=delay,
+        )
 
     # ------------------------------------------------------------------ mechanisms
     async def _step(self, token: bytes) -> tuple[bytes, str | None, int | None]:
@@ -162,8 +199,9 @@ class SaslSession:
             if expected is None or not _equal(expected, password):
                 raise SaslAuthenticationError("Authentication failed: Invalid username or password")
             if authzid and authzid != user:
-                raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that "
-                                              "is different from username")
+                raise SaslAuthenticationError(
+                    "Authentication failed: Client requested an authorization id that is different from username"
+                )
             return b"", "User:" + user, None
         if mechanism in SCRAM_MECHANISMS:
             if self._scram is None:
@@ -186,11 +224,13 @@ class SaslSession:
         try:
             scope = tuple(options.get("unsecuredValidatorRequiredScope", "").replace(",", " ").split())
             jws = validate_unsecured_jws(
-                bearer, int(self.wall() * 1000),
+                bearer,
+                int(self.wall() * 1000),
                 principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub"),
                 scope_claim=options.get("unsecuredValidatorScopeClaimName", "scope"),
                 required_scope=scope,
-                clock_skew_ms=int(options.get("unsecuredValidatorAllowableClockSkewMs", "0") or 0) * 1)
+                clock_skew_ms=int(options.get("unsecuredValidatorAllowableClockSkewMs", "0") or 0) * 1,
+            )
         except SaslError as exc:
             status = str(exc).split(":", 1)[0]
             self._oauth_failed = True
@@ -203,6 +243,7 @@ class SaslSession:
 
 def _equal(a: str, b: str) -> bool:
     import hmac
+
     return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
 
 

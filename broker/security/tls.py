@@ -7,6 +7,7 @@ Key stores: PEM (a file with the private key and certificate chain, or the inlin
 written to a private temporary file (mode 0600, encrypted with a one-time password) that is removed
 right after loading. JKS stores cannot be read here; the error says how to convert them.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,12 @@ from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
 
-_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -83,8 +88,9 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: list[str], what: str) -> None:
     try:
         ctx.set_ciphers(":".join(tls12))
     except ssl.SSLError:
-        raise ConfigError(f"ssl.cipher.suites of {what}: none of {','.join(suites)} is a cipher suite "
-                          f"this OpenSSL offers") from None
+        raise ConfigError(
+            f"ssl.cipher.suites of {what}: none of {','.join(suites)} is a cipher suite this OpenSSL offers"
+        ) from None
 
 
 def _read(path: str, key: str, what: str) -> bytes:
@@ -100,7 +106,11 @@ def _password(raw) -> bytes | None:
 
 def _load_keystore(ctx: ssl.SSLContext, value, what: str) -> None:
     kind = value("ssl.keystore.type")
-    location, chain, key = value("ssl.keystore.location"), value("ssl.keystore.certificate.chain"), value("ssl.keystore.key")
+    location, chain, key = (
+        value("ssl.keystore.location"),
+        value("ssl.keystore.certificate.chain"),
+        value("ssl.keystore.key"),
+    )
     key_password = value("ssl.key.password")
     if chain or key:
         if not (chain and key):
@@ -109,15 +119,20 @@ def _load_keystore(ctx: ssl.SSLContext, value, what: str) -> None:
             raise ConfigError(f"{what}: inline key stores need ssl.keystore.type=PEM")
         pem_key, pem_chain = key.encode(), chain.encode()
     elif not location:
-        raise ConfigError(f"{what}: TLS needs a key store: set ssl.keystore.location (PEM or PKCS12) or "
-                          f"ssl.keystore.certificate.chain and ssl.keystore.key")
+        raise ConfigError(
+            f"{what}: TLS needs a key store: set ssl.keystore.location (PEM or PKCS12) or "
+            f"ssl.keystore.certificate.chain and ssl.keystore.key"
+        )
     elif kind == "JKS":
-        raise ConfigError(f"ssl.keystore.location of {what}: JKS key stores cannot be read here; convert it: "
-                          f"keytool -importkeystore -srckeystore {location} -destkeystore store.p12 "
-                          f"-deststoretype PKCS12, and set ssl.keystore.type=PKCS12")
+        raise ConfigError(
+            f"ssl.keystore.location of {what}: JKS key stores cannot be read here; convert it: "
+            f"keytool -importkeystore -srckeystore {location} -destkeystore store.p12 "
+            f"-deststoretype PKCS12, and set ssl.keystore.type=PKCS12"
+        )
     elif kind == "PKCS12":
-        pem_key, pem_chain = _pkcs12_key_and_chain(_read(location, "ssl.keystore.location", what),
-                                                   value("ssl.keystore.password"), what)
+        pem_key, pem_chain = _pkcs12_key_and_chain(
+            _read(location, "ssl.keystore.location", what), value("ssl.keystore.password"), what
+        )
         key_password = None
     else:
         data = _read(location, "ssl.keystore.location", what)
@@ -128,15 +143,18 @@ def _load_keystore(ctx: ssl.SSLContext, value, what: str) -> None:
 def _pkcs12_key_and_chain(data: bytes, password, what: str) -> tuple[bytes, bytes]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
+
     try:
         key, cert, extra = pkcs12.load_key_and_certificates(data, _password(password))
     except (ValueError, TypeError):
-        raise ConfigError(f"ssl.keystore.location of {what}: not a PKCS12 store, or ssl.keystore.password "
-                          f"is wrong") from None
+        raise ConfigError(
+            f"ssl.keystore.location of {what}: not a PKCS12 store, or ssl.keystore.password is wrong"
+        ) from None
     if key is None or cert is None:
         raise ConfigError(f"ssl.keystore.location of {what}: the PKCS12 store holds no private key entry")
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     pem_chain = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in [cert, *extra])
     return pem_key, pem_chain
 
@@ -147,13 +165,17 @@ def _load_pem_pair(ctx: ssl.SSLContext, pem_key: bytes, pem_chain: bytes, key_pa
     if key_password is None and b"ENCRYPTED" not in pem_key:
         # re-encrypt with a one-time password so the key never sits on disk in the clear
         from cryptography.hazmat.primitives import serialization
+
         try:
             loaded = serialization.load_pem_private_key(pem_key, None)
         except (ValueError, TypeError):
             raise ConfigError(f"{what}: the key store holds no readable PEM private key") from None
         one_time = secrets.token_urlsafe(24)
-        pem_key = loaded.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.BestAvailableEncryption(one_time.encode()))
+        pem_key = loaded.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(one_time.encode()),
+        )
     with tempfile.TemporaryDirectory(prefix="strom-tls-") as tmp:
         os.chmod(tmp, 0o700)
         key_file, chain_file = Path(tmp, "key.pem"), Path(tmp, "chain.pem")
@@ -162,8 +184,10 @@ def _load_pem_pair(ctx: ssl.SSLContext, pem_key: bytes, pem_chain: bytes, key_pa
         try:
             ctx.load_cert_chain(chain_file, key_file, password=one_time or key_password or "")
         except ssl.SSLError as exc:
-            raise ConfigError(f"{what}: cannot use the key store ({exc.reason or exc}); check the certificate "
-                              f"chain, the key and ssl.key.password") from None
+            raise ConfigError(
+                f"{what}: cannot use the key store ({exc.reason or exc}); check the certificate "
+                f"chain, the key and ssl.key.password"
+            ) from None
 
 
 def _load_truststore(ctx: ssl.SSLContext, value, what: str) -> bool:
@@ -175,13 +199,20 @@ def _load_truststore(ctx: ssl.SSLContext, value, what: str) -> bool:
         elif not location:
             return False
         elif kind == "JKS":
-            raise ConfigError(f"ssl.truststore.location of {what}: JKS trust stores cannot be read here; convert "
-                              f"it to PKCS12 with keytool -importkeystore, or give the CA certificates as PEM")
+            raise ConfigError(
+                f"ssl.truststore.location of {what}: JKS trust stores cannot be read here; convert "
+                f"it to PKCS12 with keytool -importkeystore, or give the CA certificates as PEM"
+            )
         elif kind == "PKCS12":
-            ctx.load_verify_locations(cadata=_pkcs12_certificates(
-                _read(location, "ssl.truststore.location", what), value("ssl.truststore.password"), what))
+            ctx.load_verify_locations(
+                cadata=_pkcs12_certificates(
+                    _read(location, "ssl.truststore.location", what), value("ssl.truststore.password"), what
+                )
+            )
         else:
-            ctx.load_verify_locations(cadata=_read(location, "ssl.truststore.location", what).decode("ascii", "replace"))
+            ctx.load_verify_locations(
+                cadata=_read(location, "ssl.truststore.location", what).decode("ascii", "replace")
+            )
     except ssl.SSLError as exc:
         raise ConfigError(f"trust store of {what}: no readable CA certificate ({exc.reason or exc})") from None
     return True
@@ -190,11 +221,13 @@ def _load_truststore(ctx: ssl.SSLContext, value, what: str) -> bool:
 def _pkcs12_certificates(data: bytes, password, what: str) -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
+
     try:
         key, cert, extra = pkcs12.load_key_and_certificates(data, _password(password))
     except (ValueError, TypeError):
-        raise ConfigError(f"ssl.truststore.location of {what}: not a PKCS12 store, or ssl.truststore.password "
-                          f"is wrong") from None
+        raise ConfigError(
+            f"ssl.truststore.location of {what}: not a PKCS12 store, or ssl.truststore.password is wrong"
+        ) from None
     certs = [c for c in [cert, *extra] if c is not None]
     if not certs:
         raise ConfigError(f"ssl.truststore.location of {what}: the PKCS12 store holds no certificate")
@@ -214,8 +247,10 @@ class PrincipalMapper:
         while pos < len(text):
             match = self._RULE.match(text, pos)
             if not match or match.end() == pos:
-                raise ConfigError(f"ssl.principal.mapping.rules: cannot read {text[pos:]!r}; expected "
-                                  f"RULE:pattern/replacement/[LU] or DEFAULT, comma separated")
+                raise ConfigError(
+                    f"ssl.principal.mapping.rules: cannot read {text[pos:]!r}; expected "
+                    f"RULE:pattern/replacement/[LU] or DEFAULT, comma separated"
+                )
             pos = match.end()
             if match.group(1):
                 self.rules.append(None)
@@ -243,5 +278,6 @@ def certificate_principal(der: bytes | None, mapper: PrincipalMapper) -> str:
     if not der:
         return ANONYMOUS
     from cryptography import x509
+
     subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
     return "User:" + mapper.name(subject)

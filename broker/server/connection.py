@@ -6,6 +6,7 @@ responses goes from the segment file to the socket with `os.sendfile`; any strea
 plain socket (tests' memory streams, later TLS) gets the bytes read instead. What a request is
 answered is the request dispatcher's (`strom.broker.server.dispatch`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -114,8 +115,14 @@ async def _sendfile(sock, region) -> None:
     await trio.lowlevel.checkpoint()
 
 
-async def serve_listener(broker: "BrokerServer", name: str, listener: trio.abc.Listener, handler: "ConnectionHandler",
-                         *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_listener(
+    broker: BrokerServer,
+    name: str,
+    listener: trio.abc.Listener,
+    handler: ConnectionHandler,
+    *,
+    task_status=trio.TASK_STATUS_IGNORED,
+) -> None:
     """Accept connections on one listening socket of listener `name` and serve each in a task.
     Each accepted connection passes the connection quotas (`strom.broker.connection_quota`)
     before the next is accepted: at a connection limit, or over a creation rate, accepting waits;
@@ -147,7 +154,7 @@ async def _close_after(stream, delay_ms: int) -> None:
 
 
 class ConnectionHandler:
-    def __init__(self, broker: "BrokerServer", security: ListenerSecurity = PLAINTEXT):
+    def __init__(self, broker: BrokerServer, security: ListenerSecurity = PLAINTEXT):
         self.broker = broker
         self.security = security
         self.dispatcher = broker.dispatcher  # API handlers and the interceptors around them (dispatch.py)
@@ -226,8 +233,12 @@ class ConnectionHandler:
             elif isinstance(event, BadRequest):
                 keep_open = self._reject(conn, event, out, peer)
             elif isinstance(event, FrameTooLarge):
-                log.warning("closing connection peer=%s: request of %d bytes exceeds "
-                            "socket.request.max.bytes=%d", peer, event.size, event.limit)
+                log.warning(
+                    "closing connection peer=%s: request of %d bytes exceeds socket.request.max.bytes=%d",
+                    peer,
+                    event.size,
+                    event.limit,
+                )
                 keep_open = False
             elif isinstance(event, ConnectionClosed):
                 keep_open = False
@@ -252,14 +263,19 @@ class ConnectionHandler:
                 return self._answer_unencodable(conn, request, out, peer, exc)
         return True
 
-    def _answer_unencodable(self, conn: Connection, request: Request, out: list, peer: str,
-                            exc: EncodeError) -> bool:
+    def _answer_unencodable(self, conn: Connection, request: Request, out: list, peer: str, exc: EncodeError) -> bool:
         """The handler's answer does not encode (a field the version lacks, a value out of range):
         logged once, and the request answered UNKNOWN_SERVER_ERROR as if the handler had raised, the
         connection kept; closed where that answer does not encode either or there is none."""
         header = request.header
-        log.error("answer to api_key=%d v%d peer=%s correlation_id=%d does not encode: %s; answering "
-                  "UNKNOWN_SERVER_ERROR", header.api_key, header.api_version, peer, header.correlation_id, exc)
+        log.error(
+            "answer to api_key=%d v%d peer=%s correlation_id=%d does not encode: %s; answering UNKNOWN_SERVER_ERROR",
+            header.api_key,
+            header.api_version,
+            peer,
+            header.correlation_id,
+            exc,
+        )
         body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if body is None:
             return False
@@ -276,8 +292,13 @@ class ConnectionHandler:
         if body is None:
             log.warning("closing connection peer=%s: %s", peer, bad.reason)
             return False
-        log.warning("answering with an error peer=%s api_key=%d version=%d: %s",
-                    peer, header.api_key, header.api_version, bad.reason)
+        log.warning(
+            "answering with an error peer=%s api_key=%d version=%d: %s",
+            peer,
+            header.api_key,
+            header.api_version,
+            bad.reason,
+        )
         out.extend(conn.send_error(bad, body))
         return True
 

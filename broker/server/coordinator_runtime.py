@@ -7,24 +7,24 @@ waiters; replication is awaited as acks=all produce waits (`PendingAppend`, keye
 epoch of the append). Topics, leaders and endpoints come from the metadata view, topic creation
 and producer ids from the admin side.
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Mapping, Protocol, Sequence
-
-from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import validate_batches
-from strom.storage.producer_state import AppendOrigin, VerificationGuard
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator.loader import replay_partition
-from strom.broker.coordinator.runtime import (NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState,
-                                              TopicMetadata)
+from strom.broker.coordinator.runtime import NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState, TopicMetadata
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.replica.partition import Partition
 from strom.broker.replica.purgatory import PendingAppend, await_appends
 from strom.broker.topics import TopicInfo
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import validate_batches
+from strom.storage.producer_state import AppendOrigin, VerificationGuard
 
 log = logging.getLogger("strom.coordinator")
 
@@ -40,8 +40,9 @@ class MetadataView(Protocol):
 class TopicAdmin(Protocol):
     """What the runtime asks of topic administration."""
 
-    async def create_topic(self, name: str, partitions: int, replication_factor: int,
-                           configs: dict[str, str]) -> object: ...
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> object: ...
 
     async def allocate_producer_id(self) -> int: ...
 
@@ -49,9 +50,18 @@ class TopicAdmin(Protocol):
 class BrokerCoordinatorRuntime:
     """The coordinators' runtime on a running broker."""
 
-    def __init__(self, *, node_id: int, is_cluster: bool, config: BrokerConfig, replicas: ReplicaManager,
-                 metadata: MetadataView, admin: TopicAdmin, topic_infos: Callable[[], Mapping[str, TopicInfo]],
-                 on_markers_written: Callable[[str, int, int, bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        is_cluster: bool,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        metadata: MetadataView,
+        admin: TopicAdmin,
+        topic_infos: Callable[[], Mapping[str, TopicInfo]],
+        on_markers_written: Callable[[str, int, int, bool], None] | None = None,
+    ) -> None:
         self._node_id = node_id
         self._is_cluster = is_cluster
         self._config = config
@@ -84,18 +94,24 @@ class BrokerCoordinatorRuntime:
         if partition is None:
             return None
         plog = partition.log
-        return ReplicaState(partition.is_leader, partition.leader_epoch, plog.log_start_offset,
-                            plog.log_end_offset, len(partition.isr))
+        return ReplicaState(
+            partition.is_leader, partition.leader_epoch, plog.log_start_offset, plog.log_end_offset, len(partition.isr)
+        )
 
     def led_partitions(self, topic: str) -> dict[int, int]:
-        return {p.index: p.leader_epoch for p in list(self._replicas.partitions.values())
-                if p.topic == topic and p.is_leader}
+        return {
+            p.index: p.leader_epoch
+            for p in list(self._replicas.partitions.values())
+            if p.topic == topic and p.is_leader
+        }
 
-    def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: VerificationGuard | None = None) -> PendingWrite:
+    def append(
+        self, topic: str, index: int, records: bytearray, verification_guard: VerificationGuard | None = None
+    ) -> PendingWrite:
         partition = self._led(topic, index)
-        info = partition.append(records, validate_batches(records), AppendOrigin.COORDINATOR,
-                                verification_guard=verification_guard)
+        info = partition.append(
+            records, validate_batches(records), AppendOrigin.COORDINATOR, verification_guard=verification_guard
+        )
         pending = PendingAppend.of(partition, info.last_offset + 1)
         self._replicas.notify_data()
         return pending
@@ -130,11 +146,11 @@ class BrokerCoordinatorRuntime:
         return None if view is None or view[0] < 0 else view[0]
 
     def topics(self) -> dict[str, TopicMetadata]:
-        return {name: TopicMetadata(name, info.topic_id, info.partitions)
-                for name, info in self._topic_infos().items()}
+        return {name: TopicMetadata(name, info.topic_id, info.partitions) for name, info in self._topic_infos().items()}
 
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> None:
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
         await self._admin.create_topic(name, partitions, replication_factor, configs)
 
     async def allocate_producer_id(self) -> int:

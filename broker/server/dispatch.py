@@ -17,6 +17,7 @@ answer) or :class:`AnswerInVersion` (answer in another version than the request'
 are added and removed through :meth:`RequestDispatcher.add_interceptor` /
 :meth:`remove_interceptor`; a broker nobody adds one to runs the three above and nothing else.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ from functools import partial
 from typing import Protocol
 
 import trio
+
 from strom.broker import context
 from strom.broker.apis import HANDLERS, SUPPORTED, SUPPORTED_RANGE
 from strom.broker.errors import AnswerInVersion, DropConnection
@@ -94,8 +96,9 @@ class ClientQuotaThrottle:
         started = time.perf_counter()
         body = await proceed(request, peer)
         if body is not None and self.quotas.entries:
-            mute_ms = self.quotas.throttle(request, body, time.perf_counter() - started, context.principal.get(),
-                                           trio.current_time())
+            mute_ms = self.quotas.throttle(
+                request, body, time.perf_counter() - started, context.principal.get(), trio.current_time()
+            )
             if mute_ms:
                 context.muted_until.set(trio.current_time() + mute_ms / 1000)
         return body
@@ -111,7 +114,7 @@ class HandlerErrors:
             return await proceed(request, peer)
         except (DropConnection, AnswerInVersion):
             raise
-        except Exception:  # noqa: BLE001 - whatever a handler raises is answered, as Kafka's request handler does
+        except Exception:
             body = _unexpected_error_answer(request, peer)
             if body is None:
                 raise DropConnection() from None
@@ -137,8 +140,15 @@ class RequestMetrics:
             failed = False
             raise
         finally:
-            self.stats.end(api, context.connection_stats.get(None), request, body, time.perf_counter() - started,
-                           failed, self.topic_name_by_id)
+            self.stats.end(
+                api,
+                context.connection_stats.get(None),
+                request,
+                body,
+                time.perf_counter() - started,
+                failed,
+                self.topic_name_by_id,
+            )
         return body
 
 
@@ -149,14 +159,22 @@ class RequestDispatcher:
     ``context``: what every handler receives as its first argument (the broker's request context).
     """
 
-    def __init__(self, context: RequestContext | None, api_versions: ApiVersionManager, quotas: QuotaManager,
-                 stats: BrokerStats,
-                 topic_name_by_id: Callable[[bytes], str | None]) -> None:
+    def __init__(
+        self,
+        context: RequestContext | None,
+        api_versions: ApiVersionManager,
+        quotas: QuotaManager,
+        stats: BrokerStats,
+        topic_name_by_id: Callable[[bytes], str | None],
+    ) -> None:
         self.context = context
         self.api_versions = api_versions
         self.topic_name_by_id = topic_name_by_id
-        self._builtin: list[RequestInterceptor] = [ClientQuotaThrottle(quotas), HandlerErrors(),
-                                                   RequestMetrics(stats, topic_name_by_id)]
+        self._builtin: list[RequestInterceptor] = [
+            ClientQuotaThrottle(quotas),
+            HandlerErrors(),
+            RequestMetrics(stats, topic_name_by_id),
+        ]
         self._installed: list[RequestInterceptor] = []
         self._chain: Proceed = self._link(self._builtin)
 
@@ -199,8 +217,13 @@ class RequestDispatcher:
         key, version = header.api_key, header.api_version
         supported = SUPPORTED_RANGE.get(key)
         if supported is None or not supported[0] <= version <= supported[1]:
-            log.warning("closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
-                        "(ApiVersions lists what is)", peer, key, version)
+            log.warning(
+                "closing connection peer=%s: api_key=%d version=%d is not supported by this broker "
+                "(ApiVersions lists what is)",
+                peer,
+                key,
+                version,
+            )
             raise DropConnection()
         return self._chain(request, peer)
 
@@ -211,9 +234,14 @@ def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
     api = api_spec(header.api_key).name
     try:
         body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
-    except Exception:  # noqa: BLE001 - the request's own shape broke the error answer too
+    except Exception:
         body = None
-    log.exception("unexpected error handling %s v%d peer=%s correlation_id=%d; %s", api, header.api_version,
-                  peer, header.correlation_id,
-                  "answered UNKNOWN_SERVER_ERROR" if body is not None else "closing the connection")
+    log.exception(
+        "unexpected error handling %s v%d peer=%s correlation_id=%d; %s",
+        api,
+        header.api_version,
+        peer,
+        header.correlation_id,
+        "answered UNKNOWN_SERVER_ERROR" if body is not None else "closing the connection",
+    )
     return body

@@ -13,6 +13,7 @@ port is reused for the others, so one listener has one port.
 
 This module imports only the standard library and ``broker.config`` (``Listener``, ``ConfigError``).
 """
+
 from __future__ import annotations
 
 import socket
@@ -64,8 +65,9 @@ def bind_listener(listener: Listener) -> BoundSockets:
             try:
                 sock.bind((addr[0], port, *addr[2:]))
             except OSError as exc:
-                raise ConfigError(f"listeners: cannot listen on {listener}: {exc.strerror}; "
-                                  f"choose another port or stop what uses it") from None
+                raise ConfigError(
+                    f"listeners: cannot listen on {listener}: {exc.strerror}; choose another port or stop what uses it"
+                ) from None
             sock.listen(BACKLOG)
             port = sock.getsockname()[1]
     except BaseException:

@@ -1,4 +1,5 @@
 """The composition root: storage, metadata, admin, coordinators and listeners wired together, run on trio."""
+
 from __future__ import annotations
 
 import errno
@@ -9,37 +10,36 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.storage import files
-from strom.storage.faults import storage_error
-from strom.storage.errors import StorageError
-from strom.storage.log_manager import LogManager
-
-from strom.broker.config import BrokerConfig, Listener
-from strom.broker.fetch_session import FetchManager, FetchSessionCache
-from strom.broker.quotas import QuotaManager
-from strom.broker.dynamic_config import DynamicConfigs
-from strom.broker.connection_quota import ConnectionQuotas
-from strom.broker.replication_quota import FOLLOWER, LEADER, ReplicationQuota
-from strom.broker.server.listen import BoundSockets, bind_listeners
-from strom.broker.coordinator.group.config import GroupCoordinatorConfig
-from strom.broker.coordinator.group.coordinator import GroupCoordinator
-from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
-from strom.broker.server.coordinator_runtime import BrokerCoordinatorRuntime
-from strom.broker.replica.manager import ReplicaManager
-from strom.broker.replica.partition import Partition
 from strom.broker.auth import make_authorizer
 from strom.broker.auth.acl import AclBinding
 from strom.broker.auth.zkstore import StandaloneAclStore, ZkAclStore
-from strom.broker.security import listener_security
-from strom.broker.security.interbroker import inter_broker_security
-from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
-from strom.broker.server.connection import ConnectionHandler, serve_listener
-from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
-from strom.broker.stats import BrokerStats
-from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
+from strom.broker.config import BrokerConfig, Listener
+from strom.broker.connection_quota import ConnectionQuotas
+from strom.broker.coordinator.group.config import GroupCoordinatorConfig
+from strom.broker.coordinator.group.coordinator import GroupCoordinator
+from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
+from strom.broker.dynamic_config import DynamicConfigs
+from strom.broker.fetch_session import FetchManager, FetchSessionCache
 from strom.broker.metadata.admin import AdminManager, StandaloneAdminManager
 from strom.broker.metadata.cache import MetadataCache, StandaloneMetadataCache, TopicCache
+from strom.broker.quotas import QuotaManager
+from strom.broker.replica.manager import ReplicaManager
+from strom.broker.replica.partition import Partition
+from strom.broker.replication_quota import FOLLOWER, LEADER, ReplicationQuota
 from strom.broker.request_context import RequestContext
+from strom.broker.security import listener_security
+from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
+from strom.broker.security.interbroker import inter_broker_security
+from strom.broker.server.connection import ConnectionHandler, serve_listener
+from strom.broker.server.coordinator_runtime import BrokerCoordinatorRuntime
+from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
+from strom.broker.server.listen import BoundSockets, bind_listeners
+from strom.broker.stats import BrokerStats
+from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
+from strom.storage import files
+from strom.storage.errors import StorageError
+from strom.storage.faults import storage_error
+from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from strom.broker.cluster.member import ClusterMember
@@ -113,35 +113,57 @@ class BrokerServer:
         self.stats = BrokerStats()
         self.console = None  # strom.broker.console.Console when console.listeners is set
         # TLS and SASL settings per listener name, checked now so bad ones stop the start
-        self.security = {listener.name: listener_security(config, listener.name, listener.security_protocol)
-                         for listener in config.listeners}
+        self.security = {
+            listener.name: listener_security(config, listener.name, listener.security_protocol)
+            for listener in config.listeners
+        }
         self.credentials: StandaloneCredentials | ZkCredentials | None = None  # SCRAM, once the metadata is open
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
         self.cluster: ClusterMember | None = None
-        self.quotas = QuotaManager(lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
-                                   config["quota.window.num"], config["quota.window.size.seconds"])
+        self.quotas = QuotaManager(
+            lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
+            config["quota.window.num"],
+            config["quota.window.size.seconds"],
+        )
         self.dynamic_configs = DynamicConfigs(  # AlterConfigs on a broker resource
-            config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {})
+            config, self.node_id, lambda: getattr(self.topics, "broker_configs", None) or {}
+        )
         self.connection_quotas = ConnectionQuotas(  # connection_creation_rate, max.connection.creation.rate
-            config, self.dynamic_configs, self.quotas)
+            config, self.dynamic_configs, self.quotas
+        )
 
         def topic_configs(name: str) -> dict[str, str] | None:  # a topic's overrides: its throttled replicas
             info = self.topics.topics.get(name) if self.topics is not None else None
             return info.configs if info is not None else None
 
-        self.leader_quota = ReplicationQuota(LEADER, self.node_id, self.dynamic_configs, topic_configs,
-                                             config["replication.quota.window.num"],
-                                             config["replication.quota.window.size.seconds"])
-        self.follower_quota = ReplicationQuota(FOLLOWER, self.node_id, self.dynamic_configs, topic_configs,
-                                               config["replication.quota.window.num"],
-                                               config["replication.quota.window.size.seconds"])
+        self.leader_quota = ReplicationQuota(
+            LEADER,
+            self.node_id,
+            self.dynamic_configs,
+            topic_configs,
+            config["replication.quota.window.num"],
+            config["replication.quota.window.size.seconds"],
+        )
+        self.follower_quota = ReplicationQuota(
+            FOLLOWER,
+            self.node_id,
+            self.dynamic_configs,
+            topic_configs,
+            config["replication.quota.window.num"],
+            config["replication.quota.window.size.seconds"],
+        )
         self.api_versions = ApiVersionManager()
         self.dispatcher = RequestDispatcher(  # its context: the request context, once the metadata is open
-            None, self.api_versions, self.quotas, self.stats,
-            lambda topic_id: self.metadata.topic_name_by_id(topic_id) if self.metadata is not None else None)
+            None,
+            self.api_versions,
+            self.quotas,
+            self.stats,
+            lambda topic_id: self.metadata.topic_name_by_id(topic_id) if self.metadata is not None else None,
+        )
         if config["zookeeper.connect"]:  # standalone or cluster: decided here, once
             from strom.broker.cluster.member import ClusterMember
+
             self.cluster = ClusterMember(self)
             self.replicas.isr_expansion_listener = self.cluster.follower_caught_up
 
@@ -155,11 +177,20 @@ class BrokerServer:
         if self.authorizer is not None:
             self.authorizer.attach(StandaloneAclStore(store), [AclBinding.from_json(row) for row in store.acls])
         self._start_logs(store.cluster_id, {t.name: log_config(self.config, t.configs) for t in store.topics.values()})
-        self.metadata = self.replicas.metadata = metadata = StandaloneMetadataCache(self.config, store, self.replicas, self.logs,
-                                                                 self.advertised_for)
-        self.admin = StandaloneAdminManager(self.config, store, metadata, self.logs, self.replicas, self.stats,
-                                            self.drop_local_partition, self._topic_created,
-                                            self.connection_quotas.configs_changed)
+        self.metadata = self.replicas.metadata = metadata = StandaloneMetadataCache(
+            self.config, store, self.replicas, self.logs, self.advertised_for
+        )
+        self.admin = StandaloneAdminManager(
+            self.config,
+            store,
+            metadata,
+            self.logs,
+            self.replicas,
+            self.stats,
+            self.drop_local_partition,
+            self._topic_created,
+            self.connection_quotas.configs_changed,
+        )
         for info in store.topics.values():
             self._open_partitions(info, range(info.partitions))
         known = {(t.name, p) for t in store.topics.values() for p in range(t.partitions)}
@@ -186,18 +217,26 @@ class BrokerServer:
         """The group coordinator over the coordinator runtime, once the metadata cache and the admin
         manager exist (the transaction coordinator follows in _start_txn on the same runtime)."""
         self.coordinator_runtime = BrokerCoordinatorRuntime(
-            node_id=self.node_id, is_cluster=self.metadata.is_cluster, config=self.config, replicas=self.replicas,
-            metadata=self.metadata, admin=self.admin, topic_infos=lambda: self.topics.topics,
-            on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None)
+            node_id=self.node_id,
+            is_cluster=self.metadata.is_cluster,
+            config=self.config,
+            replicas=self.replicas,
+            metadata=self.metadata,
+            admin=self.admin,
+            topic_infos=lambda: self.topics.topics,
+            on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None,
+        )
         self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
 
     def _start_txn(self) -> None:
         def client(host: str, port: int):
             from strom.broker.cluster.client import BrokerClient
+
             return BrokerClient(host, port, f"strom-txn-{self.node_id}", security=self.inter_broker)
 
-        self.txn = TransactionCoordinator(self.coordinator_runtime, TxnSettings.from_config(self.config), client,
-                                          self.groups.offsets_partition_count)
+        self.txn = TransactionCoordinator(
+            self.coordinator_runtime, TxnSettings.from_config(self.config), client, self.groups.offsets_partition_count
+        )
 
     async def open_cluster_storage(self) -> None:
         """Cluster member: the cluster id and topics come from ZooKeeper; logs open as replicas."""
@@ -207,8 +246,10 @@ class BrokerServer:
         self.metadata = cluster.metadata
         self.replicas.metadata = cluster.metadata
         from strom.broker.metadata.zk_admin import ZkAdminManager  # kazoo only in cluster mode
-        self.admin = ZkAdminManager(self.config, cluster.zk, cluster.metadata, cluster,
-                                    self.connection_quotas.configs_changed)
+
+        self.admin = ZkAdminManager(
+            self.config, cluster.zk, cluster.metadata, cluster, self.connection_quotas.configs_changed
+        )
         self.credentials = ZkCredentials(cluster.zk)
         if self.authorizer is not None:
             store = ZkAclStore(cluster.zk)
@@ -223,17 +264,31 @@ class BrokerServer:
 
     def _build_request_context(self) -> None:
         self.request_context = RequestContext(
-            config=self.config, node_id=self.node_id, replica_manager=self.replicas, metadata=self.metadata,
-            admin=self.admin, groups=self.groups, txn=self.txn, authorizer=self.authorizer, quotas=self.quotas,
-            fetch_sessions=self.fetch_sessions, api_versions=self.api_versions, logs=self.logs,
-            dynamic_configs=self.dynamic_configs, leader_quota=self.leader_quota,
-            follower_quota=self.follower_quota, credentials=self.credentials, security=self.security,
-            stats=self.stats)
+            config=self.config,
+            node_id=self.node_id,
+            replica_manager=self.replicas,
+            metadata=self.metadata,
+            admin=self.admin,
+            groups=self.groups,
+            txn=self.txn,
+            authorizer=self.authorizer,
+            quotas=self.quotas,
+            fetch_sessions=self.fetch_sessions,
+            api_versions=self.api_versions,
+            logs=self.logs,
+            dynamic_configs=self.dynamic_configs,
+            leader_quota=self.leader_quota,
+            follower_quota=self.follower_quota,
+            credentials=self.credentials,
+            security=self.security,
+            stats=self.stats,
+        )
         self.dispatcher.context = self.request_context
 
     def _start_logs(self, cluster_id: str, topic_configs: dict) -> None:
-        self.logs = LogManager(self.config.log_dirs, log_config(self.config, {}),
-                               progress=lambda msg: log.info("%s", msg))
+        self.logs = LogManager(
+            self.config.log_dirs, log_config(self.config, {}), progress=lambda msg: log.info("%s", msg)
+        )
         self.logs.startup(broker_id=self.node_id, cluster_id=cluster_id, topic_configs=topic_configs)
         self.replicas.logs = self.logs
 
@@ -251,8 +306,7 @@ class BrokerServer:
             out.append(self.replicas.add(info.name, i, partition_log))
         return out
 
-    async def run(self, prebound: list[BoundSockets] | None = None, *,
-                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, prebound: list[BoundSockets] | None = None, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Open the logs, listen, and serve until cancelled; then shut down by a deadline.
 
         ``prebound``: listening sockets `strom serve` bound before loading the broker (see
@@ -273,16 +327,26 @@ class BrokerServer:
             async with trio.open_nursery() as nursery:
                 listeners = self._open_listeners(prebound)
                 for name, listener in listeners:
-                    nursery.start_soon(serve_listener, self, name, AcceptRetry(listener),
-                                       ConnectionHandler(self, self.security[name]))
+                    nursery.start_soon(
+                        serve_listener, self, name, AcceptRetry(listener), ConnectionHandler(self, self.security[name])
+                    )
                 nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
-                nursery.start_soon(self._periodic, "checkpoint",
-                                   self.config["log.flush.offset.checkpoint.interval.ms"], self._checkpoint)
-                nursery.start_soon(self._periodic, "retention",
-                                   self.config["log.retention.check.interval.ms"], self._retention)
+                nursery.start_soon(
+                    self._periodic,
+                    "checkpoint",
+                    self.config["log.flush.offset.checkpoint.interval.ms"],
+                    self._checkpoint,
+                )
+                nursery.start_soon(
+                    self._periodic, "retention", self.config["log.retention.check.interval.ms"], self._retention
+                )
                 nursery.start_soon(self._periodic, "log cleaner", self.config["log.cleaner.backoff.ms"], self._clean)
-                nursery.start_soon(self._periodic, "producer id expiry",
-                                   self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)
+                nursery.start_soon(
+                    self._periodic,
+                    "producer id expiry",
+                    self.config["producer.id.expiration.check.interval.ms"],
+                    self._expire_producers,
+                )
                 nursery.start_soon(self.groups.run)
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
@@ -291,11 +355,15 @@ class BrokerServer:
                     await nursery.start(self.cluster.run)
                 if self.config.console_listeners:
                     from strom.broker.console import Console
+
                     self.console = Console(self)
                     await nursery.start(self.console.run)
-                log.info("broker started node_id=%d listeners=%s startup_ms=%.0f", self.node_id,
-                         ",".join(str(b.advertised) for b in self.bound),
-                         (time.monotonic() - self.started) * 1000)
+                log.info(
+                    "broker started node_id=%d listeners=%s startup_ms=%.0f",
+                    self.node_id,
+                    ",".join(str(b.advertised) for b in self.bound),
+                    (time.monotonic() - self.started) * 1000,
+                )
                 task_status.started(self.bound)
         finally:
             with trio.CancelScope(shield=True):
@@ -311,8 +379,13 @@ class BrokerServer:
         before, soft, hard = files.raise_open_files_limit()
         configured = self.config["log.open.files.max"]
         files.cache.resize(configured or files.auto_cache_size(soft))
-        log.info("open files limit: soft %d%s, hard %d; up to %d segment/index files kept open",
-                 soft, f" (raised from {before})" if soft != before else "", hard, files.cache.capacity)
+        log.info(
+            "open files limit: soft %d%s, hard %d; up to %d segment/index files kept open",
+            soft,
+            f" (raised from {before})" if soft != before else "",
+            hard,
+            files.cache.capacity,
+        )
 
     def close(self) -> None:
         if self.txn is not None:
@@ -333,11 +406,16 @@ class BrokerServer:
             listener = bound_socks.listener
             bound = Listener(listener.name, listener.host, bound_socks.port, listener.security_protocol)
             adv = advertised.get(listener.name) or Listener(
-                listener.name, listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1",
-                bound_socks.port, listener.security_protocol)
+                listener.name,
+                listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1",
+                bound_socks.port,
+                listener.security_protocol,
+            )
             self.bound.append(BoundListener(bound, adv))
-            out.extend((listener.name, trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
-                       for sock in bound_socks.sockets)
+            out.extend(
+                (listener.name, trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+                for sock in bound_socks.sockets
+            )
         return out
 
     async def _periodic(self, name: str, interval_ms: int, work) -> None:
@@ -373,9 +451,15 @@ class BrokerServer:
         results = await trio.to_thread.run_sync(self.logs.clean_compacted)
         for (topic, index), result in results.items():
             if result is not None and not result.aborted and (result.records_removed or result.markers_removed):
-                log.info("compacted %s-%d: %d records and %d transaction markers removed, %d -> %d bytes",
-                         topic, index, result.records_removed, result.markers_removed,
-                         result.bytes_before, result.bytes_after)
+                log.info(
+                    "compacted %s-%d: %d records and %d transaction markers removed, %d -> %d bytes",
+                    topic,
+                    index,
+                    result.records_removed,
+                    result.markers_removed,
+                    result.bytes_before,
+                    result.bytes_after,
+                )
 
     # ----------------------------------------------------------------- hosting
     def drop_local_partition(self, topic: str, index: int) -> None:

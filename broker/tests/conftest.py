@@ -1,5 +1,6 @@
 """Fixtures: an in-process broker (storage under tmp_path, no listener) and clients over trio memory
 streams (the helpers they use are in helpers.py)."""
+
 from __future__ import annotations
 
 import pytest

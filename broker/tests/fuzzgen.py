@@ -8,6 +8,7 @@ into a copy of the baseline. `lying_count` / `LyingBytes` encode an array count 
 far beyond the elements/bytes that follow. The raw-frame cases (truncation, flips, garbage) are
 built from the encoded baseline by `raw_cases`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,9 +33,9 @@ class Context:
     topic_id: bytes
     group: str = "fuzz-group"
     transactional_id: str = "fuzz-txn"
-    member_id: str = ""          # a member of the group, joined and synced before each version
+    member_id: str = ""  # a member of the group, joined and synced before each version
     generation: int = -1
-    producer_id: int = -1        # the transactional producer's id and epoch (InitProducerId)
+    producer_id: int = -1  # the transactional producer's id and epoch (InitProducerId)
     producer_epoch: int = -1
 
 
@@ -63,8 +64,19 @@ def baseline_value(field: FieldSpec, version: int, ctx: Context, parent: str = "
     if field.is_array:
         if field.is_struct:
             return [baseline_struct(field.fields, version, ctx, field.name)]
-        element = FieldSpec(field.name, field.element_type, field.versions, None, None, None,
-                            False, None, field.flexible_versions, False, ())
+        element = FieldSpec(
+            field.name,
+            field.element_type,
+            field.versions,
+            None,
+            None,
+            None,
+            False,
+            None,
+            field.flexible_versions,
+            False,
+            (),
+        )
         return [baseline_value(element, version, ctx, parent)]
     if field.is_struct:
         return baseline_struct(field.fields, version, ctx, field.name)
@@ -94,7 +106,11 @@ def baseline_value(field: FieldSpec, version: int, ctx: Context, parent: str = "
     if field.type == "int8" and name == "resource_type":
         return 2  # TOPIC
     value = default_value(field, version)
-    if value is None and field.type in ("string", "bytes", "records") and not in_range(version, field.nullable_versions):
+    if (
+        value is None
+        and field.type in ("string", "bytes", "records")
+        and not in_range(version, field.nullable_versions)
+    ):
         return "" if field.type == "string" else b""
     return value
 
@@ -129,8 +145,11 @@ def hostile_values(field: FieldSpec, version: int, flexible: bool, rng: random.R
     t = field.type
     values: list[Any]
     if field.is_array:
-        values = [[], [copy.deepcopy(current[0])] * 3 if current else [],  # duplicate entries
-                  LyingList(current[:1], 2**31 - 1)]
+        values = [
+            [],
+            [copy.deepcopy(current[0])] * 3 if current else [],  # duplicate entries
+            LyingList(current[:1], 2**31 - 1),
+        ]
         if current:
             values.append([copy.deepcopy(current[0]) for _ in range(200)])
     elif field.is_struct:
@@ -172,17 +191,23 @@ def hostile_batches(rng: random.Random) -> list[bytes]:
     one = [Record(0, 0, b"k", b"v", [])]
     ts = 1_700_000_000_000
     return [
-        build_batch(one, base_timestamp=ts, is_control=True),                # a client's "control" batch
-        build_batch(one, base_timestamp=ts, is_transactional=True, producer_id=rng.randrange(2**40), producer_epoch=0,
-                    base_sequence=0),                                          # a transaction nobody began
+        build_batch(one, base_timestamp=ts, is_control=True),  # a client's "control" batch
+        build_batch(
+            one,
+            base_timestamp=ts,
+            is_transactional=True,
+            producer_id=rng.randrange(2**40),
+            producer_epoch=0,
+            base_sequence=0,
+        ),  # a transaction nobody began
         build_batch(one, base_timestamp=ts, producer_id=2**63 - 1, producer_epoch=32767, base_sequence=2**31 - 1),
         build_batch(one, base_timestamp=ts, base_offset=2**63 - 1, last_offset_delta=2**31 - 1),
         build_batch(one, base_timestamp=2**63 - 1, timestamp_type=1),
         build_batch(one, base_timestamp=-(2**63)),
         build_batch([Record(5, 0, b"k", b"v"), Record(2, -5, None, None, [("", None)])], base_timestamp=ts),
-        build_batch([], base_timestamp=ts),                                  # no records
-        _with_attributes(build_batch(one, base_timestamp=ts), 5),            # compression codec 5
-        _with_attributes(build_batch(one, base_timestamp=ts), 0x7FFF),       # every attribute bit
+        build_batch([], base_timestamp=ts),  # no records
+        _with_attributes(build_batch(one, base_timestamp=ts), 5),  # compression codec 5
+        _with_attributes(build_batch(one, base_timestamp=ts), 0x7FFF),  # every attribute bit
         build_batch(one, base_timestamp=ts) + build_batch(one, base_timestamp=ts)[:30],  # a cut second batch
     ]
 

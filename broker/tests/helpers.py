@@ -1,20 +1,20 @@
 """What the in-process broker tests share: a broker with storage under a test's directory (no
 listener), and a client that talks Kafka's protocol to it over a trio memory stream.
 The fixtures built from these (``broker``, ``connect``) are in conftest.py beside this module."""
+
 from __future__ import annotations
 
 import trio
 import trio.testing
 from construct import Container
 
-from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig
 from strom.broker.server.connection import ConnectionHandler
+from strom.broker.server.root import BrokerServer
 from strom.protocol.connection import CLIENT, NEED_DATA, Connection, ConnectionClosed, RawFrame, Response
 
 # a group coordinator that rebalances at once, over few partitions (the group tests' brokers)
-GROUP_TEST_CONFIG = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 5,
-                     "num_partitions": 3}
+GROUP_TEST_CONFIG = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 5, "num_partitions": 3}
 
 
 class Client:

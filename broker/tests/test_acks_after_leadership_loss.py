@@ -13,6 +13,7 @@ Here an in-process broker's partition is driven through the same steps the clust
 high watermark) while the request waits: Produce acks=all, WriteTxnMarkers, the transaction
 coordinator's own marker writes, a transaction state write and OffsetCommit.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,11 +23,11 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.replica.manager import ReplicaManager
 from strom.broker.coordinator.txn.markers import TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
 from strom.broker.coordinator.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
+from strom.broker.replica.manager import ReplicaManager
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, validate_batches
 from strom.protocol.schema import ApiKey
@@ -58,8 +59,13 @@ def replaced_by_new_leader(broker, partition, truncate_at: int, *, lead_again: b
     epoch = partition.leader_epoch + 1
     partition.become_follower(NEW_LEADER, epoch, partition.replicas, [NEW_LEADER], version=1)
     partition.log.truncate_to(truncate_at)
-    theirs = bytearray(build_batch([Record(i, 0, b"new", b"leader %d" % i) for i in range(3)],
-                                   base_offset=truncate_at, partition_leader_epoch=epoch))
+    theirs = bytearray(
+        build_batch(
+            [Record(i, 0, b"new", b"leader %d" % i) for i in range(3)],
+            base_offset=truncate_at,
+            partition_leader_epoch=epoch,
+        )
+    )
     partition.log.append_as_follower(theirs, validate_batches(theirs))
     partition.log.high_watermark = partition.log.log_end_offset
     if lead_again:
@@ -84,7 +90,7 @@ class Waiting:
     def answered(self) -> bool:
         return self._done.is_set()
 
-    async def until_appended(self, partition, end: int) -> "Waiting":
+    async def until_appended(self, partition, end: int) -> Waiting:
         """Once the request's records reach the log (offset ``end``), and it still waits."""
         with trio.fail_after(10):
             while partition.log.log_end_offset < end:
@@ -112,6 +118,7 @@ def produce_request(client, value: bytes, n: int = 1, version: int = 10):
 
     async def request():
         return (await client.request(ApiKey.PRODUCE, version, body)).responses[0].partition_responses[0]
+
     return request
 
 
@@ -147,9 +154,21 @@ async def test_write_txn_markers_is_not_acknowledged_after_losing_leadership(bro
     partition = lead_with_a_lagging_follower(broker, "t")
 
     async def write():
-        response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
-            "producer_id": 4000, "producer_epoch": 0, "transaction_result": True,
-            "topics": [{"name": "t", "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+        response = await client.request(
+            ApiKey.WRITE_TXN_MARKERS,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": 4000,
+                        "producer_epoch": 0,
+                        "transaction_result": True,
+                        "topics": [{"name": "t", "partition_indexes": [0]}],
+                        "coordinator_epoch": 0,
+                    }
+                ]
+            },
+        )
         return response.markers[0].topics[0].partitions[0]
 
     waiting = await Waiting(nursery, write).until_appended(partition, 1)
@@ -175,9 +194,21 @@ class _RecordingClient:
     async def request(self, api_key, version, body, timeout_s=None):
         self.sent.append(body)
         marker = body["markers"][0]
-        return NS(markers=[NS(topics=[NS(name=t["name"], partitions=[
-            NS(partition_index=i, error_code=ErrorCode.NONE) for i in t["partition_indexes"]])
-            for t in marker["topics"]])])
+        return NS(
+            markers=[
+                NS(
+                    topics=[
+                        NS(
+                            name=t["name"],
+                            partitions=[
+                                NS(partition_index=i, error_code=ErrorCode.NONE) for i in t["partition_indexes"]
+                            ],
+                        )
+                        for t in marker["topics"]
+                    ]
+                )
+            ]
+        )
 
     async def close(self) -> None:
         pass
@@ -226,10 +257,29 @@ async def test_offset_commit_answers_not_coordinator_after_losing_leadership(bro
     start = partition.log.log_end_offset
 
     async def commit():
-        response = await client.request(ApiKey.OFFSET_COMMIT, 8, {
-            "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
-                                                     "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        response = await client.request(
+            ApiKey.OFFSET_COMMIT,
+            8,
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 1,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         return response.topics[0].partitions[0]
 
     waiting = await Waiting(nursery, commit).until_appended(partition, start + 1)
@@ -242,8 +292,9 @@ async def test_offset_commit_answers_not_coordinator_after_losing_leadership(bro
 
 def _hosted(tmp_path, manager=None):
     manager = manager or ReplicaManager(node_id=1)
-    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0,
-                            replicas=[1, 2], isr=[1, 2])
+    partition = manager.add(
+        "t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0, replicas=[1, 2], isr=[1, 2]
+    )
     partition.become_leader(3, [1, 2], [1, 2], version=0)
     data = bytearray(build_batch([Record(0, 0, b"k", b"v")]))
     partition.append(data, validate_batches(data))
@@ -252,6 +303,7 @@ def _hosted(tmp_path, manager=None):
 
 def test_a_pending_append_fails_once_the_partition_is_removed_or_replaced(tmp_path):
     from strom.broker.replica.purgatory import PendingAppend  # imported here: the other tests run on older code too
+
     manager, partition = _hosted(tmp_path)
     pending = PendingAppend.of(partition, 1)
     assert pending.status() is None

@@ -1,4 +1,5 @@
 """The broker's APIs end to end over an in-memory connection: what a client sees."""
+
 from __future__ import annotations
 
 import struct
@@ -6,12 +7,11 @@ import struct
 import pytest
 import trio
 
+from strom.broker.apis import SUPPORTED, SUPPORTED_RANGE
 from strom.protocol.codec import decode_response
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
 from strom.protocol.schema import ApiKey, api_spec
-
-from strom.broker.apis import SUPPORTED, SUPPORTED_RANGE
 
 from .helpers import make_broker, open_client
 
@@ -22,26 +22,54 @@ def batch(n: int, *, key_prefix=b"k", base_timestamp=1_700_000_000_000, **kw) ->
 
 
 def produce_body(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> dict:
-    return {"acks": acks, "timeout_ms": 1000,
-            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    return {
+        "acks": acks,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }
 
 
 def fetch_body(topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 1) -> dict:
-    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 50 << 20,
-            "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 50 << 20,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
 
 
 async def create(client, name: str, partitions: int = 1, configs: dict | None = None):
-    response = await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
-        "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
-        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}], "timeout_ms": 1000})
+    response = await client.request(
+        ApiKey.CREATE_TOPICS,
+        7,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+            ],
+            "timeout_ms": 1000,
+        },
+    )
     return response.topics[0]
 
 
 async def test_api_versions_lists_every_registered_api(connect):
     client = await connect()
-    response = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    response = await client.request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
     assert response.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised == {key: (lo, hi) for key, lo, hi in SUPPORTED}
@@ -59,10 +87,14 @@ async def test_api_versions_too_new_is_answered_with_v0_and_unsupported_version(
     assert correlation_id == 42
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     # as Kafka: only ApiVersions' own range, for the client to pick the version it asks again with
-    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == \
-        [(ApiKey.API_VERSIONS, *SUPPORTED_RANGE[ApiKey.API_VERSIONS])]
-    again = await client.request(ApiKey.API_VERSIONS, response.api_keys[0].max_version,
-                                 {"client_software_name": "t", "client_software_version": "1"})
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
+        (ApiKey.API_VERSIONS, *SUPPORTED_RANGE[ApiKey.API_VERSIONS])
+    ]
+    again = await client.request(
+        ApiKey.API_VERSIONS,
+        response.api_keys[0].max_version,
+        {"client_software_name": "t", "client_software_version": "1"},
+    )
     assert again.error_code == ErrorCode.NONE and len(again.api_keys) == len(SUPPORTED)
 
 
@@ -70,14 +102,20 @@ async def test_metadata_auto_creates_topics_with_num_partitions(tmp_path, nurser
     b = make_broker(tmp_path, num_partitions=3)
     try:
         client = open_client(b, nursery)
-        response = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "auto", "topic_id": bytes(16)}],
-                                                               "allow_auto_topic_creation": True})
+        response = await client.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": [{"name": "auto", "topic_id": bytes(16)}], "allow_auto_topic_creation": True},
+        )
         topic = response.topics[0]
         assert topic.error_code == ErrorCode.NONE
         assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
         assert all(p.leader_id == b.node_id and p.isr_nodes == [b.node_id] for p in topic.partitions)
-        refused = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "nope", "topic_id": bytes(16)}],
-                                                              "allow_auto_topic_creation": False})
+        refused = await client.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": [{"name": "nope", "topic_id": bytes(16)}], "allow_auto_topic_creation": False},
+        )
         assert refused.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         bad = await client.request(ApiKey.METADATA, 1, {"topics": [{"name": "bad name!"}]})
         assert bad.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -89,7 +127,9 @@ async def test_auto_create_off_refuses_metadata_and_produce(tmp_path, nursery):
     b = make_broker(tmp_path, auto_create_topics_enable="false")
     try:
         client = open_client(b, nursery)
-        response = await client.request(ApiKey.METADATA, 9, {"topics": [{"name": "missing"}], "allow_auto_topic_creation": True})
+        response = await client.request(
+            ApiKey.METADATA, 9, {"topics": [{"name": "missing"}], "allow_auto_topic_creation": True}
+        )
         assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         produced = await client.request(ApiKey.PRODUCE, 9, produce_body("missing", batch(1)))
         assert produced.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -141,6 +181,7 @@ async def test_fetch_out_of_range_and_unknown_topic(connect):
 
 async def test_old_fetch_versions_get_down_converted_message_sets(connect):
     from strom.protocol.records.legacy import iter_message_set as iter_messages
+
     client = await connect()
     await create(client, "old")
     await client.request(ApiKey.PRODUCE, 9, produce_body("old", batch(4)))
@@ -172,6 +213,7 @@ async def test_long_poll_waits_for_data_or_max_wait(connect, autojump_clock):
 
 async def test_a_long_poll_is_woken_by_its_own_partitions_not_by_others(connect, autojump_clock, monkeypatch):
     from strom.broker.replica.manager import ReplicaManager
+
     reads = []
     real = ReplicaManager.read_partition
 
@@ -199,8 +241,15 @@ async def test_acks_zero_gets_no_response_but_is_stored(connect):
     client = await connect()
     await create(client, "a0")
     await client.send(ApiKey.PRODUCE, 9, produce_body("a0", batch(2), acks=0))
-    response = await client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": "a0", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    response = await client.request(
+        ApiKey.LIST_OFFSETS,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": "a0", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        },
+    )
     assert response.topics[0].partitions[0].offset == 2
 
 
@@ -230,8 +279,15 @@ async def test_list_offsets_earliest_latest_by_timestamp_and_max(connect):
     await client.request(ApiKey.PRODUCE, 9, produce_body("lo", batch(10, base_timestamp=5000)))
 
     async def query(ts, version=7):
-        response = await client.request(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-            {"name": "lo", "partitions": [{"partition_index": 0, "timestamp": ts}]}]})
+        response = await client.request(
+            ApiKey.LIST_OFFSETS,
+            version,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": "lo", "partitions": [{"partition_index": 0, "timestamp": ts}]}],
+            },
+        )
         return response.topics[0].partitions[0]
 
     assert (await query(-2)).offset == 0
@@ -263,7 +319,9 @@ async def test_idempotent_producer_duplicates_and_sequence_gaps(connect):
     nxt = batch(2, producer_id=pid, producer_epoch=epoch, base_sequence=5)
     r4 = await client.request(ApiKey.PRODUCE, 9, produce_body("idem", nxt))
     assert r4.responses[0].partition_responses[0].base_offset == 5
-    again = await client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    again = await client.request(
+        ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 60000}
+    )
     assert again.producer_id != pid
 
 
@@ -275,28 +333,55 @@ async def test_topic_admin_round_trip(connect, broker):
     bad = await create(client, "adm2", 1, {"retention.ms": "soon"})
     assert bad.error_code == ErrorCode.INVALID_CONFIG
 
-    grown = await client.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "adm", "count": 4, "assignments": None}],
-                                                                  "timeout_ms": 1000, "validate_only": False})
+    grown = await client.request(
+        ApiKey.CREATE_PARTITIONS,
+        3,
+        {"topics": [{"name": "adm", "count": 4, "assignments": None}], "timeout_ms": 1000, "validate_only": False},
+    )
     assert grown.results[0].error_code == ErrorCode.NONE
-    shrink = await client.request(ApiKey.CREATE_PARTITIONS, 3, {"topics": [{"name": "adm", "count": 2, "assignments": None}],
-                                                                   "timeout_ms": 1000, "validate_only": False})
+    shrink = await client.request(
+        ApiKey.CREATE_PARTITIONS,
+        3,
+        {"topics": [{"name": "adm", "count": 2, "assignments": None}], "timeout_ms": 1000, "validate_only": False},
+    )
     assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
 
-    described = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
-        {"resource_type": 2, "resource_name": "adm", "configuration_keys": None}], "include_synonyms": True})
+    described = await client.request(
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [{"resource_type": 2, "resource_name": "adm", "configuration_keys": None}],
+            "include_synonyms": True,
+        },
+    )
     configs = {c.name: c for c in described.results[0].configs}
     assert configs["retention.ms"].value == "1234" and configs["retention.ms"].config_source == 1
     assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].config_source == 5
 
-    altered = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
-        {"resource_type": 2, "resource_name": "adm", "configs": [
-            {"name": "retention.ms", "config_operation": 1, "value": None},
-            {"name": "segment.bytes", "config_operation": 0, "value": "100000"}]}], "validate_only": False})
+    altered = await client.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "adm",
+                    "configs": [
+                        {"name": "retention.ms", "config_operation": 1, "value": None},
+                        {"name": "segment.bytes", "config_operation": 0, "value": "100000"},
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
     assert altered.responses[0].error_code == ErrorCode.NONE
     assert broker.topics.topics["adm"].configs == {"segment.bytes": "100000"}
     assert broker.replicas.partition("adm", 0).log.config.segment_bytes == 100000
 
-    deleted = await client.request(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "adm", "topic_id": bytes(16)}], "timeout_ms": 1000})
+    deleted = await client.request(
+        ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "adm", "topic_id": bytes(16)}], "timeout_ms": 1000}
+    )
     assert deleted.responses[0].error_code == ErrorCode.NONE
     metadata = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
     assert [t.name for t in metadata.topics] == []
@@ -333,6 +418,7 @@ async def test_data_survives_a_restart(tmp_path, nursery):
 @pytest.mark.parametrize("codec_name,codec", [("gzip", 1), ("zstd", 4), ("uncompressed", 0)])
 async def test_topic_compression_type_recompresses_batches(connect, broker, codec_name, codec):
     from strom.protocol.records.header import parse_header
+
     client = await connect()
     await create(client, "z", configs={"compression.type": codec_name})
     pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None})).producer_id
@@ -371,8 +457,11 @@ async def test_follower_fetch_reports_divergence_by_leader_epoch(connect, broker
 
 async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_key(connect, broker):
     client = await connect()
-    await create(client, "compacted", configs={"cleanup.policy": "compact", "segment.bytes": "1000",
-                                               "min.cleanable.dirty.ratio": "0.01"})
+    await create(
+        client,
+        "compacted",
+        configs={"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"},
+    )
     keyless = build_batch([Record(0, 0, None, b"v")])
     refused = await client.request(ApiKey.PRODUCE, 9, produce_body("compacted", keyless))
     assert refused.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
@@ -396,22 +485,45 @@ async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_ke
 
 async def test_an_api_the_broker_does_not_offer_closes_only_that_connection(connect, caplog):
     from strom.protocol.codec import encode_request
+
     client = await connect()
     await client.stream.send_all(encode_request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 1, 3, "t", {}))
     with pytest.raises(EOFError):
         await client.receive_frame()
     assert "not supported by this broker" in caplog.text
     other = await connect()
-    assert (await other.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})).error_code == ErrorCode.NONE
+    assert (
+        await other.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    ).error_code == ErrorCode.NONE
 
 
 async def test_kafka_topic_configs_without_an_effect_here_are_still_accepted(connect):
     client = await connect()
     created = await create(client, "legacy", configs={"message.format.version": "0.10.0.0", "preallocate": "true"})
     assert created.error_code == ErrorCode.NONE
-    altered = await client.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{"resource_type": 2, "resource_name": "legacy",
-        "configs": [{"name": "message.format.version", "value": "2.8"}]}], "validate_only": False})
+    altered = await client.request(
+        ApiKey.ALTER_CONFIGS,
+        2,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "legacy",
+                    "configs": [{"name": "message.format.version", "value": "2.8"}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
     assert altered.responses[0].error_code == ErrorCode.NONE
-    bad = await client.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{"resource_type": 2, "resource_name": "legacy",
-        "configs": [{"name": "no.such.config", "value": "1"}]}], "validate_only": False})
+    bad = await client.request(
+        ApiKey.ALTER_CONFIGS,
+        2,
+        {
+            "resources": [
+                {"resource_type": 2, "resource_name": "legacy", "configs": [{"name": "no.such.config", "value": "1"}]}
+            ],
+            "validate_only": False,
+        },
+    )
     assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG

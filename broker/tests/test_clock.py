@@ -1,4 +1,5 @@
 """Pause freezes the broker's trio clock: no timer fires and no group session expires while paused."""
+
 from __future__ import annotations
 
 import time
@@ -6,10 +7,10 @@ import time
 import pytest
 import trio
 
-from strom.testing.clock import PausableClock
-from strom.testing.faults import request_faults
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from strom.testing.clock import PausableClock
+from strom.testing.faults import request_faults
 
 from .helpers import make_broker, open_client
 
@@ -53,22 +54,34 @@ async def test_a_pause_longer_than_its_bound_ends_by_itself():
 
 
 async def test_group_session_does_not_expire_while_the_broker_is_paused(pausable_clock, tmp_path, nursery):
-    broker = make_broker(tmp_path / "data", **{"group.min.session.timeout.ms": 100,
-                                               "group.initial.rebalance.delay.ms": 0})
+    broker = make_broker(
+        tmp_path / "data", **{"group.min.session.timeout.ms": 100, "group.initial.rebalance.delay.ms": 0}
+    )
     try:
         nursery.start_soon(broker.groups.run)
         client = open_client(broker, nursery)
-        join = {"group_id": "g", "session_timeout_ms": 300, "rebalance_timeout_ms": 300, "member_id": "",
-                "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": b""}]}
+        join = {
+            "group_id": "g",
+            "session_timeout_ms": 300,
+            "rebalance_timeout_ms": 300,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        }
         first = await client.request(ApiKey.JOIN_GROUP, 5, join)
         assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
         joined = await client.request(ApiKey.JOIN_GROUP, 5, dict(join, member_id=first.member_id))
         assert joined.error_code == ErrorCode.NONE
-        member = {"group_id": "g", "generation_id": joined.generation_id, "member_id": joined.member_id,
-                  "group_instance_id": None}
-        synced = await client.request(ApiKey.SYNC_GROUP, 3, dict(member, assignments=[
-            {"member_id": joined.member_id, "assignment": b""}]))
+        member = {
+            "group_id": "g",
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "group_instance_id": None,
+        }
+        synced = await client.request(
+            ApiKey.SYNC_GROUP, 3, dict(member, assignments=[{"member_id": joined.member_id, "assignment": b""}])
+        )
         assert synced.error_code == ErrorCode.NONE
 
         request_faults(broker).pause()

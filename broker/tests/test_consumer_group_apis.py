@@ -1,30 +1,55 @@
 """ConsumerGroupHeartbeat / ConsumerGroupDescribe and the APIs that see consumer groups beside
 classic ones (ListGroups, DescribeGroups, OffsetCommit/OffsetFetch with member epochs, JoinGroup)."""
+
 from __future__ import annotations
 
 import dataclasses
 import time
 
+from strom.broker.coordinator.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
-
-from strom.broker.coordinator.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
 
 from .test_apis import create
 
 
 def heartbeat(group, member, epoch, topics=None, owned=None, **kw) -> dict:
-    body = {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
-            "rebalance_timeout_ms": 30000 if epoch == 0 else -1, "subscribed_topic_names": topics,
-            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": owned}
+    body = {
+        "group_id": group,
+        "member_id": member,
+        "member_epoch": epoch,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": 30000 if epoch == 0 else -1,
+        "subscribed_topic_names": topics,
+        "subscribed_topic_regex": None,
+        "server_assignor": None,
+        "topic_partitions": owned,
+    }
     body.update(kw)
     return body
 
 
 def commit(group, member, epoch, topic, partition, offset) -> dict:
-    return {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member, "group_instance_id": None,
-            "topics": [{"name": topic, "partitions": [{"partition_index": partition, "committed_offset": offset,
-                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": epoch,
+        "member_id": member,
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {
+                        "partition_index": partition,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    }
 
 
 async def test_heartbeat_join_assign_commit_describe_and_leave(connect, broker):
@@ -47,20 +72,44 @@ async def test_heartbeat_join_assign_commit_describe_and_leave(connect, broker):
         assert bad.topics[0].partitions[0].error_code == code
     stranger = await client.request(ApiKey.OFFSET_COMMIT, 9, commit("g1", "", -1, "cgt", 0, 1))
     assert stranger.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_MEMBER_ID, "not while it has members"
-    fetched = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
-        {"group_id": "g1", "member_id": "member-1", "member_epoch": 1, "topics": [{"name": "cgt", "partition_indexes": [0]}]}],
-        "require_stable": False})
+    fetched = await client.request(
+        ApiKey.OFFSET_FETCH,
+        9,
+        {
+            "groups": [
+                {
+                    "group_id": "g1",
+                    "member_id": "member-1",
+                    "member_epoch": 1,
+                    "topics": [{"name": "cgt", "partition_indexes": [0]}],
+                }
+            ],
+            "require_stable": False,
+        },
+    )
     assert fetched.groups[0].error_code == ErrorCode.NONE
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == 42
-    stale = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
-        {"group_id": "g1", "member_id": "member-1", "member_epoch": 3, "topics": None}], "require_stable": False})
+    stale = await client.request(
+        ApiKey.OFFSET_FETCH,
+        9,
+        {
+            "groups": [{"group_id": "g1", "member_id": "member-1", "member_epoch": 3, "topics": None}],
+            "require_stable": False,
+        },
+    )
     assert stale.groups[0].error_code == ErrorCode.STALE_MEMBER_EPOCH
 
-    described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g1", "nope"],
-                                                                         "include_authorized_operations": False})
+    described = await client.request(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g1", "nope"], "include_authorized_operations": False}
+    )
     g1, nope = described.groups
-    assert (g1.error_code, g1.group_state, g1.group_epoch, g1.assignment_epoch, g1.assignor_name) == \
-        (ErrorCode.NONE, "Stable", 1, 1, "uniform")
+    assert (g1.error_code, g1.group_state, g1.group_epoch, g1.assignment_epoch, g1.assignor_name) == (
+        ErrorCode.NONE,
+        "Stable",
+        1,
+        1,
+        "uniform",
+    )
     member = g1.members[0]
     assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == ("member-1", 1, ["cgt"])
     assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("cgt", [0, 1, 2])]
@@ -68,19 +117,40 @@ async def test_heartbeat_join_assign_commit_describe_and_leave(connect, broker):
 
     # A classic JoinGroup joins the consumer group (first asked for a member id, as Kafka 4.0 does);
     # classic DescribeGroups says Dead, ListGroups says consumer.
-    join = await client.request(ApiKey.JOIN_GROUP, 5, {
-        "group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-        "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    join = await client.request(
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": "g1",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
     assert join.error_code == ErrorCode.MEMBER_ID_REQUIRED and join.member_id
-    other = await client.request(ApiKey.JOIN_GROUP, 5, {
-        "group_id": "g1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-        "group_instance_id": None, "protocol_type": "connect", "protocols": [{"name": "range", "metadata": b""}]})
+    other = await client.request(
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": "g1",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "connect",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
     assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     old = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g1"], "include_authorized_operations": False})
     assert old.groups[0].group_state == "Dead"
     listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
-    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == \
-        [("g1", "consumer", "Stable", "consumer")]
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed.groups] == [
+        ("g1", "consumer", "Stable", "consumer")
+    ]
 
     left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g1", "member-1", -1))
     assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
@@ -116,35 +186,54 @@ async def test_heartbeat_request_errors(connect):
 
 async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
         await create(client, "cgr", partitions=2)
         for member in ("m1", "m2"):
             await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", member, 0, ["cgr"], []))
-        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", 1, owned=[
-            {"topic_id": b.topics.topics["cgr"].topic_id, "partitions": [0, 1]}]))
+        m1 = await client.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            heartbeat("gr", "m1", 1, owned=[{"topic_id": b.topics.topics["cgr"].topic_id, "partitions": [0, 1]}]),
+        )
         owned = [(t.topic_id, list(t.partitions)) for t in m1.assignment.topic_partitions]
         assert len(owned[0][1]) == 1, "m1 gave one partition up"
-        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", 1, owned=[
-            {"topic_id": t, "partitions": p} for t, p in owned]))
+        m1 = await client.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            heartbeat("gr", "m1", 1, owned=[{"topic_id": t, "partitions": p} for t, p in owned]),
+        )
         m2 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m2", 2, owned=[]))
         assert (m1.member_epoch, m2.member_epoch) == (2, 2)
-        before = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
-                                                                          "include_authorized_operations": False})).groups[0]
+        before = (
+            await client.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"], "include_authorized_operations": False}
+            )
+        ).groups[0]
     finally:
         b.close()
     b2 = make_broker(tmp_path)
     try:
         client = open_client(b2, nursery)
-        after = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
-                                                                         "include_authorized_operations": False})).groups[0]
-        assert (after.group_epoch, after.assignment_epoch, after.group_state) == \
-            (before.group_epoch, before.assignment_epoch, "Stable")
-        assert sorted((m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
-                      for m in after.members) == \
-            sorted((m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
-                   for m in before.members)
+        after = (
+            await client.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"], "include_authorized_operations": False}
+            )
+        ).groups[0]
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch,
+            before.assignment_epoch,
+            "Stable",
+        )
+        assert sorted(
+            (m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
+            for m in after.members
+        ) == sorted(
+            (m.member_id, m.member_epoch, [list(t.partitions) for t in m.assignment.topic_partitions])
+            for m in before.members
+        )
         again = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m2", 2))
         assert again.error_code == ErrorCode.NONE and again.member_epoch == 2, "members go on after a restart"
         left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gr", "m1", -1))
@@ -154,8 +243,11 @@ async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
     b3 = make_broker(tmp_path)
     try:
         client = open_client(b3, nursery)
-        after = (await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"],
-                                                                         "include_authorized_operations": False})).groups[0]
+        after = (
+            await client.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["gr"], "include_authorized_operations": False}
+            )
+        ).groups[0]
         assert [m.member_id for m in after.members] == ["m2"], "a member that left stays gone (tombstones)"
     finally:
         b3.close()
@@ -163,6 +255,7 @@ async def test_consumer_groups_come_back_after_a_restart(tmp_path, nursery):
 
 async def test_empty_groups_change_protocol_keeping_their_offsets(tmp_path, nursery):
     from .helpers import make_broker, open_client
+
     broker = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         await _convert(broker, open_client(broker, nursery))
@@ -172,8 +265,15 @@ async def test_empty_groups_change_protocol_keeping_their_offsets(tmp_path, nurs
 
 async def _convert(broker, client):
     await create(client, "conv")
-    join = {"group_id": "conv", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    join = {
+        "group_id": "conv",
+        "session_timeout_ms": 10000,
+        "rebalance_timeout_ms": 10000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
     # a consumer group commits, empties, and classic members take the id over
     await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "m", 0, ["conv"], []))
     await client.request(ApiKey.OFFSET_COMMIT, 9, commit("conv", "m", 1, "conv", 0, 7))
@@ -183,14 +283,21 @@ async def _convert(broker, client):
     assert broker.groups.consumer.get("conv") is None
     listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert [(g.group_id, g.group_type) for g in listed.groups] == [("conv", "classic")]
-    fetched = await client.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
-        {"group_id": "conv", "topics": [{"name": "conv", "partition_indexes": [0]}]}], "require_stable": False})
+    fetched = await client.request(
+        ApiKey.OFFSET_FETCH,
+        8,
+        {
+            "groups": [{"group_id": "conv", "topics": [{"name": "conv", "partition_indexes": [0]}]}],
+            "require_stable": False,
+        },
+    )
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == 7
     # a heartbeat cannot take over a classic group whose member's subscription is no ConsumerProtocol
     refused = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("conv", "n", 0, ["conv"], []))
     assert (refused.error_code, refused.error_message) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
-        "Cannot upgrade classic group conv to consumer group because the embedded consumer protocol is malformed.")
+        "Cannot upgrade classic group conv to consumer group because the embedded consumer protocol is malformed.",
+    )
 
 
 async def test_offset_delete_refuses_topics_a_consumer_group_member_subscribes_to(connect, broker):
@@ -199,8 +306,9 @@ async def test_offset_delete_refuses_topics_a_consumer_group_member_subscribes_t
     client = await connect()
     for name in ("sub-a", "sub-b", "free"):
         await create(client, name, partitions=1)
-    joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
-                                  heartbeat("gd", "m-1", 0, ["sub-a"], [], subscribed_topic_regex="sub-b"))
+    joined = await client.request(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gd", "m-1", 0, ["sub-a"], [], subscribed_topic_regex="sub-b")
+    )
     assert joined.error_code == ErrorCode.NONE
     steady = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gd", "m-1", joined.member_epoch))
     epoch = steady.member_epoch
@@ -209,15 +317,24 @@ async def test_offset_delete_refuses_topics_a_consumer_group_member_subscribes_t
         assert ok.topics[0].partitions[0].error_code == ErrorCode.NONE, topic
 
     async def delete(topic):
-        response = await client.request(ApiKey.OFFSET_DELETE, 0, {"group_id": "gd", "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0}]}]})
+        response = await client.request(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": "gd", "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]},
+        )
         return response.error_code, [p.error_code for t in response.topics for p in t.partitions]
 
     assert await delete("sub-a") == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])
     assert await delete("sub-b") == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC]), "by its regex"
     assert await delete("free") == (ErrorCode.NONE, [ErrorCode.NONE])
-    fetched = await client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
-        {"group_id": "gd", "member_id": None, "member_epoch": -1, "topics": None}], "require_stable": False})
+    fetched = await client.request(
+        ApiKey.OFFSET_FETCH,
+        9,
+        {
+            "groups": [{"group_id": "gd", "member_id": None, "member_epoch": -1, "topics": None}],
+            "require_stable": False,
+        },
+    )
     assert sorted(t.name for t in fetched.groups[0].topics) == ["sub-a", "sub-b"]
 
 
@@ -229,26 +346,43 @@ def _subscription(topic: str) -> bytes:
 
 async def _classic_member(client, group: str, topic: str, partitions: list[int]) -> tuple[str, int]:
     from strom.broker.coordinator.group.migration import encode_assignment
-    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-            "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": _subscription(topic)}]}
+
+    join = {
+        "group_id": group,
+        "session_timeout_ms": 10000,
+        "rebalance_timeout_ms": 10000,
+        "member_id": "",
+        "group_instance_id": None,
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": _subscription(topic)}],
+    }
     first = await client.request(ApiKey.JOIN_GROUP, 5, join)
     joined = await client.request(ApiKey.JOIN_GROUP, 5, {**join, "member_id": first.member_id})
     assert joined.error_code == ErrorCode.NONE
-    synced = await client.request(ApiKey.SYNC_GROUP, 5, {
-        "group_id": group, "generation_id": joined.generation_id, "member_id": joined.member_id,
-        "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
-        "assignments": [{"member_id": joined.member_id, "assignment": encode_assignment({topic: partitions}, 1)}]})
+    synced = await client.request(
+        ApiKey.SYNC_GROUP,
+        5,
+        {
+            "group_id": group,
+            "generation_id": joined.generation_id,
+            "member_id": joined.member_id,
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "assignments": [{"member_id": joined.member_id, "assignment": encode_assignment({topic: partitions}, 1)}],
+        },
+    )
     assert synced.error_code == ErrorCode.NONE
     return joined.member_id, joined.generation_id
 
 
 async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_comes_back(tmp_path, nursery):
     from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
-    from strom.broker.coordinator.group.records import (ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key)
+    from strom.broker.coordinator.group.records import ConsumerGroupKey, GroupKey, decode_consumer_value, decode_key
     from strom.protocol.records.batch import iter_batches, iter_records
 
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client = open_client(b, nursery)
@@ -258,10 +392,13 @@ async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_c
         assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, generation + 1)
         partition = b.replicas.partition(OFFSETS_TOPIC, b.groups.partition_of("mg"))
         data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
-        records = [(decode_key(r.key), r.value) for pos, h in iter_batches(data)
-                   for r in iter_records(memoryview(data)[pos:pos + h.size])]
+        records = [
+            (decode_key(r.key), r.value)
+            for pos, h in iter_batches(data)
+            for r in iter_records(memoryview(data)[pos : pos + h.size])
+        ]
         tombstone = records.index((GroupKey("mg"), None))
-        converted = [k.version for k, _ in records[tombstone + 1:tombstone + 6]]
+        converted = [k.version for k, _ in records[tombstone + 1 : tombstone + 6]]
         assert converted == [5, 3, 7, 6, 8], "Kafka's conversion: member, epoch, target, target epoch, current"
         member = decode_consumer_value("ConsumerGroupMemberMetadata", records[tombstone + 1][1])
         assert member.classic_member_metadata.session_timeout_ms == 10000
@@ -276,21 +413,28 @@ async def test_a_live_classic_group_upgrades_is_written_as_kafka_writes_it_and_c
         assert group is not None and group.members[classic_id].classic.session_timeout_ms == 10000
         assert b2.groups.get("mg") is None or not b2.groups.get("mg").members, "no classic group beside it"
         # the classic member goes on through the classic APIs after the restart
-        beat = await client.request(ApiKey.HEARTBEAT, 4, {"group_id": "mg", "generation_id": generation,
-                                                          "member_id": classic_id, "group_instance_id": None})
+        beat = await client.request(
+            ApiKey.HEARTBEAT,
+            4,
+            {"group_id": "mg", "generation_id": generation, "member_id": classic_id, "group_instance_id": None},
+        )
         assert beat.error_code == ErrorCode.REBALANCE_IN_PROGRESS
         left = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("mg", "new", -1))
         assert left.error_code == ErrorCode.NONE
-        described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["mg"],
-                                                                     "include_authorized_operations": False})
-        assert (described.groups[0].group_state, [m.member_id for m in described.groups[0].members]) == \
-            ("PreparingRebalance", [classic_id]), "back to a classic group"
+        described = await client.request(
+            ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["mg"], "include_authorized_operations": False}
+        )
+        assert (described.groups[0].group_state, [m.member_id for m in described.groups[0].members]) == (
+            "PreparingRebalance",
+            [classic_id],
+        ), "back to a classic group"
     finally:
         b2.close()
 
 
 async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="DISABLED")
     try:
         client = open_client(b, nursery)
@@ -299,7 +443,8 @@ async def test_migration_policy_disabled_refuses_the_upgrade(tmp_path, nursery):
         refused = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("md", "new", 0, ["mig"], []))
         assert (refused.error_code, refused.error_message) == (
             ErrorCode.GROUP_ID_NOT_FOUND,
-            "Cannot upgrade classic group md to consumer group because online upgrade is disabled.")
+            "Cannot upgrade classic group md to consumer group because online upgrade is disabled.",
+        )
     finally:
         b.close()
 
@@ -308,14 +453,21 @@ async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, 
     import trio
 
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path, group_initial_rebalance_delay_ms=0)
     try:
         client, other = open_client(b, nursery), open_client(b, nursery)
         await create(client, "mig", partitions=2)
         first, generation = await _classic_member(client, "mr", "mig", [0, 1])
-        join = {"group_id": "mr", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-                "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": _subscription("mig")}]}
+        join = {
+            "group_id": "mr",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": _subscription("mig")}],
+        }
         answers = []
 
         async def second_member():  # JoinGroup v3: waits for the first member to rejoin
@@ -330,8 +482,9 @@ async def test_an_upgrade_during_a_rebalance_answers_the_waiting_join(tmp_path, 
             while not answers:
                 await trio.sleep(0.05)
         assert answers[0].error_code == ErrorCode.REBALANCE_IN_PROGRESS, "the waiting JoinGroup is told to rejoin"
-        described = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["mr"],
-                                                                            "include_authorized_operations": False})
+        described = await client.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["mr"], "include_authorized_operations": False}
+        )
         assert len(described.groups[0].members) == 3, "both classic members were carried over"
         rejoined = await other.request(ApiKey.JOIN_GROUP, 3, {**join, "member_id": answers[0].member_id})
         assert rejoined.error_code == ErrorCode.NONE and rejoined.generation_id == described.groups[0].group_epoch
@@ -347,15 +500,40 @@ async def test_transactional_offsets_of_consumer_group_members(env):
     await create(client, "t")
     joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("g", "m", 0, ["t"], []))
     pid = (await init(client)).producer_id
-    added = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-        "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+    added = await client.request(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"},
+    )
     assert added.error_code == ErrorCode.NONE
 
     async def txn_commit(member: str, epoch: int) -> ErrorCode:
-        response = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
-            "transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
-            "generation_id": epoch, "member_id": member, "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        response = await client.request(
+            ApiKey.TXN_OFFSET_COMMIT,
+            3,
+            {
+                "transactional_id": TID,
+                "group_id": "g",
+                "producer_id": pid,
+                "producer_epoch": 0,
+                "generation_id": epoch,
+                "member_id": member,
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 7,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         return ErrorCode(response.topics[0].partitions[0].error_code)
 
     assert await txn_commit("m", joined.member_epoch + 1) == ErrorCode.ILLEGAL_GENERATION
@@ -380,10 +558,13 @@ def _offsets_records(broker, group_id: str) -> list:
     from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
     from strom.broker.coordinator.group.records import decode_key
     from strom.protocol.records.batch import iter_batches, iter_records
+
     partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of(group_id))
     data = partition.log.read(0, 1 << 20, max_offset=partition.high_watermark).records.read()
-    return [[(decode_key(r.key), r.value) for r in iter_records(memoryview(data)[pos:pos + h.size])]
-            for pos, h in iter_batches(data)]
+    return [
+        [(decode_key(r.key), r.value) for r in iter_records(memoryview(data)[pos : pos + h.size])]
+        for pos, h in iter_batches(data)
+    ]
 
 
 async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_deleted(tmp_path, nursery):
@@ -395,6 +576,7 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
     from strom.broker.coordinator.group.records import ConsumerGroupKey, OffsetKey
 
     from .helpers import make_broker, open_client
+
     describe = {"group_ids": ["gone", "never", "young", "live"], "include_authorized_operations": False}
     b = make_broker(tmp_path)
     try:
@@ -403,8 +585,9 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
         for group in ("gone", "never", "live"):
             joined = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(group, "m", 0, ["exp"], []))
             if group != "never":
-                committed = await client.request(ApiKey.OFFSET_COMMIT, 9, commit(group, "m", joined.member_epoch,
-                                                                                  "exp", 0, 5))
+                committed = await client.request(
+                    ApiKey.OFFSET_COMMIT, 9, commit(group, "m", joined.member_epoch, "exp", 0, 5)
+                )
                 assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
             if group != "live":
                 await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(group, "m", -1))
@@ -413,15 +596,22 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
         await client.request(ApiKey.OFFSET_COMMIT, 9, commit("young", "m", young.member_epoch, "exp", 0, 1))
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("young", "m", -1))
         b.groups.groups["young"].offsets[("exp", 0)] = dataclasses.replace(
-            b.groups.groups["young"].offsets[("exp", 0)], commit_timestamp=later)  # committed "just now"
+            b.groups.groups["young"].offsets[("exp", 0)], commit_timestamp=later
+        )  # committed "just now"
 
         assert b.groups.expire_offsets(later) == 1, "gone's offset (live's topic is subscribed, young's is new)"
         last = _offsets_records(b, "gone")[-1]
-        assert last == [(OffsetKey("gone", "exp", 0), None), (ConsumerGroupKey(6, "gone"), None),
-                        (ConsumerGroupKey(4, "gone"), None), (ConsumerGroupKey(3, "gone"), None)]
-        assert _offsets_records(b, "never")[-1] == [(ConsumerGroupKey(6, "never"), None),
-                                                    (ConsumerGroupKey(4, "never"), None),
-                                                    (ConsumerGroupKey(3, "never"), None)]
+        assert last == [
+            (OffsetKey("gone", "exp", 0), None),
+            (ConsumerGroupKey(6, "gone"), None),
+            (ConsumerGroupKey(4, "gone"), None),
+            (ConsumerGroupKey(3, "gone"), None),
+        ]
+        assert _offsets_records(b, "never")[-1] == [
+            (ConsumerGroupKey(6, "never"), None),
+            (ConsumerGroupKey(4, "never"), None),
+            (ConsumerGroupKey(3, "never"), None),
+        ]
         before = await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)
     finally:
         b.close()
@@ -430,11 +620,19 @@ async def test_empty_consumer_groups_whose_offsets_expired_are_deleted_and_stay_
         client = open_client(b2, nursery)
         for answer in (before, await client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)):
             assert [(g.group_id, g.error_code, g.group_state) for g in answer.groups] == [
-                ("gone", ErrorCode.GROUP_ID_NOT_FOUND, ""), ("never", ErrorCode.GROUP_ID_NOT_FOUND, ""),
-                ("young", ErrorCode.NONE, "Empty"), ("live", ErrorCode.NONE, "Stable")]
+                ("gone", ErrorCode.GROUP_ID_NOT_FOUND, ""),
+                ("never", ErrorCode.GROUP_ID_NOT_FOUND, ""),
+                ("young", ErrorCode.NONE, "Empty"),
+                ("live", ErrorCode.NONE, "Stable"),
+            ]
         listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
-        assert sorted((g.group_id, g.group_type) for g in listed.groups) == [("live", "consumer"), ("young", "consumer")]
-        classic = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["gone"], "include_authorized_operations": False})
+        assert sorted((g.group_id, g.group_type) for g in listed.groups) == [
+            ("live", "consumer"),
+            ("young", "consumer"),
+        ]
+        classic = await client.request(
+            ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["gone"], "include_authorized_operations": False}
+        )
         assert (classic.groups[0].error_code, classic.groups[0].group_state) == (ErrorCode.NONE, "Dead")
         assert b2.groups.fetch_offsets("gone", None) == {}
         assert set(b2.groups.fetch_offsets("live", None)) == {("exp", 0)}
@@ -450,25 +648,29 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
     from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value
 
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
         for name in ("re-a", "re-b", "other"):
             await create(client, name)
-        m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
-            "rx", "m1", 0, [], [], subscribed_topic_regex="re-.*"))
+        m1 = await client.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", 0, [], [], subscribed_topic_regex="re-.*")
+        )
         key = ConsumerGroupKey(16, "rx", regex="re-.*")
         written = [(k, v) for batch in _offsets_records(b, "rx") for k, v in batch if k == key]
         assert len(written) == 1, "resolved after the answer to the heartbeat naming it"
         first = decode_consumer_value("ConsumerGroupRegularExpression", written[0][1])
         assert (first.topics, first.version) == (["re-a", "re-b"], 1)
         assert abs(first.timestamp - time.time() * 1000) < 60_000
-        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
-            "rx", "m2", 0, [], [], subscribed_topic_regex="re-.*"))
+        await client.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m2", 0, [], [], subscribed_topic_regex="re-.*")
+        )
         m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
         assert m1.error_code == ErrorCode.NONE
-        assert len([k for batch in _offsets_records(b, "rx") for k, _ in batch if k == key]) == 1, \
+        assert len([k for batch in _offsets_records(b, "rx") for k, _ in batch if k == key]) == 1, (
             "the same topics: no new resolution"
+        )
         await create(client, "re-c")
         m1 = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m1", m1.member_epoch))
         assert m1.error_code == ErrorCode.NONE
@@ -484,7 +686,8 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
         client = open_client(b2, nursery)
         group = b2.groups.consumer.get("rx")
         assert {r: (v.topics, v.version) for r, v in group.resolved_regexes.items()} == {
-            "re-.*": (("re-a", "re-b", "re-c"), 2)}
+            "re-.*": (("re-a", "re-b", "re-c"), 2)
+        }
         m2 = group.members["m2"]
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("rx", "m2", m2.member_epoch))
         assert [k for batch in _offsets_records(b2, "rx") for k, _ in batch].count(key) == 2, "nothing rewritten"
@@ -492,8 +695,14 @@ async def test_resolved_regexes_are_written_as_kafka_writes_them_and_come_back(t
         last = _offsets_records(b2, "rx")[-1]
         # as Kafka 4.0 writes a last member's leave: its tombstones, the regex's, the subscription
         # metadata (no topics now) and the group epoch
-        assert [(k.version, v is None) for k, v in last] == [(8, True), (7, True), (5, True), (16, True), (4, False),
-                                                           (3, False)]
+        assert [(k.version, v is None) for k, v in last] == [
+            (8, True),
+            (7, True),
+            (5, True),
+            (16, True),
+            (4, False),
+            (3, False),
+        ]
         assert last[3][0] == key
         assert decode_consumer_value("ConsumerGroupPartitionMetadata", last[4][1]).topics == []
     finally:
@@ -512,6 +721,7 @@ async def test_member_states_are_written_with_kafkas_codes_and_old_codes_still_l
     from strom.broker.coordinator.group.records import ConsumerGroupKey, decode_consumer_value, encode_consumer_value
 
     from .helpers import make_broker, open_client
+
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
@@ -519,21 +729,39 @@ async def test_member_states_are_written_with_kafkas_codes_and_old_codes_still_l
         tid = b.topics.topics["st"].topic_id
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gs", "m1", 0, ["st"], []))
         await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat("gs", "m2", 0, ["st"], []))
-        await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, heartbeat(
-            "gs", "m1", 1, owned=[{"topic_id": tid, "partitions": [0, 1]}]))
-        states = [(k.member, decode_consumer_value("ConsumerGroupCurrentMemberAssignment", v).state)
-                  for batch in _offsets_records(b, "gs") for k, v in batch if k.version == 8]
+        await client.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            heartbeat("gs", "m1", 1, owned=[{"topic_id": tid, "partitions": [0, 1]}]),
+        )
+        states = [
+            (k.member, decode_consumer_value("ConsumerGroupCurrentMemberAssignment", v).state)
+            for batch in _offsets_records(b, "gs")
+            for k, v in batch
+            if k.version == 8
+        ]
         assert states == [("m1", 0), ("m2", 2), ("m1", 1)], "stable, unreleased (m1 holds both), unrevoked"
 
         def current(state, pending):
-            return encode_consumer_value("ConsumerGroupCurrentMemberAssignment", {
-                "member_epoch": 3, "previous_member_epoch": 2, "state": state,
-                "assigned_partitions": [{"topic_id": tid, "partitions": [0]}],
-                "partitions_pending_revocation": [{"topic_id": tid, "partitions": [1]}] if pending else []})
-        for code, pending, expected in ((1, False, MemberState.STABLE), (2, True, MemberState.UNREVOKED_PARTITIONS),
-                                        (3, False, MemberState.UNRELEASED_PARTITIONS),  # Strom's old codes
-                                        (0, False, MemberState.STABLE), (1, True, MemberState.UNREVOKED_PARTITIONS),
-                                        (2, False, MemberState.UNRELEASED_PARTITIONS)):  # Kafka's
+            return encode_consumer_value(
+                "ConsumerGroupCurrentMemberAssignment",
+                {
+                    "member_epoch": 3,
+                    "previous_member_epoch": 2,
+                    "state": state,
+                    "assigned_partitions": [{"topic_id": tid, "partitions": [0]}],
+                    "partitions_pending_revocation": [{"topic_id": tid, "partitions": [1]}] if pending else [],
+                },
+            )
+
+        for code, pending, expected in (
+            (1, False, MemberState.STABLE),
+            (2, True, MemberState.UNREVOKED_PARTITIONS),
+            (3, False, MemberState.UNRELEASED_PARTITIONS),  # Strom's old codes
+            (0, False, MemberState.STABLE),
+            (1, True, MemberState.UNREVOKED_PARTITIONS),
+            (2, False, MemberState.UNRELEASED_PARTITIONS),
+        ):  # Kafka's
             b.groups.consumer.replay(ConsumerGroupKey(8, "old", "m"), current(code, pending))
             assert b.groups.consumer.get("old").members["m"].state is expected, (code, pending)
     finally:

@@ -1,4 +1,5 @@
 """Every API module exports its error response (Kafka's getErrorResponse) and every answer encodes."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,9 @@ def test_every_version_s_error_response_encodes_with_the_code_only(api_key: int)
 
 
 def test_the_message_goes_beside_the_code() -> None:
-    out = HANDLERS[ApiKey.CREATE_TOPICS].error_response(_request(ApiKey.CREATE_TOPICS, 7), ErrorCode.NOT_CONTROLLER,
-                                                        "not the controller")
+    out = HANDLERS[ApiKey.CREATE_TOPICS].error_response(
+        _request(ApiKey.CREATE_TOPICS, 7), ErrorCode.NOT_CONTROLLER, "not the controller"
+    )
     assert out["topics"][0]["error_message"] == "not the controller"
     plain = HANDLERS[ApiKey.CREATE_TOPICS].error_response(_request(ApiKey.CREATE_TOPICS, 7), ErrorCode.NOT_CONTROLLER)
     assert "error_message" not in plain["topics"][0]

@@ -1,4 +1,5 @@
 """Fault injection in the request path (strom.testing.faults), over in-memory connections."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,18 +7,23 @@ import trio
 from construct import Container
 
 from strom.broker.apis import HANDLERS, SUPPORTED
-from strom.testing.faults import ErrorAnswer, api_key_of, error_code_of, kafka_releases, request_faults
-from strom.protocol.codec import RequestHeader, decode_response, encode_response, default_value
+from strom.protocol.codec import RequestHeader, decode_response, default_value, encode_response
 from strom.protocol.connection import Request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec, in_range
+from strom.testing.faults import ErrorAnswer, api_key_of, error_code_of, kafka_releases, request_faults
 
 from .test_apis import batch, create, fetch_body
 
 
 def produce_two(topic: str) -> dict:
-    return {"acks": -1, "timeout_ms": 1000, "topic_data": [{"name": topic, "partition_data": [
-        {"index": 0, "records": batch(2)}, {"index": 1, "records": batch(3)}]}]}
+    return {
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": batch(2)}, {"index": 1, "records": batch(3)}]}
+        ],
+    }
 
 
 async def test_error_on_one_partition_leaves_the_other_handled_and_appends_nothing(connect, broker):
@@ -48,12 +54,17 @@ async def test_count_client_id_and_other_topics(connect, broker):
     for _ in range(3):  # topic b and another client id: untouched
         response = await client.request(ApiKey.FETCH, 12, fetch_body("b", 0))
         assert response.responses[0].partitions[0].error_code == 0
-    codes = [(await client.request(ApiKey.FETCH, 12, fetch_body("a", 0))).responses[0].partitions[0].error_code
-             for _ in range(3)]
+    codes = [
+        (await client.request(ApiKey.FETCH, 12, fetch_body("a", 0))).responses[0].partitions[0].error_code
+        for _ in range(3)
+    ]
     assert codes == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR, 0]
     assert fault.hits == 2
-    lo = await client.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "topics": [
-        {"name": "a", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    lo = await client.request(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {"replica_id": -1, "topics": [{"name": "a", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+    )
     assert lo.topics[0].partitions[0].error_code == 0
     assert [r["api"] for r in injector.status()["rules"]] == ["ListOffsets"]
 
@@ -62,8 +73,15 @@ async def test_drop_after_takes_effect_and_closes_the_connection(connect, broker
     client = await connect()
     await create(client, "d")
     request_faults(broker).add("Produce", drop="after")
-    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
+    await client.send(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}],
+        },
+    )
     with pytest.raises(EOFError):
         await client.receive_frame()
     assert broker.replicas.partition("d", 0).log.log_end_offset == 4
@@ -73,8 +91,15 @@ async def test_drop_before_takes_no_effect(connect, broker):
     client = await connect()
     await create(client, "d")
     request_faults(broker).add("Produce", drop="before", topic="d")
-    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}]})
+    await client.send(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "d", "partition_data": [{"index": 0, "records": batch(4)}]}],
+        },
+    )
     with pytest.raises(EOFError):
         await client.receive_frame()
     assert broker.replicas.partition("d", 0).log.log_end_offset == 0
@@ -115,15 +140,30 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
     injector = request_faults(broker)
     injector.record()
     injector.cap_versions("2.0")
-    versions = {k.api_key: (k.min_version, k.max_version)
-                for k in (await client.request(ApiKey.API_VERSIONS, 2, {})).api_keys}  # 2.0 knew v0-v2
+    versions = {
+        k.api_key: (k.min_version, k.max_version) for k in (await client.request(ApiKey.API_VERSIONS, 2, {})).api_keys
+    }  # 2.0 knew v0-v2
     assert versions[ApiKey.PRODUCE] == (0, 6) and versions[ApiKey.FETCH] == (0, 8)
     assert ApiKey.DESCRIBE_CLUSTER not in versions  # Kafka 2.0 had no DescribeCluster
-    ok = await client.request(ApiKey.PRODUCE, 6, {"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}]})
+    ok = await client.request(
+        ApiKey.PRODUCE,
+        6,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}],
+        },
+    )
     assert ok.responses[0].partition_responses[0].error_code == 0
-    await client.send(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
-        {"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}]})
+    await client.send(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": "v", "partition_data": [{"index": 0, "records": batch(1)}]}],
+        },
+    )
     with pytest.raises(EOFError):
         await client.receive_frame()
     seen = [(r["api"], r["version"], r["client_id"]) for r in injector.recorded()]
@@ -133,8 +173,7 @@ async def test_version_cap_advertises_and_enforces_a_release(connect, broker):
 
 
 @pytest.mark.parametrize("release, listed", [("2.0", {}), ("2.3", {}), ("2.4", {ApiKey.API_VERSIONS: (0, 3)})])
-async def test_api_versions_above_the_cap_gets_unsupported_version_and_the_v0_answer(connect, broker, release,
-                                                                                     listed):
+async def test_api_versions_above_the_cap_gets_unsupported_version_and_the_v0_answer(connect, broker, release, listed):
     """Kafka 2.0 knew ApiVersions up to v2: a v3 request gets what 2.0 answered a version it did
     not know: v0, UNSUPPORTED_VERSION and, before KIP-511 (2.4), no API listed; from 2.4 only
     ApiVersions' own range. The client retries with a version it knows."""
@@ -152,8 +191,9 @@ async def test_api_versions_above_the_cap_gets_unsupported_version_and_the_v0_an
     assert fallback.error_code == ErrorCode.NONE
     assert {k.api_key: k.max_version for k in fallback.api_keys}[ApiKey.API_VERSIONS] == 2
     injector.cap_versions(None)
-    assert (await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test",
-                                                         "client_software_version": "1"})).error_code == 0
+    assert (
+        await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test", "client_software_version": "1"})
+    ).error_code == 0
 
 
 async def test_metadata_error_on_a_topic(connect, broker):
@@ -165,12 +205,15 @@ async def test_metadata_error_on_a_topic(connect, broker):
     topics = {t.name: t for t in md.topics}
     assert topics["m"].error_code == 0
     assert {p.partition_index: p.error_code for p in topics["m"].partitions} == {
-        0: 0, 1: ErrorCode.LEADER_NOT_AVAILABLE}
+        0: 0,
+        1: ErrorCode.LEADER_NOT_AVAILABLE,
+    }
     assert topics["n"].partitions[0].error_code == 0 and md.brokers
 
 
 def _request_with_a_topic(api_key: int, version: int) -> Container:
     """A request of schema defaults with one entry in each array (names filled in)."""
+
     def fill(fields):
         out = Container()
         for f in fields:
@@ -187,6 +230,7 @@ def _request_with_a_topic(api_key: int, version: int) -> Container:
             else:
                 out[f.name] = default_value(f, version)
         return out
+
     return fill(api_spec(api_key).request.fields)
 
 
@@ -195,11 +239,18 @@ def test_every_api_and_version_has_an_error_answer_that_encodes(api_key):
     lo, hi = next((lo, hi) for k, lo, hi in SUPPORTED if k == api_key)
     for version in range(lo, hi + 1):
         request = Request(RequestHeader(api_key, version, 7, "c"), _request_with_a_topic(api_key, version), 0)
-        answer = ErrorAnswer(HANDLERS[api_key], request, ErrorCode.NOT_LEADER_OR_FOLLOWER, lambda t, p: True,
-                             lambda i: None)
+        answer = ErrorAnswer(
+            HANDLERS[api_key], request, ErrorCode.NOT_LEADER_OR_FOLLOWER, lambda t, p: True, lambda i: None
+        )
         answer.split()
-        body = answer.merge(None if api_key != 3 else {"brokers": [], "topics": [
-            {"name": "x", "error_code": 0, "partitions": [{"partition_index": 0, "error_code": 0}]}]})
+        body = answer.merge(
+            None
+            if api_key != 3
+            else {
+                "brokers": [],
+                "topics": [{"name": "x", "error_code": 0, "partitions": [{"partition_index": 0, "error_code": 0}]}],
+            }
+        )
         frame = b"".join(bytes(p) for p in encode_response(api_key, version, 7, body))
         _, decoded = decode_response(api_key, version, frame[4:])
         assert set(_error_codes(decoded)) == {ErrorCode.NOT_LEADER_OR_FOLLOWER}, (api_key, version, decoded)
@@ -238,12 +289,13 @@ def test_release_table_is_what_real_brokers_answered():
     for name, apis in releases.items():
         assert apis == {k: tuple(v) for k, v in recorded[tuple(int(x) for x in name.split("."))].items()}, name
     from strom.protocol.schema import all_api_keys
+
     known = set(all_api_keys())
     # the reference definitions are a 4.0 snapshot from before Produce v12: releases up to 3.9
     for name, apis in releases.items():
         if name == "4.0":
             continue
-        for key, (lo, hi) in apis.items():
+        for key, (_lo, hi) in apis.items():
             if key in known:
                 assert hi <= api_spec(key).max_version, (name, key)
     assert releases["2.8"][0] == (0, 9) and releases["3.0"][ApiKey.METADATA] == (0, 11)

@@ -3,6 +3,7 @@ scenarios fetch-v*-out-of-range, -unknown-partition, -unknown-topic): no offsets
 transactions null when the log was asked, an empty list when the partition was refused before.
 A follower's out-of-range answer keeps the leader's log start and high watermark: Strom's
 replica fetcher moves its log by them."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,18 +15,43 @@ from .test_apis import batch, create, produce_body
 
 
 def fetch(topic: str, partition: int, offset: int, replica: int = -1) -> dict:
-    return {"replica_id": replica, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+    return {
+        "replica_id": replica,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
 
 
-@pytest.mark.parametrize("topic, partition, offset, code, aborted", [
-    ("f", 0, 99, ErrorCode.OFFSET_OUT_OF_RANGE, None),
-    ("f", 0, -5, ErrorCode.OFFSET_OUT_OF_RANGE, None),
-    ("f", 9, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
-    ("nothere", 0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
-])
+@pytest.mark.parametrize(
+    "topic, partition, offset, code, aborted",
+    [
+        ("f", 0, 99, ErrorCode.OFFSET_OUT_OF_RANGE, None),
+        ("f", 0, -5, ErrorCode.OFFSET_OUT_OF_RANGE, None),
+        ("f", 9, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+        ("nothere", 0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+    ],
+)
 async def test_a_consumer_gets_no_offsets_with_an_error(connect, topic, partition, offset, code, aborted):
     client = await connect()
     await create(client, "f")

@@ -2,6 +2,7 @@
 up to its own high watermark / last stable offset, and a follower's long polls woken by its
 replica fetcher. One in-process broker plays leader or follower (its partition's state is set as
 the cluster layer would set it; other brokers and their racks are what `live_brokers` reports)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -21,14 +22,35 @@ from .test_apis import batch, create, produce_body
 ME, OTHER, THIRD = 0, 1, 2
 
 
-def consumer_fetch(topic: str, offset: int, *, rack: str = "", max_wait_ms: int = 0, isolation: int = 0,
-                   epoch: int = -1) -> dict:
-    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": rack}
+def consumer_fetch(
+    topic: str, offset: int, *, rack: str = "", max_wait_ms: int = 0, isolation: int = 0, epoch: int = -1
+) -> dict:
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": isolation,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": rack,
+    }
 
 
 def offsets(part) -> list[int]:
@@ -77,12 +99,14 @@ async def _leader_with_followers(b, nursery, records: int = 5):
     return client, partition
 
 
-async def test_a_leader_points_a_consumer_at_the_in_sync_replica_of_its_rack(cluster_of_three, nursery,
-                                                                             autojump_clock):
+async def test_a_leader_points_a_consumer_at_the_in_sync_replica_of_its_rack(cluster_of_three, nursery, autojump_clock):
     client, partition = await _leader_with_followers(cluster_of_three, nursery)
     start = trio.current_time()
-    part = (await client.request(ApiKey.FETCH, 11, consumer_fetch("t", 0, rack="r1", max_wait_ms=30000))
-            ).responses[0].partitions[0]
+    part = (
+        (await client.request(ApiKey.FETCH, 11, consumer_fetch("t", 0, rack="r1", max_wait_ms=30000)))
+        .responses[0]
+        .partitions[0]
+    )
     assert trio.current_time() - start < 1, "a preferred read replica is answered at once, as Kafka does"
     assert (part.error_code, part.preferred_read_replica, part.records) == (ErrorCode.NONE, OTHER, b"")
     assert (part.high_watermark, part.last_stable_offset, part.log_start_offset) == (5, 5, 0)
@@ -97,12 +121,15 @@ async def test_a_leader_points_a_consumer_at_the_in_sync_replica_of_its_rack(clu
     assert offsets(part) == [0, 1, 2, 3, 4], "Fetch v10 has no rack: the leader answers"
 
 
-@pytest.mark.parametrize("change, why", [
-    ("out_of_isr", "a replica out of the ISR may lag: not picked"),
-    ("dead", "a replica whose broker is gone is not picked"),
-    ("behind", "a replica whose log ends before the fetch offset is not picked"),
-    ("no_selector", "without replica.selector.class every consumer reads the leader (Kafka's default)"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ("out_of_isr", "a replica out of the ISR may lag: not picked"),
+        ("dead", "a replica whose broker is gone is not picked"),
+        ("behind", "a replica whose log ends before the fetch offset is not picked"),
+        ("no_selector", "without replica.selector.class every consumer reads the leader (Kafka's default)"),
+    ],
+)
 async def test_a_leader_stops_pointing_at_a_replica_that_cannot_serve(cluster_of_three, nursery, change, why):
     b = cluster_of_three
     client, partition = await _leader_with_followers(b, nursery)
@@ -139,17 +166,24 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(cluster_of_t
     assert (part.error_code, part.preferred_read_replica, offsets(part)) == (ErrorCode.NONE, -1, [0, 1, 2, 3])
     assert (part.high_watermark, part.last_stable_offset, part.log_start_offset) == (4, 4, 0)
     between = (await client.request(ApiKey.FETCH, 12, consumer_fetch("t", 5))).responses[0].partitions[0]
-    assert (between.error_code, offsets(between), between.high_watermark) == (ErrorCode.NONE, [], 4), \
+    assert (between.error_code, offsets(between), between.high_watermark) == (ErrorCode.NONE, [], 4), (
         "between the follower's high watermark and log end: no records yet, as Kafka"
+    )
     beyond = (await client.request(ApiKey.FETCH, 12, consumer_fetch("t", 7))).responses[0].partitions[0]
     assert beyond.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     fenced = (await client.request(ApiKey.FETCH, 12, consumer_fetch("t", 0, epoch=2))).responses[0].partitions[0]
     assert fenced.error_code == ErrorCode.FENCED_LEADER_EPOCH
     old = (await client.request(ApiKey.FETCH, 10, consumer_fetch("t", 0))).responses[0].partitions[0]
-    assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, \
-        "before v11 a consumer may only read the leader"
-    listed = await client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, "before v11 a consumer may only read the leader"
+    listed = await client.request(
+        ApiKey.LIST_OFFSETS,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        },
+    )
     assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER, "ListOffsets: leader only"
     debugging = consumer_fetch("t", 0)
     debugging["replica_id"] = -2  # Kafka's debugging consumer may read any replica, in any version
@@ -163,9 +197,19 @@ async def test_a_follower_serves_consumers_up_to_its_high_watermark(cluster_of_t
 async def test_a_follower_serves_read_committed_consumers_up_to_its_last_stable_offset(cluster_of_three, nursery):
     b = cluster_of_three
     client, partition = await _follower(b, nursery, records=2, hw=2)
-    txn = bytearray(build_batch([Record(0, 0, b"k", b"in-txn")], base_offset=2, producer_id=7, producer_epoch=0,
-                                base_sequence=0, is_transactional=True, base_timestamp=1_700_000_000_000))
+    txn = bytearray(
+        build_batch(
+            [Record(0, 0, b"k", b"in-txn")],
+            base_offset=2,
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+            base_timestamp=1_700_000_000_000,
+        )
+    )
     from strom.protocol.records.batch import validate_batches
+
     partition.log.append_as_follower(txn, validate_batches(txn))
     partition.log.high_watermark = 3
     committed = (await client.request(ApiKey.FETCH, 12, consumer_fetch("t", 0, isolation=1))).responses[0].partitions[0]
@@ -175,7 +219,8 @@ async def test_a_follower_serves_read_committed_consumers_up_to_its_last_stable_
 
 
 async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances_the_high_watermark(
-        cluster_of_three, nursery, autojump_clock):
+    cluster_of_three, nursery, autojump_clock
+):
     from strom.broker.fetch_session import FetchSessionHandler
     from strom.broker.replica.fetcher import ReplicaFetcher
 
@@ -189,18 +234,38 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     async def watch(operation, partitions):
         await real_watch(operation, partitions)
         woken.append(list(partitions))
+
     b.replicas.fetch_purgatory.watch = watch
 
     class Leader:  # the leader's answer: two more records of t-0, its high watermark at 6
         async def request(self, api_key, version, body, timeout_s=None):
             asked = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
-            more = build_batch([Record(i, i, b"k", b"new") for i in range(2)], base_offset=4,
-                               partition_leader_epoch=3, base_timestamp=1_700_000_000_000)
-            return SimpleNamespace(error_code=0, session_id=0, responses=[SimpleNamespace(
-                topic=topic, partitions=[SimpleNamespace(
-                    partition_index=index, error_code=0, records=more if topic == "t" else b"",
-                    high_watermark=6 if topic == "t" else 0, log_start_offset=0,
-                    diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1))]) for topic, index in asked])
+            more = build_batch(
+                [Record(i, i, b"k", b"new") for i in range(2)],
+                base_offset=4,
+                partition_leader_epoch=3,
+                base_timestamp=1_700_000_000_000,
+            )
+            return SimpleNamespace(
+                error_code=0,
+                session_id=0,
+                responses=[
+                    SimpleNamespace(
+                        topic=topic,
+                        partitions=[
+                            SimpleNamespace(
+                                partition_index=index,
+                                error_code=0,
+                                records=more if topic == "t" else b"",
+                                high_watermark=6 if topic == "t" else 0,
+                                log_start_offset=0,
+                                diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                            )
+                        ],
+                    )
+                    for topic, index in asked
+                ],
+            )
 
     start = trio.current_time()
     sent = await client.send(ApiKey.FETCH, 12, consumer_fetch("t", 4, max_wait_ms=30000))
@@ -208,7 +273,9 @@ async def test_a_follower_s_long_poll_is_woken_when_its_replica_fetcher_advances
     other_poll = await open_client(b, nursery).send(ApiKey.FETCH, 12, consumer_fetch("other", 0, max_wait_ms=30000))
     await trio.sleep(1)
     assert other_poll and woken == []
-    await ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None).fetch_once(Leader(), [partition, b.replicas.partition("other", 0)], FetchSessionHandler())
+    await ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None).fetch_once(
+        Leader(), [partition, b.replicas.partition("other", 0)], FetchSessionHandler()
+    )
     correlation, response = await client.receive(ApiKey.FETCH, 12)
     part = response.responses[0].partitions[0]
     assert correlation == sent and offsets(part) == [4, 5] and part.high_watermark == 6
@@ -220,8 +287,11 @@ async def test_broker_rack_is_in_metadata_and_describe_cluster(tmp_path, nursery
     b = make_broker(tmp_path, **{"broker.rack": "eu-1a"})
     try:
         client = open_client(b, nursery)
-        metadata = await client.request(ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False,
-                                                              "include_topic_authorized_operations": False})
+        metadata = await client.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+        )
         assert [(n.node_id, n.rack) for n in metadata.brokers] == [(b.node_id, "eu-1a")]
         cluster = await client.request(ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
         assert [(n.broker_id, n.rack) for n in cluster.brokers] == [(b.node_id, "eu-1a")]

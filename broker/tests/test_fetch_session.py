@@ -1,29 +1,51 @@
 """Incremental fetch sessions (KIP-227) over an in-memory connection, as a client sees them."""
+
 from __future__ import annotations
 
 from collections import OrderedDict as _OD
 
 import trio
 
+from strom.broker.fetch_session import CachedPartition, FetchSessionCache, next_epoch
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
-
-from strom.broker.fetch_session import CachedPartition, FetchSessionCache, next_epoch
 
 from .helpers import make_broker, open_client
 from .test_apis import batch, create, produce_body
 
 
-def session_fetch(topics: dict[str, dict[int, int]], session_id: int, epoch: int, *, forgotten=None,
-                  max_wait_ms: int = 0, replica_id: int = -1, max_bytes: int = 50 << 20) -> dict:
+def session_fetch(
+    topics: dict[str, dict[int, int]],
+    session_id: int,
+    epoch: int,
+    *,
+    forgotten=None,
+    max_wait_ms: int = 0,
+    replica_id: int = -1,
+    max_bytes: int = 50 << 20,
+) -> dict:
     """A Fetch v12 body: {topic: {partition: fetch_offset}}."""
-    return {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
-            "topics": [{"topic": t, "partitions": [{"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20}
-                                                   for p, o in parts.items()]} for t, parts in topics.items()],
-            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in (forgotten or {}).items()],
-            "rack_id": ""}
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": [
+            {
+                "topic": t,
+                "partitions": [
+                    {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20} for p, o in parts.items()
+                ],
+            }
+            for t, parts in topics.items()
+        ],
+        "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in (forgotten or {}).items()],
+        "rack_id": "",
+    }
 
 
 def answered(response) -> dict[tuple[str, int], object]:
@@ -106,13 +128,15 @@ async def test_session_by_topic_id_and_errors_always_answered(connect, broker):
     assert codes == {0: ErrorCode.NONE, 1: ErrorCode.OFFSET_OUT_OF_RANGE}
     # Partition 1 is still out of range: an error is answered every time; partition 0 is idle.
     second = await client.request(ApiKey.FETCH, 13, session_fetch({}, sid, 1))
-    assert [(t.topic_id, p.partition_index, p.error_code) for t in second.responses for p in t.partitions] == \
-        [(topic_id, 1, ErrorCode.OFFSET_OUT_OF_RANGE)]
+    assert [(t.topic_id, p.partition_index, p.error_code) for t in second.responses for p in t.partitions] == [
+        (topic_id, 1, ErrorCode.OFFSET_OUT_OF_RANGE)
+    ]
     fix = session_fetch({"ids": {1: 0}}, sid, 2)
     fix["topics"][0]["topic_id"] = topic_id
     fixed = await client.request(ApiKey.FETCH, 13, fix)
-    assert [(p.partition_index, p.error_code) for t in fixed.responses for p in t.partitions] == \
-        [(1, ErrorCode.NONE)], "once the error is gone the partition is answered again"
+    assert [(p.partition_index, p.error_code) for t in fixed.responses for p in t.partitions] == [
+        (1, ErrorCode.NONE)
+    ], "once the error is gone the partition is answered again"
     quiet = await client.request(ApiKey.FETCH, 13, session_fetch({}, sid, 3))
     assert quiet.responses == []
     forget = session_fetch({}, sid, 4)
@@ -230,13 +254,20 @@ def test_eviction_prefers_followers_and_bigger_sessions_once_old_enough():
 
 async def test_follower_side_handler_sends_only_changes_and_starts_over_after_errors(connect, broker):
     from strom.broker.fetch_session import FetchSessionHandler
+
     client = await connect()
     await create(client, "fh", partitions=3)
     handler = FetchSessionHandler()
 
     def fields(p, offset):
-        return {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
-                "last_fetched_epoch": -1, "log_start_offset": 0}
+        return {
+            "partition": p,
+            "fetch_offset": offset,
+            "partition_max_bytes": 1 << 20,
+            "current_leader_epoch": -1,
+            "last_fetched_epoch": -1,
+            "log_start_offset": 0,
+        }
 
     async def fetch(wanted):
         sid, epoch, send, forget = handler.build(wanted)

@@ -30,6 +30,7 @@ field hostile at once and the flipped bytes. STROM_FUZZ_EXAMPLES (default 2) is 
 per version; a larger number for longer local runs, STROM_FUZZ_SEED to try other seeds.
 Found defects are pinned in REGRESSIONS below.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,16 +69,46 @@ CONSUMER_GROUP_APIS = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DE
 # answers UNKNOWN_SERVER_ERROR or closes, where Strom keeps its specific code and cuts the message.
 REGRESSIONS: list[tuple] = [
     # an error message quoting a 32767-byte name could not be encoded: connection closed, traceback
-    (ApiKey.DESCRIBE_CONFIGS, 1, ("resources", 0, "resource_name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
-    (ApiKey.DESCRIBE_CONFIGS, 4, ("resources", 0, "resource_name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
+    (
+        ApiKey.DESCRIBE_CONFIGS,
+        1,
+        ("resources", 0, "resource_name"),
+        "x" * 32767,
+        {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+    ),
+    (
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        ("resources", 0, "resource_name"),
+        "x" * 32767,
+        {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+    ),
     (ApiKey.CREATE_PARTITIONS, 3, ("topics", 0, "name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
     (ApiKey.ALTER_CONFIGS, 0, ("resources", 0, "configs", 0, "name"), "x" * 32767, {ErrorCode.INVALID_CONFIG}),
-    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, ("resources", 0, "resource_name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
+    (
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        ("resources", 0, "resource_name"),
+        "x" * 32767,
+        {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+    ),
     (ApiKey.ELECT_LEADERS, 2, ("topic_partitions", 0, "topic"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, ("components", 0, "entity_type"), "x" * 32767, {ErrorCode.UNSUPPORTED_VERSION}),
-    (ApiKey.ALTER_CLIENT_QUOTAS, 0, ("entries", 0, "entity", 0, "entity_type"), "x" * 32767, {ErrorCode.INVALID_REQUEST}),
+    (
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        0,
+        ("entries", 0, "entity", 0, "entity_type"),
+        "x" * 32767,
+        {ErrorCode.INVALID_REQUEST},
+    ),
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, ("users", 0, "name"), "x" * 32767, {ErrorCode.RESOURCE_NOT_FOUND}),
-    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, ("topics", 0, "name"), "x" * 32767, {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}),
+    (
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        ("topics", 0, "name"),
+        "x" * 32767,
+        {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+    ),
     # expiry = now + 2^63-1 overflowed the offset record: handler failed; Kafka commits it (same)
     (ApiKey.OFFSET_COMMIT, 2, ("retention_time_ms",), 2**63 - 1, {ErrorCode.NONE}),
     # a 32768-byte compact string: Kafka's readers refuse any string over 32767 bytes and close;
@@ -96,13 +127,31 @@ REGRESSIONS: list[tuple] = [
     # Kafka refuses Produce to an internal topic and adding one to a transaction (same now)
     (ApiKey.PRODUCE, 9, ("topic_data", 0, "name"), "__consumer_offsets", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     (ApiKey.PRODUCE, 11, ("topic_data", 0, "name"), "__transaction_state", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
-    (ApiKey.ADD_PARTITIONS_TO_TXN, 3, ("v3_and_below_topics", 0, "name"), "__transaction_state",
-     {ErrorCode.TOPIC_AUTHORIZATION_FAILED}),
+    (
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        ("v3_and_below_topics", 0, "name"),
+        "__transaction_state",
+        {ErrorCode.TOPIC_AUTHORIZATION_FAILED},
+    ),
     # a transactional batch without a transactional id: Kafka fails the whole request so (was INVALID_RECORD)
-    (ApiKey.PRODUCE, 9, ("transactional_id",), None, {ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
-     {("topic_data", 0, "partition_data", 0, "records"): fuzzgen.build_batch(
-         [fuzzgen.Record(0, 0, b"k", b"v")], base_timestamp=1_700_000_000_000, is_transactional=True,
-         producer_id=1, producer_epoch=0, base_sequence=0)}),
+    (
+        ApiKey.PRODUCE,
+        9,
+        ("transactional_id",),
+        None,
+        {ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
+        {
+            ("topic_data", 0, "partition_data", 0, "records"): fuzzgen.build_batch(
+                [fuzzgen.Record(0, 0, b"k", b"v")],
+                base_timestamp=1_700_000_000_000,
+                is_transactional=True,
+                producer_id=1,
+                producer_epoch=0,
+                base_sequence=0,
+            )
+        },
+    ),
     # DeleteRecords of an internal topic: Kafka INVALID_TOPIC_EXCEPTION (was POLICY_VIOLATION)
     (ApiKey.DELETE_RECORDS, 2, ("topics", 0, "name"), "__consumer_offsets", {ErrorCode.INVALID_TOPIC_EXCEPTION}),
     # Kafka writes a marker into __transaction_state when WriteTxnMarkers names it; Strom's loader
@@ -145,22 +194,48 @@ class Campaign:
         try:
             with trio.fail_after(VIRTUAL_FOREVER_S):
                 if "fuzz" not in self.broker.topics.topics:
-                    await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
-                        "name": "fuzz", "num_partitions": 3, "replication_factor": 1, "assignments": [],
-                        "configs": []}], "timeout_ms": 1000})
+                    await client.request(
+                        ApiKey.CREATE_TOPICS,
+                        7,
+                        {
+                            "topics": [
+                                {
+                                    "name": "fuzz",
+                                    "num_partitions": 3,
+                                    "replication_factor": 1,
+                                    "assignments": [],
+                                    "configs": [],
+                                }
+                            ],
+                            "timeout_ms": 1000,
+                        },
+                    )
                 ctx = fuzzgen.Context("fuzz", self.broker.topics.topics["fuzz"].topic_id)
                 await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": ctx.transactional_id, "key_type": 1})
-                init = await client.request(ApiKey.INIT_PRODUCER_ID, 4, {
-                    "transactional_id": ctx.transactional_id, "transaction_timeout_ms": 600_000,
-                    "producer_id": -1, "producer_epoch": -1})
+                init = await client.request(
+                    ApiKey.INIT_PRODUCER_ID,
+                    4,
+                    {
+                        "transactional_id": ctx.transactional_id,
+                        "transaction_timeout_ms": 600_000,
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                    },
+                )
                 if init.error_code == ErrorCode.NONE:
                     ctx.producer_id, ctx.producer_epoch = init.producer_id, init.producer_epoch
                 await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": ctx.group, "key_type": 0})
                 # the autojump clock jumps whenever all tasks wait: a session of 24 days (virtual)
                 # keeps the member through the campaign's waits
-                join = {"group_id": ctx.group, "session_timeout_ms": 2**31 - 1, "rebalance_timeout_ms": 30_000,
-                        "member_id": self.ctx.member_id if self.ctx else "", "group_instance_id": None,
-                        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+                join = {
+                    "group_id": ctx.group,
+                    "session_timeout_ms": 2**31 - 1,
+                    "rebalance_timeout_ms": 30_000,
+                    "member_id": self.ctx.member_id if self.ctx else "",
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                }
                 joined = await client.request(ApiKey.JOIN_GROUP, 5, join)
                 if joined.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                     join["member_id"] = ""
@@ -170,17 +245,36 @@ class Campaign:
                     joined = await client.request(ApiKey.JOIN_GROUP, 5, join)
                 if joined.error_code == ErrorCode.NONE:
                     ctx.member_id, ctx.generation = joined.member_id, joined.generation_id
-                    await client.request(ApiKey.SYNC_GROUP, 3, {
-                        "group_id": ctx.group, "generation_id": ctx.generation, "member_id": ctx.member_id,
-                        "group_instance_id": None,
-                        "assignments": [{"member_id": ctx.member_id, "assignment": b""}]})
+                    await client.request(
+                        ApiKey.SYNC_GROUP,
+                        3,
+                        {
+                            "group_id": ctx.group,
+                            "generation_id": ctx.generation,
+                            "member_id": ctx.member_id,
+                            "group_instance_id": None,
+                            "assignments": [{"member_id": ctx.member_id, "assignment": b""}],
+                        },
+                    )
                 if self.api_key in CONSUMER_GROUP_APIS:
                     # a KIP-848 consumer group and member instead of the classic one
                     ctx.group, ctx.member_id = "fuzz-cgroup", "fuzz-member"
-                    beat = await client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
-                        "group_id": ctx.group, "member_id": ctx.member_id, "member_epoch": 0, "instance_id": None,
-                        "rack_id": None, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": [ctx.topic],
-                        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+                    beat = await client.request(
+                        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                        0,
+                        {
+                            "group_id": ctx.group,
+                            "member_id": ctx.member_id,
+                            "member_epoch": 0,
+                            "instance_id": None,
+                            "rack_id": None,
+                            "rebalance_timeout_ms": 30_000,
+                            "subscribed_topic_names": [ctx.topic],
+                            "subscribed_topic_regex": None,
+                            "server_assignor": None,
+                            "topic_partitions": [],
+                        },
+                    )
                     ctx.generation = beat.member_epoch if beat.error_code == ErrorCode.NONE else -1
         finally:
             await client.stream.aclose()
@@ -249,10 +343,14 @@ class Campaign:
         client = open_client(self.broker, self.nursery)
         try:
             with trio.fail_after(VIRTUAL_FOREVER_S):
-                versions = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                                          "client_software_version": "1"})
-                metadata = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "keep", "topic_id": bytes(16)}],
-                                                                       "allow_auto_topic_creation": False})
+                versions = await client.request(
+                    ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+                )
+                metadata = await client.request(
+                    ApiKey.METADATA,
+                    12,
+                    {"topics": [{"name": "keep", "topic_id": bytes(16)}], "allow_auto_topic_creation": False},
+                )
             assert versions.error_code == ErrorCode.NONE
             assert metadata.topics[0].error_code == ErrorCode.NONE
         except BaseException as exc:
@@ -311,12 +409,13 @@ class Campaign:
             await client.stream.aclose()
         silent = {i + 1 for i, body in enumerate(bodies) if api_key == ApiKey.PRODUCE and body.get("acks") == 0}
         expected = [i for i in range(1, len(bodies) + 1) if i not in silent] + [PING_ID]
-        if seen != expected[:len(seen)] or (seen and seen[-1] != PING_ID and len(seen) == len(expected)):
+        if seen != expected[: len(seen)] or (seen and seen[-1] != PING_ID and len(seen) == len(expected)):
             self.failures.append(f"{where}: answers in the order {seen}, asked {expected}")
 
 
 def frame_cases() -> list[tuple[str, int, int, bytes]]:
     """Frames broken before any API's body is read: sizes, headers, keys and versions."""
+
     def framed(payload: bytes) -> bytes:
         return struct.pack(">i", len(payload)) + payload
 
@@ -331,12 +430,25 @@ def frame_cases() -> list[tuple[str, int, int, bytes]]:
         ("ControlledShutdown (not served)", 7, 3, framed(struct.pack(">hhih", 7, 3, FUZZ_ID, -1) + b"\x00")),
         ("Metadata v99", 3, 99, framed(struct.pack(">hhih", 3, 99, FUZZ_ID, -1) + b"\x00")),
         ("Metadata v-1", 3, -1, framed(struct.pack(">hhih", 3, -1, FUZZ_ID, -1))),
-        ("client id length beyond the frame", 3, 9,
-         framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, 30000) + b"abc")),
+        (
+            "client id length beyond the frame",
+            3,
+            9,
+            framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, 30000) + b"abc"),
+        ),
         ("client id length -2", 3, 9, framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, -2) + b"\x00")),
-        ("client id not UTF-8", 3, 9, framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, 2) + b"\xff\xfe\x00\x00")),
-        ("header tagged fields truncated", 3, 9,
-         framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, -1) + b"\x05\x01")),
+        (
+            "client id not UTF-8",
+            3,
+            9,
+            framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, 2) + b"\xff\xfe\x00\x00"),
+        ),
+        (
+            "header tagged fields truncated",
+            3,
+            9,
+            framed(struct.pack(">hhih", ApiKey.METADATA, 9, FUZZ_ID, -1) + b"\x05\x01"),
+        ),
     ]
 
 
@@ -351,11 +463,16 @@ async def _keep_records(client) -> list[bytes]:
 def _fuzz_broker(tmp_path):
     # the coordinators' periodic timers wake rarely: under the autojump clock a 24-day long
     # poll then passes in a few steps
-    return make_broker(tmp_path / "data", transaction_state_log_num_partitions=1, offsets_topic_num_partitions=1,
-                       transaction_abort_timed_out_transaction_cleanup_interval_ms=2**31 - 1,
-                       transaction_remove_expired_transaction_cleanup_interval_ms=2**31 - 1,
-                       group_max_session_timeout_ms=2**31 - 1, group_consumer_session_timeout_ms=2**31 - 1,
-                       offsets_retention_check_interval_ms=2**31 - 1)
+    return make_broker(
+        tmp_path / "data",
+        transaction_state_log_num_partitions=1,
+        offsets_topic_num_partitions=1,
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=2**31 - 1,
+        transaction_remove_expired_transaction_cleanup_interval_ms=2**31 - 1,
+        group_max_session_timeout_ms=2**31 - 1,
+        group_consumer_session_timeout_ms=2**31 - 1,
+        offsets_retention_check_interval_ms=2**31 - 1,
+    )
 
 
 async def _background(broker, nursery):
@@ -367,20 +484,29 @@ async def _background(broker, nursery):
 async def _produce_keep(broker, nursery) -> list[bytes]:
     """Topic `keep` (2 partitions) with acknowledged records; their values, read back."""
     client = open_client(broker, nursery)
-    await client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
-        "name": "keep", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
-        "timeout_ms": 1000})
+    await client.request(
+        ApiKey.CREATE_TOPICS,
+        7,
+        {
+            "topics": [
+                {"name": "keep", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}
+            ],
+            "timeout_ms": 1000,
+        },
+    )
     for partition in range(2):
-        response = await client.request(ApiKey.PRODUCE, 9, produce_body(
-            "keep", batch(KEEP_RECORDS, key_prefix=b"p%d-" % partition), partition=partition))
+        response = await client.request(
+            ApiKey.PRODUCE,
+            9,
+            produce_body("keep", batch(KEEP_RECORDS, key_prefix=b"p%d-" % partition), partition=partition),
+        )
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     before = await _keep_records(client)
     assert len(before) == 2 * KEEP_RECORDS
     return before
 
 
-@pytest.mark.parametrize("api_key", sorted(m.API_KEY for m in MODULES),
-                         ids=lambda k: api_spec(k).name)
+@pytest.mark.parametrize("api_key", sorted(m.API_KEY for m in MODULES), ids=lambda k: api_spec(k).name)
 async def test_hostile_requests_to_every_version(api_key, tmp_path, nursery, autojump_clock, caplog):
     caplog.set_level(logging.INFO, logger="strom")
     broker = _fuzz_broker(tmp_path)
@@ -402,8 +528,11 @@ async def test_hostile_requests_to_every_version(api_key, tmp_path, nursery, aut
             background.cancel_scope.cancel()
     finally:
         again.close()
-    complaints = [r.getMessage() for r in caplog.records
-                  if r.name.startswith("strom") and (r.levelno >= logging.WARNING or r.exc_info)]
+    complaints = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("strom") and (r.levelno >= logging.WARNING or r.exc_info)
+    ]
     assert not complaints, f"after the campaign, the restarted broker logged {complaints}"
 
 
@@ -420,8 +549,9 @@ async def _campaign(api_key, broker, nursery, caplog):
     assert await _keep_records(fresh) == before, "acknowledged records changed during the campaign"
     unanswered = [v for v, outcome in campaign.baselines.items() if outcome != "answered"]
     assert not unanswered, f"the generated baseline request of versions {unanswered} was not answered"
-    assert not campaign.failures, f"{len(campaign.failures)} of {campaign.cases} cases failed:\n" + \
-        "\n".join(campaign.failures[:60])
+    assert not campaign.failures, f"{len(campaign.failures)} of {campaign.cases} cases failed:\n" + "\n".join(
+        campaign.failures[:60]
+    )
     return before
 
 
@@ -439,9 +569,14 @@ async def test_found_defects_stay_fixed(tmp_path, nursery, autojump_clock, caplo
             for other_path, other_value in (also[0] if also else {}).items():
                 body = fuzzgen.set_path(body, other_path, other_value)
             label = f"{'.'.join(map(str, path))}={fuzzgen._short(value)}"
-            answer, closed = await campaign.run(label, api_key, version, fuzzgen.encode(api_key, version, FUZZ_ID, body))
-            codes = "closed" if answer is None and closed else {c for _, c in _error_codes(answer)} - {ErrorCode.NONE} \
-                or {ErrorCode.NONE}
+            answer, closed = await campaign.run(
+                label, api_key, version, fuzzgen.encode(api_key, version, FUZZ_ID, body)
+            )
+            codes = (
+                "closed"
+                if answer is None and closed
+                else {c for _, c in _error_codes(answer)} - {ErrorCode.NONE} or {ErrorCode.NONE}
+            )
             if codes != expected:
                 campaign.failures.append(f"{api_spec(api_key).name} v{version} {label}: {codes}, expected {expected}")
         assert not campaign.failures, "\n".join(campaign.failures)

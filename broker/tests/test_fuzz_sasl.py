@@ -4,17 +4,17 @@ messages cut or padded with hostile attributes, a SCRAM final after a well-forme
 answer must decode with Kafka's error codes (or the connection close with a log line), nothing
 may log an unexpected error or a password, nothing may authenticate, and a fresh connection is
 still served. Fixed cases: deterministic, a few seconds."""
+
 from __future__ import annotations
 
 import base64
 import logging
 import struct
 
-import pytest
 import trio
 
-from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig
+from strom.broker.server.root import BrokerServer
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
@@ -25,16 +25,41 @@ from .test_security import open_listener, sasl_props
 BIG = 32 * 1024
 SECRETS = ("alice-secret", "admin-secret")
 TOKENS = [
-    b"", b"\x00", b"\x00\x00", b"\x00\x00\x00\x00", b"\x00alice", b"alice\x00\x00", b"\x00alice\x00",
-    b"\x00" * BIG, b"a" * BIG, b"\xff\xfe\x00\xc3\x28\x00", b"\x00alice\x00alice-secret\x00extra",
+    b"",
+    b"\x00",
+    b"\x00\x00",
+    b"\x00\x00\x00\x00",
+    b"\x00alice",
+    b"alice\x00\x00",
+    b"\x00alice\x00",
+    b"\x00" * BIG,
+    b"a" * BIG,
+    b"\xff\xfe\x00\xc3\x28\x00",
+    b"\x00alice\x00alice-secret\x00extra",
     b"admin\x00alice\x00alice-secret",  # authorization id of another user
-    b"n,,", b"n,,n=,r=", b"n,,n=alice", b"y,,n=alice,r=x", b"p=tls-unique,,n=alice,r=x", b"n,a=admin,n=alice,r=x",
-    b"n,,n=alice,r=" + b"x" * BIG, b"n,,n=" + b"\xff" * 10 + b",r=x", b"n,,n=al=2Cice=3D=ZZ,r=x",
-    b"n,,n=alice,r=x,m=ext", b"c=biws,r=x,p=" + base64.b64encode(b"x" * 32),
-    b"n,,auth=Bearer \x01\x01", b"n,,\x01auth=Bearer " + b"a" * BIG + b"\x01\x01",
+    b"n,,",
+    b"n,,n=,r=",
+    b"n,,n=alice",
+    b"y,,n=alice,r=x",
+    b"p=tls-unique,,n=alice,r=x",
+    b"n,a=admin,n=alice,r=x",
+    b"n,,n=alice,r=" + b"x" * BIG,
+    b"n,,n=" + b"\xff" * 10 + b",r=x",
+    b"n,,n=al=2Cice=3D=ZZ,r=x",
+    b"n,,n=alice,r=x,m=ext",
+    b"c=biws,r=x,p=" + base64.b64encode(b"x" * 32),
+    b"n,,auth=Bearer \x01\x01",
+    b"n,,\x01auth=Bearer " + b"a" * BIG + b"\x01\x01",
 ]
-SCRAM_FINALS = [b"", b"c=biws", b"c=biws,r=", b"c=,r=x,p=", b"c=biws,r=WRONG,p=" + base64.b64encode(b"p" * 32),
-                b"c=\xff\xff,r=x,p=!!!", b"x" * BIG]
+SCRAM_FINALS = [
+    b"",
+    b"c=biws",
+    b"c=biws,r=",
+    b"c=,r=x,p=",
+    b"c=biws,r=WRONG,p=" + base64.b64encode(b"p" * 32),
+    b"c=\xff\xff,r=x,p=!!!",
+    b"x" * BIG,
+]
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 HOSTILE_MECHANISMS = ["", "plain", "GSSAPI", "x" * 32767, "SCRAM-SHA-1", "PLAIN\x00"]
 
@@ -54,13 +79,19 @@ async def _exchange(client, frames: list[tuple[int, int, bytes]]) -> list:
 
 
 def _handshake(mechanism: str, correlation: int = 1) -> tuple[int, int, bytes]:
-    return ApiKey.SASL_HANDSHAKE, 1, encode_request(ApiKey.SASL_HANDSHAKE, 1, correlation, "fuzz",
-                                                    {"mechanism": mechanism})
+    return (
+        ApiKey.SASL_HANDSHAKE,
+        1,
+        encode_request(ApiKey.SASL_HANDSHAKE, 1, correlation, "fuzz", {"mechanism": mechanism}),
+    )
 
 
 def _authenticate(token: bytes, correlation: int) -> tuple[int, int, bytes]:
-    return ApiKey.SASL_AUTHENTICATE, 2, encode_request(ApiKey.SASL_AUTHENTICATE, 2, correlation, "fuzz",
-                                                       {"auth_bytes": token})
+    return (
+        ApiKey.SASL_AUTHENTICATE,
+        2,
+        encode_request(ApiKey.SASL_AUTHENTICATE, 2, correlation, "fuzz", {"auth_bytes": token}),
+    )
 
 
 def _cases():
@@ -72,14 +103,24 @@ def _cases():
             yield f"{mechanism} token {i}", frames
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         for i, final in enumerate(SCRAM_FINALS):
-            yield f"{mechanism} final {i}", [_handshake(mechanism), _authenticate(b"n,,n=alice,r=fuzznonce", 2),
-                                             _authenticate(final, 3)]
+            yield (
+                f"{mechanism} final {i}",
+                [_handshake(mechanism), _authenticate(b"n,,n=alice,r=fuzznonce", 2), _authenticate(final, 3)],
+            )
     for i, mechanism in enumerate(HOSTILE_MECHANISMS):
         yield f"mechanism {i}", [_handshake(mechanism), _authenticate(b"\x00alice\x00alice-secret", 2)]
     yield "authenticate before a handshake", [_authenticate(b"\x00alice\x00alice-secret", 1)]
     yield "a second handshake", [_handshake("PLAIN"), _handshake("PLAIN", 2)]
-    yield "Metadata before authenticating", [(ApiKey.METADATA, 12, encode_request(
-        ApiKey.METADATA, 12, 1, "fuzz", {"topics": None, "allow_auto_topic_creation": False}))]
+    yield (
+        "Metadata before authenticating",
+        [
+            (
+                ApiKey.METADATA,
+                12,
+                encode_request(ApiKey.METADATA, 12, 1, "fuzz", {"topics": None, "allow_auto_topic_creation": False}),
+            )
+        ],
+    )
     yield "a frame cut in the handshake", [(ApiKey.SASL_HANDSHAKE, 1, struct.pack(">ihhi", 8, 17, 1, 1))]
 
 
@@ -116,8 +157,12 @@ async def test_hostile_sasl_exchanges(tmp_path, nursery, autojump_clock, caplog)
                 if any(c not in KNOWN_ERROR_CODES for c in codes):
                     failures.append(f"{label}: unknown error codes {codes}")
             last = answers[-1] if answers else None
-            if last is not None and frames[-1][0] == ApiKey.SASL_AUTHENTICATE and last.error_code == ErrorCode.NONE \
-                    and not (last.auth_bytes or b"").startswith((b"r=", b'{"status"')):
+            if (
+                last is not None
+                and frames[-1][0] == ApiKey.SASL_AUTHENTICATE
+                and last.error_code == ErrorCode.NONE
+                and not (last.auth_bytes or b"").startswith((b"r=", b'{"status"'))
+            ):
                 # (a SCRAM server-first and an OAUTHBEARER error challenge are not a success)
                 failures.append(f"{label}: authenticated")
             records = [r for r in caplog.records if r.name.startswith("strom")]
@@ -130,8 +175,9 @@ async def test_hostile_sasl_exchanges(tmp_path, nursery, autojump_clock, caplog)
                 failures.append(f"{label}: closed without a log line saying why")
             fresh = open_listener(broker, nursery, "SASL_PLAINTEXT")
             with trio.fail_after(3600):
-                alive = await fresh.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                                     "client_software_version": "1"})
+                alive = await fresh.request(
+                    ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+                )
             await fresh.stream.aclose()
             if alive.error_code != ErrorCode.NONE:
                 failures.append(f"{label}: ApiVersions on a fresh connection answered {alive.error_code}")

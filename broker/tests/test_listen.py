@@ -1,4 +1,5 @@
 """Listening before the broker loads: connections made meanwhile wait in the backlog and are served."""
+
 from __future__ import annotations
 
 import socket
@@ -9,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError, Listener
 from strom.broker.server.listen import bind_listener, bind_listeners
+from strom.broker.server.root import BrokerServer
 from strom.protocol.connection import CLIENT, NEED_DATA, Connection, Response
 from strom.protocol.schema import ApiKey
 
@@ -57,8 +58,9 @@ def test_port_in_use_says_what_to_do_and_leaves_nothing_bound() -> None:
     free.close()
     try:
         with pytest.raises(ConfigError, match="choose another port"):
-            bind_listeners([Listener("PLAINTEXT", "127.0.0.1", free_port),
-                            Listener("PLAINTEXT", "127.0.0.1", first.port)])
+            bind_listeners(
+                [Listener("PLAINTEXT", "127.0.0.1", free_port), Listener("PLAINTEXT", "127.0.0.1", first.port)]
+            )
         # the first listener of the failed call was closed again: its port can be bound
         again = bind_listener(Listener("PLAINTEXT", "127.0.0.1", free_port))
         again.close()
@@ -71,9 +73,21 @@ def test_serve_on_a_taken_port_exits_non_zero_with_the_reason(tmp_path) -> None:
     try:
         # a child process with a deadline: a broker that did start would be killed, not served forever
         result = subprocess.run(
-            [sys.executable, "-m", "strom.broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{taken.port}",
-             "--override", f"log.dirs={tmp_path}"],
-            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=30)
+            [
+                sys.executable,
+                "-m",
+                "strom.broker",
+                "serve",
+                "--override",
+                f"listeners=PLAINTEXT://127.0.0.1:{taken.port}",
+                "--override",
+                f"log.dirs={tmp_path}",
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         taken.close()
     assert result.returncode != 0

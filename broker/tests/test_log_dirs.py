@@ -1,5 +1,6 @@
 """Several log dirs: one that fails hard goes offline, its partitions answer KAFKA_STORAGE_ERROR,
 DescribeLogDirs reports it, and the other dirs keep serving."""
+
 from __future__ import annotations
 
 import errno
@@ -48,7 +49,7 @@ async def test_describe_log_dirs_lists_dirs_partitions_and_sizes(two_dirs, nurse
     response = await describe(client, version)
     assert [r.log_dir for r in response.results] == [os.path.abspath(d) for d in dirs]
     where = placement(broker, "t", 4)
-    for result, d in zip(response.results, dirs):
+    for result, d in zip(response.results, dirs, strict=False):
         assert result.error_code == ErrorCode.NONE
         sizes = {p.partition_index: p.partition_size for t in result.topics if t.name == "t" for p in t.partitions}
         assert set(sizes) == {p for p, at in where.items() if at == d}
@@ -90,8 +91,9 @@ async def test_a_failing_dir_goes_offline_and_the_other_keeps_serving(two_dirs, 
         response = await describe(client)
         assert [r.error_code for r in response.results] == [ErrorCode.NONE, ErrorCode.KAFKA_STORAGE_ERROR]
         assert response.results[1].topics == [] and response.results[1].total_bytes == -1
-        metadata = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "t", "topic_id": bytes(16)}],
-                                                               "allow_auto_topic_creation": False})
+        metadata = await client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": "t", "topic_id": bytes(16)}], "allow_auto_topic_creation": False}
+        )
         offline = {p.partition_index: p.offline_replicas for p in metadata.topics[0].partitions}
         assert all(offline[p] == [broker.node_id] for p in bad) and all(offline[p] == [] for p in good)
         new = await create(client, "later", partitions=2)  # new partitions go to the working dir

@@ -2,19 +2,19 @@
 checked against the reference broker by compat_tests/differential, scenarios produce-v9-malformed-*):
 the error code a client acts on (INVALID_RECORD is final, CORRUPT_MESSAGE is retried), the log
 start offset Kafka reports with log-level errors, and nothing appended."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
 
+from compat_tests.differential.scenarios import patched  # a header field changed, the CRC made right
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.compression import Compression
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
-
-from compat_tests.differential.scenarios import patched  # a header field changed, the CRC made right
 
 from .helpers import make_broker, open_client
 from .test_apis import create, produce_body
@@ -34,8 +34,12 @@ CASES = {
     "less than a frame": (TWO[:8], ErrorCode.INVALID_RECORD, -1, 0),
     "no bytes": (b"", ErrorCode.INVALID_RECORD, -1, 0),
     "two batches": (TWO + batch(1), ErrorCode.INVALID_RECORD, -1, 0),
-    "legacy message set": (build_message_set([LegacyMessage(0, TS, b"k", b"v", 0, 1)], 1, 0),
-                           ErrorCode.INVALID_RECORD, -1, 0),
+    "legacy message set": (
+        build_message_set([LegacyMessage(0, TS, b"k", b"v", 0, 1)], 1, 0),
+        ErrorCode.INVALID_RECORD,
+        -1,
+        0,
+    ),
     "second batch cut short is dropped": (TWO + TWO[:-5], ErrorCode.NONE, 0, 2),
     "impossible length": (patched(TWO, length=-1), ErrorCode.CORRUPT_MESSAGE, -1, 0),
     "impossible second entry": (TWO + bytes(12), ErrorCode.CORRUPT_MESSAGE, -1, 0),
@@ -48,18 +52,37 @@ CASES = {
     "control batch": (patched(TWO, attributes=0x20), ErrorCode.INVALID_RECORD, 0, 0),
     "producer id without sequence": (batch(2, producer_id=7, producer_epoch=0), ErrorCode.INVALID_RECORD, 0, 0),
     # found by broker/tests/test_fuzz_apis.py; Kafka 4.0 (log.message.timestamp.after.max.ms one hour)
-    "timestamp 2^63-1": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1),
-                         ErrorCode.INVALID_TIMESTAMP, 0, 0),
-    "timestamp -2^63": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=-(2**63)),
-                        ErrorCode.INVALID_TIMESTAMP, 0, 0),
-    "LogAppendTime batch at 2^63-1": (build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1,
-                                                  timestamp_type=1), ErrorCode.INVALID_TIMESTAMP, 0, 0),
+    "timestamp 2^63-1": (
+        build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1),
+        ErrorCode.INVALID_TIMESTAMP,
+        0,
+        0,
+    ),
+    "timestamp -2^63": (
+        build_batch([Record(0, 0, b"k", b"v")], base_timestamp=-(2**63)),
+        ErrorCode.INVALID_TIMESTAMP,
+        0,
+        0,
+    ),
+    "LogAppendTime batch at 2^63-1": (
+        build_batch([Record(0, 0, b"k", b"v")], base_timestamp=2**63 - 1, timestamp_type=1),
+        ErrorCode.INVALID_TIMESTAMP,
+        0,
+        0,
+    ),
 }
 
 
 async def latest(client, topic: str) -> int:
-    response = await client.request(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    response = await client.request(
+        ApiKey.LIST_OFFSETS,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+        },
+    )
     return response.topics[0].partitions[0].offset
 
 
@@ -88,8 +111,11 @@ async def test_malformed_records_with_a_bad_partition_are_refused_for_the_record
 async def test_compacted_topic_lists_every_record_without_a_key(connect):
     client = await connect()
     await create(client, "c", configs={"cleanup.policy": "compact"})
-    records = build_batch([Record(0, 0, None, b"a", []), Record(1, 1, b"k", b"b", []), Record(2, 2, None, b"c", [])],
-                          base_timestamp=TS, compression=Compression.GZIP)
+    records = build_batch(
+        [Record(0, 0, None, b"a", []), Record(1, 1, b"k", b"b", []), Record(2, 2, None, b"c", [])],
+        base_timestamp=TS,
+        compression=Compression.GZIP,
+    )
     answer = (await client.request(ApiKey.PRODUCE, 9, produce_body("c", records))).responses[0].partition_responses[0]
     assert (answer.error_code, answer.log_start_offset) == (ErrorCode.INVALID_RECORD, 0)
     assert [e.batch_index for e in answer.record_errors] == [0, 2]
@@ -106,8 +132,11 @@ async def test_produce_to_a_missing_topic_does_not_create_it_but_metadata_does(t
         refused = await client.request(ApiKey.PRODUCE, 9, produce_body("later", batch(1)))
         assert refused.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert "later" not in b.topics.topics
-        meta = await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "later", "topic_id": bytes(16)}],
-                                                           "allow_auto_topic_creation": True})
+        meta = await client.request(
+            ApiKey.METADATA,
+            12,
+            {"topics": [{"name": "later", "topic_id": bytes(16)}], "allow_auto_topic_creation": True},
+        )
         assert meta.topics[0].error_code == ErrorCode.NONE and len(meta.topics[0].partitions) == 2
         landed = await client.request(ApiKey.PRODUCE, 9, produce_body("later", batch(1)))
         assert landed.responses[0].partition_responses[0].error_code == ErrorCode.NONE
@@ -123,16 +152,20 @@ async def test_a_record_timestamped_too_far_ahead_is_refused_and_named(connect):
     await create(client, "ts-lax", configs={"message.timestamp.after.max.ms": str(3 * 3600_000)})
     await create(client, "ts-append", configs={"message.timestamp.type": "LogAppendTime"})
     now = int(time.time() * 1000)
-    ahead = build_batch([Record(0, 0, b"k", b"v"), Record(1, 2 * 3600_000, b"k", b"v"), Record(2, 0, b"k", b"v")],
-                        base_timestamp=now)
+    ahead = build_batch(
+        [Record(0, 0, b"k", b"v"), Record(1, 2 * 3600_000, b"k", b"v"), Record(2, 0, b"k", b"v")], base_timestamp=now
+    )
     answer = (await client.request(ApiKey.PRODUCE, 9, produce_body("ts", ahead))).responses[0].partition_responses[0]
     assert (answer.error_code, answer.log_start_offset) == (ErrorCode.INVALID_TIMESTAMP, 0)
     assert [e.batch_index for e in answer.record_errors] == [1]
     assert answer.record_errors[0].batch_index_error_message.startswith(
-        f"Timestamp {now + 2 * 3600_000} of message with offset 1 is out of range.")
+        f"Timestamp {now + 2 * 3600_000} of message with offset 1 is out of range."
+    )
     assert await latest(client, "ts") == 0
     for topic in ("ts-lax", "ts-append"):
-        answer = (await client.request(ApiKey.PRODUCE, 9, produce_body(topic, ahead))).responses[0].partition_responses[0]
+        answer = (
+            (await client.request(ApiKey.PRODUCE, 9, produce_body(topic, ahead))).responses[0].partition_responses[0]
+        )
         assert answer.error_code == ErrorCode.NONE, topic
         assert await latest(client, topic) == 3
 
@@ -150,5 +183,7 @@ async def test_a_client_cannot_append_to_an_internal_topic(connect, broker, topi
     assert answer.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert await latest(client, topic) == end
     await create(client, "__ordinary")  # only Kafka's internal topics: others named "__" take records
-    answer = (await client.request(ApiKey.PRODUCE, 9, produce_body("__ordinary", TWO))).responses[0].partition_responses[0]
+    answer = (
+        (await client.request(ApiKey.PRODUCE, 9, produce_body("__ordinary", TWO))).responses[0].partition_responses[0]
+    )
     assert answer.error_code == ErrorCode.NONE

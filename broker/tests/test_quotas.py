@@ -1,5 +1,6 @@
 """Client quotas: configs (Describe/AlterClientQuotas, kept across restarts), which entity applies,
 and throttling of Produce and Fetch with throttle_time_ms."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,10 +14,20 @@ from .test_apis import batch, create, fetch_body, produce_body
 
 
 def alter(entity, ops, validate_only=False) -> dict:
-    return {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-                         "ops": [{"key": k, "value": v, "remove": v is None} if v is not None else
-                                 {"key": k, "value": 0.0, "remove": True} for k, v in ops]}],
-            "validate_only": validate_only}
+    return {
+        "entries": [
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                "ops": [
+                    {"key": k, "value": v, "remove": v is None}
+                    if v is not None
+                    else {"key": k, "value": 0.0, "remove": True}
+                    for k, v in ops
+                ],
+            }
+        ],
+        "validate_only": validate_only,
+    }
 
 
 def describe(components, strict=False) -> dict:
@@ -24,31 +35,48 @@ def describe(components, strict=False) -> dict:
 
 
 def listed(response) -> dict:
-    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry["values"]}
-            for entry in response.entries}
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry["values"]}
+        for entry in response.entries
+    }
 
 
 async def test_alter_and_describe_quotas_and_keep_them(tmp_path, nursery):
     b = make_broker(tmp_path)
     try:
         client = open_client(b, nursery)
-        ok = await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c1")], [("producer_byte_rate", 1000.0)]))
+        ok = await client.request(
+            ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c1")], [("producer_byte_rate", 1000.0)])
+        )
         assert ok.entries[0].error_code == ErrorCode.NONE
         await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("user", None)], [("request_percentage", 25.0)]))
-        await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("user", "u"), ("client-id", "c1")],
-                                                                  [("consumer_byte_rate", 5.0)]))
-        dry = await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c9")], [("producer_byte_rate", 1.0)],
-                                                                        validate_only=True))
+        await client.request(
+            ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("user", "u"), ("client-id", "c1")], [("consumer_byte_rate", 5.0)])
+        )
+        dry = await client.request(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            alter([("client-id", "c9")], [("producer_byte_rate", 1.0)], validate_only=True),
+        )
         assert dry.entries[0].error_code == ErrorCode.NONE
         bad = await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c1")], [("nonsense", 1.0)]))
-        assert (bad.entries[0].error_code, bad.entries[0].error_message) == (ErrorCode.INVALID_REQUEST,
-                                                                             "Invalid configuration key nonsense")
-        zero = await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c1")], [("producer_byte_rate", 0.0)]))
+        assert (bad.entries[0].error_code, bad.entries[0].error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            "Invalid configuration key nonsense",
+        )
+        zero = await client.request(
+            ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "c1")], [("producer_byte_rate", 0.0)])
+        )
         assert zero.entries[0].error_message == "Quota producer_byte_rate must be greater than 0"
         every = listed(await client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe([])))
-        assert every == {(("client-id", "c1"),): {"producer_byte_rate": 1000.0}, (("user", None),): {"request_percentage": 25.0},
-                         (("client-id", "c1"), ("user", "u")): {"consumer_byte_rate": 5.0}}
-        exact = listed(await client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe([("client-id", 0, "c1")], strict=True)))
+        assert every == {
+            (("client-id", "c1"),): {"producer_byte_rate": 1000.0},
+            (("user", None),): {"request_percentage": 25.0},
+            (("client-id", "c1"), ("user", "u")): {"consumer_byte_rate": 5.0},
+        }
+        exact = listed(
+            await client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe([("client-id", 0, "c1")], strict=True))
+        )
         assert list(exact) == [(("client-id", "c1"),)]
         defaults = listed(await client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe([("user", 1, None)])))
         assert list(defaults) == [(("user", None),)]
@@ -61,18 +89,25 @@ async def test_alter_and_describe_quotas_and_keep_them(tmp_path, nursery):
     try:
         client = open_client(b2, nursery)
         kept = listed(await client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe([])))
-        assert kept == {(("client-id", "c1"),): {"producer_byte_rate": 1000.0},
-                        (("client-id", "c1"), ("user", "u")): {"consumer_byte_rate": 5.0}}, "removed keys stay removed"
+        assert kept == {
+            (("client-id", "c1"),): {"producer_byte_rate": 1000.0},
+            (("client-id", "c1"), ("user", "u")): {"consumer_byte_rate": 5.0},
+        }, "removed keys stay removed"
     finally:
         b2.close()
 
 
 def test_the_most_specific_entity_wins_and_rates_are_windowed():
-    store = SimpleNamespace(topics=SimpleNamespace(quotas={
-        (("client-id", None),): {"producer_byte_rate": 1.0},
-        (("client-id", "c"),): {"producer_byte_rate": 2.0},
-        (("user", None),): {"producer_byte_rate": 3.0},
-        (("client-id", "c"), ("user", "u")): {"producer_byte_rate": 4.0}}))
+    store = SimpleNamespace(
+        topics=SimpleNamespace(
+            quotas={
+                (("client-id", None),): {"producer_byte_rate": 1.0},
+                (("client-id", "c"),): {"producer_byte_rate": 2.0},
+                (("user", None),): {"producer_byte_rate": 3.0},
+                (("client-id", "c"), ("user", "u")): {"producer_byte_rate": 4.0},
+            }
+        )
+    )
     q = QuotaManager(lambda: store.topics.quotas, samples=3, window_s=1.0)
     assert q.quota("producer_byte_rate", "u", "c")[0] == 4.0
     assert q.quota("producer_byte_rate", "v", "c")[0] == 3.0, "a default user quota comes before client ids"
@@ -95,10 +130,14 @@ def test_the_most_specific_entity_wins_and_rates_are_windowed():
 
 async def test_produce_and_fetch_answers_carry_throttle_time(connect, broker, autojump_clock):
     import trio
+
     client = await connect()
     await create(client, "thr")
-    await client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter([("client-id", "test")], [
-        ("producer_byte_rate", 100.0), ("consumer_byte_rate", 100.0)]))
+    await client.request(
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        1,
+        alter([("client-id", "test")], [("producer_byte_rate", 100.0), ("consumer_byte_rate", 100.0)]),
+    )
     first = await client.request(ApiKey.PRODUCE, 9, produce_body("thr", batch(50)))
     assert first.throttle_time_ms > 0 and first.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     start = trio.current_time()

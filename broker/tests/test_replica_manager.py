@@ -1,16 +1,16 @@
 """Leader-side replication state: the high watermark follows the slowest in-sync replica."""
+
 from __future__ import annotations
 
 import pytest
 import trio
 
-from strom.protocol.records.batch import Record, build_batch, validate_batches
-from strom.storage.config import LogConfig
-from strom.storage.log import Log
-
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.replica.partition import now_ms
 from strom.broker.replica.purgatory import DataWaiters
+from strom.protocol.records.batch import Record, build_batch, validate_batches
+from strom.storage.config import LogConfig
+from strom.storage.log import Log
 
 
 def _append(partition, n: int) -> None:
@@ -20,8 +20,9 @@ def _append(partition, n: int) -> None:
 
 def _leader(tmp_path, isr):
     manager = ReplicaManager(node_id=1)
-    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0,
-                            replicas=[1, 2, 3], isr=list(isr))
+    partition = manager.add(
+        "t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0, replicas=[1, 2, 3], isr=list(isr)
+    )
     partition.become_leader(3, [1, 2, 3], list(isr), version=0)
     return partition
 
@@ -94,6 +95,7 @@ def test_a_follower_one_fetch_behind_a_steady_load_stays_in_sync(tmp_path, monke
     (records keep arriving between its fetches), yet it is in sync; a follower that falls
     further behind is not."""
     import strom.broker.replica.partition as rm
+
     clock = [0]
     monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
     partition = _leader(tmp_path, [1, 2, 3])
@@ -113,6 +115,7 @@ def test_a_follower_at_the_log_end_of_an_idle_partition_is_in_sync(tmp_path, mon
     """As Kafka's isCaughtUp: a follower whose log end is the leader's is in sync however long
     since it last fetched (nothing was written); once the leader appends, the lag time counts."""
     import strom.broker.replica.partition as rm
+
     clock = [1000]
     monkeypatch.setattr(rm, "now_ms", lambda: clock[0])
     partition = _leader(tmp_path, [1, 2])
@@ -176,9 +179,11 @@ def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reac
     started at gets OFFSET_NOT_AVAILABLE, retried, not an offset from a stale high watermark.
     Followers and the earliest offset are answered; it ends once the followers catch up."""
     from strom.broker.apis.list_offsets import EARLIEST, LATEST, OffsetNotAvailable, _offset
+
     manager = ReplicaManager(node_id=1)
-    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=2, leader_epoch=3,
-                            replicas=[1, 2, 3], isr=[1, 2, 3])
+    partition = manager.add(
+        "t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=2, leader_epoch=3, replicas=[1, 2, 3], isr=[1, 2, 3]
+    )
     partition.become_follower(2, 3, [1, 2, 3], [1, 2, 3], version=0)
     data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(5)], base_timestamp=1000))
     partition.log.append_as_follower(data, validate_batches(data))

@@ -1,5 +1,6 @@
 """Replication throttles (leader/follower.replication.throttled.rate and the topics'
 *.replication.throttled.replicas) and the dynamic broker configs they are set through."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -18,13 +19,24 @@ BROKER, TOPIC = 4, 2
 
 
 def inc(rtype: int, name: str, ops, validate_only=False) -> dict:
-    return {"validate_only": validate_only, "resources": [{"resource_type": rtype, "resource_name": name, "configs": [
-        {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}]}
+    return {
+        "validate_only": validate_only,
+        "resources": [
+            {
+                "resource_type": rtype,
+                "resource_name": name,
+                "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops],
+            }
+        ],
+    }
 
 
 def describe(rtype: int, name: str, keys=None) -> dict:
-    return {"resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
-            "include_synonyms": True, "include_documentation": False}
+    return {
+        "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
 
 
 def shown(response) -> dict:
@@ -40,26 +52,35 @@ def test_throttled_replica_lists_name_partitions_per_broker():
 
 def test_dynamic_values_are_checked_as_kafka_checks_them():
     assert check_value("leader.replication.throttled.rate", "1000") is None
-    assert check_value("leader.replication.throttled.rate", "abc") == \
-        "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG"
-    assert check_value("follower.replication.throttled.rate", "-5") == \
-        "Invalid value -5 for configuration follower.replication.throttled.rate: Value must be at least 0"
+    assert (
+        check_value("leader.replication.throttled.rate", "abc")
+        == "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG"
+    )
+    assert (
+        check_value("follower.replication.throttled.rate", "-5")
+        == "Invalid value -5 for configuration follower.replication.throttled.rate: Value must be at least 0"
+    )
     assert check_value("max.connection.creation.rate", str(2**31)).endswith("Not a number of type INT")
 
 
 def _quotas(stored: dict, topic_configs: dict, node_id: int = 1) -> tuple[ReplicationQuota, ReplicationQuota]:
     from strom.broker.config import BrokerConfig
+
     dynamic = DynamicConfigs(BrokerConfig({"log.dirs": "/nonexistent"}), node_id, lambda: stored)
-    return (ReplicationQuota(LEADER, node_id, dynamic, topic_configs.get),
-            ReplicationQuota(FOLLOWER, node_id, dynamic, topic_configs.get))
+    return (
+        ReplicationQuota(LEADER, node_id, dynamic, topic_configs.get),
+        ReplicationQuota(FOLLOWER, node_id, dynamic, topic_configs.get),
+    )
 
 
 def test_own_value_wins_over_the_cluster_default_and_the_rate_is_kept_to():
-    leader, follower = _quotas({"": {"leader.replication.throttled.rate": "500",
-                                     "follower.replication.throttled.rate": "300"},
-                                "1": {"leader.replication.throttled.rate": "1000"}},
-                               {"t": {"leader.replication.throttled.replicas": "0:1,1:2",
-                                      "follower.replication.throttled.replicas": "*"}})
+    leader, follower = _quotas(
+        {
+            "": {"leader.replication.throttled.rate": "500", "follower.replication.throttled.rate": "300"},
+            "1": {"leader.replication.throttled.rate": "1000"},
+        },
+        {"t": {"leader.replication.throttled.replicas": "0:1,1:2", "follower.replication.throttled.replicas": "*"}},
+    )
     assert (leader.limit(), follower.limit()) == (1000.0, 300.0)
     assert leader.is_throttled("t", 0) and not leader.is_throttled("t", 1) and not leader.is_throttled("other", 0)
     assert follower.is_throttled("t", 5)
@@ -78,40 +99,101 @@ async def test_broker_dynamic_configs_are_set_described_removed_and_kept(tmp_pat
     me = str(b.node_id)
     try:
         client = open_client(b, nursery)
-        ok = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, me, [
-            ("leader.replication.throttled.rate", 0, "1000"), ("follower.replication.throttled.rate", 0, "2000")]))
+        ok = await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            inc(
+                BROKER,
+                me,
+                [("leader.replication.throttled.rate", 0, "1000"), ("follower.replication.throttled.rate", 0, "2000")],
+            ),
+        )
         assert ok.responses[0].error_code == ErrorCode.NONE
-        default = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, "", [
-            ("follower.replication.throttled.rate", 0, "50"), ("max.connection.creation.rate", 0, "7")]))
+        default = await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            inc(
+                BROKER, "", [("follower.replication.throttled.rate", 0, "50"), ("max.connection.creation.rate", 0, "7")]
+            ),
+        )
         assert default.responses[0].error_code == ErrorCode.NONE
         assert b.dynamic_configs.value("follower.replication.throttled.rate") == 2000, "the broker's own value wins"
         assert b.dynamic_configs.value("max.connection.creation.rate") == 7
-        own = shown(await client.request(ApiKey.DESCRIBE_CONFIGS, 4, describe(BROKER, me, [
-            "leader.replication.throttled.rate", "follower.replication.throttled.rate", "max.connection.creation.rate"])))
-        assert own == {"leader.replication.throttled.rate": ("1000", 2), "follower.replication.throttled.rate": ("2000", 2),
-                       "max.connection.creation.rate": ("7", 3)}
+        own = shown(
+            await client.request(
+                ApiKey.DESCRIBE_CONFIGS,
+                4,
+                describe(
+                    BROKER,
+                    me,
+                    [
+                        "leader.replication.throttled.rate",
+                        "follower.replication.throttled.rate",
+                        "max.connection.creation.rate",
+                    ],
+                ),
+            )
+        )
+        assert own == {
+            "leader.replication.throttled.rate": ("1000", 2),
+            "follower.replication.throttled.rate": ("2000", 2),
+            "max.connection.creation.rate": ("7", 3),
+        }
         defaults = shown(await client.request(ApiKey.DESCRIBE_CONFIGS, 4, describe(BROKER, "")))
         assert defaults == {"follower.replication.throttled.rate": ("50", 3), "max.connection.creation.rate": ("7", 3)}
         for rtype, name, ops, code, message in [
-                (BROKER, me, [("leader.replication.throttled.rate", 0, "abc")], ErrorCode.INVALID_REQUEST,
-                 "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG"),
-                (BROKER, me, [("log.dirs", 0, "/x")], ErrorCode.INVALID_REQUEST,
-                 "Cannot update these configs dynamically: Set(log.dirs)"),
-                (BROKER, "77", [("leader.replication.throttled.rate", 0, "1")], ErrorCode.INVALID_REQUEST,
-                 f"Unexpected broker id, expected {me}, but received 77"),
-                (BROKER, me, [("leader.replication.throttled.rate", 2, "1")], ErrorCode.INVALID_CONFIG,
-                 "Config value append is not allowed for config key: leader.replication.throttled.rate")]:
+            (
+                BROKER,
+                me,
+                [("leader.replication.throttled.rate", 0, "abc")],
+                ErrorCode.INVALID_REQUEST,
+                "Invalid value abc for configuration leader.replication.throttled.rate: Not a number of type LONG",
+            ),
+            (
+                BROKER,
+                me,
+                [("log.dirs", 0, "/x")],
+                ErrorCode.INVALID_REQUEST,
+                "Cannot update these configs dynamically: Set(log.dirs)",
+            ),
+            (
+                BROKER,
+                "77",
+                [("leader.replication.throttled.rate", 0, "1")],
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {me}, but received 77",
+            ),
+            (
+                BROKER,
+                me,
+                [("leader.replication.throttled.rate", 2, "1")],
+                ErrorCode.INVALID_CONFIG,
+                "Config value append is not allowed for config key: leader.replication.throttled.rate",
+            ),
+        ]:
             refused = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(rtype, name, ops))
             assert (refused.responses[0].error_code, refused.responses[0].error_message) == (code, message)
         await create(client, "tt")
-        bad = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(TOPIC, "tt", [
-            ("leader.replication.throttled.replicas", 0, "0-1")]))
+        bad = await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(TOPIC, "tt", [("leader.replication.throttled.replicas", 0, "0-1")])
+        )
         assert bad.responses[0].error_code == ErrorCode.INVALID_CONFIG
         assert "must be the literal '*' or a list of replicas" in bad.responses[0].error_message
         # the legacy AlterConfigs replaces the broker's whole set
-        legacy = await client.request(ApiKey.ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
-            {"resource_type": BROKER, "resource_name": me, "configs": [
-                {"name": "leader.replication.throttled.rate", "value": "77"}]}]})
+        legacy = await client.request(
+            ApiKey.ALTER_CONFIGS,
+            2,
+            {
+                "validate_only": False,
+                "resources": [
+                    {
+                        "resource_type": BROKER,
+                        "resource_name": me,
+                        "configs": [{"name": "leader.replication.throttled.rate", "value": "77"}],
+                    }
+                ],
+            },
+        )
         assert legacy.responses[0].error_code == ErrorCode.NONE
         assert b.topics.broker_configs[me] == {"leader.replication.throttled.rate": "77"}
     finally:
@@ -120,8 +202,15 @@ async def test_broker_dynamic_configs_are_set_described_removed_and_kept(tmp_pat
     try:
         assert b2.dynamic_configs.value("leader.replication.throttled.rate") == 77, "kept across a restart"
         client = open_client(b2, nursery)
-        cleared = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, me, [
-            ("leader.replication.throttled.rate", 1, None), ("follower.replication.throttled.rate", 1, None)]))
+        cleared = await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            inc(
+                BROKER,
+                me,
+                [("leader.replication.throttled.rate", 1, None), ("follower.replication.throttled.rate", 1, None)],
+            ),
+        )
         assert cleared.responses[0].error_code == ErrorCode.NONE
         assert b2.leader_quota.limit() == float("inf") and b2.follower_quota.limit() == 50.0
     finally:
@@ -129,9 +218,19 @@ async def test_broker_dynamic_configs_are_set_described_removed_and_kept(tmp_pat
 
 
 def _follower_fetch(topic: str, offset: int, replica: int, partition: int = 0) -> dict:
-    return {"replica_id": replica, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
+    return {
+        "replica_id": replica,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 50 << 20,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
 
 
 async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, nursery):
@@ -145,8 +244,11 @@ async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, n
         for topic in ("slow", "fast", "every"):
             for _ in range(3):
                 await client.request(ApiKey.PRODUCE, 9, produce_body(topic, batch(20)))
-        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
-            ("leader.replication.throttled.rate", 0, "1000")]))
+        await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            inc(BROKER, str(me), [("leader.replication.throttled.rate", 0, "1000")]),
+        )
 
         async def records(topic: str, replica: int = 5) -> int:
             answer = await client.request(ApiKey.FETCH, 12, _follower_fetch(topic, 0, replica))
@@ -163,14 +265,16 @@ async def test_leader_holds_back_only_throttled_out_of_sync_replicas(tmp_path, n
         b.replicas.partition("slow", 0).isr.append(5)
         assert await records("slow") > 0, "a replica in the ISR is never held back"
         assert b.leader_quota.sensor.total(trio.current_time()) >= 2 * first, "in-sync traffic still counts"
-        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [
-            ("leader.replication.throttled.rate", 1, None)]))
+        await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(me), [("leader.replication.throttled.rate", 1, None)])
+        )
         b.replicas.partition("slow", 0).isr.remove(5)
         measured = b.leader_quota.sensor.total(trio.current_time())
         assert await records("slow") > 0, "without a rate nothing is throttled"
         assert await records("fast") > 0
-        assert b.leader_quota.sensor.total(trio.current_time()) - measured == first, \
+        assert b.leader_quota.sensor.total(trio.current_time()) - measured == first, (
             "a throttled replica's bytes are still measured (Kafka's LeaderReplication byte-rate), another's are not"
+        )
     finally:
         b.close()
 
@@ -186,11 +290,26 @@ class _Leader:
         asked = [(t["topic"], p["partition"], p["fetch_offset"]) for t in body["topics"] for p in t["partitions"]]
         self.asked.append(asked)
         no_divergence = SimpleNamespace(epoch=-1, end_offset=-1)
-        return SimpleNamespace(error_code=0, session_id=0, responses=[
-            SimpleNamespace(topic=topic, partitions=[SimpleNamespace(
-                partition_index=index, error_code=0, records=self.records if offset == 0 else b"",
-                high_watermark=1000, log_start_offset=0, diverging_epoch=no_divergence)])
-            for topic, index, offset in asked])
+        return SimpleNamespace(
+            error_code=0,
+            session_id=0,
+            responses=[
+                SimpleNamespace(
+                    topic=topic,
+                    partitions=[
+                        SimpleNamespace(
+                            partition_index=index,
+                            error_code=0,
+                            records=self.records if offset == 0 else b"",
+                            high_watermark=1000,
+                            log_start_offset=0,
+                            diverging_epoch=no_divergence,
+                        )
+                    ],
+                )
+                for topic, index, offset in asked
+            ],
+        )
 
 
 async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp_path, nursery):
@@ -202,8 +321,11 @@ async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp
         client = open_client(b, nursery)
         await create(client, "slow", configs={"follower.replication.throttled.replicas": f"0:{b.node_id}"})
         await create(client, "fast")
-        await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, inc(BROKER, str(b.node_id), [
-            ("follower.replication.throttled.rate", 0, "1000")]))
+        await client.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            inc(BROKER, str(b.node_id), [("follower.replication.throttled.rate", 0, "1000")]),
+        )
         slow, fast = b.replicas.partition("slow", 0), b.replicas.partition("fast", 0)
         for p in (slow, fast):
             p.become_follower(7, 1, [b.node_id, 7], [7], 0)

@@ -1,5 +1,6 @@
 """The connection's security layer: listener config, SASL as a state before dispatch (over trio
 memory streams), TLS with certificates made here, over real sockets on 127.0.0.1."""
+
 from __future__ import annotations
 
 import base64
@@ -11,10 +12,10 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.server.root import BrokerServer
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.broker.security.tls import PrincipalMapper, openssl_cipher_name
 from strom.broker.server.connection import ConnectionHandler
+from strom.broker.server.root import BrokerServer
 from strom.protocol.codec import encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.sasl import scram_client_proof
@@ -23,15 +24,21 @@ from strom.testing.certs import CertificateAuthority
 
 from .helpers import Client
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
 
 
 def sasl_props(path, **extra) -> dict:
-    return {"log.dirs": str(path), "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-            "connection.failed.authentication.delay.ms": "0", **extra}
+    return {
+        "log.dirs": str(path),
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "connection.failed.authentication.delay.ms": "0",
+        **extra,
+    }
 
 
 @pytest.fixture
@@ -59,42 +66,72 @@ async def closed(client: Client) -> bool:
 
 # ---------------------------------------------------------------------------------------- config
 def test_listener_names_and_protocol_map(tmp_path):
-    config = BrokerConfig({"listeners": "CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
-                           "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:PLAINTEXT",
-                           "advertised.listeners": "REPLICATION://broker1:9093,CLIENT://public:9092",
-                           "inter.broker.listener.name": "REPLICATION"})
-    assert [(l.name, l.security_protocol) for l in config.listeners] == [("CLIENT", "SASL_PLAINTEXT"),
-                                                                         ("REPLICATION", "PLAINTEXT")]
-    assert {a.name: (a.host, a.port) for a in config.advertised} == {"CLIENT": ("public", 9092),
-                                                                     "REPLICATION": ("broker1", 9093)}
+    config = BrokerConfig(
+        {
+            "listeners": "CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
+            "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,REPLICATION:PLAINTEXT",
+            "advertised.listeners": "REPLICATION://broker1:9093,CLIENT://public:9092",
+            "inter.broker.listener.name": "REPLICATION",
+        }
+    )
+    assert [(l.name, l.security_protocol) for l in config.listeners] == [
+        ("CLIENT", "SASL_PLAINTEXT"),
+        ("REPLICATION", "PLAINTEXT"),
+    ]
+    assert {a.name: (a.host, a.port) for a in config.advertised} == {
+        "CLIENT": ("public", 9092),
+        "REPLICATION": ("broker1", 9093),
+    }
     assert config.inter_broker_listener == "REPLICATION"
-    assert BrokerConfig({"listeners": "PLAINTEXT://:0,SSL://:0", "security.inter.broker.protocol": "SSL",
-                         "ssl.keystore.type": "PEM"}).inter_broker_listener == "SSL"
+    assert (
+        BrokerConfig(
+            {
+                "listeners": "PLAINTEXT://:0,SSL://:0",
+                "security.inter.broker.protocol": "SSL",
+                "ssl.keystore.type": "PEM",
+            }
+        ).inter_broker_listener
+        == "SSL"
+    )
 
 
-@pytest.mark.parametrize("props, message", [
-    ({"listeners": "CLIENT://127.0.0.1:0"}, "add CLIENT:PROTOCOL to listener.security.protocol.map"),
-    ({"listener.security.protocol.map": "A:TLS"}, "expected NAME:PROTOCOL"),
-    ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "may appear once"),
-    ({"advertised.listeners": "SSL://h:1"}, "names no listener"),
-    ({"inter.broker.listener.name": "NOPE"}, "no such listener"),
-    ({"security.inter.broker.protocol": "SSL"}, "has no SSL listener"),
-])
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"listeners": "CLIENT://127.0.0.1:0"}, "add CLIENT:PROTOCOL to listener.security.protocol.map"),
+        ({"listener.security.protocol.map": "A:TLS"}, "expected NAME:PROTOCOL"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "may appear once"),
+        ({"advertised.listeners": "SSL://h:1"}, "names no listener"),
+        ({"inter.broker.listener.name": "NOPE"}, "no such listener"),
+        ({"security.inter.broker.protocol": "SSL"}, "has no SSL listener"),
+    ],
+)
 def test_listener_config_errors_name_the_key(props, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig(props)
 
 
-@pytest.mark.parametrize("props, message", [
-    ({"listeners": "SASL_PLAINTEXT://:0"}, "GSSAPI/Kerberos is not supported"),
-    ({"listeners": "SASL_PLAINTEXT://:0", "sasl.enabled.mechanisms": "PLAIN"}, "plain.sasl.jaas.config"),
-    ({"listeners": "SASL_PLAINTEXT://:0", "sasl.enabled.mechanisms": "PLAIN",
-      "listener.name.sasl_plaintext.plain.sasl.jaas.config": "PlainLoginModule user_a=\"secret-pw\""}, "semicolon"),
-    ({"listeners": "SSL://:0"}, "TLS needs a key store"),
-    ({"listeners": "SSL://:0", "ssl.keystore.location": "/x.jks"}, "keytool -importkeystore"),
-    ({"listeners": "SSL://:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"},
-     "No such file"),
-])
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"listeners": "SASL_PLAINTEXT://:0"}, "GSSAPI/Kerberos is not supported"),
+        ({"listeners": "SASL_PLAINTEXT://:0", "sasl.enabled.mechanisms": "PLAIN"}, "plain.sasl.jaas.config"),
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://:0",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'PlainLoginModule user_a="secret-pw"',
+            },
+            "semicolon",
+        ),
+        ({"listeners": "SSL://:0"}, "TLS needs a key store"),
+        ({"listeners": "SSL://:0", "ssl.keystore.location": "/x.jks"}, "keytool -importkeystore"),
+        (
+            {"listeners": "SSL://:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"},
+            "No such file",
+        ),
+    ],
+)
 def test_security_config_errors_stop_the_start_without_showing_secrets(tmp_path, props, message):
     with pytest.raises(ConfigError, match=message) as info:
         BrokerServer(BrokerConfig({"log.dirs": str(tmp_path), **props}))
@@ -129,8 +166,10 @@ async def test_plain_authenticates_and_then_serves_requests(sasl_broker, nursery
     client = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
     assert (await client.request(ApiKey.API_VERSIONS, 2, {})).error_code == ErrorCode.NONE, "allowed before"
     shake = await handshake(client, "PLAIN")
-    assert (shake.error_code, shake.mechanisms) == (ErrorCode.NONE, ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
-                                                                      "OAUTHBEARER"])
+    assert (shake.error_code, shake.mechanisms) == (
+        ErrorCode.NONE,
+        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+    )
     done = await authenticate(client, b"\x00alice\x00alice-secret", version)
     assert (done.error_code, done.error_message, done.auth_bytes) == (ErrorCode.NONE, None, b"")
     metadata = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
@@ -143,9 +182,10 @@ async def test_plain_failure_answers_kafkas_error_and_closes(sasl_broker, nurser
     await handshake(client, "PLAIN")
     failed = await authenticate(client, token)
     assert failed.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
-    assert failed.error_message in ("Authentication failed: Invalid username or password",
-                                    "Authentication failed during authentication due to invalid credentials "
-                                    "with SASL mechanism PLAIN")
+    assert failed.error_message in (
+        "Authentication failed: Invalid username or password",
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism PLAIN",
+    )
     assert await closed(client)
     assert "wrong" not in caplog.text and "alice-secret" not in caplog.text
 
@@ -164,10 +204,13 @@ async def test_failed_authentication_is_delayed(tmp_path, nursery, autojump_cloc
         broker.close()
 
 
-@pytest.mark.parametrize("api_key, version, body", [
-    (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}),
-    (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"}),
-])
+@pytest.mark.parametrize(
+    "api_key, version, body",
+    [
+        (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False}),
+        (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00alice-secret"}),
+    ],
+)
 async def test_requests_before_authentication_close_the_connection(sasl_broker, nursery, api_key, version, body):
     client = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
     await client.send(api_key, version, body)
@@ -208,18 +251,31 @@ async def scram_login(client: Client, mechanism: str, user: str, password: str):
 
 async def test_scram_users_managed_with_the_admin_apis_authenticate(sasl_broker, nursery):
     import hashlib
+
     admin = open_listener(sasl_broker, nursery, "PLAINTEXT")
     salt = b"0123456789abcdef"
     salted = hashlib.pbkdf2_hmac("sha512", b"carol-pw", salt, 4096)
-    altered = await admin.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [
-        {"name": "carol", "mechanism": 2, "iterations": 4096, "salt": salt, "salted_password": salted},
-        {"name": "few", "mechanism": 1, "iterations": 100, "salt": salt, "salted_password": salted}]})
+    altered = await admin.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {
+            "deletions": [],
+            "upsertions": [
+                {"name": "carol", "mechanism": 2, "iterations": 4096, "salt": salt, "salted_password": salted},
+                {"name": "few", "mechanism": 1, "iterations": 100, "salt": salt, "salted_password": salted},
+            ],
+        },
+    )
     assert [(r.user, r.error_code, r.error_message) for r in altered.results] == [
-        ("carol", ErrorCode.NONE, None), ("few", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")]
-    described = await admin.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "carol"},
-                                                                                         {"name": "few"}]})
-    assert [(r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
-            for r in described.results] == [("carol", 0, [(2, 4096)]), ("few", ErrorCode.RESOURCE_NOT_FOUND, [])]
+        ("carol", ErrorCode.NONE, None),
+        ("few", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
+    ]
+    described = await admin.request(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "carol"}, {"name": "few"}]}
+    )
+    assert [
+        (r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos]) for r in described.results
+    ] == [("carol", 0, [(2, 4096)]), ("few", ErrorCode.RESOURCE_NOT_FOUND, [])]
     stored = json.loads((sasl_broker.config.log_dirs[0] / "strom-metadata.json").read_text())["users"]
     assert stored["carol"]["SCRAM-SHA-512"].endswith(",iterations=4096") and "carol-pw" not in json.dumps(stored)
 
@@ -229,15 +285,21 @@ async def test_scram_users_managed_with_the_admin_apis_authenticate(sasl_broker,
     failed = await scram_login(wrong, "SCRAM-SHA-512", "carol", "nope")
     assert (failed.error_code, failed.error_message) == (
         ErrorCode.SASL_AUTHENTICATION_FAILED,
-        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512")
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+    )
     assert await closed(wrong)
     other_mechanism = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
     assert (await scram_login(other_mechanism, "SCRAM-SHA-256", "carol", "carol-pw")).error_code != ErrorCode.NONE
 
-    deleted = await admin.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"upsertions": [], "deletions": [
-        {"name": "carol", "mechanism": 2}, {"name": "carol2", "mechanism": 1}]})
+    deleted = await admin.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {"upsertions": [], "deletions": [{"name": "carol", "mechanism": 2}, {"name": "carol2", "mechanism": 1}]},
+    )
     assert [r.error_code for r in deleted.results] == [ErrorCode.NONE, ErrorCode.RESOURCE_NOT_FOUND]
-    gone = await scram_login(open_listener(sasl_broker, nursery, "SASL_PLAINTEXT"), "SCRAM-SHA-512", "carol", "carol-pw")
+    gone = await scram_login(
+        open_listener(sasl_broker, nursery, "SASL_PLAINTEXT"), "SCRAM-SHA-512", "carol", "carol-pw"
+    )
     assert gone.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
@@ -248,6 +310,7 @@ def unsecured_token(sub: str, exp: float) -> bytes:
 
 async def test_oauthbearer_unsecured_token_and_its_error_challenge(sasl_broker, nursery):
     import time
+
     client = open_listener(sasl_broker, nursery, "SASL_PLAINTEXT")
     await handshake(client, "OAUTHBEARER")
     done = await authenticate(client, unsecured_token("bob", time.time() + 3600))
@@ -295,10 +358,16 @@ def pki(tmp_path_factory):
     ca = CertificateAuthority()
     server = ca.issue("localhost", hosts=["localhost", "127.0.0.1"])
     client = ca.issue("alice", ou="eng", client=True)
-    return {"dir": d, "ca": ca, "server": server, "client": client,
-            "ca_pem": ca.write_pem(d / "ca.pem"), "server_pem": server.write_pem(d / "server.pem"),
-            "server_p12": server.write_pkcs12(d / "server.p12", "store-pw"),
-            "ca_p12": ca.write_pkcs12(d / "ca.p12", "trust-pw")}
+    return {
+        "dir": d,
+        "ca": ca,
+        "server": server,
+        "client": client,
+        "ca_pem": ca.write_pem(d / "ca.pem"),
+        "server_pem": server.write_pem(d / "server.pem"),
+        "server_p12": server.write_pkcs12(d / "server.p12", "store-pw"),
+        "ca_p12": ca.write_pkcs12(d / "ca.p12", "trust-pw"),
+    }
 
 
 async def serve(props: dict, nursery) -> BrokerServer:
@@ -336,16 +405,31 @@ async def test_tls_listener_with_each_key_store_kind(tmp_path, nursery, pki, sto
     if store == "pem-file":
         props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["server_pem"])})
     elif store == "pem-inline":
-        props.update({"ssl.keystore.type": "PEM", "ssl.keystore.key": pki["server"].key_pem("key-pw").decode(),
-                      "ssl.key.password": "key-pw",
-                      "ssl.keystore.certificate.chain": pki["server"].chain_pem().decode()})
+        props.update(
+            {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.key": pki["server"].key_pem("key-pw").decode(),
+                "ssl.key.password": "key-pw",
+                "ssl.keystore.certificate.chain": pki["server"].chain_pem().decode(),
+            }
+        )
     else:
-        props.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(pki["server_p12"]),
-                      "ssl.keystore.password": "store-pw"})
+        props.update(
+            {
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": str(pki["server_p12"]),
+                "ssl.keystore.password": "store-pw",
+            }
+        )
     async with trio.open_nursery() as inner:
         broker = await serve(props, inner)
-        metadata = await tls_request(tls_port(broker), client_context(pki, False), ApiKey.METADATA, 12,
-                                     {"topics": None, "allow_auto_topic_creation": False})
+        metadata = await tls_request(
+            tls_port(broker),
+            client_context(pki, False),
+            ApiKey.METADATA,
+            12,
+            {"topics": None, "allow_auto_topic_creation": False},
+        )
         assert [b.port for b in metadata.brokers] == [tls_port(broker)], "Metadata names the SSL listener's endpoint"
         inner.cancel_scope.cancel()
 
@@ -353,6 +437,7 @@ async def test_tls_listener_with_each_key_store_kind(tmp_path, nursery, pki, sto
 async def test_tls_client_auth_required_and_principal_from_the_certificate(tmp_path, pki, caplog):
     from strom.broker import context
     from strom.broker.apis import api_versions
+
     seen = []
     original = api_versions.handle
 
@@ -360,11 +445,18 @@ async def test_tls_client_auth_required_and_principal_from_the_certificate(tmp_p
         seen.append(context.principal.get())
         return await original(broker, request)
 
-    props = {"log.dirs": str(tmp_path), "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PKCS12",
-             "ssl.keystore.location": str(pki["server_p12"]), "ssl.keystore.password": "store-pw",
-             "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(pki["ca_p12"]),
-             "ssl.truststore.password": "trust-pw", "ssl.client.auth": "required",
-             "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/L,DEFAULT"}
+    props = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(pki["server_p12"]),
+        "ssl.keystore.password": "store-pw",
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(pki["ca_p12"]),
+        "ssl.truststore.password": "trust-pw",
+        "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/L,DEFAULT",
+    }
     api_versions.handle = recording
     caplog.set_level("INFO", logger="strom.security")
     try:
@@ -381,12 +473,21 @@ async def test_tls_client_auth_required_and_principal_from_the_certificate(tmp_p
 
 
 async def test_tls_garbage_and_plaintext_requests_close_only_their_connection(tmp_path, pki):
-    props = {"log.dirs": str(tmp_path), "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-             "ssl.keystore.location": str(pki["server_pem"]), "ssl.enabled.protocols": "TLSv1.3"}
+    props = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki["server_pem"]),
+        "ssl.enabled.protocols": "TLSv1.3",
+    }
     async with trio.open_nursery() as nursery:
         broker = await serve(props, nursery)
         port = tls_port(broker)
-        for junk in (encode_request(ApiKey.API_VERSIONS, 3, 1, "x", {}), b"\x16\x03\x01\x00\x05hello", bytes(range(256))):
+        for junk in (
+            encode_request(ApiKey.API_VERSIONS, 3, 1, "x", {}),
+            b"\x16\x03\x01\x00\x05hello",
+            bytes(range(256)),
+        ):
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             await stream.send_all(junk)
             with trio.fail_after(5):
@@ -406,16 +507,23 @@ async def test_tls_garbage_and_plaintext_requests_close_only_their_connection(tm
 
 async def test_fetch_over_tls_sends_the_segment_bytes(tmp_path, pki):
     from .test_apis import batch, fetch_body, produce_body
-    props = {"log.dirs": str(tmp_path), "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-             "ssl.keystore.location": str(pki["server_pem"])}
+
+    props = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki["server_pem"]),
+    }
     async with trio.open_nursery() as nursery:
         broker = await serve(props, nursery)
-        stream = await trio.open_ssl_over_tcp_stream("127.0.0.1", tls_port(broker),
-                                                     ssl_context=client_context(pki, False), https_compatible=False)
+        stream = await trio.open_ssl_over_tcp_stream(
+            "127.0.0.1", tls_port(broker), ssl_context=client_context(pki, False), https_compatible=False
+        )
         client = Client(stream)
         records = batch(50)
-        await client.request(ApiKey.METADATA, 12, {"topics": [{"name": "tls", "topic_id": bytes(16)}],
-                                                    "allow_auto_topic_creation": True})  # creates it, as a client's
+        await client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": "tls", "topic_id": bytes(16)}], "allow_auto_topic_creation": True}
+        )  # creates it, as a client's
         produced = await client.request(ApiKey.PRODUCE, 9, produce_body("tls", records))
         assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
         fetched = await client.request(ApiKey.FETCH, 12, fetch_body("tls", 0))
@@ -437,6 +545,7 @@ async def _outcome(client: Client) -> str:
 
 async def test_fuzz_random_bytes_and_mutated_sasl_tokens_never_authenticate(sasl_broker, nursery):
     import random
+
     rng = random.Random(1414)
     valid_plain = b"\x00alice\x00alice-secret"
     for round_ in range(60):
@@ -447,8 +556,9 @@ async def test_fuzz_random_bytes_and_mutated_sasl_tokens_never_authenticate(sasl
             if rng.random() < 0.5:
                 junk = struct.pack(">i", len(junk)) + junk
             await client.stream.send_all(junk)
-            await client.stream.send_all(encode_request(ApiKey.METADATA, 12, 99, "x", {
-                "topics": None, "allow_auto_topic_creation": False}))
+            await client.stream.send_all(
+                encode_request(ApiKey.METADATA, 12, 99, "x", {"topics": None, "allow_auto_topic_creation": False})
+            )
             with trio.fail_after(5):
                 try:
                     while True:
@@ -472,14 +582,21 @@ async def test_fuzz_random_bytes_and_mutated_sasl_tokens_never_authenticate(sasl
                 response = await authenticate(client, bytes(token))
                 assert response.error_code != ErrorCode.NONE
         else:
-            await sasl_broker.credentials.alter({("alice", "SCRAM-SHA-256"): __import__(
-                "strom.protocol.sasl", fromlist=["x"]).scram_credential("SCRAM-SHA-256", "pw")}, set())
+            await sasl_broker.credentials.alter(
+                {
+                    ("alice", "SCRAM-SHA-256"): __import__("strom.protocol.sasl", fromlist=["x"]).scram_credential(
+                        "SCRAM-SHA-256", "pw"
+                    )
+                },
+                set(),
+            )
             first = await authenticate(client, b"n,,n=alice,r=abc")
             attrs = dict(item.split("=", 1) for item in first.auth_bytes.decode().split(","))
             without = f"c=biws,r={attrs['r']}"
             auth = f"n=alice,r=abc,{first.auth_bytes.decode()},{without}".encode()
-            proof = bytearray(scram_client_proof("SCRAM-SHA-256", "pw", base64.b64decode(attrs["s"]),
-                                                 int(attrs["i"]), auth))
+            proof = bytearray(
+                scram_client_proof("SCRAM-SHA-256", "pw", base64.b64decode(attrs["s"]), int(attrs["i"]), auth)
+            )
             proof[rng.randrange(len(proof))] ^= 1 << rng.randrange(8)
             final = f"{without},p={base64.b64encode(bytes(proof)).decode()}".encode()
             cut = rng.choice([None, rng.randrange(len(final))])
@@ -493,6 +610,7 @@ async def test_fuzz_random_bytes_and_mutated_sasl_tokens_never_authenticate(sasl
 
 async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_path, pki):
     import random
+
     rng = random.Random(7)
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     hello_ctx = client_context(pki, False)
@@ -500,8 +618,12 @@ async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_pa
     with pytest.raises(ssl.SSLWantReadError):
         tls.do_handshake()
     hello = outgoing.read()
-    props = {"log.dirs": str(tmp_path), "listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
-             "ssl.keystore.location": str(pki["server_pem"])}
+    props = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki["server_pem"]),
+    }
     async with trio.open_nursery() as nursery:
         broker = await serve(props, nursery)
         port = tls_port(broker)
@@ -511,7 +633,7 @@ async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_pa
                 mutated[rng.randrange(len(mutated))] = rng.randrange(256)
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             try:
-                await stream.send_all(bytes(mutated[:rng.randrange(1, len(mutated) + 1)]))
+                await stream.send_all(bytes(mutated[: rng.randrange(1, len(mutated) + 1)]))
                 await stream.send_eof()
                 with trio.fail_after(10):
                     while await stream.receive_some(4096):
@@ -526,20 +648,36 @@ async def test_fuzz_mutated_tls_client_hellos_close_only_their_connection(tmp_pa
 
 def test_inter_broker_security_from_the_listener_config():
     from strom.broker.security.interbroker import inter_broker_security
-    base = {"zookeeper.connect": "127.0.0.1:2181", "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
-            "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}
+
+    base = {
+        "zookeeper.connect": "127.0.0.1:2181",
+        "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+    }
     with pytest.raises(ConfigError, match="needs username"):
         inter_broker_security(BrokerConfig(base))
-    security = inter_broker_security(BrokerConfig({**base, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-        'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";'}))
+    security = inter_broker_security(
+        BrokerConfig(
+            {
+                **base,
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";',
+            }
+        )
+    )
     assert (security.protocol, security.mechanism, security.username, security.password) == (
-        "SASL_PLAINTEXT", "SCRAM-SHA-256", "b", "pw")
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-256",
+        "b",
+        "pw",
+    )
     assert "pw" not in repr(security)
     assert inter_broker_security(BrokerConfig({"listeners": "SASL_PLAINTEXT://:0"})) is None, "standalone"
 
 
 def test_scram_client_and_server_agree():
     from strom.protocol.sasl import ScramClient, ScramServer, scram_credential
+
     credential = scram_credential("SCRAM-SHA-512", "pw")
     server = ScramServer("SCRAM-SHA-512", lambda u: credential if u == "b,=x" else None)
     client = ScramClient("SCRAM-SHA-512", "b,=x", "pw")

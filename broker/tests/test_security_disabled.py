@@ -1,5 +1,6 @@
 """Without TLS, SASL or an authorizer the security APIs answer as Kafka 4.0 does (checked against
 the reference broker): ACL APIs SECURITY_DISABLED, SASL APIs ILLEGAL_SASL_STATE."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,24 @@ from strom.protocol.codec import encode_request
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
-FILTER = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-          "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-CREATION = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:a",
-            "host": "*", "operation": 3, "permission_type": 3}
+FILTER = {
+    "resource_type_filter": 1,
+    "resource_name_filter": None,
+    "pattern_type_filter": 1,
+    "principal_filter": None,
+    "host_filter": None,
+    "operation": 1,
+    "permission_type": 1,
+}
+CREATION = {
+    "resource_type": 2,
+    "resource_name": "t",
+    "resource_pattern_type": 3,
+    "principal": "User:a",
+    "host": "*",
+    "operation": 3,
+    "permission_type": 3,
+}
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -19,13 +34,18 @@ async def test_acl_apis_answer_security_disabled_without_an_authorizer(connect, 
     client = await connect()
     described = await client.request(ApiKey.DESCRIBE_ACLS, version, FILTER)
     assert (described.error_code, described.error_message, described.resources) == (
-        ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])
+        ErrorCode.SECURITY_DISABLED,
+        "No Authorizer is configured on the broker",
+        [],
+    )
     created = await client.request(ApiKey.CREATE_ACLS, version, {"creations": [CREATION, CREATION]})
     assert [(r.error_code, r.error_message) for r in created.results] == [
-        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")] * 2
+        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    ] * 2
     deleted = await client.request(ApiKey.DELETE_ACLS, version, {"filters": [FILTER]})
     assert [(r.error_code, r.error_message, r.matching_acls) for r in deleted.filter_results] == [
-        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])]
+        (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])
+    ]
 
 
 async def test_acl_apis_v0_are_not_offered_as_in_kafka_4(connect):

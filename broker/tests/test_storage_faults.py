@@ -1,5 +1,6 @@
 """What a client sees when the disk fails under the broker: error answers, never a closed
 connection, and nothing acknowledged that is not on disk."""
+
 from __future__ import annotations
 
 import errno
@@ -47,8 +48,11 @@ async def test_create_topics_on_a_full_disk_answers_per_topic_and_keeps_the_meta
     assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR and "ENOSPC" in result.error_message
     assert "during" not in broker.topics.topics
     assert not any(p.name.startswith("during-") for p in (tmp_path / "data").iterdir())
-    parts = await client.request(ApiKey.CREATE_PARTITIONS, 3, {
-        "topics": [{"name": "before", "count": 2, "assignments": None}], "timeout_ms": 1000, "validate_only": False})
+    parts = await client.request(
+        ApiKey.CREATE_PARTITIONS,
+        3,
+        {"topics": [{"name": "before", "count": 2, "assignments": None}], "timeout_ms": 1000, "validate_only": False},
+    )
     assert parts.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert broker.topics.topics["before"].partitions == 1 and broker.replicas.partition("before", 1) is None
     faults.clear()

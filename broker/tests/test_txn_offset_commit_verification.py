@@ -3,6 +3,7 @@ Kafka 4.0's group coordinator verifies it (answers checked against the reference
 compat_tests/differential, scenarios txn_offset_commit-*): a producer the coordinator never gave
 the transactional id, one with another epoch, or one whose transaction does not hold the group's
 offsets partition is refused, and no offset becomes pending."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,32 +17,63 @@ from .test_apis import create
 
 
 async def txn_commit(client, pid: int, epoch: int, group: str = "g", tid: str = TID, version: int = 3) -> ErrorCode:
-    response = await client.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch, "generation_id": -1,
-        "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-            {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    response = await client.request(
+        ApiKey.TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": tid,
+            "group_id": group,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 42,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     return ErrorCode(response.topics[0].partitions[0].error_code)
 
 
 async def add_offsets(client, pid: int, epoch: int, group: str = "g") -> ErrorCode:
-    response = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-        "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "group_id": group})
+    response = await client.request(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "group_id": group},
+    )
     return ErrorCode(response.error_code)
 
 
 async def nothing_pending(client, group: str = "g") -> bool:
-    response = await client.request(ApiKey.OFFSET_FETCH, 7, {
-        "group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True})
+    response = await client.request(
+        ApiKey.OFFSET_FETCH,
+        7,
+        {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True},
+    )
     p = response.topics[0].partitions[0]
     return (p.error_code, p.committed_offset) == (ErrorCode.NONE, -1)
 
 
-@pytest.mark.parametrize("who, expected", [
-    ("never initialised", ErrorCode.INVALID_PRODUCER_ID_MAPPING),
-    ("another producer id", ErrorCode.INVALID_PRODUCER_ID_MAPPING),
-    ("another epoch", ErrorCode.INVALID_PRODUCER_EPOCH),
-    ("offsets not added", ErrorCode.INVALID_TXN_STATE),
-])
+@pytest.mark.parametrize(
+    "who, expected",
+    [
+        ("never initialised", ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        ("another producer id", ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+        ("another epoch", ErrorCode.INVALID_PRODUCER_EPOCH),
+        ("offsets not added", ErrorCode.INVALID_TXN_STATE),
+    ],
+)
 async def test_an_unverified_producer_is_refused_and_nothing_is_pending(env, who, expected):
     _, client, _ = env
     await create(client, "t")

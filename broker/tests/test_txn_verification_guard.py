@@ -8,14 +8,15 @@ the batch after that marker would open a transaction the coordinator already con
 the last stable offset would stay behind it forever and read_committed consumers would stall.
 Kafka's log refuses it with INVALID_TXN_STATE ("Record was not part of an ongoing transaction").
 """
+
 from __future__ import annotations
 
 import pytest
 import trio
 
-from strom.broker.tests.test_apis import create, fetch_body
 from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, txn_batch  # noqa: F401
 from strom.broker.tests.helpers import open_client
+from strom.broker.tests.test_apis import create, fetch_body
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
@@ -40,9 +41,21 @@ class HeldAnswer:
 
 
 async def write_abort_marker(client, pid: int, epoch: int) -> int:
-    response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
-        "producer_id": pid, "producer_epoch": epoch, "transaction_result": False, "coordinator_epoch": 0,
-        "topics": [{"name": "t", "partition_indexes": [0]}]}]})
+    response = await client.request(
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        {
+            "markers": [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "transaction_result": False,
+                    "coordinator_epoch": 0,
+                    "topics": [{"name": "t", "partition_indexes": [0]}],
+                }
+            ]
+        },
+    )
     return response.markers[0].topics[0].partitions[0].error_code
 
 
@@ -53,11 +66,11 @@ async def offsets(client) -> tuple[int, int]:
     return part.high_watermark, part.last_stable_offset
 
 
-@pytest.mark.parametrize("coordinator, version", [("elsewhere", 9), ("elsewhere", 11), ("elsewhere", 12),
-                                                  ("here", 12)])
+@pytest.mark.parametrize("coordinator, version", [("elsewhere", 9), ("elsewhere", 11), ("elsewhere", 12), ("here", 12)])
 @pytest.mark.parametrize("marker_meanwhile", [True, False])
-async def test_a_marker_written_during_verification_refuses_the_batch(env, nursery, coordinator, version,
-                                                                     marker_meanwhile):
+async def test_a_marker_written_during_verification_refuses_the_batch(
+    env, nursery, coordinator, version, marker_meanwhile
+):
     broker, client, _ = env
     await create(client, "t")
     pid = (await init(client)).producer_id
@@ -116,14 +129,16 @@ async def test_a_verification_that_no_append_follows_expires(env):
 
 @pytest.mark.parametrize("version", [3, 5])
 @pytest.mark.parametrize("marker_meanwhile", [True, False])
-async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_the_commit(env, nursery, version,
-                                                                                        marker_meanwhile):
+async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_the_commit(
+    env, nursery, version, marker_meanwhile
+):
     """The same race for TxnOffsetCommit: the group's `__consumer_offsets` partition is verified with
     a transaction coordinator on another broker (v3: is it in the transaction? v5: add it); its
     abort marker reaches the offsets partition meanwhile. Appended after the marker, the commit
     would open a transaction there that nothing ends: the offsets partition's last stable offset
     stuck and the offsets pending for ever."""
     from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+
     from .test_txn_offset_commit_verification import nothing_pending, txn_commit
 
     broker, client, _ = env
@@ -147,9 +162,21 @@ async def test_a_marker_written_while_a_txn_offset_commit_is_verified_refuses_th
     assert held.questions == [(TID, pid, 0, {(OFFSETS_TOPIC, index)})]
     olog = broker.replicas.partition(OFFSETS_TOPIC, index).log
     if marker_meanwhile:
-        response = await client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
-            "producer_id": pid, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
-            "topics": [{"name": OFFSETS_TOPIC, "partition_indexes": [index]}]}]})
+        response = await client.request(
+            ApiKey.WRITE_TXN_MARKERS,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": pid,
+                        "producer_epoch": 0,
+                        "transaction_result": False,
+                        "coordinator_epoch": 0,
+                        "topics": [{"name": OFFSETS_TOPIC, "partition_indexes": [index]}],
+                    }
+                ]
+            },
+        )
         assert response.markers[0].topics[0].partitions[0].error_code == ErrorCode.NONE
     held.release.set()
     with trio.fail_after(10):

@@ -3,6 +3,7 @@ UNKNOWN_SERVER_ERROR on everything it asked about, and keeps its connection (Kaf
 KafkaApis.handleError with AbstractRequest.getErrorResponse); a request without a response
 (Produce acks=0) gets its connection closed, as Kafka closes it. And the case that exposed it:
 an empty cleanup.policy, which Kafka 4.0 accepts and stores."""
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,8 @@ def _cases():
 
 @pytest.mark.parametrize("api_key,version", list(_cases()))
 async def test_a_handler_that_raises_answers_unknown_server_error_and_keeps_the_connection(
-        connect, monkeypatch, caplog, api_key, version):
+    connect, monkeypatch, caplog, api_key, version
+):
     body = _request_with_a_topic(api_key, version)
     if api_key == ApiKey.PRODUCE:
         body["acks"] = -1
@@ -45,8 +47,7 @@ async def test_a_handler_that_raises_answers_unknown_server_error_and_keeps_the_
     assert len(logged) == 1 and logged[0].exc_info is not None
     assert f" v{version} " in logged[0].getMessage() and "a bug in the handler" in logged[0].exc_text
     monkeypatch.undo()
-    again = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                          "client_software_version": "1"})
+    again = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert again.error_code == ErrorCode.NONE  # the same connection still answers
 
 
@@ -64,23 +65,56 @@ async def test_an_acks0_produce_whose_handler_raises_closes_the_connection(conne
 
 
 async def _create(client, name: str, configs: list | None = None):
-    response = await client.request(ApiKey.CREATE_TOPICS, 5, {
-        "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-                    "configs": configs or []}], "timeout_ms": 1000, "validate_only": False})
+    response = await client.request(
+        ApiKey.CREATE_TOPICS,
+        5,
+        {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": configs or [],
+                }
+            ],
+            "timeout_ms": 1000,
+            "validate_only": False,
+        },
+    )
     return response.topics[0]
 
 
 async def _alter(client, name: str, op: int, value: str | None):
-    response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
-        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": [
-            {"name": "cleanup.policy", "config_operation": op, "value": value}]}], "validate_only": False})
+    response = await client.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": TOPIC_RESOURCE,
+                    "resource_name": name,
+                    "configs": [{"name": "cleanup.policy", "config_operation": op, "value": value}],
+                }
+            ],
+            "validate_only": False,
+        },
+    )
     return response.responses[0]
 
 
 async def _cleanup_policy(client, name: str):
-    response = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
-        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": ["cleanup.policy"]}],
-        "include_synonyms": False, "include_documentation": False})
+    response = await client.request(
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": ["cleanup.policy"]}
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
     entry = response.results[0].configs[0]
     return entry.value, entry.config_source
 
@@ -96,8 +130,11 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     assert await _cleanup_policy(client, "cp") == ("", 1)  # DYNAMIC_TOPIC_CONFIG
     config = broker.replicas.partition("cp", 0).log.config
     assert not config.delete_enabled and not config.compact_enabled
-    deleted = await client.request(ApiKey.DELETE_RECORDS, 2, {
-        "topics": [{"name": "cp", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 1000})
+    deleted = await client.request(
+        ApiKey.DELETE_RECORDS,
+        2,
+        {"topics": [{"name": "cp", "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 1000},
+    )
     assert deleted.topics[0].partitions[0].error_code == ErrorCode.POLICY_VIOLATION
     assert (await _alter(client, "cp", SET, "compact,delete")).error_code == 0
     assert (await _alter(client, "cp", SUBTRACT, "compact")).error_code == 0
@@ -111,8 +148,7 @@ async def test_subtracting_the_last_cleanup_policy_leaves_it_empty_as_kafka_does
     assert bad.error_code == ErrorCode.INVALID_CONFIG
 
 
-async def test_an_answer_with_a_field_its_version_lacks_is_answered_unknown_server_error(connect, monkeypatch,
-                                                                                       caplog):
+async def test_an_answer_with_a_field_its_version_lacks_is_answered_unknown_server_error(connect, monkeypatch, caplog):
     """The codec refuses a response key that is no field of the message (a misspelt one was silently
     dropped before): the client gets UNKNOWN_SERVER_ERROR, as for a handler that raised, the broker
     logs why, and the connection keeps serving."""

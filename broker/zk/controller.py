@@ -14,17 +14,17 @@ or partition appears, a deletion is requested) it reconciles the whole cluster a
 - topics marked for deletion lose their znodes (brokers then delete their logs).
 Brokers learn the outcome from the partition-state znodes they watch.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from strom.protocol.errors import ErrorCode
-
 from strom.broker.zk.election import Strategy, elect_leader, initial_state, remove_replica_from_isr
 from strom.broker.zk.zkclient import ControllerMovedError, PartitionStateConflictError, ZkClientError
 from strom.broker.zk.zkdata import NO_LEADER, TopicAssignment
+from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from strom.broker.cluster.member import ClusterMember
@@ -34,7 +34,7 @@ log = logging.getLogger("strom.controller")
 
 
 class Controller:
-    def __init__(self, member: "ClusterMember"):
+    def __init__(self, member: ClusterMember):
         self.member = member
 
     @property
@@ -42,7 +42,7 @@ class Controller:
         lease = self.member.zk.controller_lease
         return lease.epoch if lease is not None else None
 
-    async def reconcile(self, view: "ClusterView") -> bool:
+    async def reconcile(self, view: ClusterView) -> bool:
         """One pass over the cluster; True if it wrote anything (callers re-read and go again)."""
         epoch = self.epoch
         if epoch is None:
@@ -84,8 +84,15 @@ class Controller:
             election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=unclean)
             if election is not None:
                 new = election.state
-                log.info("elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s%s", topic, partition,
-                         new.leader, new.leader_epoch, list(new.isr), " (unclean)" if election.unclean else "")
+                log.info(
+                    "elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s%s",
+                    topic,
+                    partition,
+                    new.leader,
+                    new.leader_epoch,
+                    list(new.isr),
+                    " (unclean)" if election.unclean else "",
+                )
             elif state.leader != NO_LEADER:
                 new = state
                 for replica in list(state.isr):
@@ -111,8 +118,9 @@ class Controller:
             log.warning("writing partition state %s-%d failed: %s", topic, partition, exc)
         return True
 
-    async def elect_leaders(self, wanted: list[tuple[str, int]] | None, unclean: bool
-                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    async def elect_leaders(
+        self, wanted: list[tuple[str, int]] | None, unclean: bool
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """ElectLeaders on the controller: the preferred replica (`unclean` False) or, for a
         partition without a live leader, any live replica. `wanted` None: every partition, and
         partitions that need no election are left out of the answer, as Kafka does."""
@@ -129,8 +137,10 @@ class Controller:
             replicas = assignment.partitions.get(partition) if assignment is not None else None
             current = view.states.get((topic, partition))
             if replicas is None or current is None or topic in view.to_delete:
-                results[(topic, partition)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                               f"The partition {topic}-{partition} does not exist.")
+                results[(topic, partition)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"The partition {topic}-{partition} does not exist.",
+                )
                 continue
             state = current.state
             if unclean:
@@ -139,8 +149,10 @@ class Controller:
                     continue
                 election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=True)
                 if election is None:
-                    results[(topic, partition)] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                                   f"No live replica of {topic}-{partition} can lead.")
+                    results[(topic, partition)] = (
+                        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                        f"No live replica of {topic}-{partition} can lead.",
+                    )
                     continue
             else:
                 if replicas and state.leader == replicas[0]:
@@ -151,18 +163,26 @@ class Controller:
                     results[(topic, partition)] = (
                         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                         f"Failed to elect leader for partition {topic}-{partition} under strategy "
-                        f"PreferredReplicaPartitionLeaderElectionStrategy")
+                        f"PreferredReplicaPartitionLeaderElectionStrategy",
+                    )
                     continue
             try:
                 await self.member.zk.set_partition_state(topic, partition, election.state, current.zk_version)
             except (PartitionStateConflictError, ControllerMovedError, ZkClientError) as exc:
                 log.info("leader election for %s-%d not written: %s", topic, partition, exc)
-                results[(topic, partition)] = (ErrorCode.NOT_CONTROLLER if isinstance(exc, ControllerMovedError)
-                                               else ErrorCode.REQUEST_TIMED_OUT, str(exc) or None)
+                results[(topic, partition)] = (
+                    ErrorCode.NOT_CONTROLLER if isinstance(exc, ControllerMovedError) else ErrorCode.REQUEST_TIMED_OUT,
+                    str(exc) or None,
+                )
                 continue
-            log.info("elected leader topic=%s partition=%d leader=%d epoch=%d (%s election requested)",
-                     topic, partition, election.state.leader, election.state.leader_epoch,
-                     "unclean" if unclean else "preferred")
+            log.info(
+                "elected leader topic=%s partition=%d leader=%d epoch=%d (%s election requested)",
+                topic,
+                partition,
+                election.state.leader,
+                election.state.leader_epoch,
+                "unclean" if unclean else "preferred",
+            )
             results[(topic, partition)] = (ErrorCode.NONE, None)
         if any(code == ErrorCode.NONE for code, _ in results.values()):
             self.member.mark_dirty()
@@ -171,25 +191,34 @@ class Controller:
         return results
 
     # ----------------------------------------------------------------- reassignments
-    async def alter_reassignments(self, wanted: list[tuple[str, int, list[int] | None]]
-                                  ) -> list[tuple[str, int, ErrorCode, str | None]]:
+    async def alter_reassignments(
+        self, wanted: list[tuple[str, int, list[int] | None]]
+    ) -> list[tuple[str, int, ErrorCode, str | None]]:
         """AlterPartitionReassignments: record the target replicas of each partition in its
         topic znode (adding/removing replicas, as Kafka does); None cancels a reassignment.
         `progress_reassignments` then carries them out as the new replicas catch up."""
         view = await self.member.read_view()
         live = set(view.brokers)
         from strom.broker.metadata.placement import reassignment_target_error
+
         results: list[tuple[str, int, ErrorCode, str | None]] = []
         changed: dict[str, TopicAssignment] = {}
         for topic, partition, target in wanted:
             assignment = changed.get(topic) or view.assignments.get(topic)
             if assignment is None or topic in view.to_delete:
-                results.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"Unable to find a topic named {topic}."))
+                results.append(
+                    (topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+                )
                 continue
             if partition not in assignment.partitions:
-                results.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"Unable to find partition {topic}:{partition}."))
+                results.append(
+                    (
+                        topic,
+                        partition,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Unable to find partition {topic}:{partition}.",
+                    )
+                )
                 continue
             replicas = list(assignment.partitions[partition])
             adding = list(assignment.adding_replicas.get(partition, ()))
@@ -222,19 +251,28 @@ class Controller:
                 rem_map[partition] = tuple(new_removing)
             changed[topic] = TopicAssignment(partitions, assignment.topic_id, add_map, rem_map)
             results.append((topic, partition, ErrorCode.NONE, None))
-            log.info("reassigning %s-%d: replicas %s -> %s", topic, partition, replicas,
-                     new_replicas if not new_removing else [r for r in new_replicas if r not in new_removing])
+            log.info(
+                "reassigning %s-%d: replicas %s -> %s",
+                topic,
+                partition,
+                replicas,
+                new_replicas if not new_removing else [r for r in new_replicas if r not in new_removing],
+            )
         for topic, assignment in changed.items():
             try:
                 await self.member.zk.set_topic_assignment(topic, assignment)
             except ZkClientError as exc:
-                results = [(t, p, ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}")
-                           if t == topic and code == ErrorCode.NONE else (t, p, code, m) for t, p, code, m in results]
+                results = [
+                    (t, p, ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}")
+                    if t == topic and code == ErrorCode.NONE
+                    else (t, p, code, m)
+                    for t, p, code, m in results
+                ]
         if changed:
             self.member.mark_dirty()
         return results
 
-    async def progress_reassignments(self, view: "ClusterView") -> bool:
+    async def progress_reassignments(self, view: ClusterView) -> bool:
         """Finish reassignments whose target replicas are all in sync: leadership to a target
         replica, the removed replicas out of the ISR (leader epoch bumped), then out of the
         assignment. True if anything was written."""
@@ -264,8 +302,9 @@ class Controller:
                     if leader is None:
                         continue
                 if (leader, isr) != (state.leader, state.isr):
-                    new = replace(state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
-                                  controller_epoch=epoch)
+                    new = replace(
+                        state, leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr, controller_epoch=epoch
+                    )
                     try:
                         await zk.set_partition_state(name, p, new, current.zk_version)
                     except (PartitionStateConflictError, ControllerMovedError, ZkClientError) as exc:
@@ -277,9 +316,11 @@ class Controller:
                 partitions = dict(assignment.partitions)
                 partitions.update(done)
                 new_assignment = TopicAssignment(
-                    partitions, assignment.topic_id,
+                    partitions,
+                    assignment.topic_id,
                     {p: r for p, r in assignment.adding_replicas.items() if p not in done},
-                    {p: r for p, r in assignment.removing_replicas.items() if p not in done})
+                    {p: r for p, r in assignment.removing_replicas.items() if p not in done},
+                )
                 await zk.set_topic_assignment(name, new_assignment)
                 for p, target in done.items():
                     log.info("reassignment of %s-%d done: replicas %s", name, p, list(target))

@@ -22,8 +22,9 @@ Strategies (``Strategy``):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Callable, Sequence
+from typing import AbstractSet
 
 from strom.broker.zk.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
 
@@ -58,7 +59,9 @@ def elect_leader(
     return elect(current, assignment, live_brokers, controller_epoch, unclean, shutting_down)
 
 
-def initial_state(assignment: Sequence[int], live_brokers: AbstractSet[int], controller_epoch: int) -> PartitionState | None:
+def initial_state(
+    assignment: Sequence[int], live_brokers: AbstractSet[int], controller_epoch: int
+) -> PartitionState | None:
     """State of a new partition: leader is the first live assigned replica, ISR all live
     assigned replicas, leader epoch 0. None when no assigned replica is live."""
     live = [r for r in assignment if r in live_brokers]
@@ -79,8 +82,12 @@ def remove_replica_from_isr(state: PartitionState, replica: int, controller_epoc
 
 
 def _offline(
-    current: PartitionState, assignment: Sequence[int], live: AbstractSet[int],
-    controller_epoch: int, unclean: bool, shutting_down: AbstractSet[int],
+    current: PartitionState,
+    assignment: Sequence[int],
+    live: AbstractSet[int],
+    controller_epoch: int,
+    unclean: bool,
+    shutting_down: AbstractSet[int],
 ) -> Election | None:
     clean = _first(assignment, lambda r: r in live and r in current.isr)
     if clean is not None:
@@ -93,8 +100,12 @@ def _offline(
 
 
 def _preferred(
-    current: PartitionState, assignment: Sequence[int], live: AbstractSet[int],
-    controller_epoch: int, unclean: bool, shutting_down: AbstractSet[int],
+    current: PartitionState,
+    assignment: Sequence[int],
+    live: AbstractSet[int],
+    controller_epoch: int,
+    unclean: bool,
+    shutting_down: AbstractSet[int],
 ) -> Election | None:
     if not assignment:
         return None
@@ -105,8 +116,12 @@ def _preferred(
 
 
 def _controlled_shutdown(
-    current: PartitionState, assignment: Sequence[int], live: AbstractSet[int],
-    controller_epoch: int, unclean: bool, shutting_down: AbstractSet[int],
+    current: PartitionState,
+    assignment: Sequence[int],
+    live: AbstractSet[int],
+    controller_epoch: int,
+    unclean: bool,
+    shutting_down: AbstractSet[int],
 ) -> Election | None:
     leader = _first(assignment, lambda r: r in live and r in current.isr and r not in shutting_down)
     if leader is None:
@@ -127,7 +142,10 @@ def _first(replicas: Sequence[int], accept: Callable[[int], bool]) -> int | None
 
 
 def _next(
-    state: PartitionState, leader: int, isr: tuple[int, ...], controller_epoch: int,
+    state: PartitionState,
+    leader: int,
+    isr: tuple[int, ...],
+    controller_epoch: int,
     recovery: int | None = None,
 ) -> PartitionState:
     return replace(

@@ -14,12 +14,13 @@ Names are sanitized as Kafka's Sanitizer does (URL-encoded; "*" as %2A). Other k
 node (SCRAM credentials) are left as they are. Every change is announced under /config/changes
 with the entity path ("users/<u>/clients/<c>"), which makes every broker re-read the quotas.
 """
+
 from __future__ import annotations
 
 import json
 from urllib.parse import quote, unquote
 
-from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from strom.broker.quotas import CLIENT_ID, IP, KEYS, USER
 from strom.broker.zk.zkdata import Paths

@@ -23,8 +23,9 @@ import enum
 import functools
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import trio
 from kazoo.client import KazooClient
@@ -51,12 +52,12 @@ from strom.broker.zk.zkdata import (
     BrokerInfo,
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
-    LogDirEventNotificationSequenceZNode,
     ConfigEntityZNode,
     ControllerEpochZNode,
     ControllerInfo,
     ControllerZNode,
     DeleteTopicsTopicZNode,
+    LogDirEventNotificationSequenceZNode,
     PartitionState,
     Paths,
     TopicAssignment,
@@ -200,7 +201,7 @@ class KafkaZkClient:
         *,
         session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
-    ) -> "KafkaZkClient":
+    ) -> KafkaZkClient:
         """Open a session (creating the chroot if missing) and the persistent top-level znodes."""
         hosts, chroot = split_connect_string(connect)
         token = trio.lowlevel.current_trio_token()
@@ -239,7 +240,7 @@ class KafkaZkClient:
         self._lease = None
         await trio.to_thread.run_sync(_stop, self._zk)
 
-    async def __aenter__(self) -> "KafkaZkClient":
+    async def __aenter__(self) -> KafkaZkClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -323,9 +324,12 @@ class KafkaZkClient:
         the topic id (a new one unless given). The controller then creates partition states.
         Raises :class:`TopicExistsError`."""
         topic_id = topic_id or new_topic_id()
-        data = TopicZNode.encode(TopicAssignment(
-            {p: tuple(replicas) for p, replicas in assignment.items()}, topic_id=topic_id,
-        ))
+        data = TopicZNode.encode(
+            TopicAssignment(
+                {p: tuple(replicas) for p, replicas in assignment.items()},
+                topic_id=topic_id,
+            )
+        )
         config = ConfigEntityZNode.encode(dict(configs or {}))
         await self._call(self._create_topic, name, data, config)
         return topic_id
@@ -354,11 +358,15 @@ class KafkaZkClient:
             raise UnknownTopicError(f"Topic {topic} does not exist")
         parents = [TopicPartitionZNode.path(topic, p) for p in states]
         await self._call(_ensure_paths, self._zk, [TopicPartitionsZNode.path(topic), *parents])
-        ops = [("create", TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s), None)
-               for p, s in states.items()]
+        ops = [
+            ("create", TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s), None)
+            for p, s in states.items()
+        ]
         await self._fenced(lease, ops)
 
-    async def set_partition_state(self, topic: str, partition: int, state: PartitionState, expected_version: int) -> int:
+    async def set_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int
+    ) -> int:
         """Write a partition's state if its znode still has ``expected_version``; returns the
         new version. Raises :class:`ControllerMovedError` when a newer controller exists and
         :class:`PartitionStateConflictError` when the state changed since it was read."""
@@ -386,6 +394,7 @@ class KafkaZkClient:
 
     def _allocate_block(self, broker_id: int, size: int) -> tuple[int, int]:
         import json
+
         path = "/latest_producer_id_block"
         while True:
             try:
@@ -406,7 +415,9 @@ class KafkaZkClient:
 
     async def get_partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
         data = await self._get_data(TopicPartitionStateZNode.path(topic, partition))
-        return None if data is None else VersionedPartitionState(TopicPartitionStateZNode.decode(data[0]), data[1].version)
+        return (
+            None if data is None else VersionedPartitionState(TopicPartitionStateZNode.decode(data[0]), data[1].version)
+        )
 
     async def get_partition_states(self, topic: str) -> dict[int, VersionedPartitionState]:
         """Every partition of ``topic`` that has a state znode, by partition number."""
@@ -428,10 +439,15 @@ class KafkaZkClient:
         Raises :class:`UnknownTopicError` for a topic that does not exist."""
         if await self._call(self._zk.exists, TopicZNode.path(name)) is None:
             raise UnknownTopicError(f"Topic {name} does not exist")
-        await self._call(self._set_or_create, ConfigEntityZNode.path(TOPIC_CONFIG, name), ConfigEntityZNode.encode(dict(configs)))
+        await self._call(
+            self._set_or_create, ConfigEntityZNode.path(TOPIC_CONFIG, name), ConfigEntityZNode.encode(dict(configs))
+        )
         notification = ConfigEntityChangeNotificationSequenceZNode.encode(TOPIC_CONFIG, name)
         await self._call(
-            self._zk.create, ConfigEntityChangeNotificationSequenceZNode.create_path(), notification, sequence=True,
+            self._zk.create,
+            ConfigEntityChangeNotificationSequenceZNode.create_path(),
+            notification,
+            sequence=True,
         )
 
     async def get_topic_config(self, name: str) -> dict[str, str]:
@@ -447,11 +463,16 @@ class KafkaZkClient:
     async def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         """Replace ``/config/<entity type>/<name>`` and announce it under ``/config/changes``."""
         await self._call(self._zk.ensure_path, f"{Paths.CONFIG}/{entity_type}")
-        await self._call(self._set_or_create, ConfigEntityZNode.path(entity_type, name),
-                         ConfigEntityZNode.encode(dict(configs)))
-        await self._call(self._zk.create, ConfigEntityChangeNotificationSequenceZNode.create_path(),
-                         ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, name), sequence=True,
-                         makepath=True)
+        await self._call(
+            self._set_or_create, ConfigEntityZNode.path(entity_type, name), ConfigEntityZNode.encode(dict(configs))
+        )
+        await self._call(
+            self._zk.create,
+            ConfigEntityChangeNotificationSequenceZNode.create_path(),
+            ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, name),
+            sequence=True,
+            makepath=True,
+        )
 
     async def get_entity_names(self, entity_type: str) -> list[str]:
         path = f"{Paths.CONFIG}/{entity_type}"
@@ -519,8 +540,12 @@ class KafkaZkClient:
 
     async def create_log_dir_event(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """Announce that ``partitions`` of ``broker_id`` are in a failed log dir."""
-        await self._call(self._zk.create, LogDirEventNotificationSequenceZNode.create_path(),
-                         LogDirEventNotificationSequenceZNode.encode(broker_id, partitions), sequence=True)
+        await self._call(
+            self._zk.create,
+            LogDirEventNotificationSequenceZNode.create_path(),
+            LogDirEventNotificationSequenceZNode.encode(broker_id, partitions),
+            sequence=True,
+        )
 
     async def get_log_dir_events(self) -> list[tuple[str, int, list[tuple[str, int]]]]:
         """(znode name, broker id, offline replicas) of every notification (malformed ones skipped)."""
@@ -598,7 +623,10 @@ class KafkaZkClient:
         return await self._watch_data(TopicZNode.path(name), lambda data, stat: TopicZNode.decode(data), callback)
 
     async def watch_partition_state(
-        self, topic: str, partition: int, callback: Callable[[VersionedPartitionState | None], None],
+        self,
+        topic: str,
+        partition: int,
+        callback: Callable[[VersionedPartitionState | None], None],
     ) -> Watch:
         def decode(data: bytes, stat: ZnodeStat) -> VersionedPartitionState:
             return VersionedPartitionState(TopicPartitionStateZNode.decode(data), stat.version)
@@ -625,7 +653,9 @@ class KafkaZkClient:
         except NoNodeError:
             return None
 
-    async def _fenced(self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]) -> list[Any]:
+    async def _fenced(
+        self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]
+    ) -> list[Any]:
         try:
             return await self._call(self._fenced_multi, lease, ops)
         except ControllerMovedError:
@@ -658,7 +688,9 @@ class KafkaZkClient:
         for listener in list(self._session_listeners):
             _guarded(listener, state)
 
-    async def _watch_children(self, path: str, decode: Callable[[list[str]], T], callback: Callable[[T], None]) -> Watch:
+    async def _watch_children(
+        self, path: str, decode: Callable[[list[str]], T], callback: Callable[[T], None]
+    ) -> Watch:
         handle = Watch()
 
         def on_children(children: list[str]) -> bool:
@@ -673,7 +705,9 @@ class KafkaZkClient:
         await self._call(ChildrenWatch, self._zk, path, on_children)
         return handle
 
-    async def _watch_data(self, path: str, decode: Callable[[bytes, ZnodeStat], T], callback: Callable[[T | None], None]) -> Watch:
+    async def _watch_data(
+        self, path: str, decode: Callable[[bytes, ZnodeStat], T], callback: Callable[[T | None], None]
+    ) -> Watch:
         handle = Watch()
 
         def on_data(data: bytes | None, stat: ZnodeStat | None) -> bool:
@@ -747,7 +781,9 @@ class KafkaZkClient:
             data, stat = self._zk.get(path)
             return ControllerEpochZNode.decode(data), stat.version
 
-    def _fenced_multi(self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]) -> list[Any]:
+    def _fenced_multi(
+        self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]
+    ) -> list[Any]:
         """Run ``ops`` in one multi-op after checking the controller epoch znode version."""
         transaction = self._zk.transaction()
         transaction.check(ControllerEpochZNode.path(), lease.epoch_zk_version)
@@ -755,9 +791,7 @@ class KafkaZkClient:
             _TRANSACTION_OPS[kind](transaction, path, data, version)
         results = transaction.commit()
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(
-                f"controller epoch {lease.epoch} is stale: a newer controller was elected"
-            )
+            raise ControllerMovedError(f"controller epoch {lease.epoch} is stale: a newer controller was elected")
         failure = _first_failure(results)
         if isinstance(failure, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)):
             raise PartitionStateConflictError(f"conditional write lost a race: {type(failure).__name__}")

@@ -25,8 +25,9 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 NO_LEADER = -1
 """The ``leader`` value of a partition without a leader."""
@@ -156,7 +157,14 @@ class Paths:
     CLUSTER = "/cluster"
 
     PERSISTENT = (
-        BROKER_IDS, TOPICS, SEQID, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, ISR_CHANGES, CLUSTER,
+        BROKER_IDS,
+        TOPICS,
+        SEQID,
+        CONFIG_TOPICS,
+        CONFIG_CHANGES,
+        DELETE_TOPICS,
+        ISR_CHANGES,
+        CLUSTER,
         LOG_DIR_EVENTS,
     )
 
@@ -192,7 +200,7 @@ class EndPoint:
         return f"{self.listener}://{host}:{self.port}"
 
     @classmethod
-    def parse(cls, text: str, protocols: Mapping[str, str]) -> "EndPoint":
+    def parse(cls, text: str, protocols: Mapping[str, str]) -> EndPoint:
         listener, sep, address = text.partition("://")
         host, colon, port_text = address.rpartition(":")
         if not sep or not listener or not colon:
@@ -484,12 +492,14 @@ class ControllerZNode:
 
     @staticmethod
     def encode(broker_id: int, timestamp_ms: int, kraft_controller_epoch: int = -1) -> bytes:
-        return _dumps({
-            "version": ControllerZNode.VERSION,
-            "brokerid": broker_id,
-            "timestamp": str(timestamp_ms),
-            "kraftControllerEpoch": kraft_controller_epoch,
-        })
+        return _dumps(
+            {
+                "version": ControllerZNode.VERSION,
+                "brokerid": broker_id,
+                "timestamp": str(timestamp_ms),
+                "kraftControllerEpoch": kraft_controller_epoch,
+            }
+        )
 
     @staticmethod
     def decode(data: bytes) -> ControllerInfo:
@@ -675,8 +685,14 @@ class LogDirEventNotificationSequenceZNode:
 
     @staticmethod
     def encode(broker_id: int, partitions: Iterable[tuple[str, int]]) -> bytes:
-        return _dumps({"version": 1, "broker": broker_id, "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE,
-                       "partitions": [[t, p] for t, p in sorted(partitions)]})
+        return _dumps(
+            {
+                "version": 1,
+                "broker": broker_id,
+                "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE,
+                "partitions": [[t, p] for t, p in sorted(partitions)],
+            }
+        )
 
     @staticmethod
     def decode(data: bytes) -> tuple[int, list[tuple[str, int]]]:
@@ -688,8 +704,13 @@ class LogDirEventNotificationSequenceZNode:
         broker = _field(doc, "broker", int, what)
         partitions = []
         for item in doc.get("partitions", []):
-            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
-                    or isinstance(item[1], bool) or not isinstance(item[1], int)):
+            if (
+                not isinstance(item, list)
+                or len(item) != 2
+                or not isinstance(item[0], str)
+                or isinstance(item[1], bool)
+                or not isinstance(item[1], int)
+            ):
                 raise ZkDataError(f"{what}: partitions must be [topic, partition] pairs")
             partitions.append((item[0], item[1]))
         return broker, partitions

@@ -3,6 +3,7 @@
 reads every record from the follower in its rack, also after the leader moves, and from the leader
 once that follower is gone. The brokers' own /metrics (consumer bytes out per topic) prove where
 the records came from."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,9 @@ def consumer_bytes_out(broker) -> int:
     """The topic's consumer bytes out on ``broker`` (kafka_server_brokertopicmetrics_bytes_out_total)."""
     status, body, _ = http(console_url(broker) + "/metrics")
     assert status == 200
-    m = re.search(rb'^kafka_server_brokertopicmetrics_bytes_out_total\{topic="%s"\} ([0-9.e+]+)$' % TOPIC.encode(),
-                  body, re.M)
+    m = re.search(
+        rb'^kafka_server_brokertopicmetrics_bytes_out_total\{topic="%s"\} ([0-9.e+]+)$' % TOPIC.encode(), body, re.M
+    )
     return int(float(m.group(1))) if m else 0
 
 
@@ -46,22 +48,33 @@ def consume(consumer: Consumer, count: int, timeout_s: float = 30) -> list[int]:
 
 
 def rack_consumer(servers: str, rack: str, group: str) -> Consumer:
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": group, "client.rack": rack,
-                         "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": group,
+            "client.rack": rack,
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     return consumer
 
 
-def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_leader_moves_then_from_the_leader(zookeeper, tmp_path):
+def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_leader_moves_then_from_the_leader(
+    zookeeper, tmp_path
+):
     configs = {"replica.selector.class": RACK_AWARE, "console.listeners": "http://127.0.0.1:0"}
-    with running_cluster(zookeeper, tmp_path, "/fff", configs,
-                         node_configs=lambda node: {"broker.rack": f"rack-{node}"}) as brokers:
+    with running_cluster(
+        zookeeper, tmp_path, "/fff", configs, node_configs=lambda node: {"broker.rack": f"rack-{node}"}
+    ) as brokers:
         servers = bootstrap(brokers)
         # leader 0; if it goes, 2 is elected (assignment order); the consumer's rack is 1's. One
         # in-sync replica suffices, so the last broker standing still takes records.
         client = admin(brokers)
-        client.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 2, 1]],
-                                       config={"min.insync.replicas": "1"})])[TOPIC].result(30)
+        client.create_topics(
+            [NewTopic(TOPIC, num_partitions=1, replica_assignment=[[0, 2, 1]], config={"min.insync.replicas": "1"})]
+        )[TOPIC].result(30)
         wait(lambda: sorted(partition_meta(brokers, TOPIC).isrs) == [0, 1, 2], 20, "full ISR")
         described = client.describe_cluster().result(timeout=10)
         assert sorted((n.id, n.rack) for n in described.nodes) == [(0, "rack-0"), (1, "rack-1"), (2, "rack-2")]
@@ -99,4 +112,6 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_before_and_after_the_lea
             assert consume(fresh, 100) == list(range(1000, 1100))
         finally:
             fresh.close()
-        assert consumer_bytes_out(brokers[2]) - before >= 100 * VALUE_SIZE, "the leader served once the rack's replica was gone"
+        assert consumer_bytes_out(brokers[2]) - before >= 100 * VALUE_SIZE, (
+            "the leader served once the rack's replica was gone"
+        )

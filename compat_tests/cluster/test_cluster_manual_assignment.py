@@ -3,6 +3,7 @@
 ``kafka-topics.sh --replica-assignment``. The brokers named, in the order named, become the
 replicas (the first the leader); the followers named hold the acknowledged data; an assignment
 naming a broker that is not registered is refused as Kafka refuses it."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,15 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from compat_tests.support.cluster import admin, bootstrap, read_back, running_cluster, wait
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+from compat_tests.support.cluster import (
+    admin,
+    bootstrap,
+    read_back,
+    running_cluster,
+    wait,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 from compat_tests.support.jvm import java_unavailable, kafka_tool, skip_unless_available
-
 
 CHROOT = "/strom-manual-assignment"
 
@@ -22,8 +28,7 @@ CHROOT = "/strom-manual-assignment"
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
     """One cluster for the module (the tests make their own topics); every broker runs again after each test."""
-    with running_cluster(zookeeper, tmp_path_factory.mktemp("manual"), CHROOT,
-                         {"min.insync.replicas": "2"}) as brokers:
+    with running_cluster(zookeeper, tmp_path_factory.mktemp("manual"), CHROOT, {"min.insync.replicas": "2"}) as brokers:
         yield brokers
 
 
@@ -62,8 +67,9 @@ def zk_layout(zookeeper, topic: str) -> dict[str, tuple[list[int], int, list[int
     return {p: (replicas[p], states[p]["leader"], states[p]["isr"]) for p in replicas}
 
 
-def test_confluent_kafka_creates_and_grows_a_topic_as_assigned_and_the_followers_hold_the_data(cluster, everyone,
-                                                                                              zookeeper):
+def test_confluent_kafka_creates_and_grows_a_topic_as_assigned_and_the_followers_hold_the_data(
+    cluster, everyone, zookeeper
+):
     client = admin(cluster)
     topic = "manual"
     client.create_topics([NewTopic(topic, 2, replica_assignment=[[1, 2], [2, 0]])])[topic].result(30)
@@ -104,16 +110,42 @@ def test_confluent_kafka_creates_and_grows_a_topic_as_assigned_and_the_followers
 
 def test_kafka_topics_replica_assignment(cluster, everyone):
     skip_unless_available(java_unavailable(needs="bin"))
-    created = kafka_tool("kafka-topics.sh", "--bootstrap-server", everyone, "--create", "--topic", "by-tool",
-                         "--replica-assignment", "0:1,1:2")
+    created = kafka_tool(
+        "kafka-topics.sh",
+        "--bootstrap-server",
+        everyone,
+        "--create",
+        "--topic",
+        "by-tool",
+        "--replica-assignment",
+        "0:1,1:2",
+    )
     assert created.returncode == 0, created.stdout + created.stderr
     settled(everyone, "by-tool", {0: [0, 1], 1: [1, 2]})
     # --alter takes the whole assignment and sends the new partitions' part
-    grown = kafka_tool("kafka-topics.sh", "--bootstrap-server", everyone, "--alter", "--topic", "by-tool",
-                       "--partitions", "3", "--replica-assignment", "0:1,1:2,2:0")
+    grown = kafka_tool(
+        "kafka-topics.sh",
+        "--bootstrap-server",
+        everyone,
+        "--alter",
+        "--topic",
+        "by-tool",
+        "--partitions",
+        "3",
+        "--replica-assignment",
+        "0:1,1:2,2:0",
+    )
     assert grown.returncode == 0, grown.stdout + grown.stderr
     settled(everyone, "by-tool", {0: [0, 1], 1: [1, 2], 2: [2, 0]})
-    refused = kafka_tool("kafka-topics.sh", "--bootstrap-server", everyone, "--create", "--topic", "by-tool-2",
-                         "--replica-assignment", "0:5")
+    refused = kafka_tool(
+        "kafka-topics.sh",
+        "--bootstrap-server",
+        everyone,
+        "--create",
+        "--topic",
+        "by-tool-2",
+        "--replica-assignment",
+        "0:5",
+    )
     assert refused.returncode != 0
     assert "InvalidReplicaAssignmentException" in refused.stdout + refused.stderr, refused.stdout + refused.stderr

@@ -18,6 +18,7 @@ The schedule comes from a seed, printed with the summary; ``STROM_NEMESIS_SEED=<
 (the fault kinds, their order, durations and parameters; the brokers they hit are named by role,
 e.g. "the leader of partition 0", and found in the running cluster).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,18 +33,21 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.protocol.schema import ApiKey
-from strom.tools.broker_process import BrokerProcessError
-
-from compat_tests.support.cluster import SESSION_TIMEOUT_MS, wait
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+from compat_tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    wait,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 from compat_tests.support.partitioned_cluster import PartitionedNetwork, partitioned_cluster
 from compat_tests.support.wire import Raw
+from strom.protocol.schema import ApiKey
+from strom.tools.broker_process import BrokerProcessError
 
 TOPIC, TX_TOPIC, PARTITIONS = "nemesis", "nemesis-tx", 3
 SESSION_S = SESSION_TIMEOUT_MS / 1000
 CONFIGS = {
-    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "3",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
@@ -62,9 +66,17 @@ class IdempotentWriter(threading.Thread):
     def __init__(self, bootstrap: str, writer_id: int) -> None:
         super().__init__(name=f"nemesis-writer-{writer_id}", daemon=True)
         self.writer_id = writer_id
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
-                                  "error_cb": self._error})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+                "request.timeout.ms": 10000,
+                "error_cb": self._error,
+            }
+        )
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.failed: dict[bytes, str] = {}
         self.acked_at: dict[bytes, float] = {}
@@ -94,8 +106,7 @@ class IdempotentWriter(threading.Thread):
             value = b"w%d-%08d" % (self.writer_id, self.sent)
             try:
                 try:
-                    self.producer.produce(TOPIC, value, partition=self.sent % PARTITIONS,
-                                          on_delivery=self._delivered)
+                    self.producer.produce(TOPIC, value, partition=self.sent % PARTITIONS, on_delivery=self._delivered)
                     self.sent += 1
                 except BufferError:
                     pass
@@ -118,8 +129,11 @@ class IdempotentWriter(threading.Thread):
         except KafkaException as exc:  # a fatal error: every record left failed
             self._fatal(exc.args[0])
             left = len(self.producer)
-        return [f"writer {self.writer_id}: {left} records neither acknowledged nor failed after {timeout_s:.0f} s"
-                ] if left else []
+        return (
+            [f"writer {self.writer_id}: {left} records neither acknowledged nor failed after {timeout_s:.0f} s"]
+            if left
+            else []
+        )
 
 
 @dataclass
@@ -155,9 +169,16 @@ class TransactionalWriter(threading.Thread):
         self.group = Consumer({"bootstrap.servers": bootstrap, "group.id": "nemesis-eos", "enable.auto.commit": False})
 
     def _new_producer(self) -> None:
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "nemesis-txn",
-                                  "linger.ms": 5, "transaction.timeout.ms": 30000, "message.timeout.ms": 30000,
-                                  "request.timeout.ms": 10000})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": "nemesis-txn",
+                "linger.ms": 5,
+                "transaction.timeout.ms": 30000,
+                "message.timeout.ms": 30000,
+                "request.timeout.ms": 10000,
+            }
+        )
         self.history.producers += 1
         deadline = time.monotonic() + 120
         while True:
@@ -240,8 +261,13 @@ class TransactionalWriter(threading.Thread):
         self.stopping.set()
         self.join(timeout_s)
         call = self.call
-        if self.is_alive() and call is not None and call[0] == "send_offsets_to_transaction" \
-                and time.monotonic() - call[1] > call[2] + 30 and self.current is not None:
+        if (
+            self.is_alive()
+            and call is not None
+            and call[0] == "send_offsets_to_transaction"
+            and time.monotonic() - call[1] > call[2] + 30
+            and self.current is not None
+        ):
             # A client defect, not the broker's: librdkafka (2.16 here) never checks the timeout of a
             # request to a coordinator it must look up (its issue 5456, open), and once a killed
             # broker drops out of Metadata answers while cached as the group coordinator it is not
@@ -249,9 +275,11 @@ class TransactionalWriter(threading.Thread):
             # send_offsets_to_transaction can block for ever. The broker aborts that transaction
             # when it times out; it is uncertain here, and every check below still applies.
             self.history.uncertain.append(self.current)
-            self.client_hang = (f"txn {self.current[0]}: send_offsets_to_transaction blocked "
-                                f"{time.monotonic() - call[1]:.0f} s past its {call[2]:.0f} s timeout "
-                                "(librdkafka issues 5456/5511)")
+            self.client_hang = (
+                f"txn {self.current[0]}: send_offsets_to_transaction blocked "
+                f"{time.monotonic() - call[1]:.0f} s past its {call[2]:.0f} s timeout "
+                "(librdkafka issues 5456/5511)"
+            )
             return []
         if self.is_alive():
             where = f" (in {call[0]} for {time.monotonic() - call[1]:.0f} s)" if call else ""
@@ -260,15 +288,25 @@ class TransactionalWriter(threading.Thread):
 
     def committed_offset(self) -> int:
         """The group's committed offset of TOPIC-0 (read_committed: the group's offsets are stable)."""
+
         def ask():
             try:
                 return [self.group.committed([TopicPartition(TOPIC, 0)], 10)[0].offset]
             except KafkaException as exc:  # NOT_COORDINATOR while the group's coordinator moves
-                if exc.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                                              KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT,
-                                              KafkaError._TRANSPORT) and not exc.args[0].retriable():
+                if (
+                    exc.args[0].code()
+                    not in (
+                        KafkaError.NOT_COORDINATOR,
+                        KafkaError.COORDINATOR_NOT_AVAILABLE,
+                        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                        KafkaError._TIMED_OUT,
+                        KafkaError._TRANSPORT,
+                    )
+                    and not exc.args[0].retriable()
+                ):
                     raise
                 return None
+
         try:
             return wait(ask, 60, "the group's committed offset", interval_s=0.5)[0]
         finally:
@@ -280,8 +318,14 @@ class CommittedReader(threading.Thread):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(name="nemesis-reader", daemon=True)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "nemesis-reader",
-                                  "isolation.level": "read_committed", "enable.auto.commit": False})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "nemesis-reader",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
         self.seen: list[tuple[int, int, bytes]] = []
         self.stopping = threading.Event()
 
@@ -311,9 +355,23 @@ class WatermarkWatcher(threading.Thread):
         self.stopping = threading.Event()
 
     def _ask(self, raw: Raw) -> None:
-        answer = raw.request(ApiKey.LIST_OFFSETS, 7, {
-            "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
-                {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(PARTITIONS)]}]})
+        answer = raw.request(
+            ApiKey.LIST_OFFSETS,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": TOPIC,
+                        "partitions": [
+                            {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                            for p in range(PARTITIONS)
+                        ],
+                    }
+                ],
+            },
+        )
         now = time.monotonic()
         for part in answer.topics[0].partitions:
             if part.error_code == 0:
@@ -370,6 +428,7 @@ class Nemesis:
                 if leader >= 0:
                     return [leader]
             return None
+
         return wait(find, 30, f"a leader of {topic}-{partition}")[0]
 
     def apply(self, kind: str) -> None:
@@ -403,8 +462,9 @@ class Nemesis:
         elif kind == "delay":
             delay = rng.uniform(0.05, 0.4)
             zk_delay = rng.uniform(0.05, 0.6)
-            self.note(f"{kind}: every broker link {delay * 1000:.0f} ms, ZooKeeper {zk_delay * 1000:.0f} ms, "
-                      f"{hold:.1f}s")
+            self.note(
+                f"{kind}: every broker link {delay * 1000:.0f} ms, ZooKeeper {zk_delay * 1000:.0f} ms, {hold:.1f}s"
+            )
             for link in net.links.values():
                 link.delay(delay)
             for link in net.zk_links:
@@ -438,8 +498,12 @@ def views(net: PartitionedNetwork) -> str:
         except KafkaException as exc:
             lines.append(f"broker {node}: {exc}")
             continue
-        parts = [f"{t}-{p.id} leader {p.leader} isr {sorted(p.isrs)}" for t in sorted(meta.topics)
-                 for p in meta.topics[t].partitions.values() if sorted(p.isrs) != list(range(net.size))]
+        parts = [
+            f"{t}-{p.id} leader {p.leader} isr {sorted(p.isrs)}"
+            for t in sorted(meta.topics)
+            for p in meta.topics[t].partitions.values()
+            if sorted(p.isrs) != list(range(net.size))
+        ]
         lines.append(f"broker {node} (controller {meta.controller_id}): " + ("; ".join(parts) or "all full"))
     return "\n".join(lines)
 
@@ -463,8 +527,15 @@ def converged(net: PartitionedNetwork) -> bool:
 # -- reading the outcome ------------------------------------------------------------------
 def read_all(bootstrap: str, topic: str, isolation: str) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of ``topic`` up to the end (the high watermark, or the LSO for read_committed)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"final-{topic}-{isolation}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"final-{topic}-{isolation}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
@@ -485,16 +556,24 @@ def read_all(bootstrap: str, topic: str, isolation: str) -> dict[int, list[tuple
     return out
 
 
-def excerpt(w: IdempotentWriter, records: list[tuple[bytes, tuple[int, int]]],
-            log: dict[int, list[tuple[int, bytes]]], started: float) -> str:
+def excerpt(
+    w: IdempotentWriter,
+    records: list[tuple[bytes, tuple[int, int]]],
+    log: dict[int, list[tuple[int, bytes]]],
+    started: float,
+) -> str:
     """Each record: when it was acknowledged at which partition/offset, and what the log holds there."""
     held = {(p, o): v for p, rs in log.items() for o, v in rs}
-    return "; ".join(f"{v.decode()} acked {w.acked_at[v] - started:.1f}s at {p}/{o}, the log has "
-                     f"{held.get((p, o), b'nothing').decode()} there" for v, (p, o) in records)
+    return "; ".join(
+        f"{v.decode()} acked {w.acked_at[v] - started:.1f}s at {p}/{o}, the log has "
+        f"{held.get((p, o), b'nothing').decode()} there"
+        for v, (p, o) in records
+    )
 
 
-def check_idempotent(writers: list[IdempotentWriter], log: dict[int, list[tuple[int, bytes]]],
-                     started: float) -> list[str]:
+def check_idempotent(
+    writers: list[IdempotentWriter], log: dict[int, list[tuple[int, bytes]]], started: float
+) -> list[str]:
     problems: list[str] = [f"writer {w.writer_id}: fatal error at {w.fatal}" for w in writers if w.fatal]
     where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for p, records in log.items():
@@ -506,37 +585,47 @@ def check_idempotent(writers: list[IdempotentWriter], log: dict[int, list[tuple[
     for w in writers:
         lost = {v: at for v, at in w.acked.items() if v not in where}
         if lost:
-            problems.append(f"writer {w.writer_id}: {len(lost)} acknowledged records lost, e.g. "
-                            + excerpt(w, sorted(lost.items())[:5], log, started))
+            problems.append(
+                f"writer {w.writer_id}: {len(lost)} acknowledged records lost, e.g. "
+                + excerpt(w, sorted(lost.items())[:5], log, started)
+            )
         # librdkafka acknowledges without an offset (None) the records of a batch whose answer was
         # lost once a later batch of the same producer succeeded (an implicit ack): only the
         # partition is known for those
-        moved = {v: at for v, at in w.acked.items()
-                 if v in where and where[v] != [at] and not (at[1] is None and where[v][0][0] == at[0])}
+        moved = {
+            v: at
+            for v, at in w.acked.items()
+            if v in where and where[v] != [at] and not (at[1] is None and where[v][0][0] == at[0])
+        }
         if moved:
-            problems.append(f"writer {w.writer_id}: {len(moved)} records not at their acknowledged offset, e.g. "
-                            + excerpt(w, sorted(moved.items())[:5], log, started)
-                            + f"; found at {[where[v] for v, _ in sorted(moved.items())[:5]]}")
+            problems.append(
+                f"writer {w.writer_id}: {len(moved)} records not at their acknowledged offset, e.g. "
+                + excerpt(w, sorted(moved.items())[:5], log, started)
+                + f"; found at {[where[v] for v, _ in sorted(moved.items())[:5]]}"
+            )
         prefix = b"w%d-" % w.writer_id
         for p, records in log.items():
             mine = [v for _, v in records if v.startswith(prefix)]
             if mine != sorted(mine):
                 first = next(i for i in range(1, len(mine)) if mine[i] < mine[i - 1])
-                problems.append(f"writer {w.writer_id} partition {p}: out of order at {mine[first - 1]!r}, "
-                                f"{mine[first]!r}")
+                problems.append(
+                    f"writer {w.writer_id} partition {p}: out of order at {mine[first - 1]!r}, {mine[first]!r}"
+                )
     return problems
 
 
-def check_transactions(h: TxnHistory, final: dict[int, list[tuple[int, bytes]]],
-                       seen: list[tuple[int, int, bytes]], group_offset: int) -> list[str]:
+def check_transactions(
+    h: TxnHistory, final: dict[int, list[tuple[int, bytes]]], seen: list[tuple[int, int, bytes]], group_offset: int
+) -> list[str]:
     problems: list[str] = []
     committed = {txn for txn, _ in h.committed}
     last = max(committed, default=-1)
     by = group_offset - 1  # the transaction whose TxnOffsetCommit the group's offset is
     if not (by == last or (by > last and by in {txn for txn, _ in h.uncertain})):
-        problems.append(f"the group's committed offset {group_offset} is transaction {by}'s; the last committed "
-                        f"transaction is {last}" + (" (that one was aborted)" if by in
-                                                     {txn for txn, _ in h.aborted} else ""))
+        problems.append(
+            f"the group's committed offset {group_offset} is transaction {by}'s; the last committed "
+            f"transaction is {last}" + (" (that one was aborted)" if by in {txn for txn, _ in h.aborted} else "")
+        )
     visible = {v: (p, o) for p, records in final.items() for o, v in records}
     count = sum(len(r) for r in final.values())
     if count != len(visible):
@@ -545,8 +634,11 @@ def check_transactions(h: TxnHistory, final: dict[int, list[tuple[int, bytes]]],
         missing = [v for v in values if v not in visible]
         if missing:
             problems.append(f"committed txn {txn}: {len(missing)}/6 not visible: {missing}")
-        moved = [(v, h.offsets.get(v), visible[v]) for v in values
-                 if v in visible and v in h.offsets and h.offsets[v] != visible[v]]
+        moved = [
+            (v, h.offsets.get(v), visible[v])
+            for v in values
+            if v in visible and v in h.offsets and h.offsets[v] != visible[v]
+        ]
         if moved:
             problems.append(f"committed txn {txn}: not at the acknowledged offset: {moved}")
     for txn, values in h.aborted:
@@ -562,8 +654,9 @@ def check_transactions(h: TxnHistory, final: dict[int, list[tuple[int, bytes]]],
         if value in aborted:
             problems.append(f"the live read_committed consumer saw aborted {value!r} at {p}/{offset}")
         elif visible.get(value) != (p, offset):
-            problems.append(f"the live read_committed consumer saw {value!r} at {p}/{offset}, "
-                            f"finally at {visible.get(value)}")
+            problems.append(
+                f"the live read_committed consumer saw {value!r} at {p}/{offset}, finally at {visible.get(value)}"
+            )
     return problems[:20]
 
 
@@ -580,9 +673,11 @@ def check_watermarks(watchers: list[WatermarkWatcher], started: float) -> list[s
         for at, epoch, offset, node in seen:
             earlier = [(e, b) for e, b in best.items() if e <= epoch and b[1] > offset]
             for e, (t, high, by) in earlier[:1]:
-                problems.append(f"partition {p}: broker {node} answered {offset} at epoch {epoch} "
-                                f"({at - started:.1f}s) after broker {by} answered {high} at epoch {e} "
-                                f"({t - started:.1f}s)")
+                problems.append(
+                    f"partition {p}: broker {node} answered {offset} at epoch {epoch} "
+                    f"({at - started:.1f}s) after broker {by} answered {high} at epoch {e} "
+                    f"({t - started:.1f}s)"
+                )
             if offset > best.get(epoch, (0, -1, -1))[1]:
                 best[epoch] = (at, offset, node)
     return problems[:20]
@@ -609,8 +704,9 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     print(f"\nnemesis seed {seed} (replay: STROM_NEMESIS_SEED={seed}), {rounds} rounds", flush=True)
     bootstrap = servers(net)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-                                       for t in (TOPIC, TX_TOPIC)]).values():
+    for future in admin.create_topics(
+        [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"}) for t in (TOPIC, TX_TOPIC)]
+    ).values():
         future.result(30)
     wait(lambda: converged(net), 60, "full ISRs before the faults")
     nemesis = Nemesis(net, seed)
@@ -623,8 +719,11 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     for t in threads:
         t.start()
     try:
-        wait(lambda: all(len(w.acked) > 200 for w in writers) and txn.history.committed, 60,
-             "records and a transaction before the first fault")
+        wait(
+            lambda: all(len(w.acked) > 200 for w in writers) and txn.history.committed,
+            60,
+            "records and a transaction before the first fault",
+        )
         for kind in nemesis.schedule(rounds):
             nemesis.apply(kind)
             try:
@@ -654,22 +753,28 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     committed_view = read_all(bootstrap, TX_TOPIC, "read_committed")
     group_offset = txn.committed_offset()
     h = txn.history
-    summary = (f"nemesis seed {seed}: {rounds} rounds in {time.monotonic() - nemesis.started:.0f}s; "
-               f"{sum(len(w.acked) for w in writers)} acknowledged of {sum(w.sent for w in writers)} sent "
-               f"({sum(len(w.failed) for w in writers)} failed: "
-               f"{sorted(set(e for w in writers for e in w.failed.values()))}; "
-               f"produce() refused: {[w.refused for w in writers]}); "
-               f"{sum(len(r) for r in log.values())} in the log; transactions: {len(h.committed)} committed, "
-               f"{len(h.aborted)} aborted, {len(h.uncertain)} uncertain, {h.producers} producers, "
-               f"{statistics.median(h.durations or [0]):.2f}s median, {max(h.durations or [0]):.1f}s max, group offset "
-               f"{group_offset}; "
-               f"{len(reader.seen)} read live; {sum(len(v) for w in watchers for v in w.observed.values())} watermarks")
+    summary = (
+        f"nemesis seed {seed}: {rounds} rounds in {time.monotonic() - nemesis.started:.0f}s; "
+        f"{sum(len(w.acked) for w in writers)} acknowledged of {sum(w.sent for w in writers)} sent "
+        f"({sum(len(w.failed) for w in writers)} failed: "
+        f"{sorted(set(e for w in writers for e in w.failed.values()))}; "
+        f"produce() refused: {[w.refused for w in writers]}); "
+        f"{sum(len(r) for r in log.values())} in the log; transactions: {len(h.committed)} committed, "
+        f"{len(h.aborted)} aborted, {len(h.uncertain)} uncertain, {h.producers} producers, "
+        f"{statistics.median(h.durations or [0]):.2f}s median, {max(h.durations or [0]):.1f}s max, group offset "
+        f"{group_offset}; "
+        f"{len(reader.seen)} read live; {sum(len(v) for w in watchers for v in w.observed.values())} watermarks"
+    )
     print(summary, flush=True)
     print("\n".join(nemesis.log), flush=True)
     print("transactional producer's errors: " + "; ".join(h.errors), flush=True)
     if txn.client_hang:
         print(f"the transactional client hung: {txn.client_hang}", flush=True)
-    problems = (stuck + unfinished + check_idempotent(writers, log, nemesis.started)
-                + check_transactions(h, committed_view, reader.seen, group_offset)
-                + check_watermarks(watchers, nemesis.started))
+    problems = (
+        stuck
+        + unfinished
+        + check_idempotent(writers, log, nemesis.started)
+        + check_transactions(h, committed_view, reader.seen, group_offset)
+        + check_watermarks(watchers, nemesis.started)
+    )
     assert not problems, f"{summary}\nfaults:\n" + "\n".join(nemesis.log) + "\nproblems:\n" + "\n".join(problems)

@@ -3,6 +3,7 @@ rack "b". A topic created by confluent-kafka's admin client with replication fac
 partition on both racks (so broker 2, alone in its rack, holds a replica of each), with the leaders
 spread evenly over the three brokers; partitions added later span both racks too. Rack-unaware
 placement would put some partitions on brokers 0 and 1 only."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -20,11 +21,15 @@ def replicas(client, topic: str) -> dict[int, list[int]]:
 
 
 def test_a_created_topic_and_its_added_partitions_span_the_racks(zookeeper, tmp_path):
-    with running_cluster(zookeeper, tmp_path, "/rack-placement",
-                         node_configs=lambda node: {"broker.rack": RACKS[node]}) as brokers:
+    with running_cluster(
+        zookeeper, tmp_path, "/rack-placement", node_configs=lambda node: {"broker.rack": RACKS[node]}
+    ) as brokers:
         client = admin(brokers)
-        wait(lambda: {n.id: n.rack for n in client.describe_cluster().result(timeout=10).nodes} == RACKS, 20,
-             "every broker registered with its rack")
+        wait(
+            lambda: {n.id: n.rack for n in client.describe_cluster().result(timeout=10).nodes} == RACKS,
+            20,
+            "every broker registered with its rack",
+        )
         client.create_topics([NewTopic("placed", num_partitions=6, replication_factor=2)])["placed"].result(30)
         placed = wait(lambda: (r := replicas(client, "placed")) and len(r) == 6 and r, 20, "6 partitions")
         for partition, brokers_of in placed.items():

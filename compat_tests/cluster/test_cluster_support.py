@@ -1,4 +1,5 @@
 """compat_tests/support/cluster.py's helpers that need no broker."""
+
 from __future__ import annotations
 
 import pytest

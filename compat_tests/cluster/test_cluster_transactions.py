@@ -2,29 +2,47 @@
 transaction coordinator's broker in the middle of transactions leaves every transaction wholly
 committed or wholly aborted (a new coordinator loads `__transaction_state` from its replica and
 finishes or aborts what the old one started)."""
+
 from __future__ import annotations
 
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from compat_tests.support.cluster import (
+    admin,
+    bootstrap,
+    cluster_fixture,
+    create,
+    partition_meta,
+    wait,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 from strom.broker.coordinator.group.records import partition_for
-
-from compat_tests.support.cluster import admin, bootstrap, cluster_fixture, create, partition_meta, wait
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 
 TID = "cluster-tx"
 TXN_PARTITIONS = 3
 
-cluster = cluster_fixture(**{
-    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+cluster = cluster_fixture(
+    **{
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    }
+)
 
 
 def _read_committed(brokers, topic: str, partitions: int, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "verify", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap(brokers),
+            "group.id": "verify",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     got: list[bytes] = []
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -51,14 +69,23 @@ def _read_committed(brokers, topic: str, partitions: int, expected: int) -> list
 def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(cluster):
     topic = "ctx"
     create(cluster, topic, 3)
-    wait(lambda: all(sorted(partition_meta(cluster, topic, p).isrs) == [0, 1, 2] for p in range(3)), 20,
-         "full ISRs")
-    producer = Producer({"bootstrap.servers": bootstrap(cluster), "transactional.id": TID, "linger.ms": 5,
-                         "transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
+    wait(lambda: all(sorted(partition_meta(cluster, topic, p).isrs) == [0, 1, 2] for p in range(3)), 20, "full ISRs")
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap(cluster),
+            "transactional.id": TID,
+            "linger.ms": 5,
+            "transaction.timeout.ms": 30000,
+            "message.timeout.ms": 30000,
+        }
+    )
     producer.init_transactions(60)
     state_partition = partition_for(TID, TXN_PARTITIONS)
-    wait(lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 20,
-         "full ISR of the coordinator's partition")
+    wait(
+        lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2],
+        20,
+        "full ISR of the coordinator's partition",
+    )
     coordinator = partition_meta(cluster, "__transaction_state", state_partition).leader
     committed: list[bytes] = []
     uncertain: list[list[bytes]] = []  # transactions whose outcome the client could not learn
@@ -108,16 +135,18 @@ def test_killing_the_transaction_coordinator_leaves_every_transaction_whole(clus
     _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(survivors, topic)
     # the killed broker comes back and catches up; the coordinator's state is consistent
     cluster[coordinator].start()
-    wait(lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2], 30,
-         "the restarted broker back in the ISR")
+    wait(
+        lambda: sorted(partition_meta(cluster, "__transaction_state", state_partition).isrs) == [0, 1, 2],
+        30,
+        "the restarted broker back in the ISR",
+    )
 
 
 def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(brokers, topic: str) -> None:
     """KIP-890 verification across brokers: the leader asks the coordinator (AddPartitionsToTxn v4)."""
+    from compat_tests.differential.test_transactions_differential import Raw
     from strom.protocol.records.batch import Record, build_batch
     from strom.protocol.schema import ApiKey
-
-    from compat_tests.differential.test_transactions_differential import Raw
 
     tid = "verify-tx"
     raw = Raw(brokers[0].port)
@@ -128,8 +157,11 @@ def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(broker
         raw.close()
     coordinator = Raw(found.port)
     try:
-        init = coordinator.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
-                                                                "producer_id": -1, "producer_epoch": -1})
+        init = coordinator.request(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {"transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+        )
         assert init.error_code == 0
     finally:
         coordinator.close()
@@ -137,11 +169,23 @@ def _unadded_partition_is_refused_by_a_leader_that_is_not_the_coordinator(broker
     partition = next(p for p in meta.topics[topic].partitions.values() if p.leader != found.node_id)
     leader = Raw(meta.brokers[partition.leader].port)
     try:
-        batch = build_batch([Record(0, 0, None, b"stray")], producer_id=init.producer_id, producer_epoch=0,
-                            base_sequence=0, is_transactional=True)
-        produced = leader.request(ApiKey.PRODUCE, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000,
-                                                      "topic_data": [{"name": topic, "partition_data": [
-                                                          {"index": partition.id, "records": batch}]}]})
+        batch = build_batch(
+            [Record(0, 0, None, b"stray")],
+            producer_id=init.producer_id,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        produced = leader.request(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": tid,
+                "acks": -1,
+                "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition.id, "records": batch}]}],
+            },
+        )
         assert produced.responses[0].partition_responses[0].error_code == 48  # INVALID_TXN_STATE
     finally:
         leader.close()
@@ -154,8 +198,8 @@ def test_java_client_transaction_version_2_across_brokers(cluster):
     EndTxn v5 bumps the epoch. The round trip must come out exactly as on one broker."""
     import pytest
 
-    from compat_tests.support.jvm import java_unavailable
     from compat_tests.features.test_transactions_java import run_round_trip
+    from compat_tests.support.jvm import java_unavailable
 
     if java_unavailable() is not None:
         pytest.skip(str(java_unavailable()))
@@ -164,14 +208,16 @@ def test_java_client_transaction_version_2_across_brokers(cluster):
     create(cluster, topic + "-out", 1)
     wait(lambda: sorted(partition_meta(cluster, topic).isrs) == [0, 1, 2], 20, "full ISR")
     leader = partition_meta(cluster, topic).leader
-    from strom.protocol.schema import ApiKey
-
     from compat_tests.differential.test_transactions_differential import Raw
+    from strom.protocol.schema import ApiKey
 
     raw = Raw(cluster[0].port)
     try:  # creates __transaction_state
-        wait(lambda: raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": "any", "key_type": 1}).error_code == 0, 30,
-             "a transaction coordinator")
+        wait(
+            lambda: raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": "any", "key_type": 1}).error_code == 0,
+            30,
+            "a transaction coordinator",
+        )
     finally:
         raw.close()
 
@@ -184,8 +230,7 @@ def test_java_client_transaction_version_2_across_brokers(cluster):
 
     leaders = wait(state_leaders, 30, "__transaction_state led")
     # a transactional id coordinated by another broker than the data's leader
-    tid = next((f"jtv2-{i}" for i in range(100)
-                if leaders[partition_for(f"jtv2-{i}", TXN_PARTITIONS)] != leader), None)
+    tid = next((f"jtv2-{i}" for i in range(100) if leaders[partition_for(f"jtv2-{i}", TXN_PARTITIONS)] != leader), None)
     assert tid is not None, f"every __transaction_state partition is led by {leader}, the data's leader"
     run_round_trip(bootstrap(cluster), topic, tid)
     coordinator = partition_meta(cluster, "__transaction_state", partition_for(tid, TXN_PARTITIONS)).leader

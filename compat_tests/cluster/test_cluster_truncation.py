@@ -1,22 +1,38 @@
 """Issue 21 on three Strom brokers and a real ZooKeeper: a follower whose log holds an epoch the
 leader never had truncates it (leader epochs, KIP-101/KIP-279), ends with exactly the leader's
 log and rejoins the ISR; leadership moving over an idle partition leaves no replica outside it."""
+
 from __future__ import annotations
 
 from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 
-from compat_tests.support.cluster import admin, bootstrap, cluster_fixture, create, partition_meta, wait, wait_full_isr
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+from compat_tests.support.cluster import (
+    admin,
+    bootstrap,
+    cluster_fixture,
+    create,
+    partition_meta,
+    wait,
+    wait_full_isr,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 
 cluster = cluster_fixture()
 
 REJOIN_S = 40  # bounded waits: a ZooKeeper session timeout (4 s), restarts, a few fetches
 
 
-def _produce(brokers, topic: str, values: list[bytes], acks: str, timeout_s: float = 30,
-             one_per_batch: bool = False) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap(brokers), "acks": acks, "enable.idempotence": False,
-                         "message.timeout.ms": int(timeout_s * 1000)})
+def _produce(
+    brokers, topic: str, values: list[bytes], acks: str, timeout_s: float = 30, one_per_batch: bool = False
+) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap(brokers),
+            "acks": acks,
+            "enable.idempotence": False,
+            "message.timeout.ms": int(timeout_s * 1000),
+        }
+    )
     errors = []
     for value in values:
         producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
@@ -28,13 +44,20 @@ def _produce(brokers, topic: str, values: list[bytes], acks: str, timeout_s: flo
 
 def _read(brokers, topic: str, expected: int, timeout_s: float = 30) -> list[tuple[int, bytes]]:
     """(offset, value) of every record of partition 0 from offset 0, read from its leader."""
-    consumer = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": "truncation-check",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap(brokers), "group.id": "truncation-check", "enable.auto.commit": False}
+    )
     out: list[tuple[int, bytes]] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        wait(lambda: out.extend((m.offset(), m.value()) for m in consumer.consume(1000, 1) if not m.error())
-             or len(out) >= expected, timeout_s, f"{expected} records of {topic}")
+        wait(
+            lambda: (
+                out.extend((m.offset(), m.value()) for m in consumer.consume(1000, 1) if not m.error())
+                or len(out) >= expected
+            ),
+            timeout_s,
+            f"{expected} records of {topic}",
+        )
     finally:
         consumer.close()
     return out
@@ -42,8 +65,11 @@ def _read(brokers, topic: str, expected: int, timeout_s: float = 30) -> list[tup
 
 def _leader(brokers, topic: str, not_in: tuple[int, ...] = (-1,), timeout_s: float = REJOIN_S) -> int:
     running = [b for b in brokers if b.running]
-    return wait(lambda: (lambda p: [p.leader] if p.leader not in not_in else None)(
-        partition_meta(running, topic)), timeout_s, f"a leader of {topic} not in {not_in}")[0]
+    return wait(
+        lambda: (lambda p: [p.leader] if p.leader not in not_in else None)(partition_meta(running, topic)),
+        timeout_s,
+        f"a leader of {topic} not in {not_in}",
+    )[0]
 
 
 def _replicas(cluster, topic: str) -> list[int]:
@@ -100,8 +126,11 @@ def test_a_follower_with_records_of_an_epoch_the_leader_never_had_ends_with_the_
 
     cluster[p].kill()  # the others lead (e1) and both get 5 records P never sees
     _leader(cluster, topic, not_in=(-1, p))
-    wait(lambda: sorted(partition_meta([cluster[b] for b in others], topic).isrs) == others, REJOIN_S,
-         "the ISR without P")
+    wait(
+        lambda: sorted(partition_meta([cluster[b] for b in others], topic).isrs) == others,
+        REJOIN_S,
+        "the ISR without P",
+    )
     _produce(cluster, topic, [b"b%d" % i for i in range(5)], acks="all")
 
     for b in others:  # P alone, elected uncleanly (e2): 8 records with acks=1, never replicated
@@ -117,8 +146,9 @@ def test_a_follower_with_records_of_an_epoch_the_leader_never_had_ends_with_the_
     _leader(cluster, topic, not_in=(-1, p))
     _produce(cluster, topic, [b"c%d" % i for i in range(2)], acks="all")
     expected = _read(cluster, topic, 17)
-    assert [v for _, v in expected] == ([b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(5)]
-                                        + [b"c0", b"c1"])
+    assert [v for _, v in expected] == (
+        [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(5)] + [b"c0", b"c1"]
+    )
 
     cluster[p].start()
     wait_full_isr(cluster, topic, timeout_s=REJOIN_S)

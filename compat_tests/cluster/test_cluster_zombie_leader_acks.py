@@ -9,6 +9,7 @@ leader's record into the same offset, its follower high watermark beyond it. The
 must then fail (NOT_LEADER_OR_FOLLOWER); it was answered NONE with that offset, although the record
 existed nowhere. Every record acknowledged in the run is read back at the end.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,20 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from compat_tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    bootstrap,
+    cluster_fixture,
+    create,
+    wait,
+    wait_full_isr,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
+from compat_tests.support.wire import Raw
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.schema import ApiKey
 from strom.testing.control import ControlClient, Faults
-
-from compat_tests.support.cluster import SESSION_TIMEOUT_MS, bootstrap, cluster_fixture, create, wait, wait_full_isr
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
-from compat_tests.support.wire import Raw
 
 cluster = cluster_fixture(**{"control.listener": "127.0.0.1:0"})
 
@@ -36,11 +43,19 @@ TOPIC = "zombie"
 def _produce_all(servers: str, values: list[bytes]) -> list[bytes]:
     """acks=all; the values acknowledged."""
     acked: list[bytes] = []
-    producer = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": 30000, "log_level": 0})
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "message.timeout.ms": 30000,
+            "log_level": 0,
+        }
+    )
     for v in values:
-        producer.produce(TOPIC, v, partition=0,
-                         on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+        producer.produce(
+            TOPIC, v, partition=0, on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None
+        )
     producer.flush(40)
     return acked
 
@@ -49,13 +64,14 @@ def _leader(servers: str) -> int:
     try:
         metadata = AdminClient({"bootstrap.servers": servers}).list_topics(TOPIC, timeout=5)
         return metadata.topics[TOPIC].partitions[0].leader
-    except Exception:  # noqa: BLE001 - a broker that cannot answer yet: asked again
+    except Exception:
         return -1
 
 
 def _read_all(servers: str, expected: int) -> dict[int, bytes]:
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": "zombie-check", "enable.auto.commit": False,
-                         "log_level": 0})
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": "zombie-check", "enable.auto.commit": False, "log_level": 0}
+    )
     out: dict[int, bytes] = {}
     try:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
@@ -89,12 +105,28 @@ def test_a_resumed_old_leader_does_not_acknowledge_a_record_it_lost(cluster):
 
         def produce() -> None:
             try:
-                answer["p"] = raw.request(ApiKey.PRODUCE, 9, {
-                    "transactional_id": None, "acks": -1, "timeout_ms": 90_000,
-                    "topic_data": [{"name": TOPIC, "partition_data": [
-                        {"index": 0, "records": build_batch([Record(0, 0, b"k", b"zombie")])}]}]}
-                ).responses[0].partition_responses[0]
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+                answer["p"] = (
+                    raw.request(
+                        ApiKey.PRODUCE,
+                        9,
+                        {
+                            "transactional_id": None,
+                            "acks": -1,
+                            "timeout_ms": 90_000,
+                            "topic_data": [
+                                {
+                                    "name": TOPIC,
+                                    "partition_data": [
+                                        {"index": 0, "records": build_batch([Record(0, 0, b"k", b"zombie")])}
+                                    ],
+                                }
+                            ],
+                        },
+                    )
+                    .responses[0]
+                    .partition_responses[0]
+                )
+            except Exception as exc:
                 answer["error"] = exc
 
         thread = threading.Thread(target=produce, daemon=True)
@@ -104,8 +136,11 @@ def test_a_resumed_old_leader_does_not_acknowledge_a_record_it_lost(cluster):
         # the leader pauses well before replica.lag.time.max.ms (5 s) could shrink its ISR
         os.kill(cluster[old].pid, signal.SIGSTOP)
         stopped = True
-        new = wait(lambda: [x] if (x := _leader(others)) not in (-1, old) else None,
-                   SESSION_TIMEOUT_MS / 1000 + 30, "a new leader")[0]
+        new = wait(
+            lambda: [x] if (x := _leader(others)) not in (-1, old) else None,
+            SESSION_TIMEOUT_MS / 1000 + 30,
+            "a new leader",
+        )[0]
         taken = _produce_all(others, [b"after-%d" % i for i in range(5)])
         assert len(taken) == 5, "the new leader took no records"
         acked += taken
@@ -123,7 +158,8 @@ def test_a_resumed_old_leader_does_not_acknowledge_a_record_it_lost(cluster):
         acked.append(b"zombie")
         assert records.get(p.base_offset) == b"zombie", (
             f"acknowledged at offset {p.base_offset} by the old leader {old}, which holds "
-            f"{records.get(p.base_offset)!r} on the new leader {new}")
+            f"{records.get(p.base_offset)!r} on the new leader {new}"
+        )
     else:  # as Kafka's DelayedProduce answers (a timeout only if the old leader took 90 s to follow)
         assert p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REQUEST_TIMED_OUT), p
     missing = set(acked) - set(records.values())

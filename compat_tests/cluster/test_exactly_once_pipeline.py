@@ -12,6 +12,7 @@ offsets are the input's end offsets.
 
 EOS_SEED chooses the faults (the default is fixed); the summary line prints it with the counts.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,26 +26,37 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from compat_tests.support.cluster import (
+    admin,
+    bootstrap,
+    cluster_fixture,
+    create,
+    partition_meta,
+    wait,
+    wait_full_isr,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 from compat_tests.support.paths import REPO_ROOT
 from strom.protocol.internal_records import partition_for
 
-from compat_tests.support.cluster import admin, bootstrap, cluster_fixture, create, partition_meta, wait, wait_full_isr
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
-
 SOURCE, SINK, GROUP = "eos-pipe-in", "eos-pipe-out", "eos-pipe"
 PARTITIONS = 4
-RECORDS = 3000                  # over the input's partitions, each value unique
+RECORDS = 3000  # over the input's partitions, each value unique
 WORKERS = 2
 MAX_BATCH, IN_TXN_DELAY_S = 25, 0.1
-NEMESIS_S = 50                  # faults for this long (or until the input is all copied)
-FINISH_S = 120                  # after the faults, the pipeline must finish within this
+NEMESIS_S = 50  # faults for this long (or until the input is all copied)
+FINISH_S = 120  # after the faults, the pipeline must finish within this
 INTERNAL_PARTITIONS = 3
 
-cluster = cluster_fixture(**{
-    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": str(INTERNAL_PARTITIONS),
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-    "unclean.leader.election.enable": "false"})
+cluster = cluster_fixture(
+    **{
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "transaction.state.log.num.partitions": str(INTERNAL_PARTITIONS),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        "unclean.leader.election.enable": "false",
+    }
+)
 
 
 HANG_S = 75  # send_offsets_to_transaction's 30 s timeout, the in-transaction delay and a margin
@@ -68,9 +80,23 @@ class Worker:
         self.history_paths.append(path)
         with open(path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "compat_tests.support.eos_worker", self.servers, GROUP, SOURCE, SINK, self.tid,
-                 str(self.stop_file), str(MAX_BATCH), str(IN_TXN_DELAY_S)],
-                cwd=REPO_ROOT, stdout=out, stderr=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-m",
+                    "compat_tests.support.eos_worker",
+                    self.servers,
+                    GROUP,
+                    SOURCE,
+                    SINK,
+                    self.tid,
+                    str(self.stop_file),
+                    str(MAX_BATCH),
+                    str(IN_TXN_DELAY_S),
+                ],
+                cwd=REPO_ROOT,
+                stdout=out,
+                stderr=subprocess.DEVNULL,
+            )
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -116,13 +142,17 @@ class Worker:
 
     def lines(self) -> list[tuple[int, str]]:
         """(instance, line without its time) of every instance's history."""
-        return [(i, line.rsplit(" @", 1)[0]) for i, path in enumerate(self.history_paths) if path.exists()
-                for line in path.read_text().splitlines() if line.endswith(tuple("0123456789"))]
+        return [
+            (i, line.rsplit(" @", 1)[0])
+            for i, path in enumerate(self.history_paths)
+            if path.exists()
+            for line in path.read_text().splitlines()
+            if line.endswith(tuple("0123456789"))
+        ]
 
 
 def _seed_input(servers: str) -> dict[int, list[bytes]]:
-    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 20})
+    producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True, "acks": "all", "linger.ms": 20})
     expected: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for i in range(RECORDS):
         p = i % PARTITIONS
@@ -145,8 +175,15 @@ def _committed_offsets(servers: str) -> list[int] | None:
 
 def _read(servers: str, isolation: str, idle_s: float = 3.0, timeout_s: float = 90) -> dict[int, list[bytes]]:
     """Every partition of the output to its end, as ``isolation`` sees it."""
-    consumer = Consumer({"bootstrap.servers": servers, "group.id": "eos-pipe-check", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": "eos-pipe-check",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     at_end: set[int] = set()
     try:
@@ -198,8 +235,9 @@ class Nemesis:
 
     def _target(self) -> tuple[str, int | None]:
         # the group coordinator twice a round: its move is where committed offsets can go back
-        kind = self._next("target", ["group-coordinator", "group-coordinator", "txn-coordinator", "input-leader",
-                                     "output-leader"])
+        kind = self._next(
+            "target", ["group-coordinator", "group-coordinator", "txn-coordinator", "input-leader", "output-leader"]
+        )
         if kind == "group-coordinator":
             return kind, self._leader("__consumer_offsets", partition_for(GROUP, INTERNAL_PARTITIONS))
         if kind == "txn-coordinator":
@@ -220,8 +258,10 @@ class Nemesis:
             time.sleep(0.01)
         worker.kill()
         worker.revive()
-        self._note("kill -9 worker" + (" in a transaction" if inside else ""),
-                   f"kill -9 worker {worker.slot}" + (f" in transaction {lines[-1][1][2:]}" if inside else ""))
+        self._note(
+            "kill -9 worker" + (" in a transaction" if inside else ""),
+            f"kill -9 worker {worker.slot}" + (f" in transaction {lines[-1][1][2:]}" if inside else ""),
+        )
 
     def step(self) -> None:
         action = self._next("action", ["kill-broker", "pause-broker", "kill-worker"])
@@ -246,8 +286,12 @@ class Nemesis:
             finally:
                 os.kill(broker.pid, signal.SIGCONT)
         try:
-            for topic, n in ((SOURCE, PARTITIONS), (SINK, PARTITIONS), ("__consumer_offsets", INTERNAL_PARTITIONS),
-                             ("__transaction_state", INTERNAL_PARTITIONS)):
+            for topic, n in (
+                (SOURCE, PARTITIONS),
+                (SINK, PARTITIONS),
+                ("__consumer_offsets", INTERNAL_PARTITIONS),
+                ("__transaction_state", INTERNAL_PARTITIONS),
+            ):
                 wait_full_isr(self.brokers, topic, n, timeout_s=30)
         except (AssertionError, KafkaException) as exc:
             self._note("not healed in 30s", f"not healed: {exc}: {self._states()}")
@@ -258,8 +302,12 @@ class Nemesis:
             meta = admin([b for b in self.brokers if b.running]).list_topics(timeout=10)
         except KafkaException as exc:
             return str(exc)
-        return " ".join(f"{t}-{p.id}:{p.leader}/{sorted(p.isrs)}" for t in sorted(meta.topics)
-                        for p in meta.topics[t].partitions.values() if sorted(p.isrs) != [0, 1, 2])
+        return " ".join(
+            f"{t}-{p.id}:{p.leader}/{sorted(p.isrs)}"
+            for t in sorted(meta.topics)
+            for p in meta.topics[t].partitions.values()
+            if sorted(p.isrs) != [0, 1, 2]
+        )
 
     def _note(self, kind: str, what: str) -> None:
         self.faults[kind] += 1
@@ -277,8 +325,9 @@ def _check_history(workers: list[Worker]) -> tuple[int, int, list[str]]:
             kind, _, rest = line.partition(" ")
             if kind == "B":
                 n, *ranges = rest.split()
-                begun[(instance, int(n))] = [(int(p), int(a), int(b))
-                                             for p, r in (x.split(":") for x in ranges) for a, b in [r.split("-")]]
+                begun[(instance, int(n))] = [
+                    (int(p), int(a), int(b)) for p, r in (x.split(":") for x in ranges) for a, b in [r.split("-")]
+                ]
             elif kind == "C":
                 committed += 1
                 for p, first, last in begun[(instance, int(rest))]:
@@ -334,8 +383,10 @@ def test_exactly_once_pipeline_under_faults(cluster, tmp_path):
         try:
             wait(finished, FINISH_S, "the group's committed offsets at the input's end", interval_s=1)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: committed {_committed_offsets(bootstrap(cluster))} of {ends}; "
-                                 f"seed {seed}; faults: {nemesis.log}") from None
+            raise AssertionError(
+                f"{exc}: committed {_committed_offsets(bootstrap(cluster))} of {ends}; "
+                f"seed {seed}; faults: {nemesis.log}"
+            ) from None
     finally:
         for w in workers:
             w.stop()
@@ -350,15 +401,18 @@ def test_exactly_once_pipeline_under_faults(cluster, tmp_path):
         missing = sorted(set(expected[p]) - set(got[p]))
         assert not duplicates and not missing, (
             f"seed {seed}: partition {p}: {len(duplicates)} duplicated (first {duplicates[:5]}), "
-            f"{len(missing)} missing (first {missing[:5]}); faults: {nemesis.log}")
+            f"{len(missing)} missing (first {missing[:5]}); faults: {nemesis.log}"
+        )
         assert got[p] == expected[p], f"seed {seed}: partition {p} out of order; faults: {nemesis.log}"
     assert not problems, f"seed {seed}: {problems[:5]}"
     aborted_records = sum(len(v) for v in everything.values()) - RECORDS
     assert aborted_records >= 0
-    print(f"\nexactly-once pipeline: seed={seed} records={RECORDS} partitions={PARTITIONS} workers={WORKERS} "
-          f"transactions committed={committed_txns} aborted={aborted_txns} "
-          f"worker restarts={sum(w.restarts for w in workers)} "
-          f"(watchdog: {sum(w.watchdog_kills for w in workers)}) records of aborted transactions={aborted_records} "
-          f"faults={dict(nemesis.faults)} fault phase={fault_s:.0f}s total={time.monotonic() - started:.0f}s")
+    print(
+        f"\nexactly-once pipeline: seed={seed} records={RECORDS} partitions={PARTITIONS} workers={WORKERS} "
+        f"transactions committed={committed_txns} aborted={aborted_txns} "
+        f"worker restarts={sum(w.restarts for w in workers)} "
+        f"(watchdog: {sum(w.watchdog_kills for w in workers)}) records of aborted transactions={aborted_records} "
+        f"faults={dict(nemesis.faults)} fault phase={fault_s:.0f}s total={time.monotonic() - started:.0f}s"
+    )
     for line in nemesis.log:
         print("  ", line)

@@ -1,6 +1,7 @@
 """The nemesis proxy itself (compat_tests/support/netproxy.py) against an echo server on 127.0.0.1: bytes
 flow, a cut resets connections and refuses new ones, a stall holds bytes until healed, a delay
 holds each chunk, and a Kafka request's client id picks the link."""
+
 from __future__ import annotations
 
 import socket
@@ -28,7 +29,7 @@ def echo():
         while not stop.is_set():
             try:
                 conn, _ = server.accept()
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 continue
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 

@@ -5,23 +5,34 @@ coordinator writes each send_offsets_to_transaction as a transactional batch of 
 for a client append, every one after the first looked like a duplicate of it and was not written,
 so after a restart (or on the replica that took over) the group went back to its first commit.
 """
+
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from compat_tests.support.cluster import (
+    bootstrap,
+    cluster_fixture,
+    create,
+    partition_meta,
+    wait,
+    wait_full_isr,
+    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
+)
 from strom.protocol.internal_records import partition_for
-
-from compat_tests.support.cluster import bootstrap, cluster_fixture, create, partition_meta, wait, wait_full_isr
-from compat_tests.support.cluster import zookeeper  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 
 GROUP = "eos-offsets"
 TIMEOUT_S = 30
 ROUNDS = (100, 200, 300)
 
-cluster = cluster_fixture(**{
-    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": "3"})
+cluster = cluster_fixture(
+    **{
+        "transaction.state.log.replication.factor": "3",
+        "transaction.state.log.min.isr": "2",
+        "transaction.state.log.num.partitions": "3",
+    }
+)
 
 
 def _commit_rounds(servers: str, topic: str, partitions: int, tid: str) -> None:
@@ -33,8 +44,11 @@ def _commit_rounds(servers: str, topic: str, partitions: int, tid: str) -> None:
         for offset in ROUNDS:
             producer.begin_transaction()
             producer.produce(topic + "-out", b"round-%d" % offset, partition=0)
-            producer.send_offsets_to_transaction([TopicPartition(topic, p, offset + p) for p in range(partitions)],
-                                                 group.consumer_group_metadata(), TIMEOUT_S)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic, p, offset + p) for p in range(partitions)],
+                group.consumer_group_metadata(),
+                TIMEOUT_S,
+            )
             producer.commit_transaction(TIMEOUT_S)
     finally:
         group.close()
@@ -82,21 +96,30 @@ def test_every_transactional_offset_commit_survives_a_coordinator_move(cluster, 
     servers = bootstrap(cluster)
     wait(lambda: _committed(servers, topic, partitions) is not None, 30, "the group coordinator")  # makes the topic
     offsets_partition = partition_for(GROUP, 3)
-    wait(lambda: sorted(partition_meta(cluster, "__consumer_offsets", offsets_partition).isrs) == [0, 1, 2], 30,
-         "full ISR of the group's __consumer_offsets partition")
+    wait(
+        lambda: sorted(partition_meta(cluster, "__consumer_offsets", offsets_partition).isrs) == [0, 1, 2],
+        30,
+        "full ISR of the group's __consumer_offsets partition",
+    )
     _commit_rounds(servers, topic, partitions, "eos-cluster-tx")
     assert _committed(servers, topic, partitions) == _last_round(partitions)
     # every replica must have every commit before the coordinator goes
-    wait(lambda: sorted(partition_meta(cluster, "__consumer_offsets", offsets_partition).isrs) == [0, 1, 2], 30,
-         "full ISR after the commits")
+    wait(
+        lambda: sorted(partition_meta(cluster, "__consumer_offsets", offsets_partition).isrs) == [0, 1, 2],
+        30,
+        "full ISR after the commits",
+    )
     coordinator = partition_meta(cluster, "__consumer_offsets", offsets_partition).leader
     if crash:
         cluster[coordinator].kill()
     else:
         cluster[coordinator].stop()
     survivors = [b for b in cluster if b.running]
-    wait(lambda: partition_meta(survivors, "__consumer_offsets", offsets_partition).leader not in (-1, coordinator),
-         30, "a new group coordinator")
+    wait(
+        lambda: partition_meta(survivors, "__consumer_offsets", offsets_partition).leader not in (-1, coordinator),
+        30,
+        "a new group coordinator",
+    )
     _errors.clear()
     try:
         got = wait(lambda: _committed(bootstrap(survivors), topic, partitions), 60, "committed offsets after the move")
@@ -105,5 +128,6 @@ def test_every_transactional_offset_commit_survives_a_coordinator_move(cluster, 
     assert got == _last_round(partitions)
     # the old coordinator comes back as a follower of what the new one has: still the last round
     cluster[coordinator].start()
-    assert wait(lambda: _committed(bootstrap(cluster), topic, partitions), 60, "committed offsets") == \
-        _last_round(partitions)
+    assert wait(lambda: _committed(bootstrap(cluster), topic, partitions), 60, "committed offsets") == _last_round(
+        partitions
+    )

@@ -8,6 +8,7 @@ Each is one JVM (`connect-distributed.sh` / `connect-mirror-maker.sh` main class
 
 Skipped without java or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -27,10 +28,19 @@ from compat_tests.support.jvm import KAFKA_HOME, java_unavailable, skip_unless_a
 from strom.protocol.schema import ApiKey
 from strom.tools.broker_process import BrokerProcess
 
-JAVA_FLAGS = ["-Xshare:auto", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx384m",
-              f"-Dlog4j2.configurationFile={KAFKA_HOME / 'config' / 'connect-log4j2.yaml'}"]
-OVERRIDES = {"num.partitions": "1", "default.replication.factor": "1", "group.initial.rebalance.delay.ms": "0",
-             "auto.create.topics.enable": "true"}
+JAVA_FLAGS = [
+    "-Xshare:auto",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xmx384m",
+    f"-Dlog4j2.configurationFile={KAFKA_HOME / 'config' / 'connect-log4j2.yaml'}",
+]
+OVERRIDES = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "true",
+}
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,15 +56,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(what: str, timeout: float, check: Callable[[], object], proc: subprocess.Popen | None = None,
-             log: Path | None = None) -> object:
+def wait_for(
+    what: str,
+    timeout: float,
+    check: Callable[[], object],
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             got = check()
             if got:
                 return got
-        except Exception:  # noqa: BLE001 - not there yet
+        except Exception:
             pass
         if proc is not None and proc.poll() is not None:
             break
@@ -70,9 +85,13 @@ class Jvm:
         self.log = log
         self.out = log.open("w")
         # connect-log4j2.yaml also writes connect.log files into kafka.logs.dir: keep them in the test's dir
-        self.proc = subprocess.Popen(["java", *JAVA_FLAGS, f"-Dkafka.logs.dir={log.parent}", "-cp",
-                                      f"{KAFKA_HOME}/libs/*", main, *args], cwd=log.parent,
-                                     stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            ["java", *JAVA_FLAGS, f"-Dkafka.logs.dir={log.parent}", "-cp", f"{KAFKA_HOME}/libs/*", main, *args],
+            cwd=log.parent,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -86,9 +105,12 @@ class Jvm:
 
 
 def rest(port: int, path: str, body: dict | None = None) -> object:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST" if body is not None else "GET",
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        method="POST" if body is not None else "GET",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read() or b"null")
 
@@ -109,29 +131,64 @@ def test_connect_distributed_runs_the_file_stream_connectors_on_strom(jvm_ok, br
     source, sink = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("")
     props = tmp_path / "worker.properties"
-    props.write_text("\n".join([
-        f"bootstrap.servers={broker.bootstrap}", "group.id=strom-connect",
-        "key.converter=org.apache.kafka.connect.storage.StringConverter",
-        "value.converter=org.apache.kafka.connect.storage.StringConverter",
-        "config.storage.topic=connect-configs", "offset.storage.topic=connect-offsets",
-        "status.storage.topic=connect-status", "config.storage.replication.factor=1",
-        "offset.storage.replication.factor=1", "status.storage.replication.factor=1",
-        "offset.flush.interval.ms=500", f"listeners=http://127.0.0.1:{port}",
-        # the FileStream connectors are on the class path (libs/connect-file-*.jar): no plugin.path scan
-    ]) + "\n")
+    props.write_text(
+        "\n".join(
+            [
+                f"bootstrap.servers={broker.bootstrap}",
+                "group.id=strom-connect",
+                "key.converter=org.apache.kafka.connect.storage.StringConverter",
+                "value.converter=org.apache.kafka.connect.storage.StringConverter",
+                "config.storage.topic=connect-configs",
+                "offset.storage.topic=connect-offsets",
+                "status.storage.topic=connect-status",
+                "config.storage.replication.factor=1",
+                "offset.storage.replication.factor=1",
+                "status.storage.replication.factor=1",
+                "offset.flush.interval.ms=500",
+                f"listeners=http://127.0.0.1:{port}",
+                # the FileStream connectors are on the class path (libs/connect-file-*.jar): no plugin.path scan
+            ]
+        )
+        + "\n"
+    )
     worker = Jvm("org.apache.kafka.connect.cli.ConnectDistributed", [str(props)], tmp_path / "connect.log")
     try:
         wait_for("the Connect REST API", 120, lambda: rest(port, "/connectors") == [], worker.proc, worker.log)
-        rest(port, "/connectors", {"name": "file-source", "config": {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
-            "file": str(source), "topic": "connect-lines"}})
-        rest(port, "/connectors", {"name": "file-sink", "config": {
-            "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "1",
-            "file": str(sink), "topics": "connect-lines"}})
+        rest(
+            port,
+            "/connectors",
+            {
+                "name": "file-source",
+                "config": {
+                    "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                    "tasks.max": "1",
+                    "file": str(source),
+                    "topic": "connect-lines",
+                },
+            },
+        )
+        rest(
+            port,
+            "/connectors",
+            {
+                "name": "file-sink",
+                "config": {
+                    "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                    "tasks.max": "1",
+                    "file": str(sink),
+                    "topics": "connect-lines",
+                },
+            },
+        )
         lines = [f"line {i}" for i in range(50)]
         source.write_text("\n".join(lines) + "\n")
-        wait_for("the sink file", 120, lambda: sink.exists() and sink.read_text().splitlines() == lines,
-                 worker.proc, worker.log)
+        wait_for(
+            "the sink file",
+            120,
+            lambda: sink.exists() and sink.read_text().splitlines() == lines,
+            worker.proc,
+            worker.log,
+        )
         for name in ("file-source", "file-sink"):
             status = rest(port, f"/connectors/{name}/status")
             assert status["connector"]["state"] == "RUNNING" and status["tasks"][0]["state"] == "RUNNING", status
@@ -164,8 +221,14 @@ def test_mirror_maker_2_copies_a_topic_and_translates_a_groups_offsets(jvm_ok, t
         for i in range(100):
             producer.produce("mm-topic", key=b"k%d" % i, value=b"v%d" % i, partition=0)
         assert producer.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "mm-group", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": a.bootstrap,
+                "group.id": "mm-group",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
         consumer.assign([TopicPartition("mm-topic", 0, 0)])
         read = 0
         deadline = time.monotonic() + 30
@@ -175,16 +238,34 @@ def test_mirror_maker_2_copies_a_topic_and_translates_a_groups_offsets(jvm_ok, t
         consumer.close()
 
         props = tmp_path / "mm2.properties"
-        props.write_text("\n".join([
-            "clusters=A,B", f"A.bootstrap.servers={a.bootstrap}", f"B.bootstrap.servers={b.bootstrap}",
-            "A->B.enabled=true", "A->B.topics=mm-topic", "A->B.groups=mm-group", "B->A.enabled=false",
-            "replication.factor=1", "checkpoints.topic.replication.factor=1", "heartbeats.topic.replication.factor=1",
-            "offset-syncs.topic.replication.factor=1", "offset.storage.replication.factor=1",
-            "status.storage.replication.factor=1", "config.storage.replication.factor=1",
-            "sync.group.offsets.enabled=true", "sync.group.offsets.interval.seconds=1",
-            "emit.checkpoints.interval.seconds=1", "refresh.topics.interval.seconds=1",
-            "refresh.groups.interval.seconds=1", "offset.lag.max=0", "emit.heartbeats.interval.seconds=1",
-        ]) + "\n")
+        props.write_text(
+            "\n".join(
+                [
+                    "clusters=A,B",
+                    f"A.bootstrap.servers={a.bootstrap}",
+                    f"B.bootstrap.servers={b.bootstrap}",
+                    "A->B.enabled=true",
+                    "A->B.topics=mm-topic",
+                    "A->B.groups=mm-group",
+                    "B->A.enabled=false",
+                    "replication.factor=1",
+                    "checkpoints.topic.replication.factor=1",
+                    "heartbeats.topic.replication.factor=1",
+                    "offset-syncs.topic.replication.factor=1",
+                    "offset.storage.replication.factor=1",
+                    "status.storage.replication.factor=1",
+                    "config.storage.replication.factor=1",
+                    "sync.group.offsets.enabled=true",
+                    "sync.group.offsets.interval.seconds=1",
+                    "emit.checkpoints.interval.seconds=1",
+                    "refresh.topics.interval.seconds=1",
+                    "refresh.groups.interval.seconds=1",
+                    "offset.lag.max=0",
+                    "emit.heartbeats.interval.seconds=1",
+                ]
+            )
+            + "\n"
+        )
         mm2 = Jvm("org.apache.kafka.connect.mirror.MirrorMaker", [str(props)], tmp_path / "mm2.log")
 
         copy = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "mm-check", "auto.offset.reset": "earliest"})

@@ -1,5 +1,6 @@
 """The web console's JSON API, /metrics and clean-up actions against a live broker, checked against
 what the test produced and what Kafka's admin API (confluent-kafka) reports."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,18 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from compat_tests.support.console import (ActiveConsumer, commit, console_url, csrf_token, get_json, http, post,
-                              produce_single_batches, start_console_broker, wait_for)
+from compat_tests.support.console import (
+    ActiveConsumer,
+    commit,
+    console_url,
+    csrf_token,
+    get_json,
+    http,
+    post,
+    produce_single_batches,
+    start_console_broker,
+    wait_for,
+)
 
 TOPIC = "console-orders"
 GROUP = "console-billing"
@@ -95,12 +106,16 @@ def test_group_lag_in_records_and_bytes(setup):
     expected_lag = sum(PRODUCED[p] - COMMITTED[p] for p in PRODUCED)
     assert group["total_lag"] == expected_lag and group["total_lag_bytes"] == expected_lag * batch
     summary = {g["group_id"]: g for g in get_json(base, "/api/groups")}[GROUP]
-    assert (summary["total_lag"], summary["total_lag_bytes"], summary["state"]) == (expected_lag, expected_lag * batch,
-                                                                                      "Empty")
+    assert (summary["total_lag"], summary["total_lag_bytes"], summary["state"]) == (
+        expected_lag,
+        expected_lag * batch,
+        "Empty",
+    )
 
 
 def _request(group: str):
     from confluent_kafka import ConsumerGroupTopicPartitions
+
     return ConsumerGroupTopicPartitions(group)
 
 
@@ -113,7 +128,9 @@ def test_metrics_count_what_was_produced(setup):
     assert metrics["kafka_server_brokertopicmetrics_bytes_in_total"][labels] == topic["size"]
     produce_requests = metrics["kafka_network_requestmetrics_requests_total"][(("request", "Produce"),)]
     assert produce_requests >= sum(PRODUCED.values())  # one flush, one request per record
-    assert metrics["kafka_network_requestmetrics_total_time_seconds_count"][(("request", "Produce"),)] == produce_requests
+    assert (
+        metrics["kafka_network_requestmetrics_total_time_seconds_count"][(("request", "Produce"),)] == produce_requests
+    )
     buckets = metrics["kafka_network_requestmetrics_total_time_seconds_bucket"]
     assert buckets[(("le", "+Inf"), ("request", "Produce"))] == produce_requests
     for index, count in PRODUCED.items():
@@ -134,8 +151,14 @@ def test_metrics_count_what_was_consumed(setup):
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     produce_single_batches(broker.bootstrap, name, {0: 12})
     size = get_json(base, f"/api/topics/{name}")["size"]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "console-reader",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "console-reader",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     consumer.assign([TopicPartition(name, 0, 0)])
     try:
         received = 0
@@ -147,8 +170,11 @@ def test_metrics_count_what_was_consumed(setup):
 
         def counted():
             metrics = _metrics(base)
-            return (metrics["kafka_server_brokertopicmetrics_messages_out_total"].get(labels),
-                    metrics["kafka_server_brokertopicmetrics_bytes_out_total"].get(labels))
+            return (
+                metrics["kafka_server_brokertopicmetrics_messages_out_total"].get(labels),
+                metrics["kafka_server_brokertopicmetrics_bytes_out_total"].get(labels),
+            )
+
         # records out are counted when the consumer fetches past them (its next fetch offset)
         wait_for(lambda: counted() == (12, size), 15, what=f"12 records and {size} bytes out, got {counted()}")
     finally:
@@ -159,13 +185,21 @@ def test_clients_show_software_and_roles(setup):
     broker, base, _ = setup
     member = ActiveConsumer(broker.bootstrap, "console-clients", TOPIC).start()
     try:
-        clients = wait_for(lambda: [c for c in get_json(base, "/api/clients")
-                                    if c["client_id"] == "console-test-console-clients" and "fetches" in c["roles"]],
-                           what="the consumer's fetch connection")
+        clients = wait_for(
+            lambda: [
+                c
+                for c in get_json(base, "/api/clients")
+                if c["client_id"] == "console-test-console-clients" and "fetches" in c["roles"]
+            ],
+            what="the consumer's fetch connection",
+        )
         assert clients[0]["software_name"] == "confluent-kafka-python"
         assert clients[0]["host"] == "127.0.0.1" and clients[0]["bytes_out"] > 0
-        coordinating = [c for c in get_json(base, "/api/clients")
-                        if c["client_id"] == "console-test-console-clients" and "console-clients" in c["groups"]]
+        coordinating = [
+            c
+            for c in get_json(base, "/api/clients")
+            if c["client_id"] == "console-test-console-clients" and "console-clients" in c["groups"]
+        ]
         assert coordinating and "coordinates" in coordinating[0]["roles"]
         group = get_json(base, "/api/groups/console-clients")
         assert group["state"] == "Stable" and group["protocol"] in ("range", "roundrobin", "cooperative-sticky")
@@ -178,8 +212,14 @@ def test_clients_show_software_and_roles(setup):
 
 def test_history_samples_offsets_over_time(setup):
     broker, base, _ = setup
-    history = wait_for(lambda: (h := get_json(base, f"/api/groups/{GROUP}/history"))["partitions"]
-                       and len(h["partitions"][0]["times"]) >= 2 and h, what="two samples")
+    history = wait_for(
+        lambda: (
+            (h := get_json(base, f"/api/groups/{GROUP}/history"))["partitions"]
+            and len(h["partitions"][0]["times"]) >= 2
+            and h
+        ),
+        what="two samples",
+    )
     by_partition = {p["partition"]: p for p in history["partitions"]}
     assert by_partition[0]["committed_offset"][-1] == COMMITTED[0]
     assert by_partition[0]["lag"][-1] == PRODUCED[0] - COMMITTED[0]
@@ -192,8 +232,9 @@ def test_record_browser(setup):
     page = get_json(base, f"/api/topics/{TOPIC}/records?partition=0&offset=5&limit=3")
     assert [r["offset"] for r in page["records"]] == [5, 6, 7] and page["truncated"] and page["next_offset"] == 8
     assert page["records"][0]["key"]["text"] == "k00005"
-    assert page["records"][0]["headers"] == [{"key": "n", "value": {"null": False, "size": 5, "text": "00005",
-                                                                   "truncated": False}}]
+    assert page["records"][0]["headers"] == [
+        {"key": "n", "value": {"null": False, "size": 5, "text": "00005", "truncated": False}}
+    ]
     latest = get_json(base, f"/api/topics/{TOPIC}/records?partition=1&limit=2&format=hex")
     assert [r["offset"] for r in latest["records"]] == [18, 19]
     assert latest["records"][0]["key"]["text"] == b"k00018".hex(" ")
@@ -239,8 +280,9 @@ def test_actions_are_refused_for_an_active_group_and_work_once_it_is_empty(setup
     offsets = {o["partition"]: o for o in get_json(base, f"/api/groups/{group}")["offsets"]}
     assert {p: o["committed_offset"] for p, o in offsets.items()} == PRODUCED
     assert all(o["lag"] == 0 and o["lag_bytes"] == 0 for o in offsets.values())
-    status, body = post(base, f"/api/groups/{group}/reset-offsets", token, to="offset", topic=TOPIC,
-                        partition="0", offset="7")
+    status, body = post(
+        base, f"/api/groups/{group}/reset-offsets", token, to="offset", topic=TOPIC, partition="0", offset="7"
+    )
     assert status == 200, body
     committed = admin.list_consumer_group_offsets([_request(group)])[group].result(30)
     assert {tp.partition: tp.offset for tp in committed.topic_partitions} == {0: 7, 1: PRODUCED[1]}
@@ -262,8 +304,10 @@ def test_a_kip848_consumer_group_is_shown_and_protected_while_active(setup):
     group = "console-kip848"
     member = ActiveConsumer(broker.bootstrap, group, TOPIC, group_protocol="consumer").start()
     try:
-        detail = wait_for(lambda: (d := get_json(base, f"/api/groups/{group}"))["state"] == "Stable" and d,
-                          what="the consumer-protocol group to be Stable")
+        detail = wait_for(
+            lambda: (d := get_json(base, f"/api/groups/{group}"))["state"] == "Stable" and d,
+            what="the consumer-protocol group to be Stable",
+        )
         assert detail["group_protocol"] == "consumer" and len(detail["members"]) == 1
         assert detail["members"][0]["assignment"] == [{"topic": TOPIC, "partitions": [0, 1]}]
         assert detail["members"][0]["client_id"] == f"console-test-{group}"
@@ -279,7 +323,9 @@ def test_a_kip848_consumer_group_is_shown_and_protected_while_active(setup):
     status, body = post(base, f"/api/groups/{group}/reset-offsets", token, to="earliest", topic=TOPIC)
     assert status == 200, body
     assert {o["partition"]: o["committed_offset"] for o in get_json(base, f"/api/groups/{group}")["offsets"]} == {
-        0: 0, 1: 0}
+        0: 0,
+        1: 0,
+    }
 
 
 def test_remove_a_stale_static_member(setup):
@@ -294,8 +340,9 @@ def test_remove_a_stale_static_member(setup):
     assert status == 404 and body["error"] == "UNKNOWN_MEMBER_ID"
     status, body = post(base, f"/api/groups/{group}/remove-member", token, instance_id="worker-1")
     assert status == 200, body
-    detail = wait_for(lambda: (d := get_json(base, f"/api/groups/{group}"))["state"] == "Empty" and d,
-                      what="the group to empty")
+    detail = wait_for(
+        lambda: (d := get_json(base, f"/api/groups/{group}"))["state"] == "Empty" and d, what="the group to empty"
+    )
     assert detail["members"] == []
 
 
@@ -327,14 +374,16 @@ def test_delete_records_and_topic(setup):
 
 
 def test_auth_when_a_secret_is_set(tmp_path):
-    broker = start_console_broker(tmp_path / "auth", **{"console.auth.username": "ops",
-                                                         "console.auth.password": "s3cret-pw",
-                                                         "console.auth.token": "t0ken"})
+    broker = start_console_broker(
+        tmp_path / "auth",
+        **{"console.auth.username": "ops", "console.auth.password": "s3cret-pw", "console.auth.token": "t0ken"},
+    )
     try:
         base = console_url(broker)
         status, _, headers = http(base + "/api/brokers")
         assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
         import base64
+
         basic = "Basic " + base64.b64encode(b"ops:s3cret-pw").decode()
         assert http(base + "/api/brokers", headers={"Authorization": basic})[0] == 200
         wrong = "Basic " + base64.b64encode(b"ops:nope").decode()

@@ -2,6 +2,7 @@
 each page shows the numbers the JSON API and Kafka's admin API give, the offsets graph draws
 points, the browser logs no errors, and actions work, and are refused for an active group.
 Screenshots of every page are written under the test's temp dir."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.support.console import (ActiveConsumer, commit, console_url, get_json, produce_single_batches,
-                              start_console_broker, wait_for)
+from compat_tests.support.console import (
+    ActiveConsumer,
+    commit,
+    console_url,
+    get_json,
+    produce_single_batches,
+    start_console_broker,
+    wait_for,
+)
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -39,8 +47,7 @@ class BackgroundProducer:
     """Keeps producing to its own topic while the pages are looked at."""
 
     def __init__(self, bootstrap: str, topic: str):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "browser-live-producer",
-                                  "linger.ms": 5})
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": "browser-live-producer", "linger.ms": 5})
         self.topic, self.stop_event = topic, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -84,8 +91,15 @@ def driver():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,1000", "--disable-extensions", "--no-first-run"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--disable-extensions",
+        "--no-first-run",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     chrome = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -159,8 +173,10 @@ def test_pages_show_the_numbers_of_the_api(env, driver, tmp_path):
     assert _text(driver, f"#groups tr[data-group='{GROUP}'] .total-lag") == str(expected_lag)
     assert _text(driver, f"#groups tr[data-group='{GROUP}'] .lag-bytes") == str(group["total_lag_bytes"])
 
-    wait_for(lambda: len(get_json(base, f"/api/groups/{GROUP}/history")["partitions"][0]["times"]) >= 3,
-             what="three history samples")
+    wait_for(
+        lambda: len(get_json(base, f"/api/groups/{GROUP}/history")["partitions"][0]["times"]) >= 3,
+        what="three history samples",
+    )
     _open(driver, base + f"/groups/{GROUP}", shots, "group")
     assert _text(driver, "#total-lag") == str(expected_lag) and _text(driver, "#state") == "Empty"
     for entry in group["offsets"]:
@@ -181,7 +197,8 @@ def test_pages_show_the_numbers_of_the_api(env, driver, tmp_path):
 
     assert _errors(driver) == []
     assert sorted(p.name for p in shots.iterdir()) == sorted(
-        f"{n}.png" for n in ("overview", "topics", "topic", "records", "groups", "group", "clients"))
+        f"{n}.png" for n in ("overview", "topics", "topic", "records", "groups", "group", "clients")
+    )
 
 
 def _submit(driver, form_css: str, **fields) -> str:
@@ -217,8 +234,7 @@ def test_actions_in_the_browser(env, driver, tmp_path):
         member.stop()
     wait_for(lambda: get_json(base, f"/api/groups/{group}")["state"] == "Empty", what="the group to empty")
     driver.get(base + f"/groups/{group}")
-    result = _submit(driver, "form[data-action$='/reset-offsets']", to="offset", topic=TOPIC, partition="0",
-                     offset="9")
+    result = _submit(driver, "form[data-action$='/reset-offsets']", to="offset", topic=TOPIC, partition="0", offset="9")
     assert "reset" in result
     assert {o["partition"]: o["committed_offset"] for o in get_json(base, f"/api/groups/{group}")["offsets"]}[0] == 9
     driver.get(base + f"/groups/{group}")

@@ -22,6 +22,7 @@ Placeholders inside a step's body are filled per broker before encoding:
 * ``"$NAME"``: a value captured from an earlier step's answer on the same broker
   (``capture={"NAME": "path.to.field"}``), e.g. the member id JoinGroup handed out.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,12 +30,12 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from strom.protocol.codec import decode_response
-from strom.protocol.connection import (CLIENT, NEED_DATA, BadResponse, Connection, ConnectionClosed,
-                                       FrameTooLarge)
+from strom.protocol.connection import CLIENT, NEED_DATA, BadResponse, Connection, ConnectionClosed, FrameTooLarge
 from strom.protocol.errors import EncodeError
 from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.protocol.records.legacy import iter_message_set
@@ -55,12 +56,12 @@ class Step:
     version: int
     body: Mapping[str, Any]
     capture: Mapping[str, str] = field(default_factory=dict)
-    no_response: bool = False   # acks=0: the broker must send nothing
-    raw: bytes | None = None    # a hand-made frame (without size prefix) instead of the codec's
-    compare: bool = True        # False: a setup step, its answer is only checked for errors
-    pause_s: float = 0.0        # sleep before sending (a coordinator settling, a retention pass)
-    until_ok: bool = False      # setup: resend (up to 5 s) while the answer carries an error code
-    until_has: str | None = None    # resend (up to 5 s) until this text is in the answer's repr
+    no_response: bool = False  # acks=0: the broker must send nothing
+    raw: bytes | None = None  # a hand-made frame (without size prefix) instead of the codec's
+    compare: bool = True  # False: a setup step, its answer is only checked for errors
+    pause_s: float = 0.0  # sleep before sending (a coordinator settling, a retention pass)
+    until_ok: bool = False  # setup: resend (up to 5 s) while the answer carries an error code
+    until_has: str | None = None  # resend (up to 5 s) until this text is in the answer's repr
     until_lacks: str | None = None  # resend (up to 5 s) while this text is in the answer's repr
 
 
@@ -117,7 +118,7 @@ class Target:
         try:
             while (event := self.conn.next_event()) is NEED_DATA:
                 self.conn.receive_data(self.sock.recv(1 << 16))
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             return TIMEOUT
         except OSError:
@@ -130,8 +131,9 @@ class Target:
             return CLOSED
         return event
 
-    def call(self, api: int, version: int, body: Mapping[str, Any], *, raw: bytes | None = None,
-             no_response: bool = False) -> Any:
+    def call(
+        self, api: int, version: int, body: Mapping[str, Any], *, raw: bytes | None = None, no_response: bool = False
+    ) -> Any:
         """The decoded answer to one request, or one of CLOSED / NO_RESPONSE / TIMEOUT."""
         try:
             sock = self._connect()
@@ -161,8 +163,11 @@ class Target:
             event = self._next_event()
             if isinstance(event, str):
                 return event
-            return NO_RESPONSE if event.correlation_id == probe else \
-                f"<answered with correlation id {event.correlation_id}>"
+            return (
+                NO_RESPONSE
+                if event.correlation_id == probe
+                else f"<answered with correlation id {event.correlation_id}>"
+            )
         if raw is not None:
             event = self._next_event(raw=True)
             if isinstance(event, str):
@@ -172,7 +177,7 @@ class Target:
                 version = 0  # an unknown ApiVersions version is answered in v0
             try:
                 got, decoded = decode_response(api, version, event.data)
-            except Exception as exc:  # noqa: BLE001 - an undecodable answer is itself a result
+            except Exception as exc:
                 self.close()
                 return f"<undecodable: {type(exc).__name__}>"
             if got != cid:
@@ -235,9 +240,14 @@ def _fill(value: Any, target: Target, short: str, captured: Mapping[str, Any]) -
 def _idempotent_batch(sequence: int, captured: Mapping[str, Any], transactional: bool = False) -> bytes:
     """Two records of the producer InitProducerId gave this broker (``$pid``/``$epoch``) from ``sequence``."""
     records = [Record(i, i, b"k%d" % (sequence + i), b"seq-%d" % (sequence + i)) for i in range(2)]
-    return build_batch(records, base_timestamp=1_700_000_000_000 + sequence, producer_id=captured.get("pid", -1),
-                       producer_epoch=captured.get("epoch", -1), base_sequence=sequence,
-                       is_transactional=transactional)
+    return build_batch(
+        records,
+        base_timestamp=1_700_000_000_000 + sequence,
+        producer_id=captured.get("pid", -1),
+        producer_epoch=captured.get("epoch", -1),
+        base_sequence=sequence,
+        is_transactional=transactional,
+    )
 
 
 def _lookup(data: Any, path: str) -> Any:
@@ -283,8 +293,11 @@ def settling(step: Step, answer: Any) -> bool:
     """True while a step's answer is not yet the settled one it waits for (Kafka's broker applies
     the controller's metadata changes a little after the admin request returned)."""
     text = repr(answer)
-    return bool((step.until_ok and has_error(answer)) or (step.until_has and step.until_has not in text)
-                or (step.until_lacks and step.until_lacks in text))
+    return bool(
+        (step.until_ok and has_error(answer))
+        or (step.until_has and step.until_has not in text)
+        or (step.until_lacks and step.until_lacks in text)
+    )
 
 
 def has_error(answer: Any) -> bool:
@@ -321,11 +334,14 @@ def run_scenario(target: Target, scenario: Scenario) -> list[Any]:
         for _attempt in range(50):
             try:
                 answer = target.call(step.api, step.version, body, raw=step.raw, no_response=step.no_response)
-            except socket.timeout:
+            except TimeoutError:
                 target.close()
                 answer = TIMEOUT
-            answer = present(answer, api_spec(step.api).response.fields, 0 if step.raw else step.version) \
-                if not isinstance(answer, str) else answer
+            answer = (
+                present(answer, api_spec(step.api).response.fields, 0 if step.raw else step.version)
+                if not isinstance(answer, str)
+                else answer
+            )
             if not settling(step, answer):
                 break
             time.sleep(0.1)
@@ -343,7 +359,9 @@ def run_all(target: Target, scenarios: Iterable[Scenario], out: dict[str, list[A
         out[sc.name] = run_scenario(target, sc)
 
 
-def run_both(kafka: Target, strom: Target, scenarios: list[Scenario]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+def run_both(
+    kafka: Target, strom: Target, scenarios: list[Scenario]
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """Run the scenarios on both brokers at once (one thread each), in the same order."""
     for t in (kafka, strom):
         t.learn()
@@ -353,10 +371,10 @@ def run_both(kafka: Target, strom: Target, scenarios: list[Scenario]) -> tuple[d
     def worker(t: Target, out: dict[str, list[Any]]) -> None:
         try:
             run_all(t, scenarios, out)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+        except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(t, out)) for t, out in zip((kafka, strom), results)]
+    threads = [threading.Thread(target=worker, args=(t, out)) for t, out in zip((kafka, strom), results, strict=False)]
     for th in threads:
         th.start()
     for th in threads:
@@ -382,14 +400,28 @@ WALL_CLOCK_FLOOR = 1_750_000_000_000
 
 def _clock(value: Any) -> Any:
     return "<wall-clock>" if isinstance(value, int) and value >= WALL_CLOCK_FLOOR else value
+
+
 # Node ids: the broker's own id becomes "<self>".
-NODE_KEYS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_key_node",
-             "replica_id"}
-NODE_LIST_KEYS = {"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas",
-                  "last_known_elr"}
+NODE_KEYS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_key_node", "replica_id"}
+NODE_LIST_KEYS = {"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas", "last_known_elr"}
 # Arrays of things compared as maps keyed by the first of these keys they have.
-KEY_FIELDS = ("name", "topic", "partition_index", "partition", "group_id", "resource_name",
-              "api_key", "key", "node_id", "broker_id", "member_id", "topic_id", "index", "config_name")
+KEY_FIELDS = (
+    "name",
+    "topic",
+    "partition_index",
+    "partition",
+    "group_id",
+    "resource_name",
+    "api_key",
+    "key",
+    "node_id",
+    "broker_id",
+    "member_id",
+    "topic_id",
+    "index",
+    "config_name",
+)
 
 
 def _record_list(data: Any) -> Any:
@@ -399,18 +431,23 @@ def _record_list(data: Any) -> Any:
     if len(data) > 16 and data[16] == 2:
         try:
             return [
-                {"offset": r.offset, "timestamp": _clock(r.timestamp), "key": r.key, "value": r.value,
-                 "headers": [list(h) for h in r.headers]}
+                {
+                    "offset": r.offset,
+                    "timestamp": _clock(r.timestamp),
+                    "key": r.key,
+                    "value": r.value,
+                    "headers": [list(h) for h in r.headers],
+                }
                 for r in iter_records(data)
             ]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return f"<records not decodable: {type(exc).__name__}>"
     try:
         return [
             {"offset": m.offset, "timestamp": m.timestamp, "key": m.key, "value": m.value, "magic": m.magic}
             for m in iter_message_set(data)
         ]
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"<message set not decodable: {type(exc).__name__}>"
 
 
@@ -468,7 +505,7 @@ def _keyed(items: list[Any]) -> Any:
         if all(k in i for i in items):
             keys = [_hashable(i[k]) for i in items]
             if len(set(keys)) == len(keys):
-                return {f"[{k}={kv}]": i for kv, i in zip(keys, items)}
+                return {f"[{k}={kv}]": i for kv, i in zip(keys, items, strict=False)}
             named = True
     if named:  # named things whose names normalise alike (member ids): order still never counts
         return sorted(items, key=repr)
@@ -494,7 +531,7 @@ def compare(a: Any, b: Any, path: str = "") -> Iterable[tuple[str, Any, Any]]:
                 yield from compare(a[k], b[k], sub)
         return
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             yield from compare(x, y, f"{path}[{i}]")
         return
     if a != b:
@@ -506,11 +543,16 @@ def _short(v: Any, limit: int = 300) -> Any:
     return v if len(text) <= limit else text[:limit] + "..."
 
 
-def differences(scenarios: list[Scenario], kafka_raw: Mapping[str, list[Any]], strom_raw: Mapping[str, list[Any]],
-                kafka: Target, strom: Target) -> list[Difference]:
+def differences(
+    scenarios: list[Scenario],
+    kafka_raw: Mapping[str, list[Any]],
+    strom_raw: Mapping[str, list[Any]],
+    kafka: Target,
+    strom: Target,
+) -> list[Difference]:
     found: list[Difference] = []
     for sc in scenarios:
-        for i, (step, ka, sa) in enumerate(zip(sc.steps, kafka_raw[sc.name], strom_raw[sc.name])):
+        for i, (step, ka, sa) in enumerate(zip(sc.steps, kafka_raw[sc.name], strom_raw[sc.name], strict=False)):
             if not step.compare:
                 continue
             ka_n, sa_n = normalise(ka, kafka), normalise(sa, strom)

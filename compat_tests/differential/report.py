@@ -7,6 +7,7 @@
 
 Exit status 1 when a difference is unexplained. Needs Java 17+ and ../shared/jvm (the reference).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,20 +18,31 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.tools.broker_process import BrokerProcess
-
-from compat_tests.support.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
-
-from compat_tests.differential.harness import (Difference, Finding, Target, differences, explain, parse_findings, run_both)
+from compat_tests.differential.harness import (
+    Difference,
+    Finding,
+    Target,
+    differences,
+    explain,
+    parse_findings,
+    run_both,
+)
 from compat_tests.differential.scenarios import all_scenarios
+from compat_tests.support.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
+from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "REPORT.md"
 FINDINGS = HERE / "FINDINGS.md"
 # Strom as the reference is configured (kafka-reference.sh): one partition by default, no
 # initial rebalance delay, auto-creation on.
-STROM_OVERRIDES = {"num.partitions": "1", "default.replication.factor": "1", "auto.create.topics.enable": "true",
-                   "group.initial.rebalance.delay.ms": "0", "offsets.topic.replication.factor": "1"}
+STROM_OVERRIDES = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+}
 
 
 @dataclass
@@ -95,13 +107,14 @@ def render(outcome: Outcome) -> str:
     ]
     counts = collections.Counter(f.ident if f else "UNEXPLAINED" for _, f in outcome.explained)
     titles = {f.ident: f.title for f in outcome.findings}
-    for ident, n in sorted(counts.items(), key=lambda kv: (kv[0] == "UNEXPLAINED", int(kv[0][1:]) if kv[0][1:].isdigit() else 0)):
+    for ident, n in sorted(
+        counts.items(), key=lambda kv: (kv[0] == "UNEXPLAINED", int(kv[0][1:]) if kv[0][1:].isdigit() else 0)
+    ):
         lines.append(f"| {ident}: {titles.get(ident, 'no finding matches')} | {n} |")
     unused = [f for f in outcome.findings if not f.used]
     if unused:
         lines += ["", "Findings that matched nothing in this run: " + ", ".join(f.ident for f in unused)]
-    lines += ["", "## Every difference", "",
-              "`scenario#step:field` — Kafka's value / Strom's value — finding", ""]
+    lines += ["", "## Every difference", "", "`scenario#step:field` — Kafka's value / Strom's value — finding", ""]
     for name in sorted(by_scenario):
         lines.append(f"### {name}")
         lines.append("")
@@ -133,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="strom-diff-") as tmp:
             outcome = run_fresh(Path(tmp))
     args.out.write_text(render(outcome))
-    print(f"{outcome.scenarios} scenarios in {outcome.seconds:.1f} s: {len(outcome.explained)} differences, "
-          f"{len(outcome.unexplained)} unexplained; wrote {args.out}")
+    print(
+        f"{outcome.scenarios} scenarios in {outcome.seconds:.1f} s: {len(outcome.explained)} differences, "
+        f"{len(outcome.unexplained)} unexplained; wrote {args.out}"
+    )
     return 1 if outcome.unexplained else 0
 
 

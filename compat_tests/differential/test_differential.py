@@ -4,20 +4,21 @@
 Skipped where Java or the reference Kafka (../shared/jvm) is absent, unless
 STROM_COMPAT_REQUIRE_ALL=1 (CI), where that fails.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from compat_tests.differential.harness import Difference, glob, parse_findings
+from compat_tests.differential.report import FINDINGS, Outcome, reference_available, run_fresh
+from compat_tests.differential.scenarios import all_scenarios
 from compat_tests.librdkafka.suite import FAILED, PASSED, SuiteResults, write_results
 from compat_tests.librdkafka.suite import Outcome as SuiteOutcome
 from compat_tests.support.record_results import recording
-from compat_tests.differential.report import FINDINGS, Outcome, reference_available, run_fresh
-from compat_tests.differential.scenarios import all_scenarios
 
 MIN_SCENARIOS = 300
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -42,11 +43,21 @@ def record(result: Outcome) -> None:
     findings: dict[str, set[str]] = {}
     for d, f in result.explained:
         findings.setdefault(d.scenario, set()).add(f.ident if f else "UNEXPLAINED")
-    tests = {s.name: SuiteOutcome(PASSED) if s.name not in findings else SuiteOutcome(
-        FAILED, 0.0, "differs, see FINDINGS.md: " + " ".join(sorted(findings[s.name])))
-        for s in all_scenarios()}
-    write_results(SuiteResults("differential", "Kafka 4.0.0 broker, raw-frame scenarios answered identically "
-                               "(the rest explained in FINDINGS.md)", "4.0.0", tests), RESULTS)
+    tests = {
+        s.name: SuiteOutcome(PASSED)
+        if s.name not in findings
+        else SuiteOutcome(FAILED, 0.0, "differs, see FINDINGS.md: " + " ".join(sorted(findings[s.name])))
+        for s in all_scenarios()
+    }
+    write_results(
+        SuiteResults(
+            "differential",
+            "Kafka 4.0.0 broker, raw-frame scenarios answered identically (the rest explained in FINDINGS.md)",
+            "4.0.0",
+            tests,
+        ),
+        RESULTS,
+    )
 
 
 def test_at_least_300_scenarios_cover_every_api_and_version_strom_serves() -> None:
@@ -62,9 +73,10 @@ def test_at_least_300_scenarios_cover_every_api_and_version_strom_serves() -> No
 def test_every_difference_from_kafka_is_explained(outcome: Outcome) -> None:
     assert outcome.scenarios >= MIN_SCENARIOS
     lines = [f"{d.where}: kafka={d.kafka!r} strom={d.strom!r}" for d in outcome.unexplained]
-    assert not lines, (f"{len(lines)} differences from Kafka 4.0 not explained in {FINDINGS.name} (fix Strom, or add a "
-                       "finding; `python -m compat_tests.differential.report` writes REPORT.md):\n"
-                       + "\n".join(lines[:40]))
+    assert not lines, (
+        f"{len(lines)} differences from Kafka 4.0 not explained in {FINDINGS.name} (fix Strom, or add a "
+        "finding; `python -m compat_tests.differential.report` writes REPORT.md):\n" + "\n".join(lines[:40])
+    )
 
 
 def test_most_scenarios_answer_exactly_as_kafka(outcome: Outcome) -> None:
@@ -90,5 +102,7 @@ def test_error_messages_are_compared_and_empty_counts_as_none() -> None:
     target.node_id = 0
     kafka = normalise({"error_code": 40, "error_message": "Unknown topic config name: x"}, target)
     strom = normalise({"error_code": 40, "error_message": "unknown topic config 'x'"}, target)
-    assert list(compare(kafka, strom)) == [("error_message", "Unknown topic config name: x", "unknown topic config 'x'")]
+    assert list(compare(kafka, strom)) == [
+        ("error_message", "Unknown topic config name: x", "unknown topic config 'x'")
+    ]
     assert not list(compare(normalise({"error_message": ""}, target), normalise({"error_message": None}, target)))

@@ -13,6 +13,7 @@ With delete.retention.ms=0 every marker that can go is gone after a few rounds. 
 (kept for producer state and at the end of a cleaned range) are not compared: Kafka keeps one
 at the end of each cleaning round, Strom one at the end of each cleaned run (FINDINGS).
 """
+
 from __future__ import annotations
 
 import time
@@ -38,8 +39,13 @@ def kafka(tmp_path_factory):
     for port, log_dir in module_reference(tmp_path_factory):
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         # the cleaner thread's pause between looks at the logs (a dynamic broker config)
-        resource = ConfigResource("BROKER", "1", incremental_configs=[
-            ConfigEntry("log.cleaner.backoff.ms", "100", incremental_operation=AlterConfigOpType.SET)])
+        resource = ConfigResource(
+            "BROKER",
+            "1",
+            incremental_configs=[
+                ConfigEntry("log.cleaner.backoff.ms", "100", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(TIMEOUT_S)
         yield port, log_dir
@@ -61,14 +67,28 @@ def _cleaned_up_to(log_dir: Path) -> int:
 def _scenario(port: int, log_dir: Path) -> dict:
     bootstrap = f"127.0.0.1:{port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1, config={
-        "cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01",
-        "delete.retention.ms": "0", "min.compaction.lag.ms": "0"})])[TOPIC].result(TIMEOUT_S)
+    admin.create_topics(
+        [
+            NewTopic(
+                TOPIC,
+                1,
+                1,
+                config={
+                    "cleanup.policy": "compact",
+                    "segment.ms": str(SEGMENT_MS),
+                    "min.cleanable.dirty.ratio": "0.01",
+                    "delete.retention.ms": "0",
+                    "min.compaction.lag.ms": "0",
+                },
+            )
+        ]
+    )[TOPIC].result(TIMEOUT_S)
     plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False})
     producers = {}
-    watermarks = {isolation: Consumer({"bootstrap.servers": bootstrap, "group.id": "dtc-wm",
-                                       "isolation.level": isolation})
-                  for isolation in ("read_committed", "read_uncommitted")}
+    watermarks = {
+        isolation: Consumer({"bootstrap.servers": bootstrap, "group.id": "dtc-wm", "isolation.level": isolation})
+        for isolation in ("read_committed", "read_uncommitted")
+    }
 
     def txn(tid, pairs, commit=True):
         p = producers.get(tid)
@@ -104,13 +124,13 @@ def _scenario(port: int, log_dir: Path) -> dict:
     put(b"k5", b"p5")
     txn("dtc-2", [(b"k2", b"b2")])
     txn("dtc-1", [(b"k1", b"a3")])
-    put(b"k5", None)                                    # a tombstone
-    txn("dtc-2", [(b"k4", b"y4")], commit=False)        # dtc-2's last data batch is aborted
+    put(b"k5", None)  # a tombstone
+    txn("dtc-2", [(b"k4", b"y4")], commit=False)  # dtc-2's last data batch is aborted
     txn("dtc-3", [(b"k6", b"c6")])
-    txn("dtc-3", [(b"k6", b"c7")])                      # dtc-3's first transaction has no data left
+    txn("dtc-3", [(b"k6", b"c7")])  # dtc-3's first transaction has no data left
     for n in range(ROUNDS):
         time.sleep(SEGMENT_MS / 1000 + 0.1)
-        put(b"filler", b"f%d" % n)                      # rolls: the segment before becomes dirty
+        put(b"filler", b"f%d" % n)  # rolls: the segment before becomes dirty
         end = watermarks["read_uncommitted"].get_watermark_offsets(TopicPartition(TOPIC, 0), TIMEOUT_S)[1]
         deadline = time.monotonic() + TIMEOUT_S
         while _cleaned_up_to(log_dir) < end - 1:
@@ -135,7 +155,7 @@ def _observe(raw: Raw) -> dict:
             assert part.error_code == 0, part.error_code
             aborted.update((a.first_offset, a.producer_id) for a in part.aborted_transactions or [])
             data = bytes(part.records or b"")
-            found = [(h, data[pos:pos + h.size]) for pos, h in iter_batches(data)]
+            found = [(h, data[pos : pos + h.size]) for pos, h in iter_batches(data)]
             if not found:
                 break
             batches.extend(found)
@@ -174,7 +194,12 @@ def test_compacted_transactions_end_as_kafkas_do(make_broker, kafka):
         assert got[key] == want[key], (key, got[key], want[key])
     # Kafka's answers, recorded so a change on either side shows
     assert [(o, v) for o, _, v in want["read_committed"]] == [
-        (7, b"b2"), (9, b"a3"), (16, b"c7"), (21, b"f3"), (22, b"f4")]
+        (7, b"b2"),
+        (9, b"a3"),
+        (16, b"c7"),
+        (21, b"f3"),
+        (22, b"f4"),
+    ]
     assert want["read_uncommitted"] == want["read_committed"]
     # the first commit, the first abort and dtc-3's first commit lost their data and are gone;
     # dtc-2's abort stays (its aborted batch is dtc-2's last and is kept, empty), with its entry

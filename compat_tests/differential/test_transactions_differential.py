@@ -6,6 +6,7 @@ Everything compared here is equal today (Kafka 4.0's answers are also asserted a
 change on either side shows). The producer id itself differs between brokers and is compared only
 as "the aborted transaction's producer is the one that wrote the batches".
 """
+
 from __future__ import annotations
 
 import pytest
@@ -50,34 +51,60 @@ def _scenario(port: int) -> dict:
 
 
 def _list_offset(raw: Raw, isolation: int) -> int:
-    r = raw.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": isolation, "topics": [
-        {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    r = raw.request(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": isolation,
+            "topics": [
+                {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+            ],
+        },
+    )
     return r.topics[0].partitions[0].offset
 
 
 def _observe(raw: Raw) -> dict:
     part = fetch_partition(raw, TOPIC)
     data = bytes(part.records or b"")
-    batches = [(h.base_offset, h.last_offset, h.is_transactional, h.is_control,
-                [r.value for r in iter_records(data[pos:pos + h.size])] if not h.is_control else None)
-               for pos, h in iter_batches(data)]
+    batches = [
+        (
+            h.base_offset,
+            h.last_offset,
+            h.is_transactional,
+            h.is_control,
+            [r.value for r in iter_records(data[pos : pos + h.size])] if not h.is_control else None,
+        )
+        for pos, h in iter_batches(data)
+    ]
     pids = {h.producer_id for _, h in iter_batches(data)}
     producers = raw.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]})
     (state,) = producers.topics[0].partitions[0].active_producers
     described = raw.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["diff-tx", "no-such-id"]})
     mine, unknown = described.transaction_states
-    listed = raw.request(ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing", "NoSuchState"],
-                                                       "producer_id_filters": []})
+    listed = raw.request(
+        ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": ["Ongoing", "NoSuchState"], "producer_id_filters": []}
+    )
     return {
-        "high_watermark": part.high_watermark, "last_stable_offset": part.last_stable_offset,
+        "high_watermark": part.high_watermark,
+        "last_stable_offset": part.last_stable_offset,
         "list_offsets": (_list_offset(raw, 0), _list_offset(raw, 1)),
-        "fetched_batches": batches, "one_producer": len(pids) == 1,
+        "fetched_batches": batches,
+        "one_producer": len(pids) == 1,
         "aborted": [(a.producer_id in pids, a.first_offset) for a in part.aborted_transactions],
         "producer": (state.producer_epoch, state.last_sequence, state.current_txn_start_offset),
-        "describe": (mine.error_code, mine.transaction_state, mine.producer_epoch,
-                     [(t.topic, list(t.partitions)) for t in mine.topics], unknown.error_code),
-        "list": ([(t.transactional_id, t.transaction_state) for t in listed.transaction_states],
-                 list(listed.unknown_state_filters)),
+        "describe": (
+            mine.error_code,
+            mine.transaction_state,
+            mine.producer_epoch,
+            [(t.topic, list(t.partitions)) for t in mine.topics],
+            unknown.error_code,
+        ),
+        "list": (
+            [(t.transactional_id, t.transaction_state) for t in listed.transaction_states],
+            list(listed.unknown_state_filters),
+        ),
     }
 
 
@@ -88,8 +115,16 @@ def _errors(raw: Raw) -> dict:
     raw.request(ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
 
     def init(timeout_ms, pid=-1, epoch=-1):
-        return raw.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms,
-                                                        "producer_id": pid, "producer_epoch": epoch})
+        return raw.request(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": tid,
+                "transaction_timeout_ms": timeout_ms,
+                "producer_id": pid,
+                "producer_epoch": epoch,
+            },
+        )
 
     out["init_timeout_too_large"] = init(900_001).error_code
     first = init(60_000)
@@ -97,23 +132,42 @@ def _errors(raw: Raw) -> dict:
     out["init"] = (first.error_code, first.producer_epoch)
 
     def end(p, e, commit=True):
-        return raw.request(ApiKey.END_TXN, 3, {"transactional_id": tid, "producer_id": p, "producer_epoch": e,
-                                               "committed": commit}).error_code
+        return raw.request(
+            ApiKey.END_TXN, 3, {"transactional_id": tid, "producer_id": p, "producer_epoch": e, "committed": commit}
+        ).error_code
 
     out["end_empty"] = end(pid, 0)
     out["end_old_epoch"] = end(pid, 1)
     out["end_unknown_pid"] = end(pid + 1000, 0)
-    out["end_unknown_id"] = raw.request(ApiKey.END_TXN, 3, {"transactional_id": "never-seen", "producer_id": 5,
-                                                            "producer_epoch": 0, "committed": True}).error_code
-    added = raw.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
-        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid, "v3_and_below_producer_epoch": 0,
-        "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}, {"name": "no-such-topic", "partitions": [0]}]})
-    out["add_with_unknown_topic"] = sorted((t.name, p.partition_error_code)
-                                           for t in added.results_by_topic_v3_and_below for p in t.results_by_partition)
-    batch = build_batch([Record(0, 0, None, b"x")], producer_id=pid, producer_epoch=0, base_sequence=0,
-                        is_transactional=True)
-    produced = raw.request(ApiKey.PRODUCE, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
+    out["end_unknown_id"] = raw.request(
+        ApiKey.END_TXN, 3, {"transactional_id": "never-seen", "producer_id": 5, "producer_epoch": 0, "committed": True}
+    ).error_code
+    added = raw.request(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        {
+            "v3_and_below_transactional_id": tid,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}, {"name": "no-such-topic", "partitions": [0]}],
+        },
+    )
+    out["add_with_unknown_topic"] = sorted(
+        (t.name, p.partition_error_code) for t in added.results_by_topic_v3_and_below for p in t.results_by_partition
+    )
+    batch = build_batch(
+        [Record(0, 0, None, b"x")], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    produced = raw.request(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "transactional_id": tid,
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
     out["produce_not_added"] = produced.responses[0].partition_responses[0].error_code
     bumped = init(60_000, pid, 0)
     out["init_kip360_bump"] = (bumped.error_code, bumped.producer_id == pid, bumped.producer_epoch)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
-                                   NewTopic, ResourceType)
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from compat_tests.support.admin import (ADMIN_TIMEOUT_S, admin_client, create_topic, partition_count,
-                                unique_topic)
+from compat_tests.support.admin import ADMIN_TIMEOUT_S, admin_client, create_topic, partition_count, unique_topic
 from strom.tools.broker_process import BrokerProcess
 
 
@@ -56,8 +54,9 @@ def test_delete_missing_topic_fails(shared_broker: BrokerProcess) -> None:
 def test_validate_only_creates_nothing(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("admin-validate")
     admin = admin_client(shared_broker.bootstrap)
-    admin.create_topics([NewTopic(topic, 3, 1)], validate_only=True,
-                        operation_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)
+    admin.create_topics([NewTopic(topic, 3, 1)], validate_only=True, operation_timeout=ADMIN_TIMEOUT_S)[topic].result(
+        ADMIN_TIMEOUT_S
+    )
     assert partition_count(shared_broker.bootstrap, topic) is None
 
 
@@ -65,20 +64,19 @@ def test_create_partitions(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("admin-parts")
     create_topic(shared_broker.bootstrap, topic, 2)
     admin = admin_client(shared_broker.bootstrap)
-    admin.create_partitions([NewPartitions(topic, 5)],
-                            operation_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)
+    admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)
     assert partition_count(shared_broker.bootstrap, topic) == 5
 
     with pytest.raises(KafkaException) as excinfo:
-        admin.create_partitions([NewPartitions(topic, 3)],
-                                operation_timeout=ADMIN_TIMEOUT_S)[topic].result(ADMIN_TIMEOUT_S)
+        admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=ADMIN_TIMEOUT_S)[topic].result(
+            ADMIN_TIMEOUT_S
+        )
     assert error_code(excinfo) == KafkaError.INVALID_PARTITIONS
 
 
 def test_topic_config_at_creation_and_describe(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("admin-config")
-    create_topic(shared_broker.bootstrap, topic, 1,
-                 {"cleanup.policy": "compact", "retention.ms": "3600000"})
+    create_topic(shared_broker.bootstrap, topic, 1, {"cleanup.policy": "compact", "retention.ms": "3600000"})
     configs = describe_topic_configs(shared_broker.bootstrap, topic)
     assert configs["cleanup.policy"] == "compact"
     assert configs["retention.ms"] == "3600000"
@@ -88,18 +86,26 @@ def test_topic_config_at_creation_and_describe(shared_broker: BrokerProcess) -> 
 def test_incremental_alter_configs(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("admin-incr")
     create_topic(shared_broker.bootstrap, topic, 1, {"retention.ms": "3600000"})
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
-    ])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     admin = admin_client(shared_broker.bootstrap)
     admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
     configs = describe_topic_configs(shared_broker.bootstrap, topic)
     assert configs["retention.bytes"] == "1048576"
     assert configs["retention.ms"] == "3600000"  # untouched by an incremental change
 
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-    ])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
     admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
     configs = describe_topic_configs(shared_broker.bootstrap, topic)
     assert configs["retention.ms"] != "3600000"  # back to the broker default
@@ -120,9 +126,13 @@ def test_legacy_alter_configs_replaces_all(shared_broker: BrokerProcess) -> None
 def test_alter_unknown_config_is_rejected(shared_broker: BrokerProcess) -> None:
     topic = unique_topic("admin-bad-config")
     create_topic(shared_broker.bootstrap, topic, 1)
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
-    ])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     admin = admin_client(shared_broker.bootstrap)
     with pytest.raises(KafkaException) as excinfo:
         admin.incremental_alter_configs([resource])[resource].result(ADMIN_TIMEOUT_S)

@@ -17,9 +17,14 @@ def produce_one(bootstrap: str, topic: str) -> KafkaError | None:
     def on_delivery(err: KafkaError | None, msg: Message) -> None:
         outcome.append(err)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "message.timeout.ms": 10_000,
-                         "topic.metadata.propagation.max.ms": 3_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "message.timeout.ms": 10_000,
+            "topic.metadata.propagation.max.ms": 3_000,
+        }
+    )
     producer.produce(topic, value=b"hello", key=b"k", on_delivery=on_delivery)
     assert producer.flush(FLUSH_TIMEOUT_S) == 0
     assert len(outcome) == 1

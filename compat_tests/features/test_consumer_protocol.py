@@ -2,6 +2,7 @@
 join, rebalance and leave while a producer runs, committing by hand after each record: nothing is
 lost and nothing processed twice. The Java client 4.0 joins the same way, and Kafka 4.0's
 kafka-consumer-groups.sh describes the group with its member epochs."""
+
 from __future__ import annotations
 
 import subprocess
@@ -50,8 +51,11 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
         second = _member(bootstrap, "second", processed, lock)
         members.append(second)
         second.start()
-        wait(lambda: len(second.assigned) == PARTITIONS // 2 and len(first.assigned) == PARTITIONS // 2, 30,
-             "a balanced split after the second member joined")
+        wait(
+            lambda: len(second.assigned) == PARTITIONS // 2 and len(first.assigned) == PARTITIONS // 2,
+            30,
+            "a balanced split after the second member joined",
+        )
         assert not set(first.assigned) & set(second.assigned)
         count = len(processed)
         wait(lambda: len(processed) > count + 200, 30, "progress after the rebalance")
@@ -68,8 +72,9 @@ def test_members_join_and_leave_while_producing_nothing_lost_or_doubled(fast_bro
     assert not [m.crash for m in members if m.crash], [m.crash for m in members if m.crash]
     assert_exactly_once(processed, sent)
     # a commit may race a new member epoch (STALE_MEMBER_EPOCH; the record is read again), nothing else
-    assert not [e for m in members for e in m.errors if "commit" in e and "STALE_MEMBER_EPOCH" not in e], \
-        [m.errors for m in members]
+    assert not [e for m in members for e in m.errors if "commit" in e and "STALE_MEMBER_EPOCH" not in e], [
+        m.errors for m in members
+    ]
 
 
 def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broker):
@@ -80,9 +85,24 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
     for i in range(400):
         producer.produce("kip848-java", b"j%d" % i, partition=i % 4)
     assert producer.flush(30) == 0
-    java = subprocess.Popen(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", str(PROGRAM),
-                             bootstrap, "kip848-java-group", "kip848-java", "400", "60000", "group.protocol=consumer"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    java = subprocess.Popen(
+        [
+            "java",
+            *JVM_FLAGS,
+            "-cp",
+            f"{KAFKA_HOME}/libs/*",
+            str(PROGRAM),
+            bootstrap,
+            "kip848-java-group",
+            "kip848-java",
+            "400",
+            "60000",
+            "group.protocol=consumer",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         out, _ = java.communicate(timeout=120)
     finally:
@@ -92,8 +112,15 @@ def test_java_client_joins_a_consumer_group_and_the_tool_describes_it(fast_broke
     assert "consumed 400 unique 400" in out, out
     listed = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--list", "--type")
     assert any(line.split() == ["kip848-java-group", "Consumer"] for line in listed.stdout.splitlines()), listed.stdout
-    described = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe", "--group",
-                           "kip848-java-group", "--offsets")
+    described = kafka_tool(
+        "kafka-consumer-groups.sh",
+        "--bootstrap-server",
+        bootstrap,
+        "--describe",
+        "--group",
+        "kip848-java-group",
+        "--offsets",
+    )
     rows = [line.split() for line in described.stdout.splitlines() if line.startswith("kip848-java-group")]
     assert sorted((r[2], r[3]) for r in rows) == [(str(p), "100") for p in range(4)], described.stdout
 
@@ -104,8 +131,15 @@ def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
         create_topic(bootstrap, name, 2)
 
     def member():
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-regex", "group.protocol": "consumer",
-                             "group.instance.id": "static-1", "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "kip848-regex",
+                "group.protocol": "consumer",
+                "group.instance.id": "static-1",
+                "auto.offset.reset": "earliest",
+            }
+        )
         consumer.subscribe(["^re-.*"])
         return consumer
 
@@ -129,12 +163,14 @@ def test_regex_subscription_and_a_static_member_coming_back(fast_broker):
     try:
         assert len(assigned(again, 5)) == 5
         back = _describe(fast_broker.port, "kip848-regex")
-        assert back.group_epoch == epoch and [m.instance_id for m in back.members] == ["static-1"], \
+        assert back.group_epoch == epoch and [m.instance_id for m in back.members] == ["static-1"], (
             "the static member took its place back without a rebalance"
+        )
     finally:
         again.close()
 
 
 def _describe(port: int, group: str):
-    return request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
-                   {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+    return request(
+        port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False}
+    ).groups[0]

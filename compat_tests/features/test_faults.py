@@ -1,5 +1,6 @@
 """Fault injection as a test suite uses it: real clients' reactions to errors, lost connections,
 slow answers and an older Kafka, through the pytest plugin's fixtures (strom_broker, strom_topic)."""
+
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,16 @@ QUIET = {"log_level": 0}
 
 
 def _consume_all(bootstrap: str, topic: str, n: int, timeout: float = 20.0, **conf) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **QUIET, **conf})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **QUIET,
+            **conf,
+        }
+    )
     consumer.subscribe([topic])
     out, deadline = [], time.monotonic() + timeout
     try:
@@ -44,7 +53,7 @@ def test_not_leader_then_success_on_retry(strom_broker, strom_topic):
     produces = [i for i, api in enumerate(apis) if api == "Produce"]
     assert len(produces) == 3
     # after a NOT_LEADER_OR_FOLLOWER the client asks for the leader again before retrying
-    assert "Metadata" in apis[produces[0]:produces[-1]]
+    assert "Metadata" in apis[produces[0] : produces[-1]]
     assert _consume_all(strom_broker.bootstrap_servers, strom_topic, 1) == [b"only-once"]
 
 
@@ -52,8 +61,9 @@ def test_connection_dropped_after_produce_gives_no_duplicates_with_idempotence(s
     strom_broker.faults.record()
     # the Produce takes effect, then the connection drops before the answer: the producer retries
     strom_broker.faults.drop("Produce", when="after", topic=strom_topic)
-    producer = Producer({"bootstrap.servers": strom_broker.bootstrap_servers, "enable.idempotence": True,
-                         "linger.ms": 50, **QUIET})
+    producer = Producer(
+        {"bootstrap.servers": strom_broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 50, **QUIET}
+    )
     values = [b"%03d" % i for i in range(20)]
     for v in values:
         producer.produce(strom_topic, v)
@@ -79,8 +89,13 @@ def test_delayed_fetch_times_out_as_the_client_is_configured_then_recovers(strom
     logger.setLevel(logging.DEBUG)
     delay_ms = 6000
     strom_broker.faults.delay("Fetch", delay_ms, topic=strom_topic)
-    got = _consume_all(strom_broker.bootstrap_servers, strom_topic, 1, timeout=20,
-                       **{"socket.timeout.ms": 1500, "fetch.wait.max.ms": 100, "logger": logger, "log_level": 6})
+    got = _consume_all(
+        strom_broker.bootstrap_servers,
+        strom_topic,
+        1,
+        timeout=20,
+        **{"socket.timeout.ms": 1500, "fetch.wait.max.ms": 100, "logger": logger, "log_level": 6},
+    )
     assert got == [b"late"]  # the next Fetch (no fault left) got the record
     timed_out = [m for m in lines if "Timed out FetchRequest in flight" in m]
     assert timed_out, lines

@@ -4,6 +4,7 @@ librdkafka (confluent-kafka) never opens a fetch session (it always sends epoch 
 client is the real client that exercises them: a consumer of 40 partitions reads records that
 arrive while it polls, through one session, and sees each exactly once.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.tools.broker_process import BrokerProcess
-
 from compat_tests.support.jvm import KAFKA_HOME, java_unavailable
+from strom.tools.broker_process import BrokerProcess
 
 PROGRAM = Path(__file__).parent / "java" / "CountingConsumer.java"
 
@@ -29,9 +29,24 @@ class DebugBroker(BrokerProcess):
 
 def java_consumer(bootstrap: str, group: str, topic: str, expected: int, timeout_ms: int, *configs: str):
     return subprocess.Popen(
-        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{KAFKA_HOME}/libs/*", str(PROGRAM),
-         bootstrap, group, topic, str(expected), str(timeout_ms), *configs],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            "java",
+            "-Xshare:auto",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{KAFKA_HOME}/libs/*",
+            str(PROGRAM),
+            bootstrap,
+            group,
+            topic,
+            str(expected),
+            str(timeout_ms),
+            *configs,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.mark.skipif(java_unavailable() is not None, reason=str(java_unavailable()))
@@ -59,7 +74,9 @@ def test_java_consumer_reads_through_an_incremental_session(tmp_path):
         assert f"consumed {total} unique {total}" in out, out
         log = broker.log_tail(1 << 22)
         created = re.findall(r"fetch session (\d+) created for a consumer", log)
-        assert len(created) == 1, f"one session for the whole run (a session error makes the client open another): {created}"
+        assert len(created) == 1, (
+            f"one session for the whole run (a session error makes the client open another): {created}"
+        )
     finally:
         if consumer is not None and consumer.poll() is None:
             consumer.kill()

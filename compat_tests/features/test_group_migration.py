@@ -4,6 +4,7 @@ consumers, and of Java 4.0 consumers, from `group.protocol=classic` to `consumer
 a producer runs, then a rolling downgrade back. Every member commits by hand after each record; nothing is lost and
 nothing processed twice. ListGroups, DescribeGroups, ConsumerGroupDescribe and Kafka 4.0's
 kafka-consumer-groups.sh show the group's kind at each step."""
+
 from __future__ import annotations
 
 import subprocess
@@ -15,10 +16,9 @@ import pytest
 
 from compat_tests.support.admin import create_topic
 from compat_tests.support.cluster import wait
+from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from compat_tests.support.wire import request
 from compat_tests.support.workload import CommittingMember, PacedProducer, assert_exactly_once
-
-from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, kafka_tool, skip_unless_available
 from strom.protocol.schema import ApiKey
 from strom.testing.zookeeper import require_all
 
@@ -45,13 +45,15 @@ def _group_type(port: int) -> str | None:
 
 
 def _consumer_describe(port: int):
-    return request(port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
-                    {"group_ids": [GROUP], "include_authorized_operations": False}).groups[0]
+    return request(
+        port, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP], "include_authorized_operations": False}
+    ).groups[0]
 
 
 def _classic_describe(port: int):
-    return request(port, ApiKey.DESCRIBE_GROUPS, 5,
-                    {"groups": [GROUP], "include_authorized_operations": False}).groups[0]
+    return request(port, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP], "include_authorized_operations": False}).groups[
+        0
+    ]
 
 
 def _tool_state(bootstrap: str) -> list[str] | None:
@@ -62,8 +64,9 @@ def _tool_state(bootstrap: str) -> list[str] | None:
         if require_all():
             pytest.fail(f"required by STROM_COMPAT_REQUIRE_ALL: {why}")
         return None
-    out = kafka_tool("kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe", "--group", GROUP,
-                     "--state")
+    out = kafka_tool(
+        "kafka-consumer-groups.sh", "--bootstrap-server", bootstrap, "--describe", "--group", GROUP, "--state"
+    )
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith(GROUP)]
     assert len(rows) == 1, out.stdout + out.stderr
     return rows[0]
@@ -83,10 +86,24 @@ class JavaMember:
         self.name, self.processed, self.lock, self.count = name, processed, lock, 0
         self.crash: str | None = None
         self.lines: list[str] = []
-        self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", str(JAVA_PROGRAM),
-                                      bootstrap, GROUP, TOPIC, name, *extra],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            [
+                "java",
+                *JVM_FLAGS,
+                "-cp",
+                f"{KAFKA_HOME}/libs/*",
+                str(JAVA_PROGRAM),
+                bootstrap,
+                GROUP,
+                TOPIC,
+                name,
+                *extra,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -130,8 +147,13 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
     """Three classic members; each replaced by a consumer-protocol one (the first converts the
     group), then each replaced by a classic one again (the last converts it back), while a
     producer runs; every record processed exactly once."""
-    broker = make_broker({"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
-                          "group.initial.rebalance.delay.ms": "0"})
+    broker = make_broker(
+        {
+            "group.consumer.heartbeat.interval.ms": "300",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+    )
     bootstrap, port = broker.bootstrap, broker.port
     create_topic(bootstrap, TOPIC, PARTITIONS)
     processed: list[bytes] = []
@@ -165,11 +187,16 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         replace(members, 0, "consumer")  # the first consumer-protocol member converts the live group
         assert _group_type(port) == "consumer"
         assert _classic_describe(port).group_state == "Dead", "no classic group any more (DescribeGroups v5)"
+
         def reconciled() -> bool:  # Stable, three members, each partition owned once, by all of them
             described = _consumer_describe(port)
             owned = sorted(p for m in described.members for tp in m.assignment.topic_partitions for p in tp.partitions)
-            return (described.group_state == "Stable" and len(described.members) == 3
-                    and owned == list(range(PARTITIONS)) and all(m.assignment.topic_partitions for m in described.members))
+            return (
+                described.group_state == "Stable"
+                and len(described.members) == 3
+                and owned == list(range(PARTITIONS))
+                and all(m.assignment.topic_partitions for m in described.members)
+            )
 
         wait(reconciled, 60, "the mixed group reconciled: three members, classic ones too, each partition once")
         if describe_with_tool:
@@ -184,8 +211,11 @@ def _rolling(make_broker, member_class, describe_with_tool: bool):
         replace(members, 1, "classic")
         replace(members, 2, "classic")  # the last consumer-protocol member left: classic again
         wait(lambda: _group_type(port) == "classic", 20, "the group back to classic")
-        wait(lambda: (_classic_describe(port).group_state, len(_classic_describe(port).members)) == ("Stable", 3), 60,
-              "the classic group Stable with its three members")
+        wait(
+            lambda: (_classic_describe(port).group_state, len(_classic_describe(port).members)) == ("Stable", 3),
+            60,
+            "the classic group Stable with its three members",
+        )
         assert _consumer_describe(port).error_code == 69, "GROUP_ID_NOT_FOUND: not a consumer group"
         if describe_with_tool:
             _tool_shows(bootstrap, ["range", "Stable", "3"])

@@ -1,5 +1,6 @@
 """Consumer groups with real clients: confluent-kafka (range, cooperative-sticky, static members,
 kills), kafka-python, aiokafka, kafkajs and kcat -G, and committed offsets across a restart."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
 from compat_tests.support.paths import KAFKAJS_DIR, REPO_ROOT
 
 GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
@@ -50,14 +52,26 @@ def wait_until(predicate, what: str, timeout: float = WAIT_S) -> None:
 class Worker:
     """One group member process (compat_tests/support/group_worker.py) and what it printed."""
 
-    def __init__(self, tmp: Path, name: str, bootstrap: str, group: str, topic: str,
-                 strategy: str = "range", instance: str | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        strategy: str = "range",
+        instance: str | None = None,
+    ):
         self.out_path = tmp / f"{name}.out"
         self.stop_file = tmp / f"{name}.stop"
         self.args = [bootstrap, group, topic, strategy, instance or "-", str(self.stop_file)]
         self.out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "compat_tests.support.group_worker", *self.args],
-                                     cwd=REPO_ROOT, stdout=self.out, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "compat_tests.support.group_worker", *self.args],
+            cwd=REPO_ROOT,
+            stdout=self.out,
+            stderr=subprocess.DEVNULL,
+        )
 
     def lines(self) -> list[str]:
         return self.out_path.read_text().splitlines()
@@ -161,8 +175,10 @@ def test_cooperative_sticky_moves_only_some_partitions(gbroker, workers):
     wait_until(lambda: covered([first, second], 6) and len(second.assignment()) == 3, "a cooperative rebalance")
     assert all(len(r) < 6 for r in first.events("R")), "cooperative rebalancing revoked everything"
     produce(bootstrap, topic, 600, 6)
-    wait_until(lambda: {r for w in (first, second) for r in w.records()} >= all_offsets({p: 100 for p in range(6)}),
-               "every record")
+    wait_until(
+        lambda: {r for w in (first, second) for r in w.records()} >= all_offsets({p: 100 for p in range(6)}),
+        "every record",
+    )
 
 
 def test_static_member_restarts_without_a_rebalance(gbroker, workers):
@@ -177,15 +193,24 @@ def test_static_member_restarts_without_a_rebalance(gbroker, workers):
     a2 = workers(bootstrap, "st", topic, "range", "member-a")
     wait_until(lambda: len(a2.assignment()) == 2, "the restarted static member's partitions")
     produce(bootstrap, topic, 400, 4)
-    wait_until(lambda: {r for w in (a2, b) for r in w.records()} >= all_offsets({p: 100 for p in range(4)}),
-               "every record")
-    assert (len(b.events("A")), len(b.events("R"))) == (assigned_before, revoked_before), \
+    wait_until(
+        lambda: {r for w in (a2, b) for r in w.records()} >= all_offsets({p: 100 for p in range(4)}), "every record"
+    )
+    assert (len(b.events("A")), len(b.events("R"))) == (assigned_before, revoked_before), (
         "the other member was rebalanced"
+    )
 
 
 def _confluent_consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                     "enable.auto.commit": False, "session.timeout.ms": 6000})
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
 
 
 def test_commit_restart_resume_with_metadata(gbroker):
@@ -207,7 +232,8 @@ def test_commit_restart_resume_with_metadata(gbroker):
     again = _confluent_consumer(bootstrap, "resumers")
     committed = again.committed([TopicPartition(topic, p) for p in last], timeout=30)
     assert {(tp.partition, tp.offset, tp.metadata) for tp in committed} == {
-        (p, o + 1, f"meta-{p}") for p, o in last.items()}
+        (p, o + 1, f"meta-{p}") for p, o in last.items()
+    }
     again.subscribe([topic])
     rest: list = []
     deadline = time.monotonic() + WAIT_S
@@ -221,20 +247,32 @@ def test_commit_restart_resume_with_metadata(gbroker):
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     c = _confluent_consumer(bootstrap, group)
     try:
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                              timeout=30)}
+        return {
+            tp.partition: tp.offset
+            for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        }
     finally:
         c.close()
 
 
 def test_kafka_python_group(gbroker):
     from kafka import KafkaConsumer
+
     bootstrap, topic = gbroker.bootstrap, "kp"
     create_topic(bootstrap, topic, 3)
     produce(bootstrap, topic, 300, 3)
-    consumers = [KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="kpg", auto_offset_reset="earliest",
-                               enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
-                 for _ in range(2)]
+    consumers = [
+        KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id="kpg",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        for _ in range(2)
+    ]
     seen = set()
     deadline = time.monotonic() + WAIT_S
     while len(seen) < 300 and time.monotonic() < deadline:
@@ -252,22 +290,31 @@ def test_kafka_python_group(gbroker):
 
 def test_aiokafka_group(gbroker):
     from aiokafka import AIOKafkaConsumer
+
     bootstrap, topic = gbroker.bootstrap, "aio"
     create_topic(bootstrap, topic, 3)
     produce(bootstrap, topic, 300, 3)
 
     async def run() -> set:
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="aiog",
-                                    auto_offset_reset="earliest", enable_auto_commit=False,
-                                    session_timeout_ms=6000, heartbeat_interval_ms=500)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id="aiog",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
         await consumer.start()
         seen = set()
         try:
+
             async def loop():
                 while len(seen) < 300:
                     for tp, msgs in (await consumer.getmany(timeout_ms=200)).items():
                         seen.update((tp.partition, m.offset) for m in msgs)
                     await consumer.commit()
+
             await asyncio.wait_for(loop(), WAIT_S)
         finally:
             await consumer.stop()
@@ -282,25 +329,48 @@ def test_kcat_balanced_consumer(gbroker):
     bootstrap, topic = gbroker.bootstrap, "kc"
     create_topic(bootstrap, topic, 3)
     produce(bootstrap, topic, 300, 3)
-    proc = subprocess.run(["kcat", "-b", bootstrap, "-G", "kcatg", "-o", "beginning", "-c", "300", "-f", "%p %o\n",
-                           "-X", "session.timeout.ms=6000", "-X", "auto.commit.interval.ms=100", topic],
-                          capture_output=True, timeout=WAIT_S)
+    proc = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            bootstrap,
+            "-G",
+            "kcatg",
+            "-o",
+            "beginning",
+            "-c",
+            "300",
+            "-f",
+            "%p %o\n",
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "auto.commit.interval.ms=100",
+            topic,
+        ],
+        capture_output=True,
+        timeout=WAIT_S,
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     seen = {tuple(map(int, l.split())) for l in proc.stdout.decode().splitlines() if l.strip()}
     assert seen == all_offsets({p: 100 for p in range(3)})
     assert sum(committed_offsets(bootstrap, "kcatg", topic, 3).values()) > 0
 
 
-
-
-@pytest.mark.skipif(shutil.which("node") is None or not (KAFKAJS_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="node or kafkajs is not installed")
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (KAFKAJS_DIR / "node_modules" / "kafkajs").is_dir(),
+    reason="node or kafkajs is not installed",
+)
 def test_kafkajs_group(gbroker):
     bootstrap, topic = gbroker.bootstrap, "kjs"
     create_topic(bootstrap, topic, 3)
     produce(bootstrap, topic, 300, 3)
-    proc = subprocess.run(["node", str(KAFKAJS_DIR / "group.js"), bootstrap, "kjsg", topic, "300"],
-                          capture_output=True, timeout=WAIT_S * 2, cwd=KAFKAJS_DIR)
+    proc = subprocess.run(
+        ["node", str(KAFKAJS_DIR / "group.js"), bootstrap, "kjsg", topic, "300"],
+        capture_output=True,
+        timeout=WAIT_S * 2,
+        cwd=KAFKAJS_DIR,
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
     seen = {tuple(map(int, l.split())) for l in proc.stdout.decode().splitlines() if l.strip()}
     assert seen == all_offsets({p: 100 for p in range(3)})
@@ -310,8 +380,9 @@ def test_kafkajs_group(gbroker):
 def test_describe_groups_shows_members_with_their_client_and_host(gbroker):
     bootstrap, topic = gbroker.bootstrap, "described"
     create_topic(bootstrap, topic, 2)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "describers", "client.id": "who-am-i",
-                         "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "describers", "client.id": "who-am-i", "session.timeout.ms": 6000}
+    )
     consumer.subscribe([topic])
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
@@ -341,11 +412,19 @@ def test_deleting_subscribed_topics_revokes_their_partitions_and_the_member_clos
     for name, partitions in (("removed-f", 5), ("removed-g", 9)):
         create_topic(bootstrap, name, partitions)
     events: list[tuple[str, set]] = []
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "topic-removal",
-                         "topic.metadata.refresh.interval.ms": 1000, "session.timeout.ms": 6000})
-    consumer.subscribe(["removed-f", "removed-g"],
-                       on_assign=lambda c, ps: events.append(("assign", {(p.topic, p.partition) for p in ps})),
-                       on_revoke=lambda c, ps: events.append(("revoke", {(p.topic, p.partition) for p in ps})))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "topic-removal",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "session.timeout.ms": 6000,
+        }
+    )
+    consumer.subscribe(
+        ["removed-f", "removed-g"],
+        on_assign=lambda c, ps: events.append(("assign", {(p.topic, p.partition) for p in ps})),
+        on_revoke=lambda c, ps: events.append(("revoke", {(p.topic, p.partition) for p in ps})),
+    )
     admin = AdminClient({"bootstrap.servers": bootstrap})
 
     def poll_until(predicate, what):

@@ -12,8 +12,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from compat_tests.support.admin import admin_client, create_topic, unique_topic
-from strom.tools.broker_process import BrokerProcess
 from compat_tests.support.clients.confluent import consumer_config
+from strom.tools.broker_process import BrokerProcess
 
 COUNT = 100
 STEP_MS = 10
@@ -27,13 +27,19 @@ def batch_topic(shared_broker: BrokerProcess) -> tuple[str, int]:
     topic = unique_topic("offsets")
     create_topic(shared_broker.bootstrap, topic, 1)
     base = int(time.time() * 1000) - 600_000
-    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5_000,
-                         "batch.num.messages": 10_000, "acks": "all"})
+    producer = Producer(
+        {"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 5_000, "batch.num.messages": 10_000, "acks": "all"}
+    )
     errors: list[object] = []
     for i in range(COUNT):
-        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=0,
-                         timestamp=base + STEP_MS * i,
-                         on_delivery=lambda err, msg: err and errors.append(err))
+        producer.produce(
+            topic,
+            value=b"v%d" % i,
+            key=b"k%d" % i,
+            partition=0,
+            timestamp=base + STEP_MS * i,
+            on_delivery=lambda err, msg: err and errors.append(err),
+        )
     assert producer.flush(TIMEOUT_S) == 0
     assert not errors
     return topic, base
@@ -65,18 +71,19 @@ def test_watermarks(consumer: Consumer, batch_topic: tuple[str, int]) -> None:
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, COUNT)
 
 
-@pytest.mark.parametrize("delta_ms, offset", [
-    (0, 0),                      # first record's own timestamp
-    (37 * STEP_MS, 37),          # exact match
-    (37 * STEP_MS + 1, 38),      # between two records: the next one
-    (-60_000, 0),                # before everything: the first record
-    (COUNT * STEP_MS + 60_000, -1),  # after everything: no offset (end)
-])
-def test_offsets_for_times(consumer: Consumer, batch_topic: tuple[str, int],
-                           delta_ms: int, offset: int) -> None:
+@pytest.mark.parametrize(
+    "delta_ms, offset",
+    [
+        (0, 0),  # first record's own timestamp
+        (37 * STEP_MS, 37),  # exact match
+        (37 * STEP_MS + 1, 38),  # between two records: the next one
+        (-60_000, 0),  # before everything: the first record
+        (COUNT * STEP_MS + 60_000, -1),  # after everything: no offset (end)
+    ],
+)
+def test_offsets_for_times(consumer: Consumer, batch_topic: tuple[str, int], delta_ms: int, offset: int) -> None:
     topic, base = batch_topic
-    [found] = consumer.offsets_for_times([TopicPartition(topic, 0, base + delta_ms)],
-                                         timeout=TIMEOUT_S)
+    [found] = consumer.offsets_for_times([TopicPartition(topic, 0, base + delta_ms)], timeout=TIMEOUT_S)
     assert found.error is None
     assert found.offset == offset
 
@@ -94,8 +101,9 @@ def test_admin_list_offsets(shared_broker: BrokerProcess, batch_topic: tuple[str
         result = admin.list_offsets({tp: spec}, request_timeout=TIMEOUT_S)[tp].result(TIMEOUT_S)
         assert result.offset == want, name
     tp = TopicPartition(topic, 0)
-    by_time = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 50 * STEP_MS)},
-                                 request_timeout=TIMEOUT_S)[tp].result(TIMEOUT_S)
+    by_time = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 50 * STEP_MS)}, request_timeout=TIMEOUT_S)[
+        tp
+    ].result(TIMEOUT_S)
     assert by_time.timestamp == base + 50 * STEP_MS
 
 
@@ -117,14 +125,12 @@ def test_seek_and_reread(consumer: Consumer, batch_topic: tuple[str, int]) -> No
 
 @pytest.fixture
 def kp_consumer(shared_broker: BrokerProcess):
-    c = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, group_id=None,
-                      enable_auto_commit=False)
+    c = KafkaConsumer(bootstrap_servers=shared_broker.bootstrap, group_id=None, enable_auto_commit=False)
     yield c
     c.close()
 
 
-def test_kafka_python_list_offsets(kp_consumer: KafkaConsumer,
-                                   batch_topic: tuple[str, int]) -> None:
+def test_kafka_python_list_offsets(kp_consumer: KafkaConsumer, batch_topic: tuple[str, int]) -> None:
     topic, base = batch_topic
     tp = KpTopicPartition(topic, 0)
     assert kp_consumer.beginning_offsets([tp]) == {tp: 0}
@@ -133,8 +139,7 @@ def test_kafka_python_list_offsets(kp_consumer: KafkaConsumer,
     assert (found.offset, found.timestamp) == (37, base + 37 * STEP_MS)
 
 
-def test_kafka_python_fetch_from_middle_of_batch(kp_consumer: KafkaConsumer,
-                                                 batch_topic: tuple[str, int]) -> None:
+def test_kafka_python_fetch_from_middle_of_batch(kp_consumer: KafkaConsumer, batch_topic: tuple[str, int]) -> None:
     topic, _ = batch_topic
     tp = KpTopicPartition(topic, 0)
     kp_consumer.assign([tp])

@@ -6,6 +6,7 @@ a second producer with the same transactional.id fences the first; a transaction
 its timeout is aborted by the broker; kill -9 of the broker in the middle of transactions leaves
 every transaction wholly committed or wholly aborted.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,11 +34,19 @@ def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
         future.result(TIMEOUT_S)
 
 
-def _read_all(bootstrap: str, topic: str, isolation: str, partitions: int = 1, expect: int | None = None,
-              idle_s: float = 1.5) -> list[bytes]:
+def _read_all(
+    bootstrap: str, topic: str, isolation: str, partitions: int = 1, expect: int | None = None, idle_s: float = 1.5
+) -> list[bytes]:
     """Every record a consumer with ``isolation`` gets from the start (until ``expect`` or idle)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                  "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: list[bytes] = []
@@ -123,8 +132,15 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(broker):
         plain.produce(source, value=b"%d" % i)
     plain.flush(TIMEOUT_S)
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([source])
     p = _producer(broker.bootstrap, "ctp")
     processed = 0
@@ -138,8 +154,9 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(broker):
             p.begin_transaction()
             for m in batch:
                 p.produce(sink, value=b"x" + m.value())
-            p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                          consumer.consumer_group_metadata(), TIMEOUT_S)
+            p.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), TIMEOUT_S
+            )
             if rounds == 0:
                 p.abort_transaction(TIMEOUT_S)  # the first round is aborted: re-read and redone
                 for m in batch[:1]:
@@ -171,8 +188,11 @@ def test_second_producer_fences_the_first(broker):
         old.produce(topic, value=b"zombie-2")
         old.commit_transaction(TIMEOUT_S)
     error = raised.value.args[0]
-    assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                             KafkaError.INVALID_PRODUCER_EPOCH)
+    assert error.fatal() or error.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    )
     assert _read_all(broker.bootstrap, topic, "read_committed", expect=1) == [b"new"]
 
 

@@ -1,6 +1,7 @@
 """Transactions with kafka-python, aiokafka and kafkajs: commit, abort, a read_committed consumer of
 the same client sees exactly the committed records and a read_uncommitted one all of them, and
 (aiokafka, kafka-python) offsets sent to a transaction become the group's on commit."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +12,8 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.support.paths import KAFKAJS_DIR
 from compat_tests.support.clients import kafkajs
+from compat_tests.support.paths import KAFKAJS_DIR
 
 TIMEOUT_S = 30
 COMMITTED = [b"c0", b"c1", b"c2", b"c3"]
@@ -50,9 +51,17 @@ def test_kafka_python_transactions(shared_broker):
     finally:
         producer.close()
 
-    for isolation, expected in (("read_committed", COMMITTED), ("read_uncommitted", COMMITTED[:2] + ABORTED + COMMITTED[2:])):
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, consumer_timeout_ms=2000)
+    for isolation, expected in (
+        ("read_committed", COMMITTED),
+        ("read_uncommitted", COMMITTED[:2] + ABORTED + COMMITTED[2:]),
+    ):
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            isolation_level=isolation,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=2000,
+        )
         try:
             consumer.assign([TopicPartition("kp-txn", 0)])
             consumer.seek_to_beginning()
@@ -69,6 +78,7 @@ def test_kafka_python_transactions(shared_broker):
 
 def _offset(offset: int):
     from kafka.structs import OffsetAndMetadata
+
     try:
         return OffsetAndMetadata(offset, "", -1)
     except TypeError:
@@ -100,8 +110,12 @@ def test_aiokafka_transactions(shared_broker):
             await producer.stop()
         out = {}
         for isolation in ("read_committed", "read_uncommitted"):
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
-                                        auto_offset_reset="earliest", enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap,
+                isolation_level=isolation,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
             await consumer.start()
             try:
                 consumer.assign([TopicPartition("aio-txn", 0)])
@@ -138,8 +152,9 @@ TXN_SCRIPT = KAFKAJS_DIR / "transactions.js"
 def test_kafkajs_transactions(shared_broker):
     bootstrap = shared_broker.bootstrap
     _create(bootstrap, "js-txn")
-    done = subprocess.run(["node", str(TXN_SCRIPT), bootstrap, "js-txn", "js-tx"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["node", str(TXN_SCRIPT), bootstrap, "js-txn", "js-tx"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["read_committed"] == [v.decode() for v in COMMITTED]

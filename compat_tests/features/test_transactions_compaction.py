@@ -8,6 +8,7 @@ A read_committed consumer sees the same records before and after every pass, and
 Transaction markers whose data is gone leave the log within two further passes at
 delete.retention.ms=0. The aborted-transaction index entries go with their data.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,16 @@ def _txn(p: Producer, pairs: list[tuple[bytes, bytes]], commit: bool = True) -> 
 
 def _read(bootstrap: str, isolation: str) -> list[tuple[int, bytes, bytes]]:
     """(offset, key, value) of every record a consumer with ``isolation`` gets, to the end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4()}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "enable.partition.eof": True, **QUIET})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"r-{uuid.uuid4()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **QUIET,
+        }
+    )
     try:
         c.assign([TopicPartition(TOPIC, 0, 0)])
         got = []
@@ -71,9 +80,22 @@ def _values(recs) -> list[bytes]:
 
 def _dump(paths: list[str]) -> str:
     """kafka-dump-log (Kafka's DumpLogSegments) over Strom's files."""
-    run = subprocess.run(["java", *JVM_FLAGS, "-cp", f"{KAFKA_HOME}/libs/*", "kafka.tools.DumpLogSegments",
-                          "--deep-iteration", "--print-data-log", "--files", ",".join(paths)],
-                         capture_output=True, text=True, timeout=180)
+    run = subprocess.run(
+        [
+            "java",
+            *JVM_FLAGS,
+            "-cp",
+            f"{KAFKA_HOME}/libs/*",
+            "kafka.tools.DumpLogSegments",
+            "--deep-iteration",
+            "--print-data-log",
+            "--files",
+            ",".join(paths),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Exception" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
     return run.stdout
@@ -136,6 +158,10 @@ def test_compaction_of_committed_and_aborted_transactions(tmp_path):
         assert re.findall(r"endTxnMarker: (\w+)", dump) == ["COMMIT"] * 4, dump[:4000]
         assert [v for _, v in re.findall(r"key: (k\d) payload: (\w+)", dump)] == [v.decode() for v in expected]
         assert "Mismatch" not in dump and "Non-consecutive" not in dump, dump[:4000]
-        entries = re.findall(r"^version: 0 producerId: \d+ firstOffset: (\d+) lastOffset: (\d+) "
-                             r"lastStableOffset: (\d+)$", dump, re.M)
+        entries = re.findall(
+            r"^version: 0 producerId: \d+ firstOffset: (\d+) lastOffset: (\d+) "
+            r"lastStableOffset: (\d+)$",
+            dump,
+            re.M,
+        )
         assert entries == [("3", "5", "6")], dump  # the abort of offsets 3-4, its marker at 5

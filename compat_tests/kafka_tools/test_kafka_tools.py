@@ -10,15 +10,16 @@ main class; each becomes one test here.
 
 Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
+
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import pytest
 
@@ -48,54 +49,174 @@ def plan(bootstrap: str, log_dir: Path) -> list[tuple[str, str, str, list[str]]]
     b = ["--bootstrap-server", bootstrap]
     seg = log_dir / "t-console-0" / "00000000000000000000"
     perf = log_dir / "t-perf-0" / "00000000000000000000"  # 2 MB: its indexes have entries
-    offsets = log_dir / "__consumer_offsets-0" / "00000000000000000000"   # one partition of each (the broker's
+    offsets = log_dir / "__consumer_offsets-0" / "00000000000000000000"  # one partition of each (the broker's
     txn_state = log_dir / "__transaction_state-0" / "00000000000000000000"  # config below)
     return [
-        ("topics-create", TOPICS, "", [*b, "--create", "--topic", "t-cli", "--partitions", "3",
-                                       "--replication-factor", "1", "--config", "retention.ms=86400000"]),
+        (
+            "topics-create",
+            TOPICS,
+            "",
+            [
+                *b,
+                "--create",
+                "--topic",
+                "t-cli",
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "1",
+                "--config",
+                "retention.ms=86400000",
+            ],
+        ),
         ("topics-create-console", TOPICS, "", [*b, "--create", "--topic", "t-console", "--partitions", "1"]),
         ("topics-create-e2e", TOPICS, "", [*b, "--create", "--topic", "t-e2e", "--partitions", "1"]),
         ("topics-list", TOPICS, "", [*b, "--list"]),
         ("topics-describe", TOPICS, "", [*b, "--describe", "--topic", "t-cli"]),
         ("topics-alter", TOPICS, "", [*b, "--alter", "--topic", "t-cli", "--partitions", "4"]),
         ("topics-describe-after-alter", TOPICS, "", [*b, "--describe", "--topic", "t-cli"]),
-        ("console-producer", "org.apache.kafka.tools.ConsoleProducer", LINES,
-         [*b, "--topic", "t-console", "--property", "parse.key=true", "--property", "key.separator=:",
-          "--producer-property", "linger.ms=0"]),
-        ("console-consumer", "org.apache.kafka.tools.consumer.ConsoleConsumer", "",
-         [*b, "--topic", "t-console", "--from-beginning", "--max-messages", "10", "--group", "cli-group",
-          "--property", "print.key=true", "--property", "key.separator=:", "--timeout-ms", "30000"]),
+        (
+            "console-producer",
+            "org.apache.kafka.tools.ConsoleProducer",
+            LINES,
+            [
+                *b,
+                "--topic",
+                "t-console",
+                "--property",
+                "parse.key=true",
+                "--property",
+                "key.separator=:",
+                "--producer-property",
+                "linger.ms=0",
+            ],
+        ),
+        (
+            "console-consumer",
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            "",
+            [
+                *b,
+                "--topic",
+                "t-console",
+                "--from-beginning",
+                "--max-messages",
+                "10",
+                "--group",
+                "cli-group",
+                "--property",
+                "print.key=true",
+                "--property",
+                "key.separator=:",
+                "--timeout-ms",
+                "30000",
+            ],
+        ),
         ("groups-list", GROUPS, "", [*b, "--list"]),
         ("groups-describe", GROUPS, "", [*b, "--describe", "--group", "cli-group"]),
-        ("groups-reset-offsets", GROUPS, "", [*b, "--reset-offsets", "--group", "cli-group", "--topic", "t-console",
-                                              "--to-offset", "4", "--execute"]),
+        (
+            "groups-reset-offsets",
+            GROUPS,
+            "",
+            [*b, "--reset-offsets", "--group", "cli-group", "--topic", "t-console", "--to-offset", "4", "--execute"],
+        ),
         ("groups-describe-after-reset", GROUPS, "", [*b, "--describe", "--group", "cli-group"]),
         ("groups-delete", GROUPS, "", [*b, "--delete", "--group", "cli-group"]),
         ("groups-list-after-delete", GROUPS, "", [*b, "--list"]),
-        ("configs-alter", CONFIGS, "", [*b, "--entity-type", "topics", "--entity-name", "t-cli", "--alter",
-                                        "--add-config", "retention.ms=1000,cleanup.policy=compact"]),
+        (
+            "configs-alter",
+            CONFIGS,
+            "",
+            [
+                *b,
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "t-cli",
+                "--alter",
+                "--add-config",
+                "retention.ms=1000,cleanup.policy=compact",
+            ],
+        ),
         ("configs-describe", CONFIGS, "", [*b, "--entity-type", "topics", "--entity-name", "t-cli", "--describe"]),
-        ("configs-delete", CONFIGS, "", [*b, "--entity-type", "topics", "--entity-name", "t-cli", "--alter",
-                                         "--delete-config", "retention.ms"]),
-        ("configs-describe-after-delete", CONFIGS, "", [*b, "--entity-type", "topics", "--entity-name", "t-cli",
-                                                        "--describe"]),
+        (
+            "configs-delete",
+            CONFIGS,
+            "",
+            [*b, "--entity-type", "topics", "--entity-name", "t-cli", "--alter", "--delete-config", "retention.ms"],
+        ),
+        (
+            "configs-describe-after-delete",
+            CONFIGS,
+            "",
+            [*b, "--entity-type", "topics", "--entity-name", "t-cli", "--describe"],
+        ),
         ("get-offsets-latest", "org.apache.kafka.tools.GetOffsetShell", "", [*b, "--topic", "t-console"]),
-        ("get-offsets-earliest", "org.apache.kafka.tools.GetOffsetShell", "", [*b, "--topic", "t-console",
-                                                                                "--time", "-2"]),
-        ("verifiable-producer", "org.apache.kafka.tools.VerifiableProducer", "",
-         [*b, "--topic", "t-verify", "--max-messages", "200", "--acks", "-1"]),
-        ("verifiable-consumer", "org.apache.kafka.tools.VerifiableConsumer", "",
-         [*b, "--topic", "t-verify", "--group-id", "verify-group", "--max-messages", "200"]),
+        (
+            "get-offsets-earliest",
+            "org.apache.kafka.tools.GetOffsetShell",
+            "",
+            [*b, "--topic", "t-console", "--time", "-2"],
+        ),
+        (
+            "verifiable-producer",
+            "org.apache.kafka.tools.VerifiableProducer",
+            "",
+            [*b, "--topic", "t-verify", "--max-messages", "200", "--acks", "-1"],
+        ),
+        (
+            "verifiable-consumer",
+            "org.apache.kafka.tools.VerifiableConsumer",
+            "",
+            [*b, "--topic", "t-verify", "--group-id", "verify-group", "--max-messages", "200"],
+        ),
         ("e2e-latency", "org.apache.kafka.tools.EndToEndLatency", "", [bootstrap, "t-e2e", "200", "all", "100"]),
-        ("producer-perf", "org.apache.kafka.tools.ProducerPerformance", "",
-         ["--topic", "t-perf", "--num-records", "20000", "--record-size", "100", "--throughput", "-1",
-          "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5"]),
-        ("consumer-perf", "org.apache.kafka.tools.ConsumerPerformance", "",
-         [*b, "--topic", "t-perf", "--messages", "20000", "--timeout", "30000"]),
-        ("producer-perf-txn", "org.apache.kafka.tools.ProducerPerformance", "",
-         ["--topic", "t-txn", "--num-records", "300", "--record-size", "20", "--throughput", "-1",
-          "--transactional-id", "perf-txn", "--transaction-duration-ms", "50",
-          "--producer-props", f"bootstrap.servers={bootstrap}"]),
+        (
+            "producer-perf",
+            "org.apache.kafka.tools.ProducerPerformance",
+            "",
+            [
+                "--topic",
+                "t-perf",
+                "--num-records",
+                "20000",
+                "--record-size",
+                "100",
+                "--throughput",
+                "-1",
+                "--producer-props",
+                f"bootstrap.servers={bootstrap}",
+                "acks=1",
+                "linger.ms=5",
+            ],
+        ),
+        (
+            "consumer-perf",
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "",
+            [*b, "--topic", "t-perf", "--messages", "20000", "--timeout", "30000"],
+        ),
+        (
+            "producer-perf-txn",
+            "org.apache.kafka.tools.ProducerPerformance",
+            "",
+            [
+                "--topic",
+                "t-txn",
+                "--num-records",
+                "300",
+                "--record-size",
+                "20",
+                "--throughput",
+                "-1",
+                "--transactional-id",
+                "perf-txn",
+                "--transaction-duration-ms",
+                "50",
+                "--producer-props",
+                f"bootstrap.servers={bootstrap}",
+            ],
+        ),
         ("dump-log", DUMP, "", ["--files", f"{seg}.log", "--print-data-log"]),
         ("dump-offsets", DUMP, "", ["--offsets-decoder", "--files", f"{offsets}.log"]),
         ("dump-txn-state", DUMP, "", ["--transaction-log-decoder", "--files", f"{txn_state}.log"]),
@@ -111,13 +232,24 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     base = tmp_path_factory.mktemp("kafka-tools")
     classes, out = base / "classes", base / "out"
     out.mkdir()
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{KAFKA_HOME}/libs/*", str(RUNNER)],
-                   check=True, capture_output=True, text=True, timeout=180)
-    broker = BrokerProcess(base / "broker", {"num.partitions": "1", "default.replication.factor": "1",
-                                             "group.initial.rebalance.delay.ms": "0",
-                                             "auto.create.topics.enable": "true",
-                                             "offsets.topic.num.partitions": "1",
-                                             "transaction.state.log.num.partitions": "1"}).start()
+    subprocess.run(
+        ["javac", "-nowarn", "-d", str(classes), "-cp", f"{KAFKA_HOME}/libs/*", str(RUNNER)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    broker = BrokerProcess(
+        base / "broker",
+        {
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
+        },
+    ).start()
     try:
         _consumer_group_with_regexes(broker.port)
     except BaseException:
@@ -128,17 +260,33 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     plan_file.write_text("".join("\t".join([name, cls, stdin, *args]) + "\n" for name, cls, stdin, args in steps))
     try:
         t0 = time.monotonic()
-        run = subprocess.run(["java", *JVM_FLAGS, "--add-opens", "java.base/java.lang=ALL-UNNAMED", f"-Dlog4j2.configurationFile={KAFKA_HOME / 'config' / 'tools-log4j2.yaml'}",
-                              "-cp", f"{classes}:{KAFKA_HOME}/libs/*", "ToolRunner", str(plan_file), str(out)],
-                             capture_output=True, text=True, timeout=900)
+        run = subprocess.run(
+            [
+                "java",
+                *JVM_FLAGS,
+                "--add-opens",
+                "java.base/java.lang=ALL-UNNAMED",
+                f"-Dlog4j2.configurationFile={KAFKA_HOME / 'config' / 'tools-log4j2.yaml'}",
+                "-cp",
+                f"{classes}:{KAFKA_HOME}/libs/*",
+                "ToolRunner",
+                str(plan_file),
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         seconds = time.monotonic() - t0
     finally:
         broker.stop()
     results = {}
     for name, *_ in steps:
+
         def read(ext: str) -> str:
             p = out / f"{name}.{ext}"
             return p.read_text(errors="replace") if p.exists() else ""
+
         results[name] = Run(read("code") or f"not run (runner stderr: {run.stderr[-2000:]})", read("out"), read("err"))
     results["_runner"] = Run(str(run.returncode), f"{seconds:.1f} s\n{run.stdout}", run.stderr[-3000:])
     yield results
@@ -151,17 +299,43 @@ def _consumer_group_with_regexes(port: int) -> None:
     client = Target("strom", "127.0.0.1", port)
 
     def beat(member: str, epoch: int, regex: str | None = None):
-        answer = client.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
-            "group_id": "rx-group", "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
-            "rebalance_timeout_ms": 30_000 if epoch == 0 else -1, "subscribed_topic_names": [] if epoch == 0 else None,
-            "subscribed_topic_regex": regex, "server_assignor": None, "topic_partitions": [] if epoch == 0 else None})
+        answer = client.call(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            {
+                "group_id": "rx-group",
+                "member_id": member,
+                "member_epoch": epoch,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout_ms": 30_000 if epoch == 0 else -1,
+                "subscribed_topic_names": [] if epoch == 0 else None,
+                "subscribed_topic_regex": regex,
+                "server_assignor": None,
+                "topic_partitions": [] if epoch == 0 else None,
+            },
+        )
         assert not isinstance(answer, str) and answer.error_code == 0, answer
         return answer
 
     try:
-        created = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
-            "name": "t-regex-1", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
-            "timeout_ms": 10_000, "validate_only": False})
+        created = client.call(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": "t-regex-1",
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 10_000,
+                "validate_only": False,
+            },
+        )
         assert created.topics[0].error_code == 0, created
         joined = beat("rx-1", 0, "t-regex-.*")
         assigned = beat("rx-1", joined.member_epoch)  # resolved after the first answer: now assigned
@@ -249,7 +423,7 @@ def test_producer_and_consumer_perf_tests(tools: dict[str, Run]) -> None:
     assert re.search(r"^20000 records sent", ok(tools["producer-perf"]), re.M), tools["producer-perf"].out
     lines = [line for line in ok(tools["consumer-perf"]).splitlines() if line.strip()]
     header, row = lines[-2].split(", "), lines[-1].split(", ")
-    assert dict(zip(header, row))["data.consumed.in.nMsg"] == "20000", lines
+    assert dict(zip(header, row, strict=False))["data.consumed.in.nMsg"] == "20000", lines
 
 
 def test_kafka_dump_log_reads_stroms_segment_and_indexes(tools: dict[str, Run]) -> None:
@@ -278,9 +452,11 @@ def _records(dump: str) -> list[tuple[str, str]]:
 
 def test_kafka_dump_log_decodes_stroms_consumer_offsets_records(tools: dict[str, Run]) -> None:
     records = _records(ok(tools["dump-offsets"]))
-    verify_commits = [json.loads(payload) for key, payload in records
-                      if json.loads(key) == {"type": "1", "data": {"group": "verify-group", "topic": "t-verify",
-                                                                  "partition": 0}}]
+    verify_commits = [
+        json.loads(payload)
+        for key, payload in records
+        if json.loads(key) == {"type": "1", "data": {"group": "verify-group", "topic": "t-verify", "partition": 0}}
+    ]
     assert verify_commits and verify_commits[-1]["version"] == "3", records[-5:]
     assert verify_commits[-1]["data"]["offset"] == 200, verify_commits[-1]
     groups = [(json.loads(key)["data"]["group"], payload) for key, payload in records if json.loads(key)["type"] == "2"]
@@ -288,8 +464,11 @@ def test_kafka_dump_log_decodes_stroms_consumer_offsets_records(tools: dict[str,
     assert members and members[-1]["version"] == "3", groups
     assert members[-1]["data"]["protocolType"] == "consumer" and members[-1]["data"]["generation"] >= 1, members[-1]
     # DeleteGroups: tombstones for cli-group's offset and the group itself, after its last records
-    cli = [(json.loads(key)["type"], payload) for key, payload in records
-           if json.loads(key)["data"].get("group") == "cli-group"]
+    cli = [
+        (json.loads(key)["type"], payload)
+        for key, payload in records
+        if json.loads(key)["data"].get("group") == "cli-group"
+    ]
     assert ("1", "<DELETE>") in cli and cli[-1] == ("2", "<DELETE>"), cli
 
 

@@ -19,11 +19,24 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
-    FAILED, PASSED, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
-    SuiteResults, read_allowlist, run_command, run_pool, runs_dir, write_results,
+    FAILED,
+    PASSED,
+    RESULTS_DIR,
+    SKIPPED,
+    TIMEOUT,
+    WORK_ROOT,
+    Case,
+    Outcome,
+    SuiteError,
+    SuiteResults,
+    read_allowlist,
+    run_command,
+    run_pool,
+    runs_dir,
+    write_results,
 )
+from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 ALLOWLIST = HERE / "allowlist.txt"
@@ -66,8 +79,9 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
         output = workdir / f"{case.key}.out"
         env = {**os.environ, "BROKERS": broker.bootstrap}
         started = time.monotonic()
-        done = run_command(["bash", f"./{case.key}.sh"], cwd=tree / "tests", env=env, output=output, timeout=timeout,
-                           tty_stdin=True)
+        done = run_command(
+            ["bash", f"./{case.key}.sh"], cwd=tree / "tests", env=env, output=output, timeout=timeout, tty_stdin=True
+        )
         outcome = outcome_of(done.returncode, output.read_text(errors="replace"), timeout)
         return {case.key: replace(outcome, duration=round(time.monotonic() - started, 3))}
 
@@ -75,9 +89,13 @@ def make_case_runner(tree: Path, timeout: float = CASE_TIMEOUT_S):
 
 
 def run(names: list[str], *, workers: int, tree: Path) -> SuiteResults:
-    outcomes = run_pool([Case(n) for n in names], make_case_runner(tree), workers=workers,
-                        broker_overrides=BROKER_OVERRIDES,
-                        workdir=runs_dir("kcat"))
+    outcomes = run_pool(
+        [Case(n) for n in names],
+        make_case_runner(tree),
+        workers=workers,
+        broker_overrides=BROKER_OVERRIDES,
+        workdir=runs_dir("kcat"),
+    )
     return SuiteResults("kcat", "kcat", version_of(tree), outcomes)
 
 

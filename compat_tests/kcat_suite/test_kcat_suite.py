@@ -12,7 +12,11 @@ import pytest
 from compat_tests.kcat_suite import runner as kcat_runner
 from compat_tests.librdkafka.suite import FAILED, PASSED, SKIPPED, TIMEOUT, read_allowlist
 from compat_tests.support.suites import (
-    SUITE_TIMEOUT_S, WORKERS, check_findings_name_every_test_not_passing, check_recorded_results_pass, report,
+    SUITE_TIMEOUT_S,
+    WORKERS,
+    check_findings_name_every_test_not_passing,
+    check_recorded_results_pass,
+    report,
     tree_or_skip,
 )
 
@@ -38,6 +42,7 @@ def test_kcat_allowlisted_tests_pass() -> None:
 
 
 # -- recorded results and the allow-list (no broker needed) ------------------------------
+
 
 def test_recorded_results_pass_every_allowlisted_test() -> None:
     check_recorded_results_pass(kcat_runner.ALLOWLIST, kcat_runner.RECORDED)

@@ -26,16 +26,31 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
 
-from strom.tools.broker_process import BrokerProcess
 from compat_tests.librdkafka.suite import (
-    FAILED, PASSED, PROJECT_ROOT, RESULTS_DIR, SKIPPED, TIMEOUT, WORK_ROOT, Case, Outcome, SuiteError,
-    SuiteResults, read_allowlist, read_results, run_command, run_pool, runs_dir, write_results,
+    FAILED,
+    PASSED,
+    PROJECT_ROOT,
+    RESULTS_DIR,
+    SKIPPED,
+    TIMEOUT,
+    WORK_ROOT,
+    Case,
+    Outcome,
+    SuiteError,
+    SuiteResults,
+    read_allowlist,
+    read_results,
+    run_command,
+    run_pool,
+    runs_dir,
+    write_results,
 )
+from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 ALLOWLIST = HERE / "allowlist.txt"
@@ -81,15 +96,15 @@ class Mode:
     three Strom brokers per worker."""
 
     name: str
-    client: str                     # the README table's row label
+    client: str  # the README table's row label
     allowlist: Path
     recorded: Path
     findings: Path
-    tree_root: Path                 # where find_tree looks
+    tree_root: Path  # where find_tree looks
     kafka_version: str = KAFKA_VERSION
     env: Mapping[str, str] = field(default_factory=dict)
-    brokers: int = 1                # > 1: a ZooKeeper cluster per worker
-    only: tuple[str, ...] = ()      # test numbers of the mode (empty: every broker test)
+    brokers: int = 1  # > 1: a ZooKeeper cluster per worker
+    only: tuple[str, ...] = ()  # test numbers of the mode (empty: every broker test)
     group_tests_only: bool = False  # only tests whose consumers subscribe
 
     def numbers(self, tree: Path) -> list[str]:
@@ -105,13 +120,26 @@ class Mode:
 CLUSTER_TESTS = ("0098", "0101", "0103", "0107", "0111")
 CLASSIC = Mode("classic", "librdkafka", HERE / "allowlist.txt", HERE / "results.json", HERE / "FINDINGS.md", WORK_ROOT)
 CONSUMER = Mode(
-    "consumer", "librdkafka, group.protocol=consumer", HERE / "allowlist-consumer.txt",
-    HERE / "results-consumer.json", HERE / "FINDINGS-consumer.md", WORK_ROOT / "kip848",
-    kafka_version="4.0.0", env={"TEST_CONSUMER_GROUP_PROTOCOL": "consumer"}, group_tests_only=True,
+    "consumer",
+    "librdkafka, group.protocol=consumer",
+    HERE / "allowlist-consumer.txt",
+    HERE / "results-consumer.json",
+    HERE / "FINDINGS-consumer.md",
+    WORK_ROOT / "kip848",
+    kafka_version="4.0.0",
+    env={"TEST_CONSUMER_GROUP_PROTOCOL": "consumer"},
+    group_tests_only=True,
 )
 CLUSTER = Mode(
-    "cluster", "librdkafka, 3-broker cluster", HERE / "allowlist-cluster.txt", HERE / "results-cluster.json",
-    HERE / "FINDINGS.md", WORK_ROOT / "kip848", kafka_version="4.0.0", brokers=3, only=CLUSTER_TESTS,
+    "cluster",
+    "librdkafka, 3-broker cluster",
+    HERE / "allowlist-cluster.txt",
+    HERE / "results-cluster.json",
+    HERE / "FINDINGS.md",
+    WORK_ROOT / "kip848",
+    kafka_version="4.0.0",
+    brokers=3,
+    only=CLUSTER_TESTS,
 )
 MODES = {m.name: m for m in (CLASSIC, CONSUMER, CLUSTER)}
 
@@ -194,7 +222,9 @@ def parse_failure(text: str) -> dict[str, Outcome]:
     return found
 
 
-def _timed_out(key: str, found: dict[str, Outcome], timeout: float, names: list[str] | None = None) -> dict[str, Outcome]:
+def _timed_out(
+    key: str, found: dict[str, Outcome], timeout: float, names: list[str] | None = None
+) -> dict[str, Outcome]:
     """A killed runner: what it finished keeps its outcome, the rest (of ``names``, the number's
     tests in the scenario, when it reported nothing) timed out."""
     late = Outcome(TIMEOUT, timeout, f"no result within {timeout:.0f}s")
@@ -236,7 +266,9 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
         env = {**_env(tree, conf, mode), "TESTS": case.key, "BROKERS": broker.bootstrap}
         flags = ["-k"] if case.key in known_issues else []
         started = time.monotonic()
-        done = run_command(["./test-runner", "-L", *flags, "-s", scenario], cwd=tree / "tests", env=env, output=output, timeout=timeout)
+        done = run_command(
+            ["./test-runner", "-L", *flags, "-s", scenario], cwd=tree / "tests", env=env, output=output, timeout=timeout
+        )
         text = output.read_text(errors="replace")
         found = {n: r for n, r in (parse_summary(text) or parse_failure(text)).items() if n in wanted}
         wall = round(time.monotonic() - started, 3)  # for tests an abort left without a duration
@@ -250,8 +282,9 @@ def make_case_runner(tree: Path, scenario: str = "default", timeout: float = CAS
     return run_case
 
 
-def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None,
-        mode: Mode = CLASSIC) -> SuiteResults:
+def run(
+    numbers: list[str], *, workers: int, tree: Path, expected: dict[str, float] | None = None, mode: Mode = CLASSIC
+) -> SuiteResults:
     """Run the broker tests of ``numbers``. Each scenario has its own pool of brokers
     configured for it (``noautocreate``: no topic auto-creation); the pools run at once."""
     expected = expected or {}
@@ -262,12 +295,16 @@ def run(numbers: list[str], *, workers: int, tree: Path, expected: dict[str, flo
     def run_scenario(scenario: str, cases: list[Case]) -> None:
         try:
             overrides = {**BROKER_OVERRIDES, **SCENARIO_OVERRIDES[scenario]}
-            outcomes.update(run_pool(
-                cases, make_case_runner(tree, scenario, mode=mode), workers=min(workers, len(cases)),
-                broker_overrides=overrides,
-                workdir=runs_dir(f"librdkafka-{mode.name}-{scenario}"),
-                make_broker=None if mode.brokers == 1 else _cluster_factory(mode.brokers, overrides),
-            ))
+            outcomes.update(
+                run_pool(
+                    cases,
+                    make_case_runner(tree, scenario, mode=mode),
+                    workers=min(workers, len(cases)),
+                    broker_overrides=overrides,
+                    workdir=runs_dir(f"librdkafka-{mode.name}-{scenario}"),
+                    make_broker=None if mode.brokers == 1 else _cluster_factory(mode.brokers, overrides),
+                )
+            )
         except BaseException as exc:  # re-raised below, in the caller's thread
             errors.append(exc)
 
@@ -296,9 +333,13 @@ class ClusterBrokers:
         workdir.mkdir(parents=True, exist_ok=True)
         # as the suite's own clusters (tests/cluster_testing.py): each broker in rack RACK<id> and
         # the rack-aware replica selector, which 0101_fetch_from_follower needs (KIP-392)
-        self._cluster = StromCluster(size, {**overrides, "replica.selector.class": RACK_AWARE_SELECTOR},
-                                     data_dir=str(workdir / "cluster"), keep_data=True,
-                                     node_configs=lambda node: {"broker.rack": f"RACK{node}"})
+        self._cluster = StromCluster(
+            size,
+            {**overrides, "replica.selector.class": RACK_AWARE_SELECTOR},
+            data_dir=str(workdir / "cluster"),
+            keep_data=True,
+            node_configs=lambda node: {"broker.rack": f"RACK{node}"},
+        )
 
     @property
     def bootstrap(self) -> str:
@@ -308,11 +349,11 @@ class ClusterBrokers:
     def running(self) -> bool:
         return bool(self._cluster.brokers) and all(b.running for b in self._cluster.brokers)
 
-    def start(self) -> "ClusterBrokers":
+    def start(self) -> ClusterBrokers:
         self._cluster.start()
         return self
 
-    def __enter__(self) -> "ClusterBrokers":
+    def __enter__(self) -> ClusterBrokers:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -343,8 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tests", help="comma-separated test numbers to run")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--record", action="store_true", help="also write the mode's recorded results file")
-    ap.add_argument("--mode", choices=sorted(MODES), default="classic",
-                    help="classic (default), consumer (group.protocol=consumer) or cluster (3 brokers)")
+    ap.add_argument(
+        "--mode",
+        choices=sorted(MODES),
+        default="classic",
+        help="classic (default), consumer (group.protocol=consumer) or cluster (3 brokers)",
+    )
     args = ap.parse_args(argv)
     mode = MODES[args.mode]
     tree = find_tree(mode.tree_root)
@@ -362,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in sorted(results.tests.items()):
         print(f"{name:48s} {r.state:8s} {r.duration:8.1f}s {r.detail}")
     failed = [n for n in results.failed_of(allowed) if n[:4] in numbers]
-    print(f"librdkafka suite: {results.count(PASSED)} passed, {results.ran - results.count(PASSED)} failed, {results.count(SKIPPED)} skipped")
+    print(
+        f"librdkafka suite: {results.count(PASSED)} passed, {results.ran - results.count(PASSED)} failed, {results.count(SKIPPED)} skipped"
+    )
     if failed:
         print("allow-listed tests that did not pass: " + ", ".join(failed))
     return 1 if failed else 0

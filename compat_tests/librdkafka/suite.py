@@ -25,9 +25,9 @@ import signal
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 from strom.tools.broker_process import BrokerProcess
 
@@ -89,7 +89,7 @@ class SuiteResults:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> "SuiteResults":
+    def from_json(cls, doc: Mapping[str, object]) -> SuiteResults:
         try:
             tests = {
                 str(name): Outcome(str(r["state"]), float(r.get("duration", 0.0)), str(r.get("detail", "")))
@@ -175,8 +175,13 @@ def run_command(
     try:
         with open(output, "wb") as out:
             proc = subprocess.Popen(
-                list(cmd), cwd=cwd, env=dict(env), stdin=slave if tty_stdin else subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                list(cmd),
+                cwd=cwd,
+                env=dict(env),
+                stdin=slave if tty_stdin else subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             with _running_lock:
                 _running.add(proc.pid)
@@ -195,7 +200,7 @@ def run_command(
                 os.close(fd)
 
 
-def _drain(todo: "queue.Queue[Case]") -> None:
+def _drain(todo: queue.Queue[Case]) -> None:
     while True:
         try:
             todo.get_nowait()
@@ -219,7 +224,7 @@ def run_pool(
     worker something else than one ``BrokerProcess`` (a cluster): an object with ``bootstrap``,
     ``running`` and ``start()`` that is its own context manager.
     """
-    todo: "queue.Queue[Case]" = queue.Queue()
+    todo: queue.Queue[Case] = queue.Queue()
     for case in sorted(cases, key=lambda c: -c.expected_s):
         todo.put(case)
     results: dict[str, Outcome] = {}
@@ -233,7 +238,7 @@ def run_pool(
     def worker(index: int) -> None:
         try:
             wdir = base / f"worker-{index}"
-            with (make_broker(wdir) if make_broker else BrokerProcess(wdir, broker_overrides)) as broker:
+            with make_broker(wdir) if make_broker else BrokerProcess(wdir, broker_overrides) as broker:
                 while True:
                     try:
                         case = todo.get_nowait()

@@ -19,10 +19,21 @@ import pytest
 
 from compat_tests.librdkafka import runner as rdk_runner
 from compat_tests.librdkafka.suite import (
-    FAILED, PASSED, SKIPPED, TIMEOUT, Outcome, SuiteError, SuiteResults, read_allowlist,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    TIMEOUT,
+    Outcome,
+    SuiteError,
+    SuiteResults,
+    read_allowlist,
 )
 from compat_tests.support.suites import (
-    SUITE_TIMEOUT_S, WORKERS, check_findings_name_every_test_not_passing, check_recorded_results_pass, report,
+    SUITE_TIMEOUT_S,
+    WORKERS,
+    check_findings_name_every_test_not_passing,
+    check_recorded_results_pass,
+    report,
     tree_or_skip,
 )
 
@@ -41,8 +52,9 @@ def _librdkafka_allowlist_passes(mode: rdk_runner.Mode, workers: int) -> None:
             pytest.skip(reason)
     allowed = read_allowlist(mode.allowlist)
     numbers = rdk_runner.allowlisted_numbers(allowed)
-    results = rdk_runner.run(numbers, workers=workers, tree=tree, expected=rdk_runner.expected_durations(mode),
-                             mode=mode)
+    results = rdk_runner.run(
+        numbers, workers=workers, tree=tree, expected=rdk_runner.expected_durations(mode), mode=mode
+    )
     results = _rerun_failed_alone(results, allowed, tree, mode)
     assert not results.failed_of(allowed), report(results, allowed)
 
@@ -68,8 +80,9 @@ def test_librdkafka_three_broker_allowlisted_tests_pass() -> None:
     _librdkafka_allowlist_passes(rdk_runner.CLUSTER, min(WORKERS, 2))
 
 
-def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path,
-                        mode: rdk_runner.Mode = rdk_runner.CLASSIC) -> SuiteResults:
+def _rerun_failed_alone(
+    results: SuiteResults, allowed: list[str], tree: Path, mode: rdk_runner.Mode = rdk_runner.CLASSIC
+) -> SuiteResults:
     """A few of librdkafka's tests time their own steps (0018's group termination, 0086's purge of
     requests in flight) and miss now and then under four workers plus the rest of CI on two
     cores. Each allow-listed test that failed runs once more, alone; the first failure is still
@@ -80,9 +93,11 @@ def _rerun_failed_alone(results: SuiteResults, allowed: list[str], tree: Path,
     again = rdk_runner.run(sorted({name[:4] for name in failed}), workers=1, tree=tree, mode=mode)
     for name in failed:
         first, second = results.tests.get(name), again.tests.get(name)
-        warnings.warn(f"librdkafka ({mode.name}) {name} did not pass under load "
-                      f"({first.state + ' ' + first.detail if first else 'not reported'}); "
-                      f"run again alone: {second.state if second else 'not reported'}")
+        warnings.warn(
+            f"librdkafka ({mode.name}) {name} did not pass under load "
+            f"({first.state + ' ' + first.detail if first else 'not reported'}); "
+            f"run again alone: {second.state if second else 'not reported'}"
+        )
     return replace(results, tests={**results.tests, **again.tests})
 
 
@@ -112,8 +127,9 @@ def test_consumer_mode_runs_librdkafka_with_the_consumer_group_protocol(tmp_path
     assert "TEST_CONSUMER_GROUP_PROTOCOL" not in rdk_runner._env(tmp_path, tmp_path / "c", rdk_runner.CLASSIC)
     tests = tmp_path / "tests"
     tests.mkdir()
-    (tests / "test.c").write_text('_TEST(0001_a, 0),\n_TEST(0002_b, 0),\n_TEST(0003_c_mock, 0),\n'
-                                  '_TEST(0004_d, TEST_F_LOCAL),\n')
+    (tests / "test.c").write_text(
+        "_TEST(0001_a, 0),\n_TEST(0002_b, 0),\n_TEST(0003_c_mock, 0),\n_TEST(0004_d, TEST_F_LOCAL),\n"
+    )
     (tests / "0001-a.c").write_text("rd_kafka_produce(rk);\n")
     (tests / "0002-b.c").write_text("test_consumer_subscribe(rk, topic);\n")
     (tests / "0003-c_mock.c").write_text("test_consumer_subscribe(rk, topic);\n")
@@ -159,19 +175,27 @@ def test_allowlist_rejects_duplicates_and_spaces(tmp_path: Path) -> None:
 
 
 def test_a_failed_allowlisted_test_runs_once_more_alone(monkeypatch) -> None:
-    first = SuiteResults("librdkafka", "librdkafka", "2", {
-        "0001_a": Outcome(PASSED), "0018_b": Outcome(TIMEOUT, detail="timed out"), "0086_c": Outcome(FAILED)})
+    first = SuiteResults(
+        "librdkafka",
+        "librdkafka",
+        "2",
+        {"0001_a": Outcome(PASSED), "0018_b": Outcome(TIMEOUT, detail="timed out"), "0086_c": Outcome(FAILED)},
+    )
     asked = []
 
     def rerun(numbers, *, workers, tree, mode):
         asked.append((numbers, workers))
-        return SuiteResults("librdkafka", "librdkafka", "2",
-                            {"0018_b": Outcome(PASSED), "0086_c": Outcome(FAILED, detail="again")})
+        return SuiteResults(
+            "librdkafka", "librdkafka", "2", {"0018_b": Outcome(PASSED), "0086_c": Outcome(FAILED, detail="again")}
+        )
 
     monkeypatch.setattr(rdk_runner, "run", rerun)
     with pytest.warns(UserWarning) as warned:
         merged = _rerun_failed_alone(first, ["0001_a", "0018_b", "0086_c"], Path("."))
-    assert [str(w.message).split(" did not")[0] for w in warned] == ["librdkafka (classic) 0018_b", "librdkafka (classic) 0086_c"]
+    assert [str(w.message).split(" did not")[0] for w in warned] == [
+        "librdkafka (classic) 0018_b",
+        "librdkafka (classic) 0086_c",
+    ]
     assert asked == [(["0018", "0086"], 1)]
     assert merged.failed_of(["0001_a", "0018_b", "0086_c"]) == ["0086_c"]
     assert _rerun_failed_alone(merged, ["0001_a", "0018_b"], Path(".")) is merged  # nothing failed: no rerun

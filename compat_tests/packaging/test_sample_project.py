@@ -1,5 +1,6 @@
 """The sample user project (compat_tests/packaging/sample_project) passes on its own, with pytest-xdist,
 and needs nothing but the installed plugin: with `-p no:strom` its fixtures are gone."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,15 @@ PROJECT = Path(__file__).parent / "sample_project"
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", *args], cwd=PROJECT, env=env,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _passed(result: subprocess.CompletedProcess) -> int:

@@ -8,6 +8,7 @@ index (pip's cache makes a second run quick); the test runs from a directory tha
 `pip install strom` gives: a broker serves, and a command whose extra is missing names it), then
 with the `tools` extra for the client round trips.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,16 +49,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = tmp_path_factory.mktemp("venv")
     _run([sys.executable, "-m", "venv", str(env_dir)])
-    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          str(wheel)])
+    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)])
     return env_dir
 
 
 @pytest.fixture(scope="module")
 def tools_venv(venv: Path, wheel: Path) -> Path:
     """The same environment with the `tools` extra (confluent-kafka) installed too."""
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          f"{wheel}[tools]"])
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}[tools]"])
     return venv
 
 
@@ -104,7 +103,9 @@ def test_the_wheel_installs_only_the_strom_namespace(wheel: Path):
 
 def test_a_bare_install_serves_without_the_extras_and_names_a_missing_one(venv: Path, tmp_path: Path):
     script = tmp_path / "bare.py"
-    script.write_text(SERVE + textwrap.dedent("""
+    script.write_text(
+        SERVE
+        + textwrap.dedent("""
         import importlib.util, socket, struct
 
         absent = ("confluent_kafka", "hypercorn", "starlette", "jinja2", "pyspark", "pytest")
@@ -128,7 +129,8 @@ def test_a_bare_install_serves_without_the_extras_and_names_a_missing_one(venv: 
                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert console.returncode == 1 and "pip install 'strom[console]'" in console.stderr, console
         print("BARE OK")
-    """))
+    """)
+    )
     done = _run([str(venv / "bin" / "python"), str(script)], cwd=tmp_path, env=_clean_env())
     assert "BARE OK" in done.stdout
 
@@ -138,7 +140,9 @@ def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(to
     (project / "tools").mkdir(parents=True)
     (project / "tools" / "__init__.py").write_text("WHO = 'the user'\n")
     script = project / "check.py"
-    script.write_text(SERVE + textwrap.dedent("""
+    script.write_text(
+        SERVE
+        + textwrap.dedent("""
         import tools
         assert tools.WHO == "the user", tools.__file__
         import strom.broker, strom.protocol, strom.storage, strom.tools
@@ -176,15 +180,16 @@ def test_installed_strom_serves_a_round_trip_beside_a_users_own_tools_package(to
         finally:
             proc.terminate()
             proc.wait(30)
-    """))
+    """)
+    )
     done = _run([str(tools_venv / "bin" / "python"), str(script)], cwd=project, env=_clean_env())
     assert "ROUND TRIP OK" in done.stdout
 
 
-def test_installed_strom_testing_embeds_a_broker_and_registers_the_pytest_plugin(tools_venv: Path,
-                                                                                   tmp_path: Path):
+def test_installed_strom_testing_embeds_a_broker_and_registers_the_pytest_plugin(tools_venv: Path, tmp_path: Path):
     script = tmp_path / "embedded.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         from importlib.metadata import entry_points
         from confluent_kafka import Producer
         from strom.testing import broker
@@ -197,6 +202,7 @@ def test_installed_strom_testing_embeds_a_broker_and_registers_the_pytest_plugin
             producer.produce("embedded", b"x")
             assert producer.flush(30) == 0
         print("EMBEDDED OK")
-    """))
+    """)
+    )
     done = _run([str(tools_venv / "bin" / "python"), str(script)], cwd=tmp_path, env=_clean_env())
     assert "EMBEDDED OK" in done.stdout

@@ -7,6 +7,7 @@ seeds the topics first:
 
 Prints ``RESULT <check> passed`` or ``RESULT <check> failed: <why>`` per check.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -30,7 +32,7 @@ def result(name: str, fn: Callable[[], None]) -> None:
     try:
         fn()
         print(f"RESULT {name} passed", flush=True)
-    except BaseException as exc:  # noqa: BLE001 - every check reports
+    except BaseException as exc:
         detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:1500]
         print(f"RESULT {name} failed: {detail}", flush=True)
         traceback.print_exc()
@@ -41,16 +43,27 @@ def require(ok: bool, what: str) -> None:
         raise AssertionError(what)
 
 
-spark = (SparkSession.builder.master("local[2]").appName("strom-spark-kafka-connector")
-         .config("spark.jars", cfg["jars"]).config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "512m")
-         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true").getOrCreate())
+spark = (
+    SparkSession.builder.master("local[2]")
+    .appName("strom-spark-kafka-connector")
+    .config("spark.jars", cfg["jars"])
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "2")
+    .config("spark.driver.memory", "512m")
+    .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+    .getOrCreate()
+)
 spark.sparkContext.setLogLevel("ERROR")
 
 
 def read(topic: str, **options: str) -> Any:
-    r = (spark.read.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", topic)
-         .option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+    r = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+    )
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
@@ -66,7 +79,9 @@ def batch_write_and_read_with_headers() -> None:
     for i in range(30):
         r = by_key[f"k{i}"]
         require(bytes(r.value).decode() == f"v{i}", f"value of k{i}: {r.value}")
-        require([(h.key, bytes(h.value)) for h in r.headers] == [("h", f"hv{i}".encode())], f"headers of k{i}: {r.headers}")
+        require(
+            [(h.key, bytes(h.value)) for h in r.headers] == [("h", f"hv{i}".encode())], f"headers of k{i}: {r.headers}"
+        )
         require(r.topic == "s-write" and r.timestampType == 0, f"row {r}")
     require({r.partition for r in got} == {0, 1, 2}, f"partitions {sorted({r.partition for r in got})}")
 
@@ -87,20 +102,38 @@ def starting_offsets_by_timestamp() -> None:
 def kafka_group_id() -> None:
     got = read("s-time", **{"kafka.group.id": "spark-fixed-group"}).count()
     require(got == 10, f"read {got} of 10 with kafka.group.id")
-    q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", "s-time")
-         .option("startingOffsets", "earliest").option("kafka.group.id", "spark-fixed-stream").load()
-         .writeStream.format("memory").queryName("fixed_group").trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", "s-time")
+        .option("startingOffsets", "earliest")
+        .option("kafka.group.id", "spark-fixed-stream")
+        .load()
+        .writeStream.format("memory")
+        .queryName("fixed_group")
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(120)
     require(spark.table("fixed_group").count() == 10, "streaming read with kafka.group.id")
 
 
 def stream(topic: str, out: Path, checkpoint: Path, **options: str) -> Any:
-    r = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", topic)
-         .option("startingOffsets", "earliest"))
+    r = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in options.items():
         r = r.option(k, v)
-    return (r.load().select(F.col("partition"), F.col("offset"), F.col("value").cast("string").alias("value"))
-            .writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(checkpoint)))
+    return (
+        r.load()
+        .select(F.col("partition"), F.col("offset"), F.col("value").cast("string").alias("value"))
+        .writeStream.format("json")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+    )
 
 
 def rows_in(out: Path) -> list[Any]:
@@ -139,14 +172,23 @@ def admin_call(fn: Callable[[Any, Any], Any]) -> Any:
 
 def set_retention(jvm: Any, admin: Any) -> None:
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    topic_type = jvm.java.lang.Class.forName("org.apache.kafka.common.config.ConfigResource$Type", True, loader) \
-        .getField("TOPIC").get(None)
-    set_op = jvm.java.lang.Class.forName("org.apache.kafka.clients.admin.AlterConfigOp$OpType", True, loader) \
-        .getField("SET").get(None)
+    topic_type = (
+        jvm.java.lang.Class.forName("org.apache.kafka.common.config.ConfigResource$Type", True, loader)
+        .getField("TOPIC")
+        .get(None)
+    )
+    set_op = (
+        jvm.java.lang.Class.forName("org.apache.kafka.clients.admin.AlterConfigOp$OpType", True, loader)
+        .getField("SET")
+        .get(None)
+    )
     resource = jvm.org.apache.kafka.common.config.ConfigResource(topic_type, "s-loss")
     ops = jvm.java.util.ArrayList()
-    ops.add(jvm.org.apache.kafka.clients.admin.AlterConfigOp(
-        jvm.org.apache.kafka.clients.admin.ConfigEntry("retention.ms", "300000"), set_op))
+    ops.add(
+        jvm.org.apache.kafka.clients.admin.AlterConfigOp(
+            jvm.org.apache.kafka.clients.admin.ConfigEntry("retention.ms", "300000"), set_op
+        )
+    )
     changes = jvm.java.util.HashMap()
     changes.put(resource, ops)
     admin.incrementalAlterConfigs(changes).all().get()

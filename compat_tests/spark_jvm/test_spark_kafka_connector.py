@@ -10,6 +10,7 @@ the topics, runs the job once, and turns each check into a test.
 
 Skipped without that interpreter, Java or the connector jars, unless STROM_COMPAT_REQUIRE_ALL=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -31,8 +32,14 @@ JARS_DIR = Path(os.environ.get("STROM_SPARK_KAFKA_JARS", HERE.parents[2] / "shar
 PYTHON = Path(os.environ.get("STROM_SPARK40_PYTHON", "/tmp/strom-spark40-venv/bin/python"))
 BASE_TS = 1_700_000_000_000
 LOSS_OLD, LOSS_NEW = 15, 2
-CHECKS = ["batch_write_and_read_with_headers", "min_partitions", "starting_offsets_by_timestamp", "kafka_group_id",
-          "streaming_checkpoint_resume", "fail_on_data_loss"]
+CHECKS = [
+    "batch_write_and_read_with_headers",
+    "min_partitions",
+    "starting_offsets_by_timestamp",
+    "kafka_group_id",
+    "streaming_checkpoint_resume",
+    "fail_on_data_loss",
+]
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -52,8 +59,12 @@ def seed(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic("s-write", 3, 1), NewTopic("s-time", 1, 1), NewTopic("s-stream", 2, 1),
-              NewTopic("s-loss", 1, 1, config={"segment.bytes": "100", "retention.ms": "86400000"})]
+    topics = [
+        NewTopic("s-write", 3, 1),
+        NewTopic("s-time", 1, 1),
+        NewTopic("s-stream", 2, 1),
+        NewTopic("s-loss", 1, 1, config={"segment.bytes": "100", "retention.ms": "86400000"}),
+    ]
     for f in admin.create_topics(topics).values():
         f.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
@@ -74,17 +85,35 @@ def seed(bootstrap: str) -> None:
 def spark_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     skip_unless_available(unavailable())
     base = tmp_path_factory.mktemp("spark-jvm")
-    broker = BrokerProcess(base / "broker", {"num.partitions": "1", "default.replication.factor": "1",
-                                             "group.initial.rebalance.delay.ms": "0",
-                                             "log.retention.check.interval.ms": "300"}).start()
+    broker = BrokerProcess(
+        base / "broker",
+        {
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.retention.check.interval.ms": "300",
+        },
+    ).start()
     try:
         seed(broker.bootstrap)
-        config = {"bootstrap": broker.bootstrap, "jars": ",".join(str(p) for p in sorted(JARS_DIR.glob("*.jar"))),
-                  "workdir": str(base / "work"), "base_ts": BASE_TS, "loss_old": LOSS_OLD, "loss_new": LOSS_NEW}
+        config = {
+            "bootstrap": broker.bootstrap,
+            "jars": ",".join(str(p) for p in sorted(JARS_DIR.glob("*.jar"))),
+            "workdir": str(base / "work"),
+            "base_ts": BASE_TS,
+            "loss_old": LOSS_OLD,
+            "loss_new": LOSS_NEW,
+        }
         (base / "work").mkdir()
         t0 = time.monotonic()
-        run = subprocess.run([str(PYTHON), str(JOB), json.dumps(config)], capture_output=True, text=True,
-                             timeout=800, cwd=base, env={**os.environ, "PYSPARK_PYTHON": str(PYTHON)})
+        run = subprocess.run(
+            [str(PYTHON), str(JOB), json.dumps(config)],
+            capture_output=True,
+            text=True,
+            timeout=800,
+            cwd=base,
+            env={**os.environ, "PYSPARK_PYTHON": str(PYTHON)},
+        )
         seconds = time.monotonic() - t0
     finally:
         broker.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -23,14 +23,14 @@ def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int,
-                 config: Mapping[str, str] | None = None) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
     """Create a topic with replication factor 1 and wait for the broker's answer."""
     admin = admin_client(bootstrap)  # must outlive its futures
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1,
-                  config=dict(config or {}))],
-        request_timeout=ADMIN_TIMEOUT_S, operation_timeout=ADMIN_TIMEOUT_S)
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        request_timeout=ADMIN_TIMEOUT_S,
+        operation_timeout=ADMIN_TIMEOUT_S,
+    )
     futures[name].result(ADMIN_TIMEOUT_S)
 
 

@@ -4,10 +4,11 @@ they start with and a factory that remembers what it started, so a fixture stops
 compat_tests/conftest.py builds its ``broker``, ``shared_broker`` and ``make_broker`` fixtures from
 these; a test that needs a broker differently configured uses ``make_broker(overrides)``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from strom.tools.broker_process import BrokerProcess
 

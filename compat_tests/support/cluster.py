@@ -7,48 +7,68 @@ A test module takes the ZooKeeper and a cluster with its own settings:
     from compat_tests.support.cluster import cluster_fixture, zookeeper  # noqa: F401  (pytest fixtures)
     cluster = cluster_fixture(**{"transaction.state.log.replication.factor": "3"})
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.tools.broker_process import BrokerProcess
-
 from strom.testing.zookeeper import zookeeper_fixture
+from strom.tools.broker_process import BrokerProcess
 
 T = TypeVar("T")
 
 SESSION_TIMEOUT_MS = 4000
 # Every cluster test's brokers: fast failure detection, replicated internal topics, rf=3 by default.
 BASE_CONFIGS = {
-    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "replica.lag.time.max.ms": "5000",
-    "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3",
-    "default.replication.factor": "3", "min.insync.replicas": "2", "group.initial.rebalance.delay.ms": "0",
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "replica.lag.time.max.ms": "5000",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "group.initial.rebalance.delay.ms": "0",
 }
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 
 @contextmanager
-def running_cluster(zookeeper, base: Path, chroot: str, configs: dict[str, str] | None = None,
-                    broker_class: type[BrokerProcess] = BrokerProcess, size: int = 3,
-                    node_configs: Callable[[int], dict[str, str]] | None = None) -> Iterator[list[BrokerProcess]]:
+def running_cluster(
+    zookeeper,
+    base: Path,
+    chroot: str,
+    configs: dict[str, str] | None = None,
+    broker_class: type[BrokerProcess] = BrokerProcess,
+    size: int = 3,
+    node_configs: Callable[[int], dict[str, str]] | None = None,
+) -> Iterator[list[BrokerProcess]]:
     """``size`` brokers (node ids 0..size-1) registered in ``zookeeper`` under ``chroot``, each with
     BASE_CONFIGS, ``configs`` and ``node_configs(node)`` (later ones win); every one started is
     stopped on the way out."""
     brokers: list[BrokerProcess] = []
     try:
         for node in range(size):
-            brokers.append(broker_class(base / f"b{node}", {
-                **BASE_CONFIGS, **(configs or {}), **(node_configs(node) if node_configs else {}),
-                "node.id": str(node), "zookeeper.connect": zookeeper.connect_string + chroot}).start())
+            brokers.append(
+                broker_class(
+                    base / f"b{node}",
+                    {
+                        **BASE_CONFIGS,
+                        **(configs or {}),
+                        **(node_configs(node) if node_configs else {}),
+                        "node.id": str(node),
+                        "zookeeper.connect": zookeeper.connect_string + chroot,
+                    },
+                ).start()
+            )
         yield brokers
     finally:
         for b in brokers:
@@ -57,11 +77,13 @@ def running_cluster(zookeeper, base: Path, chroot: str, configs: dict[str, str] 
 
 def cluster_fixture(chroot_prefix: str = "/strom-", **configs: str):
     """A function-scoped pytest fixture: three brokers with these configs, in a chroot named after the test."""
+
     @pytest.fixture
     def cluster(zookeeper, tmp_path, request):
         name = request.node.name.replace("[", "-").replace("]", "")
         with running_cluster(zookeeper, tmp_path, chroot_prefix + name, configs) as brokers:
             yield brokers
+
     return cluster
 
 
@@ -97,8 +119,9 @@ def partition_meta(brokers: Sequence[BrokerProcess], topic: str, partition: int 
     return metadata.topics[topic].partitions[partition]
 
 
-def create(brokers: Sequence[BrokerProcess], name: str, partitions: int, rf: int = 3,
-           configs: dict | None = None) -> None:
+def create(
+    brokers: Sequence[BrokerProcess], name: str, partitions: int, rf: int = 3, configs: dict | None = None
+) -> None:
     client = admin(brokers)  # kept alive until its futures complete
     futures = client.create_topics([NewTopic(name, partitions, rf, config=configs or {})])
     for future in futures.values():
@@ -107,8 +130,11 @@ def create(brokers: Sequence[BrokerProcess], name: str, partitions: int, rf: int
 
 def wait_full_isr(brokers: Sequence[BrokerProcess], topic: str, partitions: int = 1, timeout_s: float = 20) -> None:
     everyone = sorted(range(len(brokers)))
-    wait(lambda: all(sorted(partition_meta(brokers, topic, p).isrs) == everyone for p in range(partitions)),
-         timeout_s, f"full ISRs of {topic}")
+    wait(
+        lambda: all(sorted(partition_meta(brokers, topic, p).isrs) == everyone for p in range(partitions)),
+        timeout_s,
+        f"full ISRs of {topic}",
+    )
 
 
 class AckedProducer:
@@ -125,8 +151,16 @@ class AckedProducer:
     def __init__(self, servers: str, topic: str, partitions: int = 1, **config: Any) -> None:
         self.topic = topic
         self.partitions = partitions
-        self.producer = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 60000, **config})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": servers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 60000,
+                **config,
+            }
+        )
         self._acked: list[bytes] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,8 +175,9 @@ class AckedProducer:
         i = 0
         while not self._stop.is_set():
             try:
-                self.producer.produce(self.topic, b"%08d" % i, partition=i % self.partitions,
-                                      on_delivery=self._delivered)
+                self.producer.produce(
+                    self.topic, b"%08d" % i, partition=i % self.partitions, on_delivery=self._delivered
+                )
                 i += 1
             except BufferError:
                 pass
@@ -163,7 +198,7 @@ class AckedProducer:
         start = self.count
         wait(lambda: self.count > start + more, timeout_s, what)
 
-    def start(self) -> "AckedProducer":
+    def start(self) -> AckedProducer:
         self._thread.start()
         return self
 
@@ -174,7 +209,7 @@ class AckedProducer:
             self._thread.join(30)
         assert self.producer.flush(60) == 0, "records left unacknowledged after 60 s"
 
-    def __enter__(self) -> "AckedProducer":
+    def __enter__(self) -> AckedProducer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -193,8 +228,9 @@ class AckedProducer:
         assert not missing, f"{len(missing)} acknowledged records lost"
 
 
-def read_back(servers: str, topic: str, partitions: int, expected: int, timeout_s: float = 60,
-              group: str = "check") -> list[bytes]:
+def read_back(
+    servers: str, topic: str, partitions: int, expected: int, timeout_s: float = 60, group: str = "check"
+) -> list[bytes]:
     """The values of ``topic`` from offset 0 of each partition, until ``expected`` arrived or the time is up."""
     consumer = Consumer({"bootstrap.servers": servers, "group.id": group, "enable.auto.commit": False})
     values: list[bytes] = []

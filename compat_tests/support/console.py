@@ -1,5 +1,6 @@
 """Helpers for the console tests: a broker with the console on, HTTP calls, and a workload with a
 consumer group of known lag."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strom.tools.broker_process import BrokerProcess
 
-CONSOLE_OVERRIDES = {"console.listeners": "http://127.0.0.1:0", "console.history.interval.ms": "500",
-                     "group.initial.rebalance.delay.ms": "0"}
+CONSOLE_OVERRIDES = {
+    "console.listeners": "http://127.0.0.1:0",
+    "console.history.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+}
 
 
 def start_console_broker(workdir: Path, **overrides: str) -> BrokerProcess:
@@ -29,8 +33,9 @@ def console_url(broker: BrokerProcess) -> str:
 def http(url: str, *, data: dict | None = None, headers: dict | None = None, timeout: float = 10.0):
     """(status, body bytes, headers) of a GET, or a POST of ``data`` as JSON."""
     body = json.dumps(data).encode() if data is not None else None
-    request = urllib.request.Request(url, data=body, headers=dict(headers or {}),
-                                     method="POST" if data is not None else "GET")
+    request = urllib.request.Request(
+        url, data=body, headers=dict(headers or {}), method="POST" if data is not None else "GET"
+    )
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -50,7 +55,7 @@ def csrf_token(base: str) -> str:
     _, page, _ = http(base + "/")
     marker = b'name="csrf-token" content="'
     start = page.index(marker) + len(marker)
-    return page[start:page.index(b'"', start)].decode()
+    return page[start : page.index(b'"', start)].decode()
 
 
 def post(base: str, path: str, token: str | None, **fields):
@@ -75,8 +80,14 @@ VALUE = b"v" * 100
 
 def produce_single_batches(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
     """Records of equal size, one batch each (flushed one by one), so every batch has one size."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "client.id": "console-test-producer",
-                         "enable.idempotence": True})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 0,
+            "client.id": "console-test-producer",
+            "enable.idempotence": True,
+        }
+    )
     try:
         for partition, count in per_partition.items():
             for i in range(count):
@@ -109,10 +120,16 @@ class ActiveConsumer:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> "ActiveConsumer":
-        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": self.session_timeout_ms,
-                  "client.id": f"console-test-{self.group}", "fetch.wait.max.ms": 100}
+    def start(self) -> ActiveConsumer:
+        config = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": self.session_timeout_ms,
+            "client.id": f"console-test-{self.group}",
+            "fetch.wait.max.ms": 100,
+        }
         if self.instance_id:
             config["group.instance.id"] = self.instance_id
         if self.group_protocol == "consumer":  # KIP-848: the broker assigns, no session settings

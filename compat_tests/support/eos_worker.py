@@ -17,6 +17,7 @@ send_offsets_to_transaction. Writes its history to stdout, one line per event::
                                (the test starts a new instance with the same transactional id)
 Each line ends with the wall-clock time (``@HH:MM:SS.mmm``). Exits 0 when the stop file appears.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,12 +43,27 @@ def main() -> int:
         out.write(f"{line} @{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d}\n")
         out.flush()
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5,
-                         "transaction.timeout.ms": 20000, "message.timeout.ms": 20000})
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                         "topic.metadata.refresh.interval.ms": 2000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": tid,
+            "linger.ms": 5,
+            "transaction.timeout.ms": 20000,
+            "message.timeout.ms": 20000,
+        }
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 2000,
+        }
+    )
 
     def rewind() -> None:
         """After an abort: back to the group's committed offsets of every assigned partition."""
@@ -60,8 +76,9 @@ def main() -> int:
     try:
         producer.init_transactions(TIMEOUT_S)
         say("S")
-        consumer.subscribe([source], on_assign=lambda _c, ps: say(f"A {_parts(ps)}"),
-                           on_revoke=lambda _c, ps: say(f"R {_parts(ps)}"))
+        consumer.subscribe(
+            [source], on_assign=lambda _c, ps: say(f"A {_parts(ps)}"), on_revoke=lambda _c, ps: say(f"R {_parts(ps)}")
+        )
         n = 0
         while not os.path.exists(stop_file):
             batch = [m for m in consumer.consume(max_batch, 0.5) if not m.error()]

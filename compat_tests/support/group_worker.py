@@ -4,6 +4,7 @@ argv: bootstrap group topic assignment-strategy instance-id|- stop-file. Writes 
 per event: ``A 0,1`` (assigned), ``R 0,1`` (revoked), ``M <partition> <offset>`` per record.
 Commits automatically; closes (leaving the group) when the stop file appears.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,17 @@ def _parts(partitions) -> str:
 
 def main() -> None:
     bootstrap, group, topic, strategy, instance, stop_file = sys.argv[1:7]
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": True,
-            "auto.commit.interval.ms": 200, "partition.assignment.strategy": strategy,
-            "topic.metadata.refresh.interval.ms": 2000}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 200,
+        "partition.assignment.strategy": strategy,
+        "topic.metadata.refresh.interval.ms": 2000,
+    }
     if instance != "-":
         conf["group.instance.id"] = instance
     consumer = Consumer(conf)

@@ -5,6 +5,7 @@
 another ``shared/jvm``. Without them a test skips, or fails when ``STROM_COMPAT_REQUIRE_ALL`` is
 set (CI), so that CI never passes by skipping.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,12 @@ def skip_unless_available(why: str | None) -> None:
 
 def kafka_tool(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """One of Kafka's ``bin/*.sh`` scripts, with a small heap and a quick-starting JVM."""
-    env = {**os.environ, "KAFKA_HOME": str(KAFKA_HOME), "KAFKA_HEAP_OPTS": "-Xmx256m",
-           "KAFKA_OPTS": "-XX:TieredStopAtLevel=1 -Xshare:auto"}
-    return subprocess.run([str(KAFKA_HOME / "bin" / name), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    env = {
+        **os.environ,
+        "KAFKA_HOME": str(KAFKA_HOME),
+        "KAFKA_HEAP_OPTS": "-Xmx256m",
+        "KAFKA_OPTS": "-XX:TieredStopAtLevel=1 -Xshare:auto",
+    }
+    return subprocess.run(
+        [str(KAFKA_HOME / "bin" / name), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )

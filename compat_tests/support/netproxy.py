@@ -17,6 +17,7 @@ A link is in one of three states:
 Threads, not trio: the proxies run beside blocking confluent-kafka clients in the test's process.
 Everything stops at :meth:`Proxy.close` (or with the ``with`` block).
 """
+
 from __future__ import annotations
 
 import socket
@@ -24,7 +25,7 @@ import struct
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from strom.protocol.connection import NEED_DATA, SERVER, Connection
 
@@ -41,7 +42,7 @@ class Link:
         self.state = OPEN
         self.delay_s = 0.0
         self.changed = threading.Condition()
-        self.connections: set["_Connection"] = set()
+        self.connections: set[_Connection] = set()
 
     def __repr__(self) -> str:
         return f"Link({self.name}, {self.state}, delay={self.delay_s})"
@@ -72,7 +73,7 @@ class Link:
         """Open with no delay: held bytes flow again."""
         self._set(OPEN, 0.0)
 
-    def wait_open(self, conn: "_Connection") -> bool:
+    def wait_open(self, conn: _Connection) -> bool:
         """Block while stalled; False when the link or the connection is cut."""
         with self.changed:
             while self.state == STALLED and not conn.closed:
@@ -91,10 +92,16 @@ class _Connection:
             queue: deque = deque()
             cond = threading.Condition()
             self._threads += [
-                threading.Thread(target=self._read, args=(src, queue, cond, first), daemon=True,
-                                 name=f"proxy-{link.name}-{name}-read"),
-                threading.Thread(target=self._write, args=(dst, queue, cond), daemon=True,
-                                 name=f"proxy-{link.name}-{name}-write")]
+                threading.Thread(
+                    target=self._read,
+                    args=(src, queue, cond, first),
+                    daemon=True,
+                    name=f"proxy-{link.name}-{name}-read",
+                ),
+                threading.Thread(
+                    target=self._write, args=(dst, queue, cond), daemon=True, name=f"proxy-{link.name}-{name}-write"
+                ),
+            ]
 
     def start(self) -> None:
         for t in self._threads:
@@ -175,8 +182,14 @@ class Proxy:
     what it needs from a new connection and answers its link and the bytes it consumed (None:
     close the connection); without it every connection belongs to ``link``."""
 
-    def __init__(self, name: str, upstream: tuple[str, int] | None = None, *, link: Link | None = None,
-                 classify: Classifier | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        upstream: tuple[str, int] | None = None,
+        *,
+        link: Link | None = None,
+        classify: Classifier | None = None,
+    ) -> None:
         self.name = name
         self.upstream = upstream
         self.link = link or Link(name)
@@ -197,7 +210,7 @@ class Proxy:
         while not self._stopped.is_set():
             try:
                 client, _ = self._sock.accept()
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -257,7 +270,7 @@ class Proxy:
             for conn in conns:
                 conn.reset()
 
-    def __enter__(self) -> "Proxy":
+    def __enter__(self) -> Proxy:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -14,19 +14,19 @@ proxy; that proxy tells i's connections from k's by the client id of their first
         net.zk_link(leader).stall()        # its ZooKeeper session will expire
         net.heal()
 """
+
 from __future__ import annotations
 
 import os
 import re
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-from strom.tools.broker_process import HOST, BrokerProcess
 
 from compat_tests.support.cluster import BASE_CONFIGS
 from compat_tests.support.netproxy import Link, Proxy, kafka_client_id
+from strom.tools.broker_process import HOST, BrokerProcess
 
 CLIENT_ID = re.compile(r"strom-(?:replica|txn)-(\d+)$")
 
@@ -36,10 +36,15 @@ class ProxiedBroker(BrokerProcess):
     INTERNAL one for brokers advertised at ``internal_advertised``; both ports kept across restarts."""
 
     def __init__(self, workdir: Path, overrides: dict[str, str], internal_advertised: str) -> None:
-        super().__init__(workdir, {
-            **overrides, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-            "inter.broker.listener.name": "INTERNAL",
-            "advertised.listeners": f"INTERNAL://{internal_advertised}"})
+        super().__init__(
+            workdir,
+            {
+                **overrides,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL",
+                "advertised.listeners": f"INTERNAL://{internal_advertised}",
+            },
+        )
         self.internal_port = 0
         self.paused = False
 
@@ -49,7 +54,7 @@ class ProxiedBroker(BrokerProcess):
         cmd[at] += f",INTERNAL://{HOST}:{self.internal_port}"
         return cmd
 
-    def start(self, timeout: float = 15.0) -> "ProxiedBroker":
+    def start(self, timeout: float = 15.0) -> ProxiedBroker:
         super().start(timeout)
         assert self.info is not None
         internal = next(text for text in self.info.listeners if text.startswith("INTERNAL://"))
@@ -82,8 +87,9 @@ class PartitionedNetwork:
 
     def __init__(self, size: int, zookeeper_address: tuple[str, int]) -> None:
         self.size = size
-        self.links: dict[tuple[int, int], Link] = {(i, j): Link(f"{i}->{j}")
-                                                    for i in range(size) for j in range(size) if i != j}
+        self.links: dict[tuple[int, int], Link] = {
+            (i, j): Link(f"{i}->{j}") for i in range(size) for j in range(size) if i != j
+        }
         self.zk_links = [Link(f"{i}->zk") for i in range(size)]
         self.strays = Link("unknown->broker")  # connections without a broker's client id (none expected)
         self.inbound = [Proxy(f"to-{j}", classify=self._classifier(j)) for j in range(size)]
@@ -96,6 +102,7 @@ class PartitionedNetwork:
             match = CLIENT_ID.match(client_id or "")
             source = int(match.group(1)) if match else -1
             return self.links.get((source, target), self.strays), consumed
+
         return classify
 
     # -- brokers ----------------------------------------------------------------------
@@ -117,8 +124,9 @@ class PartitionedNetwork:
 
     def between(self, group_a: list[int], group_b: list[int]) -> list[Link]:
         """Every directed link between the two groups, both ways."""
-        return [self.links[(a, b)] for a in group_a for b in group_b if a != b] + \
-               [self.links[(b, a)] for a in group_a for b in group_b if a != b]
+        return [self.links[(a, b)] for a in group_a for b in group_b if a != b] + [
+            self.links[(b, a)] for a in group_a for b in group_b if a != b
+        ]
 
     def isolate_from_brokers(self, node: int, stall: bool = False) -> list[Link]:
         links = self.between([node], [n for n in range(self.size) if n != node])
@@ -140,15 +148,25 @@ class PartitionedNetwork:
 
 
 @contextmanager
-def partitioned_cluster(zookeeper, base: Path, chroot: str, configs: dict[str, str] | None = None,
-                        size: int = 3) -> Iterator[PartitionedNetwork]:
+def partitioned_cluster(
+    zookeeper, base: Path, chroot: str, configs: dict[str, str] | None = None, size: int = 3
+) -> Iterator[PartitionedNetwork]:
     host, port = zookeeper.connect_string.split(":")
     net = PartitionedNetwork(size, (host, int(port)))
     try:
         for node in range(size):
-            net.brokers.append(ProxiedBroker(base / f"b{node}", {
-                **BASE_CONFIGS, **(configs or {}), "node.id": str(node),
-                "zookeeper.connect": net.zk_proxies[node].address + chroot}, net.inbound[node].address))
+            net.brokers.append(
+                ProxiedBroker(
+                    base / f"b{node}",
+                    {
+                        **BASE_CONFIGS,
+                        **(configs or {}),
+                        "node.id": str(node),
+                        "zookeeper.connect": net.zk_proxies[node].address + chroot,
+                    },
+                    net.inbound[node].address,
+                )
+            )
             net.start(node)
         yield net
     finally:

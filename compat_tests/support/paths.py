@@ -3,6 +3,7 @@
 ``../shared/jvm`` (Kafka 4.0's jars and tools, the reference Kafka's start script) sits beside the
 repository; ``STROM_JVM_DIR`` points elsewhere.
 """
+
 from __future__ import annotations
 
 import os

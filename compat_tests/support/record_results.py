@@ -4,11 +4,13 @@ README's compatibility table (``tools/dev/compat_table.py``), when ``STROM_RECOR
 A folder's conftest.py says ``pytest_runtest_makereport, pytest_sessionfinish = recorder(...)``.
 Each test's outcome is its call phase (or its setup, when that failed or skipped).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -28,7 +30,8 @@ def recorder(directory: Path, suite: str, client: str, version: str) -> tuple[Ca
     def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
         if Path(str(item.fspath)).parent == directory and (
-                report.when == "call" or (report.when == "setup" and not report.passed)):
+            report.when == "call" or (report.when == "setup" and not report.passed)
+        ):
             state = PASSED if report.passed else SKIPPED if report.skipped else FAILED
             detail = "" if report.passed else str(report.longrepr)[-300:]
             outcomes[item.name] = Outcome(state, round(report.duration, 3), detail)

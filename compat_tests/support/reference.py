@@ -6,13 +6,14 @@ work directory, and one for a test module's fixture.
     def kafka(tmp_path_factory):
         yield from module_reference(tmp_path_factory)     # (port, its log dir)
 """
+
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from compat_tests.support.paths import SHARED_JVM
 
@@ -32,11 +33,12 @@ def reference_available() -> str | None:
 
 def start_reference(workdir: Path) -> int:
     """Start a reference Kafka 4.0 broker in ``workdir``; its port once clients can connect."""
-    out = subprocess.run(["bash", str(REFERENCE_SCRIPT), "start", str(workdir)], capture_output=True, text=True,
-                         timeout=START_TIMEOUT_S)
+    out = subprocess.run(
+        ["bash", str(REFERENCE_SCRIPT), "start", str(workdir)], capture_output=True, text=True, timeout=START_TIMEOUT_S
+    )
     if out.returncode != 0:
         raise RuntimeError(f"the reference Kafka did not start: {out.stderr[-2000:]}")
-    return int(out.stdout.split()[-2])   # "PORT PID"
+    return int(out.stdout.split()[-2])  # "PORT PID"
 
 
 def stop_reference(workdir: Path) -> None:
@@ -58,7 +60,7 @@ def module_reference(tmp_path_factory) -> Iterator[tuple[int, Path]]:
     """For a module-scoped fixture (``yield from``): a reference Kafka of the module's own, as
     (port, log dir). Where it cannot run or start the test skips, or fails under
     STROM_COMPAT_REQUIRE_ALL (CI)."""
-    from compat_tests.support.jvm import skip_unless_available   # pytest: not for the report's command line
+    from compat_tests.support.jvm import skip_unless_available  # pytest: not for the report's command line
 
     skip_unless_available(reference_available())
     work = tmp_path_factory.mktemp("kafka-reference")

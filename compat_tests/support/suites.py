@@ -5,11 +5,12 @@ not built, and the report naming every allow-listed test that did not pass.
 The suites are built by ``.ci/run`` (each folder's ``build.sh``); where they are not built their
 tests skip, unless STROM_COMPAT_REQUIRE_ALL is set.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

@@ -6,6 +6,7 @@ same request goes to Strom and to the reference Kafka and the answers are compar
         answer = raw.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     request(port, ApiKey.LIST_GROUPS, 5, {...})              # the same on a connection of its own
 """
+
 from __future__ import annotations
 
 import socket
@@ -29,7 +30,7 @@ class Raw(KafkaSocket):
         except ValueError as exc:
             raise AssertionError(f"no answer: {exc}") from None
 
-    def __enter__(self) -> "Raw":
+    def __enter__(self) -> Raw:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -46,9 +47,33 @@ def fetch_partition(raw: Raw, topic: str, offset: int = 0, isolation: int = 1, m
     """Fetch v11 of ``topic``-0 from ``offset`` (isolation 1: read_committed) without waiting: the
     partition's part of the answer (records, high watermark, last stable offset, aborted
     transactions)."""
-    r = raw.request(ApiKey.FETCH, 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": isolation,
-        "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-        "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                                                    "log_start_offset": -1, "partition_max_bytes": max_bytes}]}]})
+    r = raw.request(
+        ApiKey.FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": max_bytes,
+            "isolation_level": isolation,
+            "session_id": 0,
+            "session_epoch": -1,
+            "rack_id": "",
+            "forgotten_topics_data": [],
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": offset,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     return r.responses[0].partitions[0]

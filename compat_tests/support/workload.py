@@ -31,8 +31,7 @@ class Record:
     offset: int | None = field(default=None, compare=False)
 
 
-def make_records(count: int, codec: str, partitions: int = PARTITIONS,
-                 base_ts_ms: int | None = None) -> list[Record]:
+def make_records(count: int, codec: str, partitions: int = PARTITIONS, base_ts_ms: int | None = None) -> list[Record]:
     """``count`` records; values are somewhat compressible but differ per record."""
     base = int(time.time() * 1000) - 3_600_000 if base_ts_ms is None else base_ts_ms
     return [
@@ -60,7 +59,7 @@ def expected_counts(records: list[Record], partitions: int = PARTITIONS) -> dict
 
 def first_difference(expected: list[Record], got: list[Record]) -> str | None:
     """A readable description of the first mismatch between two ordered lists."""
-    for i, (e, g) in enumerate(zip(expected, got)):
+    for i, (e, g) in enumerate(zip(expected, got, strict=False)):
         if e != g:
             return f"position {i} (offset {g.offset}): expected {e!r}, got {g!r}"
     if len(expected) != len(got):
@@ -68,8 +67,7 @@ def first_difference(expected: list[Record], got: list[Record]) -> str | None:
     return None
 
 
-def assert_round_trip(expected: list[Record], got: dict[int, list[Record]],
-                      partitions: int = PARTITIONS) -> None:
+def assert_round_trip(expected: list[Record], got: dict[int, list[Record]], partitions: int = PARTITIONS) -> None:
     """Every partition holds exactly the expected records, in order, offsets 0..n-1."""
     want = by_partition(expected, partitions)
     problems = []
@@ -145,13 +143,29 @@ class CommittingMember(threading.Thread):
         member.start(); ...; member.leave()   # leaves the group and closes
     """
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, processed: list, lock: threading.Lock,
-                 config: dict | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        name: str,
+        processed: list,
+        lock: threading.Lock,
+        config: dict | None = None,
+    ):
         from confluent_kafka import Consumer
 
         super().__init__(daemon=True, name=name)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest", "client.id": name, **(config or {})})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "client.id": name,
+                **(config or {}),
+            }
+        )
         self.processed, self.lock = processed, lock
         self.stop = threading.Event()
         self.assigned: list[int] = []

@@ -4,9 +4,9 @@ with acks=all surviving a SIGKILL."""
 from __future__ import annotations
 
 from compat_tests.support.admin import create_topic, unique_topic
-from strom.tools.broker_process import BrokerProcess
 from compat_tests.support.clients import confluent
 from compat_tests.support.workload import Record, assert_round_trip, expected_counts, make_records
+from strom.tools.broker_process import BrokerProcess
 
 PARTITIONS = 2
 COUNT = 2_000

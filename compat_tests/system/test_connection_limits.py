@@ -4,6 +4,7 @@ max.connections a confluent-kafka producer waits and then delivers once other co
 close; /metrics shows the counts. Connections counted against the per-IP limit come from
 127.0.0.2 (any 127/8 address reaches the loopback listener), so the admin client's own
 connections from 127.0.0.1 are not limited."""
+
 from __future__ import annotations
 
 import socket
@@ -19,8 +20,10 @@ from strom.tools.common import KafkaSocket
 
 
 def alter(admin: AdminClient, *configs: tuple[str, str | None]) -> None:
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
-               for k, v in configs]
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+        for k, v in configs
+    ]
     futures = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "0", incremental_configs=entries)])
     for future in futures.values():
         future.result(timeout=30)

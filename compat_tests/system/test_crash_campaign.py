@@ -8,6 +8,7 @@ of every key and nothing aborted, and no orphan file is left.
 A few rounds in CI; ``STROM_CRASH_ROUNDS=200`` (or any number) for a longer campaign, with
 ``STROM_CRASH_SEED`` to replay one.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,15 +29,23 @@ TXN = "txn-compacted"  # written by a transactional producer only
 PARTITIONS = 2
 KEYS = 50
 BROKER_SETTINGS = {
-    "num.partitions": "1", "log.segment.bytes": "4096",  # a roll every few batches
-    "log.retention.check.interval.ms": "50", "log.cleaner.backoff.ms": "50",
-    "log.flush.offset.checkpoint.interval.ms": "30", "log.flush.scheduler.interval.ms": "20",
+    "num.partitions": "1",
+    "log.segment.bytes": "4096",  # a roll every few batches
+    "log.retention.check.interval.ms": "50",
+    "log.cleaner.backoff.ms": "50",
+    "log.flush.offset.checkpoint.interval.ms": "30",
+    "log.flush.scheduler.interval.ms": "20",
 }
 TOPIC_CONFIGS = {
     KEEP: {},
     RETAINED: {"retention.bytes": "8192", "file.delete.delay.ms": "0"},
-    COMPACTED: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "2048",
-                "delete.retention.ms": "0", "file.delete.delay.ms": "0"},
+    COMPACTED: {
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.01",
+        "segment.bytes": "2048",
+        "delete.retention.ms": "0",
+        "file.delete.delay.ms": "0",
+    },
 }
 # Every batch of the idempotent producer fits the smallest segment.bytes (COMPACTED's): a batch
 # larger than segment.bytes is refused with RECORD_LIST_TOO_LARGE (as Kafka refuses it), a permanent
@@ -46,8 +55,13 @@ TOPIC_CONFIGS = {
 # the campaign once saw 20 records of `keep` twice (seed 734642951, round 10): the client's
 # documented behaviour without enable.gapless.guarantee, not the broker's.
 MAX_BATCH_BYTES = 1800
-TXN_CONFIG = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": "1024",
-              "delete.retention.ms": "0", "file.delete.delay.ms": "0"}
+TXN_CONFIG = {
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": "0.01",
+    "segment.bytes": "1024",
+    "delete.retention.ms": "0",
+    "file.delete.delay.ms": "0",
+}
 LEFTOVERS = (".tmp", ".deleted", ".cleaned", ".swap", "-delete")
 
 
@@ -57,14 +71,24 @@ class Workload:
     def __init__(self, bootstrap: str, rng: random.Random) -> None:
         self.rng = rng
         self.lock = threading.Lock()
-        self.acked: dict[str, dict[int, dict[int, bytes]]] = {t: {p: {} for p in range(PARTITIONS)}
-                                                               for t in TOPIC_CONFIGS}
+        self.acked: dict[str, dict[int, dict[int, bytes]]] = {
+            t: {p: {} for p in range(PARTITIONS)} for t in TOPIC_CONFIGS
+        }
         self.created: set[str] = set()  # topic creations the broker acknowledged
         self.deleted: set[str] = set()
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 2, "message.timeout.ms": 120000, "retry.backoff.ms": 50,
-                                  "reconnect.backoff.max.ms": 200, "batch.num.messages": 20,
-                                  "batch.size": MAX_BATCH_BYTES})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 120000,
+                "retry.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 200,
+                "batch.num.messages": 20,
+                "batch.size": MAX_BATCH_BYTES,
+            }
+        )
         self.admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200})
         self.sent = 0
         self.topic_seq = 0
@@ -76,8 +100,15 @@ class Workload:
         self._pending: list[tuple[int, int, bytes]] = []
 
     def _txn_producer(self) -> Producer:
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "crash-txn", "linger.ms": 2,
-                      "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50})
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": "crash-txn",
+                "linger.ms": 2,
+                "reconnect.backoff.max.ms": 200,
+                "retry.backoff.ms": 50,
+            }
+        )
         p.init_transactions(60)
         return p
 
@@ -135,8 +166,9 @@ class Workload:
             key = b"k%03d" % self.rng.randrange(KEYS)
             value = b"%s-%08d-%s-" % (topic.encode(), self.sent, key) + b"v" * self.rng.randrange(10, 300)
             try:
-                self.producer.produce(topic, value, key=key, partition=self.sent % PARTITIONS,
-                                      on_delivery=self._delivered)
+                self.producer.produce(
+                    topic, value, key=key, partition=self.sent % PARTITIONS, on_delivery=self._delivered
+                )
                 self.sent += 1
             except BufferError:
                 self.producer.poll(0.01)
@@ -172,8 +204,15 @@ class Workload:
 def _read(bootstrap: str, topic: str, partition: int, isolation: str = "read_uncommitted") -> dict[int, bytes]:
     """offset -> value of every record from the log start up to the high watermark (the last
     stable offset for read_committed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": isolation})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "crash-check",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, low)])
@@ -256,8 +295,9 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_record_and_leaves_no_orp
     broker = BrokerProcess(tmp_path / "broker", BROKER_SETTINGS).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for future in admin.create_topics([NewTopic(t, PARTITIONS, config=c)
-                                           for t, c in {**TOPIC_CONFIGS, TXN: TXN_CONFIG}.items()]).values():
+        for future in admin.create_topics(
+            [NewTopic(t, PARTITIONS, config=c) for t, c in {**TOPIC_CONFIGS, TXN: TXN_CONFIG}.items()]
+        ).values():
             future.result(timeout=30)
         work = Workload(broker.bootstrap, rng)
         for round_ in range(ROUNDS):

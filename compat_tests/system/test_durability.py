@@ -1,5 +1,6 @@
 """What acknowledged means: records survive kill -9, idempotent retries never duplicate, and no
 input a client can send takes the broker down or loses data."""
+
 from __future__ import annotations
 
 import socket
@@ -32,8 +33,14 @@ def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, tim
     The log may hold more than `expected` (records written but never acknowledged), so reading
     stops at the high watermarks, not at a count.
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "durability-check",
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "durability-check",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[bytes]] = defaultdict(list)
@@ -72,8 +79,9 @@ class _Acked:
             return sum(len(v) for v in self.values.values())
 
 
-def _produce_until(producer: Producer, topic: str, acked: _Acked, stop: threading.Event, prefix: bytes,
-                   partitions: int) -> int:
+def _produce_until(
+    producer: Producer, topic: str, acked: _Acked, stop: threading.Event, prefix: bytes, partitions: int
+) -> int:
     sent = 0
     while not stop.is_set():
         value = prefix + b"-%08d" % sent
@@ -91,13 +99,21 @@ def _produce_until(producer: Producer, topic: str, acked: _Acked, stop: threadin
 def test_idempotent_producer_across_a_broker_crash_has_no_duplicates_or_gaps(broker):
     topic = "idempotent"
     _create_topic(broker.bootstrap, topic, 3)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 100})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "retry.backoff.ms": 100,
+        }
+    )
     acked = _Acked()
     stop = threading.Event()
     result = {}
-    worker = threading.Thread(target=lambda: result.setdefault(
-        "sent", _produce_until(producer, topic, acked, stop, b"v", 3)))
+    worker = threading.Thread(
+        target=lambda: result.setdefault("sent", _produce_until(producer, topic, acked, stop, b"v", 3))
+    )
     worker.start()
     try:
         while acked.total() < 20000:
@@ -124,11 +140,23 @@ def test_acks_all_records_survive_kill_9(broker):
     _create_topic(broker.bootstrap, topic, 6)
     acked = _Acked()
     stop = threading.Event()
-    producers = [Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2,
-                           "enable.idempotence": False, "retries": 0, "message.timeout.ms": 10000})
-                 for _ in range(3)]
-    threads = [threading.Thread(target=_produce_until, args=(p, topic, acked, stop, b"p%d" % i, 6))
-               for i, p in enumerate(producers)]
+    producers = [
+        Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "acks": "all",
+                "linger.ms": 2,
+                "enable.idempotence": False,
+                "retries": 0,
+                "message.timeout.ms": 10000,
+            }
+        )
+        for _ in range(3)
+    ]
+    threads = [
+        threading.Thread(target=_produce_until, args=(p, topic, acked, stop, b"p%d" % i, 6))
+        for i, p in enumerate(producers)
+    ]
     for t in threads:
         t.start()
     try:
@@ -153,6 +181,7 @@ def test_acks_all_records_survive_kill_9(broker):
 
 # --------------------------------------------------------------------------- bad input
 
+
 def _exchange(port: int, frame: bytes, timeout: float = 3.0) -> bytes | None:
     """Send one frame; the broker's reply frame, or None if it closed the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -168,7 +197,7 @@ def _exchange(port: int, frame: bytes, timeout: float = 3.0) -> bytes | None:
                 if not data:
                     break
                 chunks.append(data)
-        except (socket.timeout, ConnectionResetError):
+        except (TimeoutError, ConnectionResetError):
             pass
         return b"".join(chunks) or None
 
@@ -183,14 +212,42 @@ def _api_versions_ok(port: int) -> bool:
 
 _VALID = [
     encode_request(ApiKey.METADATA, 9, 1, "f", {"topics": [{"name": "fuzz"}], "allow_auto_topic_creation": False}),
-    encode_request(ApiKey.PRODUCE, 9, 2, "f", {"acks": 1, "timeout_ms": 1000, "topic_data": [
-        {"name": "fuzz", "partition_data": [{"index": 0, "records": build_batch([Record(0, 0, b"k", b"v")])}]}]}),
-    encode_request(ApiKey.FETCH, 12, 3, "f", {"max_wait_ms": 0, "min_bytes": 1, "topics": [
-        {"topic": "fuzz", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]}),
-    encode_request(ApiKey.LIST_OFFSETS, 7, 4, "f", {"replica_id": -1, "topics": [
-        {"name": "fuzz", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}),
-    encode_request(ApiKey.CREATE_TOPICS, 7, 5, "f", {"topics": [{"name": "fz", "num_partitions": 1,
-                                                                 "replication_factor": 1}]}),
+    encode_request(
+        ApiKey.PRODUCE,
+        9,
+        2,
+        "f",
+        {
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {"name": "fuzz", "partition_data": [{"index": 0, "records": build_batch([Record(0, 0, b"k", b"v")])}]}
+            ],
+        },
+    ),
+    encode_request(
+        ApiKey.FETCH,
+        12,
+        3,
+        "f",
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "topics": [
+                {"topic": "fuzz", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}
+            ],
+        },
+    ),
+    encode_request(
+        ApiKey.LIST_OFFSETS,
+        7,
+        4,
+        "f",
+        {"replica_id": -1, "topics": [{"name": "fuzz", "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+    ),
+    encode_request(
+        ApiKey.CREATE_TOPICS, 7, 5, "f", {"topics": [{"name": "fz", "num_partitions": 1, "replication_factor": 1}]}
+    ),
 ]
 
 
@@ -207,17 +264,26 @@ def _mutated(data: st.DataObject) -> bytes:
 _frames = st.one_of(
     st.binary(max_size=300),
     st.builds(lambda body: struct.pack(">i", len(body)) + body, st.binary(max_size=300)),
-    st.builds(lambda size, tail: struct.pack(">i", size) + tail,
-              st.sampled_from([-1, -2**31, 2**31 - 1, 200 * 1024 * 1024]), st.binary(max_size=20)),
-    st.builds(lambda key, version, body: (lambda b: struct.pack(">i", len(b)) + b)(
-        struct.pack(">hhih", key, version, 9, 1) + b"x" + body),
-        st.integers(-5, 80), st.integers(-2, 20), st.binary(max_size=200)),
+    st.builds(
+        lambda size, tail: struct.pack(">i", size) + tail,
+        st.sampled_from([-1, -(2**31), 2**31 - 1, 200 * 1024 * 1024]),
+        st.binary(max_size=20),
+    ),
+    st.builds(
+        lambda key, version, body: (lambda b: struct.pack(">i", len(b)) + b)(
+            struct.pack(">hhih", key, version, 9, 1) + b"x" + body
+        ),
+        st.integers(-5, 80),
+        st.integers(-2, 20),
+        st.binary(max_size=200),
+    ),
 )
 
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory):
     from strom.tools.broker_process import BrokerProcess
+
     b = BrokerProcess(tmp_path_factory.mktemp("fuzz"), {"socket.request.max.bytes": str(1 << 20)})
     b.start()
     yield b

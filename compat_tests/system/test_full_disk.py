@@ -2,6 +2,7 @@
 producer writing 1 KB records until the disk fills, then space is freed. Nothing acknowledged is
 lost, everything acknowledged is readable before and after a restart, and the producer resumes
 by itself once there is room again (issue 17's scenario). Needs root to mount the tmpfs."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,8 @@ from strom.tools.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("mount") is None,
-    reason="mounting a 30 MB tmpfs needs root and mount(8) (CI runs as root)")
+    reason="mounting a 30 MB tmpfs needs root and mount(8) (CI runs as root)",
+)
 
 TOPIC = "full-disk"
 RECORD = 1024
@@ -34,8 +36,14 @@ def _free_bytes(path) -> int:
 
 def _read_all(bootstrap: str) -> list[bytes]:
     """Every record of partition 0 up to its high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "full-disk-check",
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "full-disk-check",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 1,
+        }
+    )
     try:
         end = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1]
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
@@ -82,9 +90,17 @@ def test_full_disk_loses_no_acknowledged_record_and_producers_resume(tmpfs):
                 else:
                     failed.append(str(err))
 
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 300000,
-                             "retry.backoff.ms": 100, "retry.backoff.max.ms": 500})
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 300000,
+                "retry.backoff.ms": 100,
+                "retry.backoff.max.ms": 500,
+            }
+        )
         pad = b"p" * (RECORD - 8)
         for i in range(RECORDS):
             while True:

@@ -1,6 +1,7 @@
 """A broker under a low open-files limit (``ulimit -n 256``, common on laptops and CI images)
 hosts 1,000 partitions: created, written and read, with segment files opened on demand from a
 bounded cache instead of three descriptors per segment kept open."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,10 @@ LIMIT = int(os.environ.get("STROM_FD_LIMIT", "256"))
 TOPICS = int(os.environ.get("STROM_FD_TOPICS", "10"))
 PARTITIONS = 100
 
-_WRAPPER = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({0}, {0})); "
-            "os.execv(sys.argv[1], sys.argv[1:])").format(LIMIT)
+_WRAPPER = (
+    f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, ({LIMIT}, {LIMIT})); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 class LimitedBroker(BrokerProcess):
@@ -37,18 +40,24 @@ def test_a_thousand_partitions_under_256_open_files(tmp_path):
         names = [f"fd-{i}" for i in range(TOPICS)]
         for future in admin.create_topics([NewTopic(n, PARTITIONS) for n in names]).values():
             future.result(timeout=600)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 20})
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 20}
+        )
         failures = []
         delivered = []
         for name in names:
             for p in range(PARTITIONS):
-                producer.produce(name, b"%s/%d" % (name.encode(), p), partition=p,
-                                 on_delivery=lambda err, m: (failures if err else delivered).append(err or m))
+                producer.produce(
+                    name,
+                    b"%s/%d" % (name.encode(), p),
+                    partition=p,
+                    on_delivery=lambda err, m: (failures if err else delivered).append(err or m),
+                )
         assert producer.flush(600) == 0
         assert failures == [] and len(delivered) == TOPICS * PARTITIONS
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fd-check",
-                             "enable.auto.commit": False})
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "fd-check", "enable.auto.commit": False}
+        )
         consumer.assign([TopicPartition(n, p, 0) for n in names for p in range(PARTITIONS)])
         seen = set()
         deadline = time.monotonic() + 600

@@ -1,5 +1,6 @@
 """A 1 MB/s producer_byte_rate quota on a client id holds within 10%, measured with confluent-kafka
 producing as fast as it can; another client id on the same broker is not held back."""
+
 from __future__ import annotations
 
 import socket
@@ -15,8 +16,15 @@ MIB = 1 << 20
 
 
 def alter_quota(port: int, client_id: str, key: str, value: float) -> int:
-    body = {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": client_id}],
-                         "ops": [{"key": key, "value": value, "remove": False}]}], "validate_only": False}
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": client_id}],
+                "ops": [{"key": key, "value": value, "remove": False}],
+            }
+        ],
+        "validate_only": False,
+    }
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         response = KafkaSocket(sock, "test").request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
     return response.entries[0].error_code

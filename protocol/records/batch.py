@@ -18,6 +18,7 @@ Each record (lengths and deltas are zigzag varints, see :mod:`protocol.records.v
 The hot path (:func:`validate_batches`, :func:`assign_offsets`) reads headers and CRCs only;
 records are decoded by :func:`read_batch` / :func:`iter_records` where semantics need them.
 """
+
 from __future__ import annotations
 
 import struct
@@ -215,7 +216,7 @@ def _check_frame(view: memoryview, pos: int) -> int:
 
 
 def _check_header(h: BatchHeader, view: memoryview, pos: int, end: int) -> None:
-    if crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != h.crc:
+    if crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != h.crc:
         raise CorruptRecords(f"CRC-32C mismatch in batch at byte {pos}")
     if h.records_count < 0 or h.last_offset_delta < 0:
         raise InvalidBatch(f"negative record count or offset delta in batch at byte {pos}")
@@ -262,7 +263,7 @@ def validate_batches(buf: Buffer, *, max_batch_size: int | None = None) -> list[
             raise BatchTooLarge(f"batch of {size} bytes exceeds the limit of {max_batch_size}")
         header = make(fields)
         if (
-            crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != fields[4]
+            crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != fields[4]
             or fields[12] < 0
             or fields[6] < 0
             or fields[12] > fields[6] + 1
@@ -304,8 +305,9 @@ def _is_partial(view: memoryview, pos: int) -> bool:
 # --------------------------------------------------------------------------- hot-path stamping
 
 
-def assign_offsets(buf: bytearray | memoryview, headers: list[BatchHeader], first_offset: int,
-                   leader_epoch: int) -> int:
+def assign_offsets(
+    buf: bytearray | memoryview, headers: list[BatchHeader], first_offset: int, leader_epoch: int
+) -> int:
     """Give the batches of ``buf`` (as validated into ``headers``) consecutive offsets.
 
     Rewrites each base_offset and partition_leader_epoch in place (neither is covered by
@@ -329,7 +331,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     (attributes,) = _INT16.unpack_from(view, pos + ATTRIBUTES_OFFSET)
     _INT16.pack_into(view, pos + ATTRIBUTES_OFFSET, attributes | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(view, pos + _MAX_TIMESTAMP_OFFSET, timestamp)
-    _UINT32.pack_into(view, pos + CRC_OFFSET, crc32c(view[pos + ATTRIBUTES_OFFSET:end]))
+    _UINT32.pack_into(view, pos + CRC_OFFSET, crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
 
 
 # --------------------------------------------------------------------------- decoding
@@ -343,7 +345,7 @@ def _read_bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
         return None, pos
     if pos + length > end:
         raise CorruptRecords("record field runs past the end of its record")
-    return data[pos:pos + length], pos + length
+    return data[pos : pos + length], pos + length
 
 
 def _read_headers(data: bytes, pos: int, end: int) -> tuple[list[tuple[str, bytes | None]], int]:
@@ -402,7 +404,7 @@ def read_batch(buf: Buffer, pos: int = 0, *, max_size: int = DEFAULT_MAX_SIZE) -
 
 
 def _batch_records(view: memoryview, pos: int, end: int, header: BatchHeader, max_size: int) -> list[Record]:
-    payload = bytes(view[pos + HEADER_SIZE:end])
+    payload = bytes(view[pos + HEADER_SIZE : end])
     if header.compression:
         payload = decompress(header.compression, payload, max_size=max_size)
     return decode_records(payload, header.records_count)
@@ -457,12 +459,21 @@ def recompress(buf: Buffer, headers: list[BatchHeader], codec: int, *, max_size:
             out.append(bytes(view[pos:end]))
         else:
             records = _batch_records(view, pos, end, header, max_size)
-            out.append(build_batch(
-                records, base_offset=header.base_offset, compression=codec,
-                timestamp_type=header.timestamp_type, base_timestamp=header.base_timestamp,
-                producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
-                is_transactional=header.is_transactional, is_control=header.is_control,
-                last_offset_delta=header.last_offset_delta))
+            out.append(
+                build_batch(
+                    records,
+                    base_offset=header.base_offset,
+                    compression=codec,
+                    timestamp_type=header.timestamp_type,
+                    base_timestamp=header.base_timestamp,
+                    producer_id=header.producer_id,
+                    producer_epoch=header.producer_epoch,
+                    base_sequence=header.base_sequence,
+                    partition_leader_epoch=header.partition_leader_epoch,
+                    is_transactional=header.is_transactional,
+                    is_control=header.is_control,
+                    last_offset_delta=header.last_offset_delta,
+                )
+            )
         pos = end
     return b"".join(out)

@@ -3,6 +3,7 @@
 Builds a 1 MiB blob of 16 KiB uncompressed batches and times :func:`validate_batches`
 and :func:`assign_offsets` over it. Prints MB/s; asserts nothing.
 """
+
 from __future__ import annotations
 
 import os

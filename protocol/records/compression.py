@@ -27,6 +27,7 @@ Decompression is bounded: ``decompress(..., max_size=n)`` raises
 upper bounds are read from the framing before any output is allocated; gzip is inflated
 incrementally. Any undecodable input raises :class:`CorruptRecords`.
 """
+
 from __future__ import annotations
 
 import struct
@@ -86,7 +87,7 @@ def xxh32(data: Buffer, seed: int = 0) -> int:
         acc = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
         while i + 16 <= n:
             for lane in range(4):
-                word = int.from_bytes(data[i:i + 4], "little")
+                word = int.from_bytes(data[i : i + 4], "little")
                 acc[lane] = _rotl((acc[lane] + word * _P2) & _M32, 13) * _P1 & _M32
                 i += 4
         h = (_rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)) & _M32
@@ -94,7 +95,7 @@ def xxh32(data: Buffer, seed: int = 0) -> int:
         h = (seed + _P5) & _M32
     h = (h + n) & _M32
     while i + 4 <= n:
-        h = _rotl((h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32, 17) * _P4 & _M32
+        h = _rotl((h + int.from_bytes(data[i : i + 4], "little") * _P3) & _M32, 17) * _P4 & _M32
         i += 4
     while i < n:
         h = _rotl((h + data[i] * _P5) & _M32, 11) * _P1 & _M32
@@ -116,8 +117,11 @@ def _check_limit(size: int, max_size: int) -> None:
 
 
 def _bounded(
-    data: bytes, bound: int, max_size: int, whole: Callable[[bytes], cramjam.Buffer],
-    into: Callable[[bytes, bytearray], int]
+    data: bytes,
+    bound: int,
+    max_size: int,
+    whole: Callable[[bytes], cramjam.Buffer],
+    into: Callable[[bytes, bytearray], int],
 ) -> bytes:
     """Decompress with a codec whose output is at most ``bound`` bytes (from the framing).
 
@@ -133,9 +137,7 @@ def _bounded(
         n = into(data, buf)
     except cramjam.DecompressionError as exc:
         if bound > max_size and "whole buffer" in str(exc):
-            raise DecompressedTooLarge(
-                f"decompressed data exceeds the limit of {max_size} bytes"
-            ) from None
+            raise DecompressedTooLarge(f"decompressed data exceeds the limit of {max_size} bytes") from None
         raise CorruptRecords(f"invalid compressed data: {exc}") from None
     return bytes(memoryview(buf)[:n])
 
@@ -175,7 +177,7 @@ _INT32 = struct.Struct(">i")
 def _snappy_compress(data: bytes, magic: int) -> bytes:
     parts = [_XERIAL_HEADER]
     for start in range(0, max(len(data), 1), _XERIAL_BLOCK):  # empty input: one empty block
-        block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -202,7 +204,7 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
         pos += 4
         if length < 0 or pos + length > len(data):
             raise CorruptRecords("xerial snappy block runs past the payload")
-        block = _snappy_raw(data[pos:pos + length], total, max_size)
+        block = _snappy_raw(data[pos : pos + length], total, max_size)
         total += len(block)
         parts.append(block)
         pos += length
@@ -229,7 +231,7 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
     hc = _lz4_hc(_LZ4_MAGIC + descriptor if magic == 0 else descriptor)
     parts = [_LZ4_MAGIC, descriptor, bytes((hc,))]
     for start in range(0, len(data), _LZ4_BLOCK):
-        chunk = data[start:start + _LZ4_BLOCK]
+        chunk = data[start : start + _LZ4_BLOCK]
         block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
         if len(block) >= len(chunk):
             parts += [_UINT32_LE.pack(len(chunk) | _LZ4_UNCOMPRESSED), chunk]
@@ -241,7 +243,7 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
 
 def _lz4_walk_frame(data: bytearray, pos: int) -> tuple[int, int]:
     """Check one frame's framing, rewrite its HC to the correct value, return (end, bound)."""
-    if data[pos:pos + 4] != _LZ4_MAGIC:
+    if data[pos : pos + 4] != _LZ4_MAGIC:
         raise CorruptRecords("not an LZ4 frame")
     if pos + 7 > len(data):
         raise CorruptRecords("LZ4 frame header is truncated")
@@ -252,7 +254,7 @@ def _lz4_walk_frame(data: bytearray, pos: int) -> tuple[int, int]:
     hc_pos = pos + 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
     if hc_pos >= len(data):
         raise CorruptRecords("LZ4 frame header is truncated")
-    data[hc_pos] = _lz4_hc(bytes(data[pos + 4:hc_pos]))
+    data[hc_pos] = _lz4_hc(bytes(data[pos + 4 : hc_pos]))
     pos = hc_pos + 1
     block_checksum = 4 if flg & 0x10 else 0
     bound = 0
@@ -316,7 +318,7 @@ def _zstd_walk_frame(data: bytes, pos: int) -> tuple[int, int]:
     while True:
         if pos + 3 > len(data):
             raise CorruptRecords("zstd frame is truncated")
-        header = int.from_bytes(data[pos:pos + 3], "little")
+        header = int.from_bytes(data[pos : pos + 3], "little")
         pos += 3
         kind, size = (header >> 1) & 3, header >> 3
         if kind == 3 or size > _ZSTD_BLOCK_MAX:

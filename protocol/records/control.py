@@ -9,6 +9,7 @@ epoch of the transaction it ends, no sequence, and exactly one record, never com
 Readers recognise a control batch from its header; only the type needs the first record's key,
 which lies at a fixed place after the record's varint prefix (see :func:`control_type`).
 """
+
 from __future__ import annotations
 
 import struct
@@ -24,13 +25,21 @@ _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
 
 
-def build_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                 timestamp_ms: int) -> bytes:
+def build_marker(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
     """One control batch (base offset 0: the log assigns it) ending a transaction."""
-    record = Record(0, 0, _KEY.pack(CONTROL_VERSION, COMMIT if commit else ABORT),
-                    _VALUE.pack(CONTROL_VERSION, coordinator_epoch))
-    return build_batch([record], base_timestamp=timestamp_ms, producer_id=producer_id,
-                       producer_epoch=producer_epoch, is_transactional=True, is_control=True)
+    record = Record(
+        0, 0, _KEY.pack(CONTROL_VERSION, COMMIT if commit else ABORT), _VALUE.pack(CONTROL_VERSION, coordinator_epoch)
+    )
+    return build_batch(
+        [record],
+        base_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+    )
 
 
 def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -51,10 +60,10 @@ def control_type(buf: Buffer, pos: int = 0) -> int:
     caller); -1 when its first record is not a readable control key."""
     try:
         p = pos + HEADER_SIZE
-        _, p = _varint(buf, p)   # record length
-        p += 1                   # attributes
-        _, p = _varint(buf, p)   # timestamp delta
-        _, p = _varint(buf, p)   # offset delta
+        _, p = _varint(buf, p)  # record length
+        p += 1  # attributes
+        _, p = _varint(buf, p)  # timestamp delta
+        _, p = _varint(buf, p)  # offset delta
         key_len, p = _varint(buf, p)
         if key_len < _KEY.size:
             return -1

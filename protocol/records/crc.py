@@ -4,6 +4,7 @@
 ``crc32`` (IEEE, v0/v1 messages) is zlib's. Both accept bytes, bytearray and memoryview,
 so callers checksum a slice of a larger buffer without copying it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,6 +34,7 @@ def _load_crc32c() -> Callable[..., int]:
                     loaded: Callable[..., int] = module.crc32c
                     return loaded
     from crc32c import crc32c as function
+
     return function
 
 

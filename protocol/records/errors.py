@@ -3,6 +3,7 @@
 Every malformed input ends in a :class:`RecordsError` subclass; codec and struct
 exceptions never escape. ``error_code`` is the Kafka error a broker answers with.
 """
+
 from __future__ import annotations
 
 

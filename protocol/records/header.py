@@ -20,6 +20,7 @@ Byte layout (big-endian), offsets from the start of the batch::
 The v0/v1 message sets share the first 12 bytes (offset, size) and keep magic at byte 16 too,
 which is how a reader tells them apart.
 """
+
 from __future__ import annotations
 
 import mmap

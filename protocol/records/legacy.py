@@ -29,6 +29,7 @@ Conversions (Strom stores only v2):
   compressed batch becomes one wrapper with the same codec (as Kafka does; magic 0 LZ4
   uses the pre-0.10 frame checksum), and zstd raises :class:`UnsupportedCompression`.
 """
+
 from __future__ import annotations
 
 import struct
@@ -95,7 +96,7 @@ def _read_field(buf: memoryview, pos: int, end: int) -> tuple[bytes | None, int]
         return None, pos
     if pos + length > end:
         raise CorruptRecords("message key/value runs past the message")
-    return bytes(buf[pos:pos + length]), pos + length
+    return bytes(buf[pos : pos + length]), pos + length
 
 
 def _read_message(buf: memoryview, pos: int, end: int) -> tuple[int, int, int, int, bytes | None, bytes | None]:
@@ -105,7 +106,7 @@ def _read_message(buf: memoryview, pos: int, end: int) -> tuple[int, int, int, i
         raise CorruptRecords(f"unknown message magic {magic} at byte {pos}")
     if pos + _KEY_OFFSET[magic] > end:
         raise CorruptRecords(f"message at byte {pos} is too short")
-    if crc32(buf[pos + _CRC_START:end]) != crc:
+    if crc32(buf[pos + _CRC_START : end]) != crc:
         raise CorruptRecords(f"CRC-32 mismatch in message at byte {pos}")
     timestamp = _TIMESTAMP.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
     key, p = _read_field(buf, pos + _KEY_OFFSET[magic], end)
@@ -138,8 +139,13 @@ def _iter_raw(buf: memoryview, strict: bool) -> Iterator[tuple[int, int, int, in
 
 
 def _inner_messages(
-    wrapper_offset: int, magic: int, codec: int, timestamp_type: int, wrapper_ts: int,
-    value: bytes | None, max_size: int,
+    wrapper_offset: int,
+    magic: int,
+    codec: int,
+    timestamp_type: int,
+    wrapper_ts: int,
+    value: bytes | None,
+    max_size: int,
 ) -> list[LegacyMessage]:
     if value is None:
         raise CorruptRecords("compressed message has a null value")
@@ -189,8 +195,9 @@ def _encode_field(data: bytes | None) -> bytes:
     return b"\xff\xff\xff\xff" if data is None else _LENGTH.pack(len(data)) + data
 
 
-def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
-                   value: bytes | None) -> bytes:
+def encode_message(
+    offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None
+) -> bytes:
     """One log entry of a v0/v1 message set, CRC-32 included."""
     body = bytes((magic, attributes & 0xFF))
     if magic == 1:
@@ -232,8 +239,9 @@ def build_message_set(
 # --------------------------------------------------------------------------- conversion
 
 
-def _to_batch(messages: list[LegacyMessage], base_offset: int, codec: int, timestamp_type: int,
-              now: int | None) -> bytes:
+def _to_batch(
+    messages: list[LegacyMessage], base_offset: int, codec: int, timestamp_type: int, now: int | None
+) -> bytes:
     def ts(m: LegacyMessage) -> int:
         return now if m.magic == 0 and now is not None else m.timestamp
 

@@ -4,6 +4,7 @@ A value is zigzag-mapped (0, -1, 1, -2 ... -> 0, 1, 2, 3 ...) and written 7 bits
 least significant group first, the high bit set on every byte but the last. ``varint``
 fields hold 32-bit values (at most 5 bytes), ``varlong`` fields 64-bit (at most 10).
 """
+
 from __future__ import annotations
 
 from strom.protocol.records.errors import CorruptRecords

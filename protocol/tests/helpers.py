@@ -12,8 +12,9 @@ from strom.protocol.schema import FieldSpec, api_spec, in_range
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
 # Apache Kafka 4.0.0's Java client (../shared/jvm, on every machine and CI run) carries the release's
 # own message definitions: the versions the reference snapshot predates are checked against those.
-RELEASE_CLIENT_JAR = (Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-4.0.0" / "libs"
-                      / "kafka-clients-4.0.0.jar")
+RELEASE_CLIENT_JAR = (
+    Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-4.0.0" / "libs" / "kafka-clients-4.0.0.jar"
+)
 
 _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "uint16": 65000}
 
@@ -28,6 +29,7 @@ def load_reference(name: str) -> dict[str, Any]:
 def load_release_reference(name: str) -> dict[str, Any] | None:
     """Kafka 4.0.0's own definition of message ``name`` (from its client jar), None without the jar."""
     import zipfile
+
     if not RELEASE_CLIENT_JAR.exists():
         return None
     with zipfile.ZipFile(RELEASE_CLIENT_JAR) as jar:
@@ -64,11 +66,9 @@ def sample_value(field: FieldSpec, version: int, nulls: bool = False, salt: int 
     return _scalar_sample(field.type, field.name, field.default, salt)
 
 
-def sample_struct(fields: tuple[FieldSpec, ...], version: int, nulls: bool = False,
-                  salt: int = 0) -> dict[str, Any]:
+def sample_struct(fields: tuple[FieldSpec, ...], version: int, nulls: bool = False, salt: int = 0) -> dict[str, Any]:
     """Every field present in ``version`` with a non-default value."""
-    return {f.name: sample_value(f, version, nulls, salt + 1)
-            for f in fields if in_range(version, f.versions)}
+    return {f.name: sample_value(f, version, nulls, salt + 1) for f in fields if in_range(version, f.versions)}
 
 
 def sample_message(api_key: int, version: int, kind: str, nulls: bool = False) -> dict[str, Any]:
@@ -97,8 +97,8 @@ def assert_contains(expected: Any, actual: Any, path: str = "") -> None:
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_contains(e, a, f"{path}[{i}]")
     elif isinstance(actual, memoryview):  # records decode as a slice of the message buffer
-        assert isinstance(expected, (bytes, bytearray, memoryview)) and bytes(actual) == bytes(expected), \
+        assert isinstance(expected, (bytes, bytearray, memoryview)) and bytes(actual) == bytes(expected), (
             f"{path}: expected {expected!r}, got {bytes(actual)!r}"
+        )
     else:
-        assert actual == expected and type(actual) is type(expected), \
-            f"{path}: expected {expected!r}, got {actual!r}"
+        assert actual == expected and type(actual) is type(expected), f"{path}: expected {expected!r}, got {actual!r}"

@@ -29,7 +29,7 @@ METADATA_ANSWER = {"brokers": [{"node_id": 1, "host": "h", "port": 9092}], "topi
 def _pump(data: bytes, into: Connection, byte_by_byte: bool) -> list[Any]:
     """Feed ``data`` (whole or one byte at a time) and collect every event until NEED_DATA."""
     events: list[Any] = []
-    chunks = [data[i:i + 1] for i in range(len(data))] if byte_by_byte else [data]
+    chunks = [data[i : i + 1] for i in range(len(data))] if byte_by_byte else [data]
     for chunk in chunks:
         into.receive_data(chunk)
         while (event := into.next_event()) is not NEED_DATA:
@@ -49,8 +49,10 @@ def test_client_and_server_against_each_other(byte_by_byte: bool) -> None:
     assert client.in_flight == 2 and client.last_correlation_id == 1
     requests = _pump(sent, server, byte_by_byte)
     assert [type(r) for r in requests] == [Request, Request]
-    assert [(r.header.api_key, r.header.correlation_id, r.header.client_id) for r in requests] == \
-        [(0, 0, "c"), (3, 1, "c")]
+    assert [(r.header.api_key, r.header.correlation_id, r.header.client_id) for r in requests] == [
+        (0, 0, "c"),
+        (3, 1, "c"),
+    ]
     assert requests[0].body.topic_data == produce["topic_data"]
     answers = b"".join(_frame_bytes(part) for r in requests for part in server.send_response(r, _answer(r)))
     responses = _pump(answers, client, byte_by_byte)
@@ -65,9 +67,12 @@ def test_client_and_server_against_each_other(byte_by_byte: bool) -> None:
 
 def test_responses_out_of_order_are_matched_by_correlation_id() -> None:
     client, server = Connection(CLIENT), Connection(SERVER)
-    server_side = _pump(client.send_request(3, 1, {"topics": []}, correlation_id=70)
-                        + client.send_request(0, 3, sample_message(0, 3, "request") | {"acks": 1},
-                                              correlation_id=80), server, False)
+    server_side = _pump(
+        client.send_request(3, 1, {"topics": []}, correlation_id=70)
+        + client.send_request(0, 3, sample_message(0, 3, "request") | {"acks": 1}, correlation_id=80),
+        server,
+        False,
+    )
     answers = b"".join(_frame_bytes(p) for r in reversed(server_side) for p in server.send_response(r, _answer(r)))
     produce, metadata = _pump(answers, client, False)
     assert (produce.api_key, produce.correlation_id) == (0, 80)
@@ -81,8 +86,10 @@ def test_api_versions_answered_in_v0_is_decoded_as_v0() -> None:
     request = _pump(frame, server, False)[0]
     assert isinstance(request, Request)
     bad = BadRequest(request.header, UnsupportedVersion("ApiVersions v3"), "unsupported")
-    answer = b"".join(_frame_bytes(p) for p in server.send_error(bad, {"api_keys": [
-        {"api_key": 18, "min_version": 0, "max_version": 2}]}))
+    answer = b"".join(
+        _frame_bytes(p)
+        for p in server.send_error(bad, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]})
+    )
     [response] = _pump(answer, client, True)
     assert isinstance(response, Response) and response.api_version == 0
     assert response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -91,10 +98,10 @@ def test_api_versions_answered_in_v0_is_decoded_as_v0() -> None:
 
 def test_api_versions_v3_answer_keeps_its_version() -> None:
     client, server = Connection(CLIENT), Connection(SERVER)
-    request = _pump(client.send_request(18, 3, {"client_software_name": "x", "client_software_version": "1"}),
-                    server, False)[0]
-    answer = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}],
-              "throttle_time_ms": 5}
+    request = _pump(
+        client.send_request(18, 3, {"client_software_name": "x", "client_software_version": "1"}), server, False
+    )[0]
+    answer = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}], "throttle_time_ms": 5}
     [response] = _pump(b"".join(_frame_bytes(p) for p in server.send_response(request, answer)), client, False)
     assert response.api_version == 3 and response.body.throttle_time_ms == 5
 

@@ -29,16 +29,35 @@ LIBRDKAFKA_API_VERSIONS_V3 = bytes.fromhex(
 
 # Metadata v1, correlation id 5, client "c", topics ["t1"] (assembled and checked by hand).
 METADATA_V1 = bytes.fromhex(
-    "00000013" "0003" "0001" "00000005" "0001" "63"   # size, key, version, corr, client_id
-    "00000001" "0002" "7431"                           # topics: [name "t1"]
+    "00000013"
+    "0003"
+    "0001"
+    "00000005"
+    "0001"
+    "63"  # size, key, version, corr, client_id
+    "00000001"
+    "0002"
+    "7431"  # topics: [name "t1"]
 )
 
 # Produce v3: transactional_id null, acks -1, timeout 1500 ms, topic "t" partition 0, records "abc".
 PRODUCE_V3 = bytes.fromhex(
-    "0000002b" "0000" "0003" "0000002a" "0003" "636c69"
-    "ffff" "ffff" "000005dc"                            # transactional_id, acks, timeout_ms
-    "00000001" "0001" "74"                              # topic_data: [name "t"
-    "00000001" "00000000" "00000003" "616263"          #   partition_data: [index 0, records]]
+    "0000002b"
+    "0000"
+    "0003"
+    "0000002a"
+    "0003"
+    "636c69"
+    "ffff"
+    "ffff"
+    "000005dc"  # transactional_id, acks, timeout_ms
+    "00000001"
+    "0001"
+    "74"  # topic_data: [name "t"
+    "00000001"
+    "00000000"
+    "00000003"
+    "616263"  #   partition_data: [index 0, records]]
 )
 
 
@@ -46,8 +65,10 @@ def test_librdkafka_api_versions_v3_request() -> None:
     header, offset = decode_request_header(LIBRDKAFKA_API_VERSIONS_V3[4:])
     assert header == RequestHeader(ApiKey.API_VERSIONS, 3, 1, "strom-test")
     body = decode_request(header.api_key, 3, LIBRDKAFKA_API_VERSIONS_V3[4:], offset)
-    assert body == {"client_software_name": "confluent-kafka-python",
-                    "client_software_version": "2.16.1-rdkafka-2.16.0"}
+    assert body == {
+        "client_software_name": "confluent-kafka-python",
+        "client_software_version": "2.16.1-rdkafka-2.16.0",
+    }
     assert encode_request(18, 3, 1, "strom-test", body) == LIBRDKAFKA_API_VERSIONS_V3
 
 
@@ -77,12 +98,19 @@ def test_produce_v3_request() -> None:
 
 
 def test_api_versions_response_uses_header_v0_even_when_flexible() -> None:
-    [frame] = encode_response(18, 3, 9, {"api_keys": [{"api_key": 0, "min_version": 3,
-                                                       "max_version": 9}]})
+    [frame] = encode_response(18, 3, 9, {"api_keys": [{"api_key": 0, "min_version": 3, "max_version": 9}]})
     assert frame == bytes.fromhex(
-        "00000013" "00000009"            # size, correlation id (no tagged-field byte)
-        "0000" "02" "0000" "0003" "0009" "00"   # error, compact array of 1, element tags
-        "00000000" "00")                 # throttle_time_ms, tagged fields
+        "00000013"
+        "00000009"  # size, correlation id (no tagged-field byte)
+        "0000"
+        "02"
+        "0000"
+        "0003"
+        "0009"
+        "00"  # error, compact array of 1, element tags
+        "00000000"
+        "00"
+    )  # throttle_time_ms, tagged fields
 
 
 def test_missing_fields_take_schema_defaults() -> None:
@@ -96,9 +124,23 @@ def test_missing_fields_take_schema_defaults() -> None:
 
 
 def test_fields_of_other_versions_are_ignored_and_filled_on_decode() -> None:
-    frame = encode_request(1, 4, 1, None, {"max_wait_ms": 5, "session_id": 7,  # session_id: v7+
-                                           "topics": [{"topic": "a", "topic_id": b"\x01" * 16,  # v13+
-                                                       "partitions": []}]})
+    frame = encode_request(
+        1,
+        4,
+        1,
+        None,
+        {
+            "max_wait_ms": 5,
+            "session_id": 7,  # session_id: v7+
+            "topics": [
+                {
+                    "topic": "a",
+                    "topic_id": b"\x01" * 16,  # v13+
+                    "partitions": [],
+                }
+            ],
+        },
+    )
     header, offset = decode_request_header(frame[4:])
     body = decode_request(1, 4, frame[4:], offset)
     assert body.max_wait_ms == 5 and body.topics[0].topic == "a"
@@ -108,11 +150,19 @@ def test_fields_of_other_versions_are_ignored_and_filled_on_decode() -> None:
 
 def test_tagged_fields_round_trip_and_defaults_are_not_sent() -> None:
     plain = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [{}]}]})[0]
-    same = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [
-        {"current_leader": {"leader_id": -1, "leader_epoch": -1}}]}]})[0]
+    same = encode_response(
+        1,
+        12,
+        1,
+        {"responses": [{"topic": "t", "partitions": [{"current_leader": {"leader_id": -1, "leader_epoch": -1}}]}]},
+    )[0]
     assert plain == same
-    tagged = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [
-        {"current_leader": {"leader_id": 3, "leader_epoch": 7}}]}]})[0]
+    tagged = encode_response(
+        1,
+        12,
+        1,
+        {"responses": [{"topic": "t", "partitions": [{"current_leader": {"leader_id": 3, "leader_epoch": 7}}]}]},
+    )[0]
     assert isinstance(tagged, bytes) and isinstance(plain, bytes)
     assert len(tagged) > len(plain)
     _, body = decode_response(1, 12, tagged[4:])
@@ -120,10 +170,9 @@ def test_tagged_fields_round_trip_and_defaults_are_not_sent() -> None:
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
-    frame = bytearray(encode_request(18, 3, 1, "c", {"client_software_name": "n",
-                                                     "client_software_version": "v"}))
+    frame = bytearray(encode_request(18, 3, 1, "c", {"client_software_name": "n", "client_software_version": "v"}))
     assert frame[-1] == 0
-    frame[-1:] = b"\x01\x05\x02hi"   # one tagged field, tag 5, size 2
+    frame[-1:] = b"\x01\x05\x02hi"  # one tagged field, tag 5, size 2
     frame[:4] = struct.pack(">i", len(frame) - 4)
     header, offset = decode_request_header(bytes(frame[4:]))
     body = decode_request(18, 3, bytes(frame[4:]), offset)
@@ -143,9 +192,18 @@ class Region:
 @pytest.mark.parametrize("version", [4, 11, 12, 16])
 def test_fetch_response_file_regions_are_returned_in_place(version: int) -> None:
     regions = [Region(100), Region(7)]
-    body = {"responses": [{"topic": "t", "topic_id": b"\x02" * 16, "partitions": [
-        {"partition_index": 0, "records": regions[0]},
-        {"partition_index": 1, "records": regions[1]}]}]}
+    body = {
+        "responses": [
+            {
+                "topic": "t",
+                "topic_id": b"\x02" * 16,
+                "partitions": [
+                    {"partition_index": 0, "records": regions[0]},
+                    {"partition_index": 1, "records": regions[1]},
+                ],
+            }
+        ]
+    }
     parts = encode_response(1, version, 3, body)
     assert [p for p in parts if not isinstance(p, bytes)] == regions
     assert parts[1] is regions[0] and parts[3] is regions[1]
@@ -189,11 +247,14 @@ def test_huge_array_count_fails_fast() -> None:
         decode_request(3, 12, compact)
 
 
-@pytest.mark.parametrize("body, reason", [
-    (b"\xff\xfe" + b"\x00" * 8, "invalid length"),         # string length -2
-    (b"\x00\x02\xff\xfe\x00\x00\x00\x00\x00\x00", "UTF-8"),  # bad utf-8 transactional_id
-    (b"\xff\xff\xff\xff", "truncated"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"\xff\xfe" + b"\x00" * 8, "invalid length"),  # string length -2
+        (b"\x00\x02\xff\xfe\x00\x00\x00\x00\x00\x00", "UTF-8"),  # bad utf-8 transactional_id
+        (b"\xff\xff\xff\xff", "truncated"),
+    ],
+)
 def test_malformed_produce_bodies(body: bytes, reason: str) -> None:
     with pytest.raises(MalformedRequest, match=reason):
         decode_request(0, 3, body)
@@ -217,8 +278,7 @@ VALID = _valid_frames()
 def test_truncated_and_mutated_bodies_raise_only_malformed(frame: bytes, data: st.DataObject) -> None:
     payload = bytearray(frame[4:])
     cut = data.draw(st.integers(0, len(payload)))
-    flips = data.draw(st.lists(st.tuples(st.integers(0, len(payload) - 1), st.integers(0, 255)),
-                               max_size=4))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(payload) - 1), st.integers(0, 255)), max_size=4))
     for pos, value in flips:
         payload[pos] = value
     payload = payload[:cut] if data.draw(st.booleans()) else payload
@@ -242,8 +302,18 @@ def test_an_error_message_too_long_for_its_int16_length_is_cut_to_fit() -> None:
     # found by broker/tests/test_fuzz_apis.py: DescribeConfigs v1 for a 32767-byte topic name quoted
     # the name in its error message, the answer could not be encoded and the connection was closed
     name = "\u00e9" * 16383 + "x"
-    body = {"throttle_time_ms": 0, "results": [{"error_code": 3, "error_message": f"Topic {name} does not exist.",
-                                                 "resource_type": 2, "resource_name": name, "configs": []}]}
+    body = {
+        "throttle_time_ms": 0,
+        "results": [
+            {
+                "error_code": 3,
+                "error_message": f"Topic {name} does not exist.",
+                "resource_type": 2,
+                "resource_name": name,
+                "configs": [],
+            }
+        ],
+    }
     [frame] = encode_response(ApiKey.DESCRIBE_CONFIGS, 1, 7, body)
     assert isinstance(frame, bytes)
     _, decoded = decode_response(ApiKey.DESCRIBE_CONFIGS, 1, frame[4:])

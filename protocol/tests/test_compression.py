@@ -1,4 +1,5 @@
 """Codecs: round trips, interoperability with the clients' codec libraries, bombs, garbage."""
+
 from __future__ import annotations
 
 import gzip
@@ -65,7 +66,7 @@ def test_snappy_uses_xerial_framing_like_the_java_client() -> None:
     assert payload[:8] == b"\x82SNAPPY\x00"
     assert struct.unpack(">ii", payload[8:16]) == (1, 1)
     first_block = struct.unpack(">i", payload[16:20])[0]
-    assert snappy.uncompress(payload[20:20 + first_block]) == b"x" * 32 * 1024
+    assert snappy.uncompress(payload[20 : 20 + first_block]) == b"x" * 32 * 1024
 
 
 def test_lz4_frame_has_independent_blocks_and_valid_header_checksum() -> None:

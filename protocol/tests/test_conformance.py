@@ -52,8 +52,9 @@ def test_request_round_trip(case: tuple[int, int], nulls: bool) -> None:
     assert header == (api_key, version, 4242, None if version == 0 and api_key == 7 else "client-é")
     decoded = decode_request(api_key, version, frame[4:], offset)
     assert_contains(body, decoded)
-    assert encode_request(api_key, version, 4242, header.client_id, decoded) == \
-        encode_request(api_key, version, 4242, header.client_id, body)
+    assert encode_request(api_key, version, 4242, header.client_id, decoded) == encode_request(
+        api_key, version, 4242, header.client_id, body
+    )
 
 
 @pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
@@ -79,7 +80,7 @@ def test_request_through_connection_whole_and_byte_by_byte(case: tuple[int, int]
     drip = Connection(SERVER)
     events = []
     for i in range(len(frame)):
-        drip.receive_data(frame[i:i + 1])
+        drip.receive_data(frame[i : i + 1])
         event = drip.next_event()
         if i < len(frame) - 1:
             assert event is NEED_DATA
@@ -92,6 +93,7 @@ def test_request_through_connection_whole_and_byte_by_byte(case: tuple[int, int]
 
 
 # ----------------------------------------------------------------- cross-check with the reference
+
 
 def _snake(name: str) -> str:
     words = re.findall(r"KRaft|[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])|[A-Z]", name)
@@ -107,12 +109,21 @@ def _in(spec: str | None, version: int) -> bool:
     return int(low) <= version <= int(high or low)
 
 
-_FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d",
-          "bool": "?", "uuid": "16s"}
+_FIXED = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "float64": "d",
+    "bool": "?",
+    "uuid": "16s",
+}
 
 
-def _describe_ref(fields: list[dict[str, Any]], structs: dict[str, Any], version: int,
-                  flexible: bool) -> tuple[list[Any], list[Any]]:
+def _describe_ref(
+    fields: list[dict[str, Any]], structs: dict[str, Any], version: int, flexible: bool
+) -> tuple[list[Any], list[Any]]:
     """(regular fields in order, tagged fields by tag) as comparable descriptions."""
     regular, tagged = [], []
     for f in fields:
@@ -126,8 +137,7 @@ def _describe_ref(fields: list[dict[str, Any]], structs: dict[str, Any], version
     return regular, sorted(tagged)
 
 
-def _describe_ref_type(f: dict[str, Any], structs: dict[str, Any], version: int,
-                       flexible: bool) -> Any:
+def _describe_ref_type(f: dict[str, Any], structs: dict[str, Any], version: int, flexible: bool) -> Any:
     type_name = f["type"]
     compact = flexible and f.get("flexibleVersions", "0+") != "none"
     nullable = _in(f.get("nullableVersions"), version)
@@ -153,8 +163,7 @@ def _describe_struct(st: MessageStruct) -> tuple[list[Any], list[Any]]:
             regular += list(zip(names, codes, strict=True))
         else:
             regular.append((names[0], _describe_con(con)))
-    tagged = [(t.tag, t.name, _describe_con(t.construct)) for t in st.tagged.fields] \
-        if st.tagged is not None else []
+    tagged = [(t.tag, t.name, _describe_con(t.construct)) for t in st.tagged.fields] if st.tagged is not None else []
     return regular, tagged
 
 
@@ -162,8 +171,7 @@ def _describe_con(con: Any) -> Any:
     if isinstance(con, FixedGroup):
         return con.packer.format.lstrip(">")
     if isinstance(con, (KString, KBytes)):
-        kind = "records" if isinstance(con, KRecords) else \
-            "string" if isinstance(con, KString) else "bytes"
+        kind = "records" if isinstance(con, KRecords) else "string" if isinstance(con, KString) else "bytes"
         return (kind, con.length.compact, con.length.nullable)
     if isinstance(con, KArray):
         return ("array", con.length.compact, con.length.nullable, _describe_con(con.element))
@@ -195,8 +203,9 @@ def test_struct_layouts_match_reference(kind: str) -> None:
         expected = _describe_ref(ref["fields"], structs, version, flexible)
         if not flexible:
             expected = (expected[0], [])
-        assert _describe_struct(message_struct(api_key, version, kind)) == expected, \
+        assert _describe_struct(message_struct(api_key, version, kind)) == expected, (
             f"{api_spec(api_key).name} {kind} v{version}"
+        )
         checked += 1
     assert checked > 300  # every version of every API
 

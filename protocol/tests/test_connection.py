@@ -10,18 +10,17 @@ from hypothesis import strategies as st
 from strom.protocol.codec import decode_response, encode_request
 from strom.protocol.connection import (
     NEED_DATA,
+    SERVER,
     BadRequest,
+    Connection,
     ConnectionClosed,
     FrameTooLarge,
     Request,
-    SERVER,
-    Connection,
 )
 from strom.protocol.errors import ErrorCode, MalformedRequest, UnknownApiKey, UnsupportedVersion
 from strom.protocol.tests.helpers import sample_message
 
-API_VERSIONS = encode_request(18, 3, 1, "c", {"client_software_name": "x",
-                                               "client_software_version": "1"})
+API_VERSIONS = encode_request(18, 3, 1, "c", {"client_software_name": "x", "client_software_version": "1"})
 PRODUCE = encode_request(0, 9, 2, "c", sample_message(0, 9, "request"))
 
 
@@ -44,8 +43,9 @@ def test_response_round_trip() -> None:
     conn.receive_data(PRODUCE)
     request = conn.next_event()
     assert isinstance(request, Request)
-    [frame] = conn.send_response(request, {"responses": [{"name": "t", "partition_responses": [
-        {"index": 0, "base_offset": 42}]}]})
+    [frame] = conn.send_response(
+        request, {"responses": [{"name": "t", "partition_responses": [{"index": 0, "base_offset": 42}]}]}
+    )
     assert isinstance(frame, bytes)
     correlation_id, body = decode_response(0, 9, frame[4:])
     assert correlation_id == 2
@@ -58,8 +58,7 @@ def test_unsupported_api_versions_is_answered_with_v0() -> None:
     bad = conn.next_event()
     assert isinstance(bad, BadRequest) and isinstance(bad.error, UnsupportedVersion)
     assert bad.header is not None and bad.header.correlation_id == 7
-    [frame] = conn.send_error(bad, {"api_keys": [{"api_key": 18, "min_version": 0,
-                                                  "max_version": 4}]})
+    [frame] = conn.send_error(bad, {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 4}]})
     assert isinstance(frame, bytes)
     correlation_id, body = decode_response(18, 0, frame[4:])
     assert correlation_id == 7 and body.error_code == ErrorCode.UNSUPPORTED_VERSION
@@ -106,12 +105,17 @@ def test_eof_after_frames_and_mid_frame() -> None:
 
 
 def test_large_frame_in_64k_reads() -> None:
-    frame = encode_request(0, 9, 5, "c", {"topic_data": [{"name": "t", "partition_data": [
-        {"index": 0, "records": bytes(3 * 1024 * 1024)}]}]})
+    frame = encode_request(
+        0,
+        9,
+        5,
+        "c",
+        {"topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": bytes(3 * 1024 * 1024)}]}]},
+    )
     conn = Connection(SERVER)
     events = []
     for i in range(0, len(frame), 65536):
-        conn.receive_data(frame[i:i + 65536])
+        conn.receive_data(frame[i : i + 65536])
         events.append(conn.next_event())
     assert all(e is NEED_DATA for e in events[:-1])
     assert isinstance(events[-1], Request)
@@ -125,7 +129,7 @@ def test_garbage_stream_only_yields_protocol_events(garbage: bytes, chunks: list
     data = API_VERSIONS + garbage
     pos = 0
     for size in chunks + [len(data)]:
-        chunk = data[pos:pos + size]
+        chunk = data[pos : pos + size]
         pos += size
         if not chunk:
             break

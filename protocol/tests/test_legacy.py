@@ -1,4 +1,5 @@
 """v0/v1 message sets: parsing, building, conversions, and cross-checks with kafka-python."""
+
 from __future__ import annotations
 
 import struct
@@ -151,8 +152,9 @@ def stored_log() -> bytes:
 def test_downconvert_keeps_absolute_offsets_drops_control_and_headers(magic: int) -> None:
     out = downconvert(stored_log(), magic)
     offsets = [100, 101, 102, 103, 105, 106, 107, 108]
-    expected = [(o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d)
-                for o, d in zip(offsets, [0, 1, 2, 3] * 2, strict=True)]
+    expected = [
+        (o, TS + d if magic else -1, b"k%d" % d, b"v%d" % d) for o, d in zip(offsets, [0, 1, 2, 3] * 2, strict=True)
+    ]
     assert plain(iter_message_set(out)) == expected
     if magic == 1:
         assert read_with_kafka_python(out) == expected

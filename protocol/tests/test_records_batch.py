@@ -1,4 +1,5 @@
 """RecordBatch v2: golden bytes, validation, stamping, and cross-checks with kafka-python."""
+
 from __future__ import annotations
 
 import struct
@@ -73,8 +74,13 @@ def test_golden_batch() -> None:
 
 def sample_records(n: int = 20) -> list[Record]:
     return [
-        Record(i, i * 3, None if i == 4 else b"key-%d" % i, None if i == 5 else b"value" * i,
-               [(f"h{i}", b"x"), ("null", None)])
+        Record(
+            i,
+            i * 3,
+            None if i == 4 else b"key-%d" % i,
+            None if i == 5 else b"value" * i,
+            [(f"h{i}", b"x"), ("null", None)],
+        )
         for i in range(n)
     ]
 
@@ -83,16 +89,22 @@ def sample_records(n: int = 20) -> list[Record]:
 def test_round_trip(codec: int) -> None:
     records = sample_records()
     batch = build_batch(
-        records, base_offset=100, compression=codec, base_timestamp=TS, producer_id=7, producer_epoch=2,
-        base_sequence=40
+        records,
+        base_offset=100,
+        compression=codec,
+        base_timestamp=TS,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=40,
     )
     (header,) = validate_batches(batch)
     assert (header.compression, header.records_count, header.last_offset) == (codec, 20, 119)
     assert (header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence) == (7, 2, 40, 59)
     assert header.max_timestamp == TS + 57
     decoded = list(iter_records(batch))
-    assert decoded == [DecodedRecord(100 + r.offset_delta, TS + r.timestamp_delta, r.key, r.value, r.headers)
-                       for r in records]
+    assert decoded == [
+        DecodedRecord(100 + r.offset_delta, TS + r.timestamp_delta, r.key, r.value, r.headers) for r in records
+    ]
     assert read_batch(batch)[1] == records
 
 

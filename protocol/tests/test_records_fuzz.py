@@ -1,4 +1,5 @@
 """Malformed input only ever raises RecordsError subclasses, never a codec's or struct's error."""
+
 from __future__ import annotations
 
 import struct

@@ -1,4 +1,5 @@
 """SASL messages, sans-IO: PLAIN, SCRAM (RFC 7677's test vector) and OAUTHBEARER's unsecured JWS."""
+
 from __future__ import annotations
 
 import base64
@@ -33,16 +34,20 @@ def test_plain_token_parts():
 
 def rfc7677_server() -> ScramServer:
     credential = scram_credential("SCRAM-SHA-256", "pencil", 4096, RFC7677_SALT)
-    return ScramServer("SCRAM-SHA-256", lambda user: credential if user == "user" else None,
-                       nonce=lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    return ScramServer(
+        "SCRAM-SHA-256",
+        lambda user: credential if user == "user" else None,
+        nonce=lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+    )
 
 
 def test_scram_sha_256_matches_rfc_7677_example():
     server = rfc7677_server()
     first = server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     assert first == b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-    final = server.final(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                         b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    final = server.final(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
     assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     assert server.user == "user"
 
@@ -71,8 +76,17 @@ def test_scram_wrong_password_and_unknown_user_fail_only_at_the_proof(mechanism)
 
 
 def test_scram_rejects_malformed_messages_and_replays():
-    for bad in (b"", b"x", b"p=tls-unique,,n=u,r=x", b"n,,r=x,n=u", b"n,,n=,r=x", b"n,,n=u,r=a,b", b"\xff",
-                b"n,,n=a=b,r=x", b"n,,n=u,r=x,tokenauth=true"):
+    for bad in (
+        b"",
+        b"x",
+        b"p=tls-unique,,n=u,r=x",
+        b"n,,r=x,n=u",
+        b"n,,n=,r=x",
+        b"n,,n=u,r=a,b",
+        b"\xff",
+        b"n,,n=a=b,r=x",
+        b"n,,n=u,r=x,tokenauth=true",
+    ):
         with pytest.raises(SaslError):
             rfc7677_server().first(bad)
     server = rfc7677_server()
@@ -82,8 +96,10 @@ def test_scram_rejects_malformed_messages_and_replays():
     server = rfc7677_server()
     server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
     with pytest.raises(SaslError, match="Invalid client credentials"):  # nonce accepted, proof is for the other
-        server.final(b"c=biws,r=rOprNGfwEbeRWgbNEkqOrOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+        server.final(
+            b"c=biws,r=rOprNGfwEbeRWgbNEkqOrOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+            b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        )
     with pytest.raises(SaslError, match="Unexpected"):
         server.final(b"c=biws,r=x,p=AAAA")
 
@@ -126,11 +142,21 @@ def test_oauthbearer_initial_response_and_unsecured_jws():
         validate_unsecured_jws(token, 500_000)
     with pytest.raises(SaslError, match="scope"):
         validate_unsecured_jws(token, 1500_000, required_scope=("c",))
-    for bad in (jws({"sub": "bob", "exp": 2000}, alg="HS256"), jws({"exp": 2000}), jws({"sub": "bob"}),
-                token + "sig", "a.b", "!!.!!."):
+    for bad in (
+        jws({"sub": "bob", "exp": 2000}, alg="HS256"),
+        jws({"exp": 2000}),
+        jws({"sub": "bob"}),
+        token + "sig",
+        "a.b",
+        "!!.!!.",
+    ):
         with pytest.raises(SaslError):
             validate_unsecured_jws(bad, 1500_000)
-    for bad_initial in (b"n,,auth=Bearer x\x01\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01",
-                        b"\xff"):
+    for bad_initial in (
+        b"n,,auth=Bearer x\x01\x01",
+        b"y,,\x01auth=Bearer x\x01\x01",
+        b"n,,\x01auth=Basic x\x01\x01",
+        b"\xff",
+    ):
         with pytest.raises(SaslError):
             parse_oauthbearer_initial(bad_initial)

@@ -27,8 +27,7 @@ def test_committed_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None
     assert gen.main(["--check"]) == 0
 
 
-def test_check_fails_when_the_reference_changes(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_fails_when_the_reference_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ref = tmp_path / "ref"
     shutil.copytree(REFERENCE, ref)
     path = ref / "messages" / "ApiVersionsRequest.json"
@@ -37,8 +36,7 @@ def test_check_fails_when_the_reference_changes(tmp_path: Path,
     assert "out of date" in capsys.readouterr().err
 
 
-def test_release_fields_are_added_once_and_need_their_place(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_release_fields_are_added_once_and_need_their_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ref = tmp_path / "ref"
     shutil.copytree(REFERENCE, ref)
     path = ref / "messages" / "DescribeClusterResponse.json"
@@ -69,10 +67,16 @@ def test_facts_only_no_prose() -> None:
     assert '"about"' not in text and "throttled due to a quota" not in text
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("ThrottleTimeMs", "throttle_time_ms"), ("TopicId", "topic_id"), ("V0Host", "v0_host"),
-    ("isKRaftController", "is_kraft_controller"), ("V3AndBelowTopics", "v3_and_below_topics"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("ThrottleTimeMs", "throttle_time_ms"),
+        ("TopicId", "topic_id"),
+        ("V0Host", "v0_host"),
+        ("isKRaftController", "is_kraft_controller"),
+        ("V3AndBelowTopics", "v3_and_below_topics"),
+    ],
+)
 def test_snake_case(name: str, expected: str) -> None:
     assert gen.snake_case(name) == expected
 
@@ -106,12 +110,16 @@ def _upper_snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
 
 
-@pytest.mark.parametrize(("enum_class", "expected"), [
-    (ErrorCode, [(e["name"], e["code"]) for e in schema_document()["error_codes"]]),
-    (ApiKey, [(_upper_snake(a["name"]), a["api_key"]) for a in schema_document()["apis"]]),
-])
-def test_written_out_enums_are_the_schemas(enum_class: type[ErrorCode] | type[ApiKey],
-                                           expected: list[tuple[str, int]]) -> None:
+@pytest.mark.parametrize(
+    ("enum_class", "expected"),
+    [
+        (ErrorCode, [(e["name"], e["code"]) for e in schema_document()["error_codes"]]),
+        (ApiKey, [(_upper_snake(a["name"]), a["api_key"]) for a in schema_document()["apis"]]),
+    ],
+)
+def test_written_out_enums_are_the_schemas(
+    enum_class: type[ErrorCode] | type[ApiKey], expected: list[tuple[str, int]]
+) -> None:
     """ErrorCode and ApiKey are written out (so a type checker knows their members): after the schema
     is regenerated for a new Kafka, they list exactly its error codes and APIs, in its order."""
     members = [(member.name, member.value) for member in enum_class]

@@ -13,23 +13,40 @@ from strom.protocol.internal_records import RecordCodec, field
 from strom.protocol.tests.helpers import sample_message
 
 
-def _fetch_response(partition: dict[str, Any] | None = None, topic: dict[str, Any] | None = None,
-                    top: dict[str, Any] | None = None) -> dict[str, Any]:
-    part = {"partition_index": 0, "high_watermark": 5, "aborted_transactions": [
-        {"producer_id": 1, "first_offset": 0}], **(partition or {})}
-    return {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [part], **(topic or {})}],
-            **(top or {})}
+def _fetch_response(
+    partition: dict[str, Any] | None = None, topic: dict[str, Any] | None = None, top: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    part = {
+        "partition_index": 0,
+        "high_watermark": 5,
+        "aborted_transactions": [{"producer_id": 1, "first_offset": 0}],
+        **(partition or {}),
+    }
+    return {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [part], **(topic or {})}], **(top or {})}
 
 
-@pytest.mark.parametrize("where, body, path", [
-    ("top", _fetch_response(top={"throtle_time_ms": 1}), ""),
-    ("topic", _fetch_response(topic={"partitons": []}), "responses[]"),
-    ("partition", _fetch_response(partition={"eror_code": 3}), "responses[].partitions[]"),
-    ("array element struct", {"responses": [{"topic": "t", "partitions": [{"aborted_transactions": [
-        {"producer_id": 1, "first_ofset": 0}]}]}]}, "responses[].partitions[].aborted_transactions[]"),
-    ("nested struct", {"responses": [{"topic": "t", "partitions": [{"current_leader": {
-        "leader_id": 1, "leader_epock": 2}}]}]}, "responses[].partitions[].current_leader"),
-])
+@pytest.mark.parametrize(
+    "where, body, path",
+    [
+        ("top", _fetch_response(top={"throtle_time_ms": 1}), ""),
+        ("topic", _fetch_response(topic={"partitons": []}), "responses[]"),
+        ("partition", _fetch_response(partition={"eror_code": 3}), "responses[].partitions[]"),
+        (
+            "array element struct",
+            {
+                "responses": [
+                    {"topic": "t", "partitions": [{"aborted_transactions": [{"producer_id": 1, "first_ofset": 0}]}]}
+                ]
+            },
+            "responses[].partitions[].aborted_transactions[]",
+        ),
+        (
+            "nested struct",
+            {"responses": [{"topic": "t", "partitions": [{"current_leader": {"leader_id": 1, "leader_epock": 2}}]}]},
+            "responses[].partitions[].current_leader",
+        ),
+    ],
+)
 def test_misspelt_key_is_refused_at_every_level(where: str, body: dict[str, Any], path: str) -> None:
     with pytest.raises(UnknownFieldError) as info:
         encode_response(1, 12, 9, body)
@@ -46,15 +63,13 @@ def test_misspelt_key_in_a_request_and_in_a_tagged_struct() -> None:
         encode_request(3, 1, 1, "c", {"topics": [{"name": "a", "topik": 1}]})
     # a tagged field's struct (Fetch v12's current_leader is tagged): checked as well
     with pytest.raises(UnknownFieldError) as info:
-        encode_response(1, 12, 9, {"responses": [{"topic": "t", "partitions": [
-            {"current_leader": {"leaderid": 1}}]}]})
+        encode_response(1, 12, 9, {"responses": [{"topic": "t", "partitions": [{"current_leader": {"leaderid": 1}}]}]})
     assert info.value.path == "responses[].partitions[].current_leader"
 
 
 def test_fields_of_other_versions_are_allowed() -> None:
     # topic_id is a v13+ field, log_start_offset a v5+ one: a v4 answer ignores both
-    old = encode_response(1, 4, 9, _fetch_response(topic={"topic_id": bytes(16)},
-                                                   partition={"log_start_offset": 3}))
+    old = encode_response(1, 4, 9, _fetch_response(topic={"topic_id": bytes(16)}, partition={"log_start_offset": 3}))
     assert old == encode_response(1, 4, 9, _fetch_response())
 
 
@@ -64,8 +79,11 @@ def test_produce_fast_path_refuses_as_the_generic_encoder() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({**good, "throttle": 1}, ""),
         ({"responses": [{"name": "t", "partitions": []}]}, "responses[]"),
-        ({"responses": [{"name": "t", "partition_responses": [{"index": 0, "baseoffset": 4}]}]},
-         "responses[].partition_responses[]")]
+        (
+            {"responses": [{"name": "t", "partition_responses": [{"index": 0, "baseoffset": 4}]}]},
+            "responses[].partition_responses[]",
+        ),
+    ]
     for bad, path in cases:
         with pytest.raises(UnknownFieldError) as info:
             encode_response(0, 9, 1, bad)
@@ -73,9 +91,12 @@ def test_produce_fast_path_refuses_as_the_generic_encoder() -> None:
 
 
 def test_internal_record_values_are_checked_keys_are_not() -> None:
-    codec = RecordCodec({"ThingKey": ((0, 1), None, [field("group", "string", (0, None))]),
-                         "ThingValue": ((0, 1), None, [field("epoch", "int32", (0, None)),
-                                                       field("extra", "int32", (1, None))])})
+    codec = RecordCodec(
+        {
+            "ThingKey": ((0, 1), None, [field("group", "string", (0, None))]),
+            "ThingValue": ((0, 1), None, [field("epoch", "int32", (0, None)), field("extra", "int32", (1, None))]),
+        }
+    )
     assert codec.encode("ThingValue", 0, {"epoch": 1, "extra": 4}) == codec.encode("ThingValue", 0, {"epoch": 1})
     with pytest.raises(UnknownFieldError, match=r"ThingValue v1: unknown field 'epoc' at the top level"):
         codec.encode("ThingValue", 1, {"epoc": 1})

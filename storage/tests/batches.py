@@ -1,4 +1,5 @@
 """Test helper: build valid v2 record batches (header + opaque record bytes + CRC-32C)."""
+
 from __future__ import annotations
 
 import struct
@@ -23,7 +24,7 @@ def split(data: bytes) -> list[tuple[BatchHeader, bytes]]:
     out, pos = [], 0
     while pos < len(data):
         header = parse_header(data, pos)
-        out.append((header, data[pos:pos + header.size]))
+        out.append((header, data[pos : pos + header.size]))
         pos += header.size
     return out
 

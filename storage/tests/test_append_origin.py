@@ -1,4 +1,5 @@
 """Append origins: a coordinator's own appends are never duplicates; epochs are still fenced."""
+
 import pytest
 
 from strom.protocol.internal_records import build_records_batch

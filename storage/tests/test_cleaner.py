@@ -1,5 +1,6 @@
 """Log compaction: last value per key, offsets/timestamps kept, tombstones, codecs, idempotence,
 crash safety of the cleaned-segment swap, and a model-based property test."""
+
 import os
 import shutil
 from pathlib import Path
@@ -22,15 +23,15 @@ from strom.storage.errors import CorruptLog
 from strom.storage.log import Log
 from strom.storage.log_manager import CLEANER_OFFSET_CHECKPOINT, LogManager
 
-COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=100,
-                    file_delete_delay_ms=0)
+COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=0)
 DAY = 86_400_000
 
 
 def kv_batch(pairs, *, ts=1_000, codec=0, pid=-1, epoch=-1, seq=-1) -> bytes:
     records = [Record(i, i, key, value) for i, (key, value) in enumerate(pairs)]
-    return build_batch(records, compression=codec, base_timestamp=ts, producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq)
+    return build_batch(
+        records, compression=codec, base_timestamp=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    )
 
 
 def put(log, pairs, **kwargs):
@@ -50,7 +51,7 @@ def batches(log, offset=None):
         if region is None:
             break
         raw = region.read()
-        found = [(h, raw[p:p + h.size]) for p, h in iter_batches(raw)]
+        found = [(h, raw[p : p + h.size]) for p, h in iter_batches(raw)]
         out.extend(found)
         offset = found[-1][0].last_offset + 1
     return out
@@ -153,16 +154,14 @@ def test_pass_over_a_clean_log_changes_nothing(open_log, clock):
 
 # ============================================================ tombstones
 def test_tombstones_kept_for_delete_retention_then_removed(open_log, clock):
-    config = LogConfig(cleanup_policy="compact", segment_bytes=600, delete_retention_ms=DAY,
-                       file_delete_delay_ms=0)
+    config = LogConfig(cleanup_policy="compact", segment_bytes=600, delete_retention_ms=DAY, file_delete_delay_ms=0)
     log = open_log(config)
     put(log, [(b"gone", b"1"), (b"stays", b"1")])
     put(log, [(b"gone", None)], ts=2_000)
     seal(log)
     cleaner = LogCleaner()
     cleaner.clean(log, clock.now)
-    assert [(r.key, r.value, r.timestamp) for r in records(log)] == [(b"stays", b"1", 1_001),
-                                                                     (b"gone", None, 2_000)]
+    assert [(r.key, r.value, r.timestamp) for r in records(log)] == [(b"stays", b"1", 1_001), (b"gone", None, 2_000)]
     tombstone_batch = batches(log)[-1][0]
     assert tombstone_batch.attributes & DELETE_HORIZON_MASK
     assert tombstone_batch.base_timestamp == clock.now + DAY
@@ -197,8 +196,7 @@ def test_tombstone_horizon_survives_reopen(open_log, clock, tmp_path):
 def test_compressed_batches_are_recompressed_with_their_codec(open_log, clock, codec):
     log = open_log(COMPACT)
     for n in range(4):
-        put(log, [(b"k%d" % k, b"value-%d-%d" % (k, n) * 5) for k in range(6)], codec=codec,
-            ts=1_000 + n)
+        put(log, [(b"k%d" % k, b"value-%d-%d" % (k, n) * 5) for k in range(6)], codec=codec, ts=1_000 + n)
     seal(log)
     LogCleaner().clean(log, clock.now)
     found = batches(log)
@@ -218,7 +216,7 @@ def test_reads_and_list_offsets_by_timestamp_after_cleaning(open_log, clock):
     assert records(log, 3)[0].offset == 35
     assert log.fetch_offset_by_timestamp(10_000).offset == 35
     assert log.fetch_offset_by_timestamp(10_000 + 45 * 10).offset == 45
-    assert log.fetch_offset_by_timestamp(10_000 + 45 * 10 - 5) .offset == 45
+    assert log.fetch_offset_by_timestamp(10_000 + 45 * 10 - 5).offset == 45
     assert log.fetch_offset_by_timestamp(99_999) is None
     assert log.offset_for_max_timestamp().offset == 59
     for segment in log.segments:
@@ -250,11 +248,21 @@ def test_idempotent_duplicates_detected_after_cleaning_and_reopen(open_log, cloc
 
 # ============================================================ policy
 def test_config_keys_parse_with_kafka_names_and_defaults():
-    config = LogConfig.from_properties({
-        "cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.9",
-        "min.compaction.lag.ms": "7", "delete.retention.ms": "5", "max.compaction.lag.ms": "1000"})
-    assert (config.min_cleanable_dirty_ratio, config.min_compaction_lag_ms, config.delete_retention_ms,
-            config.max_compaction_lag_ms) == (0.9, 7, 5, 1000)
+    config = LogConfig.from_properties(
+        {
+            "cleanup.policy": "compact,delete",
+            "min.cleanable.dirty.ratio": "0.9",
+            "min.compaction.lag.ms": "7",
+            "delete.retention.ms": "5",
+            "max.compaction.lag.ms": "1000",
+        }
+    )
+    assert (
+        config.min_cleanable_dirty_ratio,
+        config.min_compaction_lag_ms,
+        config.delete_retention_ms,
+        config.max_compaction_lag_ms,
+    ) == (0.9, 7, 5, 1000)
     assert config.compact_enabled and config.delete_enabled
     assert config.to_properties()["min.cleanable.dirty.ratio"] == "0.9"
     with pytest.raises(ValueError, match="min.cleanable.dirty.ratio"):
@@ -262,8 +270,12 @@ def test_config_keys_parse_with_kafka_names_and_defaults():
     with pytest.raises(ValueError, match="max.compaction.lag.ms"):
         LogConfig.from_properties({"max.compaction.lag.ms": "0"})
     default = LogConfig()
-    assert (default.min_cleanable_dirty_ratio, default.min_compaction_lag_ms,
-            default.delete_retention_ms, default.max_compaction_lag_ms) == (0.5, 0, DAY, (1 << 63) - 1)
+    assert (
+        default.min_cleanable_dirty_ratio,
+        default.min_compaction_lag_ms,
+        default.delete_retention_ms,
+        default.max_compaction_lag_ms,
+    ) == (0.5, 0, DAY, (1 << 63) - 1)
 
 
 def test_policy_follows_the_dirty_ratio(open_log, clock):
@@ -308,6 +320,7 @@ def test_delete_policy_is_never_compacted(open_log, clock):
 # ============================================================ concurrency: the log changes underneath
 def test_truncation_during_cleaning_aborts_the_swap(open_log, clock, monkeypatch):
     from strom.storage import cleaner as cleaner_module
+
     log = open_log(COMPACT)
     fill(log)
     cut = log.segments[1].base_offset
@@ -359,8 +372,9 @@ def _run_with_crash_points(log, tmp_path, clock, monkeypatch):
 
 
 @pytest.mark.parametrize("earlier_passes", [0, 1], ids=["one-segment-runs", "merging-runs"])
-def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(open_log, tmp_path, clock, monkeypatch,
-                                                                     earlier_passes):
+def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(
+    open_log, tmp_path, clock, monkeypatch, earlier_passes
+):
     log = open_log(COMPACT)
     fill(log)
     for _ in range(earlier_passes):
@@ -377,8 +391,7 @@ def test_crash_at_every_step_of_the_swap_leaves_old_or_new_segments(open_log, tm
     assert any(p.name.endswith(".swap") for d in crash_points for p in d.iterdir())
     seen = set()
     for directory in crash_points:
-        reopened = Log.open(directory, COMPACT, now_ms=clock, clean_shutdown=False,
-                            high_watermark=log.log_end_offset)
+        reopened = Log.open(directory, COMPACT, now_ms=clock, clean_shutdown=False, high_watermark=log.log_end_offset)
         try:
             got = records(reopened)
             offsets = [r.offset for r in got]
@@ -457,11 +470,16 @@ def test_corrupt_segment_is_reported_and_skipped(tmp_path, clock):
 # ============================================================ model-based
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("put"), st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
-                  st.one_of(st.none(), st.binary(min_size=0, max_size=30))),
+        st.tuples(
+            st.just("put"),
+            st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
+            st.one_of(st.none(), st.binary(min_size=0, max_size=30)),
+        ),
         st.tuples(st.just("clean"), st.integers(0, 3), st.none()),
     ),
-    min_size=1, max_size=60)
+    min_size=1,
+    max_size=60,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -469,8 +487,13 @@ operations = st.lists(
 def test_cleaned_log_matches_last_value_per_key_model(tmp_path_factory, ops):
     directory = tmp_path_factory.mktemp("model") / "topic-0"
     now = [1_000_000]
-    config = LogConfig(cleanup_policy="compact", segment_bytes=300, delete_retention_ms=100,
-                       index_interval_bytes=64, file_delete_delay_ms=0)
+    config = LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=300,
+        delete_retention_ms=100,
+        index_interval_bytes=64,
+        file_delete_delay_ms=0,
+    )
     log = Log.open(directory, config, now_ms=lambda: now[0])
     model, written = {}, {}
     try:

@@ -1,5 +1,6 @@
 """Storage faults through the injectable file layer: a failed write never leaves a log
 inconsistent, nothing half-written is acknowledged, and appends resume once the fault is gone."""
+
 from __future__ import annotations
 
 import errno
@@ -212,16 +213,29 @@ def test_full_disk_then_crash_recovers_every_acknowledged_record(tmp_path, fault
     """Appends fail at random points (torn writes, index writes, rolls); after a crash the log holds
     exactly the acknowledged records, in order."""
     import random
+
     rng = random.Random(17)
     config = LogConfig(segment_bytes=2000, index_interval_bytes=300)
     log = Log.open(tmp_path / "t-0", config, now_ms=clock)
     acked = []
     for i in range(300):
         if rng.random() < 0.3:
-            op, path = rng.choice([("write", ".log"), ("write", ".index"), ("write", ".timeindex"),
-                                   ("open", ".log"), ("write", ".snapshot")])
-            faults.fail(op, rng.choice([errno.ENOSPC, errno.EIO]), path=path, times=1,
-                        partial=rng.choice([None, 7, 100]) if op == "write" else None)
+            op, path = rng.choice(
+                [
+                    ("write", ".log"),
+                    ("write", ".index"),
+                    ("write", ".timeindex"),
+                    ("open", ".log"),
+                    ("write", ".snapshot"),
+                ]
+            )
+            faults.fail(
+                op,
+                rng.choice([errno.ENOSPC, errno.EIO]),
+                path=path,
+                times=1,
+                partial=rng.choice([None, 7, 100]) if op == "write" else None,
+            )
         try:
             append(log, make_batch(1, payload=body(i), timestamp=1000 + i))
             acked.append(body(i))

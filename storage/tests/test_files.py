@@ -1,5 +1,6 @@
 """The bounded cache of open segment files: descriptors stay bounded however many segments
 exist, evicted files reopen on use, and regions in flight keep theirs."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Append/read round trips, rolls, reads by offset, limits, timestamps, retention, truncation."""
+
 import os
 
 import pytest
@@ -64,7 +65,7 @@ def test_read_from_middle_of_batch_returns_containing_batch(open_log):
         append(log, make_batch(5, payload=100))
     for target in (0, 3, 77, 123, 249):
         info = log.read(target, 1)
-        (header, _), = split(info.records.read())
+        ((header, _),) = split(info.records.read())
         assert header.base_offset <= target <= header.last_offset
 
 
@@ -117,6 +118,7 @@ def test_oversized_and_malformed_appends_are_rejected(open_log):
         append(log, make_batch(payload=600))
     batch = make_batch()
     from strom.storage.tests.batches import headers_of
+
     with pytest.raises(CorruptRecord):
         log.append_as_leader(batch + b"x", headers_of(batch), 0)
     assert log.log_end_offset == 0
@@ -126,7 +128,7 @@ def test_log_append_time_rewrites_timestamp_and_crc(open_log, clock):
     log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
     info = append(log, make_batch(timestamp=5))
     assert info.log_append_time == clock.now
-    (header, raw), = split(log.read(0, 1000).records.read())
+    ((header, raw),) = split(log.read(0, 1000).records.read())
     assert header.max_timestamp == clock.now and header.timestamp_type == 1
     assert crc_valid(raw)
 
@@ -321,6 +323,7 @@ def test_timestamp_lookups_are_record_precise_inside_a_batch(tmp_path):
     from strom.protocol.records.batch import Record, build_batch, validate_batches
     from strom.storage.config import LogConfig
     from strom.storage.log import Log
+
     log = Log.open(tmp_path / "t-0", LogConfig())
     data = bytearray(build_batch([Record(i, 10 * i, b"k", b"v") for i in range(100)], base_timestamp=1000))
     log.append_as_leader(data, validate_batches(data), 0)

@@ -1,7 +1,9 @@
 """LogValidator: a produced partition's records checked with Kafka's codes and messages."""
+
 from __future__ import annotations
 
 import pytest
+
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.compression import Compression
@@ -33,8 +35,9 @@ def test_produce_v3_carries_exactly_one_batch():
     assert validate_produce_records(one + b"\0" * 5, 9) == one  # a cut-short tail is dropped
     two = refused(lambda: validate_produce_records(one + one, 9))
     assert two.code == ErrorCode.INVALID_RECORD
-    assert two.message == ("Produce requests with version 9 are only allowed to contain exactly one record batch "
-                           "per partition")
+    assert two.message == (
+        "Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
+    )
     none = refused(lambda: validate_produce_records(b"", 9))
     assert none.message == "Produce requests with version 9 must have at least one record batch per partition"
     assert refused(lambda: validate_produce_records(None, 2)).code == ErrorCode.INVALID_RECORD
@@ -44,8 +47,10 @@ def test_an_impossible_length_is_corrupt():
     data = bytearray(batch())
     data[8:12] = (3).to_bytes(4, "big")
     error = refused(lambda: validate_produce_records(bytes(data), 9))
-    assert (error.code, error.message) == (ErrorCode.CORRUPT_MESSAGE,
-                                           "Record size 3 is less than the minimum record overhead (14)")
+    assert (error.code, error.message) == (
+        ErrorCode.CORRUPT_MESSAGE,
+        "Record size 3 is less than the minimum record overhead (14)",
+    )
 
 
 def test_header_checks_answer_at_the_log():

@@ -1,4 +1,5 @@
 """Checkpoint files and LogManager restarts."""
+
 import pytest
 
 from strom.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
@@ -34,8 +35,9 @@ def test_malformed_checkpoint_raises(tmp_path):
 
 
 def test_config_from_properties():
-    config = LogConfig.from_properties({"segment.bytes": "2048", "retention.ms": "-1",
-                                        "message.timestamp.type": "LogAppendTime", "foo": "x"})
+    config = LogConfig.from_properties(
+        {"segment.bytes": "2048", "retention.ms": "-1", "message.timestamp.type": "LogAppendTime", "foo": "x"}
+    )
     assert (config.segment_bytes, config.retention_ms, config.log_append_time) == (2048, -1, True)
     with pytest.raises(ValueError, match="segment.bytes"):
         LogConfig.from_properties({"segment.bytes": "big"})
@@ -44,8 +46,9 @@ def test_config_from_properties():
 
 
 def make_manager(tmp_path, clock, progress=None):
-    return LogManager([tmp_path / "d1", tmp_path / "d2"], LogConfig(segment_bytes=1000),
-                      now_ms=clock, progress=progress)
+    return LogManager(
+        [tmp_path / "d1", tmp_path / "d2"], LogConfig(segment_bytes=1000), now_ms=clock, progress=progress
+    )
 
 
 def fill(manager):
@@ -69,6 +72,7 @@ def test_restart_keeps_partitions_offsets_and_skips_recovery(tmp_path, clock, mo
     again = make_manager(tmp_path, clock, messages.append)
     calls = []
     import strom.storage.segment as segment_module
+
     real_recover = segment_module.LogSegment.recover
 
     def recover(self: segment_module.LogSegment, start: int) -> int:
@@ -123,8 +127,7 @@ def test_delete_log_and_leftover_delete_dirs(tmp_path, clock):
 def test_cleanup_applies_retention_and_checkpoints_log_start(tmp_path, clock):
     manager = make_manager(tmp_path, clock)
     manager.startup()
-    log = manager.get_or_create_log("t", 0, LogConfig(segment_bytes=400, retention_bytes=400,
-                                                      file_delete_delay_ms=0))
+    log = manager.get_or_create_log("t", 0, LogConfig(segment_bytes=400, retention_bytes=400, file_delete_delay_ms=0))
     for _ in range(6):
         append(log, make_batch(payload=300))
     log.high_watermark = log.log_end_offset  # retention deletes only below the high watermark

@@ -1,4 +1,5 @@
 """Idempotent producers: duplicates, sequence and epoch checks, state after restarts."""
+
 import pytest
 
 from strom.storage.config import LogConfig

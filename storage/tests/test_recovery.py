@@ -1,4 +1,5 @@
 """Crash tests: damage the files of a log that was never closed, reopen, check what survives."""
+
 import os
 
 import pytest
@@ -82,7 +83,7 @@ def test_damaged_indexes_are_rebuilt(crashed, damage, suffix):
     log = reopen(crashed, recovery_point=crashed.log_end_offset, clean_shutdown=True)
     assert all_batches(log) == expected
     for target in range(0, 40, 3):
-        (header, _), = split(log.read(target, 1).records.read())
+        ((header, _),) = split(log.read(target, 1).records.read())
         assert header.base_offset <= target <= header.last_offset
     assert log.fetch_offset_by_timestamp(7).offset == 14
     assert append(log, make_batch()).first_offset == 40

@@ -2,6 +2,7 @@
 a marker stays while its transaction has data and then leaves in two passes (delete horizon),
 the `.txnindex` follows, producer state keeps what idempotence and fencing need, and a crash at
 any point of the swap leaves a log whose read_committed view is whole."""
+
 import os
 import shutil
 from pathlib import Path
@@ -19,8 +20,7 @@ from strom.storage.txn_index import AbortedTxn, read_index
 
 A, B, C = 1000, 2000, 3000
 DAY = 86_400_000
-CONFIG = LogConfig(cleanup_policy="compact", segment_bytes=100_000, delete_retention_ms=DAY,
-                   file_delete_delay_ms=0)
+CONFIG = LogConfig(cleanup_policy="compact", segment_bytes=100_000, delete_retention_ms=DAY, file_delete_delay_ms=0)
 
 
 class Producer:
@@ -34,8 +34,14 @@ class Producer:
         if self.pid < 0:
             data = build_batch(records, base_timestamp=ts)
         else:
-            data = build_batch(records, base_timestamp=ts, producer_id=self.pid, producer_epoch=self.epoch,
-                               base_sequence=self.seq, is_transactional=txn)
+            data = build_batch(
+                records,
+                base_timestamp=ts,
+                producer_id=self.pid,
+                producer_epoch=self.epoch,
+                base_sequence=self.seq,
+                is_transactional=txn,
+            )
             self.seq += len(records)
         info = self.log.append_as_leader(data, validate_batches(data), 0)
         self.log.high_watermark = self.log.log_end_offset
@@ -71,8 +77,7 @@ def layout(log):
 def visible(log, read_committed=True):
     """The records a consumer sees, by the client algorithm (Java's Fetcher, librdkafka): an
     aborted transaction's producer is skipped from its first offset to its ABORT marker."""
-    aborted = sorted(log.aborted_transactions(log.log_start_offset, log.log_end_offset),
-                     key=lambda e: e.first_offset)
+    aborted = sorted(log.aborted_transactions(log.log_start_offset, log.log_end_offset), key=lambda e: e.first_offset)
     skipping: set[int] = set()
     i = 0
     out: list[tuple[int, bytes | None, bytes | None]] = []
@@ -98,8 +103,7 @@ def latest(recs):
 
 
 def index_entries(log):
-    return sorted((e for path in log.dir.glob("*.txnindex") for e in read_index(path)),
-                  key=lambda e: e.last_offset)
+    return sorted((e for path in log.dir.glob("*.txnindex") for e in read_index(path)), key=lambda e: e.last_offset)
 
 
 def consistent_index(log):
@@ -115,20 +119,20 @@ def consistent_index(log):
 def test_commit_marker_stays_while_its_data_does_then_goes_in_two_passes(open_log, clock):
     log = open_log(CONFIG)
     a, plain = Producer(log, A), Producer(log)
-    a.send((b"k", b"txn-1"))                 # 0
-    a.end(commit=True)                       # 1
-    plain.send((b"k", b"plain-2"))           # 2: supersedes the transaction's only record
+    a.send((b"k", b"txn-1"))  # 0
+    a.end(commit=True)  # 1
+    plain.send((b"k", b"plain-2"))  # 2: supersedes the transaction's only record
     seal(log)
-    a.send((b"j", b"txn-3"))                 # 3: A's last data batch, in the active segment
+    a.send((b"j", b"txn-3"))  # 3: A's last data batch, in the active segment
     cleaner = LogCleaner()
 
-    result = cleaner.clean(log, clock.now)   # the data goes; the marker saw it: kept verbatim
+    result = cleaner.clean(log, clock.now)  # the data goes; the marker saw it: kept verbatim
     assert result.records_removed == 1 and result.markers_removed == 0
     assert layout(log)[:2] == [(1, "COMMIT", None), (2, "data", [b"plain-2"])]
     marker = batches(log)[0][0]
     assert not marker.attributes & DELETE_HORIZON_MASK
 
-    cleaner.clean(log, clock.now)            # no data left: the marker gets a delete horizon
+    cleaner.clean(log, clock.now)  # no data left: the marker gets a delete horizon
     marker = batches(log)[0][0]
     assert marker.attributes & DELETE_HORIZON_MASK and marker.base_timestamp == clock.now + DAY
     assert marker.is_control and marker.records_count == 1 and marker.max_timestamp == 5_000
@@ -158,24 +162,24 @@ def test_a_commit_marker_of_a_transaction_with_surviving_records_is_never_remove
 def test_aborted_data_then_its_index_entry_then_its_marker_go(open_log, clock):
     log = open_log(CONFIG)
     a, plain = Producer(log, A), Producer(log)
-    plain.send((b"k", b"committed"))                  # 0
-    a.send((b"k", b"aborted"), (b"j", b"aborted"))    # 1-2
-    abort_at = a.end(commit=False)                    # 3
+    plain.send((b"k", b"committed"))  # 0
+    a.send((b"k", b"aborted"), (b"j", b"aborted"))  # 1-2
+    abort_at = a.end(commit=False)  # 3
     seal(log)
-    a.send((b"z", b"later"))                          # 4: A's last data, active segment
+    a.send((b"z", b"later"))  # 4: A's last data, active segment
     a.end(commit=True)
     assert consistent_index(log) == [AbortedTxn(A, 1, 3, 4)]
     committed_before = visible(log)
     cleaner = LogCleaner()
 
-    result = cleaner.clean(log, clock.now)            # aborted data removed; marker and entry stay
+    result = cleaner.clean(log, clock.now)  # aborted data removed; marker and entry stay
     assert result.records_removed == 2
     assert layout(log)[:2] == [(0, "data", [b"committed"]), (3, "ABORT", None)]
     assert consistent_index(log) == [AbortedTxn(A, 1, 3, 4)]
     assert visible(log) == committed_before
     assert visible(log, read_committed=False) == committed_before
 
-    cleaner.clean(log, clock.now)                     # no data of it met: entry dropped, horizon set
+    cleaner.clean(log, clock.now)  # no data of it met: entry dropped, horizon set
     assert consistent_index(log) == []
     assert not (log.dir / f"{0:020d}.txnindex").exists()
     marker = batches(log)[1][0]
@@ -185,16 +189,19 @@ def test_aborted_data_then_its_index_entry_then_its_marker_go(open_log, clock):
     assert cleaner.clean(log, clock.now + DAY).markers_removed == 1
     # the marker was the run's last batch: it stays as an empty control batch (Kafka keeps the
     # cleaning round's last batch the same way), which consumers never see
-    assert layout(log) == [(0, "data", [b"committed"]), (3, "empty-control", None),
-                           (4, "data", [b"later"]), (5, "COMMIT", None)]
+    assert layout(log) == [
+        (0, "data", [b"committed"]),
+        (3, "empty-control", None),
+        (4, "data", [b"later"]),
+        (5, "COMMIT", None),
+    ]
     assert visible(log) == committed_before and consistent_index(log) == []
 
 
 def test_entry_and_marker_of_an_abort_whose_data_spans_runs(open_log, clock):
     """The transaction's data lies in one run, its marker in the next: the entry stays with the
     marker's segment while data is met earlier in the same pass."""
-    config = LogConfig(cleanup_policy="compact", segment_bytes=220, delete_retention_ms=0,
-                       file_delete_delay_ms=0)
+    config = LogConfig(cleanup_policy="compact", segment_bytes=220, delete_retention_ms=0, file_delete_delay_ms=0)
     log = open_log(config)
     a, b = Producer(log, A), Producer(log, B)
     a.send((b"a1", b"x" * 80))
@@ -209,7 +216,7 @@ def test_entry_and_marker_of_an_abort_whose_data_spans_runs(open_log, clock):
     before = visible(log)
     entries = consistent_index(log)
     assert LogCleaner().clean(log, clock.now).records_removed == 2
-    assert consistent_index(log) == entries            # the aborted data was met in this pass
+    assert consistent_index(log) == entries  # the aborted data was met in this pass
     assert visible(log) == before
     # pass 1 left empty batches of A (each segment was a run of its own, and a run keeps its
     # last batch); pass 2 merges runs and still meets them; pass 3 finds no data: the entry
@@ -228,7 +235,7 @@ def test_the_last_marker_of_a_producer_with_a_bumped_epoch_stays_empty_for_fenci
     log = open_log(CONFIG)
     a, plain = Producer(log, A), Producer(log)
     a.send((b"k", b"aborted"))
-    a.end(commit=False, epoch=1)          # aborted with a bumped epoch: A's batches are cleared
+    a.end(commit=False, epoch=1)  # aborted with a bumped epoch: A's batches are cleared
     plain.send((b"k", b"plain"))
     seal(log)
     plain.send((b"tail", b"t"))
@@ -242,11 +249,12 @@ def test_the_last_marker_of_a_producer_with_a_bumped_epoch_stays_empty_for_fenci
     assert consistent_index(log) == []
     log.close()
     for snapshot in log.dir.glob("*.snapshot"):
-        snapshot.unlink()                 # producer state from the batch headers alone
+        snapshot.unlink()  # producer state from the batch headers alone
     reopened = open_log(CONFIG, clean_shutdown=False, high_watermark=log.log_end_offset)
     assert reopened.producer_state.producers[A].producer_epoch == 1
-    stale = build_batch([Record(0, 0, b"k", b"zombie")], producer_id=A, producer_epoch=0, base_sequence=1,
-                        is_transactional=True)
+    stale = build_batch(
+        [Record(0, 0, b"k", b"zombie")], producer_id=A, producer_epoch=0, base_sequence=1, is_transactional=True
+    )
     with pytest.raises(InvalidProducerEpoch):
         reopened.append_as_leader(stale, validate_batches(stale), 0)
 
@@ -273,7 +281,7 @@ def test_an_open_transaction_is_never_cleaned_and_later_data_waits_for_it(open_l
     b.send((b"k", b"old"))
     b.end(commit=True)
     seal(log)
-    a.send((b"k", b"open"))               # open: the LSO
+    a.send((b"k", b"open"))  # open: the LSO
     seal(log)
     b.send((b"k", b"newer"))
     b.end(commit=True)
@@ -281,8 +289,7 @@ def test_an_open_transaction_is_never_cleaned_and_later_data_waits_for_it(open_l
     Producer(log).send((b"tail", b"t"))
     assert log.last_stable_offset == 2
     LogCleaner().clean(log, clock.now)
-    assert [(o, v) for o, _, v in visible(log, read_committed=False)][:3] == [
-        (0, b"old"), (2, b"open"), (3, b"newer")]
+    assert [(o, v) for o, _, v in visible(log, read_committed=False)][:3] == [(0, b"old"), (2, b"open"), (3, b"newer")]
 
 
 # ============================================================ crash safety
@@ -307,10 +314,10 @@ def _crash_copies(log, tmp_path, monkeypatch, now):
 
 
 @pytest.mark.parametrize("passes_before", [0, 1], ids=["data-goes", "entry-goes"])
-def test_crash_at_every_rename_keeps_log_index_and_txnindex_consistent(open_log, tmp_path, clock,
-                                                                       monkeypatch, passes_before):
-    config = LogConfig(cleanup_policy="compact", segment_bytes=700, delete_retention_ms=DAY,
-                       file_delete_delay_ms=0)
+def test_crash_at_every_rename_keeps_log_index_and_txnindex_consistent(
+    open_log, tmp_path, clock, monkeypatch, passes_before
+):
+    config = LogConfig(cleanup_policy="compact", segment_bytes=700, delete_retention_ms=DAY, file_delete_delay_ms=0)
     log = open_log(config)
     a, b, plain = Producer(log, A), Producer(log, B), Producer(log)
     for n in range(3):
@@ -333,8 +340,14 @@ def test_crash_at_every_rename_keeps_log_index_and_txnindex_consistent(open_log,
         for recovery_point in (0, log.log_end_offset):  # full header replay, or files trusted
             target = directory.parent / f"rp{recovery_point}" / directory.name
             shutil.copytree(directory, target)
-            reopened = Log.open(target, config, now_ms=clock, clean_shutdown=False,
-                                recovery_point=recovery_point, high_watermark=log.log_end_offset)
+            reopened = Log.open(
+                target,
+                config,
+                now_ms=clock,
+                clean_shutdown=False,
+                recovery_point=recovery_point,
+                high_watermark=log.log_end_offset,
+            )
             try:
                 entries = consistent_index(reopened)
                 assert entries in (before_entries, after_entries) or set(entries) <= set(before_entries), target
@@ -382,6 +395,7 @@ def test_only_the_newest_aborted_transactions_stay_in_memory_and_fetches_read_th
         for fetch in range(0, end + 1):
             for upper in (fetch + 1, fetch + 5, end):
                 assert log.aborted_transactions(fetch, upper) == _brute_force(log, fetch, upper), (fetch, upper)
+
     check(log)
     log.close()
     reopened = open_log(CONFIG, clean_shutdown=True, high_watermark=log.log_end_offset)
@@ -399,15 +413,15 @@ def test_compaction_and_truncation_below_the_memory_floor(open_log, clock, monke
     Producer(log).send((b"tail", b"t"))
     committed = visible(log)
     assert log.txn.floor > 0
-    LogCleaner().clean(log, clock.now)                 # all aborted data goes; entries stay (pass 1)
+    LogCleaner().clean(log, clock.now)  # all aborted data goes; entries stay (pass 1)
     assert len(consistent_index(log)) == 24
     assert latest(visible(log)) == latest(committed)
     assert not [v for _, _, v in visible(log, read_committed=False) if v.startswith(b"aborted")]
-    LogCleaner().clean(log, clock.now)                 # no aborted data left: the entries go,
-    left = consistent_index(log)                       # but each producer's last batch stays (empty)
+    LogCleaner().clean(log, clock.now)  # no aborted data left: the entries go,
+    left = consistent_index(log)  # but each producer's last batch stays (empty)
     assert sorted(e.producer_id for e in left) == [A, B] and latest(visible(log)) == latest(committed)
     floor = log.txn.floor
-    log.truncate_to(floor - 3)                         # below the floor: files are cut too
+    log.truncate_to(floor - 3)  # below the floor: files are cut too
     assert log.txn.floor <= floor - 3
     consistent_index(log)
 
@@ -439,7 +453,7 @@ def test_an_abort_marker_in_the_clean_section_ends_its_transaction_for_the_offse
     seal(log)
     Producer(log).send((b"tail", b"t"))
     LogCleaner().clean(log, clock.now)
-    a.send((b"k", b"new"))                   # dirty, after the abort marker of the clean section
+    a.send((b"k", b"new"))  # dirty, after the abort marker of the clean section
     a.end(commit=True)
     seal(log)
     Producer(log).send((b"tail", b"t2"))
@@ -473,13 +487,21 @@ def _txn_ops():
 
     key = st.sampled_from([b"a", b"b", b"c", b"d"])
     value = st.one_of(st.none(), st.binary(min_size=1, max_size=8))
-    return st.lists(st.one_of(
-        st.tuples(st.just("txn"), st.sampled_from([A, B]), st.lists(st.tuples(key, value), min_size=1, max_size=3),
-                  st.booleans()),
-        st.tuples(st.just("put"), st.none(), st.lists(st.tuples(key, value), min_size=1, max_size=2), st.none()),
-        st.tuples(st.just("bump"), st.sampled_from([A, B]), st.none(), st.booleans()),
-        st.tuples(st.just("clean"), st.none(), st.none(), st.integers(0, 2)),
-    ), min_size=1, max_size=25)
+    return st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("txn"),
+                st.sampled_from([A, B]),
+                st.lists(st.tuples(key, value), min_size=1, max_size=3),
+                st.booleans(),
+            ),
+            st.tuples(st.just("put"), st.none(), st.lists(st.tuples(key, value), min_size=1, max_size=2), st.none()),
+            st.tuples(st.just("bump"), st.sampled_from([A, B]), st.none(), st.booleans()),
+            st.tuples(st.just("clean"), st.none(), st.none(), st.integers(0, 2)),
+        ),
+        min_size=1,
+        max_size=25,
+    )
 
 
 def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
@@ -489,13 +511,21 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
     segments. Every index entry has its marker, and producer epochs survive."""
     from hypothesis import HealthCheck, given, settings
 
-    @settings(max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")), deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=int(os.environ.get("STROM_TXN_MODEL_EXAMPLES", "40")),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
     @given(ops=_txn_ops())
     def run(ops):
         now = [1_000_000]
-        config = LogConfig(cleanup_policy="compact", segment_bytes=400, delete_retention_ms=100,
-                           index_interval_bytes=64, file_delete_delay_ms=0)
+        config = LogConfig(
+            cleanup_policy="compact",
+            segment_bytes=400,
+            delete_retention_ms=100,
+            index_interval_bytes=64,
+            file_delete_delay_ms=0,
+        )
         log = Log.open(tmp_path_factory.mktemp("txnmodel") / "topic-0", config, now_ms=lambda: now[0])
         producers = {A: Producer(log, A), B: Producer(log, B)}
         model: dict[bytes, bytes | None] = {}  # key -> value a read_committed reader must see
@@ -519,7 +549,7 @@ def test_consumers_see_the_committed_model_after_any_passes(tmp_path_factory):
                     model.update(pairs)
                     committed.update(v for _, v in pairs)
                 elif op == "bump":
-                    epochs[pid] += 1                   # an abort that bumps the epoch (KIP-360 / TV2)
+                    epochs[pid] += 1  # an abort that bumps the epoch (KIP-360 / TV2)
                     producers[pid].end(commit=flag, epoch=epochs[pid])
                 else:
                     now[0] += flag * 60
@@ -551,12 +581,12 @@ def test_an_expired_producers_last_batch_and_marker_are_no_longer_kept(open_log,
     a.end(commit=True)
     plain.send((b"k", b"plain"), ts=clock.now)
     seal(log)
-    b.send((b"open", b"o"), ts=clock.now)            # B's transaction stays open: never expired
+    b.send((b"open", b"o"), ts=clock.now)  # B's transaction stays open: never expired
     LogCleaner().clean(log, clock.now)
     assert layout(log)[:2] == [(0, "data", []), (1, "COMMIT", None)]  # A's last batch kept, empty
     assert log.remove_expired_producers(DAY) == 0
     clock.now += DAY
-    assert log.remove_expired_producers(DAY) == 1     # A only: B has a transaction open
+    assert log.remove_expired_producers(DAY) == 1  # A only: B has a transaction open
     assert set(log.producer_state.producers) == {B}
     for now in (clock.now, clock.now, clock.now + DAY):
         LogCleaner().clean(log, now)

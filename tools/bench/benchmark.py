@@ -26,6 +26,7 @@ Clients are confluent-kafka with linger.ms=5, batch.num.messages=10000, consumer
 fetch.queue.backoff.ms=1. Figures are reported, never asserted. The output is a table on stdout
 and, with ``--json PATH``, the same report as JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,14 +38,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 
-from strom.tools.bench import compaction as bench_compaction
 from strom.tools.bench import client as bench_client
+from strom.tools.bench import compaction as bench_compaction
 from strom.tools.bench import console as bench_console
 from strom.tools.bench import files as bench_files
 from strom.tools.bench import inflight as bench_inflight
@@ -98,11 +100,22 @@ class BenchSettings:
 
 
 FULL = BenchSettings()
-QUICK = BenchSettings(small_records=100_000, large_records=20_000, latency_records=5_000,
-                      inflight_rounds=2, loopback_bytes=256 * MIB, disk_bytes=128 * MIB,
-                      startup_runs=3, rtt_round_trips=2_000, session_seconds=5.0, console_topics=100,
-                      console_rounds=2, txn_records=50_000, tls_records=50_000,
-                      file_cache_partitions=300)
+QUICK = BenchSettings(
+    small_records=100_000,
+    large_records=20_000,
+    latency_records=5_000,
+    inflight_rounds=2,
+    loopback_bytes=256 * MIB,
+    disk_bytes=128 * MIB,
+    startup_runs=3,
+    rtt_round_trips=2_000,
+    session_seconds=5.0,
+    console_topics=100,
+    console_rounds=2,
+    txn_records=50_000,
+    tls_records=50_000,
+    file_cache_partitions=300,
+)
 
 
 @dataclass
@@ -130,16 +143,28 @@ class Report:
     def reference(self, key: str, value: float, unit: str, what: str) -> None:
         self.references[key] = {"value": value, "unit": unit, "what": what}
 
-    def add(self, key: str, value: float, unit: str, reference: str, *,
-            ref_value: float | None = None, target: tuple[str, Callable[[float], bool]] | None = None) -> None:
+    def add(
+        self,
+        key: str,
+        value: float,
+        unit: str,
+        reference: str,
+        *,
+        ref_value: float | None = None,
+        target: tuple[str, Callable[[float], bool]] | None = None,
+    ) -> None:
         base = self.references[reference]["value"] if ref_value is None else ref_value
         ratio = value / base if base else 0.0
         text, check = target if target else (None, None)
         self.figures.append(Figure(key, value, unit, reference, ratio, text, check(value) if check else None))
 
     def to_json(self) -> dict[str, Any]:
-        return {"settings": self.settings, "references": self.references,
-                "figures": [asdict(f) for f in self.figures], "details": self.details}
+        return {
+            "settings": self.settings,
+            "references": self.references,
+            "figures": [asdict(f) for f in self.figures],
+            "details": self.details,
+        }
 
 
 # --------------------------------------------------------------------------- machine limits
@@ -150,22 +175,48 @@ def measure_machine(report: Report, settings: BenchSettings, log_dir: Path, log:
     for size in SIZES:
         for codec in CODECS:
             log(f"machine: client-alone produce rate, {size} B, {codec} (best of {ALONE_TRIES})")
-            rate = max(bench_client.client_alone_rate(settings.records(size), size, codec, settings.producers)["rate"]
-                       for _ in range(ALONE_TRIES))
-            report.reference(_alone_key(size, codec), rate, "records/s",
-                             f"{settings.producers} confluent-kafka producer process(es) queueing "
-                             f"{size} B records ({codec}) with no broker answering, best of {ALONE_TRIES}")
+            rate = max(
+                bench_client.client_alone_rate(settings.records(size), size, codec, settings.producers)["rate"]
+                for _ in range(ALONE_TRIES)
+            )
+            report.reference(
+                _alone_key(size, codec),
+                rate,
+                "records/s",
+                f"{settings.producers} confluent-kafka producer process(es) queueing "
+                f"{size} B records ({codec}) with no broker answering, best of {ALONE_TRIES}",
+            )
     log("machine: loopback throughput, round trip, interpreter start-up, baseline RSS, disk write")
-    report.reference("loopback_bytes_per_s", bench_machine.loopback_throughput(settings.loopback_bytes),
-                     "B/s", "one TCP stream through 127.0.0.1 (thread to thread)")
-    report.reference("loopback_rtt_ms", bench_machine.loopback_rtt(settings.rtt_round_trips) * 1000,
-                     "ms", "64-byte ping/echo round trip over 127.0.0.1, median")
-    report.reference("python_startup_s", bench_machine.interpreter_startup(settings.startup_runs),
-                     "s", "python -c pass, spawn to exit, median")
-    report.reference("python_broker_imports_rss_bytes", bench_machine.baseline_rss(),
-                     "B", "resident memory of python after importing the broker's modules")
-    report.reference("disk_write_bytes_per_s", bench_machine.disk_write(log_dir, settings.disk_bytes),
-                     "B/s", "sequential 1 MiB writes + fsync in the log dir's filesystem")
+    report.reference(
+        "loopback_bytes_per_s",
+        bench_machine.loopback_throughput(settings.loopback_bytes),
+        "B/s",
+        "one TCP stream through 127.0.0.1 (thread to thread)",
+    )
+    report.reference(
+        "loopback_rtt_ms",
+        bench_machine.loopback_rtt(settings.rtt_round_trips) * 1000,
+        "ms",
+        "64-byte ping/echo round trip over 127.0.0.1, median",
+    )
+    report.reference(
+        "python_startup_s",
+        bench_machine.interpreter_startup(settings.startup_runs),
+        "s",
+        "python -c pass, spawn to exit, median",
+    )
+    report.reference(
+        "python_broker_imports_rss_bytes",
+        bench_machine.baseline_rss(),
+        "B",
+        "resident memory of python after importing the broker's modules",
+    )
+    report.reference(
+        "disk_write_bytes_per_s",
+        bench_machine.disk_write(log_dir, settings.disk_bytes),
+        "B/s",
+        "sequential 1 MiB writes + fsync in the log dir's filesystem",
+    )
 
 
 def _alone_key(size: int, codec: str) -> str:
@@ -203,11 +254,22 @@ def startup_seconds(workdir: Path, env: dict[str, str]) -> tuple[float, float]:
     from strom.tools.common import api_versions
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "strom.broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-           "--override", f"log.dirs={workdir}", "--log-level", "WARNING"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "strom.broker",
+        "serve",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"log.dirs={workdir}",
+        "--log-level",
+        "WARNING",
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         while (sock := _connect(port)) is None:
             if proc.poll() is not None or time.perf_counter() - start > STARTUP_TIMEOUT_S:
@@ -236,10 +298,14 @@ def measure_startup(report: Report, settings: BenchSettings, workdir: Path, log:
     startup_seconds(workdir / "startup-warm", env)
     samples = [startup_seconds(workdir / f"startup-{i}", env) for i in range(settings.startup_runs)]
     report.details["startup_samples_s"] = samples
-    report.add("startup_to_first_connection_s", statistics.median(s[0] for s in samples), "s",
-               "python_startup_s", target=("< 0.3 s", lambda v: v < 0.3))
-    report.add("startup_to_first_api_versions_s", statistics.median(s[1] for s in samples), "s",
-               "python_startup_s")
+    report.add(
+        "startup_to_first_connection_s",
+        statistics.median(s[0] for s in samples),
+        "s",
+        "python_startup_s",
+        target=("< 0.3 s", lambda v: v < 0.3),
+    )
+    report.add("startup_to_first_api_versions_s", statistics.median(s[1] for s in samples), "s", "python_startup_s")
 
 
 # --------------------------------------------------------------------------- throughput
@@ -283,18 +349,35 @@ def measure_produce(report: Report, settings: BenchSettings, bootstrap: str, log
                 for round_ in range(settings.rounds):
                     for acks in ACKS:
                         count = settings.records(size)
-                        log(f"produce: {count} x {size} B, {partitions} partition(s), acks={acks}, {codec}, "
-                            f"round {round_ + 1}/{settings.rounds}")
-                        jobs = [bench_client.ProduceJob(bootstrap, _topic(size, partitions, acks, codec), count,
-                                                        size, acks, codec) for _ in range(settings.producers)]
+                        log(
+                            f"produce: {count} x {size} B, {partitions} partition(s), acks={acks}, {codec}, "
+                            f"round {round_ + 1}/{settings.rounds}"
+                        )
+                        jobs = [
+                            bench_client.ProduceJob(
+                                bootstrap, _topic(size, partitions, acks, codec), count, size, acks, codec
+                            )
+                            for _ in range(settings.producers)
+                        ]
                         run = _check(bench_client.run_producers(bench_client.produce_worker, jobs), "produce")
-                        report.details.setdefault(f"produce_{size}B_{partitions}p_acks{acks}_{codec}_runs", []).append(run)
+                        report.details.setdefault(f"produce_{size}B_{partitions}p_acks{acks}_{codec}_runs", []).append(
+                            run
+                        )
                         if acks not in best or run["rate"] > best[acks]["rate"]:
                             best[acks] = run
                 for acks in ACKS:
-                    target = (">= 900,000/s", lambda v: v >= 900_000) if (size, partitions, acks, codec) == (100, 1, "1", "none") else None
-                    report.add(f"produce_{size}B_{partitions}p_acks{acks}_{codec}_records_per_s", best[acks]["rate"],
-                               "records/s", _alone_key(size, codec), target=target)
+                    target = (
+                        (">= 900,000/s", lambda v: v >= 900_000)
+                        if (size, partitions, acks, codec) == (100, 1, "1", "none")
+                        else None
+                    )
+                    report.add(
+                        f"produce_{size}B_{partitions}p_acks{acks}_{codec}_records_per_s",
+                        best[acks]["rate"],
+                        "records/s",
+                        _alone_key(size, codec),
+                        target=target,
+                    )
     for size in SIZES:
         # uncompressed, the payload bytes land in the page cache as they came: set them against
         # the machine's own sequential write rate
@@ -305,8 +388,14 @@ def measure_produce(report: Report, settings: BenchSettings, bootstrap: str, log
             key = f"produce_{size}B_6p_acks%s_{codec}_records_per_s"
             one, every = _value(report, key % "1"), _value(report, key % "all")
             target = (">= 0.9", lambda v: v >= 0.9) if (size, codec) == (100, "none") else None
-            report.add(f"acks_all_over_acks1_{size}B_6p_{codec}", every / one if one else 0.0, "x",
-                       key % "1", ref_value=1.0, target=target)
+            report.add(
+                f"acks_all_over_acks1_{size}B_6p_{codec}",
+                every / one if one else 0.0,
+                "x",
+                key % "1",
+                ref_value=1.0,
+                target=target,
+            )
 
 
 def _value(report: Report, key: str) -> float:
@@ -321,21 +410,37 @@ def measure_consume(report: Report, settings: BenchSettings, bootstrap: str, log
         expected = settings.records(size) * settings.producers * settings.rounds
         log(f"consume: client drain rate, {expected} x {size} B prefetched")
         drain = _check(bench_client.client_drain_rate(bootstrap, _topic(size, 1, "1", "none"), 1, expected), "drain")
-        report.reference(_drain_key(size), drain["rate"], "records/s",
-                         f"one confluent-kafka consumer taking {size} B records it has already fetched "
-                         f"(consume of {bench_client.CONSUME_BATCH}), no fetching while timed")
+        report.reference(
+            _drain_key(size),
+            drain["rate"],
+            "records/s",
+            f"one confluent-kafka consumer taking {size} B records it has already fetched "
+            f"(consume of {bench_client.CONSUME_BATCH}), no fetching while timed",
+        )
         for partitions in PARTITIONS:
             for codec in CODECS:
                 name = f"consume_{size}B_{partitions}p_{codec}"
                 runs = []
                 for round_ in range(settings.rounds):
-                    log(f"consume: {expected} x {size} B, {partitions} partition(s), {codec}, "
-                        f"round {round_ + 1}/{settings.rounds}")
-                    runs.append(_check(bench_client.run_consumer(bootstrap, _topic(size, partitions, "1", codec),
-                                                                 partitions, expected), "consume"))
+                    log(
+                        f"consume: {expected} x {size} B, {partitions} partition(s), {codec}, "
+                        f"round {round_ + 1}/{settings.rounds}"
+                    )
+                    runs.append(
+                        _check(
+                            bench_client.run_consumer(
+                                bootstrap, _topic(size, partitions, "1", codec), partitions, expected
+                            ),
+                            "consume",
+                        )
+                    )
                 report.details[f"{name}_runs"] = runs
                 run = report.details[name] = max(runs, key=lambda r: r["rate"])
-                target = (">= 1,300,000/s", lambda v: v >= 1_300_000) if (size, partitions, codec) == (100, 1, "none") else None
+                target = (
+                    (">= 1,300,000/s", lambda v: v >= 1_300_000)
+                    if (size, partitions, codec) == (100, 1, "none")
+                    else None
+                )
                 report.add(f"{name}_records_per_s", run["rate"], "records/s", _drain_key(size), target=target)
 
 
@@ -349,8 +454,9 @@ def _drain_key(size: int) -> str:
 def measure_latency(report: Report, settings: BenchSettings, bootstrap: str, log: Log) -> None:
     log(f"latency: {settings.latency_records} records at {settings.latency_rate:.0f}/s")
     create_topics(bootstrap, {"bench-latency": 1})
-    ordered = bench_client.measure_latency(bootstrap, "bench-latency", settings.latency_records,
-                                           settings.latency_rate, 100)
+    ordered = bench_client.measure_latency(
+        bootstrap, "bench-latency", settings.latency_records, settings.latency_rate, 100
+    )
     for pct in PERCENTILES:
         value = ordered[max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered)) - 1))]
         report.add(f"end_to_end_latency_p{pct:g}_ms", value, "ms", "loopback_rtt_ms")
@@ -367,13 +473,25 @@ def measure_inflight(report: Report, settings: BenchSettings, port: int, log: Lo
     rtt = report.references["loopback_rtt_ms"]["value"]
     report.add("inflight_1000_requests_round_ms", facts["round_seconds_median"] * 1000, "ms", "loopback_rtt_ms")
     report.add("inflight_max_latency_ms", facts["max_latency_s"] * 1000, "ms", "loopback_rtt_ms", ref_value=rtt)
-    report.add("inflight_stalled_requests", facts["stalls"], "requests", "inflight_requests",
-               ref_value=float(facts["requests"]), target=("0 over 1 s", lambda v: v == 0))
+    report.add(
+        "inflight_stalled_requests",
+        facts["stalls"],
+        "requests",
+        "inflight_requests",
+        ref_value=float(facts["requests"]),
+        target=("0 over 1 s", lambda v: v == 0),
+    )
 
 
 def _memory(report: Report, key: str, value: int, target: tuple[str, Callable[[float], bool]] | None) -> None:
-    report.add(key, value / MIB, "MiB", "python_broker_imports_rss_bytes",
-               ref_value=report.references["python_broker_imports_rss_bytes"]["value"] / MIB, target=target)
+    report.add(
+        key,
+        value / MIB,
+        "MiB",
+        "python_broker_imports_rss_bytes",
+        ref_value=report.references["python_broker_imports_rss_bytes"]["value"] / MIB,
+        target=target,
+    )
 
 
 # --------------------------------------------------------------------------- the run
@@ -385,9 +503,11 @@ class Profiler:
     def __init__(self, pid: int, out: Path | None) -> None:
         self.proc = None
         if out is not None:
-            self.proc = subprocess.Popen(["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", str(out),
-                                          "--nonblocking", "-r", "200"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                ["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", str(out), "--nonblocking", "-r", "200"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -419,8 +539,12 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
     profiler = None
     try:
         time.sleep(IDLE_SETTLE_S)
-        _memory(report, "broker_idle_rss_mib", bench_machine.proc_status_bytes(broker.pid, "VmRSS"),
-                ("< 60 MiB", lambda v: v < 60))
+        _memory(
+            report,
+            "broker_idle_rss_mib",
+            bench_machine.proc_status_bytes(broker.pid, "VmRSS"),
+            ("< 60 MiB", lambda v: v < 60),
+        )
         create_topics(broker.bootstrap, {_topic(s, p, a, c): p for s, p, a, c in _matrix()})
         profiler = Profiler(broker.pid, profile)
         measure_produce(report, settings, broker.bootstrap, log)
@@ -428,13 +552,20 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
         measure_latency(report, settings, broker.bootstrap, log)
         measure_inflight(report, settings, broker.port, log)
         _memory(report, "broker_peak_rss_mib", bench_machine.proc_status_bytes(broker.pid, "VmHWM"), None)
-        bench_sessions.measure_fetch_sessions(report, broker.pid, broker.port, log,
-                                              partitions=settings.session_partitions,
-                                              consumers=settings.session_consumers,
-                                              seconds=settings.session_seconds, workdir=workdir,
-                                              kafka=settings.session_kafka)
-        bench_txn.measure_transactions(report, broker.bootstrap, log, records=settings.txn_records,
-                                       kafka=settings.txn_kafka, workdir=workdir)
+        bench_sessions.measure_fetch_sessions(
+            report,
+            broker.pid,
+            broker.port,
+            log,
+            partitions=settings.session_partitions,
+            consumers=settings.session_consumers,
+            seconds=settings.session_seconds,
+            workdir=workdir,
+            kafka=settings.session_kafka,
+        )
+        bench_txn.measure_transactions(
+            report, broker.bootstrap, log, records=settings.txn_records, kafka=settings.txn_kafka, workdir=workdir
+        )
     finally:
         if profiler is not None:
             profiler.stop()
@@ -466,23 +597,47 @@ def format_table(report: Report) -> str:
 
 def _aligned(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller counts: about 30 s instead of about 5 min.")
-@click.option("--records", type=click.IntRange(min=1), help="100-byte records per produce run (1 KiB runs send a fifth).")
-@click.option("--producers", type=click.IntRange(min=1), help="Producer processes per produce run (default 2: one Python producer cannot reach the target alone).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the report as JSON here.")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for the broker's data (default: a temporary directory, removed after).")
-@click.option("--py-spy", "profile", type=click.Path(dir_okay=False, path_type=Path),
-              help="Record the broker with py-spy (raw format) during the load into this file.")
-@click.option("--console-only", is_flag=True,
-              help="Only the console's figures: throughput with it polled, page latency with many partitions.")
-def bench(quick: bool, records: int | None, producers: int | None, json_path: Path | None,
-          workdir: Path | None, profile: Path | None, console_only: bool = False) -> None:
+@click.option(
+    "--records", type=click.IntRange(min=1), help="100-byte records per produce run (1 KiB runs send a fifth)."
+)
+@click.option(
+    "--producers",
+    type=click.IntRange(min=1),
+    help="Producer processes per produce run (default 2: one Python producer cannot reach the target alone).",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report as JSON here."
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the broker's data (default: a temporary directory, removed after).",
+)
+@click.option(
+    "--py-spy",
+    "profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Record the broker with py-spy (raw format) during the load into this file.",
+)
+@click.option(
+    "--console-only",
+    is_flag=True,
+    help="Only the console's figures: throughput with it polled, page latency with many partitions.",
+)
+def bench(
+    quick: bool,
+    records: int | None,
+    producers: int | None,
+    json_path: Path | None,
+    workdir: Path | None,
+    profile: Path | None,
+    console_only: bool = False,
+) -> None:
     """Benchmark a local Strom broker against this machine's own limits."""
     from strom.tools.broker_process import BrokerProcessError
 
@@ -493,6 +648,7 @@ def bench(quick: bool, records: int | None, producers: int | None, json_path: Pa
         settings = replace(settings, producers=producers)
     log: Log = lambda message: click.echo(message, err=True)
     try:
+
         def run(directory: Path) -> Report:
             if console_only:
                 return run_console_benchmark(settings, directory, log)
@@ -503,9 +659,14 @@ def bench(quick: bool, records: int | None, producers: int | None, json_path: Pa
         else:
             with tempfile.TemporaryDirectory(prefix="strom-bench-") as tmp:
                 report = run(Path(tmp))
-    except (bench_client.WorkloadError, bench_machine.MeasurementError, bench_inflight.InflightError,
-            bench_sessions.SessionBenchError, bench_txn.TxnBenchError,
-            BrokerProcessError) as exc:
+    except (
+        bench_client.WorkloadError,
+        bench_machine.MeasurementError,
+        bench_inflight.InflightError,
+        bench_sessions.SessionBenchError,
+        bench_txn.TxnBenchError,
+        BrokerProcessError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(format_table(report))
     if json_path is not None:

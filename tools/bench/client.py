@@ -6,6 +6,7 @@ Every worker returns a plain dict through a queue: record counts and wall-clock 
 start together. The client-alone reference produces exactly as the throughput runs do, to a
 bootstrap address that accepts TCP connections and never answers, so records only get queued.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -13,8 +14,9 @@ import queue as queue_mod
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 PRODUCER_BASE = {
     "linger.ms": 5,
@@ -29,7 +31,7 @@ CONSUMER_BASE = {
     "auto.offset.reset": "earliest",
     "fetch.queue.backoff.ms": 1,
 }
-CONSUME_BATCH = 500   # messages per consume() call: larger batches measured slower here
+CONSUME_BATCH = 500  # messages per consume() call: larger batches measured slower here
 POLL_EVERY = 20_000
 IDLE_TIMEOUT_S = 30.0
 WORKER_TIMEOUT_S = 600.0
@@ -69,9 +71,16 @@ def _producer(job: ProduceJob, errors: list[str]) -> Any:
     def on_delivery(err: Any, _msg: Any) -> None:
         errors.append(str(err))
 
-    return Producer({**PRODUCER_BASE, "bootstrap.servers": job.bootstrap, "acks": job.acks,
-                     "compression.type": job.compression, "on_delivery": on_delivery,
-                     "logger": _quiet()})
+    return Producer(
+        {
+            **PRODUCER_BASE,
+            "bootstrap.servers": job.bootstrap,
+            "acks": job.acks,
+            "compression.type": job.compression,
+            "on_delivery": on_delivery,
+            "logger": _quiet(),
+        }
+    )
 
 
 def _produce_all(producer: Any, topic: str, value: bytes, count: int) -> None:
@@ -97,8 +106,15 @@ def produce_worker(job: ProduceJob, barrier: Any, results: Any) -> None:
     _produce_all(producer, job.topic, value, job.count)
     left = producer.flush(WORKER_TIMEOUT_S)
     end = time.time()
-    results.put({"records": job.count - len(errors) - left, "failed": len(errors) + left,
-                 "first_error": errors[0] if errors else None, "start": start, "end": end})
+    results.put(
+        {
+            "records": job.count - len(errors) - left,
+            "failed": len(errors) + left,
+            "first_error": errors[0] if errors else None,
+            "start": start,
+            "end": end,
+        }
+    )
 
 
 def client_alone_worker(job: ProduceJob, barrier: Any, results: Any) -> None:
@@ -148,11 +164,19 @@ def consume_worker(bootstrap: str, topic: str, partitions: int, expected: int, r
         end = time.time()
     finally:
         consumer.close()
-    if start is None:   # nothing came: no rate
+    if start is None:  # nothing came: no rate
         start = end
-    results.put({"records": count - first, "received": count, "failed": max(0, expected - count),
-                 "start": start, "end": end, "first_record_s": start - assigned,
-                 "first_error": None if count >= expected else f"read {count} of {expected}"})
+    results.put(
+        {
+            "records": count - first,
+            "received": count,
+            "failed": max(0, expected - count),
+            "start": start,
+            "end": end,
+            "first_record_s": start - assigned,
+            "first_error": None if count >= expected else f"read {count} of {expected}",
+        }
+    )
 
 
 def drain_worker(bootstrap: str, topic: str, partitions: int, expected: int, results: Any) -> None:
@@ -175,9 +199,17 @@ def drain_worker(bootstrap: str, topic: str, partitions: int, expected: int, res
         total = sum(high for _, high in ends)
         fetched["all"] = len(ends) == partitions and total >= expected and all(nxt >= high for nxt, high in ends)
 
-    consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap, "logger": _quiet(),
-                         "queued.min.messages": 10_000_000, "queued.max.messages.kbytes": 2_097_151,
-                         "statistics.interval.ms": 100, "stats_cb": on_stats})
+    consumer = Consumer(
+        {
+            **CONSUMER_BASE,
+            "bootstrap.servers": bootstrap,
+            "logger": _quiet(),
+            "queued.min.messages": 10_000_000,
+            "queued.max.messages.kbytes": 2_097_151,
+            "statistics.interval.ms": 100,
+            "stats_cb": on_stats,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count, deadline = 0, time.monotonic() + WORKER_TIMEOUT_S
     try:
@@ -189,8 +221,15 @@ def drain_worker(bootstrap: str, topic: str, partitions: int, expected: int, res
         end = time.time()
     finally:
         consumer.close()
-    results.put({"records": count - timed_from, "failed": max(0, expected - count), "start": start, "end": end,
-                 "first_error": None if count >= expected else f"read {count} of {expected}"})
+    results.put(
+        {
+            "records": count - timed_from,
+            "failed": max(0, expected - count),
+            "start": start,
+            "end": end,
+            "first_error": None if count >= expected else f"read {count} of {expected}",
+        }
+    )
 
 
 def client_drain_rate(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[str, Any]:
@@ -228,8 +267,7 @@ def latency_consumer_worker(bootstrap: str, topic: str, expected: int, ready: An
             latencies.append((now - STAMP.unpack_from(value)[0]) / 1e6)
     finally:
         consumer.close()
-    results.put({"latencies_ms": latencies, "records": len(latencies),
-                 "failed": max(0, expected - len(latencies))})
+    results.put({"latencies_ms": latencies, "records": len(latencies), "failed": max(0, expected - len(latencies))})
 
 
 # --------------------------------------------------------------------------- running children
@@ -277,9 +315,13 @@ def _aggregate(parts: list[dict[str, Any]]) -> dict[str, Any]:
     end = max(p["end"] for p in parts)
     records = sum(p["records"] for p in parts)
     errors = [p["first_error"] for p in parts if p["first_error"]]
-    return {"records": records, "failed": sum(p["failed"] for p in parts),
-            "seconds": end - start, "rate": records / max(end - start, 1e-9),
-            "first_error": errors[0] if errors else None}
+    return {
+        "records": records,
+        "failed": sum(p["failed"] for p in parts),
+        "seconds": end - start,
+        "rate": records / max(end - start, 1e-9),
+        "first_error": errors[0] if errors else None,
+    }
 
 
 def run_consumer(bootstrap: str, topic: str, partitions: int, expected: int) -> dict[str, Any]:
@@ -303,7 +345,7 @@ class SilentBroker:
         host, port = self.sock.getsockname()[:2]
         return f"{host}:{port}"
 
-    def __enter__(self) -> "SilentBroker":
+    def __enter__(self) -> SilentBroker:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -313,8 +355,7 @@ class SilentBroker:
 def client_alone_rate(count: int, size: int, compression: str, processes: int) -> dict[str, Any]:
     """The producing client's own rate: ``processes`` producers queueing ``count`` records each."""
     with SilentBroker() as silent:
-        jobs = [ProduceJob(silent.bootstrap, "bench-alone", count, size, "1", compression)
-                for _ in range(processes)]
+        jobs = [ProduceJob(silent.bootstrap, "bench-alone", count, size, "1", compression) for _ in range(processes)]
         return run_producers(client_alone_worker, jobs)
 
 
@@ -326,8 +367,9 @@ def measure_latency(bootstrap: str, topic: str, count: int, rate: float, size: i
     ready, results = ctx.Event(), ctx.Queue()
     proc = ctx.Process(target=latency_consumer_worker, args=(bootstrap, topic, count, ready, results), daemon=True)
     proc.start()
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000,
-                         "acks": "1", "logger": _quiet()})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000, "acks": "1", "logger": _quiet()}
+    )
     try:
         _warm_up(producer, topic, ready)
         _produce_paced(producer, topic, count, rate, size)

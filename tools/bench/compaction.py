@@ -10,6 +10,7 @@ In-process, on the storage layer alone (no broker, no client), all in one run:
 
 ``python -m strom.tools.bench.compaction`` prints them; ``strom bench`` adds them to its report.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -27,19 +28,29 @@ from strom.storage.txn_index import AbortedTxn, TxnLogState, txn_index_path, wri
 BATCHES = 4000
 RECORDS_PER_BATCH = 10
 KEYS = 5000
-NOW = 10 ** 12
+NOW = 10**12
 
 
 def _clean_seconds(directory: Path, transactional: bool) -> float:
-    log = Log.open(directory / ("txn-0" if transactional else "plain-0"),
-                   LogConfig(cleanup_policy="compact", segment_bytes=1 << 20), now_ms=lambda: NOW)
+    log = Log.open(
+        directory / ("txn-0" if transactional else "plain-0"),
+        LogConfig(cleanup_policy="compact", segment_bytes=1 << 20),
+        now_ms=lambda: NOW,
+    )
     try:
         for n in range(BATCHES):
-            records = [Record(i, 0, b"k%d" % ((n * RECORDS_PER_BATCH + i) % KEYS), b"v" * 50)
-                       for i in range(RECORDS_PER_BATCH)]
+            records = [
+                Record(i, 0, b"k%d" % ((n * RECORDS_PER_BATCH + i) % KEYS), b"v" * 50) for i in range(RECORDS_PER_BATCH)
+            ]
             if transactional:
-                data = build_batch(records, base_timestamp=1000, producer_id=7, producer_epoch=0,
-                                   base_sequence=n * RECORDS_PER_BATCH, is_transactional=True)
+                data = build_batch(
+                    records,
+                    base_timestamp=1000,
+                    producer_id=7,
+                    producer_epoch=0,
+                    base_sequence=n * RECORDS_PER_BATCH,
+                    is_transactional=True,
+                )
                 log.append_as_leader(data, validate_batches(data), 0)
                 marker = build_marker(7, 0, n % 5 != 0, 0, 1000)
                 log.append_as_leader(marker, validate_batches(marker), 0)
@@ -62,9 +73,13 @@ def _index(directory: Path, aborts: int, per_segment: int = 1000) -> tuple[TxnLo
     for start in range(0, aborts, per_segment):
         base = start * 10
         bases.append(base)
-        write_index(txn_index_path(directory, base),
-                    [AbortedTxn(7, (start + j) * 10, (start + j) * 10 + 9, (start + j) * 10 + 10)
-                     for j in range(min(per_segment, aborts - start))])
+        write_index(
+            txn_index_path(directory, base),
+            [
+                AbortedTxn(7, (start + j) * 10, (start + j) * 10 + 9, (start + j) * 10 + 10)
+                for j in range(min(per_segment, aborts - start))
+            ],
+        )
     state = TxnLogState(directory, lambda: bases)
     state.load(bases)
     return state, aborts * 10
@@ -107,26 +122,37 @@ def add_to_report(report, workdir: Path, log) -> None:
     log("compaction: a cleaner pass over transactional vs plain batches; aborted-transaction lookups")
     m = measure(workdir)
     report.details["compaction"] = m
-    report.reference("compaction_plain_records_per_s", m["plain_records_per_s"], "records/s",
-                     f"one cleaner pass over {m['records']} records in plain batches of 10")
-    report.add("compaction_txn_records_per_s", m["txn_records_per_s"], "records/s",
-               "compaction_plain_records_per_s")
-    report.reference("txn_lookup_1k_aborts_tail_s", m["lookup_small_tail_s"], "s",
-                     "aborted transactions for a read_committed fetch at the end of a log with 1,000")
+    report.reference(
+        "compaction_plain_records_per_s",
+        m["plain_records_per_s"],
+        "records/s",
+        f"one cleaner pass over {m['records']} records in plain batches of 10",
+    )
+    report.add("compaction_txn_records_per_s", m["txn_records_per_s"], "records/s", "compaction_plain_records_per_s")
+    report.reference(
+        "txn_lookup_1k_aborts_tail_s",
+        m["lookup_small_tail_s"],
+        "s",
+        "aborted transactions for a read_committed fetch at the end of a log with 1,000",
+    )
     report.add("txn_lookup_100k_aborts_tail_s", m["lookup_large_tail_s"], "s", "txn_lookup_1k_aborts_tail_s")
     report.add("txn_lookup_100k_aborts_old_data_s", m["lookup_large_old_s"], "s", "txn_lookup_1k_aborts_tail_s")
 
 
 def main() -> None:
     m = measure()
-    print(f"cleaner pass, {m['records']} records: plain {m['plain_records_per_s']:10.0f} records/s, "
-          f"transactional (1 in 5 aborted) {m['txn_records_per_s']:10.0f} records/s, "
-          f"ratio {m['txn_records_per_s'] / m['plain_records_per_s']:.2f}")
-    print(f"aborted-transaction lookup: 1k aborts, tail {m['lookup_small_tail_s'] * 1e6:.1f} us; "
-          f"100k aborts ({m['large_in_memory']} in memory), tail {m['lookup_large_tail_s'] * 1e6:.1f} us "
-          f"(ratio {m['lookup_large_tail_s'] / m['lookup_small_tail_s']:.2f}), "
-          f"old data {m['lookup_large_old_s'] * 1e6:.1f} us "
-          f"(ratio {m['lookup_large_old_s'] / m['lookup_small_tail_s']:.2f})")
+    print(
+        f"cleaner pass, {m['records']} records: plain {m['plain_records_per_s']:10.0f} records/s, "
+        f"transactional (1 in 5 aborted) {m['txn_records_per_s']:10.0f} records/s, "
+        f"ratio {m['txn_records_per_s'] / m['plain_records_per_s']:.2f}"
+    )
+    print(
+        f"aborted-transaction lookup: 1k aborts, tail {m['lookup_small_tail_s'] * 1e6:.1f} us; "
+        f"100k aborts ({m['large_in_memory']} in memory), tail {m['lookup_large_tail_s'] * 1e6:.1f} us "
+        f"(ratio {m['lookup_large_tail_s'] / m['lookup_small_tail_s']:.2f}), "
+        f"old data {m['lookup_large_old_s'] * 1e6:.1f} us "
+        f"(ratio {m['lookup_large_old_s'] / m['lookup_small_tail_s']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ its pages and API answer on a broker with many partitions.
    its worst round trip while the console answers, against its worst with the console idle, is
    how long Kafka requests waited behind the console on the event loop.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,25 @@ import statistics
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from strom.protocol.schema import ApiKey
 from strom.tools.bench import client as bench_client
 from strom.tools.common import KafkaSocket
 
-POLLED = ("/", "/api/overview", "/topics", "/api/topics", "/groups", "/api/groups", "/clients", "/api/clients",
-          "/metrics")
+POLLED = (
+    "/",
+    "/api/overview",
+    "/topics",
+    "/api/topics",
+    "/groups",
+    "/api/groups",
+    "/clients",
+    "/api/clients",
+    "/metrics",
+)
 LATENCY_TRIES = 5
 CREATE_BATCH = 100
 PROBE_IDLE_S = 2.0
@@ -86,7 +97,7 @@ class Poller:
                     self.errors.append(f"{path}: {exc}")
             self.stop_event.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
 
-    def __enter__(self) -> "Poller":
+    def __enter__(self) -> Poller:
         self.thread.start()
         return self
 
@@ -117,7 +128,7 @@ class KafkaProbe:
                 self.latencies.append((time.perf_counter() - started) * 1000)
                 time.sleep(0.002)
 
-    def __enter__(self) -> "KafkaProbe":
+    def __enter__(self) -> KafkaProbe:
         self.thread.start()
         return self
 
@@ -128,8 +139,12 @@ class KafkaProbe:
 
 def _spread(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"count": len(ordered), "median": statistics.median(ordered),
-            "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], "max": ordered[-1]}
+    return {
+        "count": len(ordered),
+        "median": statistics.median(ordered),
+        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+        "max": ordered[-1],
+    }
 
 
 def _console(broker) -> str:
@@ -139,8 +154,14 @@ def _console(broker) -> str:
 def _commit(bootstrap: str, offsets: dict[tuple[str, int], int]) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                         "logger": bench_client._quiet()})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "logger": bench_client._quiet(),
+        }
+    )
     try:
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
     finally:
@@ -160,18 +181,22 @@ def measure_overhead(report, settings, workdir: Path, log: Log) -> None:
         polled = 0
         rounds = settings.console_rounds
         for round_ in range(rounds):
-            for mode in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
+            for mode in ("off", "on") if round_ % 2 == 0 else ("on", "off"):
                 topic = f"bench-console-{round_}-{mode}"
                 create_topics(broker.bootstrap, {topic: 1})
                 _commit(broker.bootstrap, {(topic, 0): 0})
-                log(f"console overhead: {count * settings.producers} x 100 B produced and consumed, console "
-                    f"{'polled every second' if mode == 'on' else 'not polled'}, round {round_ + 1}/{rounds}")
+                log(
+                    f"console overhead: {count * settings.producers} x 100 B produced and consumed, console "
+                    f"{'polled every second' if mode == 'on' else 'not polled'}, round {round_ + 1}/{rounds}"
+                )
                 poller = Poller(base) if mode == "on" else None
                 if poller is not None:
                     poller.__enter__()
                 try:
-                    jobs = [bench_client.ProduceJob(broker.bootstrap, topic, count, 100, "1", "none")
-                            for _ in range(settings.producers)]
+                    jobs = [
+                        bench_client.ProduceJob(broker.bootstrap, topic, count, 100, "1", "none")
+                        for _ in range(settings.producers)
+                    ]
                     produced = bench_client.run_producers(bench_client.produce_worker, jobs)
                     consumed = bench_client.run_consumer(broker.bootstrap, topic, 1, count * settings.producers)
                 finally:
@@ -188,10 +213,20 @@ def measure_overhead(report, settings, workdir: Path, log: Log) -> None:
         report.details["console_overhead"] = {**best, "runs": runs, "polled_requests": polled}
         for what in ("produce", "consume"):
             key = f"console_{what}_100B_1p_records_per_s"
-            report.reference(key, best["off"][what], "records/s",
-                             f"{what} rate of the same broker with its console not polled (best of {rounds})")
-            report.add(f"{what}_with_console_polled_ratio", best["on"][what] / best["off"][what], "x", key,
-                       ref_value=1.0, target=(">= 0.95", lambda v: v >= 0.95))
+            report.reference(
+                key,
+                best["off"][what],
+                "records/s",
+                f"{what} rate of the same broker with its console not polled (best of {rounds})",
+            )
+            report.add(
+                f"{what}_with_console_polled_ratio",
+                best["on"][what] / best["off"][what],
+                "x",
+                key,
+                ref_value=1.0,
+                target=(">= 0.95", lambda v: v >= 0.95),
+            )
     finally:
         broker.stop()
 
@@ -209,17 +244,22 @@ def measure_latency(report, settings, workdir: Path, log: Log) -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": bench_client._quiet()})
         names = [f"bench-console-{i:04d}" for i in range(topics)]
         for start in range(0, topics, CREATE_BATCH):
-            futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names[start:start + CREATE_BATCH]],
-                                          operation_timeout=120)
+            futures = admin.create_topics(
+                [NewTopic(n, partitions, 1) for n in names[start : start + CREATE_BATCH]], operation_timeout=120
+            )
             for future in futures.values():
                 future.result(300)
-        _commit(broker.bootstrap, {(n, p): 0 for n in names[:min(100, topics)] for p in range(partitions)})
+        _commit(broker.bootstrap, {(n, p): 0 for n in names[: min(100, topics)] for p in range(partitions)})
         paths = latency_paths(topics)
         static = []
         for _ in range(20):
             static.append(_get(base + "/static/console.css")[0] * 1000)
-        report.reference("console_static_file_ms", statistics.median(static), "ms",
-                         "GET of a small static file from the same console (the HTTP stack alone), median")
+        report.reference(
+            "console_static_file_ms",
+            statistics.median(static),
+            "ms",
+            "GET of a small static file from the same console (the HTTP stack alone), median",
+        )
         with KafkaProbe(broker.port) as idle_probe:
             time.sleep(PROBE_IDLE_S)
         details: dict[str, Any] = {}
@@ -233,18 +273,37 @@ def measure_latency(report, settings, workdir: Path, log: Log) -> None:
                     times.append(elapsed * 1000)
                 details[path] = {"median_ms": statistics.median(times), "max_ms": max(times), "bytes": size}
                 worst_all = max(worst_all, max(times))
-                log(f"console latency: {path} median {statistics.median(times):.1f} ms, worst {max(times):.1f} ms, "
-                    f"{size} bytes")
-        report.details["console_latency"] = {"topics": topics, "partitions": topics * partitions, "paths": details,
-                                             "kafka_probe_idle_ms": _spread(idle_probe.latencies),
-                                             "kafka_probe_during_ms": _spread(probe.latencies)}
-        report.reference("kafka_request_worst_ms_idle", max(idle_probe.latencies), "ms",
-                         f"worst of {len(idle_probe.latencies)} back-to-back ApiVersions round trips to the same "
-                         f"broker, console idle")
-        report.add(f"kafka_request_worst_ms_while_console_answers_{topics * partitions}p", max(probe.latencies), "ms",
-                   "kafka_request_worst_ms_idle")
+                log(
+                    f"console latency: {path} median {statistics.median(times):.1f} ms, worst {max(times):.1f} ms, "
+                    f"{size} bytes"
+                )
+        report.details["console_latency"] = {
+            "topics": topics,
+            "partitions": topics * partitions,
+            "paths": details,
+            "kafka_probe_idle_ms": _spread(idle_probe.latencies),
+            "kafka_probe_during_ms": _spread(probe.latencies),
+        }
+        report.reference(
+            "kafka_request_worst_ms_idle",
+            max(idle_probe.latencies),
+            "ms",
+            f"worst of {len(idle_probe.latencies)} back-to-back ApiVersions round trips to the same "
+            f"broker, console idle",
+        )
+        report.add(
+            f"kafka_request_worst_ms_while_console_answers_{topics * partitions}p",
+            max(probe.latencies),
+            "ms",
+            "kafka_request_worst_ms_idle",
+        )
         for path, facts in details.items():
-            report.add(latency_key(path, topics * partitions), facts["max_ms"], "ms",
-                       "console_static_file_ms", target=("< 200 ms", lambda v: v < 200))
+            report.add(
+                latency_key(path, topics * partitions),
+                facts["max_ms"],
+                "ms",
+                "console_static_file_ms",
+                target=("< 200 ms", lambda v: v < 200),
+            )
     finally:
         broker.stop()

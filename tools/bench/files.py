@@ -11,19 +11,20 @@ In-process, on the storage layer alone (no broker, no client), all in one run:
 
 ``python -m strom.tools.bench.files`` prints them; ``strom bench`` adds them to its report.
 """
+
 from __future__ import annotations
 
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.header import parse_header
 from strom.storage import files
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
-from strom.protocol.records.batch import Record, build_batch
 
 BATCH = 1024
 PER_SEGMENT = 4
@@ -81,8 +82,9 @@ def _run(directory: Path, capacity: int, partitions: int, appends_each: int) -> 
     return {"appends": append_rate, "old_reads": old, "active_reads": active}
 
 
-def measure(partitions: int = 1000, segments: int = 3, bounded: int = 256,
-            workdir: Path | None = None) -> dict[str, float]:
+def measure(
+    partitions: int = 1000, segments: int = 3, bounded: int = 256, workdir: Path | None = None
+) -> dict[str, float]:
     """Both runs in fresh directories; returns the figures and their ratios."""
     files.raise_open_files_limit()
     base = Path(tempfile.mkdtemp(prefix="strom-bench-files-", dir=workdir))
@@ -115,27 +117,55 @@ def add_to_report(report, partitions: int, workdir: Path, log) -> None:
     log(f"file cache: {partitions} partitions of 4 segments, {bounded} open files vs unbounded")
     m = measure(partitions=partitions, bounded=bounded, workdir=workdir)
     report.details["file_cache"] = m
-    report.reference("file_cache_unbounded_appends_per_s", m["unbounded_appends_per_s"], "appends/s",
-                     f"1 KiB appends round-robin over {partitions} partitions, all {m['files']} files open")
-    report.reference("file_cache_unbounded_old_reads_per_s", m["unbounded_old_reads_per_s"], "reads/s",
-                     f"reads from offset 0 (old segments) of {partitions} partitions, all files open")
-    report.reference("file_cache_bounded_active_reads_per_s", m["bounded_active_reads_per_s"], "reads/s",
-                     f"reads of the last batch (active segments) of {partitions} partitions, {bounded} files open")
-    report.add("file_cache_bounded_appends_per_s", m["bounded_appends_per_s"], "appends/s",
-               "file_cache_unbounded_appends_per_s")
-    report.add("file_cache_bounded_old_reads_per_s", m["bounded_old_reads_per_s"], "reads/s",
-               "file_cache_unbounded_old_reads_per_s")
-    report.add("file_cache_old_segment_reads_per_s", m["bounded_old_reads_per_s"], "reads/s",
-               "file_cache_bounded_active_reads_per_s")
+    report.reference(
+        "file_cache_unbounded_appends_per_s",
+        m["unbounded_appends_per_s"],
+        "appends/s",
+        f"1 KiB appends round-robin over {partitions} partitions, all {m['files']} files open",
+    )
+    report.reference(
+        "file_cache_unbounded_old_reads_per_s",
+        m["unbounded_old_reads_per_s"],
+        "reads/s",
+        f"reads from offset 0 (old segments) of {partitions} partitions, all files open",
+    )
+    report.reference(
+        "file_cache_bounded_active_reads_per_s",
+        m["bounded_active_reads_per_s"],
+        "reads/s",
+        f"reads of the last batch (active segments) of {partitions} partitions, {bounded} files open",
+    )
+    report.add(
+        "file_cache_bounded_appends_per_s",
+        m["bounded_appends_per_s"],
+        "appends/s",
+        "file_cache_unbounded_appends_per_s",
+    )
+    report.add(
+        "file_cache_bounded_old_reads_per_s",
+        m["bounded_old_reads_per_s"],
+        "reads/s",
+        "file_cache_unbounded_old_reads_per_s",
+    )
+    report.add(
+        "file_cache_old_segment_reads_per_s",
+        m["bounded_old_reads_per_s"],
+        "reads/s",
+        "file_cache_bounded_active_reads_per_s",
+    )
 
 
 def main() -> None:
     m = measure()
     print(f"{m['files']} files, cache of {m['bounded']} open files vs unbounded")
-    print(f"appends/s       bounded {m['bounded_appends_per_s']:10.0f}  unbounded {m['unbounded_appends_per_s']:10.0f}"
-          f"  ratio {m['appends_ratio']:.2f}")
-    print(f"old reads/s     bounded {m['bounded_old_reads_per_s']:10.0f}  unbounded {m['unbounded_old_reads_per_s']:10.0f}"
-          f"  ratio {m['old_reads_ratio']:.2f}")
+    print(
+        f"appends/s       bounded {m['bounded_appends_per_s']:10.0f}  unbounded {m['unbounded_appends_per_s']:10.0f}"
+        f"  ratio {m['appends_ratio']:.2f}"
+    )
+    print(
+        f"old reads/s     bounded {m['bounded_old_reads_per_s']:10.0f}  unbounded {m['unbounded_old_reads_per_s']:10.0f}"
+        f"  ratio {m['old_reads_ratio']:.2f}"
+    )
     print(f"old vs active reads (bounded): {m['old_vs_active_reads_ratio']:.2f}")
 
 

@@ -8,6 +8,7 @@ its response; responses are decoded (error codes, correlation ids) only after th
 Frame layout on the wire (Kafka's): 4-byte big-endian size, then the response header
 (4-byte correlation id; Produce v9 is flexible, so an empty tagged-field byte follows) and body.
 """
+
 from __future__ import annotations
 
 import time
@@ -47,9 +48,17 @@ class InflightResult:
 def produce_frame(topic: str, partition: int, correlation_id: int, value: bytes) -> bytes:
     """One Produce v9 request frame (acks=1) carrying a one-record batch."""
     batch = build_batch([Record(0, 0, None, value)])
-    return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, correlation_id, "strom-bench", {
-        "acks": 1, "timeout_ms": 30000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+    return encode_request(
+        ApiKey.PRODUCE,
+        PRODUCE_VERSION,
+        correlation_id,
+        "strom-bench",
+        {
+            "acks": 1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+        },
+    )
 
 
 def _produce_error(frame: bytes, correlation_id: int) -> bool:
@@ -58,8 +67,9 @@ def _produce_error(frame: bytes, correlation_id: int) -> bool:
     return got != correlation_id or any(codes)
 
 
-async def _connection(port: int, frames: list[tuple[int, bytes]], latencies: list[float],
-                      responses: list[tuple[int, bytes]]) -> None:
+async def _connection(
+    port: int, frames: list[tuple[int, bytes]], latencies: list[float], responses: list[tuple[int, bytes]]
+) -> None:
     """Write the frames in one go, then read as many responses; the frames are split by the protocol's
     Connection (undecoded: decoding waits until the clock has stopped)."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
@@ -79,10 +89,11 @@ async def _connection(port: int, frames: list[tuple[int, bytes]], latencies: lis
             responses.append((correlation_id, event.data))
 
 
-async def _run(port: int, topic: str, partitions: int, connections: int, depth: int,
-               rounds: int) -> InflightResult:
-    per_conn = [[(c * depth + i, produce_frame(topic, c % partitions, c * depth + i, b"v" * 100))
-                 for i in range(depth)] for c in range(connections)]
+async def _run(port: int, topic: str, partitions: int, connections: int, depth: int, rounds: int) -> InflightResult:
+    per_conn = [
+        [(c * depth + i, produce_frame(topic, c % partitions, c * depth + i, b"v" * 100)) for i in range(depth)]
+        for c in range(connections)
+    ]
     latencies: list[float] = []
     responses: list[tuple[int, bytes]] = []
     round_seconds: list[float] = []
@@ -97,8 +108,9 @@ async def _run(port: int, topic: str, partitions: int, connections: int, depth: 
     return InflightResult(latencies, round_seconds, errors)
 
 
-def run_inflight(port: int, topic: str, partitions: int, connections: int = 50, depth: int = 20,
-                 rounds: int = 3) -> InflightResult:
+def run_inflight(
+    port: int, topic: str, partitions: int, connections: int = 50, depth: int = 20, rounds: int = 3
+) -> InflightResult:
     """``rounds`` rounds of ``connections`` x ``depth`` one-record Produce requests in flight."""
     try:
         return trio.run(_run, port, topic, partitions, connections, depth, rounds)

@@ -5,6 +5,7 @@ throughput and round-trip time on 127.0.0.1, sequential write + fsync on the log
 filesystem, the bare interpreter's start-up time and the resident memory of an interpreter that
 has imported the broker but runs nothing. None of them touches the broker.
 """
+
 from __future__ import annotations
 
 import os
@@ -131,8 +132,14 @@ def _run_python(code: str) -> str:
     try:
         # from a neutral directory, as a user runs it: a source checkout in the working directory
         # would make modules importable that an installed strom does not have
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tempfile.gettempdir(),
-                              text=True, timeout=60, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            cwd=tempfile.gettempdir(),
+            text=True,
+            timeout=60,
+            check=True,
+        )
     except subprocess.CalledProcessError as exc:
         raise MeasurementError(f"python -c {code!r} failed: {exc.stderr.strip()[-500:]}") from exc
     except (OSError, subprocess.SubprocessError) as exc:

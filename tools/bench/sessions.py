@@ -15,6 +15,7 @@ first with no consumers, then while the consumers long-poll their idle partition
 The figure is the broker's CPU per Produce request with the idle consumers over that without them
 (1.0: an append wakes no fetch but those of its own partition).
 """
+
 from __future__ import annotations
 
 import os
@@ -52,10 +53,10 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class IdleResult:
-    cpu_per_s: float      # broker CPU seconds per wall second (1.0 = one core busy)
-    fetches: int          # fetch responses the consumers got in the window
-    request_bytes: int    # bytes of one steady-state request
-    response_bytes: int   # bytes of one steady-state response
+    cpu_per_s: float  # broker CPU seconds per wall second (1.0 = one core busy)
+    fetches: int  # fetch responses the consumers got in the window
+    request_bytes: int  # bytes of one steady-state request
+    response_bytes: int  # bytes of one steady-state response
 
 
 def receive(wire: KafkaSocket):
@@ -77,12 +78,23 @@ class IdleConsumer(threading.Thread):
         self.session_id, self.epoch = 0, 0 if session else -1
 
     def _body(self, everything: bool) -> dict:
-        parts = [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                 for p in range(self.partitions)] if everything else []
-        return {"replica_id": -1, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1, "max_bytes": 50 << 20,
-                "isolation_level": 0, "session_id": self.session_id, "session_epoch": self.epoch,
-                "topics": [{"topic": self.topic, "partitions": parts}] if parts else [],
-                "forgotten_topics_data": [], "rack_id": ""}
+        parts = (
+            [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in range(self.partitions)]
+            if everything
+            else []
+        )
+        return {
+            "replica_id": -1,
+            "max_wait_ms": MAX_WAIT_MS,
+            "min_bytes": 1,
+            "max_bytes": 50 << 20,
+            "isolation_level": 0,
+            "session_id": self.session_id,
+            "session_epoch": self.epoch,
+            "topics": [{"topic": self.topic, "partitions": parts}] if parts else [],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
 
     def fetch_once(self) -> None:
         everything = not self.session or self.session_id == 0
@@ -125,9 +137,14 @@ class NeighbourProducer(threading.Thread):
 
     def run(self) -> None:
         from strom.protocol.records.batch import Record, build_batch
+
         records = build_batch([Record(0, 0, b"k", b"v" * 100)])
-        body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
-                "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": records}]}]}
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": self.topic, "partition_data": [{"index": 0, "records": records}]}],
+        }
         try:
             while not self.stop.is_set():
                 self.wire.send(ApiKey.PRODUCE, 9, body)
@@ -196,8 +213,17 @@ def idle_cpu(pid: int, seconds: float) -> float:
     return (cpu_seconds(pid) - start_cpu) / (time.monotonic() - start)
 
 
-def measure(pid: int, host: str, port: int, topic: str, partitions: int, consumers: int, session: bool,
-            seconds: float, warmup: float | None = None) -> IdleResult:
+def measure(
+    pid: int,
+    host: str,
+    port: int,
+    topic: str,
+    partitions: int,
+    consumers: int,
+    session: bool,
+    seconds: float,
+    warmup: float | None = None,
+) -> IdleResult:
     """Broker CPU per second while `consumers` poll `partitions` idle partitions of `topic`."""
     with polling(host, port, topic, partitions, consumers, session) as threads:
         time.sleep(min(2.0, seconds) if warmup is None else warmup)
@@ -208,6 +234,7 @@ def measure(pid: int, host: str, port: int, topic: str, partitions: int, consume
 
 
 # --------------------------------------------------------------------------- in `strom bench`
+
 
 def reference_script() -> Path | None:
     """The reference Kafka's start script (`STROM_KAFKA_REFERENCE`, else ../shared/jvm beside the repo)."""
@@ -222,6 +249,7 @@ def reference_script() -> Path | None:
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
 
@@ -246,8 +274,10 @@ def _run_pair(report, key: str, pid: int, port: int, partitions: int, consumers:
     host = "127.0.0.1"
     _create(f"{host}:{port}", IDLE_TOPIC, partitions)
     _wait_answerable(host, port, partitions)
-    log(f"fetch sessions ({key}): warm-up, then {consumers} consumers x {partitions} idle partitions, "
-        f"{seconds:g} s full fetches, {seconds:g} s in sessions")
+    log(
+        f"fetch sessions ({key}): warm-up, then {consumers} consumers x {partitions} idle partitions, "
+        f"{seconds:g} s full fetches, {seconds:g} s in sessions"
+    )
     measure(pid, host, port, IDLE_TOPIC, partitions, consumers, False, min(seconds, 3.0))  # warm-up (JIT, caches)
     baseline = idle_cpu(pid, min(seconds, 5.0))
     full = measure(pid, host, port, IDLE_TOPIC, partitions, consumers, False, seconds)
@@ -255,14 +285,23 @@ def _run_pair(report, key: str, pid: int, port: int, partitions: int, consumers:
     _create(f"{host}:{port}", BUSY_TOPIC, 1)
     log(f"fetch sessions ({key}): a producer of another topic, alone and beside the idle consumers")
     neighbour = neighbour_cpu(pid, host, port, partitions, consumers, min(seconds, 5.0))
-    facts = {"baseline_cpu_per_s": baseline, "full": asdict(full), "session": asdict(session),
-             "neighbour": neighbour}
+    facts = {"baseline_cpu_per_s": baseline, "full": asdict(full), "session": asdict(session), "neighbour": neighbour}
     report.details[f"fetch_sessions_{key}"] = facts
     return facts
 
 
-def measure_fetch_sessions(report, pid: int, port: int, log, *, partitions: int = 1000, consumers: int = 4,
-                           seconds: float = 10.0, workdir: Path | None = None, kafka: bool = True) -> None:
+def measure_fetch_sessions(
+    report,
+    pid: int,
+    port: int,
+    log,
+    *,
+    partitions: int = 1000,
+    consumers: int = 4,
+    seconds: float = 10.0,
+    workdir: Path | None = None,
+    kafka: bool = True,
+) -> None:
     """Broker CPU with consumers of `partitions` idle partitions, full fetches vs sessions, Strom
     (the broker `pid` on `port`) and, when it can run here, the reference Kafka 4.0 in the same run."""
     strom = _run_pair(report, "strom", pid, port, partitions, consumers, seconds, log)
@@ -283,29 +322,54 @@ def measure_fetch_sessions(report, pid: int, port: int, log, *, partitions: int 
             subprocess.run([str(script), "stop", str(work)], capture_output=True, timeout=120)
             shutil.rmtree(work, ignore_errors=True)
     what = f"{consumers} Fetch v12 consumers x {partitions} idle partitions, max wait {MAX_WAIT_MS} ms"
-    report.reference("strom_fetch_idle_full_cpu", strom["full"]["cpu_per_s"], "CPU s/s",
-                     f"Strom's CPU with {what}, every request naming every partition (no session)")
+    report.reference(
+        "strom_fetch_idle_full_cpu",
+        strom["full"]["cpu_per_s"],
+        "CPU s/s",
+        f"Strom's CPU with {what}, every request naming every partition (no session)",
+    )
     session_ref = "strom_fetch_idle_full_cpu"
     if kafka is not None:
-        report.reference("kafka_fetch_idle_full_cpu", kafka["full"]["cpu_per_s"], "CPU s/s",
-                         f"reference Kafka 4.0's CPU with {what}, no session (its idle CPU: "
-                         f"{kafka['baseline_cpu_per_s']:.3f})")
-        report.reference("kafka_fetch_idle_session_cpu", kafka["session"]["cpu_per_s"], "CPU s/s",
-                         f"reference Kafka 4.0's CPU with {what}, in incremental fetch sessions")
+        report.reference(
+            "kafka_fetch_idle_full_cpu",
+            kafka["full"]["cpu_per_s"],
+            "CPU s/s",
+            f"reference Kafka 4.0's CPU with {what}, no session (its idle CPU: {kafka['baseline_cpu_per_s']:.3f})",
+        )
+        report.reference(
+            "kafka_fetch_idle_session_cpu",
+            kafka["session"]["cpu_per_s"],
+            "CPU s/s",
+            f"reference Kafka 4.0's CPU with {what}, in incremental fetch sessions",
+        )
         report.add("fetch_idle_full_cpu", strom["full"]["cpu_per_s"], "CPU s/s", "kafka_fetch_idle_full_cpu")
         session_ref = "kafka_fetch_idle_session_cpu"
     report.add("fetch_idle_session_cpu", strom["session"]["cpu_per_s"], "CPU s/s", session_ref)
-    report.add("fetch_idle_session_vs_full_cpu", strom["session"]["cpu_per_s"], "CPU s/s",
-               "strom_fetch_idle_full_cpu")
+    report.add("fetch_idle_session_vs_full_cpu", strom["session"]["cpu_per_s"], "CPU s/s", "strom_fetch_idle_full_cpu")
     ms = 1000.0
-    report.reference("strom_produce_cpu_alone_ms", strom["neighbour"]["produce_cpu_alone_s"] * ms, "CPU ms",
-                     "Strom's CPU per one-record Produce request (acks=1) with no consumers connected")
-    report.add("produce_cpu_beside_idle_consumers_ms", strom["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms,
-               "CPU ms", "strom_produce_cpu_alone_ms",
-               target=("< 1.2 of alone", lambda v: v < 1.2 * strom["neighbour"]["produce_cpu_alone_s"] * ms))
+    report.reference(
+        "strom_produce_cpu_alone_ms",
+        strom["neighbour"]["produce_cpu_alone_s"] * ms,
+        "CPU ms",
+        "Strom's CPU per one-record Produce request (acks=1) with no consumers connected",
+    )
+    report.add(
+        "produce_cpu_beside_idle_consumers_ms",
+        strom["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms,
+        "CPU ms",
+        "strom_produce_cpu_alone_ms",
+        target=("< 1.2 of alone", lambda v: v < 1.2 * strom["neighbour"]["produce_cpu_alone_s"] * ms),
+    )
     if kafka is not None:
-        report.reference("kafka_produce_cpu_alone_ms", kafka["neighbour"]["produce_cpu_alone_s"] * ms, "CPU ms",
-                         "reference Kafka 4.0's CPU per one-record Produce request with no consumers")
-        report.reference("kafka_produce_cpu_beside_idle_consumers_ms",
-                         kafka["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms, "CPU ms",
-                         f"reference Kafka 4.0's CPU per Produce request beside {what}, in sessions")
+        report.reference(
+            "kafka_produce_cpu_alone_ms",
+            kafka["neighbour"]["produce_cpu_alone_s"] * ms,
+            "CPU ms",
+            "reference Kafka 4.0's CPU per one-record Produce request with no consumers",
+        )
+        report.reference(
+            "kafka_produce_cpu_beside_idle_consumers_ms",
+            kafka["neighbour"]["produce_cpu_beside_idle_consumers_s"] * ms,
+            "CPU ms",
+            f"reference Kafka 4.0's CPU per Produce request beside {what}, in sessions",
+        )

@@ -18,6 +18,7 @@ them as a checkout under PYTHONDONTWRITEBYTECODE=1 would, compiling every module
 Figures are medians of ``--runs`` runs (the reference Kafka: ``--kafka-runs``), reported with
 their ratio to the reference Kafka's time in the same run; never asserted.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,15 @@ def workload(bootstrap: str) -> dict[str, float]:
         raise RuntimeError("records not delivered")
     phases["produce_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **quiet})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **quiet,
+        }
+    )
     consumer.subscribe([topic])
     seen, deadline = 0, time.monotonic() + 60
     while seen < RECORDS and time.monotonic() < deadline:
@@ -121,10 +129,26 @@ def run_process(workdir: Path) -> dict:
 
     ready = workdir / "ready.json"
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "strom.broker", "serve", "--dev", "--log-level", "WARNING",
-                             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                             "--override", f"log.dirs={workdir / 'data'}", "--ready-file", str(ready)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "strom.broker",
+            "serve",
+            "--dev",
+            "--log-level",
+            "WARNING",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={workdir / 'data'}",
+            "--ready-file",
+            str(ready),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -159,8 +183,13 @@ def run_kafka(workdir: Path) -> dict:
     if script is None:
         raise RuntimeError("kafka-reference.sh not found (set STROM_JVM to shared/jvm)")
     start = time.perf_counter()
-    result = subprocess.run(["bash", str(script), "start", str(workdir)], capture_output=True, text=True,
-                            timeout=120, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["bash", str(script), "start", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"reference Kafka did not start: {result.stderr[-2000:]}")
     try:
@@ -169,25 +198,35 @@ def run_kafka(workdir: Path) -> dict:
         phases = workload(f"127.0.0.1:{port}")
         before_stop = time.perf_counter()
     finally:
-        subprocess.run(["bash", str(script), "stop", str(workdir)], capture_output=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run(
+            ["bash", str(script), "stop", str(workdir)], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
+        )
     end = time.perf_counter()
     return {"total_s": end - start, "start_s": started - start, "stop_s": end - before_stop, **phases}
 
 
 def _child(kind: str, workdir: Path, env: dict[str, str] | None = None) -> dict:
     """One run in a fresh interpreter, as a test session would start."""
-    result = subprocess.run([sys.executable, "-m", "strom.tools.bench.testbroker", "--child", kind,
-                             "--workdir", str(workdir)], capture_output=True, text=True, timeout=300,
-                            stdin=subprocess.DEVNULL, env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "strom.tools.bench.testbroker", "--child", kind, "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     if result.returncode != 0:
         raise click.ClickException(f"{kind} run failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = True) -> dict:
-    results: dict[str, list[dict]] = {"embedded_cold": [], "embedded_warm": [], "serve_process": [],
-                                      "kafka_reference": []}
+    results: dict[str, list[dict]] = {
+        "embedded_cold": [],
+        "embedded_warm": [],
+        "serve_process": [],
+        "kafka_reference": [],
+    }
     idle = []
     if bytecode:
         from strom.tools.bench.benchmark import installed_env
@@ -208,8 +247,9 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
     for i in range(kafka_runs):
         log(f"reference Kafka run {i + 1}/{kafka_runs}")
         results["kafka_reference"].append(_child("kafka", workdir / f"k{i}", env))
-    summary = {kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
-               for kind, rs in results.items() if rs}
+    summary = {
+        kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for kind, rs in results.items() if rs
+    }
     summary["embedded_idle_rss_bytes"] = statistics.median(idle)
     return {"median": summary, "runs": results, "bytecode_cached": bytecode}
 
@@ -225,36 +265,71 @@ def format_report(report: dict) -> str:
         target = ""
         if kind.startswith("embedded"):
             target = f"< {TARGET_S} s: " + ("yes" if m["total_s"] < TARGET_S else "NO")
-        rows.append([kind, f"{m['total_s']:.3f}", f"{m['start_s']:.3f}", f"{m['create_s']:.3f}",
-                     f"{m['produce_s']:.3f}", f"{m['consume_commit_s']:.3f}", f"{m['stop_s']:.3f}",
-                     f"{m['total_s'] / kafka:.3f}" if kafka else "-", target])
+        rows.append(
+            [
+                kind,
+                f"{m['total_s']:.3f}",
+                f"{m['start_s']:.3f}",
+                f"{m['create_s']:.3f}",
+                f"{m['produce_s']:.3f}",
+                f"{m['consume_commit_s']:.3f}",
+                f"{m['stop_s']:.3f}",
+                f"{m['total_s'] / kafka:.3f}" if kafka else "-",
+                target,
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
     cached = report.get("bytecode_cached", True)
-    table += "\n\nbytecode: " + ("compiled and kept, as an installed strom runs" if cached else
-                                 "not kept (PYTHONDONTWRITEBYTECODE=1): every cold start compiles strom's modules")
-    return table + f"\n\nembedded broker idle memory: {median['embedded_idle_rss_bytes'] / 2**20:.1f} MiB " \
-                   f"(RSS of a test process with an idle broker minus before it started: the broker's modules, loop and logs)"
+    table += "\n\nbytecode: " + (
+        "compiled and kept, as an installed strom runs"
+        if cached
+        else "not kept (PYTHONDONTWRITEBYTECODE=1): every cold start compiles strom's modules"
+    )
+    return (
+        table + f"\n\nembedded broker idle memory: {median['embedded_idle_rss_bytes'] / 2**20:.1f} MiB "
+        f"(RSS of a test process with an idle broker minus before it started: the broker's modules, loop and logs)"
+    )
 
 
 @click.command("bench-testbroker")
-@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Runs of the embedded and the process broker (median reported).")
-@click.option("--kafka-runs", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Runs against the reference Kafka (0: skip it).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every run as JSON here.")
-@click.option("--bytecode/--no-bytecode", default=True, show_default=True,
-              help="Keep compiled bytecode as an installed strom does, or compile at every start.")
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Runs of the embedded and the process broker (median reported).",
+)
+@click.option(
+    "--kafka-runs",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Runs against the reference Kafka (0: skip it).",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write every run as JSON here."
+)
+@click.option(
+    "--bytecode/--no-bytecode",
+    default=True,
+    show_default=True,
+    help="Keep compiled bytecode as an installed strom does, or compile at every start.",
+)
 @click.option("--child", type=click.Choice(["embedded", "idle", "process", "kafka"]), hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
-def bench_testbroker(runs: int, kafka_runs: int, json_path: Path | None, bytecode: bool, child: str | None,
-                     workdir: Path | None) -> None:
+def bench_testbroker(
+    runs: int, kafka_runs: int, json_path: Path | None, bytecode: bool, child: str | None, workdir: Path | None
+) -> None:
     """Time a typical integration test against the embedded broker, strom serve and Kafka."""
     if child is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-        result = {"embedded": run_embedded, "idle": run_idle, "process": lambda: run_process(workdir),
-                  "kafka": lambda: run_kafka(workdir)}[child]()
+        result = {
+            "embedded": run_embedded,
+            "idle": run_idle,
+            "process": lambda: run_process(workdir),
+            "kafka": lambda: run_kafka(workdir),
+        }[child]()
         click.echo(json.dumps(result))
         return
     if kafka_runs and kafka_script() is None:

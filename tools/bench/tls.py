@@ -3,6 +3,7 @@ against the same broker's PLAINTEXT listener (Fetch data cannot leave by sendfil
 is read and encrypted), and the same pair against the reference Kafka 4.0 configured with an SSL
 listener when it can run here. Certificates are made for the run (``strom.testing.certs``).
 Figures are ratios measured in one run; nothing is asserted."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from strom.tools.bench.sessions import reference_script
 from strom.tools.broker_process import HOST, BrokerProcess
@@ -33,17 +34,22 @@ class _TlsBroker(BrokerProcess):
 
 def _pki(workdir: Path) -> dict[str, Path]:
     from strom.testing.certs import CertificateAuthority
+
     workdir.mkdir(parents=True, exist_ok=True)
     ca = CertificateAuthority()
     server = ca.issue("localhost", hosts=["localhost", "127.0.0.1"])
-    return {"ca": ca.write_pem(workdir / "ca.pem"), "pem": server.write_pem(workdir / "server.pem"),
-            "p12": server.write_pkcs12(workdir / "server.p12", "bench-pw")}
+    return {
+        "ca": ca.write_pem(workdir / "ca.pem"),
+        "pem": server.write_pem(workdir / "server.pem"),
+        "p12": server.write_pkcs12(workdir / "server.p12", "bench-pw"),
+    }
 
 
 def _rates(conf: dict, topic: str, records: int) -> tuple[float, float]:
     """(produce records/s, consume records/s) of one confluent-kafka producer and consumer."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
+
     admin = AdminClient(conf)  # kept until the future completes
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
     producer = Producer({**conf, "linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
@@ -72,8 +78,10 @@ def _rates(conf: dict, topic: str, records: int) -> tuple[float, float]:
 
 def _pair(plain: str, tls: str, ca: Path, records: int, who: str, log: Log) -> dict[str, float]:
     out = {}
-    for name, conf in (("plaintext", {"bootstrap.servers": plain}),
-                       ("ssl", {"bootstrap.servers": tls, "security.protocol": "SSL", "ssl.ca.location": str(ca)})):
+    for name, conf in (
+        ("plaintext", {"bootstrap.servers": plain}),
+        ("ssl", {"bootstrap.servers": tls, "security.protocol": "SSL", "ssl.ca.location": str(ca)}),
+    ):
         produce, consume = _rates(conf, f"bench-tls-{name}-{time.monotonic_ns()}", records)
         out[f"{name}_produce"], out[f"{name}_consume"] = produce, consume
         log(f"tls: {who} {name}: produce {produce:,.0f} records/s, consume {consume:,.0f} records/s")
@@ -91,23 +99,50 @@ def _kafka_over_tls(kafka_home: Path, workdir: Path, p12: Path) -> tuple[subproc
     data = workdir / "data"
     plain, tls, controller = _free_port(), _free_port(), _free_port()
     props = workdir / "server.properties"
-    props.write_text("\n".join([
-        "process.roles=broker,controller", "node.id=1", f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
-        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},CONTROLLER://127.0.0.1:{controller}",
-        "inter.broker.listener.name=PLAINTEXT", "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
-        f"log.dirs={data}", "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
-        "ssl.keystore.type=PKCS12", f"ssl.keystore.location={p12}", "ssl.keystore.password=bench-pw", ""]))
+    props.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
+                f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls},CONTROLLER://127.0.0.1:{controller}",
+                "inter.broker.listener.name=PLAINTEXT",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+                f"log.dirs={data}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "ssl.keystore.type=PKCS12",
+                f"ssl.keystore.location={p12}",
+                "ssl.keystore.password=bench-pw",
+                "",
+            ]
+        )
+    )
     env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m", "LOG_DIR": str(workdir / "logs")}
-    storage = subprocess.run([str(kafka_home / "bin/kafka-storage.sh"), "format", "--standalone", "-t",
-                              "bench-tls-0000000000A", "-c", str(props)], capture_output=True, text=True, env=env,
-                             timeout=120)
+    storage = subprocess.run(
+        [
+            str(kafka_home / "bin/kafka-storage.sh"),
+            "format",
+            "--standalone",
+            "-t",
+            "bench-tls-0000000000A",
+            "-c",
+            str(props),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     if storage.returncode != 0:
         raise RuntimeError(storage.stderr[-500:])
     out = open(workdir / "kafka.out", "wb")
-    proc = subprocess.Popen([str(kafka_home / "bin/kafka-server-start.sh"), str(props)], stdout=out,
-                            stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [str(kafka_home / "bin/kafka-server-start.sh"), str(props)], stdout=out, stderr=subprocess.STDOUT, env=env
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -123,16 +158,25 @@ def _kafka_over_tls(kafka_home: Path, workdir: Path, p12: Path) -> tuple[subproc
 
 def measure_tls(report, log: Log, *, records: int, workdir: Path, kafka: bool = True) -> None:
     pki = _pki(workdir / "tls-pki")
-    broker = _TlsBroker(workdir / "tls-broker", {"ssl.keystore.type": "PEM",
-                                                  "ssl.keystore.location": str(pki["pem"])}).start()
+    broker = _TlsBroker(
+        workdir / "tls-broker", {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["pem"])}
+    ).start()
     try:
         ours = _pair(broker.bootstrap, broker.ssl_bootstrap(), pki["ca"], records, "Strom", log)
     finally:
         broker.stop()
-    report.reference("strom_plaintext_produce", ours["plaintext_produce"], "records/s",
-                     "Strom over its PLAINTEXT listener, one producer, 100 B records")
-    report.reference("strom_plaintext_consume", ours["plaintext_consume"], "records/s",
-                     "Strom over its PLAINTEXT listener, one consumer, sendfile")
+    report.reference(
+        "strom_plaintext_produce",
+        ours["plaintext_produce"],
+        "records/s",
+        "Strom over its PLAINTEXT listener, one producer, 100 B records",
+    )
+    report.reference(
+        "strom_plaintext_consume",
+        ours["plaintext_consume"],
+        "records/s",
+        "Strom over its PLAINTEXT listener, one consumer, sendfile",
+    )
     report.add("tls_produce_100b", ours["ssl_produce"], "records/s", "strom_plaintext_produce")
     report.add("tls_consume_100b", ours["ssl_consume"], "records/s", "strom_plaintext_consume")
     report.details["tls"] = {"strom": ours}

@@ -7,6 +7,7 @@ runs twice and the best run is kept. The ratio transactional/plain is Strom's co
 transactions; the same two runs against the reference Kafka 4.0 (when it can run here, in the
 same run) give Kafka's ratio and Strom's transactional rate as a fraction of Kafka's.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -14,8 +15,8 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from strom.tools.bench.sessions import reference_script
 
@@ -30,6 +31,7 @@ class TxnBenchError(RuntimeError):
 
 def _create(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(120)
 
@@ -38,8 +40,13 @@ def produce_rate(bootstrap: str, topic: str, records: int, transactional: bool) 
     """Records/s of one producer sending ``records`` (committing every COMMIT_EVERY if transactional)."""
     from confluent_kafka import KafkaException, Producer
 
-    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000,
-            "enable.idempotence": True, "queue.buffering.max.messages": 200_000}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "enable.idempotence": True,
+        "queue.buffering.max.messages": 200_000,
+    }
     if transactional:
         conf["transactional.id"] = f"bench-{uuid.uuid4()}"
     errors: list = []
@@ -88,23 +95,36 @@ def _pair(bootstrap: str, records: int, log: Callable[[str], None], who: str) ->
         produce_rate(bootstrap, topic, min(records, 5 * COMMIT_EVERY), transactional)  # warm-up
         best = 0.0
         for round_ in range(ROUNDS):
-            log(f"transactions ({who}): {records} x {RECORD_BYTES} B, "
+            log(
+                f"transactions ({who}): {records} x {RECORD_BYTES} B, "
                 f"{'a commit every %d' % COMMIT_EVERY if transactional else 'no transaction'}, "
-                f"round {round_ + 1}/{ROUNDS}")
+                f"round {round_ + 1}/{ROUNDS}"
+            )
             best = max(best, produce_rate(bootstrap, topic, records, transactional))
         out[kind] = best
     return out
 
 
-def measure_transactions(report, bootstrap: str, log: Callable[[str], None], *, records: int = 200_000,
-                         kafka: bool = True, workdir: Path | None = None) -> None:
+def measure_transactions(
+    report,
+    bootstrap: str,
+    log: Callable[[str], None],
+    *,
+    records: int = 200_000,
+    kafka: bool = True,
+    workdir: Path | None = None,
+) -> None:
     strom = _pair(bootstrap, records, log, "strom")
     report.details["transactions_strom"] = strom
-    report.reference("strom_plain_idempotent_produce", strom["plain"], "records/s",
-                     f"Strom, one idempotent confluent-kafka producer, {RECORD_BYTES} B records, 1 partition, "
-                     "no transaction")
-    report.add("txn_produce_commit_every_1000_records_per_s", strom["txn"], "records/s",
-               "strom_plain_idempotent_produce")
+    report.reference(
+        "strom_plain_idempotent_produce",
+        strom["plain"],
+        "records/s",
+        f"Strom, one idempotent confluent-kafka producer, {RECORD_BYTES} B records, 1 partition, no transaction",
+    )
+    report.add(
+        "txn_produce_commit_every_1000_records_per_s", strom["txn"], "records/s", "strom_plain_idempotent_produce"
+    )
     script = reference_script() if kafka else None
     if script is None:
         log("transactions: no reference Kafka here (java or kafka-reference.sh missing); Strom's figures only")
@@ -121,10 +141,22 @@ def measure_transactions(report, bootstrap: str, log: Callable[[str], None], *, 
         subprocess.run([str(script), "stop", str(work)], capture_output=True, timeout=120)
         shutil.rmtree(work, ignore_errors=True)
     report.details["transactions_kafka"] = theirs
-    report.reference("kafka_plain_idempotent_produce", theirs["plain"], "records/s",
-                     "the reference Kafka 4.0, same producer and records, no transaction")
-    report.reference("kafka_txn_produce_commit_every_1000", theirs["txn"], "records/s",
-                     "the reference Kafka 4.0, same producer, a commit every 1,000 records")
-    report.add("kafka_txn_produce_commit_every_1000_records_per_s", theirs["txn"], "records/s",
-               "kafka_plain_idempotent_produce")
+    report.reference(
+        "kafka_plain_idempotent_produce",
+        theirs["plain"],
+        "records/s",
+        "the reference Kafka 4.0, same producer and records, no transaction",
+    )
+    report.reference(
+        "kafka_txn_produce_commit_every_1000",
+        theirs["txn"],
+        "records/s",
+        "the reference Kafka 4.0, same producer, a commit every 1,000 records",
+    )
+    report.add(
+        "kafka_txn_produce_commit_every_1000_records_per_s",
+        theirs["txn"],
+        "records/s",
+        "kafka_plain_idempotent_produce",
+    )
     report.add("strom_txn_produce_over_kafka_txn", strom["txn"], "records/s", "kafka_txn_produce_commit_every_1000")

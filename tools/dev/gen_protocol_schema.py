@@ -38,8 +38,14 @@ VersionRange = list[int | None] | None
 # trunk before the release). Produce v12 and TxnOffsetCommit v5 have the fields of the version
 # before them (the release's own definitions say so: "Version 12 is the same as version 11
 # (KIP-890)", "Version 5 is the same as version 4 (KIP-890)"); the others add RELEASE_FIELDS.
-RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5, "Metadata": 13, "DescribeGroups": 6,
-                    "DescribeCluster": 2, "ConsumerGroupDescribe": 1}
+RELEASE_VERSIONS = {
+    "Produce": 12,
+    "TxnOffsetCommit": 5,
+    "Metadata": 13,
+    "DescribeGroups": 6,
+    "DescribeCluster": 2,
+    "ConsumerGroupDescribe": 1,
+}
 
 # The fields those release versions add, as facts in this schema's own form (read from Apache Kafka
 # 4.0.0's definitions; the reference snapshot predates them). Each entry: the API, "request" or
@@ -48,20 +54,44 @@ RELEASE_VERSIONS = {"Produce": 12, "TxnOffsetCommit": 5, "Metadata": 13, "Descri
 RELEASE_FIELDS: list[tuple[str, str, tuple[str, ...], str, dict[str, Any]]] = [
     # Metadata v13 (KIP-1102): a top-level error code, REBOOTSTRAP_REQUIRED telling a client to
     # bootstrap again (Kafka 4.0's broker sets it only when the whole request fails)
-    ("Metadata", "response", (), "cluster_authorized_operations",
-     {"name": "error_code", "type": "int16", "versions": [13, None]}),
+    (
+        "Metadata",
+        "response",
+        (),
+        "cluster_authorized_operations",
+        {"name": "error_code", "type": "int16", "versions": [13, None]},
+    ),
     # DescribeGroups v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND, with a message
-    ("DescribeGroups", "response", ("groups",), "error_code",
-     {"name": "error_message", "type": "string", "versions": [6, None], "nullable_versions": [6, None],
-      "default": None}),
+    (
+        "DescribeGroups",
+        "response",
+        ("groups",),
+        "error_code",
+        {
+            "name": "error_message",
+            "type": "string",
+            "versions": [6, None],
+            "nullable_versions": [6, None],
+            "default": None,
+        },
+    ),
     # DescribeCluster v2 (KIP-1073): fenced brokers listed on request, each broker says whether it is
-    ("DescribeCluster", "request", (), "endpoint_type",
-     {"name": "include_fenced_brokers", "type": "bool", "versions": [2, None]}),
-    ("DescribeCluster", "response", ("brokers",), "rack",
-     {"name": "is_fenced", "type": "bool", "versions": [2, None]}),
+    (
+        "DescribeCluster",
+        "request",
+        (),
+        "endpoint_type",
+        {"name": "include_fenced_brokers", "type": "bool", "versions": [2, None]},
+    ),
+    ("DescribeCluster", "response", ("brokers",), "rack", {"name": "is_fenced", "type": "bool", "versions": [2, None]}),
     # ConsumerGroupDescribe v1 (KIP-1099): each member's protocol, -1 unknown, 0 classic, 1 consumer
-    ("ConsumerGroupDescribe", "response", ("groups", "members"), "target_assignment",
-     {"name": "member_type", "type": "int8", "versions": [1, None], "default": -1}),
+    (
+        "ConsumerGroupDescribe",
+        "response",
+        ("groups", "members"),
+        "target_assignment",
+        {"name": "member_type", "type": "int8", "versions": [1, None], "default": -1},
+    ),
 ]
 
 
@@ -141,9 +171,11 @@ def convert_field(field: dict[str, Any], structs: dict[str, dict[str, Any]], whe
         "type": type_name,
         "versions": parse_versions(field["versions"]),
     }
-    for key, out_key in (("nullableVersions", "nullable_versions"),
-                         ("taggedVersions", "tagged_versions"),
-                         ("flexibleVersions", "flexible_versions")):
+    for key, out_key in (
+        ("nullableVersions", "nullable_versions"),
+        ("taggedVersions", "tagged_versions"),
+        ("flexibleVersions", "flexible_versions"),
+    ):
         if key in field:
             out[out_key] = parse_versions(field[key])
     if "tag" in field:
@@ -259,11 +291,14 @@ def render(document: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
-                        help="directory holding messages/*.json and error-codes.tsv")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=DEFAULT_REFERENCE,
+        help="directory holding messages/*.json and error-codes.tsv",
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the output file is not current")
+    parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the output file is not current")
     args = parser.parse_args(argv)
     try:
         text = render(generate(args.reference))
@@ -276,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             current = None
         if current != text:
-            print(f"{args.output} is out of date with {args.reference}; "
-                  f"run: python tools/dev/gen_protocol_schema.py", file=sys.stderr)
+            print(
+                f"{args.output} is out of date with {args.reference}; run: python tools/dev/gen_protocol_schema.py",
+                file=sys.stderr,
+            )
             return 1
         print(f"{args.output} is current")
         return 0

@@ -3,6 +3,7 @@
 `python -m strom.tools.dev.readme_config` rewrites the table between the two marker comments;
 `--check` exits 1 when the README is stale (a test runs that).
 """
+
 from __future__ import annotations
 
 import sys
@@ -33,7 +34,9 @@ def main(argv: list[str]) -> int:
     new = render(text)
     if "--check" in argv:
         if new != text:
-            print("README.md's configuration table is stale: run python -m strom.tools.dev.readme_config", file=sys.stderr)
+            print(
+                "README.md's configuration table is stale: run python -m strom.tools.dev.readme_config", file=sys.stderr
+            )
             return 1
         return 0
     README.write_text(new, encoding="utf-8")

@@ -10,19 +10,21 @@
 
 confluent-kafka is imported lazily so the pure planning code stays importable without it.
 """
+
 from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from strom.tools.spark.offsets import ClusterOffsets, DataLossError, OffsetRange, TopicPartition
 
 REQUEST_TIMEOUT_S = 30.0
 CONSUME_BATCH = 1000
 CONSUME_WAIT_S = 0.5
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # confluent-kafka's timestamp types (1 create, 2 log append) -> the kafka source's 0 / 1.
 TIMESTAMP_TYPES = {1: 0, 2: 1}
@@ -69,8 +71,9 @@ class OffsetClient:
             raise _fail("reading topic metadata", exc) from None
         return {t.topic: len(t.partitions) for t in found if t.error is None and t.partitions}
 
-    def offsets(self, partitions: Sequence[TopicPartition],
-                timestamps: Mapping[TopicPartition, int] | None = None) -> ClusterOffsets:
+    def offsets(
+        self, partitions: Sequence[TopicPartition], timestamps: Mapping[TopicPartition, int] | None = None
+    ) -> ClusterOffsets:
         """Earliest and latest offsets of ``partitions``, and the offsets for ``timestamps``."""
         from confluent_kafka.admin import OffsetSpec
 
@@ -86,8 +89,9 @@ class OffsetClient:
         ck = _ck()
         request = {ck.TopicPartition(t, p): spec for (t, p), spec in specs.items()}
         try:
-            futures = self.admin.list_offsets(request, isolation_level=ck.IsolationLevel.READ_UNCOMMITTED,
-                                              request_timeout=REQUEST_TIMEOUT_S)
+            futures = self.admin.list_offsets(
+                request, isolation_level=ck.IsolationLevel.READ_UNCOMMITTED, request_timeout=REQUEST_TIMEOUT_S
+            )
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
         except Exception as exc:
             raise _fail("listing offsets", exc) from None
@@ -119,15 +123,28 @@ def to_timestamp(millis: int) -> datetime:
 def record_row(msg: Any, include_headers: bool) -> tuple[Any, ...]:
     """One record as (key, value, topic, partition, offset, timestamp, timestampType[, headers])."""
     ts_type, ts = msg.timestamp()
-    row = (msg.key(), msg.value(), msg.topic(), msg.partition(), msg.offset(),
-           to_timestamp(ts), TIMESTAMP_TYPES.get(ts_type, 0))
+    row = (
+        msg.key(),
+        msg.value(),
+        msg.topic(),
+        msg.partition(),
+        msg.offset(),
+        to_timestamp(ts),
+        TIMESTAMP_TYPES.get(ts_type, 0),
+    )
     if include_headers:
         return row + ([(k, v) for k, v in (msg.headers() or [])],)
     return row
 
 
-def read_range(settings: Mapping[str, str], rng: OffsetRange, *, include_headers: bool,
-               fail_on_data_loss: bool, poll_timeout_ms: int) -> Iterator[tuple[Any, ...]]:
+def read_range(
+    settings: Mapping[str, str],
+    rng: OffsetRange,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_ms: int,
+) -> Iterator[tuple[Any, ...]]:
     """Every record of ``rng`` in offset order; stops at the end offset or the partition's end."""
     ck = _ck()
     consumer = ck.Consumer(consumer_settings(settings, fail_on_data_loss))
@@ -138,8 +155,9 @@ def read_range(settings: Mapping[str, str], rng: OffsetRange, *, include_headers
         consumer.close()
 
 
-def _consume(consumer: Any, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool,
-             stall_s: float) -> Iterator[tuple[Any, ...]]:
+def _consume(
+    consumer: Any, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool, stall_s: float
+) -> Iterator[tuple[Any, ...]]:
     ck = _ck()
     last_progress = time.monotonic()
     while True:
@@ -159,14 +177,18 @@ def _consume(consumer: Any, rng: OffsetRange, include_headers: bool, fail_on_dat
         if messages:
             last_progress = time.monotonic()
         elif time.monotonic() - last_progress > stall_s:
-            raise KafkaIOError(f"no records from {rng.topic}-{rng.partition} for {stall_s:.0f}s "
-                               f"while reading up to offset {rng.end} (kafkaConsumer.pollTimeoutMs)")
+            raise KafkaIOError(
+                f"no records from {rng.topic}-{rng.partition} for {stall_s:.0f}s "
+                f"while reading up to offset {rng.end} (kafkaConsumer.pollTimeoutMs)"
+            )
 
 
 def _at_partition_end(end_of_log: int, rng: OffsetRange, fail_on_data_loss: bool) -> None:
     if end_of_log < rng.end and fail_on_data_loss:
-        raise DataLossError(f"{rng.topic}-{rng.partition} ends at {end_of_log}, before the planned "
-                            f"end offset {rng.end} (set failOnDataLoss=false to skip lost data)")
+        raise DataLossError(
+            f"{rng.topic}-{rng.partition} ends at {end_of_log}, before the planned "
+            f"end offset {rng.end} (set failOnDataLoss=false to skip lost data)"
+        )
 
 
 # --------------------------------------------------------------------------- writing
@@ -200,8 +222,11 @@ class RowProducer:
         topic = self.topic_override or row.get("topic")
         if not topic:
             raise KafkaIOError("a row has no topic: set the 'topic' option or give a 'topic' column")
-        kwargs: dict[str, Any] = {"value": _bytes(row.get("value"), "value"),
-                                  "key": _bytes(row.get("key"), "key"), "on_delivery": self._delivered}
+        kwargs: dict[str, Any] = {
+            "value": _bytes(row.get("value"), "value"),
+            "key": _bytes(row.get("key"), "key"),
+            "on_delivery": self._delivered,
+        }
         if row.get("partition") is not None:
             kwargs["partition"] = int(row["partition"])
         if row.get("headers"):

@@ -16,12 +16,13 @@ The options are those of Spark's own ``kafka`` source:
 Offsets checkpointed by Spark use the same JSON shape: ``{"topic": {"partition": next_offset}}``.
 A resolved offset is always the next offset to read (inclusive start, exclusive end).
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 TopicPartition = tuple[str, int]
 OffsetMap = dict[TopicPartition, int]
@@ -78,7 +79,7 @@ def _offset_number(value: object, what: str) -> int:
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """The checkpoint form: ``{"t": {"0": 5}}``, topics and partitions in order."""
     out: dict[str, dict[str, int]] = {}
-    for (topic, partition) in sorted(offsets):
+    for topic, partition in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = offsets[(topic, partition)]
     return out
 
@@ -181,8 +182,9 @@ class ClusterOffsets:
     by_timestamp: Mapping[TopicPartition, int | None] = field(default_factory=dict)
 
 
-def resolve(spec: OffsetSpec, partitions: Iterable[TopicPartition], cluster: ClusterOffsets,
-            which: str, strategy: str = "error") -> OffsetMap:
+def resolve(
+    spec: OffsetSpec, partitions: Iterable[TopicPartition], cluster: ClusterOffsets, which: str, strategy: str = "error"
+) -> OffsetMap:
     """Concrete offsets for every partition of the query.
 
     JSON specs may not name partitions the query does not read; a partition they leave out starts
@@ -196,9 +198,12 @@ def resolve(spec: OffsetSpec, partitions: Iterable[TopicPartition], cluster: Clu
     _check_known(spec, parts, which)
     if spec.kind == "offsets":
         return {tp: _concrete(spec.values.get(tp, _missing_default(which)), tp, cluster) for tp in parts}
-    return {tp: _by_timestamp(tp, cluster, which, strategy)
-            if spec.kind == "timestamp" or tp in spec.values
-            else _concrete(_missing_default(which), tp, cluster) for tp in parts}
+    return {
+        tp: _by_timestamp(tp, cluster, which, strategy)
+        if spec.kind == "timestamp" or tp in spec.values
+        else _concrete(_missing_default(which), tp, cluster)
+        for tp in parts
+    }
 
 
 def _missing_default(which: str) -> int:
@@ -209,8 +214,8 @@ def _check_known(spec: OffsetSpec, parts: list[TopicPartition], which: str) -> N
     unknown = sorted(set(spec.values) - set(parts))
     if unknown:
         raise OffsetOptionError(
-            f"{which} offsets name partitions the query does not read: {unknown} "
-            f"(it reads {parts})")
+            f"{which} offsets name partitions the query does not read: {unknown} (it reads {parts})"
+        )
 
 
 def _concrete(value: int, tp: TopicPartition, cluster: ClusterOffsets) -> int:
@@ -225,7 +230,8 @@ def _by_timestamp(tp: TopicPartition, cluster: ClusterOffsets, which: str, strat
         return cluster.latest[tp]
     raise OffsetOptionError(
         f"{which} timestamp: partition {tp[0]}-{tp[1]} has no record at or after the timestamp "
-        f"(set startingOffsetsByTimestampStrategy=latest to start at the latest offset)")
+        f"(set startingOffsetsByTimestampStrategy=latest to start at the latest offset)"
+    )
 
 
 # --------------------------------------------------------------------------- ranges
@@ -245,8 +251,12 @@ class OffsetRange:
         return self.end - self.start
 
 
-def check_progress(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
-                   earliest: Mapping[TopicPartition, int], fail_on_data_loss: bool) -> OffsetMap:
+def check_progress(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    earliest: Mapping[TopicPartition, int],
+    fail_on_data_loss: bool,
+) -> OffsetMap:
     """The start offsets to use, after checking them against what the cluster still holds.
 
     A start below the log start (deleted by retention) or a partition that is gone is data loss:
@@ -270,9 +280,12 @@ def _lost(fail: bool, message: str) -> None:
         raise DataLossError(message + " (set failOnDataLoss=false to skip lost data)")
 
 
-def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
-                new_partition_start: Mapping[TopicPartition, int] | None = None,
-                min_partitions: int | None = None) -> list[OffsetRange]:
+def plan_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    new_partition_start: Mapping[TopicPartition, int] | None = None,
+    min_partitions: int | None = None,
+) -> list[OffsetRange]:
     """Non-empty ranges from ``start`` to ``end``; partitions only in ``end`` begin at
     ``new_partition_start`` (their earliest offset). An end before its start is an error."""
     fresh = new_partition_start or {}
@@ -301,11 +314,15 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
 
 def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
     bounds = [r.start + (r.size * i) // parts for i in range(parts + 1)]
-    return [OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    return [OffsetRange(r.topic, r.partition, lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
 
 
-def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
-               max_offsets: int | None, new_partition_start: Mapping[TopicPartition, int] | None = None) -> OffsetMap:
+def rate_limit(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    max_offsets: int | None,
+    new_partition_start: Mapping[TopicPartition, int] | None = None,
+) -> OffsetMap:
     """End offsets for one micro-batch reading at most ``max_offsets`` offsets in total.
 
     Each partition gets ``max_offsets * backlog / total backlog``, rounded down, but at least one

@@ -6,27 +6,40 @@ whose names start with ``__``, are left out as the Kafka consumer does) or ``ass
 ``{"topic": [0, 1]}``). Options starting with ``kafka.`` are client settings, passed on without
 the prefix (Java-only settings librdkafka does not know are dropped, see :data:`JAVA_ONLY`).
 """
+
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from strom.tools.spark.offsets import OffsetOptionError, TopicPartition
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
-JAVA_ONLY = frozenset({
-    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
-    "sasl.jaas.config", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
-    "ssl.keystore.type", "interceptor.classes", "max.poll.records", "default.api.timeout.ms",
-})
+JAVA_ONLY = frozenset(
+    {
+        "key.deserializer",
+        "value.deserializer",
+        "key.serializer",
+        "value.serializer",
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "interceptor.classes",
+        "max.poll.records",
+        "default.api.timeout.ms",
+    }
+)
 """Java client settings with no librdkafka equivalent; they are ignored rather than fatal."""
 
-BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-               "timestamp timestamp, timestampType int")
+BASE_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+)
 HEADERS_FIELD = "headers array<struct<key: string, value: binary>>"
 
 
@@ -40,8 +53,11 @@ def lowered(options: Mapping[str, str]) -> dict[str, str]:
 
 def client_settings(options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options without their prefix; ``kafka.bootstrap.servers`` is required."""
-    out = {k[len(KAFKA_PREFIX):]: str(v) for k, v in options.items()
-           if k.lower().startswith(KAFKA_PREFIX) and k[len(KAFKA_PREFIX):] not in JAVA_ONLY}
+    out = {
+        k[len(KAFKA_PREFIX) :]: str(v)
+        for k, v in options.items()
+        if k.lower().startswith(KAFKA_PREFIX) and k[len(KAFKA_PREFIX) :] not in JAVA_ONLY
+    }
     if not out.get("bootstrap.servers"):
         raise SourceOptionError("option 'kafka.bootstrap.servers' is required")
     return out
@@ -103,7 +119,8 @@ def parse_subscription(options: Mapping[str, str]) -> Subscription:
     given = [kind for kind in SUBSCRIPTION_KINDS if kind.lower() in low]
     if len(given) != 1:
         raise SourceOptionError(
-            f"exactly one of 'assign', 'subscribe' or 'subscribePattern' is required (got {given or 'none'})")
+            f"exactly one of 'assign', 'subscribe' or 'subscribePattern' is required (got {given or 'none'})"
+        )
     kind = given[0]
     value = low[kind.lower()].strip()
     return _SUBSCRIPTION_PARSERS[kind](value)
@@ -132,7 +149,7 @@ def _assign(value: str) -> Subscription:
     except ValueError:
         raise SourceOptionError(f"option 'assign' is not JSON: {value!r}") from None
     if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
-        raise SourceOptionError(f'option \'assign\' must look like {{"topic": [0, 1]}}, not {value!r}')
+        raise SourceOptionError(f"option 'assign' must look like {{\"topic\": [0, 1]}}, not {value!r}")
     pairs = []
     for topic, parts in doc.items():
         for p in parts:

@@ -14,15 +14,17 @@
 
 ``--format kafka`` runs the same job on Spark's own kafka connector instead of ``stromkafka``.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 
@@ -60,13 +62,20 @@ class PipelineConfig:
 def generate_events(cfg: PipelineConfig) -> list[dict[str, Any]]:
     """Click events spread over ``span_s`` seconds, each up to ``jitter_s`` out of order."""
     rng = random.Random(cfg.seed)
-    pages = PAGES[:max(1, min(cfg.pages, len(PAGES)))]
+    pages = PAGES[: max(1, min(cfg.pages, len(PAGES)))]
     step = cfg.span_s * 1000 / max(1, cfg.events)
     events = []
     for i in range(cfg.events):
         ts = BASE_TIME_MS + int(i * step) - rng.randint(0, cfg.jitter_s * 1000)
-        events.append({"event_id": i, "user": f"user-{rng.randrange(cfg.users)}",
-                       "page": rng.choice(pages), "action": rng.choice(ACTIONS), "ts": max(BASE_TIME_MS, ts)})
+        events.append(
+            {
+                "event_id": i,
+                "user": f"user-{rng.randrange(cfg.users)}",
+                "page": rng.choice(pages),
+                "action": rng.choice(ACTIONS),
+                "ts": max(BASE_TIME_MS, ts),
+            }
+        )
     return events
 
 
@@ -103,8 +112,7 @@ def create_topics(bootstrap: str, cfg: PipelineConfig) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(cfg.clicks_topic, cfg.partitions, 1),
-                                   NewTopic(cfg.counts_topic, 1, 1)])
+    futures = admin.create_topics([NewTopic(cfg.clicks_topic, cfg.partitions, 1), NewTopic(cfg.counts_topic, 1, 1)])
     for topic, future in futures.items():
         try:
             future.result(30)
@@ -122,8 +130,13 @@ def produce_events(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> 
         payload = json.dumps(event).encode()
         while True:
             try:
-                producer.produce(topic, key=event["user"].encode(), value=payload, timestamp=event["ts"],
-                                 on_delivery=lambda err, _msg: err and errors.append(err.str()))
+                producer.produce(
+                    topic,
+                    key=event["user"].encode(),
+                    value=payload,
+                    timestamp=event["ts"],
+                    on_delivery=lambda err, _msg: err and errors.append(err.str()),
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -141,21 +154,29 @@ def counts_frame(spark: Any, bootstrap: str, cfg: PipelineConfig) -> Any:
     """The streaming DataFrame of closed (window, page) counts."""
     from pyspark.sql import functions as F
 
-    events = (spark.readStream.format(cfg.source_format)
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", cfg.clicks_topic)
-              .option("startingOffsets", "earliest")
-              .load()
-              .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
-              .select("e.*")
-              .withColumn("event_time", F.timestamp_millis("ts")))
+    events = (
+        spark.readStream.format(cfg.source_format)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", cfg.clicks_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+        .select("e.*")
+        .withColumn("event_time", F.timestamp_millis("ts"))
+    )
     # The heartbeat is counted too (a filter here would be pushed below the watermark and hide
     # it from it); its window ends past the watermark it sets, so it is never written.
-    return (events.withWatermark("event_time", f"{cfg.watermark_s} seconds")
-            .groupBy(F.window("event_time", f"{cfg.window_s} seconds"), "page")
-            .count()
-            .select(F.unix_millis(F.col("window.start")).alias("window_start_ms"),
-                    F.unix_millis(F.col("window.end")).alias("window_end_ms"), "page", "count"))
+    return (
+        events.withWatermark("event_time", f"{cfg.watermark_s} seconds")
+        .groupBy(F.window("event_time", f"{cfg.window_s} seconds"), "page")
+        .count()
+        .select(
+            F.unix_millis(F.col("window.start")).alias("window_start_ms"),
+            F.unix_millis(F.col("window.end")).alias("window_end_ms"),
+            "page",
+            "count",
+        )
+    )
 
 
 def batch_writer(bootstrap: str, cfg: PipelineConfig, parquet_dir: Path) -> Callable[[Any, int], None]:
@@ -166,9 +187,14 @@ def batch_writer(bootstrap: str, cfg: PipelineConfig, parquet_dir: Path) -> Call
         batch = batch.persist()
         try:
             batch.write.mode("append").parquet(str(parquet_dir))
-            (batch.select(F.col("page").alias("key"), F.to_json(F.struct("*")).alias("value"))
-             .write.format(cfg.source_format).mode("append").option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", cfg.counts_topic).save())
+            (
+                batch.select(F.col("page").alias("key"), F.to_json(F.struct("*")).alias("value"))
+                .write.format(cfg.source_format)
+                .mode("append")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", cfg.counts_topic)
+                .save()
+            )
         finally:
             batch.unpersist()
 
@@ -191,14 +217,23 @@ class PipelineResult:
         return self.counts == self.expected
 
 
-def run_job(spark: Any, bootstrap: str, cfg: PipelineConfig, workdir: Path,
-            progress: Callable[[dict[str, Any]], None] = lambda p: None) -> tuple[int, int]:
+def run_job(
+    spark: Any,
+    bootstrap: str,
+    cfg: PipelineConfig,
+    workdir: Path,
+    progress: Callable[[dict[str, Any]], None] = lambda p: None,
+) -> tuple[int, int]:
     """Run the streaming query to the end of the available data; (batches, input rows)."""
     parquet_dir, checkpoint = workdir / "counts.parquet", workdir / "checkpoint"
-    query = (counts_frame(spark, bootstrap, cfg).writeStream.outputMode("append")
-             .foreachBatch(batch_writer(bootstrap, cfg, parquet_dir))
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        counts_frame(spark, bootstrap, cfg)
+        .writeStream.outputMode("append")
+        .foreachBatch(batch_writer(bootstrap, cfg, parquet_dir))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     shown = None
     while query.isActive:
         latest = query.lastProgress
@@ -218,8 +253,13 @@ def read_counts(spark: Any, parquet_dir: Path) -> Counter[WindowKey]:
     return Counter({(r["window_start_ms"], r["page"]): r["count"] for r in rows})
 
 
-def run_pipeline(spark: Any, bootstrap: str, cfg: PipelineConfig, workdir: Path,
-                 progress: Callable[[dict[str, Any]], None] = lambda p: None) -> PipelineResult:
+def run_pipeline(
+    spark: Any,
+    bootstrap: str,
+    cfg: PipelineConfig,
+    workdir: Path,
+    progress: Callable[[dict[str, Any]], None] = lambda p: None,
+) -> PipelineResult:
     """Generate, produce, stream, read back: everything but the broker and the Spark session."""
     workdir.mkdir(parents=True, exist_ok=True)
     events = generate_events(cfg)
@@ -236,9 +276,14 @@ def spark_session(app: str = "strom-pipeline") -> Any:
 
     from strom.tools.spark.source import register
 
-    spark = (SparkSession.builder.master("local[2]").appName(app)
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -250,8 +295,12 @@ def spark_session(app: str = "strom-pipeline") -> Any:
 def _progress_line(p: dict[str, Any]) -> None:
     state = sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators", []))
     rate = p.get("processedRowsPerSecond") or 0.0
-    click.echo(f"\r  batch {p.get('batchId', 0):>3}  input rows {p.get('numInputRows', 0):>6}  "
-               f"{rate:>9.0f} rows/s  open windows {state:>4}", err=True, nl=False)
+    click.echo(
+        f"\r  batch {p.get('batchId', 0):>3}  input rows {p.get('numInputRows', 0):>6}  "
+        f"{rate:>9.0f} rows/s  open windows {state:>4}",
+        err=True,
+        nl=False,
+    )
 
 
 def summarize(result: PipelineResult, cfg: PipelineConfig) -> Iterator[str]:
@@ -260,8 +309,10 @@ def summarize(result: PipelineResult, cfg: PipelineConfig) -> Iterator[str]:
         per_page[page] += n
     yield f"events generated: {cfg.events} on {cfg.partitions} partitions of {cfg.clicks_topic!r}"
     yield f"micro-batches: {result.batches}, rows read by Spark: {result.input_rows}"
-    yield (f"windows written: {len(result.counts)} ({cfg.window_s}s windows, {cfg.watermark_s}s watermark) "
-           f"to {cfg.counts_topic!r} and {result.parquet_dir}")
+    yield (
+        f"windows written: {len(result.counts)} ({cfg.window_s}s windows, {cfg.watermark_s}s watermark) "
+        f"to {cfg.counts_topic!r} and {result.parquet_dir}"
+    )
     for page, n in per_page.most_common():
         yield f"  {page:<14} {n:>7}"
     verdict = "yes" if result.matches else f"NO ({sum(result.counts.values())} vs {sum(result.expected.values())})"
@@ -269,27 +320,67 @@ def summarize(result: PipelineResult, cfg: PipelineConfig) -> Iterator[str]:
 
 
 @click.command("pipeline")
-@click.option("--bootstrap-server", "bootstrap_server", metavar="HOST:PORT",
-              help="Use this cluster [default: start a standalone Strom for the run].")
+@click.option(
+    "--bootstrap-server",
+    "bootstrap_server",
+    metavar="HOST:PORT",
+    help="Use this cluster [default: start a standalone Strom for the run].",
+)
 @click.option("--events", default=PipelineConfig.events, show_default=True, type=click.IntRange(1))
 @click.option("--pages", default=PipelineConfig.pages, show_default=True, type=click.IntRange(1, len(PAGES)))
-@click.option("--window", "window_s", default=PipelineConfig.window_s, show_default=True, type=click.IntRange(1),
-              help="Window length in seconds.")
-@click.option("--watermark", "watermark_s", default=PipelineConfig.watermark_s, show_default=True,
-              type=click.IntRange(0), help="Watermark delay in seconds (events are at most 3s late).")
+@click.option(
+    "--window",
+    "window_s",
+    default=PipelineConfig.window_s,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Window length in seconds.",
+)
+@click.option(
+    "--watermark",
+    "watermark_s",
+    default=PipelineConfig.watermark_s,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Watermark delay in seconds (events are at most 3s late).",
+)
 @click.option("--clicks-topic", default=PipelineConfig.clicks_topic, show_default=True)
 @click.option("--counts-topic", default=PipelineConfig.counts_topic, show_default=True)
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Checkpoint, Parquet output and broker data [default: a new temporary directory].")
-@click.option("--format", "source_format", default="stromkafka", show_default=True,
-              type=click.Choice(["stromkafka", "kafka"]),
-              help="Spark data source: the pure-Python one, or Spark's kafka connector (needs its jars).")
-def pipeline(bootstrap_server: str | None, events: int, pages: int, window_s: int, watermark_s: int,
-             clicks_topic: str, counts_topic: str, work_dir: Path | None, source_format: str) -> None:
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Checkpoint, Parquet output and broker data [default: a new temporary directory].",
+)
+@click.option(
+    "--format",
+    "source_format",
+    default="stromkafka",
+    show_default=True,
+    type=click.Choice(["stromkafka", "kafka"]),
+    help="Spark data source: the pure-Python one, or Spark's kafka connector (needs its jars).",
+)
+def pipeline(
+    bootstrap_server: str | None,
+    events: int,
+    pages: int,
+    window_s: int,
+    watermark_s: int,
+    clicks_topic: str,
+    counts_topic: str,
+    work_dir: Path | None,
+    source_format: str,
+) -> None:
     """Click stream -> Kafka -> Spark Structured Streaming (counts per page per window) -> Kafka + Parquet."""
-    cfg = PipelineConfig(events=events, pages=pages, window_s=window_s, watermark_s=watermark_s,
-                         jitter_s=min(PipelineConfig.jitter_s, watermark_s), clicks_topic=clicks_topic,
-                         counts_topic=counts_topic, source_format=source_format)
+    cfg = PipelineConfig(
+        events=events,
+        pages=pages,
+        window_s=window_s,
+        watermark_s=watermark_s,
+        jitter_s=min(PipelineConfig.jitter_s, watermark_s),
+        clicks_topic=clicks_topic,
+        counts_topic=counts_topic,
+        source_format=source_format,
+    )
     workdir = work_dir or Path(tempfile.mkdtemp(prefix="strom-pipeline-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with _local_broker(workdir) if bootstrap_server is None else _Given(bootstrap_server) as broker:
@@ -312,7 +403,7 @@ class _Given:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
 
-    def __enter__(self) -> "_Given":
+    def __enter__(self) -> _Given:
         return self
 
     def __exit__(self, *exc: object) -> None:

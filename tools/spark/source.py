@@ -15,10 +15,12 @@ Rows have the kafka source's schema (:data:`tools.spark.options.BASE_SCHEMA`, pl
 with ``includeHeaders=true``). Reading uses assign/seek consumers with ``read_uncommitted``,
 writing an idempotent producer, both on confluent-kafka, so it works against any Kafka.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -69,14 +71,22 @@ class ReadSettings:
     poll_timeout_ms: int
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> "ReadSettings":
-        return cls(client_settings(options), flag(options, "includeHeaders", False),
-                   flag(options, "failOnDataLoss", True),
-                   positive_int(options, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS)
+    def from_options(cls, options: Mapping[str, str]) -> ReadSettings:
+        return cls(
+            client_settings(options),
+            flag(options, "includeHeaders", False),
+            flag(options, "failOnDataLoss", True),
+            positive_int(options, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+        )
 
     def read(self, rng: plan.OffsetRange) -> Iterator[tuple[Any, ...]]:
-        return read_range(self.client, rng, include_headers=self.include_headers,
-                          fail_on_data_loss=self.fail_on_data_loss, poll_timeout_ms=self.poll_timeout_ms)
+        return read_range(
+            self.client,
+            rng,
+            include_headers=self.include_headers,
+            fail_on_data_loss=self.fail_on_data_loss,
+            poll_timeout_ms=self.poll_timeout_ms,
+        )
 
 
 class RangePartition(InputPartition):
@@ -97,16 +107,16 @@ class KafkaDataSource(DataSource):
     def schema(self) -> str:
         return schema_ddl(self.options)
 
-    def reader(self, schema: StructType) -> "BatchReader":
+    def reader(self, schema: StructType) -> BatchReader:
         return BatchReader(dict(self.options))
 
-    def streamReader(self, schema: StructType) -> "StreamReader":
+    def streamReader(self, schema: StructType) -> StreamReader:
         return StreamReader(dict(self.options))
 
-    def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         return BatchWriter(dict(self.options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         return StreamWriter(dict(self.options))
 
 
@@ -136,8 +146,13 @@ class _Planner:
         counts = self.client.partition_counts(topics) if sub.kind != "assign" else {}
         return sub.partitions(counts)
 
-    def resolve(self, spec: plan.OffsetSpec, partitions: Sequence[plan.TopicPartition], which: str,
-                cluster: plan.ClusterOffsets | None = None) -> plan.OffsetMap:
+    def resolve(
+        self,
+        spec: plan.OffsetSpec,
+        partitions: Sequence[plan.TopicPartition],
+        which: str,
+        cluster: plan.ClusterOffsets | None = None,
+    ) -> plan.OffsetMap:
         lookups = plan.timestamps_to_look_up(spec, partitions)
         if cluster is None or lookups:
             cluster = self.client.offsets(partitions, lookups)

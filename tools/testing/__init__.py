@@ -13,38 +13,61 @@ the storage layer's file-operations seam); ``control`` is their client side.
 Names load on first use, so importing this package (the pytest plugin does, in every run) costs
 nothing until a broker is asked for.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["broker", "StromBroker", "cluster", "StromCluster", "Faults", "ControlClient", "ControlError",
-           "DEV_CONFIGS", "zookeeper_available", "request_faults", "RequestFaults", "file_faults", "FileFaults",
-           "PausableClock"]
+__all__ = [
+    "broker",
+    "StromBroker",
+    "cluster",
+    "StromCluster",
+    "Faults",
+    "ControlClient",
+    "ControlError",
+    "DEV_CONFIGS",
+    "zookeeper_available",
+    "request_faults",
+    "RequestFaults",
+    "file_faults",
+    "FileFaults",
+    "PausableClock",
+]
 
 _WHERE = {
-    "broker": "embedded", "StromBroker": "embedded",
-    "cluster": "zkcluster", "StromCluster": "zkcluster", "zookeeper_available": "zkcluster",
-    "Faults": "control", "ControlClient": "control", "ControlError": "control",
-    "request_faults": "faults", "RequestFaults": "faults",
-    "file_faults": "storage_faults", "FileFaults": "storage_faults",
+    "broker": "embedded",
+    "StromBroker": "embedded",
+    "cluster": "zkcluster",
+    "StromCluster": "zkcluster",
+    "zookeeper_available": "zkcluster",
+    "Faults": "control",
+    "ControlClient": "control",
+    "ControlError": "control",
+    "request_faults": "faults",
+    "RequestFaults": "faults",
+    "file_faults": "storage_faults",
+    "FileFaults": "storage_faults",
     "PausableClock": "clock",
 }
 
 if TYPE_CHECKING:
-    from .zkcluster import StromCluster, cluster, zookeeper_available
     from .clock import PausableClock
     from .control import ControlClient, ControlError, Faults
+    from .embedded import StromBroker, broker
     from .faults import RequestFaults, request_faults
     from .storage_faults import FileFaults, file_faults
-    from .embedded import StromBroker, broker
+    from .zkcluster import StromCluster, cluster, zookeeper_available
 
 
 def __getattr__(name: str) -> Any:
     if name == "DEV_CONFIGS":
         from strom.broker.config import DEV_CONFIGS
+
         return DEV_CONFIGS
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'strom.testing' has no attribute {name!r}")
     import importlib
+
     return getattr(importlib.import_module(f".{module}", __name__), name)

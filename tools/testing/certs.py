@@ -8,6 +8,7 @@
 
 Keys are EC P-256 (fast to make); certificates are valid for a day.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -31,8 +32,10 @@ def _name(cn: str, ou: str | None = None, org: str = "Strom Test") -> x509.Name:
 
 
 def _validity(builder):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+    now = datetime.datetime.now(datetime.UTC)
+    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(
+        now + datetime.timedelta(days=1)
+    )
 
 
 @dataclass
@@ -42,8 +45,9 @@ class Issued:
     chain: list[x509.Certificate]
 
     def key_pem(self, password: str | None = None) -> bytes:
-        encryption = (serialization.BestAvailableEncryption(password.encode()) if password
-                      else serialization.NoEncryption())
+        encryption = (
+            serialization.BestAvailableEncryption(password.encode()) if password else serialization.NoEncryption()
+        )
         return self.key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
     def chain_pem(self) -> bytes:
@@ -54,8 +58,11 @@ class Issued:
         return path
 
     def write_pkcs12(self, path: Path, password: str) -> Path:
-        path.write_bytes(pkcs12.serialize_key_and_certificates(
-            b"strom", self.key, self.cert, self.chain, serialization.BestAvailableEncryption(password.encode())))
+        path.write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                b"strom", self.key, self.cert, self.chain, serialization.BestAvailableEncryption(password.encode())
+            )
+        )
         return path
 
     @property
@@ -66,13 +73,28 @@ class Issued:
 class CertificateAuthority:
     def __init__(self, name: str = "Strom Test CA"):
         self.key = ec.generate_private_key(ec.SECP256R1())
-        builder = _validity(x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
-                            .public_key(self.key.public_key()).serial_number(x509.random_serial_number()))
+        builder = _validity(
+            x509.CertificateBuilder()
+            .subject_name(_name(name))
+            .issuer_name(_name(name))
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+        )
         builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        builder = builder.add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                      content_commitment=False, key_encipherment=False,
-                                                      data_encipherment=False, key_agreement=False,
-                                                      encipher_only=False, decipher_only=False), critical=True)
+        builder = builder.add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         self.cert = builder.sign(self.key, hashes.SHA256())
 
     def pem(self) -> bytes:
@@ -84,14 +106,22 @@ class CertificateAuthority:
 
     def write_pkcs12(self, path: Path, password: str) -> Path:
         """A trust store: the CA certificate alone."""
-        path.write_bytes(pkcs12.serialize_key_and_certificates(
-            None, None, None, [self.cert], serialization.BestAvailableEncryption(password.encode())))
+        path.write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                None, None, None, [self.cert], serialization.BestAvailableEncryption(password.encode())
+            )
+        )
         return path
 
     def issue(self, cn: str, *, hosts: list[str] = (), ou: str | None = None, client: bool = False) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
-        builder = _validity(x509.CertificateBuilder().subject_name(_name(cn, ou)).issuer_name(self.cert.subject)
-                            .public_key(key.public_key()).serial_number(x509.random_serial_number()))
+        builder = _validity(
+            x509.CertificateBuilder()
+            .subject_name(_name(cn, ou))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+        )
         names = []
         for host in hosts:
             try:
@@ -100,8 +130,11 @@ class CertificateAuthority:
                 names.append(x509.DNSName(host))
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        usage = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [ExtendedKeyUsageOID.SERVER_AUTH,
-                                                                   ExtendedKeyUsageOID.CLIENT_AUTH]
+        usage = (
+            [ExtendedKeyUsageOID.CLIENT_AUTH]
+            if client
+            else [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        )
         builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
         builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         return Issued(key, builder.sign(self.key, hashes.SHA256()), [])

@@ -13,6 +13,7 @@ time, as if it had never stopped, so every wait stays bounded.
 
 The clock is only read and paused on its trio thread (the control operations run there).
 """
+
 from __future__ import annotations
 
 import time

@@ -5,12 +5,14 @@ trio loop through its token) or as a process (calls go to its control endpoint o
 ``strom.testing.control_endpoint``). ``ControlClient`` is the HTTP side, also used by ``strom control``.
 Only the standard library is imported here.
 """
+
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 CONTROL_TIMEOUT_S = 30.0
 
@@ -28,8 +30,12 @@ class ControlClient:
 
     def __call__(self, operation: str, args: dict[str, Any] | None = None) -> Any:
         data = json.dumps(args or {}).encode()
-        request = urllib.request.Request(f"http://{self.address}/v1/{operation}", data=data, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://{self.address}/v1/{operation}",
+            data=data,
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 answer = json.loads(response.read() or b"{}")
@@ -40,8 +46,10 @@ class ControlClient:
                 message = str(exc)
             raise ControlError(message) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ControlError(f"cannot reach the control endpoint at {self.address}: {exc}; is the broker "
-                               f"running with --dev (or control.listener set)?") from None
+            raise ControlError(
+                f"cannot reach the control endpoint at {self.address}: {exc}; is the broker "
+                f"running with --dev (or control.listener set)?"
+            ) from None
         return answer.get("result")
 
 
@@ -58,16 +66,35 @@ class Faults:
     def __init__(self, call: Call):
         self._call = call
 
-    def inject(self, api: str | int | None, *, error: str | int | None = None, delay_ms: int = 0,
-               drop: str | None = None, count: int | None = 1, topic: str | None = None,
-               partition: int | None = None, client_id: str | None = None) -> dict:
+    def inject(
+        self,
+        api: str | int | None,
+        *,
+        error: str | int | None = None,
+        delay_ms: int = 0,
+        drop: str | None = None,
+        count: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+        client_id: str | None = None,
+    ) -> dict:
         """The next ``count`` requests of ``api`` (None: any API; ``count=None``: all of them until
         cleared), optionally only those of ``client_id`` or touching ``topic`` (and ``partition``):
         answer ``error``, wait ``delay_ms`` first, or ``drop`` the connection ("before" handling,
         or "after": the request takes effect, its answer is lost). Returns the rule (with its id)."""
-        return self._call("fault", {"api": api, "error": error, "delay_ms": delay_ms, "drop": drop,
-                                    "count": count, "topic": topic, "partition": partition,
-                                    "client_id": client_id})
+        return self._call(
+            "fault",
+            {
+                "api": api,
+                "error": error,
+                "delay_ms": delay_ms,
+                "drop": drop,
+                "count": count,
+                "topic": topic,
+                "partition": partition,
+                "client_id": client_id,
+            },
+        )
 
     def error(self, api: str | int, error: str | int, count: int | None = 1, **match: Any) -> dict:
         return self.inject(api, error=error, count=count, **match)

@@ -12,6 +12,7 @@ HTTP: ``POST /v1/<operation>`` with a JSON object of arguments (``GET /v1/status
 the answer is JSON, ``{"error": "..."}`` with status 400 for a bad request. One request per
 connection, every read bounded.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+
 from strom.broker.config import Listener
 from strom.broker.errors import TopicError
 from strom.broker.server.listen import BoundSockets, bind_listener
@@ -67,8 +69,23 @@ class ControlledBroker(Protocol):
 class Controls:
     """The operations. Run them on the broker's trio loop."""
 
-    OPERATIONS = ("status", "fault", "unfault", "clear", "faults", "pause", "resume", "cap", "record",
-                  "recorded", "retention", "compact", "expire_offsets", "create_topic", "delete_topic")
+    OPERATIONS = (
+        "status",
+        "fault",
+        "unfault",
+        "clear",
+        "faults",
+        "pause",
+        "resume",
+        "cap",
+        "record",
+        "recorded",
+        "retention",
+        "compact",
+        "expire_offsets",
+        "create_topic",
+        "delete_topic",
+    )
 
     def __init__(self, broker: ControlledBroker):
         self.broker = broker
@@ -89,16 +106,35 @@ class Controls:
     # ---- faults -------------------------------------------------------------------
     async def op_status(self) -> dict:
         b = self.broker
-        return {"node_id": b.node_id, "listeners": [str(x.advertised) for x in b.bound],
-                "live_brokers": sorted(node for node, *_ in b.metadata.live_brokers()),
-                "topics": sorted(b.topics.topics) if b.topics is not None else [],
-                **self.faults.status()}
+        return {
+            "node_id": b.node_id,
+            "listeners": [str(x.advertised) for x in b.bound],
+            "live_brokers": sorted(node for node, *_ in b.metadata.live_brokers()),
+            "topics": sorted(b.topics.topics) if b.topics is not None else [],
+            **self.faults.status(),
+        }
 
-    async def op_fault(self, api: str | int | None = None, error: str | int | None = None, delay_ms: int = 0,
-                       drop: str | None = None, count: int | None = 1, topic: str | None = None,
-                       partition: int | None = None, client_id: str | None = None) -> dict:
-        fault = self.faults.add(api, error=error, delay_ms=delay_ms, drop=drop, count=count,
-                                           topic=topic, partition=partition, client_id=client_id)
+    async def op_fault(
+        self,
+        api: str | int | None = None,
+        error: str | int | None = None,
+        delay_ms: int = 0,
+        drop: str | None = None,
+        count: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+        client_id: str | None = None,
+    ) -> dict:
+        fault = self.faults.add(
+            api,
+            error=error,
+            delay_ms=delay_ms,
+            drop=drop,
+            count=count,
+            topic=topic,
+            partition=partition,
+            client_id=client_id,
+        )
         return fault.describe()
 
     async def op_unfault(self, id: int) -> bool:
@@ -158,8 +194,11 @@ class Controls:
                 partition_log.roll()
         results = await trio.to_thread.run_sync(self.broker.logs.clean_compacted)
         done = [r for r in results.values() if r is not None and not r.aborted]
-        return {"logs_cleaned": len(results), "records_removed": sum(r.records_removed for r in done),
-                "markers_removed": sum(r.markers_removed for r in done)}
+        return {
+            "logs_cleaned": len(results),
+            "records_removed": sum(r.records_removed for r in done),
+            "markers_removed": sum(r.markers_removed for r in done),
+        }
 
     async def op_expire_offsets(self, advance_ms: int = 0) -> dict:
         """Expire committed offsets now, as if the clock were ``advance_ms`` later."""
@@ -167,10 +206,12 @@ class Controls:
         return {"offsets_removed": removed}
 
     # ---- topics ------------------------------------------------------------------------
-    async def op_create_topic(self, name: str, partitions: int = -1, replication_factor: int = -1,
-                              configs: dict | None = None) -> dict:
-        info = await self.broker.admin.create_topic(name, int(partitions), int(replication_factor),
-                                              {k: str(v) for k, v in (configs or {}).items()})
+    async def op_create_topic(
+        self, name: str, partitions: int = -1, replication_factor: int = -1, configs: dict | None = None
+    ) -> dict:
+        info = await self.broker.admin.create_topic(
+            name, int(partitions), int(replication_factor), {k: str(v) for k, v in (configs or {}).items()}
+        )
         return {"name": name, "partitions": info.partitions if info is not None else partitions}
 
     async def op_delete_topic(self, name: str) -> None:
@@ -178,24 +219,26 @@ class Controls:
 
 
 # ----------------------------------------------------------------------------- HTTP
-async def serve_control(broker: ControlledBroker, address: Listener, *,
-                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_control(
+    broker: ControlledBroker, address: Listener, *, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
     """Serve the control operations of ``broker`` over HTTP on ``address`` (``control.listener``)
     until cancelled; ``task_status.started`` gets the bound port."""
     bound: BoundSockets = bind_listener(address)
     controls = Controls(broker)
     listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in bound.sockets]
-    log.info("control endpoint on http://%s:%d/v1/ (fault injection and test control)",
-             bound.listener.host, bound.port)
+    log.info("control endpoint on http://%s:%d/v1/ (fault injection and test control)", bound.listener.host, bound.port)
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
             with trio.fail_after(REQUEST_TIMEOUT_S):
                 status, answer = await _exchange(controls, stream)
                 payload = json.dumps(answer).encode()
-                head = (f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
-                        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-                        f"Connection: close\r\n\r\n").encode()
+                head = (
+                    f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    f"Connection: close\r\n\r\n"
+                ).encode()
                 await stream.send_all(head + payload)
         except (trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("control connection ended early")

@@ -12,6 +12,7 @@ listening socket is bound before ``start()`` returns, on 127.0.0.1 and a port th
 the bootstrap address is usable at once. Stopping is bounded: cancel, wait ``stop_timeout``,
 then give up on the thread with a warning instead of hanging the test run.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,9 +22,10 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from .control import ControlClient, ControlError, Faults
 
@@ -72,10 +74,18 @@ class StromBroker:
     defaults (``strom.broker.config.DEV_CONFIGS``); any config given overrides them.
     """
 
-    def __init__(self, configs: Mapping[str, Any] | None = None, *, mode: str = "thread",
-                 data_dir: str | os.PathLike | None = None, keep_data: bool | None = None, dev: bool = True,
-                 start_timeout: float = START_TIMEOUT_S, stop_timeout: float = STOP_TIMEOUT_S,
-                 **config_kwargs: Any):
+    def __init__(
+        self,
+        configs: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "thread",
+        data_dir: str | os.PathLike | None = None,
+        keep_data: bool | None = None,
+        dev: bool = True,
+        start_timeout: float = START_TIMEOUT_S,
+        stop_timeout: float = STOP_TIMEOUT_S,
+        **config_kwargs: Any,
+    ):
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: use 'thread' or 'process'")
         self.mode = mode
@@ -136,7 +146,7 @@ class StromBroker:
             props["log.dirs"] = str(self.data_dir / "data")
         return props
 
-    def start(self) -> "StromBroker":
+    def start(self) -> StromBroker:
         if self.running:
             return self
         started = time.perf_counter()
@@ -156,8 +166,9 @@ class StromBroker:
         self.port = prebound[0].port
         ready = threading.Event()
         self._error = None
-        self._thread = threading.Thread(target=self._run, args=(config, prebound, ready),
-                                        name=f"strom-broker-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(config, prebound, ready), name=f"strom-broker-{self.port}", daemon=True
+        )
         self._thread.start()
         if not ready.wait(self.start_timeout):
             self.stop()
@@ -226,6 +237,7 @@ class StromBroker:
             if thread is None:
                 return
             if token is not None and cancel is not None and thread.is_alive():
+
                 def stop_now() -> None:  # a paused broker's clock runs again for its shutdown
                     import trio
 
@@ -240,8 +252,11 @@ class StromBroker:
                     pass
             thread.join(self.stop_timeout)
             if thread.is_alive():
-                log.warning("embedded broker on port %d did not stop within %.1fs; leaving its thread behind",
-                            self.port, self.stop_timeout)
+                log.warning(
+                    "embedded broker on port %d did not stop within %.1fs; leaving its thread behind",
+                    self.port,
+                    self.stop_timeout,
+                )
                 self._stuck = thread
             self._thread = self._token = self._cancel = None
         elif self._process is not None:
@@ -249,7 +264,7 @@ class StromBroker:
                 self.resume()
             self._process.stop(self.stop_timeout)
 
-    def restart(self) -> "StromBroker":
+    def restart(self) -> StromBroker:
         """Stop and start again: same port, same data."""
         self.stop()
         return self.start()
@@ -281,7 +296,7 @@ class StromBroker:
         else:
             self._control("resume", {})
 
-    def __enter__(self) -> "StromBroker":
+    def __enter__(self) -> StromBroker:
         try:
             return self.start()
         except BaseException:
@@ -346,12 +361,19 @@ class StromBroker:
         except BrokerControlError as exc:
             raise ControlError(str(exc)) from None
 
-    def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
-                     **configs: Any) -> str:
+    def create_topic(
+        self, name: str, partitions: int | None = None, replication_factor: int | None = None, **configs: Any
+    ) -> str:
         """Create ``name`` (the broker's num.partitions by default); topic configs as keywords."""
-        self._control("create_topic", {"name": name, "partitions": -1 if partitions is None else partitions,
-                                       "replication_factor": -1 if replication_factor is None else replication_factor,
-                                       "configs": {config_key(k): config_value(v) for k, v in configs.items()}})
+        self._control(
+            "create_topic",
+            {
+                "name": name,
+                "partitions": -1 if partitions is None else partitions,
+                "replication_factor": -1 if replication_factor is None else replication_factor,
+                "configs": {config_key(k): config_value(v) for k, v in configs.items()},
+            },
+        )
         return name
 
     def delete_topic(self, name: str) -> None:

@@ -28,6 +28,7 @@ Cost when unused: none. The injector is a request interceptor of the broker's di
 (``strom.broker.server.dispatch``) only while a rule, a pause, a cap or recording is active, and
 removes itself when the last one ends.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -35,15 +36,17 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
 import trio
 from construct import Container
+
 from strom.broker.apis import HANDLERS
 from strom.broker.apis._error_response import PartitionLayout, add_error_entries, skeleton
 from strom.broker.errors import (  # raised here, acted on by the dispatcher
@@ -66,8 +69,6 @@ MAX_DELAY_MS = 600_000
 RECORD_LIMIT = 100_000
 
 
-
-
 Selector = Callable[[str | None, int | None], bool]
 
 
@@ -79,14 +80,20 @@ class ErrorAnswer:
     topics (``partition_level``: partitions) in error; any other API the module's whole
     ``error_response``."""
 
-    def __init__(self, module: ModuleType, request: Request, code: int, select: Selector,
-                 names_by_id: Callable[[bytes], str | None]) -> None:
+    def __init__(
+        self,
+        module: ModuleType,
+        request: Request,
+        code: int,
+        select: Selector,
+        names_by_id: Callable[[bytes], str | None],
+    ) -> None:
         self.module, self.request, self.code = module, request, code
         self.layout: PartitionLayout | None = getattr(module, "ERROR_LAYOUT", None)
         self.select = select
-        self.partition_level = False    # Metadata: the error on a partition, not the topic
+        self.partition_level = False  # Metadata: the error on a partition, not the topic
         self.names_by_id = names_by_id
-        self.faulted: list[Any] = []     # request topic entries (or names) answered with the error
+        self.faulted: list[Any] = []  # request topic entries (or names) answered with the error
         self.rest: Container | None = None  # the request without them; None: nothing left to handle
 
     def split(self) -> None:
@@ -134,8 +141,10 @@ class ErrorAnswer:
             if self.select(t.get("name"), None) and not self.partition_level:
                 t["error_code"], t["partitions"] = self.code, []
             else:
-                t["partitions"] = [dict(p, error_code=self.code) if self.select(t.get("name"), p["partition_index"])
-                                   else p for p in t.get("partitions") or []]
+                t["partitions"] = [
+                    dict(p, error_code=self.code) if self.select(t.get("name"), p["partition_index"]) else p
+                    for p in t.get("partitions") or []
+                ]
             topics.append(t)
         out["topics"] = topics
         return out
@@ -193,8 +202,9 @@ def error_code_of(error: int | str) -> int:
     try:
         return int(ErrorCode[text.upper()])
     except KeyError:
-        raise ValueError(f"unknown error {error!r}: use Kafka's name (NOT_LEADER_OR_FOLLOWER, ...) "
-                         f"or its code") from None
+        raise ValueError(
+            f"unknown error {error!r}: use Kafka's name (NOT_LEADER_OR_FOLLOWER, ...) or its code"
+        ) from None
 
 
 @dataclass
@@ -217,8 +227,12 @@ class Fault:
             "id": self.id,
             "api": api_spec(self.api_key).name if self.api_key is not None else None,
             "error": ErrorCode(self.error).name if self.error is not None else None,
-            "delay_ms": self.delay_ms, "drop": self.drop, "remaining": self.count,
-            "topic": self.topic, "partition": self.partition, "client_id": self.client_id,
+            "delay_ms": self.delay_ms,
+            "drop": self.drop,
+            "remaining": self.count,
+            "topic": self.topic,
+            "partition": self.partition,
+            "client_id": self.client_id,
             "hits": self.hits,
         }
 
@@ -259,8 +273,7 @@ class RequestFaults:
 
     # ---- switches ---------------------------------------------------------------
     def _update(self) -> None:
-        active = bool(self.rules) or self._resumed is not None or self.cap is not None \
-            or self.recording is not None
+        active = bool(self.rules) or self._resumed is not None or self.cap is not None or self.recording is not None
         if active:
             self.dispatcher.add_interceptor(self)
         else:
@@ -271,9 +284,18 @@ class RequestFaults:
         """Whether the broker's requests pass through this injector now."""
         return self in self.dispatcher.interceptors
 
-    def add(self, api: int | str | None, *, error: int | str | None = None, delay_ms: int = 0,
-            drop: str | None = None, count: int | None = 1, topic: str | None = None,
-            partition: int | None = None, client_id: str | None = None) -> Fault:
+    def add(
+        self,
+        api: int | str | None,
+        *,
+        error: int | str | None = None,
+        delay_ms: int = 0,
+        drop: str | None = None,
+        count: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+        client_id: str | None = None,
+    ) -> Fault:
         if drop not in (None, "before", "after"):
             raise ValueError(f"drop={drop!r}: use 'before' or 'after'")
         if error is None and not delay_ms and drop is None:
@@ -284,10 +306,17 @@ class RequestFaults:
             raise ValueError(f"count={count}: at least 1, or None for every request")
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
-        fault = Fault(next(self._ids), api_key_of(api) if api is not None else None,
-                      error_code_of(error) if error is not None else None, int(delay_ms), drop,
-                      None if count is None else int(count), topic,
-                      None if partition is None else int(partition), client_id)
+        fault = Fault(
+            next(self._ids),
+            api_key_of(api) if api is not None else None,
+            error_code_of(error) if error is not None else None,
+            int(delay_ms),
+            drop,
+            None if count is None else int(count),
+            topic,
+            None if partition is None else int(partition),
+            client_id,
+        )
         self.rules.append(fault)
         log.info("fault added %s", fault.describe())
         self._update()
@@ -316,8 +345,7 @@ class RequestFaults:
             clock = trio.lowlevel.current_clock()
             if isinstance(clock, PausableClock):
                 clock.pause()
-            log.info("broker paused: requests are held and timers stopped until resumed (at most %.0f s)",
-                     MAX_PAUSE_S)
+            log.info("broker paused: requests are held and timers stopped until resumed (at most %.0f s)", MAX_PAUSE_S)
         self._update()
 
     def resume(self) -> None:
@@ -356,17 +384,28 @@ class RequestFaults:
         return list(self.recording or ())
 
     def status(self) -> dict[str, Any]:
-        return {"rules": [r.describe() for r in self.rules], "paused": self.paused,
-                "version_cap": self.cap_name, "recording": self.recording is not None}
+        return {
+            "rules": [r.describe() for r in self.rules],
+            "paused": self.paused,
+            "version_cap": self.cap_name,
+            "recording": self.recording is not None,
+        }
 
     # ---- the request path -----------------------------------------------------------
     async def intercept(self, request: Request, peer: str, proceed: Proceed) -> dict | None:
         """Handle ``request`` with the faults in force; DropConnection closes the connection."""
         header = request.header
         if self.recording is not None:
-            self.recording.append({"time": time.time(), "api_key": header.api_key,
-                                   "api": api_spec(header.api_key).name, "version": header.api_version,
-                                   "client_id": header.client_id, "peer": peer})
+            self.recording.append(
+                {
+                    "time": time.time(),
+                    "api_key": header.api_key,
+                    "api": api_spec(header.api_key).name,
+                    "version": header.api_version,
+                    "client_id": header.client_id,
+                    "peer": peer,
+                }
+            )
         if self._resumed is not None:
             with trio.move_on_after(MAX_PAUSE_S):
                 await self._resumed.wait()
@@ -375,18 +414,32 @@ class RequestFaults:
             if rel is not None and header.api_version > rel[1]:
                 # as that Kafka answers a version it does not know: v0, UNSUPPORTED_VERSION and the
                 # versions it does support, from which the client picks and asks again
-                log.info("ApiVersions v%d is above Kafka %s's v%d (version cap): UNSUPPORTED_VERSION "
-                         "peer=%s", header.api_version, self.cap_name, rel[1], peer)
+                log.info(
+                    "ApiVersions v%d is above Kafka %s's v%d (version cap): UNSUPPORTED_VERSION peer=%s",
+                    header.api_version,
+                    self.cap_name,
+                    rel[1],
+                    peer,
+                )
                 # Kafka 2.4+ (KIP-511) lists only its ApiVersions range, older releases nothing
-                listed = [] if self._release_before(2, 4) else [{"api_key": 18, "min_version": rel[0],
-                                                                "max_version": rel[1]}]
-                raise AnswerInVersion(0, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": listed,
-                                          "throttle_time_ms": 0})
+                listed = (
+                    []
+                    if self._release_before(2, 4)
+                    else [{"api_key": 18, "min_version": rel[0], "max_version": rel[1]}]
+                )
+                raise AnswerInVersion(
+                    0, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": listed, "throttle_time_ms": 0}
+                )
         if self.cap is not None and header.api_key != 18:
             rel = self.cap.get(header.api_key)
             if rel is None or not rel[0] <= header.api_version <= rel[1]:
-                log.warning("closing connection peer=%s: api_key=%d version=%d is outside Kafka %s "
-                            "(version cap)", peer, header.api_key, header.api_version, self.cap_name)
+                log.warning(
+                    "closing connection peer=%s: api_key=%d version=%d is outside Kafka %s (version cap)",
+                    peer,
+                    header.api_key,
+                    header.api_version,
+                    self.cap_name,
+                )
                 raise DropConnection()
         fault = self._match(request)
         if fault is None:
@@ -399,8 +452,9 @@ class RequestFaults:
                 self._update()
         name = api_spec(header.api_key).name
         if fault.delay_ms:
-            log.info("fault %d: delaying %s v%d by %d ms peer=%s", fault.id, name, header.api_version,
-                     fault.delay_ms, peer)
+            log.info(
+                "fault %d: delaying %s v%d by %d ms peer=%s", fault.id, name, header.api_version, fault.delay_ms, peer
+            )
             await trio.sleep(fault.delay_ms / 1000)
         if fault.drop == "before":
             log.info("fault %d: dropping the connection before %s peer=%s", fault.id, name, peer)
@@ -433,8 +487,9 @@ class RequestFaults:
     def _selector(self, rule: Fault) -> Selector:
         if rule.topic is None:
             return lambda topic, partition: True
-        return lambda topic, partition: topic == rule.topic and (
-            rule.partition is None or partition is None or partition == rule.partition)
+        return lambda topic, partition: (
+            topic == rule.topic and (rule.partition is None or partition is None or partition == rule.partition)
+        )
 
     def _touches(self, module, request, rule: Fault) -> bool:
         if request.header.api_key == ApiKey.METADATA:
@@ -457,8 +512,13 @@ class RequestFaults:
         if header.api_key == ApiKey.PRODUCE and request.body.get("acks") == 0:
             log.info("fault %d: acks=0 Produce in error: closing the connection, as Kafka does", fault.id)
             raise DropConnection()
-        log.info("fault %d: answering %s v%d with %s", fault.id, api_spec(header.api_key).name,
-                 header.api_version, ErrorCode(fault.error).name)
+        log.info(
+            "fault %d: answering %s v%d with %s",
+            fault.id,
+            api_spec(header.api_key).name,
+            header.api_version,
+            ErrorCode(fault.error).name,
+        )
         response = None
         if header.api_key == ApiKey.METADATA:
             response = await proceed(request, peer)

@@ -16,27 +16,40 @@ ini options (pytest.ini / pyproject's [tool.pytest.ini_options]):
 Faults set by a test are cleared after it, so the next test of the session starts clean.
 Importing this module loads nothing of the broker: that happens when a fixture is first used.
 """
+
 from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("strom_broker_configs", type="linelist", default=[],
-                  help="strom: broker configs for the strom_broker fixture, one key=value a line")
-    parser.addini("strom_broker_mode", default="thread",
-                  help="strom: 'thread' (in-process broker, default) or 'process' (strom serve)")
+    parser.addini(
+        "strom_broker_configs",
+        type="linelist",
+        default=[],
+        help="strom: broker configs for the strom_broker fixture, one key=value a line",
+    )
+    parser.addini(
+        "strom_broker_mode",
+        default="thread",
+        help="strom: 'thread' (in-process broker, default) or 'process' (strom serve)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "strom_broker(**configs): give the test a broker of its own with these "
-                                       "broker configs (dots as underscores, or a dict as first argument)")
-    config.addinivalue_line("markers", "strom_topic(partitions=None, **configs): partitions and topic "
-                                       "configs of the test's strom_topic")
+    config.addinivalue_line(
+        "markers",
+        "strom_broker(**configs): give the test a broker of its own with these "
+        "broker configs (dots as underscores, or a dict as first argument)",
+    )
+    config.addinivalue_line(
+        "markers", "strom_topic(partitions=None, **configs): partitions and topic configs of the test's strom_topic"
+    )
 
 
 def _ini_configs(config: pytest.Config) -> dict[str, str]:

@@ -12,6 +12,7 @@ one.
 file operation through one for the ``with`` block (``strom.storage.files.use_ops``, the storage
 layer's seam).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,7 @@ from strom.storage.files import FileOps
 class FileFault:
     """One rule of :class:`FileFaults` (see :meth:`FileFaults.fail`)."""
 
-    def __init__(self, op: str, err: int, path: str | None, after: int, times: int | None,
-                 partial: int | None) -> None:
+    def __init__(self, op: str, err: int, path: str | None, after: int, times: int | None, partial: int | None) -> None:
         self.op, self.errno, self.path = op, err, path
         self.after, self.times, self.partial = after, times, partial
         self.seen = 0
@@ -57,8 +57,16 @@ class FileFaults(FileOps):
         self._paths: dict[int, str] = {}
         self._torn: dict[int, int] = {}
 
-    def fail(self, op: str, err: int = errno_mod.ENOSPC, *, path: str | None = None, after: int = 0,
-             times: int | None = None, partial: int | None = None) -> FileFault:
+    def fail(
+        self,
+        op: str,
+        err: int = errno_mod.ENOSPC,
+        *,
+        path: str | None = None,
+        after: int = 0,
+        times: int | None = None,
+        partial: int | None = None,
+    ) -> FileFault:
         rule = FileFault(op, err, path, after, times, partial)
         with self._lock:
             self._rules.append(rule)
@@ -100,7 +108,7 @@ class FileFaults(FileOps):
         rule = self._check("write", path)
         if rule is not None:
             if rule.partial is not None and 0 < rule.partial < len(data):
-                written = os.write(fd, bytes(data[:rule.partial]))
+                written = os.write(fd, bytes(data[: rule.partial]))
                 self._torn[fd] = rule.errno
                 return written
             self._raise(rule, path)

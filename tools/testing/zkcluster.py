@@ -11,14 +11,16 @@ trio loop each). Replicated by default: new topics and ``__consumer_offsets`` ge
 ``min(3, size)`` replicas. Everything (ZooKeeper's data, each broker's logs) lives under one
 temporary directory removed by ``close()``.
 """
+
 from __future__ import annotations
 
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from .embedded import StromBroker, broker_props, config_key
 
@@ -33,17 +35,29 @@ def zookeeper_available() -> str | None:
 
 
 class StromCluster:
-    def __init__(self, size: int = 3, configs: Mapping[str, Any] | None = None, *, mode: str = "process",
-                 data_dir: str | None = None, keep_data: bool | None = None,
-                 node_configs: Callable[[int], Mapping[str, Any]] | None = None, **config_kwargs: Any):
+    def __init__(
+        self,
+        size: int = 3,
+        configs: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "process",
+        data_dir: str | None = None,
+        keep_data: bool | None = None,
+        node_configs: Callable[[int], Mapping[str, Any]] | None = None,
+        **config_kwargs: Any,
+    ):
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self.size = size
         self.mode = mode
         rf = str(min(3, size))
         given = set(configs or {}) | {config_key(k) for k in config_kwargs}
-        defaults = {"default.replication.factor": rf, "offsets.topic.replication.factor": rf,
-                    "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "5000"}
+        defaults = {
+            "default.replication.factor": rf,
+            "offsets.topic.replication.factor": rf,
+            "zookeeper.session.timeout.ms": "6000",
+            "replica.lag.time.max.ms": "5000",
+        }
         self.props = broker_props(configs, config_kwargs, dev=True)
         self.props.update({k: v for k, v in defaults.items() if k not in given})
         self.node_configs = node_configs  # a broker's own configs by node id (e.g. its broker.rack)
@@ -57,7 +71,7 @@ class StromCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers if b.running)
 
-    def start(self) -> "StromCluster":
+    def start(self) -> StromCluster:
         from .zookeeper import ZooKeeperServer
 
         try:
@@ -65,12 +79,21 @@ class StromCluster:
                 self.zookeeper = ZooKeeperServer(self.data_dir / "zookeeper").start()
             if not self.brokers:
                 connect = self.zookeeper.connect_string + "/strom"
-                self.brokers = [StromBroker({**self.props, **broker_props(self.node_configs(i) if self.node_configs else {},
-                                                                          {}, dev=False),
-                                             "node.id": str(i), "zookeeper.connect": connect},
-                                            mode=self.mode, data_dir=self.data_dir / f"broker-{i}", keep_data=True,
-                                            dev=False)
-                                for i in range(self.size)]
+                self.brokers = [
+                    StromBroker(
+                        {
+                            **self.props,
+                            **broker_props(self.node_configs(i) if self.node_configs else {}, {}, dev=False),
+                            "node.id": str(i),
+                            "zookeeper.connect": connect,
+                        },
+                        mode=self.mode,
+                        data_dir=self.data_dir / f"broker-{i}",
+                        keep_data=True,
+                        dev=False,
+                    )
+                    for i in range(self.size)
+                ]
             for b in self.brokers:
                 b.start()
             self._wait_for_each_other()
@@ -103,7 +126,7 @@ class StromCluster:
         if not self.keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def __enter__(self) -> "StromCluster":
+    def __enter__(self) -> StromCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -25,8 +25,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 HOST = "127.0.0.1"
 ZOOKEEPER_JAR_CANDIDATES = (Path("/usr/share/java/zookeeper.jar"), Path("/usr/share/zookeeper/zookeeper.jar"))
@@ -99,7 +100,7 @@ class ZooKeeperServer:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def start(self) -> "ZooKeeperServer":
+    def start(self) -> ZooKeeperServer:
         reason = unavailable()
         if reason is not None:
             raise ZooKeeperError(reason)
@@ -111,8 +112,11 @@ class ZooKeeperServer:
         config = self._write_config()
         self._log = open(self.workdir / "zookeeper.log", "ab")
         self._process = subprocess.Popen(
-            self._command(config), stdout=self._log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, cwd=self.workdir,
+            self._command(config),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
         )
         try:
             self._wait_ready()
@@ -132,7 +136,7 @@ class ZooKeeperServer:
         path = self.workdir / "zookeeper.log"
         return path.read_text("utf-8", "replace")[-LOG_TAIL_CHARS:] if path.exists() else ""
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -161,11 +165,17 @@ class ZooKeeperServer:
         if LOGGER_JAR.is_file():
             classpath.append(str(LOGGER_JAR))
         return [
-            "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             f"-Dzookeeper.log.dir={self.workdir}",
             "-Dzookeeper.jmx.log4j.disable=true",
-            "-cp", os.pathsep.join(classpath), MAIN_CLASS, str(config),
+            "-cp",
+            os.pathsep.join(classpath),
+            MAIN_CLASS,
+            str(config),
         ]
 
     def _wait_ready(self) -> None:

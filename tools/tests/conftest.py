@@ -3,10 +3,11 @@
 Every test uses its own topic names, so they share the broker. The broker writes an offset
 index entry for every batch (``log.index.interval.bytes=1``) so dump-log has indexes to check.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -1,5 +1,6 @@
 """What the tool tests share: `strom ...` run in-process through click against a test broker, and
 the broker settings the tool tests' broker starts with (fixtures: conftest.py beside this module)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,9 @@ class Strom:
 
     def ok(self, *args: str, input: str | None = None) -> Result:
         result = self(*args, input=input)
-        assert result.exit_code == 0, f"strom {' '.join(args)} failed ({result.exit_code}):\n{result.output}" \
-                                      f"\n{result.exception!r}"
+        assert result.exit_code == 0, (
+            f"strom {' '.join(args)} failed ({result.exit_code}):\n{result.output}\n{result.exception!r}"
+        )
         return result
 
     def partition_dir(self, topic: str, partition: int = 0) -> Path:

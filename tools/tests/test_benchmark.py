@@ -1,5 +1,6 @@
 """A tiny `strom bench` run: every figure and reference is present, finite and has its ratio, and
 the JSON report round-trips. Figures are never compared with any speed."""
+
 from __future__ import annotations
 
 import json
@@ -11,46 +12,89 @@ from click.testing import CliRunner
 
 from strom.tools.bench import console as bench_console
 from strom.tools.bench import machine as bench_machine
-from strom.tools.bench.benchmark import CODECS, PARTITIONS, SIZES, QUICK, Report, bench, format_table, run_benchmark
+from strom.tools.bench.benchmark import CODECS, PARTITIONS, QUICK, SIZES, Report, bench, format_table, run_benchmark
 
-TINY = replace(QUICK, small_records=300, large_records=60, latency_records=50, latency_rate=500.0,
-               inflight_rounds=1, loopback_bytes=4 << 20, disk_bytes=4 << 20, startup_runs=1,
-               rtt_round_trips=50, session_partitions=200, session_seconds=1.5, session_kafka=False,
-               console_topics=4, console_partitions=2, console_rounds=1, txn_records=2_000, txn_kafka=False,
-               file_cache_partitions=40, tls_records=300)
+TINY = replace(
+    QUICK,
+    small_records=300,
+    large_records=60,
+    latency_records=50,
+    latency_rate=500.0,
+    inflight_rounds=1,
+    loopback_bytes=4 << 20,
+    disk_bytes=4 << 20,
+    startup_runs=1,
+    rtt_round_trips=50,
+    session_partitions=200,
+    session_seconds=1.5,
+    session_kafka=False,
+    console_topics=4,
+    console_partitions=2,
+    console_rounds=1,
+    txn_records=2_000,
+    txn_kafka=False,
+    file_cache_partitions=40,
+    tls_records=300,
+)
 
 EXPECTED_FIGURES = {
-    "startup_to_first_connection_s", "startup_to_first_api_versions_s", "broker_idle_rss_mib",
-    "broker_peak_rss_mib", "inflight_1000_requests_round_ms", "inflight_max_latency_ms",
+    "startup_to_first_connection_s",
+    "startup_to_first_api_versions_s",
+    "broker_idle_rss_mib",
+    "broker_peak_rss_mib",
+    "inflight_1000_requests_round_ms",
+    "inflight_max_latency_ms",
     "inflight_stalled_requests",
     *(f"end_to_end_latency_p{p}_ms" for p in ("50", "95", "99", "99.9")),
-    *(f"produce_{s}B_{p}p_acks{a}_{c}_records_per_s"
-      for s in SIZES for p in PARTITIONS for a in ("1", "all") for c in CODECS),
+    *(
+        f"produce_{s}B_{p}p_acks{a}_{c}_records_per_s"
+        for s in SIZES
+        for p in PARTITIONS
+        for a in ("1", "all")
+        for c in CODECS
+    ),
     *(f"consume_{s}B_{p}p_{c}_records_per_s" for s in SIZES for p in PARTITIONS for c in CODECS),
     *(f"acks_all_over_acks1_{s}B_6p_{c}" for s in SIZES for c in CODECS),
     *(f"produce_{s}B_1p_acks1_none_bytes_per_s" for s in SIZES),
-    "fetch_idle_session_cpu", "fetch_idle_session_vs_full_cpu", "produce_cpu_beside_idle_consumers_ms",
-    "produce_with_console_polled_ratio", "consume_with_console_polled_ratio",
+    "fetch_idle_session_cpu",
+    "fetch_idle_session_vs_full_cpu",
+    "produce_cpu_beside_idle_consumers_ms",
+    "produce_with_console_polled_ratio",
+    "consume_with_console_polled_ratio",
     "kafka_request_worst_ms_while_console_answers_8p",
     *(bench_console.latency_key(path, 8) for path in bench_console.latency_paths(4)),
     "txn_produce_commit_every_1000_records_per_s",
-    "file_cache_bounded_appends_per_s", "file_cache_bounded_old_reads_per_s", "file_cache_old_segment_reads_per_s",
-    "tls_produce_100b", "tls_consume_100b",
-    "compaction_txn_records_per_s", "txn_lookup_100k_aborts_tail_s", "txn_lookup_100k_aborts_old_data_s",
+    "file_cache_bounded_appends_per_s",
+    "file_cache_bounded_old_reads_per_s",
+    "file_cache_old_segment_reads_per_s",
+    "tls_produce_100b",
+    "tls_consume_100b",
+    "compaction_txn_records_per_s",
+    "txn_lookup_100k_aborts_tail_s",
+    "txn_lookup_100k_aborts_old_data_s",
 }
 EXPECTED_REFERENCES = {
-    "loopback_bytes_per_s", "loopback_rtt_ms", "disk_write_bytes_per_s", "python_startup_s",
+    "loopback_bytes_per_s",
+    "loopback_rtt_ms",
+    "disk_write_bytes_per_s",
+    "python_startup_s",
     "python_broker_imports_rss_bytes",
     *(f"client_alone_{s}B_{c}_records_per_s" for s in SIZES for c in CODECS),
     *(f"client_drain_{s}B_records_per_s" for s in SIZES),
-    "strom_fetch_idle_full_cpu", "strom_produce_cpu_alone_ms",
-    "console_produce_100B_1p_records_per_s", "console_consume_100B_1p_records_per_s", "console_static_file_ms",
+    "strom_fetch_idle_full_cpu",
+    "strom_produce_cpu_alone_ms",
+    "console_produce_100B_1p_records_per_s",
+    "console_consume_100B_1p_records_per_s",
+    "console_static_file_ms",
     "strom_plain_idempotent_produce",
-    "file_cache_unbounded_appends_per_s", "file_cache_unbounded_old_reads_per_s",
+    "file_cache_unbounded_appends_per_s",
+    "file_cache_unbounded_old_reads_per_s",
     "file_cache_bounded_active_reads_per_s",
     "kafka_request_worst_ms_idle",
-    "strom_plaintext_produce", "strom_plaintext_consume",
-    "compaction_plain_records_per_s", "txn_lookup_1k_aborts_tail_s",
+    "strom_plaintext_produce",
+    "strom_plaintext_consume",
+    "compaction_plain_records_per_s",
+    "txn_lookup_1k_aborts_tail_s",
 }
 
 
@@ -83,7 +127,12 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert all(v > 0 for v in sessions["neighbour"].values()), sessions["neighbour"]
 
     assert set(doc["details"]["transactions_strom"]) == {"plain", "txn"}
-    assert set(doc["details"]["tls"]["strom"]) == {"plaintext_produce", "plaintext_consume", "ssl_produce", "ssl_consume"}
+    assert set(doc["details"]["tls"]["strom"]) == {
+        "plaintext_produce",
+        "plaintext_consume",
+        "ssl_produce",
+        "ssl_consume",
+    }
     assert doc["details"]["console_overhead"]["polled_requests"] > 0
     assert len(doc["details"]["console_overhead"]["runs"]["on"]) == TINY.console_rounds
     assert doc["details"]["console_latency"]["partitions"] == 8
@@ -109,7 +158,11 @@ def test_cli_rejects_a_zero_record_count() -> None:
 def test_proc_status_reads_this_process() -> None:
     import os
 
-    assert bench_machine.proc_status_bytes(os.getpid(), "VmHWM") >= bench_machine.proc_status_bytes(os.getpid(), "VmRSS") > 0
+    assert (
+        bench_machine.proc_status_bytes(os.getpid(), "VmHWM")
+        >= bench_machine.proc_status_bytes(os.getpid(), "VmRSS")
+        > 0
+    )
 
 
 def test_the_baseline_rss_probe_imports_the_installed_broker(tmp_path: Path, monkeypatch) -> None:

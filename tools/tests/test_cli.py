@@ -1,4 +1,5 @@
 """Every tool is a `strom` subcommand with help, and the shared option parsing behaves."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,11 +52,14 @@ def test_serve_with_the_console_but_without_its_extra_says_which_extra_to_instal
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['hypercorn'] = None; from strom.broker.cli import main; "
-            "main(['serve', '--override', 'listeners=PLAINTEXT://127.0.0.1:0', '--override', "
-            f"'console.listeners=http://127.0.0.1:0', '--override', 'log.dirs={tmp_path}'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    code = (
+        "import sys; sys.modules['hypercorn'] = None; from strom.broker.cli import main; "
+        "main(['serve', '--override', 'listeners=PLAINTEXT://127.0.0.1:0', '--override', "
+        f"'console.listeners=http://127.0.0.1:0', '--override', 'log.dirs={tmp_path}'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "console.listeners needs hypercorn" in done.stderr and "pip install 'strom[console]'" in done.stderr
 
@@ -64,9 +68,11 @@ def test_a_command_loads_only_its_own_module() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from strom.tools.commands import load; load('topics'); load('dump-log'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('strom.tools.bench', 'strom.tools.spark', "
-            "'confluent_kafka', 'pyspark'))))")
+    code = (
+        "import sys; from strom.tools.commands import load; load('topics'); load('dump-log'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('strom.tools.bench', 'strom.tools.spark', "
+        "'confluent_kafka', 'pyspark'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
     assert commands.COMMANDS["bench"].module == "strom.tools.bench.benchmark"

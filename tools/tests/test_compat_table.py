@@ -1,4 +1,5 @@
 """The README's client-suites table (tools/dev/compat_table.py) from the suites' recorded results."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,10 +16,18 @@ def test_readme_table_is_current() -> None:
 
 
 def test_table_rows_count_passed_of_run_and_skipped() -> None:
-    results = SuiteResults("s", "libx", "1.2.3", {
-        "a": Outcome(PASSED), "b": Outcome(PASSED), "c": Outcome(FAILED),
-        "d": Outcome(TIMEOUT), "e": Outcome(SKIPPED),
-    })
+    results = SuiteResults(
+        "s",
+        "libx",
+        "1.2.3",
+        {
+            "a": Outcome(PASSED),
+            "b": Outcome(PASSED),
+            "c": Outcome(FAILED),
+            "d": Outcome(TIMEOUT),
+            "e": Outcome(SKIPPED),
+        },
+    )
     assert compat_table.row(results) == "| libx | 1.2.3 | 2 of 4 | 1 |"
 
 

@@ -1,4 +1,5 @@
 """`strom configs` against a live broker, and Kafka's k=v,k=[a,b] list syntax."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`strom produce` / `strom consume` against a live broker, and their line/format parsing."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ def _consume_json(strom: Strom, *args: str) -> list[dict]:
 
 
 def test_produce_then_consume_returns_lines_with_keys_and_headers(strom: Strom, topic: str) -> None:
-    produced = strom.ok("produce", "--topic", topic, "--key-separator", ":", "--header", "source=test",
-                        input="k1:hello\nk2:world\n")
+    produced = strom.ok(
+        "produce", "--topic", topic, "--key-separator", ":", "--header", "source=test", input="k1:hello\nk2:world\n"
+    )
     assert "Produced 2 records" in produced.stdout
 
     records = _consume_json(strom, "--topic", topic, "--from-beginning", "--max-messages", "2")
@@ -26,9 +28,20 @@ def test_produce_then_consume_returns_lines_with_keys_and_headers(strom: Strom, 
 
 
 def test_parse_headers_property_and_null_marker(strom: Strom, topic: str) -> None:
-    strom.ok("produce", "--topic", topic, "--property", "parse.headers=true", "--property", "parse.key=true",
-             "--property", "key.separator=|", "--property", "null.marker=NULL",
-             input="a:1,b:2\tNULL|v1\n")
+    strom.ok(
+        "produce",
+        "--topic",
+        topic,
+        "--property",
+        "parse.headers=true",
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=|",
+        "--property",
+        "null.marker=NULL",
+        input="a:1,b:2\tNULL|v1\n",
+    )
     (record,) = _consume_json(strom, "--topic", topic, "--from-beginning", "--max-messages", "1")
     assert record["key"] is None
     assert record["value"] == "v1"
@@ -39,8 +52,17 @@ def test_format_and_print_flags(strom: Strom, topic: str) -> None:
     strom.ok("produce", "--topic", topic, "--key-separator", "=", input="k=v\n")
     fmt = strom.ok("consume", "--topic", topic, "--from-beginning", "--max-messages", "1", "--format", "%k:%v@%o")
     assert fmt.stdout == "k:v@0\n"
-    flags = strom.ok("consume", "--topic", topic, "--from-beginning", "--max-messages", "1", "--print-key",
-                     "--print-offset", "--print-headers")
+    flags = strom.ok(
+        "consume",
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "1",
+        "--print-key",
+        "--print-offset",
+        "--print-headers",
+    )
     assert flags.stdout == "Offset:0\tNO_HEADERS\tk\tv\n"
     assert "Processed a total of 1 messages" in flags.stderr
 
@@ -59,8 +81,7 @@ def test_from_timestamp_skips_older_records(strom: Strom, topic: str) -> None:
     new = _consume_json(strom, "--topic", topic, "--offset", "1", "--partition", "0", "--max-messages", "1")[0]
     if new["timestamp"] == old["timestamp"]:
         pytest.skip("both records got the same millisecond timestamp")
-    records = _consume_json(strom, "--topic", topic, "--from-timestamp", str(new["timestamp"]),
-                           "--max-messages", "1")
+    records = _consume_json(strom, "--topic", topic, "--from-timestamp", str(new["timestamp"]), "--max-messages", "1")
     assert [r["value"] for r in records] == ["new"]
 
 
@@ -89,13 +110,26 @@ def test_unknown_reader_property_is_a_usage_error() -> None:
 
 def test_format_tokens_and_unknown_token() -> None:
     class Msg:
-        def topic(self): return "t"
-        def partition(self): return 3
-        def offset(self): return 9
-        def key(self): return None
-        def value(self): return b"v"
-        def headers(self): return [("a", b"1")]
-        def timestamp(self): return (1, 42)
+        def topic(self):
+            return "t"
+
+        def partition(self):
+            return 3
+
+        def offset(self):
+            return 9
+
+        def key(self):
+            return None
+
+        def value(self):
+            return b"v"
+
+        def headers(self):
+            return [("a", b"1")]
+
+        def timestamp(self):
+            return (1, 42)
 
     assert compile_format("%t/%p/%o %k=%v %h %T %K %S %%\\t")(Msg()) == "t/3/9 null=v a:1 42 -1 1 %\t"
     with pytest.raises(click.BadParameter):

@@ -1,4 +1,5 @@
 """`strom dump-log` on segments a live broker wrote, and on hand-built damaged files."""
+
 from __future__ import annotations
 
 import json
@@ -111,7 +112,8 @@ def test_txn_index_entries_are_printed_and_checked(tmp_path: Path) -> None:
     entry = struct.Struct(">hqqqq")
     log = scan_log(_two_batches())
     assert scan_txn_index(entry.pack(0, 7, 0, 1, 2), 0, log).entries == [
-        {"version": 0, "producerId": 7, "firstOffset": 0, "lastOffset": 1, "lastStableOffset": 2}]
+        {"version": 0, "producerId": 7, "firstOffset": 0, "lastOffset": 1, "lastStableOffset": 2}
+    ]
     assert scan_txn_index(entry.pack(0, 7, 0, 1, 2), 0, log).problems == []
     assert "outside" in scan_txn_index(entry.pack(0, 7, 0, 50, 51), 0, log).problems[0]
     assert "unknown version" in scan_txn_index(entry.pack(3, 7, 0, 1, 2), 0, log).problems[0]

@@ -2,6 +2,7 @@
 (hypercorn, starlette, jinja2), TLS certificate tooling (cryptography), ZooKeeper (kazoo),
 clustering, the CLI tools, fault injection. Each is imported where it is first used, so a test
 session's first broker and `strom serve` do not pay for them."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,16 @@ import sys
 import textwrap
 import time
 
-HEAVY = ["hypercorn", "starlette", "jinja2", "cryptography", "kazoo", "strom.broker.console",
-         "strom.broker.cluster", "strom.tools"]
+HEAVY = [
+    "hypercorn",
+    "starlette",
+    "jinja2",
+    "cryptography",
+    "kazoo",
+    "strom.broker.console",
+    "strom.broker.cluster",
+    "strom.tools",
+]
 # the embedded broker also leaves the CLI and fault injection alone until a test uses them
 EMBEDDED_ALSO = ["click", "strom.testing.faults", "strom.testing.control_endpoint"]
 # a broker started without control.listener has no test hook loaded (strom.testing)
@@ -36,20 +45,43 @@ def test_embedded_broker_start_loads_no_optional_module(tmp_path):
         print(json.dumps(sorted(m for m in sys.modules
                                 if any(m == h or m.startswith(h + ".") for h in {HEAVY + EMBEDDED_ALSO!r}))))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
 def test_strom_serve_start_loads_no_optional_module(tmp_path):
     ready = tmp_path / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "strom.broker", "serve",
-                             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                             "--override", f"log.dirs={tmp_path / 'data'}", "--ready-file", str(ready),
-                             "--log-level", "WARNING"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "strom.broker",
+            "serve",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path / 'data'}",
+            "--ready-file",
+            str(ready),
+            "--log-level",
+            "WARNING",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPROFILEIMPORTTIME"},
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():

@@ -1,4 +1,5 @@
 """`strom log-dirs` against a real broker with two log dirs, one of which cannot be used."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ def test_log_dirs_shows_an_offline_dir_and_the_partitions_of_the_working_one(tmp
     try:
         runner = CliRunner()
         from strom.tools.admin import topics
-        created = runner.invoke(topics, ["--bootstrap-server", broker.bootstrap, "create", "--topic", "t",
-                                         "--partitions", "2"])
+
+        created = runner.invoke(
+            topics, ["--bootstrap-server", broker.bootstrap, "create", "--topic", "t", "--partitions", "2"]
+        )
         assert created.exit_code == 0, created.output
         result = runner.invoke(log_dirs, ["--bootstrap-server", broker.bootstrap, "--json"])
         doc = json.loads(result.output)

@@ -4,6 +4,7 @@ A module that imported `tools.x` or `broker.x` would work here (pytest puts the 
 sys.path) and break in an installed wheel, so the imports are checked from the source; the wheel
 itself is built and installed into a fresh virtual environment by compat_tests/packaging/test_wheel.py.
 """
+
 from __future__ import annotations
 
 import ast
@@ -11,15 +12,18 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"broker": "strom.broker", "protocol": "strom.protocol", "storage": "strom.storage",
-            "tools": "strom.tools"}
+PACKAGES = {"broker": "strom.broker", "protocol": "strom.protocol", "storage": "strom.storage", "tools": "strom.tools"}
 SOURCE_DIRS = [*PACKAGES, "compat_tests"]
 
 
 def _python_files() -> list[Path]:
     # compat_tests/packaging/sample_project is a user's project: its `tools` is its own package, not Strom's
-    return [p for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")
-            if "node_modules" not in p.parts and ".work" not in p.parts and "sample_project" not in p.parts]
+    return [
+        p
+        for d in SOURCE_DIRS
+        for p in (ROOT / d).rglob("*.py")
+        if "node_modules" not in p.parts and ".work" not in p.parts and "sample_project" not in p.parts
+    ]
 
 
 def _old_style_imports(path: Path) -> list[str]:
@@ -32,8 +36,7 @@ def _old_style_imports(path: Path) -> list[str]:
             names = [node.module]
         else:
             continue
-        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names
-                  if name.split(".")[0] in PACKAGES]
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names if name.split(".")[0] in PACKAGES]
     return found
 
 
@@ -59,8 +62,9 @@ def _tests_imports(path: Path) -> list[str]:
 def test_no_module_of_the_wheel_imports_a_tests_package():
     """The wheel carries no tests packages: a shipped module importing one (as storage/bench.py
     once did) fails from an installed wheel while passing here."""
-    shipped = [p for p in _python_files() if "tests" not in p.relative_to(ROOT).parts
-               and p.parts[len(ROOT.parts)] in PACKAGES]
+    shipped = [
+        p for p in _python_files() if "tests" not in p.relative_to(ROOT).parts and p.parts[len(ROOT.parts)] in PACKAGES
+    ]
     offenders = [line for path in shipped for line in _tests_imports(path)]
     assert offenders == [], "move what these need out of the tests package:\n" + "\n".join(offenders)
 

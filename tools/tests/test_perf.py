@@ -1,4 +1,5 @@
 """`strom perf produce|consume` with a small number of records."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,22 @@ from strom.tools.tests.helpers import Strom
 
 
 def test_perf_produce_then_consume_report(strom: Strom, topic: str) -> None:
-    produced = strom.ok("perf", "produce", "--topic", topic, "--num-records", "500", "--record-size", "64",
-                        "--throughput", "-1", "--producer-props", "acks=1", "linger.ms=1", "--json")
+    produced = strom.ok(
+        "perf",
+        "produce",
+        "--topic",
+        topic,
+        "--num-records",
+        "500",
+        "--record-size",
+        "64",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        "acks=1",
+        "linger.ms=1",
+        "--json",
+    )
     report = json.loads(produced.stdout)
     assert report["records_delivered"] == 500 and report["records_failed"] == 0
     assert report["max_latency_ms"] >= report["p50_ms"] > 0

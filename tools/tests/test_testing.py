@@ -1,5 +1,6 @@
 """strom.testing: the embedded broker (thread and process), its controls, the cluster variant,
 `strom serve --dev` and `strom control`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -31,8 +31,15 @@ def _produce(bootstrap: str, topic: str, values, key=None, **conf) -> None:
 
 
 def _consume(bootstrap: str, topic: str, n: int, group: str = "g", timeout: float = 15.0) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **QUIET})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **QUIET,
+        }
+    )
     consumer.subscribe([topic])
     out, deadline = [], time.monotonic() + timeout
     try:
@@ -69,8 +76,9 @@ def test_a_given_data_dir_is_kept(tmp_path):
 
 
 def test_configs_as_keywords_and_as_a_dict_over_the_dev_defaults():
-    props = broker_props({"log.retention.ms": 5000}, {"num_partitions": 3, "auto_create_topics_enable": False},
-                         dev=True)
+    props = broker_props(
+        {"log.retention.ms": 5000}, {"num_partitions": 3, "auto_create_topics_enable": False}, dev=True
+    )
     assert props["num.partitions"] == "3" and props["log.retention.ms"] == "5000"
     assert props["auto.create.topics.enable"] == "false"
     assert props["group.initial.rebalance.delay.ms"] == "0"  # a dev default left alone
@@ -88,7 +96,7 @@ def test_configs_as_keywords_and_as_a_dict_over_the_dev_defaults():
 
 async def test_usable_from_trio_code():
     with broker() as b:
-        b.create_topic("from-trio", partitions=2)   # calls into the broker's loop from a trio task
+        b.create_topic("from-trio", partitions=2)  # calls into the broker's loop from a trio task
         assert "from-trio" in b.faults.status()["topics"]
         b.faults.error("Produce", "NOT_LEADER_OR_FOLLOWER")
         assert [r["api"] for r in b.faults.rules()] == ["Produce"]
@@ -163,7 +171,7 @@ def test_maintenance_now_retention_compaction_offset_expiry():
         assert [m.value() for m in _consume(b.bootstrap_servers, "comp", 1, group="c")] == [b"v4"]
 
         _consume(b.bootstrap_servers, "comp", 1, group="expiring")  # commits, leaves the group
-        assert b.expire_offsets()["offsets_removed"] == 0           # a week is not over yet
+        assert b.expire_offsets()["offsets_removed"] == 0  # a week is not over yet
         assert b.expire_offsets(advance_ms=8 * 24 * 3600 * 1000)["offsets_removed"] >= 1
         consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "expiring", **QUIET})
         assert consumer.committed([TopicPartition("comp", 0)], timeout=10)[0].offset < 0
@@ -174,11 +182,26 @@ def test_serve_dev_writes_the_control_endpoint_and_strom_control_drives_it(tmp_p
     from strom.broker.cli import main
 
     ready = tmp_path / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "strom.broker", "serve", "--dev", "--log-level", "WARNING",
-                             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                             "--override", f"log.dirs={tmp_path / 'data'}",
-                             "--override", "group.initial.rebalance.delay.ms=7",
-                             "--ready-file", str(ready)], stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "strom.broker",
+            "serve",
+            "--dev",
+            "--log-level",
+            "WARNING",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={tmp_path / 'data'}",
+            "--override",
+            "group.initial.rebalance.delay.ms=7",
+            "--ready-file",
+            str(ready),
+        ],
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():
@@ -193,15 +216,16 @@ def test_serve_dev_writes_the_control_endpoint_and_strom_control_drives_it(tmp_p
             assert result.exit_code == 0, result.output
             return json.loads(result.output)
 
-        rule = control("fault", "--api", "Metadata", "--error", "LEADER_NOT_AVAILABLE", "--count", "0",
-                       "--topic", "nope")
+        rule = control(
+            "fault", "--api", "Metadata", "--error", "LEADER_NOT_AVAILABLE", "--count", "0", "--topic", "nope"
+        )
         assert rule["api"] == "Metadata" and rule["remaining"] is None
-        assert control("cap", "2.8") ["release"] == "2.8"
+        assert control("cap", "2.8")["release"] == "2.8"
         assert control("status")["version_cap"] == "2.8"
         admin = AdminClient({"bootstrap.servers": doc["bootstrap_servers"], **QUIET})
         configs = next(iter(admin.describe_configs([ConfigResource("BROKER", "0")]).values())).result(timeout=10)
-        assert configs["group.initial.rebalance.delay.ms"].value == "7"       # --override wins over --dev
-        assert configs["offsets.topic.num.partitions"].value == "1"           # a --dev default
+        assert configs["group.initial.rebalance.delay.ms"].value == "7"  # --override wins over --dev
+        assert configs["offsets.topic.num.partitions"].value == "1"  # a --dev default
         control("clear")
         assert control("faults") == []
         bad = runner.invoke(main, ["control", "--ready-file", str(ready), "cap", "0.7"])
@@ -212,9 +236,21 @@ def test_serve_dev_writes_the_control_endpoint_and_strom_control_drives_it(tmp_p
 
 
 def test_control_listener_must_be_loopback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "strom.broker", "serve", "--override",
-                             "control.listener=0.0.0.0:0", "--override", f"log.dirs={tmp_path}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.broker",
+            "serve",
+            "--override",
+            "control.listener=0.0.0.0:0",
+            "--override",
+            f"log.dirs={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0 and "must be a loopback address" in result.stderr
 
 
@@ -240,9 +276,11 @@ def test_three_broker_cluster_with_zookeeper():
 
 
 def test_the_plugin_loads_nothing_of_the_broker_until_a_fixture_is_used():
-    code = ("import sys, strom.testing.pytest_plugin, strom.testing; "
-            "print(sorted(m for m in ('trio', 'strom.broker.server.root', 'confluent_kafka', 'strom.testing.embedded') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, strom.testing.pytest_plugin, strom.testing; "
+        "print(sorted(m for m in ('trio', 'strom.broker.server.root', 'confluent_kafka', 'strom.testing.embedded') "
+        "if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
@@ -254,8 +292,15 @@ def test_bench_testbroker_workload_and_report():
         phases = workload(b.bootstrap_servers)
     assert set(phases) == {"create_s", "produce_s", "consume_commit_s"} and all(v > 0 for v in phases.values())
     run = {"total_s": 0.4, "start_s": 0.1, "stop_s": 0.05, **phases}
-    text = format_report({"median": {"embedded_warm": run, "serve_process": dict(run, total_s=0.9),
-                                     "embedded_idle_rss_bytes": 18 * 2**20}})
+    text = format_report(
+        {
+            "median": {
+                "embedded_warm": run,
+                "serve_process": dict(run, total_s=0.9),
+                "embedded_idle_rss_bytes": 18 * 2**20,
+            }
+        }
+    )
     assert "embedded_warm" in text and "< 0.5 s: yes" in text and "18.0 MiB" in text
 
 
@@ -307,6 +352,7 @@ def test_the_control_endpoint_answers_bad_requests_with_400_and_keeps_serving():
 
     with broker(control_listener="127.0.0.1:0") as b:
         address = b.control_address
+
         def post(path: str, body: bytes) -> bytes:
             return b"POST %s HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body)
 
@@ -326,5 +372,5 @@ def test_the_control_endpoint_answers_bad_requests_with_400_and_keeps_serving():
             assert answer.split(b"\r\n", 1)[0] in (b"HTTP/1.1 400 Error", b"HTTP/1.1 404 Error"), (request, answer)
             assert message in answer, (request, answer)
         assert b"closed before the request ended" in raw(address, b"POST /v1/fau")  # cut short
-        assert b"\"result\"" in raw(address, b"GET /v1/status HTTP/1.1\r\n\r\n")
+        assert b'"result"' in raw(address, b"GET /v1/status HTTP/1.1\r\n\r\n")
         _produce(b.bootstrap_servers, "still-serving", [b"ok"])

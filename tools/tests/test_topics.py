@@ -1,4 +1,5 @@
 """`strom topics` against a live broker."""
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,7 @@ def test_missing_required_option_is_a_usage_error(strom: Strom) -> None:
 
 
 def test_bootstrap_on_the_subcommand_works_too(strom: Strom, topic: str) -> None:
-    result = strom("topics", "create", "--bootstrap-server", strom.broker.bootstrap, "--topic", topic,
-                   bootstrap=False)
+    result = strom("topics", "create", "--bootstrap-server", strom.broker.bootstrap, "--topic", topic, bootstrap=False)
     assert result.exit_code == 0, result.output
 
 

@@ -57,13 +57,26 @@ def test_preferred_election_moves_leadership_back() -> None:
 
 def test_controlled_shutdown_moves_leader_off_leaving_broker_and_shrinks_isr() -> None:
     result = elect_leader(
-        Strategy.CONTROLLED_SHUTDOWN, state(1, (1, 2, 3)), ASSIGNMENT, {1, 2, 3}, 7, shutting_down={1},
+        Strategy.CONTROLLED_SHUTDOWN,
+        state(1, (1, 2, 3)),
+        ASSIGNMENT,
+        {1, 2, 3},
+        7,
+        shutting_down={1},
     )
     assert result is not None
     assert result.state.leader == 2 and result.state.isr == (2, 3)
-    assert elect_leader(
-        Strategy.CONTROLLED_SHUTDOWN, state(1, (1,)), ASSIGNMENT, {1, 2, 3}, 7, shutting_down={1},
-    ) is None
+    assert (
+        elect_leader(
+            Strategy.CONTROLLED_SHUTDOWN,
+            state(1, (1,)),
+            ASSIGNMENT,
+            {1, 2, 3},
+            7,
+            shutting_down={1},
+        )
+        is None
+    )
 
 
 def test_losing_a_follower_shrinks_isr_and_keeps_leader() -> None:

@@ -1,8 +1,8 @@
 """Pure parts of cluster membership."""
-from strom.protocol.records.batch import Record, build_batch
 
 from strom.broker.metadata.cache import ClusterView
 from strom.broker.replica.fetcher import whole_batches
+from strom.protocol.records.batch import Record, build_batch
 
 
 def test_whole_batches_drops_a_truncated_last_batch():
@@ -23,19 +23,23 @@ def test_unclean_election_follows_the_topic_config():
 def test_a_diverged_follower_truncates_to_where_the_leader_epoch_ended(tmp_path):
     from types import SimpleNamespace
 
+    from strom.broker.replica.fetcher import apply_fetched
     from strom.protocol.records.batch import validate_batches
     from strom.storage.config import LogConfig
     from strom.storage.log import Log
-
-    from strom.broker.replica.fetcher import apply_fetched
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     for count in (5, 2):  # the last 2 records were never replicated by the old leader
         data = bytearray(build_batch([Record(i, 0, b"k", b"v") for i in range(count)]))
         log.append_as_leader(data, validate_batches(data), 0)
     partition = SimpleNamespace(log=log, topic="t", index=0)
-    response = SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=0, end_offset=5),
-                               records=b"", high_watermark=5, log_start_offset=0)
+    response = SimpleNamespace(
+        error_code=0,
+        diverging_epoch=SimpleNamespace(epoch=0, end_offset=5),
+        records=b"",
+        high_watermark=5,
+        log_start_offset=0,
+    )
     assert apply_fetched(partition, response)
     assert log.log_end_offset == 5
     log.close()
@@ -47,11 +51,10 @@ def test_a_follower_moves_its_log_start_only_up_to_its_high_watermark(tmp_path):
     made the follower's fetch processing fail after the append)."""
     from types import SimpleNamespace
 
+    from strom.broker.replica.fetcher import apply_fetched
     from strom.protocol.records.batch import validate_batches
     from strom.storage.config import LogConfig
     from strom.storage.log import Log
-
-    from strom.broker.replica.fetcher import apply_fetched
 
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=150, file_delete_delay_ms=0))
     for i in range(10):
@@ -60,8 +63,13 @@ def test_a_follower_moves_its_log_start_only_up_to_its_high_watermark(tmp_path):
     partition = SimpleNamespace(log=log, topic="t", index=0)
 
     def fetched(high_watermark, log_start_offset):
-        return SimpleNamespace(error_code=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
-                               records=b"", high_watermark=high_watermark, log_start_offset=log_start_offset)
+        return SimpleNamespace(
+            error_code=0,
+            diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+            records=b"",
+            high_watermark=high_watermark,
+            log_start_offset=log_start_offset,
+        )
 
     assert apply_fetched(partition, fetched(3, 2))
     assert (log.log_start_offset, log.high_watermark) == (2, 3)
@@ -72,6 +80,7 @@ def test_a_follower_moves_its_log_start_only_up_to_its_high_watermark(tmp_path):
 
 
 # ----------------------------------------------------------------- follower truncation (issue 21)
+
 
 def _epoch_log(path, epochs):
     """A log holding, per (epoch, count), ``count`` records appended by the leader of ``epoch``
@@ -93,12 +102,13 @@ def _epoch_log(path, epochs):
 def _batches(log):
     """(base offset, partition leader epoch, bytes) of every batch in the log."""
     from strom.protocol.records.batch import validate_batches
+
     out, offset = [], log.log_start_offset
     while offset < log.log_end_offset:
         data = bytes(log.read(offset, 1 << 20).records.read())
         for header in validate_batches(data):
-            out.append((header.base_offset, header.partition_leader_epoch, data[:header.size]))
-            data = data[header.size:]
+            out.append((header.base_offset, header.partition_leader_epoch, data[: header.size]))
+            data = data[header.size :]
             offset = header.last_offset + 1
     return out
 
@@ -116,23 +126,38 @@ def _replicate(leader, follower, rounds=10):
     answers = []
     for _ in range(rounds):
         epoch = follower.latest_epoch()
-        request = SimpleNamespace(last_fetched_epoch=-1 if epoch is None else epoch,
-                                  fetch_offset=follower.log_end_offset)
+        request = SimpleNamespace(
+            last_fetched_epoch=-1 if epoch is None else epoch, fetch_offset=follower.log_end_offset
+        )
         diverging = diverging_epoch(leader, request, 12)
         if diverging is None:
             records = b""
             if follower.log_end_offset < leader.log_end_offset:
                 records = bytes(leader.read(follower.log_end_offset, 1 << 20).records.read())
-            apply_fetched(partition, SimpleNamespace(
-                error_code=0, diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1), records=records,
-                high_watermark=leader.log_end_offset, log_start_offset=leader.log_start_offset))
+            apply_fetched(
+                partition,
+                SimpleNamespace(
+                    error_code=0,
+                    diverging_epoch=SimpleNamespace(epoch=-1, end_offset=-1),
+                    records=records,
+                    high_watermark=leader.log_end_offset,
+                    log_start_offset=leader.log_start_offset,
+                ),
+            )
             if follower.log_end_offset == leader.log_end_offset:
                 return answers
             continue
         answers.append(diverging)
-        apply_fetched(partition, SimpleNamespace(
-            error_code=0, diverging_epoch=SimpleNamespace(epoch=diverging[0], end_offset=diverging[1]),
-            records=b"", high_watermark=leader.log_end_offset, log_start_offset=leader.log_start_offset))
+        apply_fetched(
+            partition,
+            SimpleNamespace(
+                error_code=0,
+                diverging_epoch=SimpleNamespace(epoch=diverging[0], end_offset=diverging[1]),
+                records=b"",
+                high_watermark=leader.log_end_offset,
+                log_start_offset=leader.log_start_offset,
+            ),
+        )
     raise AssertionError(f"the follower did not converge; the leader answered {answers}")
 
 

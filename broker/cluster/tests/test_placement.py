@@ -19,8 +19,16 @@ def test_known_assignment_with_fixed_start_index() -> None:
     # 5 brokers, 10 partitions, RF 3, start index 0: Kafka's documented example layout.
     result = assign_replicas([0, 1, 2, 3, 4], 10, 3, start_index=0)
     assert result == {
-        0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
-        5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2],
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
     }
 
 
@@ -46,7 +54,9 @@ def test_added_partitions_continue_numbering() -> None:
     partitions=st.integers(min_value=1, max_value=60),
     data=st.data(),
 )
-def test_every_partition_gets_distinct_replicas_and_balanced_leaders(brokers: int, partitions: int, data: st.DataObject) -> None:
+def test_every_partition_gets_distinct_replicas_and_balanced_leaders(
+    brokers: int, partitions: int, data: st.DataObject
+) -> None:
     rf = data.draw(st.integers(min_value=1, max_value=brokers))
     ids = list(range(100, 100 + brokers))
     result = assign_replicas(ids, partitions, rf, rng=random.Random(data.draw(st.integers(0, 2**32))))
@@ -101,22 +111,31 @@ def test_a_manual_assignment_is_kept_exactly_as_given() -> None:
     assert list(manual_assignment([(1, [2, 0]), (0, [1, 2])], REGISTERED)) == [0, 1]
 
 
-@pytest.mark.parametrize("assignments, message", [
-    ([(0, [0, 7])], "The manual partition assignment includes broker 7, but no such broker is registered."),
-    # the lowest offending id is reported, whether unknown or repeated
-    ([(0, [9, 1, 5])], "The manual partition assignment includes broker 5, but no such broker is registered."),
-    ([(0, [2, 1, 2])], "The manual partition assignment includes the broker 2 more than once."),
-    ([(0, [7, 7, 1])], "The manual partition assignment includes broker 7, but no such broker is registered."),
-    ([(0, [])], "The manual partition assignment includes an empty replica list."),
-    ([(0, [0, 1]), (1, [2])], "The manual partition assignment includes a partition with 1 replica(s), but this is "
-                              "not consistent with previous partitions, which have 2 replica(s)."),
-    ([(0, [0]), (2, [1])], "partitions should be a consecutive 0-based integer sequence"),
-    ([(1, [0])], "partitions should be a consecutive 0-based integer sequence"),
-    ([(-1, [0])], "partitions should be a consecutive 0-based integer sequence"),
-    ([(0, [0]), (0, [1])], "Found multiple manual partition assignments for partition 0"),
-])
+@pytest.mark.parametrize(
+    "assignments, message",
+    [
+        ([(0, [0, 7])], "The manual partition assignment includes broker 7, but no such broker is registered."),
+        # the lowest offending id is reported, whether unknown or repeated
+        ([(0, [9, 1, 5])], "The manual partition assignment includes broker 5, but no such broker is registered."),
+        ([(0, [2, 1, 2])], "The manual partition assignment includes the broker 2 more than once."),
+        ([(0, [7, 7, 1])], "The manual partition assignment includes broker 7, but no such broker is registered."),
+        ([(0, [])], "The manual partition assignment includes an empty replica list."),
+        (
+            [(0, [0, 1]), (1, [2])],
+            "The manual partition assignment includes a partition with 1 replica(s), but this is "
+            "not consistent with previous partitions, which have 2 replica(s).",
+        ),
+        ([(0, [0]), (2, [1])], "partitions should be a consecutive 0-based integer sequence"),
+        ([(1, [0])], "partitions should be a consecutive 0-based integer sequence"),
+        ([(-1, [0])], "partitions should be a consecutive 0-based integer sequence"),
+        ([(0, [0]), (0, [1])], "Found multiple manual partition assignments for partition 0"),
+    ],
+)
 def test_manual_assignment_refusals_are_kafkas(assignments, message) -> None:
-    assert refusal(lambda: manual_assignment(assignments, REGISTERED)) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+    assert refusal(lambda: manual_assignment(assignments, REGISTERED)) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        message,
+    )
 
 
 def test_partitions_are_checked_in_request_order() -> None:
@@ -129,13 +148,19 @@ def test_added_partitions_take_one_list_each_with_the_topics_replication_factor(
     assert added_assignment([[2, 1], [0, 2]], REGISTERED, 3, 5, 2) == {3: [2, 1], 4: [0, 2]}
     assert refusal(lambda: added_assignment([[2, 1]], REGISTERED, 3, 5, 2)) == (
         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
-    assert refusal(lambda: added_assignment([], REGISTERED, 3, 4, 2))[1] == \
-        "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified."
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+    )
+    assert (
+        refusal(lambda: added_assignment([], REGISTERED, 3, 4, 2))[1]
+        == "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified."
+    )
     assert refusal(lambda: added_assignment([[0, 1, 2]], REGISTERED, 3, 4, 2))[1].startswith(
-        "The manual partition assignment includes a partition with 3 replica(s)")
-    assert refusal(lambda: added_assignment([[4, 0]], REGISTERED, 3, 4, 2))[1] == \
-        "The manual partition assignment includes broker 4, but no such broker is registered."
+        "The manual partition assignment includes a partition with 3 replica(s)"
+    )
+    assert (
+        refusal(lambda: added_assignment([[4, 0]], REGISTERED, 3, 4, 2))[1]
+        == "The manual partition assignment includes broker 4, but no such broker is registered."
+    )
 
 
 def test_check_replicas_accepts_any_order_of_registered_brokers() -> None:
@@ -160,7 +185,12 @@ def test_known_rack_aware_assignment_with_fixed_start_index() -> None:
     racks = {0: "rack1", 1: "rack2", 2: "rack2", 3: "rack3", 4: "rack3", 5: "rack1"}
     # alternated: 0 1 3 5 2 4; leaders from index 2 on; followers walk at distance 1 + (2*3 + k) % 5
     assert assign_replicas(racks, 6, 3, start_index=2, racks=racks) == {
-        0: [3, 2, 0], 1: [5, 4, 1], 2: [2, 0, 3], 3: [4, 1, 5], 4: [0, 3, 2], 5: [1, 5, 4],
+        0: [3, 2, 0],
+        1: [5, 4, 1],
+        2: [2, 0, 3],
+        3: [4, 1, 5],
+        4: [0, 3, 2],
+        5: [1, 5, 4],
     }
 
 
@@ -171,8 +201,9 @@ def test_no_rack_anywhere_is_the_rack_unaware_placement() -> None:
 
 def test_rack_aware_start_index_is_deterministic_and_added_partitions_continue() -> None:
     racks = {0: "a", 1: "a", 2: "b", 3: "b"}
-    assert assign_replicas(racks, 8, 2, start_index=3, racks=racks) == \
-        assign_replicas(racks, 8, 2, start_index=3, racks=racks)
+    assert assign_replicas(racks, 8, 2, start_index=3, racks=racks) == assign_replicas(
+        racks, 8, 2, start_index=3, racks=racks
+    )
     leaders = {assign_replicas(racks, 1, 1, rng=random.Random(seed), racks=racks)[0][0] for seed in range(40)}
     assert len(leaders) > 1
     added = assign_replicas(racks, 2, 2, start_index=0, start_partition=3, racks=racks)
@@ -192,13 +223,17 @@ RACK_NAMES = st.sampled_from(["a", "b", "c", "d", None])
 
 
 @settings(deadline=None)  # no per-example deadline: CI runs tests in parallel on 2 cores
-@given(layout=st.dictionaries(st.integers(0, 50), RACK_NAMES, min_size=1, max_size=10),
-       partitions=st.integers(1, 40), data=st.data())
+@given(
+    layout=st.dictionaries(st.integers(0, 50), RACK_NAMES, min_size=1, max_size=10),
+    partitions=st.integers(1, 40),
+    data=st.data(),
+)
 def test_any_layout_spans_as_many_racks_as_possible_with_balanced_leaders(layout, partitions, data) -> None:
     rf = data.draw(st.integers(1, len(layout)))
     start = data.draw(st.none() | st.integers(0, 100))
-    result = assign_replicas(layout, partitions, rf, start_index=start, racks=layout,
-                             rng=random.Random(data.draw(st.integers(0, 2**32))))
+    result = assign_replicas(
+        layout, partitions, rf, start_index=start, racks=layout, rng=random.Random(data.draw(st.integers(0, 2**32)))
+    )
     assert sorted(result) == list(range(partitions))
     rack_count = len(set(layout.values()))
     for replicas in result.values():
@@ -216,8 +251,9 @@ def test_any_layout_spans_as_many_racks_as_possible_with_balanced_leaders(layout
 def test_equal_racks_get_equal_leaders_and_replicas(rack_count, per_rack, rounds, data) -> None:
     """Every rack with as many brokers: leaders and replicas spread evenly over the brokers and
     the racks (``rounds`` partitions per broker, so exactly)."""
-    ids = data.draw(st.lists(st.integers(0, 1000), min_size=rack_count * per_rack,
-                             max_size=rack_count * per_rack, unique=True))
+    ids = data.draw(
+        st.lists(st.integers(0, 1000), min_size=rack_count * per_rack, max_size=rack_count * per_rack, unique=True)
+    )
     racks = {b: f"rack-{i % rack_count}" for i, b in enumerate(ids)}
     rf = data.draw(st.integers(1, len(ids)))
     partitions = rounds * len(ids)

@@ -7,7 +7,7 @@ STROM_COMPAT_REQUIRE_ALL=1. Each test works under its own chroot.
 from __future__ import annotations
 
 import itertools
-from typing import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import trio
@@ -31,6 +31,7 @@ from strom.testing.zookeeper import ZooKeeperServer, zookeeper_fixture
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 WAIT_S = 20
 _chroots = itertools.count()
+
 
 @pytest.fixture
 def chroot_connect(zookeeper: ZooKeeperServer) -> Iterator[str]:
@@ -91,7 +92,9 @@ def test_connect_string_split() -> None:
         split_connect_string("/kafka")
 
 
-async def test_chroot_is_created_and_holds_the_kafka_layout(clients: list, chroot_connect: str, zookeeper: ZooKeeperServer) -> None:
+async def test_chroot_is_created_and_holds_the_kafka_layout(
+    clients: list, chroot_connect: str, zookeeper: ZooKeeperServer
+) -> None:
     client = await open_client(clients, chroot_connect)
     await client.register_broker(broker_info(1))
     _, chroot = split_connect_string(chroot_connect)
@@ -147,7 +150,9 @@ async def test_registration_waits_for_the_previous_session_to_go(clients: list, 
     assert await new.get_broker(1) == broker_info(1, 9100)
 
 
-async def test_session_expiry_is_surfaced_and_ephemerals_vanish(clients: list, chroot_connect: str, zookeeper: ZooKeeperServer) -> None:
+async def test_session_expiry_is_surfaced_and_ephemerals_vanish(
+    clients: list, chroot_connect: str, zookeeper: ZooKeeperServer
+) -> None:
     client = await open_client(clients, chroot_connect, session_timeout_s=2.0)
     observer = await open_client(clients, chroot_connect)
     states: list[SessionState] = []
@@ -300,6 +305,7 @@ async def test_watches_fire_in_trio(clients: list, chroot_connect: str) -> None:
         def callback(value: object) -> None:
             trio.lowlevel.current_task()  # raises outside trio's thread
             send.send_nowait((kind, value))
+
         return callback
 
     await watcher.watch_broker_ids(on_event("brokers"))

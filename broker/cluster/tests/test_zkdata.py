@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from strom.broker.zk.zkdata import (
+    LEADER_RECOVERING,
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerInfo,
@@ -18,7 +19,6 @@ from strom.broker.zk.zkdata import (
     DeleteTopicsTopicZNode,
     EndPoint,
     IsrChangeNotificationSequenceZNode,
-    LEADER_RECOVERING,
     PartitionState,
     TopicAssignment,
     TopicPartitionStateZNode,
@@ -138,8 +138,10 @@ def test_topic_assignment_golden_bytes() -> None:
 
 def test_topic_assignment_round_trip_sorts_partitions_numerically() -> None:
     assignment = TopicAssignment(
-        {10: (1, 2), 2: (2, 3), 0: (3, 1)}, topic_id=new_topic_id(),
-        adding_replicas={2: (3,)}, removing_replicas={10: (2,)},
+        {10: (1, 2), 2: (2, 3), 0: (3, 1)},
+        topic_id=new_topic_id(),
+        adding_replicas={2: (3,)},
+        removing_replicas={10: (2,)},
     )
     data = TopicZNode.encode(assignment)
     assert b'"partitions":{"0":[3,1],"2":[2,3],"10":[1,2]}' in data

@@ -1,5 +1,6 @@
 """Pure parts of the console: batch accounting, assignment decoding, history series, the chart,
 and the console's config checks."""
+
 from __future__ import annotations
 
 import struct
@@ -102,8 +103,9 @@ def test_describe_configs_never_sends_the_console_secrets():
 
     from strom.broker.apis.describe_configs import broker_entries
 
-    broker = SimpleNamespace(config=BrokerConfig({"console.auth.token": "hush", "console.auth.username": "u",
-                                                  "console.auth.password": "pw"}))
+    broker = SimpleNamespace(
+        config=BrokerConfig({"console.auth.token": "hush", "console.auth.username": "u", "console.auth.password": "pw"})
+    )
     entries = {e["name"]: e for e in broker_entries(broker, None)}
     for key in ("console.auth.token", "console.auth.password"):
         assert entries[key]["value"] is None and entries[key]["is_sensitive"] is True

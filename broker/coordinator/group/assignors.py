@@ -6,9 +6,11 @@ balanced, and sticky to what members hold) and `range` (Kafka's RangeAssignor: p
 consecutive ranges in member order). The client-side assignors of classic groups (range,
 roundrobin, sticky, cooperative-sticky) run in the group leader, never here.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Mapping, TypeAlias
+from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 from strom.broker.coordinator.runtime import TopicMetadata
 
@@ -16,20 +18,24 @@ Assignment = dict[bytes, set[int]]  # topic id -> partitions
 TopicMeta: TypeAlias = TopicMetadata  # a subscribed topic: name, id, partition count
 
 
-Assignor = Callable[[Mapping[str, set[str]], Mapping[str, TopicMeta], Mapping[str, Assignment]],
-                    dict[str, Assignment]]
+Assignor = Callable[[Mapping[str, set[str]], Mapping[str, TopicMeta], Mapping[str, Assignment]], dict[str, Assignment]]
 
 
-def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta],
-                   current: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def uniform_assign(
+    members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta], current: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
     """Balanced and sticky: each member keeps what it has while under its share; the rest goes,
     partition by partition, to the least loaded member subscribed to the topic."""
     out: dict[str, Assignment] = {m: {} for m in members}
     if not members:
         return out
     by_id = {t.topic_id: t for t in topics.values()}
-    wanted = [(topics[name].topic_id, p) for name in sorted(topics) for p in range(topics[name].partitions)
-              if any(name in subs for subs in members.values())]
+    wanted = [
+        (topics[name].topic_id, p)
+        for name in sorted(topics)
+        for p in range(topics[name].partitions)
+        if any(name in subs for subs in members.values())
+    ]
     eligible = {tp: sorted(m for m, subs in members.items() if by_id[tp[0]].name in subs) for tp in wanted}
     # each member keeps up to its share (floor; `extra` of them one more), the rest is handed out
     base, extra = divmod(len(wanted), len(members))
@@ -40,8 +46,13 @@ def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMe
             for topic_id, parts in sorted((current.get(member) or {}).items()):
                 for p in sorted(parts):
                     tp = (topic_id, p)
-                    if (tp in eligible and member in eligible[tp] and tp not in taken and load[member] < quota
-                            and (quota == base or extra > 0)):
+                    if (
+                        tp in eligible
+                        and member in eligible[tp]
+                        and tp not in taken
+                        and load[member] < quota
+                        and (quota == base or extra > 0)
+                    ):
                         out[member].setdefault(topic_id, set()).add(p)
                         load[member] += 1
                         taken.add(tp)
@@ -80,8 +91,9 @@ def uniform_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMe
     return out
 
 
-def range_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta],
-                 current: Mapping[str, Assignment]) -> dict[str, Assignment]:
+def range_assign(
+    members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta], current: Mapping[str, Assignment]
+) -> dict[str, Assignment]:
     """Per topic, consecutive ranges of partitions to the members subscribed to it, in member order."""
     out: dict[str, Assignment] = {m: {} for m in members}
     for name in sorted(topics):
@@ -100,8 +112,10 @@ def range_assign(members: Mapping[str, set[str]], topics: Mapping[str, TopicMeta
 
 
 ASSIGNORS: dict[str, Assignor] = {"uniform": uniform_assign, "range": range_assign}
-ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
-                    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
 
 
 def parse_assignors(value: str) -> list[str]:

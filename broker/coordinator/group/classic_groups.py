@@ -7,20 +7,27 @@ metadata record (only when Stable or Empty, as Kafka does); the timer loop sleep
 earliest group deadline (session expiry, pending member expiry, initial delay, rebalance timeout)
 or until a request changes one, then expires with trio's clock.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import trio
 
-from strom.protocol.errors import ErrorCode
-from strom.storage.errors import StorageError
-
-from strom.broker.coordinator.group.records import GroupKey, OffsetKey, decode_group_value, encode_group_key, \
-    encode_group_value, encode_offset_key
+from strom.broker.coordinator.group.records import (
+    GroupKey,
+    OffsetKey,
+    decode_group_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+)
 from strom.broker.coordinator.group.state import Group, GroupState, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore
+from strom.protocol.errors import ErrorCode
+from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group")
 
@@ -46,23 +53,41 @@ class ClassicGroups:
         if req.member_id and self.store.classic_group(group_id) is None:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
         group = self.store.classic_group_or_new(group_id)
-        bound = (max(req.rebalance_timeout_ms, req.session_timeout_ms)
-                 + self.store.config.classic.initial_rebalance_delay_ms) / 1000 + WAIT_MARGIN_S
-        return await self._wait(group, lambda w: group.join(req, trio.current_time(), w), bound, "join_waiter",
-                                JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=req.member_id))
+        bound = (
+            max(req.rebalance_timeout_ms, req.session_timeout_ms) + self.store.config.classic.initial_rebalance_delay_ms
+        ) / 1000 + WAIT_MARGIN_S
+        return await self._wait(
+            group,
+            lambda w: group.join(req, trio.current_time(), w),
+            bound,
+            "join_waiter",
+            JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=req.member_id),
+        )
 
-    async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                   protocol_type: str | None, protocol_name: str | None,
-                   assignments: dict[str, bytes]) -> SyncResult:
+    async def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         group = self.store.classic_group(group_id)
         if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         member = group.members.get(member_id)
         bound = (member.rebalance_timeout_ms if member else 0) / 1000 + WAIT_MARGIN_S
         return await self._wait(
-            group, lambda w: group.sync(member_id, instance_id, generation, protocol_type, protocol_name,
-                                        assignments, trio.current_time(), w),
-            bound, "sync_waiter", SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            group,
+            lambda w: group.sync(
+                member_id, instance_id, generation, protocol_type, protocol_name, assignments, trio.current_time(), w
+            ),
+            bound,
+            "sync_waiter",
+            SyncResult(ErrorCode.REBALANCE_IN_PROGRESS),
+        )
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
         group = self.store.classic_group(group_id)
@@ -82,8 +107,14 @@ class ClassicGroups:
         self.written(group, before)
         return results
 
-    async def _wait(self, group: Group, start: Callable[[Callable[[R], None]], R | None], bound_s: float, attr: str,
-                    timeout_result: R) -> R:
+    async def _wait(
+        self,
+        group: Group,
+        start: Callable[[Callable[[R], None]], R | None],
+        bound_s: float,
+        attr: str,
+        timeout_result: R,
+    ) -> R:
         """Run `start(waiter)`; if it answered later, wait (bounded) for the waiter's result."""
         box: list[R] = []
         done = trio.Event()
@@ -126,8 +157,9 @@ class ClassicGroups:
         if group.protocol_type is None or group.state not in (GroupState.STABLE, GroupState.EMPTY):
             return
         try:
-            self.store.append(group.group_id, [(encode_group_key(GroupKey(group.group_id)),
-                                                encode_group_value(group.to_record()))])
+            self.store.append(
+                group.group_id, [(encode_group_key(GroupKey(group.group_id)), encode_group_value(group.to_record()))]
+            )
         except (StorageError, OSError) as exc:
             log.error("could not persist group=%s generation=%d: %s", group.group_id, group.generation, exc)
 

@@ -1,4 +1,5 @@
 """The broker configs the group coordinator reads (Kafka's GroupCoordinatorConfig), read once."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,32 +16,36 @@ class GroupCoordinatorConfig:
     classic: GroupSettings = field(default_factory=GroupSettings)
     consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
     migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL  # group.consumer.migration.policy
-    offsets_topic_partitions: int = 50                     # offsets.topic.num.partitions
-    offsets_topic_replication_factor: int = 3              # offsets.topic.replication.factor
-    offsets_topic_segment_bytes: int = 100 * 1024 * 1024   # offsets.topic.segment.bytes
-    offsets_retention_ms: int = 7 * 24 * 3_600_000         # offsets.retention.minutes
-    offsets_retention_check_interval_ms: int = 600_000     # offsets.retention.check.interval.ms
-    offset_commit_timeout_ms: int = 5_000                  # offsets.commit.timeout.ms
+    offsets_topic_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024  # offsets.topic.segment.bytes
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_commit_timeout_ms: int = 5_000  # offsets.commit.timeout.ms
 
     @classmethod
-    def from_config(cls, config: ConfigSource) -> "GroupCoordinatorConfig":
+    def from_config(cls, config: ConfigSource) -> GroupCoordinatorConfig:
         policy = MigrationPolicy.parse(config["group.consumer.migration.policy"])
         return cls(
             classic=GroupSettings(
                 initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                 min_session_timeout_ms=config["group.min.session.timeout.ms"],
                 max_session_timeout_ms=config["group.max.session.timeout.ms"],
-                max_size=config["group.max.size"]),
+                max_size=config["group.max.size"],
+            ),
             consumer=ConsumerGroupSettings(
                 session_timeout_ms=config["group.consumer.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 max_size=config["group.consumer.max.size"],
                 assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))),
-                downgrade_enabled=policy.downgrade, classic_max_size=config["group.max.size"]),
+                downgrade_enabled=policy.downgrade,
+                classic_max_size=config["group.max.size"],
+            ),
             migration_policy=policy,
             offsets_topic_partitions=config["offsets.topic.num.partitions"],
             offsets_topic_replication_factor=config["offsets.topic.replication.factor"],
             offsets_topic_segment_bytes=config["offsets.topic.segment.bytes"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
-            offset_commit_timeout_ms=config["offsets.commit.timeout.ms"])
+            offset_commit_timeout_ms=config["offsets.commit.timeout.ms"],
+        )

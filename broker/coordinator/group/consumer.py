@@ -24,17 +24,18 @@ the same way: accepted only from a member whose previous epoch is 0 (its first a
 else refused; a static member's instance id stays taken (UNRELEASED_INSTANCE_ID) until it leaves
 with epoch -2 or expires.
 """
+
 from __future__ import annotations
 
 import enum
 import logging
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
-
-from strom.protocol.errors import ErrorCode
+from typing import TYPE_CHECKING, Protocol
 
 from strom.broker.coordinator.group.assignors import ASSIGNORS, Assignment, TopicMeta
+from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from strom.broker.coordinator.group.migration import ClassicMeta, Subscription
@@ -54,6 +55,7 @@ class MemberState(enum.Enum):
 
 class OwnedPartitions(Protocol):
     """One ConsumerGroupHeartbeat `TopicPartitions` entry: partitions a member owns."""
+
     topic_id: bytes
     partitions: Sequence[int]
 
@@ -61,6 +63,7 @@ class OwnedPartitions(Protocol):
 class HeartbeatRequest(Protocol):
     """What a ConsumerGroupHeartbeat request (the decoded body) tells a consumer group; v1+ adds
     `subscribed_topic_regex`, read with getattr."""
+
     group_id: str
     member_id: str
     member_epoch: int
@@ -118,6 +121,7 @@ class ResolvedRegex:
     metadata image it resolved against; Strom has no metadata log, so it counts the group's
     resolutions (it only ever grows, which is all Kafka asks of it: an older version means the
     regex must be resolved again)."""
+
     topics: tuple[str, ...]
     version: int
     timestamp_ms: int
@@ -190,8 +194,9 @@ class ConsumerGroup:
             return "Empty"
         if self.assignment_epoch < self.group_epoch:
             return "Assigning"
-        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
-               for m in self.members.values()):
+        if any(
+            m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE for m in self.members.values()
+        ):
             return "Reconciling"
         return "Stable"
 
@@ -225,8 +230,9 @@ class ConsumerGroup:
             if old is None or old.topics != matched:
                 self.regex_version += 1
                 self.resolved_regexes[regex] = ResolvedRegex(matched, self.regex_version, now_ms)
-                log.info("consumer group %s: regular expression %r resolved to %d topics", self.group_id, regex,
-                         len(matched))
+                log.info(
+                    "consumer group %s: regular expression %r resolved to %d topics", self.group_id, regex, len(matched)
+                )
 
     def _signature(self, topics: Mapping[str, TopicMeta]) -> Signature:
         subs = self.subscribed_topics(topics)
@@ -234,8 +240,14 @@ class ConsumerGroup:
         return tuple((n, topics[n].topic_id, topics[n].partitions) for n in wanted)
 
     # ------------------------------------------------------------------ heartbeat
-    def heartbeat(self, req: HeartbeatRequest, now: float, topics: Mapping[str, TopicMeta], client_id: str = "",
-                  client_host: str = "") -> tuple[ConsumerMember, bool]:
+    def heartbeat(
+        self,
+        req: HeartbeatRequest,
+        now: float,
+        topics: Mapping[str, TopicMeta],
+        client_id: str = "",
+        client_host: str = "",
+    ) -> tuple[ConsumerMember, bool]:
         """Apply one heartbeat; (the member, whether its answer must carry the assignment).
 
         Raises GroupError with Kafka's error for an invalid or fenced request."""
@@ -251,8 +263,11 @@ class ConsumerGroup:
             else:
                 self.fence([member], "left the group")
             return member, False
-        full = epoch == JOIN_EPOCH or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                                       and req.topic_partitions is not None)
+        full = epoch == JOIN_EPOCH or (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
         if epoch == JOIN_EPOCH:
             member = self._join(req, now, client_id, client_host)
         else:
@@ -282,13 +297,17 @@ class ConsumerGroup:
             if member is None:
                 raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
             if member.member_id != member_id:
-                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {req.instance_id} was fenced by "
-                                 f"member {member.member_id}.")
+                raise GroupError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} was fenced by "
+                    f"member {member.member_id}.",
+                )
             return member
         member = self.members.get(member_id)
         if member is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+            raise GroupError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
+            )
         return member
 
     def _check_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -300,15 +319,26 @@ class ConsumerGroup:
         if epoch == current:
             return
         owned = _owned(req)
-        if epoch < current and epoch == member.previous_member_epoch and owned is not None \
-                and _subset(owned, member.assigned):
+        if (
+            epoch < current
+            and epoch == member.previous_member_epoch
+            and owned is not None
+            and _subset(owned, member.assigned)
+        ):
             return
-        log.info("consumer group %s: heartbeat of member %s refused: epoch %d, its epoch is %d", self.group_id,
-                 member.member_id, epoch, current)
-        raise GroupError(ErrorCode.FENCED_MEMBER_EPOCH,
-                         f"The consumer group member has a {'smaller' if epoch < current else 'greater'} member "
-                         f"epoch ({epoch}) than the one known by the group coordinator ({current}). The member "
-                         "must abandon all its partitions and rejoin.")
+        log.info(
+            "consumer group %s: heartbeat of member %s refused: epoch %d, its epoch is %d",
+            self.group_id,
+            member.member_id,
+            epoch,
+            current,
+        )
+        raise GroupError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a {'smaller' if epoch < current else 'greater'} member "
+            f"epoch ({epoch}) than the one known by the group coordinator ({current}). The member "
+            "must abandon all its partitions and rejoin.",
+        )
 
     def _join(self, req: HeartbeatRequest, now: float, client_id: str, client_host: str) -> ConsumerMember:
         member_id = req.member_id
@@ -317,9 +347,11 @@ class ConsumerGroup:
             old = self.members.get(old_id) if old_id else None
             if old is not None and not old.left_static and old.classic is None:
                 # Kafka: until it leaves with epoch -2 (or expires), also under the same member id
-                raise GroupError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {req.instance_id} cannot join the "
-                                 f"group because the instance id is owned by {old_id} member.")
+                raise GroupError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot join the "
+                    f"group because the instance id is owned by {old_id} member.",
+                )
             if old_id is not None and old is not None:
                 # a static member comes back: it takes over the old member's epoch and assignment
                 del self.members[old_id]
@@ -340,8 +372,10 @@ class ConsumerGroup:
             self._update_subscription(member, req)
             return member
         if len(self.members) >= self.settings.max_size:
-            raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                             f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.")
+            raise GroupError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
+            )
         member = ConsumerMember(member_id, req.instance_id, req.rack_id, client_id, client_host)
         self._update_subscription(member, req)
         self.members[member_id] = member
@@ -355,7 +389,9 @@ class ConsumerGroup:
         changed = False
         if req.rebalance_timeout_ms not in (-1, None):
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(member.subscribed_topic_names):
+        if req.subscribed_topic_names is not None and sorted(req.subscribed_topic_names) != sorted(
+            member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = list(req.subscribed_topic_names)
             changed = True
         regex = getattr(req, "subscribed_topic_regex", None)
@@ -379,11 +415,19 @@ class ConsumerGroup:
         group into a classic group (True). Otherwise they are removed; the group epoch goes up once."""
         leaving = {m.member_id for m in members}
         remaining = [m for m in self.members.values() if m.member_id not in leaving]
-        if (remaining and all(m.classic is not None for m in remaining) and self.settings.downgrade_enabled
-                and len(remaining) <= self.settings.classic_max_size):
+        if (
+            remaining
+            and all(m.classic is not None for m in remaining)
+            and self.settings.downgrade_enabled
+            and len(remaining) <= self.settings.classic_max_size
+        ):
             self.downgrade_pending, self.downgrade_rebalance = leaving, True
-            log.info("consumer group %s: %s (%s); only classic members remain, converting to a classic group",
-                     self.group_id, ", ".join(sorted(leaving)), why)
+            log.info(
+                "consumer group %s: %s (%s); only classic members remain, converting to a classic group",
+                self.group_id,
+                ", ".join(sorted(leaving)),
+                why,
+            )
             return True
         for i, member in enumerate(members):
             self.remove(member, why, bump=i == len(members) - 1)
@@ -403,8 +447,13 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
         if bump:
             self.group_epoch += 1
-        log.info("member %s of consumer group %s removed: %s (group epoch %d)", member.member_id, self.group_id,
-                 why, self.group_epoch)
+        log.info(
+            "member %s of consumer group %s removed: %s (group epoch %d)",
+            member.member_id,
+            self.group_id,
+            why,
+            self.group_epoch,
+        )
 
     # ------------------------------------------------------------------ assignment
     def _assignor(self) -> str:
@@ -445,8 +494,12 @@ class ConsumerGroup:
         current = {m.member_id: _copy(self.target.get(m.member_id) or m.assigned) for m in self.members.values()}
         self.target = ASSIGNORS[name](subs, wanted, current)
         self.assignment_epoch = self.group_epoch
-        log.info("consumer group %s: target assignment for epoch %d by the %s assignor", self.group_id,
-                 self.group_epoch, name)
+        log.info(
+            "consumer group %s: target assignment for epoch %d by the %s assignor",
+            self.group_id,
+            self.group_epoch,
+            name,
+        )
 
     def _owned_by_others(self, member_id: str) -> set[tuple[bytes, int]]:
         out: set[tuple[bytes, int]] = set()
@@ -541,38 +594,61 @@ class ConsumerGroup:
         if instance_id is None:
             member = self.members.get(member_id)
             if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {member_id} is not a member of group {self.group_id}.")
+                raise GroupError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
+                )
         else:
             member = self.members.get(self.static_members.get(instance_id, ""))
             if member is None:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member with instance id {instance_id} is not a member of group {self.group_id}.")
+                raise GroupError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member with instance id {instance_id} is not a member of group {self.group_id}.",
+                )
             if member.member_id != member_id:
-                raise GroupError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                                 f"{member.member_id}.")
+                raise GroupError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by member "
+                    f"{member.member_id}.",
+                )
         if member.classic is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+            raise GroupError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol."
+            )
         return member
 
     def _must_rejoin(self, member: ConsumerMember) -> bool:
-        return (member.member_epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
-                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(member)))
+        return (
+            member.member_epoch < self.group_epoch
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(member))
+        )
 
     def _waiting_on_unreleased(self, member: ConsumerMember) -> bool:
         busy = self._owned_by_others(member.member_id)
-        return any((t, p) in busy for t, parts in self.target.get(member.member_id, {}).items()
-                   for p in parts if p not in member.assigned.get(t, set()))
+        return any(
+            (t, p) in busy
+            for t, parts in self.target.get(member.member_id, {}).items()
+            for p in parts
+            if p not in member.assigned.get(t, set())
+        )
 
     def _schedule_join(self, member: ConsumerMember, now: float) -> None:
         if member.join_deadline is None:
             member.join_deadline = now + member.rebalance_timeout_ms / 1000
 
-    def classic_join(self, member_id: str, instance_id: str | None, classic: ClassicMeta, subscription: Subscription,
-                     owned: Assignment,
-                     rebalance_timeout_ms: int, client_id: str, client_host: str, now: float,
-                     topics: Mapping[str, TopicMeta]) -> ConsumerMember:
+    def classic_join(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        classic: ClassicMeta,
+        subscription: Subscription,
+        owned: Assignment,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        now: float,
+        topics: Mapping[str, TopicMeta],
+    ) -> ConsumerMember:
         """A JoinGroup into this consumer group (Kafka's classicGroupJoinToConsumerGroup after its
         checks): get or create the member, update it from its subscription, bump the group epoch if
         that changed, compute the target and reconcile with the partitions it says it owns."""
@@ -587,8 +663,12 @@ class ConsumerGroup:
                 del self.members[existing.member_id]
                 if existing.member_id in self.target:
                     self.target[member_id] = self.target.pop(existing.member_id)
-                log.info("static member %s of consumer group %s replaced by %s (classic protocol)",
-                         existing.member_id, self.group_id, member_id)
+                log.info(
+                    "static member %s of consumer group %s replaced by %s (classic protocol)",
+                    existing.member_id,
+                    self.group_id,
+                    member_id,
+                )
                 existing.member_id = member_id
                 existing.member_epoch = existing.previous_member_epoch = 0
                 existing.left_static = False
@@ -597,8 +677,10 @@ class ConsumerGroup:
             member = self.members.get(member_id)
         if member is None:
             if len(self.members) >= self.settings.max_size:
-                raise GroupError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum "
-                                 f"capacity of {self.settings.max_size} members.")
+                raise GroupError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.",
+                )
             member = ConsumerMember(member_id, instance_id)
             self.members[member_id] = member
             if instance_id:
@@ -622,22 +704,40 @@ class ConsumerGroup:
         member.join_deadline = None
         member.sync_deadline = now + member.rebalance_timeout_ms / 1000
         member.session_deadline = now + classic.session_timeout_ms / 1000
-        if (replaced_consumer and all(m.classic is not None for m in self.members.values())
-                and self.settings.downgrade_enabled and len(self.members) <= self.settings.classic_max_size):
+        if (
+            replaced_consumer
+            and all(m.classic is not None for m in self.members.values())
+            and self.settings.downgrade_enabled
+            and len(self.members) <= self.settings.classic_max_size
+        ):
             # the last consumer-protocol member was a static one, replaced by a classic member: the
             # group becomes classic at once, Stable, the newcomer holding what it took over
             self.downgrade_pending, self.downgrade_rebalance = set(), False
-            log.info("consumer group %s: static member %s took the place of the last consumer-protocol member; "
-                     "converting to a classic group", self.group_id, member_id)
+            log.info(
+                "consumer group %s: static member %s took the place of the last consumer-protocol member; "
+                "converting to a classic group",
+                self.group_id,
+                member_id,
+            )
         return member
 
-    def classic_sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
-                     protocol_name: str | None, now: float) -> ConsumerMember:
+    def classic_sync(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        now: float,
+    ) -> ConsumerMember:
         """SyncGroup from a classic member: its assigned partitions, unless it must rejoin first."""
         member = self.classic_member(member_id, instance_id)
         if generation != member.member_epoch:
-            raise GroupError(ErrorCode.ILLEGAL_GENERATION, f"The request generation id {generation} is not equal to "
-                             f"the member epoch {member.member_epoch} of member {member.member_id}.")
+            raise GroupError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"The request generation id {generation} is not equal to "
+                f"the member epoch {member.member_epoch} of member {member.member_id}.",
+            )
         assert member.classic is not None  # classic_member refuses members of the consumer protocol
         name = member.classic.protocol_name
         if protocol_type is not None and protocol_type != "consumer":

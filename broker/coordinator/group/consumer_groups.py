@@ -9,31 +9,58 @@ group are served here, and the group turns back into a classic group when only c
 remain (see `migration`). Committed offsets of both kinds live in the coordinator's offset store
 (`__consumer_offsets`), held by a member-less classic `Group` while the id is a consumer group.
 """
+
 from __future__ import annotations
 
 import base64
 import logging
 import re
 import uuid
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import trio
 
-from strom.protocol.errors import ErrorCode
-
-from strom.storage.errors import StorageError
-
 from strom.broker.coordinator.group.assignors import TopicMeta
-from strom.broker.coordinator.group.consumer import (JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup,
-                                                    ConsumerMember, GroupError, HeartbeatRequest, MemberState,
-                                                    ResolvedRegex, assignment_list)
-from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, ProtocolError,
-                        classic_group_from_consumer, consumer_group_from_classic, decode_subscription,
-                        encode_assignment, to_ids, to_names, upgrade_refusal)
-from strom.broker.coordinator.group.records import (REGEX_KEY_VERSION, ConsumerGroupKey, GroupKey, GroupRecordError, decode_consumer_value,
-                      encode_consumer_key, encode_consumer_value, encode_group_key, encode_group_value)
+from strom.broker.coordinator.group.consumer import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    GroupError,
+    HeartbeatRequest,
+    MemberState,
+    ResolvedRegex,
+    assignment_list,
+)
+from strom.broker.coordinator.group.migration import (
+    ClassicMeta,
+    CustomAssignorError,
+    ProtocolError,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
+    decode_subscription,
+    encode_assignment,
+    to_ids,
+    to_names,
+    upgrade_refusal,
+)
+from strom.broker.coordinator.group.records import (
+    REGEX_KEY_VERSION,
+    ConsumerGroupKey,
+    GroupKey,
+    GroupRecordError,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+    encode_group_key,
+    encode_group_value,
+)
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore, Record
+from strom.protocol.errors import ErrorCode
+from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -50,6 +77,8 @@ def _loaded_state(code: int, pending_revocation: bool) -> MemberState:
     if pending_revocation:
         return MemberState.UNREVOKED_PARTITIONS
     return MemberState.UNRELEASED_PARTITIONS if code in (2, 3) else MemberState.STABLE
+
+
 # the order Kafka writes a change in: subscriptions, resolved regexes, subscription metadata, group
 # epoch, target assignment, current assignments
 WRITE_ORDER = {5: 0, 16: 1, 4: 2, 3: 3, 7: 4, 6: 5, 8: 6}
@@ -74,8 +103,8 @@ class ConsumerGroups:
         self.store = store
         self.policy = store.config.migration_policy
         self.settings = store.config.consumer
-        self.groups = store.consumer              # the store's: never rebound
-        self.persisted = store.consumer_records   # what __consumer_offsets holds, per group
+        self.groups = store.consumer  # the store's: never rebound
+        self.persisted = store.consumer_records  # what __consumer_offsets holds, per group
         self._changed = trio.Event()
 
     # ------------------------------------------------------------------ helpers
@@ -112,28 +141,34 @@ class ConsumerGroups:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
             regex = getattr(body, "subscribed_topic_regex", None) if version >= 1 else None
             if body.subscribed_topic_names is None and regex is None:
-                raise GroupError(ErrorCode.INVALID_REQUEST,
-                                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-                                 if version >= 1 else "SubscribedTopicNames must be set in first request.")
+                raise GroupError(
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                    if version >= 1
+                    else "SubscribedTopicNames must be set in first request.",
+                )
         elif epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) or epoch > 0:
             if not body.member_id:
                 raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
             if epoch == STATIC_LEAVE_EPOCH and body.instance_id is None:
-                raise GroupError(ErrorCode.INVALID_REQUEST,
-                                 "InstanceId can't be null when MemberEpoch is -2.")
+                raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2.")
         else:
             raise GroupError(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}.")
         if body.server_assignor is not None and body.server_assignor not in self.settings.assignors:
-            raise GroupError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                             f"ServerAssignor {body.server_assignor} is not supported. Supported assignors: "
-                             f"{', '.join(self.settings.assignors)}.")
+            raise GroupError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {body.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.settings.assignors)}.",
+            )
         regex = getattr(body, "subscribed_topic_regex", None) if version >= 1 else None
         if regex:
             try:
                 re.compile(regex)
             except re.error as exc:
-                raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                 f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
+                raise GroupError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
+                )
 
     # ------------------------------------------------------------------ requests
     def heartbeat(self, version: int, body: HeartbeatRequest, client_id: str, client_host: str) -> dict[str, Any]:
@@ -150,26 +185,47 @@ class ConsumerGroups:
             group = self.groups.get(body.group_id)
             if group is None:
                 if body.member_epoch != JOIN_EPOCH:
-                    raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH)
-                                     else ErrorCode.GROUP_ID_NOT_FOUND,
-                                     f"Group {body.group_id} not found.")
+                    raise GroupError(
+                        ErrorCode.UNKNOWN_MEMBER_ID
+                        if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH)
+                        else ErrorCode.GROUP_ID_NOT_FOUND,
+                        f"Group {body.group_id} not found.",
+                    )
                 group = self.groups[body.group_id] = ConsumerGroup(body.group_id, self.settings)
             if body.member_epoch == JOIN_EPOCH and not body.member_id:
                 body.member_id = new_member_id()  # v0: the coordinator names the member
             member, send_assignment = group.heartbeat(body, trio.current_time(), self.topics(), client_id, client_host)
         except GroupError as exc:
-            return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "member_id": None,
-                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+            return {
+                "throttle_time_ms": 0,
+                "error_code": exc.code,
+                "error_message": exc.message,
+                "member_id": None,
+                "member_epoch": 0,
+                "heartbeat_interval_ms": 0,
+                "assignment": None,
+            }
         finally:
             self._settle(body.group_id)
         if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                    "member_id": body.member_id, "member_epoch": body.member_epoch, "heartbeat_interval_ms": 0,
-                    "assignment": None}
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                "member_id": member.member_id, "member_epoch": member.member_epoch,
-                "heartbeat_interval_ms": self.settings.heartbeat_interval_ms,
-                "assignment": {"topic_partitions": assignment_list(member.assigned)} if send_assignment else None}
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "member_id": body.member_id,
+                "member_epoch": body.member_epoch,
+                "heartbeat_interval_ms": 0,
+                "assignment": None,
+            }
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "member_id": member.member_id,
+            "member_epoch": member.member_epoch,
+            "heartbeat_interval_ms": self.settings.heartbeat_interval_ms,
+            "assignment": {"topic_partitions": assignment_list(member.assigned)} if send_assignment else None,
+        }
 
     # ------------------------------------------------------------------ migration
     def _settle(self, group_id: str) -> None:
@@ -195,13 +251,19 @@ class ConsumerGroups:
             group = consumer_group_from_classic(classic, self.settings, self.ids_by_name(), trio.current_time())
         except ProtocolError as exc:
             log.warning("cannot upgrade classic group %s: its embedded consumer protocol is malformed (%s)", g, exc)
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {g} to consumer group "
-                             "because the embedded consumer protocol is malformed.") from None
+            raise GroupError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {g} to consumer group "
+                "because the embedded consumer protocol is malformed.",
+            ) from None
         except CustomAssignorError:
             log.warning("cannot upgrade classic group %s: a custom assignor's user data would be lost", g)
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {g} to consumer group "
-                             "because an unsupported custom assignor is in use. Please refer to the documentation "
-                             "or switch to a default assignor before re-attempting the upgrade.") from None
+            raise GroupError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {g} to consumer group "
+                "because an unsupported custom assignor is in use. Please refer to the documentation "
+                "or switch to a default assignor before re-attempting the upgrade.",
+            ) from None
         for member in classic.members.values():  # those waiting in a rebalance rejoin the new group
             member.answer_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
             member.answer_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
@@ -210,8 +272,12 @@ class ConsumerGroups:
         self.store.classic[g] = holder
         self.groups[g] = group
         self.persist(g, first=[(encode_group_key(GroupKey(g)), None)])
-        log.info("classic group %s with %d members converted to a consumer group (epoch %d)", g,
-                 len(group.members), group.group_epoch)
+        log.info(
+            "classic group %s with %d members converted to a consumer group (epoch %d)",
+            g,
+            len(group.members),
+            group.group_epoch,
+        )
 
     def _downgrade(self, group: ConsumerGroup) -> None:
         """Only classic members remain: the group becomes a classic group again and rebalances."""
@@ -220,11 +286,16 @@ class ConsumerGroups:
         group.downgrade_pending = None
         now = trio.current_time()
         try:
-            classic = classic_group_from_consumer(group, leaving, self.store.config.classic, self.store.wall_ms,
-                                                  self.names_by_id(), now)
+            classic = classic_group_from_consumer(
+                group, leaving, self.store.config.classic, self.store.wall_ms, self.names_by_id(), now
+            )
         except ProtocolError as exc:  # Kafka refuses the downgrade too; the leavers just go
-            log.warning("cannot downgrade consumer group %s: a member's embedded consumer protocol is malformed "
-                        "(%s); it stays a consumer group", g, exc)
+            log.warning(
+                "cannot downgrade consumer group %s: a member's embedded consumer protocol is malformed "
+                "(%s); it stays a consumer group",
+                g,
+                exc,
+            )
             members = [group.members[m] for m in leaving if m in group.members]
             for i, member in enumerate(members):
                 group.remove(member, "left", bump=i == len(members) - 1)
@@ -239,8 +310,13 @@ class ConsumerGroups:
         if group.downgrade_rebalance:
             classic.prepare_rebalance(now)
         self.store.wake_timers()
-        log.info("consumer group %s converted to a classic group (generation %d, %d members)%s", g,
-                 classic.generation, len(classic.members), "; rebalancing" if group.downgrade_rebalance else "")
+        log.info(
+            "consumer group %s converted to a classic group (generation %d, %d members)%s",
+            g,
+            classic.generation,
+            len(classic.members),
+            "; rebalancing" if group.downgrade_rebalance else "",
+        )
 
     # ------------------------------------------------------------------ classic members of consumer groups
     def classic_join(self, group_id: str, req: JoinRequest) -> JoinResult:
@@ -267,24 +343,46 @@ class ConsumerGroups:
                 log.warning("consumer group %s: malformed subscription from %s: %s", group_id, member_id, exc)
                 raise GroupError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
             classic = ClassicMeta(req.session_timeout_ms, list(req.protocols))
-            member = group.classic_join(member_id, req.group_instance_id, classic, sub,
-                                        to_ids(sub.owned_partitions, self.ids_by_name()), req.rebalance_timeout_ms,
-                                        req.client_id, req.client_host, trio.current_time(), self.topics())
+            member = group.classic_join(
+                member_id,
+                req.group_instance_id,
+                classic,
+                sub,
+                to_ids(sub.owned_partitions, self.ids_by_name()),
+                req.rebalance_timeout_ms,
+                req.client_id,
+                req.client_host,
+                trio.current_time(),
+                self.topics(),
+            )
         except GroupError as exc:
             return JoinResult(exc.code, member_id="")
         finally:
             self._settle(group_id)
-        return JoinResult(ErrorCode.NONE, member_id=member.member_id, generation=member.member_epoch,
-                          protocol_type="consumer", protocol_name=classic.protocol_name)
+        return JoinResult(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            generation=member.member_epoch,
+            protocol_type="consumer",
+            protocol_name=classic.protocol_name,
+        )
 
-    def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                     protocol_type: str | None, protocol_name: str | None) -> SyncResult:
+    def classic_sync(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
         group = self.groups[group_id]
         if not group.members:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         try:
-            member = group.classic_sync(member_id, instance_id, generation, protocol_type, protocol_name,
-                                        trio.current_time())
+            member = group.classic_sync(
+                member_id, instance_id, generation, protocol_type, protocol_name, trio.current_time()
+            )
         except GroupError as exc:
             return SyncResult(exc.code)
         finally:
@@ -309,16 +407,24 @@ class ConsumerGroups:
 
     def describe(self, group_id: str, operations: int) -> dict[str, Any]:
         out: dict[str, Any] = {
-               "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id, "group_state": "",
-               "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-               "authorized_operations": operations}
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "group_id": group_id,
+            "group_state": "",
+            "group_epoch": 0,
+            "assignment_epoch": 0,
+            "assignor_name": "",
+            "members": [],
+            "authorized_operations": operations,
+        }
         error = self.store.group_error(group_id)
         group = self.groups.get(group_id)
         if error is None and group is None:
             classic = self.store.classic_group(group_id)
             error = ErrorCode.GROUP_ID_NOT_FOUND
-            out["error_message"] = (f"Group {group_id} is not a consumer group." if classic is not None
-                                    else f"Group {group_id} not found.")
+            out["error_message"] = (
+                f"Group {group_id} is not a consumer group." if classic is not None else f"Group {group_id} not found."
+            )
         if error is not None:
             out["error_code"] = error
             return out
@@ -326,18 +432,36 @@ class ConsumerGroups:
         names = self.names_by_id()
 
         def listed(assignment: Mapping[bytes, set[int]]) -> dict[str, object]:
-            return {"topic_partitions": [{"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(p)}
-                                         for t, p in sorted(assignment.items()) if p]}
+            return {
+                "topic_partitions": [
+                    {"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(p)}
+                    for t, p in sorted(assignment.items())
+                    if p
+                ]
+            }
 
-        out.update(group_state=group.state, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                   assignor_name=group.assignor_name)
-        out["members"] = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
-                           "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-                           "subscribed_topic_names": sorted(m.subscribed_topic_names),
-                           "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when unset
-                           "assignment": listed(m.assigned), "target_assignment": listed(group.target.get(m.member_id, {})),
-                           "member_type": MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER}
-                          for m in group.members.values()]
+        out.update(
+            group_state=group.state,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=group.assignor_name,
+        )
+        out["members"] = [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": sorted(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" when unset
+                "assignment": listed(m.assigned),
+                "target_assignment": listed(group.target.get(m.member_id, {})),
+                "member_type": MEMBER_TYPE_CLASSIC if m.classic is not None else MEMBER_TYPE_CONSUMER,
+            }
+            for m in group.members.values()
+        ]
         return out
 
     def commit_error(self, group_id: str, member_id: str, epoch: int, api_version: int) -> ErrorCode | None:
@@ -412,33 +536,60 @@ class ConsumerGroups:
     # ------------------------------------------------------------------ __consumer_offsets
     def _records(self, group: ConsumerGroup) -> dict[ConsumerGroupKey, bytes]:
         g = group.group_id
-        out = {ConsumerGroupKey(3, g): encode_consumer_value("ConsumerGroupMetadata", {"epoch": group.group_epoch}),
-               ConsumerGroupKey(4, g): encode_consumer_value("ConsumerGroupPartitionMetadata", {"topics": [
-                   {"topic_id": tid, "topic_name": name, "num_partitions": n,
-                    "partition_metadata": []} for name, tid, n in group.subscribed_signature]}),
-               ConsumerGroupKey(6, g): encode_consumer_value("ConsumerGroupTargetAssignmentMetadata",
-                                                             {"assignment_epoch": group.assignment_epoch})}
+        out = {
+            ConsumerGroupKey(3, g): encode_consumer_value("ConsumerGroupMetadata", {"epoch": group.group_epoch}),
+            ConsumerGroupKey(4, g): encode_consumer_value(
+                "ConsumerGroupPartitionMetadata",
+                {
+                    "topics": [
+                        {"topic_id": tid, "topic_name": name, "num_partitions": n, "partition_metadata": []}
+                        for name, tid, n in group.subscribed_signature
+                    ]
+                },
+            ),
+            ConsumerGroupKey(6, g): encode_consumer_value(
+                "ConsumerGroupTargetAssignmentMetadata", {"assignment_epoch": group.assignment_epoch}
+            ),
+        }
         for m in group.members.values():
-            out[ConsumerGroupKey(5, g, m.member_id)] = encode_consumer_value("ConsumerGroupMemberMetadata", {
-                "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
-                "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
-                "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "server_assignor": m.server_assignor,
-                "classic_member_metadata": None if m.classic is None else {
-                    "session_timeout_ms": m.classic.session_timeout_ms,
-                    "supported_protocols": [{"name": n, "metadata": meta} for n, meta in m.classic.protocols]}})
+            out[ConsumerGroupKey(5, g, m.member_id)] = encode_consumer_value(
+                "ConsumerGroupMemberMetadata",
+                {
+                    "instance_id": m.instance_id,
+                    "rack_id": m.rack_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed_topic_names),
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "server_assignor": m.server_assignor,
+                    "classic_member_metadata": None
+                    if m.classic is None
+                    else {
+                        "session_timeout_ms": m.classic.session_timeout_ms,
+                        "supported_protocols": [{"name": n, "metadata": meta} for n, meta in m.classic.protocols],
+                    },
+                },
+            )
             out[ConsumerGroupKey(7, g, m.member_id)] = encode_consumer_value(
                 "ConsumerGroupTargetAssignmentMember",
-                {"topic_partitions": _partitions(group.target.get(m.member_id, {}))})
-            out[ConsumerGroupKey(8, g, m.member_id)] = encode_consumer_value("ConsumerGroupCurrentMemberAssignment", {
-                "member_epoch": STATIC_LEAVE_EPOCH if m.left_static else m.member_epoch,
-                "previous_member_epoch": m.previous_member_epoch, "state": STATE_CODES[m.state],
-                "assigned_partitions": _partitions(m.assigned),
-                "partitions_pending_revocation": _partitions(m.pending_revocation)})
+                {"topic_partitions": _partitions(group.target.get(m.member_id, {}))},
+            )
+            out[ConsumerGroupKey(8, g, m.member_id)] = encode_consumer_value(
+                "ConsumerGroupCurrentMemberAssignment",
+                {
+                    "member_epoch": STATIC_LEAVE_EPOCH if m.left_static else m.member_epoch,
+                    "previous_member_epoch": m.previous_member_epoch,
+                    "state": STATE_CODES[m.state],
+                    "assigned_partitions": _partitions(m.assigned),
+                    "partitions_pending_revocation": _partitions(m.pending_revocation),
+                },
+            )
         for regex, resolved in group.resolved_regexes.items():
             out[ConsumerGroupKey(REGEX_KEY_VERSION, g, regex=regex)] = encode_consumer_value(
-                "ConsumerGroupRegularExpression", {"topics": list(resolved.topics), "version": resolved.version,
-                                                   "timestamp": resolved.timestamp_ms})
+                "ConsumerGroupRegularExpression",
+                {"topics": list(resolved.topics), "version": resolved.version, "timestamp": resolved.timestamp_ms},
+            )
         return out
 
     def persist(self, group_id: str, first: list[Record] | None = None, last: list[Record] | None = None) -> bool:
@@ -456,8 +607,13 @@ class ConsumerGroups:
         if not gone and not changed and not first and not last:
             return True
         try:
-            self.store.append(group_id, (first or []) + [(encode_consumer_key(k), None) for k in gone]
-                                     + [(encode_consumer_key(k), current[k]) for k in changed] + (last or []))
+            self.store.append(
+                group_id,
+                (first or [])
+                + [(encode_consumer_key(k), None) for k in gone]
+                + [(encode_consumer_key(k), current[k]) for k in changed]
+                + (last or []),
+            )
         except (StorageError, OSError) as exc:
             log.error("could not persist consumer group %s: %s", group_id, exc)
             return False
@@ -503,8 +659,9 @@ class ConsumerGroups:
         elif v == 7:
             group.target[key.member] = {bytes(tp.topic_id): set(tp.partitions) for tp in body.topic_partitions}
         elif v == REGEX_KEY_VERSION:
-            group.resolved_regexes[key.regex] = ResolvedRegex(tuple(sorted(body.topics or [])), body.version,
-                                                              body.timestamp)
+            group.resolved_regexes[key.regex] = ResolvedRegex(
+                tuple(sorted(body.topics or [])), body.version, body.timestamp
+            )
             group.regex_version = max(group.regex_version, body.version)
         else:
             member = group.members.get(key.member)
@@ -517,16 +674,22 @@ class ConsumerGroups:
                 member.subscribed_topic_regex = body.subscribed_topic_regex
                 member.rebalance_timeout_ms, member.server_assignor = body.rebalance_timeout_ms, body.server_assignor
                 meta = body.get("classic_member_metadata")
-                member.classic = None if meta is None else ClassicMeta(
-                    meta.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in meta.supported_protocols])
+                member.classic = (
+                    None
+                    if meta is None
+                    else ClassicMeta(
+                        meta.session_timeout_ms, [(p.name, bytes(p.metadata)) for p in meta.supported_protocols]
+                    )
+                )
                 if member.instance_id:
                     group.static_members[member.instance_id] = member.member_id
             else:
                 member.left_static = body.member_epoch == STATIC_LEAVE_EPOCH
                 member.member_epoch, member.previous_member_epoch = body.member_epoch, body.previous_member_epoch
                 member.assigned = {bytes(tp.topic_id): set(tp.partitions) for tp in body.assigned_partitions}
-                member.pending_revocation = {bytes(tp.topic_id): set(tp.partitions)
-                                             for tp in body.partitions_pending_revocation if tp.partitions}
+                member.pending_revocation = {
+                    bytes(tp.topic_id): set(tp.partitions) for tp in body.partitions_pending_revocation if tp.partitions
+                }
                 member.state = _loaded_state(body.state, bool(member.pending_revocation))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     member.revocation_deadline = UNSET
@@ -536,7 +699,9 @@ class ConsumerGroups:
         for group in self.groups.values():
             for m in group.members.values():
                 if m.session_deadline == UNSET:
-                    timeout = m.classic.session_timeout_ms if m.classic is not None else self.settings.session_timeout_ms
+                    timeout = (
+                        m.classic.session_timeout_ms if m.classic is not None else self.settings.session_timeout_ms
+                    )
                     m.session_deadline = now + timeout / 1000
                 if m.revocation_deadline == UNSET:
                     m.revocation_deadline = None if m.classic is not None else now + m.rebalance_timeout_ms / 1000

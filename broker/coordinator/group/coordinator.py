@@ -26,29 +26,29 @@ with members comes back Stable with its generation and assignment; its members' 
 again from the first tick, so members that went away with the broker expire after their session
 timeout. On losing the leadership, the partition's groups are dropped.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 import trio
-
-from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import iter_records
-from strom.protocol.records.control import COMMIT, control_type
-from strom.protocol.records.header import BatchHeader
-from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.group.classic_groups import ClassicGroups
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
 from strom.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
-from strom.broker.coordinator.group.offset_metadata_manager import CommitResult, Offsets, OffsetMetadataManager
+from strom.broker.coordinator.group.offset_metadata_manager import CommitResult, OffsetMetadataManager, Offsets
 from strom.broker.coordinator.group.records import CommittedOffset, GroupRecordError, OffsetKey, decode_key
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import OFFSETS_TOPIC, GroupStore, Record
 from strom.broker.coordinator.runtime import CoordinatorRuntime, replicated
 from strom.broker.errors import TopicError
+from strom.protocol.errors import ErrorCode
+from strom.protocol.records.batch import iter_records
+from strom.protocol.records.control import COMMIT, control_type
+from strom.protocol.records.header import BatchHeader
+from strom.storage.producer_state import VerificationGuard
 
 log = logging.getLogger("strom.group")
 
@@ -110,9 +110,15 @@ class GroupCoordinator:
         config = self.config
         try:
             await self.runtime.create_internal_topic(
-                OFFSETS_TOPIC, config.offsets_topic_partitions, config.offsets_topic_replication_factor,
-                {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes),
-                 "compression.type": "producer"})
+                OFFSETS_TOPIC,
+                config.offsets_topic_partitions,
+                config.offsets_topic_replication_factor,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                },
+            )
         except TopicError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
@@ -122,8 +128,9 @@ class GroupCoordinator:
         has it, while this broker still leads that partition in the epoch it was written in. NONE;
         COORDINATOR_NOT_AVAILABLE when the replicas did not have it in time; NOT_COORDINATOR when
         the leadership was lost meanwhile (the commit may have been truncated as a follower since)."""
-        return await replicated(self.runtime, OFFSETS_TOPIC, self.partition_of(group_id),
-                                self.config.offset_commit_timeout_ms / 1000)
+        return await replicated(
+            self.runtime, OFFSETS_TOPIC, self.partition_of(group_id), self.config.offset_commit_timeout_ms / 1000
+        )
 
     # ------------------------------------------------------------------ loading and unloading
     def load(self) -> None:
@@ -151,8 +158,13 @@ class GroupCoordinator:
         for index in sorted(gained):
             self.load_partition(index)
         if gained or lost:
-            log.info("coordinating groups of %d %s partitions (+%d, -%d)", len(now_led), OFFSETS_TOPIC,
-                     len(gained), len(lost))
+            log.info(
+                "coordinating groups of %d %s partitions (+%d, -%d)",
+                len(now_led),
+                OFFSETS_TOPIC,
+                len(gained),
+                len(lost),
+            )
             self.store.wake_timers()
 
     def load_partition(self, index: int) -> None:
@@ -220,11 +232,19 @@ class GroupCoordinator:
     async def join_group(self, group_id: str, req: JoinRequest) -> JoinResult:
         return await self.group_manager.join_group(group_id, req)
 
-    async def sync_group(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
-        return await self.group_manager.sync_group(group_id, member_id, instance_id, generation, protocol_type,
-                                                   protocol_name, assignments)
+    async def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        return await self.group_manager.sync_group(
+            group_id, member_id, instance_id, generation, protocol_type, protocol_name, assignments
+        )
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
         return self.group_manager.heartbeat(group_id, member_id, instance_id, generation)
@@ -236,16 +256,34 @@ class GroupCoordinator:
         return self.group_manager.delete_group(group_id)
 
     # ------------------------------------------------------------------ offsets
-    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                       retention_ms: int, offsets: Offsets, api_version: int = 9) -> list[CommitResult]:
-        return self.offset_manager.commit_offsets(group_id, member_id, instance_id, generation, retention_ms,
-                                                  offsets, api_version)
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        retention_ms: int,
+        offsets: Offsets,
+        api_version: int = 9,
+    ) -> list[CommitResult]:
+        return self.offset_manager.commit_offsets(
+            group_id, member_id, instance_id, generation, retention_ms, offsets, api_version
+        )
 
-    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-                           instance_id: str | None, generation: int, offsets: Offsets,
-                           verification_guard: VerificationGuard | None = None) -> list[CommitResult]:
-        return self.offset_manager.txn_commit_offsets(group_id, producer_id, producer_epoch, member_id,
-                                                      instance_id, generation, offsets, verification_guard)
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        offsets: Offsets,
+        verification_guard: VerificationGuard | None = None,
+    ) -> list[CommitResult]:
+        return self.offset_manager.txn_commit_offsets(
+            group_id, producer_id, producer_epoch, member_id, instance_id, generation, offsets, verification_guard
+        )
 
     def complete_txn(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was written to a local partition: settle pending offsets if it is
@@ -256,10 +294,12 @@ class GroupCoordinator:
     def has_pending_txn_offset(self, group_id: str, topic: str, index: int) -> bool:
         return self.offset_manager.has_pending_txn_offset(group_id, topic, index)
 
-    def fetch_offsets(self, group_id: str,
-                      topics: list[tuple[str, list[int]]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> dict[tuple[str, int], CommittedOffset | None]:
         return self.offset_manager.fetch_offsets(group_id, topics)
 
-    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]
-                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         return self.offset_manager.delete_offsets(group_id, partitions)

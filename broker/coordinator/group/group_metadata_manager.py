@@ -7,18 +7,18 @@ A group id is either a classic group (JoinGroup/SyncGroup) or a KIP-848 consumer
 served by the consumer group (its classic members); a JoinGroup to an empty consumer group turns
 it into a classic one (its offsets stay), as Kafka 4.0 does.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable
-
-from strom.protocol.errors import ErrorCode
+from collections.abc import Callable
 
 from strom.broker.coordinator.group.classic_groups import ClassicGroups
 from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
 from strom.broker.coordinator.group.records import ConsumerGroupKey, GroupKey
 from strom.broker.coordinator.group.state import GroupState, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore
+from strom.protocol.errors import ErrorCode
 
 log = logging.getLogger("strom.group")
 
@@ -45,17 +45,26 @@ class GroupMetadataManager:
             log.info("empty consumer group %s converted to a classic group", group_id)
         return await self.classic.join(group_id, req)
 
-    async def sync_group(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+    async def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         error = self.store.group_error(group_id)
         if error is not None:
             return SyncResult(error)
         if self.consumer.get(group_id) is not None:
-            return self.consumer.classic_sync(group_id, member_id, instance_id, generation, protocol_type,
-                                              protocol_name)
-        return await self.classic.sync(group_id, member_id, instance_id, generation, protocol_type, protocol_name,
-                                       assignments)
+            return self.consumer.classic_sync(
+                group_id, member_id, instance_id, generation, protocol_type, protocol_name
+            )
+        return await self.classic.sync(
+            group_id, member_id, instance_id, generation, protocol_type, protocol_name, assignments
+        )
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> ErrorCode:
         error = self.store.group_error(group_id)

@@ -24,12 +24,14 @@ group *with members* may convert (an empty group always converts):
 This module holds the pure parts: the policy, the ConsumerProtocol (subscription and assignment)
 codec, and building one group kind from the other. `consumer_groups.ConsumerGroups` applies them.
 """
+
 from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, overload
+from typing import Literal, overload
 
 from strom.broker.coordinator.group.assignors import Assignment
 from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, ConsumerMember, MemberState
@@ -46,7 +48,7 @@ class MigrationPolicy(enum.Enum):
     DISABLED = "disabled"
 
     @classmethod
-    def parse(cls, value: str) -> "MigrationPolicy":
+    def parse(cls, value: str) -> MigrationPolicy:
         return cls(value.strip().lower())
 
     @property
@@ -106,7 +108,7 @@ class _Reader:
         if self.pos + size > len(self.data):
             raise ProtocolError(f"string of {size} bytes past the end")
         try:
-            value = self.data[self.pos:self.pos + size].decode("utf-8")
+            value = self.data[self.pos : self.pos + size].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ProtocolError(str(exc)) from None
         self.pos += size
@@ -118,7 +120,7 @@ class _Reader:
             return None
         if self.pos + size > len(self.data):
             raise ProtocolError(f"{size} bytes past the end")
-        value = self.data[self.pos:self.pos + size]
+        value = self.data[self.pos : self.pos + size]
         self.pos += size
         return value
 
@@ -213,6 +215,7 @@ def to_names(assignment: Mapping[bytes, set[int]], names_by_id: Mapping[bytes, s
 @dataclass
 class ClassicMeta:
     """What a member that joined with JoinGroup needs inside a consumer group."""
+
     session_timeout_ms: int
     protocols: list[tuple[str, bytes]]
 
@@ -230,29 +233,44 @@ def upgrade_refusal(classic: Group, policy: MigrationPolicy, max_size: int) -> s
     if not policy.upgrade:
         return f"Cannot upgrade classic group {g} to consumer group because online upgrade is disabled."
     if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        return (f"Cannot upgrade classic group {g} to consumer group because the group does not use the "
-                "consumer embedded protocol.")
+        return (
+            f"Cannot upgrade classic group {g} to consumer group because the group does not use the "
+            "consumer embedded protocol."
+        )
     if len(classic.members) > max_size:
-        return (f"Cannot upgrade classic group {g} to consumer group because the group size exceeds the "
-                "consumer group maximum size.")
+        return (
+            f"Cannot upgrade classic group {g} to consumer group because the group size exceeds the "
+            "consumer group maximum size."
+        )
     return None
 
 
-def consumer_group_from_classic(classic: Group, settings: ConsumerGroupSettings, ids_by_name: Mapping[str, bytes],
-                                now: float) -> ConsumerGroup:
+def consumer_group_from_classic(
+    classic: Group, settings: ConsumerGroupSettings, ids_by_name: Mapping[str, bytes], now: float
+) -> ConsumerGroup:
     """Kafka's ConsumerGroup.fromClassicGroup: every member Stable at the classic generation, its
     target assignment the one it holds. Raises ProtocolError or CustomAssignorError."""
     group = ConsumerGroup(classic.group_id, settings)
     group.group_epoch = group.assignment_epoch = classic.generation
     for m in classic.members.values():
         assigned = to_ids(decode_assignment(m.assignment), ids_by_name)
-        metadata = m.metadata(classic.protocol_name) if classic.protocol_name else (
-            m.protocols[0][1] if m.protocols else b"")
+        metadata = (
+            m.metadata(classic.protocol_name) if classic.protocol_name else (m.protocols[0][1] if m.protocols else b"")
+        )
         sub = decode_subscription(metadata)
         member = ConsumerMember(
-            m.member_id, m.group_instance_id, sub.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-            subscribed_topic_names=list(sub.topics), member_epoch=classic.generation,
-            previous_member_epoch=classic.generation, state=MemberState.STABLE, assigned=assigned)
+            m.member_id,
+            m.group_instance_id,
+            sub.rack_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            subscribed_topic_names=list(sub.topics),
+            member_epoch=classic.generation,
+            previous_member_epoch=classic.generation,
+            state=MemberState.STABLE,
+            assigned=assigned,
+        )
         member.classic = ClassicMeta(m.session_timeout_ms, list(m.protocols))
         member.session_deadline = now + m.session_timeout_ms / 1000
         group.members[m.member_id] = member
@@ -262,8 +280,7 @@ def consumer_group_from_classic(classic: Group, settings: ConsumerGroupSettings,
     return group
 
 
-def downgrade_allowed(group: ConsumerGroup, leaving: set[str], policy: MigrationPolicy,
-                      classic_max_size: int) -> bool:
+def downgrade_allowed(group: ConsumerGroup, leaving: set[str], policy: MigrationPolicy, classic_max_size: int) -> bool:
     """Kafka's validateOnlineDowngradeWithFencedMembers: the members left after `leaving` go are
     all classic ones, there is at least one, and the policy and `group.max.size` allow it."""
     remaining = [m for m in group.members.values() if m.member_id not in leaving]
@@ -272,9 +289,14 @@ def downgrade_allowed(group: ConsumerGroup, leaving: set[str], policy: Migration
     return policy.downgrade and len(remaining) <= classic_max_size
 
 
-def classic_group_from_consumer(group: ConsumerGroup, leaving: set[str], settings: GroupSettings,
-                                wall_ms: Callable[[], int], names_by_id: Mapping[bytes, str],
-                                now: float) -> Group:
+def classic_group_from_consumer(
+    group: ConsumerGroup,
+    leaving: set[str],
+    settings: GroupSettings,
+    wall_ms: Callable[[], int],
+    names_by_id: Mapping[bytes, str],
+    now: float,
+) -> Group:
     """Kafka's ClassicGroup.fromConsumerGroup: Stable at the group epoch, members holding their
     target assignment encoded in their own protocol version; the caller starts a rebalance."""
     classic = Group(group.group_id, settings, wall_ms)
@@ -286,8 +308,15 @@ def classic_group_from_consumer(group: ConsumerGroup, leaving: set[str], setting
             continue
         meta = m.classic
         assert meta is not None  # the caller converts a group whose remaining members are all classic
-        member = Member(m.member_id, m.instance_id, m.client_id, m.client_host, meta.session_timeout_ms,
-                        m.rebalance_timeout_ms, list(meta.protocols))
+        member = Member(
+            m.member_id,
+            m.instance_id,
+            m.client_id,
+            m.client_host,
+            meta.session_timeout_ms,
+            m.rebalance_timeout_ms,
+            list(meta.protocols),
+        )
         member.heartbeat(now)
         classic.members[m.member_id] = member
         if m.instance_id:

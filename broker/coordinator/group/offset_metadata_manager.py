@@ -16,24 +16,29 @@ answers UNSTABLE_OFFSET_COMMIT for a partition while such a commit is pending. L
 same way: transactional batches are held per producer until their marker, and those still open
 at the end stay pending.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import trio
 
+from strom.broker.coordinator.group.classic_groups import ClassicGroups
+from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
+from strom.broker.coordinator.group.records import (
+    CommittedOffset,
+    OffsetKey,
+    decode_offset_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from strom.broker.coordinator.group.state import GroupState
+from strom.broker.coordinator.group.store import GroupStore
 from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
-
-from strom.broker.coordinator.group.classic_groups import ClassicGroups
-from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
-from strom.broker.coordinator.group.records import CommittedOffset, OffsetKey, decode_offset_value, \
-    encode_offset_key, encode_offset_value
-from strom.broker.coordinator.group.state import GroupState
-from strom.broker.coordinator.group.store import GroupStore
 
 log = logging.getLogger("strom.group")
 
@@ -59,19 +64,33 @@ class OffsetMetadataManager:
         self.consumer = consumer
 
     # ------------------------------------------------------------------ OffsetCommit
-    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                       retention_ms: int, offsets: Offsets, api_version: int = 9) -> list[CommitResult]:
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        retention_ms: int,
+        offsets: Offsets,
+        api_version: int = 9,
+    ) -> list[CommitResult]:
         # As Kafka: partitions that do not exist are answered before the group is looked at (and
         # when no partition exists, the group is not looked at at all)
         exists = self.store.partition_exists
         unknown = [(t, p) for t, p, _ in offsets if not exists(t, p)]
         if unknown:
             known = [o for o in offsets if exists(o[0], o[1])]
-            results = {(r.topic, r.partition): r for r in
-                       (self.commit_offsets(group_id, member_id, instance_id, generation, retention_ms, known,
-                                            api_version) if known else [])}
-            return [results.get((t, p)) or CommitResult(t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    for t, p, _ in offsets]
+            results = {
+                (r.topic, r.partition): r
+                for r in (
+                    self.commit_offsets(group_id, member_id, instance_id, generation, retention_ms, known, api_version)
+                    if known
+                    else []
+                )
+            }
+            return [
+                results.get((t, p)) or CommitResult(t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t, p, _ in offsets
+            ]
         error = self.store.group_error(group_id)
         if error is None and self.consumer.get(group_id) is not None:
             error = self.consumer.commit_error(group_id, member_id, generation, api_version)
@@ -92,9 +111,14 @@ class OffsetMetadataManager:
                 group.offsets[(topic, index)] = value
         return written
 
-    def _write_offsets(self, group_id: str, offsets: Offsets, retention_ms: int = -1,
-                       producer: tuple[int, int] | None = None, verification_guard: VerificationGuard | None = None
-                       ) -> tuple[list[CommitResult], Offsets]:
+    def _write_offsets(
+        self,
+        group_id: str,
+        offsets: Offsets,
+        retention_ms: int = -1,
+        producer: tuple[int, int] | None = None,
+        verification_guard: VerificationGuard | None = None,
+    ) -> tuple[list[CommitResult], Offsets]:
         """The records of an OffsetCommit or (with ``producer``) a TxnOffsetCommit: every offset
         checked, those accepted stamped with the commit time (and expiry, with ``retention_ms`` >= 0)
         and appended in one batch. (results, accepted); a failed append is every accepted
@@ -107,24 +131,36 @@ class OffsetMetadataManager:
             code = self._offset_error(topic, index, value)
             results.append(CommitResult(topic, index, code))
             if code is ErrorCode.NONE:
-                accepted.append((topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata,
-                                                               now, expire)))
+                accepted.append(
+                    (topic, index, CommittedOffset(value.offset, value.leader_epoch, value.metadata, now, expire))
+                )
         if not accepted:
             return results, []
         try:
-            self.store.append(group_id, [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v))
-                                         for t, p, v in accepted], producer=producer,
-                              verification_guard=verification_guard)
+            self.store.append(
+                group_id,
+                [(encode_offset_key(OffsetKey(group_id, t, p)), encode_offset_value(v)) for t, p, v in accepted],
+                producer=producer,
+                verification_guard=verification_guard,
+            )
         except (StorageError, OSError) as exc:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if producer is not None and isinstance(exc, StorageError) and ErrorCode[exc.error_code_name] in (
-                    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE):
-                code = ErrorCode[exc.error_code_name]    # the producer was fenced: the client's answer
+            if (
+                producer is not None
+                and isinstance(exc, StorageError)
+                and ErrorCode[exc.error_code_name] in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE)
+            ):
+                code = ErrorCode[exc.error_code_name]  # the producer was fenced: the client's answer
             else:
-                log.error("could not persist %soffsets of group=%s: %s",
-                          "" if producer is None else "transactional ", group_id, exc)
-            return [CommitResult(r.topic, r.partition, code if r.error is ErrorCode.NONE else r.error)
-                    for r in results], []
+                log.error(
+                    "could not persist %soffsets of group=%s: %s",
+                    "" if producer is None else "transactional ",
+                    group_id,
+                    exc,
+                )
+            return [
+                CommitResult(r.topic, r.partition, code if r.error is ErrorCode.NONE else r.error) for r in results
+            ], []
         return results, accepted
 
     def _offset_error(self, topic: str, index: int, value: CommittedOffset) -> ErrorCode:
@@ -135,8 +171,9 @@ class OffsetMetadataManager:
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ OffsetFetch
-    def fetch_offsets(self, group_id: str,
-                      topics: list[tuple[str, list[int]]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> dict[tuple[str, int], CommittedOffset | None]:
         """Committed offsets of the asked partitions (None: nothing committed); all when topics is None."""
         group = self.store.classic_group(group_id)
         known = group.offsets if group is not None else {}
@@ -145,9 +182,17 @@ class OffsetMetadataManager:
         return {(t, p): known.get((t, p)) for t, parts in topics for p in parts}
 
     # ------------------------------------------------------------------ transactional offsets
-    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-                           instance_id: str | None, generation: int, offsets: Offsets,
-                           verification_guard: VerificationGuard | None = None) -> list[CommitResult]:
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        offsets: Offsets,
+        verification_guard: VerificationGuard | None = None,
+    ) -> list[CommitResult]:
         """TxnOffsetCommit: append the offsets in the producer's transaction; pending until its marker.
 
         Checked as Kafka 4.0 checks it: with a member id, instance id or generation, against that
@@ -170,8 +215,9 @@ class OffsetMetadataManager:
             error = group.commit_error(member_id, instance_id, generation, trio.current_time())
         if error is not None:
             return [CommitResult(t, p, error) for t, p, _ in offsets]
-        results, accepted = self._write_offsets(group_id, offsets, producer=(producer_id, producer_epoch),
-                                                verification_guard=verification_guard)
+        results, accepted = self._write_offsets(
+            group_id, offsets, producer=(producer_id, producer_epoch), verification_guard=verification_guard
+        )
         if accepted and group is None and self.consumer.get(group_id) is None:
             self.store.classic_group_or_new(group_id)
         if accepted:
@@ -183,8 +229,9 @@ class OffsetMetadataManager:
     def complete_txn(self, index: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was written to `__consumer_offsets`-`index`: settle pending offsets."""
         pending_txn = self.store.pending_txn
-        for group_id in [g for g, by_pid in pending_txn.items()
-                         if producer_id in by_pid and self.store.partition_of(g) == index]:
+        for group_id in [
+            g for g, by_pid in pending_txn.items() if producer_id in by_pid and self.store.partition_of(g) == index
+        ]:
             offsets = pending_txn[group_id].pop(producer_id)
             if not pending_txn[group_id]:
                 del pending_txn[group_id]
@@ -195,8 +242,9 @@ class OffsetMetadataManager:
         return any((topic, index) in offsets for offsets in self.store.pending_txn.get(group_id, {}).values())
 
     # ------------------------------------------------------------------ OffsetDelete
-    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]
-                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         error = self.store.group_error(group_id)
         if error is not None:
             return error, {}
@@ -249,9 +297,14 @@ class OffsetMetadataManager:
                 subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())
                 expired = [tp for tp in expired if tp[0] not in subscribed]
             tombstones: list[tuple[bytes | None, bytes | None]] = [
-                (encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in expired]
-            if (consumer is not None and not consumer.members and group_id not in store.pending_txn
-                    and (group is None or len(expired) == len(group.offsets))):
+                (encode_offset_key(OffsetKey(group_id, t, p)), None) for t, p in expired
+            ]
+            if (
+                consumer is not None
+                and not consumer.members
+                and group_id not in store.pending_txn
+                and (group is None or len(expired) == len(group.offsets))
+            ):
                 if self.consumer.expire(group_id, tombstones):
                     if group is not None:
                         group.offsets.clear()
@@ -263,8 +316,14 @@ class OffsetMetadataManager:
                 for tp in expired:
                     del group.offsets[tp]
                 removed += len(expired)
-            if (consumer is None and group is not None and group.state is GroupState.EMPTY and not group.offsets
-                    and not group.members and group_id not in store.pending_txn):
+            if (
+                consumer is None
+                and group is not None
+                and group.state is GroupState.EMPTY
+                and not group.offsets
+                and not group.members
+                and group_id not in store.pending_txn
+            ):
                 log.info("group=%s is empty and has no offsets left: removed", group_id)
                 self.classic.remove(group)
         return removed
@@ -291,8 +350,9 @@ class OffsetMetadataManager:
 
     def replay_pending(self, producer_id: int, key: OffsetKey, value: bytes) -> None:
         """Loading: an offset of a transaction still open at the end of the partition: pending."""
-        self.store.pending_txn.setdefault(key.group, {}).setdefault(producer_id, {})[
-            (key.topic, key.partition)] = decode_offset_value(value)
+        self.store.pending_txn.setdefault(key.group, {}).setdefault(producer_id, {})[(key.topic, key.partition)] = (
+            decode_offset_value(value)
+        )
 
     def forget_pending(self, index: int) -> None:
         """Before a partition is loaded again: its pending transactional offsets go."""

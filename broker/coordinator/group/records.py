@@ -20,13 +20,16 @@ read them. The field facts below are taken from Kafka's reference definitions (n
 version ranges only); the framing (version prefix, byte layouts) comes from
 `protocol.internal_records`, shared with `__transaction_state`.
 """
+
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom.protocol.internal_records import InternalRecordError, RecordCodec, Schemas, field as _f, version_of
+from strom.protocol.internal_records import InternalRecordError, RecordCodec, Schemas, version_of
+from strom.protocol.internal_records import field as _f
+
 # re-exported: where the group coordinator's callers and tests find a group's partition
 from strom.protocol.internal_records import java_string_hashcode as java_string_hashcode
 from strom.protocol.internal_records import partition_for as partition_for
@@ -44,86 +47,181 @@ class GroupRecordError(InternalRecordError):
 
 # (versions valid, flexible-from or None, fields): facts of Kafka's internal/*.json.
 _SCHEMAS: Schemas = {
-    "OffsetCommitKey": ((0, 1), None, [
-        _f("group", "string", (0, None)), _f("topic", "string", (0, None)), _f("partition", "int32", (0, None))]),
-    "OffsetCommitValue": ((0, 4), 4, [
-        _f("offset", "int64", (0, None)),
-        _f("leader_epoch", "int32", (3, None), default=-1),
-        _f("metadata", "string", (0, None)),
-        _f("commit_timestamp", "int64", (0, None)),
-        _f("expire_timestamp", "int64", (1, 1), default=-1)]),
+    "OffsetCommitKey": (
+        (0, 1),
+        None,
+        [_f("group", "string", (0, None)), _f("topic", "string", (0, None)), _f("partition", "int32", (0, None))],
+    ),
+    "OffsetCommitValue": (
+        (0, 4),
+        4,
+        [
+            _f("offset", "int64", (0, None)),
+            _f("leader_epoch", "int32", (3, None), default=-1),
+            _f("metadata", "string", (0, None)),
+            _f("commit_timestamp", "int64", (0, None)),
+            _f("expire_timestamp", "int64", (1, 1), default=-1),
+        ],
+    ),
     "GroupMetadataKey": ((2, 2), None, [_f("group", "string", (2, 2))]),
-    "GroupMetadataValue": ((0, 4), 4, [
-        _f("protocol_type", "string", (0, None)),
-        _f("generation", "int32", (0, None)),
-        _f("protocol", "string", (0, None), nullable=(0, None)),
-        _f("leader", "string", (0, None), nullable=(0, None)),
-        _f("current_state_timestamp", "int64", (2, None), default=-1),
-        _f("members", "[]MemberMetadata", (0, None), fields=[
-            _f("member_id", "string", (0, None)),
-            _f("group_instance_id", "string", (3, None), nullable=(3, None), default=None),
-            _f("client_id", "string", (0, None)),
-            _f("client_host", "string", (0, None)),
-            _f("rebalance_timeout", "int32", (1, None), default=-1),
-            _f("session_timeout", "int32", (0, None)),
-            _f("subscription", "bytes", (0, None)),
-            _f("assignment", "bytes", (0, None))])]),
+    "GroupMetadataValue": (
+        (0, 4),
+        4,
+        [
+            _f("protocol_type", "string", (0, None)),
+            _f("generation", "int32", (0, None)),
+            _f("protocol", "string", (0, None), nullable=(0, None)),
+            _f("leader", "string", (0, None), nullable=(0, None)),
+            _f("current_state_timestamp", "int64", (2, None), default=-1),
+            _f(
+                "members",
+                "[]MemberMetadata",
+                (0, None),
+                fields=[
+                    _f("member_id", "string", (0, None)),
+                    _f("group_instance_id", "string", (3, None), nullable=(3, None), default=None),
+                    _f("client_id", "string", (0, None)),
+                    _f("client_host", "string", (0, None)),
+                    _f("rebalance_timeout", "int32", (1, None), default=-1),
+                    _f("session_timeout", "int32", (0, None)),
+                    _f("subscription", "bytes", (0, None)),
+                    _f("assignment", "bytes", (0, None)),
+                ],
+            ),
+        ],
+    ),
     # KIP-848 consumer groups (Kafka 4.0's record types, key versions 3-8)
     "ConsumerGroupMetadataKey": ((3, 3), None, [_f("group_id", "string", (3, 3))]),
     "ConsumerGroupMetadataValue": ((0, 0), 0, [_f("epoch", "int32", (0, None))]),
     "ConsumerGroupPartitionMetadataKey": ((4, 4), None, [_f("group_id", "string", (4, 4))]),
-    "ConsumerGroupPartitionMetadataValue": ((0, 0), 0, [
-        _f("topics", "[]TopicMetadata", (0, None), fields=[
-            _f("topic_id", "uuid", (0, None)), _f("topic_name", "string", (0, None)),
-            _f("num_partitions", "int32", (0, None)),
-            _f("partition_metadata", "[]PartitionMetadata", (0, None), fields=[
-                _f("partition", "int32", (0, None)), _f("racks", "[]string", (0, None))])])]),
-    "ConsumerGroupMemberMetadataKey": ((5, 5), None, [
-        _f("group_id", "string", (5, 5)), _f("member_id", "string", (5, 5))]),
-    "ConsumerGroupMemberMetadataValue": ((0, 0), 0, [
-        _f("instance_id", "string", (0, None), nullable=(0, None)),
-        _f("rack_id", "string", (0, None), nullable=(0, None)),
-        _f("client_id", "string", (0, None)),
-        _f("client_host", "string", (0, None)),
-        _f("subscribed_topic_names", "[]string", (0, None)),
-        _f("subscribed_topic_regex", "string", (0, None), nullable=(0, None)),
-        _f("rebalance_timeout_ms", "int32", (0, None), default=-1),
-        _f("server_assignor", "string", (0, None), nullable=(0, None)),
-        # a member that joined with the classic protocol (JoinGroup) inside a consumer group
-        _f("classic_member_metadata", "ClassicMemberMetadata", (0, None), nullable=(0, None), default=None, tag=0,
-           fields=[_f("session_timeout_ms", "int32", (0, None)),
-                   _f("supported_protocols", "[]ClassicProtocol", (0, None), fields=[
-                       _f("name", "string", (0, None)), _f("metadata", "bytes", (0, None))])])]),
+    "ConsumerGroupPartitionMetadataValue": (
+        (0, 0),
+        0,
+        [
+            _f(
+                "topics",
+                "[]TopicMetadata",
+                (0, None),
+                fields=[
+                    _f("topic_id", "uuid", (0, None)),
+                    _f("topic_name", "string", (0, None)),
+                    _f("num_partitions", "int32", (0, None)),
+                    _f(
+                        "partition_metadata",
+                        "[]PartitionMetadata",
+                        (0, None),
+                        fields=[_f("partition", "int32", (0, None)), _f("racks", "[]string", (0, None))],
+                    ),
+                ],
+            )
+        ],
+    ),
+    "ConsumerGroupMemberMetadataKey": (
+        (5, 5),
+        None,
+        [_f("group_id", "string", (5, 5)), _f("member_id", "string", (5, 5))],
+    ),
+    "ConsumerGroupMemberMetadataValue": (
+        (0, 0),
+        0,
+        [
+            _f("instance_id", "string", (0, None), nullable=(0, None)),
+            _f("rack_id", "string", (0, None), nullable=(0, None)),
+            _f("client_id", "string", (0, None)),
+            _f("client_host", "string", (0, None)),
+            _f("subscribed_topic_names", "[]string", (0, None)),
+            _f("subscribed_topic_regex", "string", (0, None), nullable=(0, None)),
+            _f("rebalance_timeout_ms", "int32", (0, None), default=-1),
+            _f("server_assignor", "string", (0, None), nullable=(0, None)),
+            # a member that joined with the classic protocol (JoinGroup) inside a consumer group
+            _f(
+                "classic_member_metadata",
+                "ClassicMemberMetadata",
+                (0, None),
+                nullable=(0, None),
+                default=None,
+                tag=0,
+                fields=[
+                    _f("session_timeout_ms", "int32", (0, None)),
+                    _f(
+                        "supported_protocols",
+                        "[]ClassicProtocol",
+                        (0, None),
+                        fields=[_f("name", "string", (0, None)), _f("metadata", "bytes", (0, None))],
+                    ),
+                ],
+            ),
+        ],
+    ),
     "ConsumerGroupTargetAssignmentMetadataKey": ((6, 6), None, [_f("group_id", "string", (6, 6))]),
     "ConsumerGroupTargetAssignmentMetadataValue": ((0, 0), 0, [_f("assignment_epoch", "int32", (0, None))]),
-    "ConsumerGroupTargetAssignmentMemberKey": ((7, 7), None, [
-        _f("group_id", "string", (7, 7)), _f("member_id", "string", (7, 7))]),
-    "ConsumerGroupTargetAssignmentMemberValue": ((0, 0), 0, [
-        _f("topic_partitions", "[]TopicPartition", (0, None), fields=[
-            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))])]),
-    "ConsumerGroupCurrentMemberAssignmentKey": ((8, 8), None, [
-        _f("group_id", "string", (8, 8)), _f("member_id", "string", (8, 8))]),
-    "ConsumerGroupCurrentMemberAssignmentValue": ((0, 0), 0, [
-        _f("member_epoch", "int32", (0, None)),
-        _f("previous_member_epoch", "int32", (0, None)),
-        _f("state", "int8", (0, None)),
-        _f("assigned_partitions", "[]TopicPartitions", (0, None), fields=[
-            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))]),
-        _f("partitions_pending_revocation", "[]TopicPartitions", (0, None), fields=[
-            _f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))])]),
+    "ConsumerGroupTargetAssignmentMemberKey": (
+        (7, 7),
+        None,
+        [_f("group_id", "string", (7, 7)), _f("member_id", "string", (7, 7))],
+    ),
+    "ConsumerGroupTargetAssignmentMemberValue": (
+        (0, 0),
+        0,
+        [
+            _f(
+                "topic_partitions",
+                "[]TopicPartition",
+                (0, None),
+                fields=[_f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))],
+            )
+        ],
+    ),
+    "ConsumerGroupCurrentMemberAssignmentKey": (
+        (8, 8),
+        None,
+        [_f("group_id", "string", (8, 8)), _f("member_id", "string", (8, 8))],
+    ),
+    "ConsumerGroupCurrentMemberAssignmentValue": (
+        (0, 0),
+        0,
+        [
+            _f("member_epoch", "int32", (0, None)),
+            _f("previous_member_epoch", "int32", (0, None)),
+            _f("state", "int8", (0, None)),
+            _f(
+                "assigned_partitions",
+                "[]TopicPartitions",
+                (0, None),
+                fields=[_f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))],
+            ),
+            _f(
+                "partitions_pending_revocation",
+                "[]TopicPartitions",
+                (0, None),
+                fields=[_f("topic_id", "uuid", (0, None)), _f("partitions", "[]int32", (0, None))],
+            ),
+        ],
+    ),
     # a regular expression members subscribe with, resolved to topic names (Kafka 4.0, key version
     # 16; the definitions ship in kafka-group-coordinator-4.0.0.jar, not in the protocol reference)
-    "ConsumerGroupRegularExpressionKey": ((16, 16), None, [
-        _f("group_id", "string", (16, 16)), _f("regular_expression", "string", (16, 16))]),
-    "ConsumerGroupRegularExpressionValue": ((0, 0), 0, [
-        _f("topics", "[]string", (0, None)), _f("version", "int64", (0, None)), _f("timestamp", "int64", (0, None))]),
+    "ConsumerGroupRegularExpressionKey": (
+        (16, 16),
+        None,
+        [_f("group_id", "string", (16, 16)), _f("regular_expression", "string", (16, 16))],
+    ),
+    "ConsumerGroupRegularExpressionValue": (
+        (0, 0),
+        0,
+        [_f("topics", "[]string", (0, None)), _f("version", "int64", (0, None)), _f("timestamp", "int64", (0, None))],
+    ),
 }
 
 # key version -> the KIP-848 record type it names (its value type is the same name with "Value")
-CONSUMER_GROUP_KEYS = {3: "ConsumerGroupMetadata", 4: "ConsumerGroupPartitionMetadata",
-                       5: "ConsumerGroupMemberMetadata", 6: "ConsumerGroupTargetAssignmentMetadata",
-                       7: "ConsumerGroupTargetAssignmentMember", 8: "ConsumerGroupCurrentMemberAssignment",
-                       16: "ConsumerGroupRegularExpression"}
+CONSUMER_GROUP_KEYS = {
+    3: "ConsumerGroupMetadata",
+    4: "ConsumerGroupPartitionMetadata",
+    5: "ConsumerGroupMemberMetadata",
+    6: "ConsumerGroupTargetAssignmentMetadata",
+    7: "ConsumerGroupTargetAssignmentMember",
+    8: "ConsumerGroupCurrentMemberAssignment",
+    16: "ConsumerGroupRegularExpression",
+}
 REGEX_KEY_VERSION = 16
 
 
@@ -132,6 +230,7 @@ encode, _decode = _CODEC.encode, _CODEC.decode
 
 
 # --------------------------------------------------------------------------- typed records
+
 
 @dataclass(frozen=True)
 class OffsetKey:
@@ -186,22 +285,39 @@ def encode_group_key(key: GroupKey) -> bytes:
 
 def encode_offset_value(value: CommittedOffset) -> bytes:
     version = OFFSET_VALUE_VERSION_WITH_EXPIRY if value.expire_timestamp >= 0 else OFFSET_VALUE_VERSION
-    return encode("OffsetCommitValue", version, {
-        "offset": value.offset, "leader_epoch": value.leader_epoch, "metadata": value.metadata,
-        "commit_timestamp": value.commit_timestamp, "expire_timestamp": value.expire_timestamp})
+    return encode(
+        "OffsetCommitValue",
+        version,
+        {
+            "offset": value.offset,
+            "leader_epoch": value.leader_epoch,
+            "metadata": value.metadata,
+            "commit_timestamp": value.commit_timestamp,
+            "expire_timestamp": value.expire_timestamp,
+        },
+    )
 
 
 def encode_group_value(value: GroupRecord) -> bytes:
-    return encode("GroupMetadataValue", GROUP_VALUE_VERSION, {
-        "protocol_type": value.protocol_type, "generation": value.generation, "protocol": value.protocol,
-        "leader": value.leader, "current_state_timestamp": value.current_state_timestamp,
-        "members": [vars(m) for m in value.members]})
+    return encode(
+        "GroupMetadataValue",
+        GROUP_VALUE_VERSION,
+        {
+            "protocol_type": value.protocol_type,
+            "generation": value.generation,
+            "protocol": value.protocol,
+            "leader": value.leader,
+            "current_state_timestamp": value.current_state_timestamp,
+            "members": [vars(m) for m in value.members],
+        },
+    )
 
 
 @dataclass(frozen=True)
 class ConsumerGroupKey:
     """A KIP-848 record's key: its version (3-8, 16) names the record type; member is "" for
     group-level ones; regex names a ConsumerGroupRegularExpression record (version 16)."""
+
     version: int
     group: str
     member: str = ""
@@ -235,28 +351,46 @@ def decode_key(data: bytes | None) -> OffsetKey | GroupKey | ConsumerGroupKey:
         return GroupKey(body.group)
     if version in CONSUMER_GROUP_KEYS:
         _, body = _decode(CONSUMER_GROUP_KEYS[version] + "Key", data)
-        return ConsumerGroupKey(version, body.group_id, body.get("member_id") or "",
-                                body.get("regular_expression") or "")
+        return ConsumerGroupKey(
+            version, body.group_id, body.get("member_id") or "", body.get("regular_expression") or ""
+        )
     _, body = _decode("OffsetCommitKey", data)
     return OffsetKey(body.group, body.topic, body.partition)
 
 
 def decode_offset_value(data: bytes) -> CommittedOffset:
     version, body = _decode("OffsetCommitValue", data)
-    return CommittedOffset(body.offset, body.leader_epoch if version >= 3 else -1, body.metadata or "",
-                           body.commit_timestamp, body.expire_timestamp if version == 1 else -1)
+    return CommittedOffset(
+        body.offset,
+        body.leader_epoch if version >= 3 else -1,
+        body.metadata or "",
+        body.commit_timestamp,
+        body.expire_timestamp if version == 1 else -1,
+    )
 
 
 def decode_group_value(data: bytes) -> GroupRecord:
     _, body = _decode("GroupMetadataValue", data)
-    members = [MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                            m.session_timeout, bytes(m.subscription or b""), bytes(m.assignment or b""))
-               for m in body.members or []]
-    return GroupRecord(body.protocol_type or "", body.generation, body.protocol, body.leader,
-                       body.current_state_timestamp, members)
+    members = [
+        MemberRecord(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout,
+            m.session_timeout,
+            bytes(m.subscription or b""),
+            bytes(m.assignment or b""),
+        )
+        for m in body.members or []
+    ]
+    return GroupRecord(
+        body.protocol_type or "", body.generation, body.protocol, body.leader, body.current_state_timestamp, members
+    )
 
 
 # --------------------------------------------------------------------------- consumer protocol
+
 
 def subscribed_topics(metadata: bytes) -> set[str]:
     """Topics named in a ConsumerProtocolSubscription (int16 version, int32 count, int16-length
@@ -271,9 +405,8 @@ def subscribed_topics(metadata: bytes) -> set[str]:
             pos += 2
             if size < 0 or pos + size > len(metadata):
                 return set()
-            topics.add(metadata[pos:pos + size].decode("utf-8"))
+            topics.add(metadata[pos : pos + size].decode("utf-8"))
             pos += size
         return topics
     except (struct.error, UnicodeDecodeError):
         return set()
-

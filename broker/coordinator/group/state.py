@@ -30,16 +30,16 @@ coordinator supplies them (they set a trio.Event) and runs `expire(now)` at `nex
 `changes` counts changes to what is persisted (generation, members, assignment), so the
 coordinator knows when to write a group metadata record.
 """
+
 from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
-
-from strom.protocol.errors import ErrorCode
 
 from strom.broker.coordinator.group.records import CommittedOffset, GroupRecord, MemberRecord, subscribed_topics
+from strom.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -57,7 +57,7 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
-    max_size: int = 2 ** 31 - 1
+    max_size: int = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -197,10 +197,20 @@ class Group:
 
     def _result_for(self, member: Member) -> JoinResult:
         is_leader = member.member_id == self.leader_id
-        members = [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
-                   for m in self.members.values()] if is_leader else []
-        return JoinResult(ErrorCode.NONE, member.member_id, self.generation, self.protocol_type,
-                          self.protocol_name, self.leader_id or "", members)
+        members = (
+            [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
+            if is_leader
+            else []
+        )
+        return JoinResult(
+            ErrorCode.NONE,
+            member.member_id,
+            self.generation,
+            self.protocol_type,
+            self.protocol_name,
+            self.leader_id or "",
+            members,
+        )
 
     def _check_static(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
         if instance_id is None:
@@ -273,8 +283,16 @@ class Group:
         member.join_waiter = waiter
 
     def _add_member(self, member_id: str, req: JoinRequest, now: float, waiter: JoinWaiter) -> None:
-        member = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.session_timeout_ms,
-                        req.rebalance_timeout_ms, list(req.protocols), join_waiter=waiter)
+        member = Member(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+            list(req.protocols),
+            join_waiter=waiter,
+        )
         member.heartbeat(now)
         if not self.members:
             self.protocol_type = req.protocol_type
@@ -290,8 +308,9 @@ class Group:
         else:
             self.prepare_rebalance(now)
 
-    def _replace_static(self, instance_id: str, old_id: str, new_id: str, req: JoinRequest, now: float,
-                        waiter: JoinWaiter) -> JoinResult | None:
+    def _replace_static(
+        self, instance_id: str, old_id: str, new_id: str, req: JoinRequest, now: float, waiter: JoinWaiter
+    ) -> JoinResult | None:
         member = self.members.pop(old_id)
         member.answer_join(_error_join(ErrorCode.FENCED_INSTANCE_ID, old_id))
         member.answer_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
@@ -340,8 +359,7 @@ class Group:
         self._try_complete_join(now)
 
     def _try_complete_join(self, now: float) -> None:
-        if (self.state is GroupState.PREPARING_REBALANCE and self.initial_delay_deadline is None
-                and self._all_joined()):
+        if self.state is GroupState.PREPARING_REBALANCE and self.initial_delay_deadline is None and self._all_joined():
             self._complete_join(now)
 
     def _complete_join(self, now: float) -> None:
@@ -391,16 +409,25 @@ class Group:
             return ErrorCode.ILLEGAL_GENERATION
         return None
 
-    def sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
-             protocol_name: str | None, assignments: dict[str, bytes], now: float,
-             waiter: SyncWaiter) -> SyncResult | None:
+    def sync(
+        self,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        now: float,
+        waiter: SyncWaiter,
+    ) -> SyncResult | None:
         if self.state in (GroupState.DEAD, GroupState.EMPTY):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         error = self._member_error(member_id, instance_id, generation)
         if error is not None:
             return SyncResult(error)
-        if (protocol_type is not None and protocol_type != self.protocol_type) or \
-                (protocol_name is not None and protocol_name != self.protocol_name):
+        if (protocol_type is not None and protocol_type != self.protocol_type) or (
+            protocol_name is not None and protocol_name != self.protocol_name
+        ):
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         member = self.members[member_id]
         if self.state is GroupState.PREPARING_REBALANCE:
@@ -505,8 +532,11 @@ class Group:
     def next_deadline(self) -> float:
         times = [d for d in (self.rebalance_deadline, self.initial_delay_deadline) if d is not None]
         times += self.pending_members.values()
-        times += [m.heartbeat_deadline for m in self.members.values()
-                  if m.heartbeat_deadline is not None and m.join_waiter is None and m.sync_waiter is None]
+        times += [
+            m.heartbeat_deadline
+            for m in self.members.values()
+            if m.heartbeat_deadline is not None and m.join_waiter is None and m.sync_waiter is None
+        ]
         if any(m.heartbeat_deadline is None for m in self.members.values()):
             times.append(float("-inf"))
         return min(times, default=float("inf"))
@@ -542,12 +572,31 @@ class Group:
 
     # ------------------------------------------------------------------ persistence
     def to_record(self) -> GroupRecord:
-        members = [] if self.state is GroupState.EMPTY else [
-            MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                         m.session_timeout_ms, m.metadata(self.protocol_name), m.assignment)
-            for m in self.members.values()]
-        return GroupRecord(self.protocol_type or "", self.generation, self.protocol_name, self.leader_id,
-                           self.state_timestamp_ms, members)
+        members = (
+            []
+            if self.state is GroupState.EMPTY
+            else [
+                MemberRecord(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(self.protocol_name),
+                    m.assignment,
+                )
+                for m in self.members.values()
+            ]
+        )
+        return GroupRecord(
+            self.protocol_type or "",
+            self.generation,
+            self.protocol_name,
+            self.leader_id,
+            self.state_timestamp_ms,
+            members,
+        )
 
     def load_record(self, record: GroupRecord) -> None:
         """Take the persisted state: Stable with its members, or Empty."""
@@ -558,11 +607,20 @@ class Group:
         self.static_members.clear()
         for r in record.members:
             protocols = [(record.protocol, r.subscription)] if record.protocol is not None else []
-            self.members[r.member_id] = Member(r.member_id, r.group_instance_id, r.client_id, r.client_host,
-                                               r.session_timeout, r.rebalance_timeout, protocols, r.assignment)
+            self.members[r.member_id] = Member(
+                r.member_id,
+                r.group_instance_id,
+                r.client_id,
+                r.client_host,
+                r.session_timeout,
+                r.rebalance_timeout,
+                protocols,
+                r.assignment,
+            )
             if r.group_instance_id is not None:
                 self.static_members[r.group_instance_id] = r.member_id
         self.leader_id = record.leader if record.leader in self.members else next(iter(self.members), None)
         self.state = GroupState.STABLE if self.members else GroupState.EMPTY
-        self.state_timestamp_ms = (record.current_state_timestamp if record.current_state_timestamp >= 0
-                                   else self.wall_ms())
+        self.state_timestamp_ms = (
+            record.current_state_timestamp if record.current_state_timestamp >= 0 else self.wall_ms()
+        )

@@ -9,15 +9,12 @@ protocols, the group metadata manager and the offset metadata manager read and c
 through it (Kafka's coordinator shard state, shared by its GroupMetadataManager and
 OffsetMetadataManager).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import trio
-
-from strom.protocol.errors import ErrorCode
-from strom.protocol.internal_records import build_records_batch
-from strom.storage.producer_state import VerificationGuard
 
 from strom.broker.coordinator.group.assignors import TopicMeta
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
@@ -25,6 +22,9 @@ from strom.broker.coordinator.group.consumer import ConsumerGroup
 from strom.broker.coordinator.group.records import CommittedOffset, ConsumerGroupKey, partition_for
 from strom.broker.coordinator.group.state import Group, GroupState
 from strom.broker.coordinator.runtime import CoordinatorRuntime, NotLeaderForPartition, PendingWrite
+from strom.protocol.errors import ErrorCode
+from strom.protocol.internal_records import build_records_batch
+from strom.storage.producer_state import VerificationGuard
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -107,8 +107,13 @@ class GroupStore:
         return group
 
     # ------------------------------------------------------------------ writing
-    def append(self, group_id: str, records: list[Record], producer: tuple[int, int] | None = None,
-               verification_guard: VerificationGuard | None = None) -> PendingWrite:
+    def append(
+        self,
+        group_id: str,
+        records: list[Record],
+        producer: tuple[int, int] | None = None,
+        verification_guard: VerificationGuard | None = None,
+    ) -> PendingWrite:
         """Append ``records`` in one batch to the group's partition (a transactional batch with
         ``producer``'s id and epoch); raises `StorageError` (not led here, fenced, disk)."""
         index = self.partition_of(group_id)

@@ -5,20 +5,19 @@ the test decides what the replicas do (:meth:`MemoryRuntime.hold_replication`,
 :meth:`MemoryRuntime.replicate`) and who leads (:meth:`MemoryRuntime.lead`,
 :meth:`MemoryRuntime.follow`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import trio
 
+from strom.broker.coordinator.runtime import NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState, TopicMetadata
+from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches, validate_batches
 from strom.storage.producer_state import VerificationGuard
-
-from strom.broker.coordinator.runtime import NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState, \
-    TopicMetadata
-from strom.broker.errors import TopicError
 
 
 @dataclass
@@ -28,7 +27,7 @@ class MemoryPartition:
     batches: list[bytes] = field(default_factory=list)
     log_end_offset: int = 0
     high_watermark: int = 0
-    held: bool = False          # replication held: the high watermark stays until replicate()
+    held: bool = False  # replication held: the high watermark stays until replicate()
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,7 @@ class MemoryWrite:
 @dataclass
 class MemoryRuntime:
     """A `CoordinatorRuntime` over in-memory partitions (standalone unless ``is_cluster``)."""
+
     node_id: int = 0
     is_cluster: bool = False
     clock_ms: int = 1_700_000_000_000
@@ -90,8 +90,9 @@ class MemoryRuntime:
     def led_partitions(self, topic: str) -> dict[int, int]:
         return {i: p.leader_epoch for (t, i), p in self.partitions.items() if t == topic and p.is_leader}
 
-    def append(self, topic: str, index: int, records: bytearray,
-               verification_guard: VerificationGuard | None = None) -> PendingWrite:
+    def append(
+        self, topic: str, index: int, records: bytearray, verification_guard: VerificationGuard | None = None
+    ) -> PendingWrite:
         p = self.partitions.get((topic, index))
         if p is None or not p.is_leader:
             raise NotLeaderForPartition(f"{topic}-{index}")
@@ -136,7 +137,7 @@ class MemoryRuntime:
         for batch in p.batches:
             view = memoryview(batch)
             for pos, header in iter_batches(batch):
-                on_batch(header, view[pos:pos + header.size])
+                on_batch(header, view[pos : pos + header.size])
         return True
 
     # ------------------------------------------------------------ cluster facts
@@ -155,11 +156,14 @@ class MemoryRuntime:
         return self.node_id if p is not None and p.is_leader else None
 
     def topics(self) -> dict[str, TopicMetadata]:
-        return {name: TopicMetadata(name, name.encode().ljust(16, b"-")[:16], count)
-                for name, count in self.other_topics.items()}
+        return {
+            name: TopicMetadata(name, name.encode().ljust(16, b"-")[:16], count)
+            for name, count in self.other_topics.items()
+        }
 
-    async def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                                    configs: dict[str, str]) -> None:
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
         if self.partition_count(name) is not None:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         self.topic_configs[name] = dict(configs)

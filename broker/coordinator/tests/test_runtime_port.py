@@ -4,6 +4,7 @@ What a coordinator writes must reach its partition through the port (and come ba
 coordinator loads it), a write counts only once replicated under the epoch it was written in, and
 markers reach the group coordinator through the port. Wired wrong (a write that bypasses the
 port, a load that reads elsewhere, an error turned into the wrong one), these fail."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,6 @@ import dataclasses
 import pytest
 import trio
 import trio.testing
-
-from strom.protocol.errors import ErrorCode
 
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -22,9 +21,14 @@ from strom.broker.coordinator.tests.memory_runtime import MemoryRuntime
 from strom.broker.coordinator.txn.markers import append_marker
 from strom.broker.coordinator.txn.metadata import TransactionMetadata, TxnState
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnSettings
+from strom.protocol.errors import ErrorCode
 
-CONFIG = GroupCoordinatorConfig(classic=GroupSettings(initial_rebalance_delay_ms=0), offsets_topic_partitions=3,
-                                offsets_topic_replication_factor=1, offset_commit_timeout_ms=200)
+CONFIG = GroupCoordinatorConfig(
+    classic=GroupSettings(initial_rebalance_delay_ms=0),
+    offsets_topic_partitions=3,
+    offsets_topic_replication_factor=1,
+    offset_commit_timeout_ms=200,
+)
 
 
 async def _coordinator(runtime: MemoryRuntime, config: GroupCoordinatorConfig = CONFIG) -> GroupCoordinator:
@@ -52,13 +56,15 @@ async def test_commits_are_appended_through_the_port_and_loaded_back():
     results = coordinator.commit_offsets("g", "", None, -1, -1, [("t", 0, _offset(5, "m")), ("t", 1, _offset(7))])
     assert [r.error for r in results] == [ErrorCode.NONE, ErrorCode.NONE]
     partition = runtime.partitions[(OFFSETS_TOPIC, coordinator.partition_of("g"))]
-    assert len(partition.batches) == 1 and partition.log_end_offset == 2    # one batch, two records
+    assert len(partition.batches) == 1 and partition.log_end_offset == 2  # one batch, two records
     assert await coordinator.replicated("g") == ErrorCode.NONE
 
     again = await _coordinator(runtime)
     fetched = again.fetch_offsets("g", [("t", [0, 1])])
     assert {tp: (o.offset, o.metadata, o.commit_timestamp) for tp, o in fetched.items() if o is not None} == {
-        ("t", 0): (5, "m", runtime.clock_ms), ("t", 1): (7, "", runtime.clock_ms)}
+        ("t", 0): (5, "m", runtime.clock_ms),
+        ("t", 1): (7, "", runtime.clock_ms),
+    }
 
 
 async def test_a_commit_to_a_partition_nobody_has_is_refused_before_any_write():
@@ -75,13 +81,14 @@ async def test_a_commit_waits_for_the_replicas_under_its_leader_epoch():
     index = coordinator.partition_of("g")
     runtime.hold_replication(OFFSETS_TOPIC, index)
     coordinator.commit_offsets("g", "", None, -1, -1, [("t", 0, _offset(1))])
-    assert await coordinator.replicated("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE   # not in time
+    assert await coordinator.replicated("g") == ErrorCode.COORDINATOR_NOT_AVAILABLE  # not in time
 
     async with trio.open_nursery() as nursery:
         answers: list[ErrorCode] = []
 
         async def wait() -> None:
             answers.append(await coordinator.replicated("g"))
+
         nursery.start_soon(wait)
         await trio.testing.wait_all_tasks_blocked()
         runtime.replicate(OFFSETS_TOPIC, index)
@@ -93,7 +100,7 @@ async def test_a_commit_waits_for_the_replicas_under_its_leader_epoch():
         answers.clear()
         nursery.start_soon(wait)
         await trio.testing.wait_all_tasks_blocked()
-        runtime.follow(OFFSETS_TOPIC, index)     # lost the leadership: the write may be truncated
+        runtime.follow(OFFSETS_TOPIC, index)  # lost the leadership: the write may be truncated
     assert answers == [ErrorCode.NOT_COORDINATOR]
     assert await coordinator.replicated("g") == ErrorCode.NOT_COORDINATOR
 
@@ -107,7 +114,7 @@ async def test_transactional_offsets_settle_with_the_marker_written_through_the_
     assert coordinator.has_pending_txn_offset("g", "t", 0)
     assert coordinator.fetch_offsets("g", [("t", [0])]) == {("t", 0): None}
 
-    reloaded = await _coordinator(runtime)           # an open transaction loads as pending
+    reloaded = await _coordinator(runtime)  # an open transaction loads as pending
     assert reloaded.has_pending_txn_offset("g", "t", 0)
     runtime.listeners.remove(reloaded.complete_txn)
 
@@ -118,7 +125,7 @@ async def test_transactional_offsets_settle_with_the_marker_written_through_the_
     assert _committed(coordinator, "g", "t", 0) == 9
     assert (await runtime.await_replication([pending], 1)) == [ErrorCode.NONE]
 
-    committed = await _coordinator(runtime)          # the marker follows the offsets in the log
+    committed = await _coordinator(runtime)  # the marker follows the offsets in the log
     assert not committed.has_pending_txn_offset("g", "t", 0)
     assert _committed(committed, "g", "t", 0) == 9
 
@@ -129,8 +136,9 @@ async def test_a_classic_group_is_written_when_stable_and_loaded_stable():
     request = JoinRequest("", None, "client", "/127.0.0.1", 10_000, 10_000, "consumer", [("range", b"sub")], False)
     joined = await coordinator.join_group("g", request)
     assert joined.error == ErrorCode.NONE and joined.generation == 1
-    synced = await coordinator.sync_group("g", joined.member_id, None, 1, "consumer", "range",
-                                          {joined.member_id: b"assignment"})
+    synced = await coordinator.sync_group(
+        "g", joined.member_id, None, 1, "consumer", "range", {joined.member_id: b"assignment"}
+    )
     assert synced.error == ErrorCode.NONE and synced.assignment == b"assignment"
     assert runtime.partitions[(OFFSETS_TOPIC, coordinator.partition_of("g"))].batches, "group record written"
 
@@ -149,9 +157,9 @@ async def test_leadership_decides_which_groups_are_coordinated():
     runtime.follow(OFFSETS_TOPIC, index)
     assert coordinator.group_error("g") == ErrorCode.NOT_COORDINATOR
     coordinator.follow_leadership()
-    assert coordinator.get("g") is None                              # unloaded
+    assert coordinator.get("g") is None  # unloaded
     runtime.lead(OFFSETS_TOPIC, index)
-    coordinator.follow_leadership()                                  # loaded again from the partition
+    coordinator.follow_leadership()  # loaded again from the partition
     assert coordinator.group_error("g") is None
     assert _committed(coordinator, "g", "t", 0) == 3
 
@@ -162,7 +170,7 @@ async def test_offsets_expire_through_the_port():
     coordinator.commit_offsets("g", "", None, -1, -1, [("t", 0, _offset(3))])
     assert coordinator.expire_offsets(runtime.clock_ms + 1000) == 1
     assert coordinator.get("g") is None
-    assert (await _coordinator(runtime)).get("g") is None           # the tombstones are in the log
+    assert (await _coordinator(runtime)).get("g") is None  # the tombstones are in the log
 
 
 async def test_the_transaction_state_is_written_and_loaded_through_the_port():

@@ -38,22 +38,23 @@ restarts (or a new leader of the partition) loads it and writes the markers agai
 the transaction; an Ongoing transaction that was never ended is aborted by the timeout. Data of a
 transaction is thus always wholly committed or wholly aborted.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import trio
-
-from strom.protocol.errors import ErrorCode
-from strom.protocol.internal_records import partition_for
-from strom.protocol.schema import ApiKey
 
 from strom.broker.coordinator.runtime import CoordinatorRuntime
 from strom.broker.coordinator.txn.markers import ClientFactory, MarkerClient, TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import MAX_EPOCH, NO_EPOCH, TransactionMetadata, TxnState
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnSettings
+from strom.protocol.errors import ErrorCode
+from strom.protocol.internal_records import partition_for
+from strom.protocol.schema import ApiKey
 
 log = logging.getLogger("strom.txn")
 
@@ -78,8 +79,13 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, port: CoordinatorRuntime, settings: TxnSettings, client_factory: ClientFactory | None = None,
-                 offsets_partitions: Callable[[], int] = lambda: 50) -> None:
+    def __init__(
+        self,
+        port: CoordinatorRuntime,
+        settings: TxnSettings,
+        client_factory: ClientFactory | None = None,
+        offsets_partitions: Callable[[], int] = lambda: 50,
+    ) -> None:
         self.port = port
         self.settings = settings
         self.state = TransactionStateManager(port, settings)
@@ -99,8 +105,10 @@ class TransactionCoordinator:
         gained, _ = self.state.follow_leadership()
         if gained:
             for tid, meta in self.state.txns.items():
-                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) \
-                        and self.state.partition_of(tid) in gained:
+                if (
+                    meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                    and self.state.partition_of(tid) in gained
+                ):
                     meta.coordinator_epoch = self.state.coordinator_epoch(tid)
                     self._schedule_completion(tid)
 
@@ -187,15 +195,25 @@ class TransactionCoordinator:
             new_pid = await self.port.allocate_producer_id()
             meta = self.state.txns.get(tid)
             if meta is None:
-                meta = TransactionMetadata(tid, new_pid, NO_EPOCH, timeout_ms, TxnState.EMPTY,
-                                           last_update_ms=now, coordinator_epoch=self.state.coordinator_epoch(tid))
+                meta = TransactionMetadata(
+                    tid,
+                    new_pid,
+                    NO_EPOCH,
+                    timeout_ms,
+                    TxnState.EMPTY,
+                    last_update_ms=now,
+                    coordinator_epoch=self.state.coordinator_epoch(tid),
+                )
                 self.state.txns[tid] = meta
         if meta.pending is not None:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         expected = (pid, epoch) if pid >= 0 and meta.producer_epoch != NO_EPOCH else None
         if expected is not None and expected != (meta.producer_id, meta.producer_epoch):
-            if expected == (meta.last_producer_id, meta.last_producer_epoch) \
-                    and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if expected == (meta.last_producer_id, meta.last_producer_epoch) and meta.state in (
+                TxnState.EMPTY,
+                TxnState.COMPLETE_COMMIT,
+                TxnState.COMPLETE_ABORT,
+            ):
                 return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
             return InitResult(ErrorCode.PRODUCER_FENCED)
         if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
@@ -211,9 +229,17 @@ class TransactionCoordinator:
             new_pid, new_epoch = meta.producer_id, 0
         else:
             new_pid, new_epoch = meta.producer_id, meta.producer_epoch + 1
-        target = meta.transit(TxnState.EMPTY, now, producer_id=new_pid, producer_epoch=new_epoch,
-                              timeout_ms=timeout_ms, partitions=set(), start_ms=-1,
-                              last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch)
+        target = meta.transit(
+            TxnState.EMPTY,
+            now,
+            producer_id=new_pid,
+            producer_epoch=new_epoch,
+            timeout_ms=timeout_ms,
+            partitions=set(),
+            start_ms=-1,
+            last_producer_id=meta.producer_id,
+            last_producer_epoch=meta.producer_epoch,
+        )
         code = await self._persist(meta, target)
         if code != ErrorCode.NONE:
             if meta.producer_epoch == NO_EPOCH and self.state.txns.get(tid) is meta:
@@ -233,19 +259,32 @@ class TransactionCoordinator:
         fenced = meta.producer_epoch if meta.is_producer_epoch_exhausted() else meta.producer_epoch + 1
         epoch = min(fenced + 1, MAX_EPOCH)
         fence = meta.transit(TxnState.PREPARE_EPOCH_FENCE, now)
-        target = fence.transit(TxnState.PREPARE_ABORT, now, producer_epoch=epoch,
-                               last_producer_id=meta.producer_id, last_producer_epoch=fenced,
-                               next_producer_id=-1, client_transaction_version=TV2)
-        log.info("aborting the transaction of transactional.id=%s producer_id=%d (%s); epoch %d -> %d",
-                 meta.transactional_id, meta.producer_id, why, meta.producer_epoch, epoch)
+        target = fence.transit(
+            TxnState.PREPARE_ABORT,
+            now,
+            producer_epoch=epoch,
+            last_producer_id=meta.producer_id,
+            last_producer_epoch=fenced,
+            next_producer_id=-1,
+            client_transaction_version=TV2,
+        )
+        log.info(
+            "aborting the transaction of transactional.id=%s producer_id=%d (%s); epoch %d -> %d",
+            meta.transactional_id,
+            meta.producer_id,
+            why,
+            meta.producer_epoch,
+            epoch,
+        )
         code = await self._persist(meta, target)
         if code == ErrorCode.NONE:
             self._schedule_completion(meta.transactional_id)
         return code
 
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
-    async def add_partitions(self, tid: str, pid: int, epoch: int,
-                             partitions: set[tuple[str, int]], tv2: bool = False) -> ErrorCode:
+    async def add_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]], tv2: bool = False
+    ) -> ErrorCode:
         """AddPartitionsToTxn / AddOffsetsToTxn (``tv2``: added by a partition leader for a
         transaction version 2 producer, whose next EndTxn is read the TV2 way)."""
         error = self._error(tid)
@@ -265,18 +304,21 @@ class TransactionCoordinator:
         now = self.now()
         version = TV2 if tv2 else 0
         if meta.state == TxnState.ONGOING:
-            target = meta.transit(TxnState.ONGOING, now, partitions=meta.partitions | partitions,
-                                  client_transaction_version=version)
+            target = meta.transit(
+                TxnState.ONGOING, now, partitions=meta.partitions | partitions, client_transaction_version=version
+            )
         else:
-            target = meta.transit(TxnState.ONGOING, now, partitions=set(partitions), start_ms=now,
-                                  client_transaction_version=version)
+            target = meta.transit(
+                TxnState.ONGOING, now, partitions=set(partitions), start_ms=now, client_transaction_version=version
+            )
         return await self._persist(meta, target)
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         return OFFSETS_TOPIC, partition_for(group_id, self._offsets_partitions())
 
-    def verify_partitions(self, tid: str, pid: int, epoch: int,
-                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], ErrorCode]:
         """AddPartitionsToTxn v4+ verify_only: whether each partition is in the Ongoing transaction."""
         error = self._error(tid)
         meta = self.state.txns.get(tid)
@@ -290,11 +332,14 @@ class TransactionCoordinator:
         # as Kafka 4.0: a partition not in the transaction is TRANSACTION_ABORTABLE (a partition
         # leader tells clients older than Produce v11 / TxnOffsetCommit v4 INVALID_TXN_STATE)
         ongoing = meta.state == TxnState.ONGOING
-        return {tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
-                for tp in partitions}
+        return {
+            tp: ErrorCode.NONE if ongoing and tp in meta.partitions else ErrorCode.TRANSACTION_ABORTABLE
+            for tp in partitions
+        }
 
-    async def ask_elsewhere(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]],
-                            add: bool = False) -> dict[tuple[str, int], ErrorCode] | None:
+    async def ask_elsewhere(
+        self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]], add: bool = False
+    ) -> dict[tuple[str, int], ErrorCode] | None:
         """Ask the broker coordinating ``tid``, as a partition leader does before a transaction's
         first batch: AddPartitionsToTxn v5 adding the partitions (``add``, transaction version 2)
         or v4 verify_only. None if it cannot be asked now (the caller refuses the batch as
@@ -303,8 +348,7 @@ class TransactionCoordinator:
         address = self.port.endpoint(leader) if leader is not None and leader != self.port.node_id else None
         factory = self.markers.client_factory
         if leader is None or address is None or factory is None:
-            log.info("transactional.id=%s: its coordinator (broker %s) is not known or not reachable now",
-                     tid, leader)
+            log.info("transactional.id=%s: its coordinator (broker %s) is not known or not reachable now", tid, leader)
             return None
         client = self._verify_clients.get(leader)
         if client is None:
@@ -312,9 +356,17 @@ class TransactionCoordinator:
         topics: dict[str, list[int]] = {}
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)
-        body = {"transactions": [{"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
-                                  "verify_only": not add,
-                                  "topics": [{"name": t, "partitions": p} for t, p in topics.items()]}]}
+        body = {
+            "transactions": [
+                {
+                    "transactional_id": tid,
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "verify_only": not add,
+                    "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+                }
+            ]
+        }
         try:
             response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5 if add else 4, body, timeout_s=5)
         except Exception as exc:  # an unreachable coordinator: the batch is refused, retriable
@@ -345,22 +397,25 @@ class TransactionCoordinator:
         state = meta.state
         # a TV2 retry: the epoch before the bump, or the last epoch of a producer id that rotated
         retry_bump = v2_state and meta.producer_epoch == epoch + 1
-        retry_overflow = (v2_state and meta.last_producer_id == pid and meta.producer_id != pid
-                          and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0)
+        retry_overflow = (
+            v2_state
+            and meta.last_producer_id == pid
+            and meta.producer_id != pid
+            and epoch == MAX_EPOCH - 1
+            and meta.producer_epoch == 0
+        )
         if meta.producer_id != pid and not retry_overflow:
             return EndResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and v2_state:
             return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         retry = False
-        if v2_state and state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
-                and (retry_bump or retry_overflow):
+        if v2_state and state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) and (retry_bump or retry_overflow):
             retry = True
         elif epoch != meta.producer_epoch:
             return EndResult(ErrorCode.PRODUCER_FENCED)
         if meta.pending is not None:
             return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-        current = EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch) if tv2 \
-            else EndResult(ErrorCode.NONE)
+        current = EndResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch) if tv2 else EndResult(ErrorCode.NONE)
         if retry:
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             return current if state == done else EndResult(ErrorCode.INVALID_TXN_STATE)
@@ -392,8 +447,12 @@ class TransactionCoordinator:
                 next_pid = await self.port.allocate_producer_id()
                 if meta.pending is not None or self.state.txns.get(tid) is not meta:
                     return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-            changes = dict(producer_epoch=meta.producer_epoch + 1, last_producer_epoch=meta.producer_epoch,
-                           next_producer_id=next_pid, client_transaction_version=TV2)
+            changes = dict(
+                producer_epoch=meta.producer_epoch + 1,
+                last_producer_epoch=meta.producer_epoch,
+                next_producer_id=next_pid,
+                client_transaction_version=TV2,
+            )
             if meta.state != TxnState.ONGOING:  # an abort with nothing added: it starts now
                 changes.update(partitions=set(), start_ms=now)
         else:
@@ -403,8 +462,11 @@ class TransactionCoordinator:
         if code != ErrorCode.NONE:
             return EndResult(code)
         if tv2:
-            answer = (target.next_producer_id, 0) if target.next_producer_id >= 0 \
+            answer = (
+                (target.next_producer_id, 0)
+                if target.next_producer_id >= 0
                 else (target.producer_id, target.producer_epoch)
+            )
         else:
             answer = (-1, -1)
         if not meta.partitions:
@@ -424,11 +486,17 @@ class TransactionCoordinator:
 
         def still_valid() -> bool:
             current = self.state.txns.get(tid)
-            return (current is meta and meta.producer_id == pid and meta.producer_epoch == epoch
-                    and self.state.coordinator_epoch(tid) == coordinator_epoch and self.active)
+            return (
+                current is meta
+                and meta.producer_id == pid
+                and meta.producer_epoch == epoch
+                and self.state.coordinator_epoch(tid) == coordinator_epoch
+                and self.active
+            )
 
-        if not await self.markers.write_markers(pid, epoch, commit, coordinator_epoch, set(meta.partitions),
-                                                still_valid):
+        if not await self.markers.write_markers(
+            pid, epoch, commit, coordinator_epoch, set(meta.partitions), still_valid
+        ):
             log.info("transactional.id=%s: coordinator moved before its markers were written", tid)
             return
         backoff = 0.1
@@ -439,10 +507,16 @@ class TransactionCoordinator:
             changes = {}
             if meta.client_transaction_version >= TV2 and meta.next_producer_id >= 0:
                 # the exhausted producer id retires: its successor starts at epoch 0
-                changes = dict(producer_id=meta.next_producer_id, producer_epoch=0, next_producer_id=-1,
-                               last_producer_id=meta.producer_id, last_producer_epoch=meta.producer_epoch)
-            target = meta.transit(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, self.now(),
-                                  partitions=set(), **changes)
+                changes = dict(
+                    producer_id=meta.next_producer_id,
+                    producer_epoch=0,
+                    next_producer_id=-1,
+                    last_producer_id=meta.producer_id,
+                    last_producer_epoch=meta.producer_epoch,
+                )
+            target = meta.transit(
+                TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, self.now(), partitions=set(), **changes
+            )
             code = await self._persist(meta, target)
             if code == ErrorCode.NONE:
                 log.debug("transactional.id=%s producer_id=%d %s", tid, pid, "committed" if commit else "aborted")
@@ -458,9 +532,13 @@ class TransactionCoordinator:
         now = self.now()
         count = 0
         for meta in list(self.state.txns.values()):
-            if meta.state == TxnState.ONGOING and meta.pending is None and meta.start_ms >= 0 \
-                    and now > meta.start_ms + meta.timeout_ms \
-                    and self.state.ownership_error(meta.transactional_id) is None:
+            if (
+                meta.state == TxnState.ONGOING
+                and meta.pending is None
+                and meta.start_ms >= 0
+                and now > meta.start_ms + meta.timeout_ms
+                and self.state.ownership_error(meta.transactional_id) is None
+            ):
                 if await self._fence_and_abort(meta, f"timed out after {meta.timeout_ms} ms") == ErrorCode.NONE:
                     count += 1
         return count
@@ -469,9 +547,12 @@ class TransactionCoordinator:
         now = self.now()
         count = 0
         for meta in list(self.state.txns.values()):
-            if meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
-                    and meta.pending is None and now - meta.last_update_ms > self.settings.id_expiration_ms \
-                    and self.state.ownership_error(meta.transactional_id) is None:
+            if (
+                meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                and meta.pending is None
+                and now - meta.last_update_ms > self.settings.id_expiration_ms
+                and self.state.ownership_error(meta.transactional_id) is None
+            ):
                 dead = meta.transit(TxnState.DEAD, now)
                 meta.pending = dead
                 code = await self.state.write(meta.transactional_id, None)
@@ -480,8 +561,11 @@ class TransactionCoordinator:
                     meta.apply(dead)
                     self.state.txns.pop(meta.transactional_id, None)
                     count += 1
-                    log.info("transactional.id=%s expired after %d ms idle", meta.transactional_id,
-                             self.settings.id_expiration_ms)
+                    log.info(
+                        "transactional.id=%s expired after %d ms idle",
+                        meta.transactional_id,
+                        self.settings.id_expiration_ms,
+                    )
         return count
 
     # ------------------------------------------------------------------ describe / list
@@ -491,20 +575,34 @@ class TransactionCoordinator:
         if error is None and meta is None:
             error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         if error is not None:
-            return {"error_code": error, "transactional_id": tid, "transaction_state": "",
-                    "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-                    "producer_epoch": -1, "topics": []}
+            return {
+                "error_code": error,
+                "transactional_id": tid,
+                "transaction_state": "",
+                "transaction_timeout_ms": 0,
+                "transaction_start_time_ms": -1,
+                "producer_id": -1,
+                "producer_epoch": -1,
+                "topics": [],
+            }
         assert meta is not None  # an unknown transactional id is TRANSACTIONAL_ID_NOT_FOUND above
         topics: dict[str, list[int]] = {}
         for topic, index in sorted(meta.partitions):
             topics.setdefault(topic, []).append(index)
-        return {"error_code": ErrorCode.NONE, "transactional_id": tid, "transaction_state": meta.state.display,
-                "transaction_timeout_ms": meta.timeout_ms, "transaction_start_time_ms": meta.start_ms,
-                "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
-                "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]}
+        return {
+            "error_code": ErrorCode.NONE,
+            "transactional_id": tid,
+            "transaction_state": meta.state.display,
+            "transaction_timeout_ms": meta.timeout_ms,
+            "transaction_start_time_ms": meta.start_ms,
+            "producer_id": meta.producer_id,
+            "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+        }
 
-    def list(self, states: set[TxnState] | None, producer_ids: set[int] | None,
-             min_duration_ms: int = -1) -> list[dict[str, Any]]:
+    def list(
+        self, states: set[TxnState] | None, producer_ids: set[int] | None, min_duration_ms: int = -1
+    ) -> list[dict[str, Any]]:
         now = self.now()
         out = []
         for tid, meta in sorted(self.state.txns.items()):
@@ -514,11 +612,13 @@ class TransactionCoordinator:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (meta.start_ms < 0 or now - meta.start_ms < min_duration_ms
-                                         or meta.state != TxnState.ONGOING):
+            if min_duration_ms >= 0 and (
+                meta.start_ms < 0 or now - meta.start_ms < min_duration_ms or meta.state != TxnState.ONGOING
+            ):
                 continue
-            out.append({"transactional_id": tid, "producer_id": meta.producer_id,
-                        "transaction_state": meta.state.display})
+            out.append(
+                {"transactional_id": tid, "producer_id": meta.producer_id, "transaction_state": meta.state.display}
+            )
         return out
 
     @property

@@ -13,19 +13,20 @@ CompleteCommit/CompleteAbort, so a coordinator that crashes in between leaves a 
 and the next coordinator writes the markers again (a repeated marker is harmless: it closes no
 transaction a second time).
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import trio
 
+from strom.broker.coordinator.runtime import CoordinatorRuntime, PendingWrite
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.control import build_marker
 from strom.protocol.schema import ApiKey
 from strom.storage.errors import StorageError
-
-from strom.broker.coordinator.runtime import CoordinatorRuntime, PendingWrite
 
 log = logging.getLogger("strom.txn.markers")
 
@@ -33,8 +34,9 @@ log = logging.getLogger("strom.txn.markers")
 class MarkerClient(Protocol):
     """A connection to another broker (`cluster.client.BrokerClient`)."""
 
-    async def request(self, api_key: int, version: int, body: dict[str, Any], *,
-                      timeout_s: float | None = None) -> Any: ...
+    async def request(
+        self, api_key: int, version: int, body: dict[str, Any], *, timeout_s: float | None = None
+    ) -> Any: ...
 
     async def close(self) -> None: ...
 
@@ -47,8 +49,15 @@ REPLICATION_TIMEOUT_S = 10.0
 WRITE_TXN_MARKERS_VERSION = 1
 
 
-def append_marker(runtime: CoordinatorRuntime, topic: str, index: int, producer_id: int, producer_epoch: int,
-                  commit: bool, coordinator_epoch: int) -> tuple[ErrorCode, PendingWrite | None]:
+def append_marker(
+    runtime: CoordinatorRuntime,
+    topic: str,
+    index: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+) -> tuple[ErrorCode, PendingWrite | None]:
     """Append one marker to a local leader: (error, the append to wait for; None unless NONE)."""
     replica = runtime.replica(topic, index)
     if replica is None:
@@ -67,8 +76,9 @@ def append_marker(runtime: CoordinatorRuntime, topic: str, index: int, producer_
     return ErrorCode.NONE, pending
 
 
-async def await_replicated(runtime: CoordinatorRuntime, pending: list[PendingWrite],
-                           timeout_s: float) -> list[ErrorCode]:
+async def await_replicated(
+    runtime: CoordinatorRuntime, pending: list[PendingWrite], timeout_s: float
+) -> list[ErrorCode]:
     """Wait until every append is below its partition's high watermark while this broker still
     leads it in the epoch of the append: per append NONE, NOT_LEADER_OR_FOLLOWER (leadership
     lost: the record may have been truncated since, whatever the high watermark says) or
@@ -84,8 +94,15 @@ class TransactionMarkerChannelManager:
         self.client_factory = client_factory
         self._clients: dict[int, MarkerClient] = {}
 
-    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                            partitions: set[tuple[str, int]], still_valid: Callable[[], bool]) -> bool:
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: set[tuple[str, int]],
+        still_valid: Callable[[], bool],
+    ) -> bool:
         """True once every partition has its marker; False if ``still_valid()`` turned false."""
         remaining = set(partitions)
         backoff = RETRY_BACKOFF_S
@@ -104,18 +121,19 @@ class TransactionMarkerChannelManager:
                 if leader == self.port.node_id:
                     done = await self._write_local(producer_id, producer_epoch, commit, coordinator_epoch, tps)
                 else:
-                    done = await self._write_remote(leader, producer_id, producer_epoch, commit,
-                                                    coordinator_epoch, tps)
+                    done = await self._write_remote(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
                 remaining -= done
             if remaining:
-                log.info("markers for producer %d still missing on %d partitions; retrying", producer_id,
-                         len(remaining))
+                log.info(
+                    "markers for producer %d still missing on %d partitions; retrying", producer_id, len(remaining)
+                )
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         return True
 
-    async def _write_local(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                           tps: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    async def _write_local(
+        self, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps: list[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
         """The partitions whose marker is appended here and replicated while this broker still
         led them: one whose leadership was lost meanwhile is not done (the marker may have been
         truncated), so the next round sends it to the new leader."""
@@ -131,16 +149,22 @@ class TransactionMarkerChannelManager:
                 done.add((topic, index))
         if waits:
             codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
-            for (tp, pending), code in zip(waits, codes):
+            for (tp, pending), code in zip(waits, codes, strict=False):
                 if code == ErrorCode.NONE:
                     done.add(tp)
                 else:
-                    log.info("marker for producer %d on %s-%d (epoch %d) not replicated: %s; retrying", pid, *tp,
-                             pending.leader_epoch, code.name)
+                    log.info(
+                        "marker for producer %d on %s-%d (epoch %d) not replicated: %s; retrying",
+                        pid,
+                        *tp,
+                        pending.leader_epoch,
+                        code.name,
+                    )
         return done
 
-    async def _write_remote(self, leader: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                            tps: list[tuple[str, int]]) -> set[tuple[str, int]]:
+    async def _write_remote(
+        self, leader: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps: list[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
         address = self.port.endpoint(leader)
         if address is None or self.client_factory is None:
             return set()
@@ -150,12 +174,21 @@ class TransactionMarkerChannelManager:
         topics: dict[str, list[int]] = {}
         for topic, index in tps:
             topics.setdefault(topic, []).append(index)
-        body = {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
-                             "coordinator_epoch": coordinator_epoch,
-                             "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}]}
+        body = {
+            "markers": [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": epoch,
+                    "transaction_result": commit,
+                    "coordinator_epoch": coordinator_epoch,
+                    "topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()],
+                }
+            ]
+        }
         try:
-            response = await client.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
-                                            timeout_s=REPLICATION_TIMEOUT_S + 5)
+            response = await client.request(
+                ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body, timeout_s=REPLICATION_TIMEOUT_S + 5
+            )
         except Exception as exc:  # BrokerUnavailable and decoding errors: retried
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             self._clients.pop(leader, None)
@@ -164,8 +197,11 @@ class TransactionMarkerChannelManager:
         for marker in response.markers:
             for topic in marker.topics:
                 for p in topic.partitions:
-                    if p.error_code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH,
-                                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    if p.error_code in (
+                        ErrorCode.NONE,
+                        ErrorCode.INVALID_PRODUCER_EPOCH,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ):
                         done.add((topic.name, p.partition_index))
         return done
 

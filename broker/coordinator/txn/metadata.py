@@ -29,6 +29,7 @@ applied only once the write is replicated; a request meeting a pending change ge
 CONCURRENT_TRANSACTIONS and retries. Prepare* states are durable before EndTxn is answered, so
 after a crash the new coordinator finishes writing the markers and completes the transaction.
 """
+
 from __future__ import annotations
 
 import enum
@@ -57,29 +58,49 @@ class TxnState(enum.IntEnum):
         return _NAMES[self]
 
     @classmethod
-    def from_display(cls, name: str) -> "TxnState | None":
+    def from_display(cls, name: str) -> TxnState | None:
         return _BY_NAME.get(name)
 
 
-_NAMES = {TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
-          TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
-          TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
-          TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
+_NAMES = {
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
+    TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
 _BY_NAME = {v: k for k, v in _NAMES.items()}
 
 # Which state may follow which (Kafka's TransactionState.validPreviousStates, inverted; Empty and
 # Complete* -> PrepareAbort is a transaction version 2 abort of a transaction with nothing added).
 VALID_NEXT: dict[TxnState, set[TxnState]] = {
-    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
-                     TxnState.PREPARE_ABORT},
-    TxnState.ONGOING: {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                       TxnState.PREPARE_EPOCH_FENCE},
+    TxnState.EMPTY: {
+        TxnState.EMPTY,
+        TxnState.ONGOING,
+        TxnState.DEAD,
+        TxnState.PREPARE_EPOCH_FENCE,
+        TxnState.PREPARE_ABORT,
+    },
+    TxnState.ONGOING: {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE},
     TxnState.PREPARE_COMMIT: {TxnState.COMPLETE_COMMIT},
     TxnState.PREPARE_ABORT: {TxnState.COMPLETE_ABORT},
-    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
-                               TxnState.PREPARE_ABORT},
-    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE,
-                              TxnState.PREPARE_ABORT},
+    TxnState.COMPLETE_COMMIT: {
+        TxnState.EMPTY,
+        TxnState.ONGOING,
+        TxnState.DEAD,
+        TxnState.PREPARE_EPOCH_FENCE,
+        TxnState.PREPARE_ABORT,
+    },
+    TxnState.COMPLETE_ABORT: {
+        TxnState.EMPTY,
+        TxnState.ONGOING,
+        TxnState.DEAD,
+        TxnState.PREPARE_EPOCH_FENCE,
+        TxnState.PREPARE_ABORT,
+    },
     TxnState.PREPARE_EPOCH_FENCE: {TxnState.PREPARE_ABORT},
     TxnState.DEAD: set(),
 }
@@ -97,7 +118,7 @@ class TransactionMetadata:
     last_update_ms: int = -1
     last_producer_id: int = NO_PRODUCER_ID  # previous id/epoch, for KIP-360 retries of InitProducerId
     last_producer_epoch: int = NO_EPOCH
-    pending: "TransactionMetadata | None" = None  # the prepared change being written
+    pending: TransactionMetadata | None = None  # the prepared change being written
     coordinator_epoch: int = 0
     next_producer_id: int = NO_PRODUCER_ID  # TV2: the id that replaces an exhausted one at Complete*
     client_transaction_version: int = 0
@@ -106,28 +127,56 @@ class TransactionMetadata:
         parts: dict[str, list[int]] = {}
         for topic, index in self.partitions:
             parts.setdefault(topic, []).append(index)
-        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, int(self.state), parts,
-                           self.last_update_ms, self.start_ms, self.last_producer_id, self.next_producer_id,
-                           self.client_transaction_version)
+        return TxnLogValue(
+            self.producer_id,
+            self.producer_epoch,
+            self.timeout_ms,
+            int(self.state),
+            parts,
+            self.last_update_ms,
+            self.start_ms,
+            self.last_producer_id,
+            self.next_producer_id,
+            self.client_transaction_version,
+        )
 
     @classmethod
-    def from_value(cls, transactional_id: str, v: TxnLogValue) -> "TransactionMetadata":
+    def from_value(cls, transactional_id: str, v: TxnLogValue) -> TransactionMetadata:
         state = TxnState(v.status) if v.status in TxnState._value2member_map_ else TxnState.DEAD
-        return cls(transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms, state,
-                   {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                   v.previous_producer_id, next_producer_id=v.next_producer_id,
-                   client_transaction_version=v.client_transaction_version)
+        return cls(
+            transactional_id,
+            v.producer_id,
+            v.producer_epoch,
+            v.timeout_ms,
+            state,
+            {(t, p) for t, ps in v.partitions.items() for p in ps},
+            v.start_ms,
+            v.last_update_ms,
+            v.previous_producer_id,
+            next_producer_id=v.next_producer_id,
+            client_transaction_version=v.client_transaction_version,
+        )
 
-    def transit(self, state: TxnState, now_ms: int, **changes: Any) -> "TransactionMetadata":
+    def transit(self, state: TxnState, now_ms: int, **changes: Any) -> TransactionMetadata:
         """A copy in ``state`` (checked against the state machine) with ``changes`` applied."""
         if state not in VALID_NEXT[self.state]:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.display} -> {state.display}")
         return replace(self, state=state, last_update_ms=now_ms, pending=None, **changes)
 
-    def apply(self, target: "TransactionMetadata") -> None:
-        for name in ("producer_id", "producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
-                     "last_update_ms", "last_producer_id", "last_producer_epoch", "next_producer_id",
-                     "client_transaction_version"):
+    def apply(self, target: TransactionMetadata) -> None:
+        for name in (
+            "producer_id",
+            "producer_epoch",
+            "timeout_ms",
+            "state",
+            "partitions",
+            "start_ms",
+            "last_update_ms",
+            "last_producer_id",
+            "last_producer_epoch",
+            "next_producer_id",
+            "client_transaction_version",
+        ):
             setattr(self, name, getattr(target, name))
         self.pending = None
 

@@ -20,11 +20,13 @@ differ from their defaults; an Empty id has null partitions), and reads 0 and 1.
 Field facts come from Kafka's reference definitions; the framing (version prefix, byte layouts)
 from `protocol.internal_records`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom.protocol.internal_records import InternalRecordError, RecordCodec, field as _f
+from strom.protocol.internal_records import InternalRecordError, RecordCodec
+from strom.protocol.internal_records import field as _f
 
 KEY_VERSION = 0
 VALUE_VERSION = 1
@@ -36,19 +38,28 @@ class TxnRecordError(InternalRecordError):
 
 _SCHEMAS = {
     "TransactionLogKey": ((0, 0), None, [_f("transactional_id", "string", (0, None))]),
-    "TransactionLogValue": ((0, 1), 1, [
-        _f("producer_id", "int64", (0, None)),
-        _f("previous_producer_id", "int64", (1, None), tag=0, default=-1),
-        _f("next_producer_id", "int64", (1, None), tag=1, default=-1),
-        _f("producer_epoch", "int16", (0, None)),
-        _f("transaction_timeout_ms", "int32", (0, None)),
-        _f("transaction_status", "int8", (0, None)),
-        _f("transaction_partitions", "[]PartitionsSchema", (0, None), nullable=(0, None), fields=[
-            _f("topic", "string", (0, None)),
-            _f("partition_ids", "[]int32", (0, None))]),
-        _f("transaction_last_update_timestamp_ms", "int64", (0, None)),
-        _f("transaction_start_timestamp_ms", "int64", (0, None)),
-        _f("client_transaction_version", "int16", (1, None), tag=2, default=0)]),
+    "TransactionLogValue": (
+        (0, 1),
+        1,
+        [
+            _f("producer_id", "int64", (0, None)),
+            _f("previous_producer_id", "int64", (1, None), tag=0, default=-1),
+            _f("next_producer_id", "int64", (1, None), tag=1, default=-1),
+            _f("producer_epoch", "int16", (0, None)),
+            _f("transaction_timeout_ms", "int32", (0, None)),
+            _f("transaction_status", "int8", (0, None)),
+            _f(
+                "transaction_partitions",
+                "[]PartitionsSchema",
+                (0, None),
+                nullable=(0, None),
+                fields=[_f("topic", "string", (0, None)), _f("partition_ids", "[]int32", (0, None))],
+            ),
+            _f("transaction_last_update_timestamp_ms", "int64", (0, None)),
+            _f("transaction_start_timestamp_ms", "int64", (0, None)),
+            _f("client_transaction_version", "int16", (1, None), tag=2, default=0),
+        ],
+    ),
 }
 
 
@@ -80,16 +91,27 @@ def decode_key(data: bytes | None) -> str:
 
 
 def encode_value(v: TxnLogValue, version: int = VALUE_VERSION) -> bytes:
-    partitions = None if v.status == 0 and not v.partitions else \
-        [{"topic": t, "partition_ids": sorted(p)} for t, p in sorted(v.partitions.items())]
-    return _CODEC.encode("TransactionLogValue", version, {
-        "producer_id": v.producer_id, "producer_epoch": v.producer_epoch,
-        "previous_producer_id": v.previous_producer_id, "next_producer_id": v.next_producer_id,
-        "transaction_timeout_ms": v.timeout_ms, "transaction_status": v.status,
-        "transaction_partitions": partitions,
-        "transaction_last_update_timestamp_ms": v.last_update_ms,
-        "transaction_start_timestamp_ms": v.start_ms,
-        "client_transaction_version": v.client_transaction_version})
+    partitions = (
+        None
+        if v.status == 0 and not v.partitions
+        else [{"topic": t, "partition_ids": sorted(p)} for t, p in sorted(v.partitions.items())]
+    )
+    return _CODEC.encode(
+        "TransactionLogValue",
+        version,
+        {
+            "producer_id": v.producer_id,
+            "producer_epoch": v.producer_epoch,
+            "previous_producer_id": v.previous_producer_id,
+            "next_producer_id": v.next_producer_id,
+            "transaction_timeout_ms": v.timeout_ms,
+            "transaction_status": v.status,
+            "transaction_partitions": partitions,
+            "transaction_last_update_timestamp_ms": v.last_update_ms,
+            "transaction_start_timestamp_ms": v.start_ms,
+            "client_transaction_version": v.client_transaction_version,
+        },
+    )
 
 
 def decode_value(data: bytes) -> TxnLogValue:
@@ -97,7 +119,15 @@ def decode_value(data: bytes) -> TxnLogValue:
     partitions: dict[str, list[int]] = {}
     for p in b.transaction_partitions or []:
         partitions.setdefault(p.topic, []).extend(p.partition_ids or [])
-    return TxnLogValue(b.producer_id, b.producer_epoch, b.transaction_timeout_ms, b.transaction_status,
-                       partitions, b.transaction_last_update_timestamp_ms, b.transaction_start_timestamp_ms,
-                       b.previous_producer_id if version >= 1 else -1, b.next_producer_id if version >= 1 else -1,
-                       b.client_transaction_version if version >= 1 else 0)
+    return TxnLogValue(
+        b.producer_id,
+        b.producer_epoch,
+        b.transaction_timeout_ms,
+        b.transaction_status,
+        partitions,
+        b.transaction_last_update_timestamp_ms,
+        b.transaction_start_timestamp_ms,
+        b.previous_producer_id if version >= 1 else -1,
+        b.next_producer_id if version >= 1 else -1,
+        b.client_transaction_version if version >= 1 else 0,
+    )

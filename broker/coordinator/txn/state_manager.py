@@ -20,20 +20,20 @@ in-sync replicas, replication timeout, or leadership that changed meanwhile) lea
 was and answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, so the client looks the coordinator
 up again and retries.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
+from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
+from strom.broker.coordinator.txn.metadata import TransactionMetadata
+from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch, partition_for
 from strom.protocol.records.batch import iter_records
 from strom.protocol.records.header import BatchHeader
 from strom.storage.errors import StorageError
-
-from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
-from strom.broker.coordinator.txn.metadata import TransactionMetadata
-from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 
 log = logging.getLogger("strom.txn")
 
@@ -43,26 +43,29 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 @dataclass(frozen=True)
 class TxnSettings:
     """The broker configs the coordinator reads (Kafka's names and defaults)."""
-    num_partitions: int = 50                  # transaction.state.log.num.partitions
-    replication_factor: int = 1               # transaction.state.log.replication.factor
-    min_isr: int = 1                          # transaction.state.log.min.isr
-    segment_bytes: int = 100 * 1024 * 1024    # transaction.state.log.segment.bytes
-    max_timeout_ms: int = 900_000             # transaction.max.timeout.ms
-    id_expiration_ms: int = 604_800_000       # transactional.id.expiration.ms
-    abort_interval_ms: int = 10_000           # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    remove_interval_ms: int = 3_600_000       # transaction.remove.expired.transaction.cleanup.interval.ms
-    write_timeout_ms: int = 5_000             # how long a state write may wait for the ISR
+
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    replication_factor: int = 1  # transaction.state.log.replication.factor
+    min_isr: int = 1  # transaction.state.log.min.isr
+    segment_bytes: int = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    abort_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    remove_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+    write_timeout_ms: int = 5_000  # how long a state write may wait for the ISR
 
     @classmethod
-    def from_config(cls, config: ConfigSource) -> "TxnSettings":
-        return cls(config["transaction.state.log.num.partitions"],
-                   config["transaction.state.log.replication.factor"],
-                   config["transaction.state.log.min.isr"],
-                   config["transaction.state.log.segment.bytes"],
-                   config["transaction.max.timeout.ms"],
-                   config["transactional.id.expiration.ms"],
-                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-                   config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+    def from_config(cls, config: ConfigSource) -> TxnSettings:
+        return cls(
+            config["transaction.state.log.num.partitions"],
+            config["transaction.state.log.replication.factor"],
+            config["transaction.state.log.min.isr"],
+            config["transaction.state.log.segment.bytes"],
+            config["transaction.max.timeout.ms"],
+            config["transactional.id.expiration.ms"],
+            config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        )
 
 
 class TransactionStateManager:
@@ -70,7 +73,7 @@ class TransactionStateManager:
         self.port = port
         self.settings = settings
         self.txns: dict[str, TransactionMetadata] = {}
-        self.owned: dict[int, int] = {}   # partition -> coordinator epoch
+        self.owned: dict[int, int] = {}  # partition -> coordinator epoch
         self.loading: set[int] = set()
 
     # ------------------------------------------------------------------ partitions
@@ -100,10 +103,17 @@ class TransactionStateManager:
             return
         s = self.settings
         await self.port.create_internal_topic(
-            TRANSACTION_STATE_TOPIC, s.num_partitions, s.replication_factor,
-            {"cleanup.policy": "compact", "segment.bytes": str(s.segment_bytes),
-             "min.insync.replicas": str(s.min_isr), "compression.type": "uncompressed",
-             "unclean.leader.election.enable": "false"})
+            TRANSACTION_STATE_TOPIC,
+            s.num_partitions,
+            s.replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(s.segment_bytes),
+                "min.insync.replicas": str(s.min_isr),
+                "compression.type": "uncompressed",
+                "unclean.leader.election.enable": "false",
+            },
+        )
 
     def led_partitions(self) -> dict[int, int]:
         """Partitions of the topic this broker leads now, with their leader epochs."""
@@ -126,8 +136,13 @@ class TransactionStateManager:
                 self.loading.discard(index)
             self.owned[index] = now[index]
         if gained or lost:
-            log.info("coordinating transactions of %d %s partitions (+%d, -%d)", len(self.owned),
-                     TRANSACTION_STATE_TOPIC, len(gained), len(lost))
+            log.info(
+                "coordinating transactions of %d %s partitions (+%d, -%d)",
+                len(self.owned),
+                TRANSACTION_STATE_TOPIC,
+                len(gained),
+                len(lost),
+            )
         return gained, lost
 
     def _load_partition(self, index: int) -> None:
@@ -167,8 +182,13 @@ class TransactionStateManager:
             return ErrorCode.NOT_COORDINATOR
         min_isr = self.settings.min_isr
         if replica.isr_size < min_isr:
-            log.warning("%s-%d has %d in-sync replicas, fewer than %d: transaction state not written",
-                        TRANSACTION_STATE_TOPIC, index, replica.isr_size, min_isr)
+            log.warning(
+                "%s-%d has %d in-sync replicas, fewer than %d: transaction state not written",
+                TRANSACTION_STATE_TOPIC,
+                index,
+                replica.isr_size,
+                min_isr,
+            )
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         value = None if target is None else encode_value(target.to_value())
         data = build_records_batch([(encode_key(transactional_id), value)], self.port.now_ms())
@@ -177,12 +197,16 @@ class TransactionStateManager:
         except (StorageError, OSError) as exc:
             log.error("could not write the state of transactional.id=%s: %s", transactional_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        code, = await self.port.await_replication([pending], self.settings.write_timeout_ms / 1000)
+        (code,) = await self.port.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) != epoch:
             # leadership of the partition (in the epoch of the write) lost while waiting: the record
             # may have been truncated as a follower, whatever the high watermark says now
-            log.info("transaction state of transactional.id=%s not written: %s-%d leadership lost",
-                     transactional_id, TRANSACTION_STATE_TOPIC, index)
+            log.info(
+                "transaction state of transactional.id=%s not written: %s-%d leadership lost",
+                transactional_id,
+                TRANSACTION_STATE_TOPIC,
+                index,
+            )
             return ErrorCode.NOT_COORDINATOR
         if code != ErrorCode.NONE:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

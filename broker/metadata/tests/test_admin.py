@@ -1,10 +1,11 @@
 """The admin managers: the standalone one changes the metadata file and the logs at once; the
 ZooKeeper one writes Kafka's znodes and waits until the metadata cache has seen them."""
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Iterator
 
 import pytest
 import trio
@@ -12,8 +13,8 @@ import trio
 from strom.broker.config import BrokerConfig, Listener
 from strom.broker.errors import TopicError
 from strom.broker.metadata.admin import NotControllerError, StandaloneAdminManager
-from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.metadata.cache import ClusterView, StandaloneMetadataCache, ZkMetadataCache
+from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import TopicStore, log_config
@@ -35,12 +36,22 @@ class Standalone:
         self.replicas = ReplicaManager(self.config.node_id)
         self.logs = LogManager([path], log_config(self.config, {}))
         self.logs.startup(broker_id=self.config.node_id, cluster_id=self.store.cluster_id, topic_configs={})
-        self.metadata = StandaloneMetadataCache(self.config, self.store, self.replicas, self.logs,
-                                                lambda name: Listener(name, "h", 1, "PLAINTEXT"))
+        self.metadata = StandaloneMetadataCache(
+            self.config, self.store, self.replicas, self.logs, lambda name: Listener(name, "h", 1, "PLAINTEXT")
+        )
         self.created: list[str] = []
         self.configs_changed = 0
-        self.admin = StandaloneAdminManager(self.config, self.store, self.metadata, self.logs, self.replicas,
-                                            BrokerStats(), self.drop, self.created.append, self.changed)
+        self.admin = StandaloneAdminManager(
+            self.config,
+            self.store,
+            self.metadata,
+            self.logs,
+            self.replicas,
+            BrokerStats(),
+            self.drop,
+            self.created.append,
+            self.changed,
+        )
 
     def drop(self, topic: str, index: int) -> None:
         self.logs.delete_log(topic, index)
@@ -121,10 +132,14 @@ async def test_standalone_elections_and_reassignments_need_nothing(standalone: S
     assert await admin.elect_leaders([("t", 0), ("t", 1), ("u", 0)], False) == {
         ("t", 0): (ErrorCode.ELECTION_NOT_NEEDED, None),
         ("t", 1): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such partition as t-1"),
-        ("u", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as u")}
+        ("u", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as u"),
+    }
     results = await admin.alter_partition_reassignments([("t", 0, [me]), ("t", 0, None), ("t", 0, [me, 77])])
-    assert [r[2] for r in results] == [ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                                       ErrorCode.INVALID_REPLICA_ASSIGNMENT]
+    assert [r[2] for r in results] == [
+        ErrorCode.NONE,
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ]
     assert await admin.list_partition_reassignments() == {}
 
 
@@ -168,15 +183,24 @@ class ZkReader:
 async def zk(zookeeper: ZooKeeperServer) -> AsyncIterator[KafkaZkClient]:
     client = await KafkaZkClient.connect(f"{zookeeper.connect_string}/strom/admin{next(_chroots)}")
     for broker_id, rack in ((0, "a"), (1, "b"), (2, "a")):
-        await client.register_broker(BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "h", 9092 + broker_id,
-                                                                     "PLAINTEXT"),), rack=rack, timestamp_ms=1))
+        await client.register_broker(
+            BrokerInfo(
+                broker_id, (EndPoint("PLAINTEXT", "h", 9092 + broker_id, "PLAINTEXT"),), rack=rack, timestamp_ms=1
+            )
+        )
     yield client
     await client.close()
 
 
 def zk_admin(zk: KafkaZkClient) -> tuple[ZkAdminManager, ZkMetadataCache, ZkReader]:
-    config = BrokerConfig({"log.dirs": "/nonexistent", "listeners": "PLAINTEXT://127.0.0.1:0",
-                           "zookeeper.connect": "unused:2181", "num.partitions": "4"})
+    config = BrokerConfig(
+        {
+            "log.dirs": "/nonexistent",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "zookeeper.connect": "unused:2181",
+            "num.partitions": "4",
+        }
+    )
     metadata = ZkMetadataCache(config, "cid")
     reader = ZkReader(zk, metadata)
     return ZkAdminManager(config, zk, metadata, reader), metadata, reader
@@ -208,8 +232,9 @@ async def test_zk_manual_assignments_are_checked_against_the_registered_brokers(
     assert "1 replica(s), but this is not consistent with previous partitions, which have 2" in refused.value.message
     with pytest.raises(TopicError) as refused:
         await admin.create_topic("d", -1, -1, {}, assignment=[(0, [0, 3])])
-    assert refused.value.message == \
-        "The manual partition assignment includes broker 3, but no such broker is registered."
+    assert (
+        refused.value.message == "The manual partition assignment includes broker 3, but no such broker is registered."
+    )
     await admin.create_partitions("c", 4, assignment=[[0, 1], [2, 1]])
     assert (await zk.get_topic_assignment("c")).partitions == {0: (1, 2), 1: (2, 0), 2: (0, 1), 3: (2, 1)}
     assert metadata.topic("c").partitions == 4
@@ -225,7 +250,9 @@ async def test_zk_configs_quotas_deletion_and_producer_ids(zk: KafkaZkClient) ->
     other, _, _ = zk_admin(zk)
     await admin.create_topic("t", 1, 1, {})
     await admin.set_topic_configs("t", {"retention.ms": "5"})
-    assert await zk.get_topic_config("t") == {"retention.ms": "5"} and metadata.topic("t").configs == {"retention.ms": "5"}
+    assert await zk.get_topic_config("t") == {"retention.ms": "5"} and metadata.topic("t").configs == {
+        "retention.ms": "5"
+    }
     await admin.set_broker_configs("", {"max.connections": "9"})
     assert await zk.get_broker_configs() == {"": {"max.connections": "9"}}
     assert metadata.broker_configs() == {"": {"max.connections": "9"}}  # at once, before the next read

@@ -1,9 +1,10 @@
 """The two metadata caches answer the same questions from their own sources: the standalone one
 from the metadata file and this broker's replicas, the ZooKeeper one from the last ClusterView."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -16,10 +17,14 @@ from strom.broker.zk.zkclient import VersionedPartitionState
 from strom.broker.zk.zkdata import BrokerInfo, EndPoint, PartitionState, TopicAssignment, topic_id_to_text
 from strom.storage.log_manager import LogManager
 
-CONFIG = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-          "inter.broker.listener.name": "INTERNAL", "broker.rack": "r1", "node.id": "3",
-          "min.insync.replicas": "1"}
+CONFIG = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "broker.rack": "r1",
+    "node.id": "3",
+    "min.insync.replicas": "1",
+}
 
 
 @pytest.fixture
@@ -29,8 +34,10 @@ def standalone(tmp_path: Path) -> Iterator[tuple[StandaloneMetadataCache, TopicS
     replicas = ReplicaManager(config.node_id)
     logs = LogManager([tmp_path], log_config(config, {}))
     logs.startup(broker_id=config.node_id, cluster_id=store.cluster_id, topic_configs={})
-    addresses = {"PLAINTEXT": Listener("PLAINTEXT", "h1", 9092, "PLAINTEXT"),
-                 "INTERNAL": Listener("INTERNAL", "h2", 9093, "PLAINTEXT")}
+    addresses = {
+        "PLAINTEXT": Listener("PLAINTEXT", "h1", 9092, "PLAINTEXT"),
+        "INTERNAL": Listener("INTERNAL", "h2", 9093, "PLAINTEXT"),
+    }
     cache = StandaloneMetadataCache(config, store, replicas, logs, lambda name: addresses[name])
     yield cache, store, replicas, logs
     logs.shutdown()
@@ -82,20 +89,33 @@ def test_a_standalone_partition_without_a_replica_is_offline_only_when_a_dir_is(
 
 
 def _view() -> ClusterView:
-    brokers = {b: BrokerInfo(b, (EndPoint("PLAINTEXT", f"b{b}", 9092, "PLAINTEXT"),
-                                 EndPoint("INTERNAL", f"i{b}", 9093, "PLAINTEXT")), rack=f"r{b}", timestamp_ms=1)
-               for b in (1, 2)}
+    brokers = {
+        b: BrokerInfo(
+            b,
+            (EndPoint("PLAINTEXT", f"b{b}", 9092, "PLAINTEXT"), EndPoint("INTERNAL", f"i{b}", 9093, "PLAINTEXT")),
+            rack=f"r{b}",
+            timestamp_ms=1,
+        )
+        for b in (1, 2)
+    }
     brokers[4] = BrokerInfo(4, (EndPoint("PLAINTEXT", "b4", 9092, "PLAINTEXT"),), timestamp_ms=1)
     topic_id = bytes(range(16))
     return ClusterView(
-        brokers=brokers, controller_id=2,
-        assignments={"t": TopicAssignment({0: (1, 2), 1: (2, 3)}, topic_id=topic_id_to_text(topic_id)),
-                     "gone": TopicAssignment({0: (1,)})},
+        brokers=brokers,
+        controller_id=2,
+        assignments={
+            "t": TopicAssignment({0: (1, 2), 1: (2, 3)}, topic_id=topic_id_to_text(topic_id)),
+            "gone": TopicAssignment({0: (1,)}),
+        },
         configs={"t": {"cleanup.policy": "compact"}},
-        states={("t", 0): VersionedPartitionState(PartitionState(1, 5, (1, 2), 1), 7),
-                ("t", 1): VersionedPartitionState(PartitionState(2, 1, (2,), 1), 0)},
-        to_delete=["gone"], quotas={(("user", "u"),): {"producer_byte_rate": 10.0}},
-        broker_configs={"": {"max.connections": "5"}})
+        states={
+            ("t", 0): VersionedPartitionState(PartitionState(1, 5, (1, 2), 1), 7),
+            ("t", 1): VersionedPartitionState(PartitionState(2, 1, (2,), 1), 0),
+        },
+        to_delete=["gone"],
+        quotas={(("user", "u"),): {"producer_byte_rate": 10.0}},
+        broker_configs={"": {"max.connections": "5"}},
+    )
 
 
 def test_zk_cache_answers_from_the_last_cluster_view() -> None:

@@ -1,6 +1,7 @@
 """Where the ZooKeeper admin manager places replicas: over the brokers registered in ZooKeeper
 now (not the watched view, which may lag), rack-aware from the registrations, or exactly as a
 manual assignment says (moved here from the cluster member's tests with the code)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -10,8 +11,8 @@ import pytest
 
 from strom.broker.config import BrokerConfig
 from strom.broker.errors import TopicError
-from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
+from strom.broker.metadata.zk_admin import ZkAdminManager
 from strom.broker.zk.zkdata import TopicAssignment
 from strom.protocol.errors import ErrorCode
 

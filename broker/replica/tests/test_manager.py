@@ -1,4 +1,5 @@
 """ReplicaManager.append_records / fetch_messages and the purgatories, without a network or a broker."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,6 +8,7 @@ from typing import Any
 
 import trio
 import trio.testing
+
 from strom.broker.replica.manager import FetchParams, ProduceResult, ReplicaManager
 from strom.broker.replica.partition import Partition
 from strom.broker.topics import TopicInfo
@@ -15,8 +17,12 @@ from strom.protocol.records.batch import Record, build_batch, iter_records
 from strom.storage.config import LogConfig
 from strom.storage.log import Log
 
-SETTINGS = {"min.insync.replicas": 1, "message.timestamp.type": "CreateTime",
-            "message.timestamp.before.max.ms": (1 << 63) - 1, "message.timestamp.after.max.ms": 3600000}
+SETTINGS = {
+    "min.insync.replicas": 1,
+    "message.timestamp.type": "CreateTime",
+    "message.timestamp.before.max.ms": (1 << 63) - 1,
+    "message.timestamp.after.max.ms": 3600000,
+}
 
 
 class Metadata:
@@ -70,40 +76,66 @@ def standalone(tmp_path, topics: dict[str, int] | None = None, **settings: Any) 
 def led_with_a_follower(tmp_path, **settings: Any) -> tuple[ReplicaManager, Partition]:
     """Broker 1 leads t-0 in epoch 3 with broker 2 in sync."""
     manager = ReplicaManager(1, CONFIG, Metadata({"t": 1}, is_cluster=True, **settings))
-    partition = manager.add("t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0,
-                            replicas=[1, 2], isr=[1, 2])
+    partition = manager.add(
+        "t", 0, Log.open(tmp_path / "t-0", LogConfig()), leader=1, leader_epoch=0, replicas=[1, 2], isr=[1, 2]
+    )
     partition.become_leader(3, [1, 2], [1, 2], version=0)
     return manager, partition
 
 
 def fetch_request(offset: int = 0, index: int = 0, **fields: Any) -> SimpleNamespace:
-    base = {"partition": index, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
-            "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+    base = {
+        "partition": index,
+        "fetch_offset": offset,
+        "partition_max_bytes": 1 << 20,
+        "current_leader_epoch": -1,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+    }
     return SimpleNamespace(**{**base, **fields})
 
 
 def consumer(max_wait_ms: int = 0, min_bytes: int = 1, version: int = 12, **fields: Any) -> FetchParams:
-    return FetchParams(version=version, replica_id=fields.pop("replica_id", -1), max_wait_ms=max_wait_ms,
-                       min_bytes=min_bytes, max_bytes=1 << 20, **fields)
+    return FetchParams(
+        version=version,
+        replica_id=fields.pop("replica_id", -1),
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        **fields,
+    )
 
 
 async def test_append_records_appends_as_leader_and_answers_offsets(tmp_path):
     manager = standalone(tmp_path, {"t": 2})
-    results = await manager.append_records([("t", 0, records(3)), ("t", 1, records(2)), ("t", 0, records(1))],
-                                           version=9, acks=1, timeout_ms=1000)
-    assert [(r.error_code, r.base_offset) for r in results] == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 0),
-                                                              (ErrorCode.NONE, 3)]
+    results = await manager.append_records(
+        [("t", 0, records(3)), ("t", 1, records(2)), ("t", 0, records(1))], version=9, acks=1, timeout_ms=1000
+    )
+    assert [(r.error_code, r.base_offset) for r in results] == [
+        (ErrorCode.NONE, 0),
+        (ErrorCode.NONE, 0),
+        (ErrorCode.NONE, 3),
+    ]
     assert manager.partition("t", 0).log.log_end_offset == 4 and manager.partition("t", 0).high_watermark == 4
 
 
 async def test_append_records_refuses_per_partition_with_kafkas_codes(tmp_path):
     manager = standalone(tmp_path)
-    control = records(1, is_control=True, producer_id=5, producer_epoch=0, base_sequence=0)  # a control batch from a client
+    control = records(
+        1, is_control=True, producer_id=5, producer_epoch=0, base_sequence=0
+    )  # a control batch from a client
     results = await manager.append_records(
         [("t", 0, control), ("t", 7, records(1)), ("gone", 0, records(1)), ("t", 0, b"")],
-        version=9, acks=1, timeout_ms=1000)
-    assert [r.error_code for r in results] == [ErrorCode.INVALID_RECORD, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_RECORD]
+        version=9,
+        acks=1,
+        timeout_ms=1000,
+    )
+    assert [r.error_code for r in results] == [
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_RECORD,
+    ]
     assert results[0].error_message == "control batches are written by transaction coordinators only"
     assert results[0].log_start_offset == 0, "a check Kafka's log makes answers with the log start offset"
     assert results[3].log_start_offset == -1, "a request-level check answers without it"
@@ -119,7 +151,7 @@ async def test_append_records_with_invalid_acks_appends_nothing(tmp_path):
 
 async def test_acks_all_needs_min_insync_replicas_before_appending(tmp_path):
     manager, partition = led_with_a_follower(tmp_path, min_insync_replicas=3)
-    result, = await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=1000)
+    (result,) = await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=1000)
     assert result.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert partition.log.log_end_offset == 0
 
@@ -130,8 +162,7 @@ async def acks_all_while(manager: ReplicaManager, count: int, *steps: Callable[[
     answers: list[ProduceResult] = []
 
     async def produce() -> None:
-        answers.extend(await manager.append_records([("t", 0, records(count))], version=9, acks=-1,
-                                                    timeout_ms=30000))
+        answers.extend(await manager.append_records([("t", 0, records(count))], version=9, acks=-1, timeout_ms=30000))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(produce)
@@ -145,8 +176,12 @@ async def acks_all_while(manager: ReplicaManager, count: int, *steps: Callable[[
 
 async def test_acks_all_waits_in_the_produce_purgatory_until_the_follower_has_the_records(tmp_path):
     manager, partition = led_with_a_follower(tmp_path)
-    answers = await acks_all_while(manager, 2, lambda: manager.follower_fetched(partition, 2, 1),  # offset 0 only
-                                   lambda: manager.follower_fetched(partition, 2, 2))
+    answers = await acks_all_while(
+        manager,
+        2,
+        lambda: manager.follower_fetched(partition, 2, 1),  # offset 0 only
+        lambda: manager.follower_fetched(partition, 2, 2),
+    )
     assert [(a.error_code, a.base_offset) for a in answers] == [(ErrorCode.NONE, 0)]
     assert partition.high_watermark == 2
 
@@ -154,7 +189,7 @@ async def test_acks_all_waits_in_the_produce_purgatory_until_the_follower_has_th
 async def test_acks_all_times_out_without_the_follower(tmp_path, autojump_clock):
     manager, _ = led_with_a_follower(tmp_path)
     start = trio.current_time()
-    result, = await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=5000)
+    (result,) = await manager.append_records([("t", 0, records(1))], version=9, acks=-1, timeout_ms=5000)
     assert (result.error_code, result.base_offset) == (ErrorCode.REQUEST_TIMED_OUT, -1)
     assert trio.current_time() - start == 5
 
@@ -168,7 +203,8 @@ async def test_acks_all_answers_not_leader_once_the_epoch_of_the_append_is_lost(
 
     answers = await acks_all_while(manager, 1, lose_leadership)
     assert [(a.error_code, a.base_offset, a.log_start_offset) for a in answers] == [
-        (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)]
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+    ]
 
 
 async def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank(tmp_path):
@@ -186,7 +222,7 @@ async def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_sh
 async def test_fetch_messages_answers_at_once_when_data_is_there(tmp_path):
     manager = standalone(tmp_path)
     await manager.append_records([("t", 0, records(3))], version=9, acks=1, timeout_ms=1000)
-    result, = await manager.fetch_messages(consumer(max_wait_ms=30000), [("t", fetch_request(1))], NoQuota())
+    (result,) = await manager.fetch_messages(consumer(max_wait_ms=30000), [("t", fetch_request(1))], NoQuota())
     assert result["error_code"] == ErrorCode.NONE and result["high_watermark"] == 3
     assert [r.offset for r in iter_records(result["records"].read())] == [0, 1, 2]  # the whole batch
 
@@ -200,11 +236,13 @@ async def test_a_long_poll_waits_in_the_fetch_purgatory_for_an_append_to_its_own
     def read_partition(params: FetchParams, name: str, *args: Any) -> tuple[dict, int]:
         reads.append(name)
         return real_read(params, name, *args)
+
     manager.read_partition = read_partition  # type: ignore[method-assign]
 
     async def poll() -> None:
-        answers.extend(await manager.fetch_messages(consumer(max_wait_ms=30000), [("quiet", fetch_request())],
-                                                    NoQuota()))
+        answers.extend(
+            await manager.fetch_messages(consumer(max_wait_ms=30000), [("quiet", fetch_request())], NoQuota())
+        )
 
     start = trio.current_time()
     async with trio.open_nursery() as nursery:
@@ -224,15 +262,16 @@ async def test_a_long_poll_waits_in_the_fetch_purgatory_for_an_append_to_its_own
 async def test_a_long_poll_answers_empty_at_max_wait(tmp_path, autojump_clock):
     manager = standalone(tmp_path)
     start = trio.current_time()
-    result, = await manager.fetch_messages(consumer(max_wait_ms=7000), [("t", fetch_request())], NoQuota())
+    (result,) = await manager.fetch_messages(consumer(max_wait_ms=7000), [("t", fetch_request())], NoQuota())
     assert trio.current_time() - start == 7 and result["records"] == b""
 
 
 async def test_an_error_is_answered_at_once(tmp_path, autojump_clock):
     manager = standalone(tmp_path)
     start = trio.current_time()
-    found, missing = await manager.fetch_messages(consumer(max_wait_ms=30000),
-                                                  [("t", fetch_request()), ("t", fetch_request(index=3))], NoQuota())
+    found, missing = await manager.fetch_messages(
+        consumer(max_wait_ms=30000), [("t", fetch_request()), ("t", fetch_request(index=3))], NoQuota()
+    )
     assert trio.current_time() == start
     assert found["error_code"] == ErrorCode.NONE and missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -242,11 +281,11 @@ async def test_a_follower_fetch_moves_the_high_watermark_and_is_answered_its_div
     await manager.append_records([("t", 0, records(4))], version=9, acks=1, timeout_ms=1000)
     assert partition.high_watermark == 0
     follower = consumer(replica_id=2)
-    result, = await manager.fetch_messages(follower, [("t", fetch_request(4, last_fetched_epoch=3))], NoQuota())
+    (result,) = await manager.fetch_messages(follower, [("t", fetch_request(4, last_fetched_epoch=3))], NoQuota())
     assert partition.high_watermark == 4 and result["high_watermark"] == 4
     assert partition.followers[2].log_end_offset == 4
     # a follower at 6 whose last epoch (2) ended, on this leader, where epoch 3 began: at 0
-    result, = await manager.fetch_messages(follower, [("t", fetch_request(6, last_fetched_epoch=2))], NoQuota())
+    (result,) = await manager.fetch_messages(follower, [("t", fetch_request(6, last_fetched_epoch=2))], NoQuota())
     assert result["diverging_epoch"] == {"epoch": 2, "end_offset": 0}
     assert partition.followers[2].log_end_offset == 4, "a diverging follower's fetch offset is not its log end"
 
@@ -256,9 +295,9 @@ async def test_a_follower_replica_serves_consumers_only_from_fetch_v11(tmp_path)
     await manager.append_records([("t", 0, records(2))], version=9, acks=1, timeout_ms=1000)
     partition.become_follower(2, 4, [1, 2], [1, 2], version=1)
     partition.log.high_watermark = 2
-    old, = await manager.fetch_messages(consumer(version=10), [("t", fetch_request())], NoQuota())
+    (old,) = await manager.fetch_messages(consumer(version=10), [("t", fetch_request())], NoQuota())
     assert old["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    new, = await manager.fetch_messages(consumer(version=11), [("t", fetch_request())], NoQuota())
+    (new,) = await manager.fetch_messages(consumer(version=11), [("t", fetch_request())], NoQuota())
     assert new["error_code"] == ErrorCode.NONE and [r.offset for r in iter_records(new["records"].read())] == [0, 1]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka import codec as aiokafka_codec
@@ -26,27 +26,41 @@ def codec_skip(codec: str) -> str | None:
 
 
 async def _produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap,
-                                compression_type=None if codec == "none" else codec,
-                                linger_ms=20, max_batch_size=512 * 1024,
-                                max_request_size=8 * 1024 * 1024, acks="all")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=20,
+        max_batch_size=512 * 1024,
+        max_request_size=8 * 1024 * 1024,
+        acks="all",
+    )
     await producer.start()
     try:
         futures = []
         for r in records:
-            futures.append(await producer.send(topic, value=r.value, key=r.key,
-                                               partition=r.partition, headers=list(r.headers),
-                                               timestamp_ms=r.timestamp_ms))
+            futures.append(
+                await producer.send(
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    headers=list(r.headers),
+                    timestamp_ms=r.timestamp_ms,
+                )
+            )
         await asyncio.wait_for(asyncio.gather(*futures), 120)
     finally:
         await producer.stop()
 
 
-async def _consume(bootstrap: str, topic: str, counts: Mapping[int, int],
-                   timeout: float) -> dict[int, list[Record]]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                max_partition_fetch_bytes=4 * 1024 * 1024)
+async def _consume(bootstrap: str, topic: str, counts: Mapping[int, int], timeout: float) -> dict[int, list[Record]]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
     await consumer.start()
     got: dict[int, list[Record]] = {p: [] for p in counts}
     try:
@@ -59,8 +73,7 @@ async def _consume(bootstrap: str, topic: str, counts: Mapping[int, int],
             batch = await consumer.getmany(timeout_ms=500, max_records=20_000)
             for tp, msgs in batch.items():
                 got[tp.partition].extend(
-                    Record(m.partition, m.key, m.value, tuple(m.headers), m.timestamp, m.offset)
-                    for m in msgs
+                    Record(m.partition, m.key, m.value, tuple(m.headers), m.timestamp, m.offset) for m in msgs
                 )
     finally:
         await consumer.stop()
@@ -71,8 +84,7 @@ def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> No
     asyncio.run(_produce(bootstrap, topic, records, codec))
 
 
-def consume(bootstrap: str, topic: str, counts: Mapping[int, int],
-            timeout: float) -> dict[int, list[Record]]:
+def consume(bootstrap: str, topic: str, counts: Mapping[int, int], timeout: float) -> dict[int, list[Record]]:
     return asyncio.run(_consume(bootstrap, topic, counts, timeout))
 
 

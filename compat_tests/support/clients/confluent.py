@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -48,9 +48,15 @@ def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> No
     for r in records:
         while True:
             try:
-                producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
-                                 headers=list(r.headers), timestamp=r.timestamp_ms or 0,
-                                 on_delivery=on_delivery)
+                producer.produce(
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    headers=list(r.headers),
+                    timestamp=r.timestamp_ms or 0,
+                    on_delivery=on_delivery,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -71,8 +77,7 @@ def to_record(msg: Message) -> Record:
     )
 
 
-def consume(bootstrap: str, topic: str, counts: Mapping[int, int],
-            timeout: float) -> dict[int, list[Record]]:
+def consume(bootstrap: str, topic: str, counts: Mapping[int, int], timeout: float) -> dict[int, list[Record]]:
     consumer = Consumer(consumer_config(bootstrap))
     got: dict[int, list[Record]] = {p: [] for p in counts}
     try:

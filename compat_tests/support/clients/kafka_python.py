@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import codec as kafka_codec
@@ -36,8 +36,14 @@ def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> No
     )
     try:
         futures = [
-            producer.send(topic, value=r.value, key=r.key, partition=r.partition,
-                          headers=list(r.headers), timestamp_ms=r.timestamp_ms)
+            producer.send(
+                topic,
+                value=r.value,
+                key=r.key,
+                partition=r.partition,
+                headers=list(r.headers),
+                timestamp_ms=r.timestamp_ms,
+            )
             for r in records
         ]
         producer.flush(timeout=120)
@@ -47,11 +53,14 @@ def produce(bootstrap: str, topic: str, records: list[Record], codec: str) -> No
         producer.close(timeout=10)
 
 
-def consume(bootstrap: str, topic: str, counts: Mapping[int, int],
-            timeout: float) -> dict[int, list[Record]]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             enable_auto_commit=False, auto_offset_reset="earliest",
-                             max_partition_fetch_bytes=4 * 1024 * 1024)
+def consume(bootstrap: str, topic: str, counts: Mapping[int, int], timeout: float) -> dict[int, list[Record]]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
     got: dict[int, list[Record]] = {p: [] for p in counts}
     try:
         partitions = [TopicPartition(topic, p) for p in counts]
@@ -62,8 +71,7 @@ def consume(bootstrap: str, topic: str, counts: Mapping[int, int],
         while any(len(got[p]) < n for p, n in counts.items()) and time.monotonic() < deadline:
             for tp, msgs in consumer.poll(timeout_ms=500, max_records=20_000).items():
                 got[tp.partition].extend(
-                    Record(m.partition, m.key, m.value, tuple(m.headers), m.timestamp, m.offset)
-                    for m in msgs
+                    Record(m.partition, m.key, m.value, tuple(m.headers), m.timestamp, m.offset) for m in msgs
                 )
     finally:
         consumer.close()

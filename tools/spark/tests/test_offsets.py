@@ -1,4 +1,5 @@
 """Offset planning of the stromkafka source: option parsing, resolution, ranges, rate limits."""
+
 from __future__ import annotations
 
 import pytest
@@ -53,8 +54,9 @@ def test_json_offsets_naming_an_unread_partition_are_refused():
         resolve(spec, PARTS, CLUSTER, "starting")
 
 
-@pytest.mark.parametrize("text", ["{", "[1]", '{"t": [1]}', '{"t": {"x": 1}}', '{"t": {"0": "1"}}',
-                                  '{"t": {"0": 1.5}}', '{"t": {"-1": 1}}'])
+@pytest.mark.parametrize(
+    "text", ["{", "[1]", '{"t": [1]}', '{"t": {"x": 1}}', '{"t": {"0": "1"}}', '{"t": {"0": 1.5}}', '{"t": {"-1": 1}}']
+)
 def test_malformed_offset_json_is_a_clear_error(text):
     with pytest.raises(OffsetOptionError):
         parse_spec({"startingOffsets": text}, "starting", "latest")
@@ -76,8 +78,11 @@ def test_option_names_are_case_insensitive_like_spark_options():
 
 
 def test_global_timestamp_wins_over_per_partition_timestamps_and_offsets():
-    options = {"startingTimestamp": "1000", "startingOffsetsByTimestamp": '{"t": {"0": 5}}',
-               "startingOffsets": "earliest"}
+    options = {
+        "startingTimestamp": "1000",
+        "startingOffsetsByTimestamp": '{"t": {"0": 5}}',
+        "startingOffsets": "earliest",
+    }
     spec = parse_spec(options, "starting", "latest")
     assert spec == OffsetSpec("timestamp", timestamp=1000)
     assert timestamps_to_look_up(spec, PARTS) == {("t", 0): 1000, ("t", 1): 1000}
@@ -142,7 +147,7 @@ def test_min_partitions_splits_ranges_in_proportion_and_covers_every_offset():
     for tp, end in ((("t", 0), 90), (("t", 1), 10)):
         mine = sorted(r for r in ranges if (r.topic, r.partition) == tp)
         assert mine[0].start == 0 and mine[-1].end == end
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
     assert sum(1 for r in ranges if r.partition == 0) == 9
 
 
@@ -194,25 +199,40 @@ def test_a_vanished_partition_is_data_loss():
 def test_subscribe_pattern_and_assign_pick_partitions_from_metadata():
     cluster = {"clicks": 2, "clicks-dlq": 1, "__consumer_offsets": 50, "other": 1}
     assert parse_subscription({"subscribe": "clicks, other"}).partitions(cluster) == [
-        ("clicks", 0), ("clicks", 1), ("other", 0)]
+        ("clicks", 0),
+        ("clicks", 1),
+        ("other", 0),
+    ]
     assert parse_subscription({"subscribePattern": "click.*"}).partitions(cluster) == [
-        ("clicks", 0), ("clicks", 1), ("clicks-dlq", 0)]
+        ("clicks", 0),
+        ("clicks", 1),
+        ("clicks-dlq", 0),
+    ]
     assert parse_subscription({"subscribePattern": ".*"}).partitions(cluster)[-1] == ("other", 0)
-    assert parse_subscription({"assign": '{"clicks": [1], "x": [0]}'}).partitions(cluster) == [
-        ("clicks", 1), ("x", 0)]
+    assert parse_subscription({"assign": '{"clicks": [1], "x": [0]}'}).partitions(cluster) == [("clicks", 1), ("x", 0)]
 
 
-@pytest.mark.parametrize("options", [{}, {"subscribe": "a", "assign": '{"a": [0]}'}, {"subscribe": " , "},
-                                     {"subscribePattern": "("}, {"assign": "[0]"}, {"assign": '{"a": [-1]}'},
-                                     {"assign": '{"a": []}'}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"subscribe": "a", "assign": '{"a": [0]}'},
+        {"subscribe": " , "},
+        {"subscribePattern": "("},
+        {"assign": "[0]"},
+        {"assign": '{"a": [-1]}'},
+        {"assign": '{"a": []}'},
+    ],
+)
 def test_bad_subscriptions_are_clear_errors(options):
     with pytest.raises(SourceOptionError):
         parse_subscription(options)
 
 
 def test_kafka_prefixed_options_become_client_settings_without_java_only_ones():
-    settings = client_settings({"kafka.bootstrap.servers": "h:1", "kafka.client.id": "c",
-                                "kafka.key.deserializer": "x", "subscribe": "t"})
+    settings = client_settings(
+        {"kafka.bootstrap.servers": "h:1", "kafka.client.id": "c", "kafka.key.deserializer": "x", "subscribe": "t"}
+    )
     assert settings == {"bootstrap.servers": "h:1", "client.id": "c"}
     with pytest.raises(SourceOptionError, match="bootstrap"):
         client_settings({"subscribe": "t"})

@@ -1,4 +1,5 @@
 """A broker with its group coordinator running, and clients over trio memory streams."""
+
 from __future__ import annotations
 
 import pytest

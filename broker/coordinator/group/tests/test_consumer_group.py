@@ -1,5 +1,6 @@
 """KIP-848 consumer groups as a state machine: assignors, revoke-before-assign, epochs, fencing,
 leaving, static members, timeouts, regex subscriptions."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -15,11 +16,19 @@ TOPICS = {"a": TopicMeta("a", A, 4), "b": TopicMeta("b", B, 2)}
 
 
 def hb(member_id, epoch, topics=None, owned=None, regex=None, instance=None, assignor=None, rebalance_ms=60000):
-    return SimpleNamespace(member_id=member_id, member_epoch=epoch, instance_id=instance, rack_id=None,
-                           rebalance_timeout_ms=rebalance_ms if epoch == 0 else -1,
-                           subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor,
-                           topic_partitions=None if owned is None else
-                           [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
+    return SimpleNamespace(
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=instance,
+        rack_id=None,
+        rebalance_timeout_ms=rebalance_ms if epoch == 0 else -1,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
+        topic_partitions=None
+        if owned is None
+        else [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()],
+    )
 
 
 def flat(assignment) -> set[tuple[bytes, int]]:
@@ -30,8 +39,9 @@ def test_uniform_balances_members_whose_subscriptions_differ():
     # m1 held everything while alone; m2 joins subscribing to "b" only: it gets one of b's two
     # partitions (found by librdkafka 0045 in consumer-protocol mode: m2 got nothing)
     alone = uniform_assign({"m1": {"a", "b"}}, {"a": TopicMeta("a", A, 1), "b": TopicMeta("b", B, 2)}, {})
-    both = uniform_assign({"m1": {"a", "b"}, "m2": {"b"}}, {"a": TopicMeta("a", A, 1), "b": TopicMeta("b", B, 2)},
-                          alone)
+    both = uniform_assign(
+        {"m1": {"a", "b"}, "m2": {"b"}}, {"a": TopicMeta("a", A, 1), "b": TopicMeta("b", B, 2)}, alone
+    )
     assert sorted(len(flat(a)) for a in both.values()) == [1, 2]
     assert flat(both["m2"]) <= {(B, 0), (B, 1)} and (A, 0) in flat(both["m1"])
     assert flat(both["m1"]) <= flat(alone["m1"]), "m1 only gives up partitions"

@@ -2,15 +2,15 @@
 
 Timeouts run on trio's autojump clock: the coordinator's timers fire as soon as every task waits.
 """
+
 from __future__ import annotations
 
 import pytest
 import trio
 
+from strom.broker.coordinator.group.tests.helpers import heartbeat, join, join_fully, sync
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
-
-from strom.broker.coordinator.group.tests.helpers import heartbeat, join, join_fully, sync
 
 
 async def test_member_id_required_then_join_sync_heartbeat(gconnect, autojump_clock):
@@ -118,8 +118,9 @@ async def test_leave_group_rebalances_the_rest(gconnect, autojump_clock):
         results["a"] = await join(a, "g", first.member_id)
     gen = results["a"].generation_id
     await sync(a, "g", first.member_id, gen, {})
-    left = await a.request(ApiKey.LEAVE_GROUP, 4, {"group_id": "g", "members": [
-        {"member_id": first.member_id}, {"member_id": "ghost"}]})
+    left = await a.request(
+        ApiKey.LEAVE_GROUP, 4, {"group_id": "g", "members": [{"member_id": first.member_id}, {"member_id": "ghost"}]}
+    )
     assert [m.error_code for m in left.members] == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID]
     assert await heartbeat(b, "g", results["b"].member_id, gen) == ErrorCode.REBALANCE_IN_PROGRESS
     rejoined = await join(b, "g", results["b"].member_id)
@@ -127,9 +128,11 @@ async def test_leave_group_rebalances_the_rest(gconnect, autojump_clock):
 
 
 async def test_initial_rebalance_delay_collects_members(tmp_path, nursery, autojump_clock):
+    import trio.testing
+
     from strom.broker.server.connection import ConnectionHandler
     from strom.broker.tests.helpers import Client, make_broker
-    import trio.testing
+
     b = make_broker(tmp_path / "d", group_initial_rebalance_delay_ms=3000)
     try:
         assert b.groups is not None
@@ -177,6 +180,7 @@ async def test_validation_errors(gconnect, autojump_clock):
 
 def test_protocol_chosen_by_the_members_votes():
     from strom.broker.coordinator.group.state import Group, GroupSettings, Member
+
     group = Group("g", GroupSettings(), lambda: 0)
     prefs = [["roundrobin", "range"], ["range", "roundrobin", "sticky"], ["range", "roundrobin"]]
     for i, names in enumerate(prefs):
@@ -197,8 +201,11 @@ async def test_static_member_rejoins_without_rebalance_and_fences_the_old_id(gco
     synced = await sync(restarted, "g", again.member_id, 1, instance="i-1")
     assert synced.error_code == ErrorCode.NONE and synced.assignment == b"mine"
     assert await heartbeat(a, "g", first.member_id, 1, instance="i-1") == ErrorCode.FENCED_INSTANCE_ID
-    left = await a.request(ApiKey.LEAVE_GROUP, 4, {"group_id": "g", "members": [
-        {"member_id": first.member_id, "group_instance_id": "i-1"}]})
+    left = await a.request(
+        ApiKey.LEAVE_GROUP,
+        4,
+        {"group_id": "g", "members": [{"member_id": first.member_id, "group_instance_id": "i-1"}]},
+    )
     assert left.members[0].error_code == ErrorCode.FENCED_INSTANCE_ID
 
 
@@ -210,16 +217,26 @@ async def test_static_member_outlives_a_rebalance_timeout_but_not_its_session(gc
     assert await heartbeat(a, "g", first.member_id, 1, instance="s") == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-@pytest.mark.parametrize("join_v,sync_v,hb_v,leave_v", [(0, 0, 0, 0), (1, 1, 1, 1), (2, 1, 1, 2), (3, 2, 2, 2),
-                                                        (4, 3, 3, 3), (5, 3, 3, 3), (6, 4, 4, 4), (7, 5, 4, 4),
-                                                        (8, 5, 4, 5), (9, 5, 4, 5)])
-async def test_every_version_joins_syncs_heartbeats_and_leaves(gconnect, autojump_clock, join_v, sync_v, hb_v,
-                                                              leave_v):
+@pytest.mark.parametrize(
+    "join_v,sync_v,hb_v,leave_v",
+    [
+        (0, 0, 0, 0),
+        (1, 1, 1, 1),
+        (2, 1, 1, 2),
+        (3, 2, 2, 2),
+        (4, 3, 3, 3),
+        (5, 3, 3, 3),
+        (6, 4, 4, 4),
+        (7, 5, 4, 4),
+        (8, 5, 4, 5),
+        (9, 5, 4, 5),
+    ],
+)
+async def test_every_version_joins_syncs_heartbeats_and_leaves(gconnect, autojump_clock, join_v, sync_v, hb_v, leave_v):
     client = await gconnect()
     joined = await join_fully(client, "g", version=join_v)
     assert joined.error_code == ErrorCode.NONE
-    synced = await sync(client, "g", joined.member_id, joined.generation_id, {joined.member_id: b"a"},
-                        version=sync_v)
+    synced = await sync(client, "g", joined.member_id, joined.generation_id, {joined.member_id: b"a"}, version=sync_v)
     assert synced.error_code == ErrorCode.NONE and synced.assignment == b"a"
     assert await heartbeat(client, "g", joined.member_id, joined.generation_id, version=hb_v) == ErrorCode.NONE
     if leave_v >= 3:

@@ -2,6 +2,7 @@
 codec, an upgrade carrying classic members over, classic members rejoining inside a consumer group
 (revoke before assign through JoinGroup/SyncGroup/Heartbeat), their timers, and the downgrade when
 only classic members remain."""
+
 from __future__ import annotations
 
 import struct
@@ -10,10 +11,19 @@ from types import SimpleNamespace
 import pytest
 
 from strom.broker.coordinator.group.assignors import TopicMeta
-from strom.broker.coordinator.group.consumer import ConsumerGroup, ConsumerGroupSettings, GroupError, MemberState
-from strom.broker.coordinator.group.migration import (ClassicMeta, CustomAssignorError, MigrationPolicy, ProtocolError,
-                                          classic_group_from_consumer, consumer_group_from_classic,
-                                          decode_assignment, decode_subscription, encode_assignment, upgrade_refusal)
+from strom.broker.coordinator.group.consumer import ConsumerGroupSettings, GroupError, MemberState
+from strom.broker.coordinator.group.migration import (
+    ClassicMeta,
+    CustomAssignorError,
+    MigrationPolicy,
+    ProtocolError,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    upgrade_refusal,
+)
 from strom.broker.coordinator.group.state import Group, GroupSettings, GroupState, Member
 from strom.protocol.errors import ErrorCode
 
@@ -51,8 +61,15 @@ def classic_group(assignments: dict[str, list[int]], generation=5, protocol_type
     g = Group("g", GroupSettings(), lambda: 1000)
     g.state, g.generation, g.protocol_type, g.protocol_name = GroupState.STABLE, generation, protocol_type, "range"
     for member_id, parts in assignments.items():
-        m = Member(member_id, None, "client-" + member_id, "/127.0.0.1", 10_000, 60_000,
-                   [("range", subscription(["a"], rack="r1")), ("cooperative-sticky", subscription(["a"]))])
+        m = Member(
+            member_id,
+            None,
+            "client-" + member_id,
+            "/127.0.0.1",
+            10_000,
+            60_000,
+            [("range", subscription(["a"], rack="r1")), ("cooperative-sticky", subscription(["a"]))],
+        )
         m.assignment = encode_assignment({"a": set(parts)}, 3)
         g.members[member_id] = m
     g.leader_id = next(iter(g.members), None)
@@ -60,25 +77,48 @@ def classic_group(assignments: dict[str, list[int]], generation=5, protocol_type
 
 
 def hb(member_id, epoch, topics=None, owned=None):
-    return SimpleNamespace(member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
-                           rebalance_timeout_ms=60000 if epoch == 0 else -1, subscribed_topic_names=topics,
-                           subscribed_topic_regex=None, server_assignor=None,
-                           topic_partitions=None if owned is None else
-                           [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
+    return SimpleNamespace(
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=60000 if epoch == 0 else -1,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=None
+        if owned is None
+        else [SimpleNamespace(topic_id=t, partitions=sorted(p)) for t, p in owned.items()],
+    )
 
 
 def rejoin(group, member_id, owned, now):
     """A classic member's JoinGroup inside the consumer group."""
     member = group.members[member_id]
     sub = decode_subscription(member.classic.protocols[0][1])
-    return group.classic_join(member_id, None, member.classic, sub, {A: set(owned)} if owned else {}, 60_000,
-                              member.client_id, member.client_host, now, TOPICS)
+    return group.classic_join(
+        member_id,
+        None,
+        member.classic,
+        sub,
+        {A: set(owned)} if owned else {},
+        60_000,
+        member.client_id,
+        member.client_host,
+        now,
+        TOPICS,
+    )
 
 
 def test_consumer_protocol_codec():
     sub = decode_subscription(subscription(["a", "b"], owned={"a": [1, 2]}, rack="r1", user_data=b"u"))
-    assert (sub.version, sub.topics, sub.user_data, sub.owned_partitions, sub.rack_id) == \
-        (3, ["a", "b"], b"u", [("a", [1, 2])], "r1")
+    assert (sub.version, sub.topics, sub.user_data, sub.owned_partitions, sub.rack_id) == (
+        3,
+        ["a", "b"],
+        b"u",
+        [("a", [1, 2])],
+        "r1",
+    )
     assert decode_subscription(subscription(["a"], version=0)).owned_partitions == []
     newer = subscription(["a"], owned={"a": [0]}) + b"future fields"
     assert decode_subscription(struct.pack(">h", 9) + newer[2:]).topics == ["a"], "newer versions read as v3"
@@ -192,8 +232,11 @@ def test_no_downgrade_when_disabled_or_when_a_consumer_member_remains():
     g.heartbeat(hb("c", -1), 2.0, TOPICS)
     assert g.downgrade_pending is None and set(g.members) == {"m1", "d"}
     # LeaveGroup may name consumer-protocol members too (Kafka 4.0); nobody left: no downgrade
-    assert g.classic_leave([("m1", None), ("zz", None), ("d", None)]) == \
-        [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.NONE]
+    assert g.classic_leave([("m1", None), ("zz", None), ("d", None)]) == [
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.NONE,
+    ]
     assert g.downgrade_pending is None
     assert not g.members and g.state == "Empty"
 

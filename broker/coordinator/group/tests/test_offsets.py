@@ -1,29 +1,43 @@
 """Committed offsets: commit/fetch, persistence across restarts, admin APIs and expiry."""
+
 from __future__ import annotations
 
 import pytest
 import trio
 import trio.testing
 
+from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+from strom.broker.coordinator.group.records import (
+    CommittedOffset,
+    GroupKey,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from strom.broker.coordinator.group.tests.helpers import (
+    commit,
+    create_topic,
+    fetch_offsets,
+    heartbeat,
+    join_fully,
+    sync,
+)
+from strom.broker.server.connection import ConnectionHandler
+from strom.broker.tests.helpers import GROUP_TEST_CONFIG, Client, make_broker
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
 from strom.protocol.schema import ApiKey
-
-from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
-from strom.broker.coordinator.group.records import CommittedOffset, GroupKey, OffsetKey, decode_group_value, decode_key, decode_offset_value
-from strom.broker.server.connection import ConnectionHandler
 from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, KafkaStorageError
-from strom.broker.tests.helpers import Client, make_broker
-
-from strom.broker.tests.helpers import GROUP_TEST_CONFIG
-from strom.broker.coordinator.group.tests.helpers import commit, create_topic, fetch_offsets, heartbeat, join_fully, sync
 
 
 async def test_simple_consumer_commits_without_joining_and_metadata_round_trips(gconnect):
     client = await gconnect()
     await create_topic(client, "t")
     assert await commit(client, "simple", {("t", 0): 5, ("t", 2): 9}, metadata="ünïcode meta") == {
-        ("t", 0): ErrorCode.NONE, ("t", 2): ErrorCode.NONE}
+        ("t", 0): ErrorCode.NONE,
+        ("t", 2): ErrorCode.NONE,
+    }
     found = await fetch_offsets(client, "simple", {"t": [0, 1, 2]})
     assert found == {("t", 0): (5, "ünïcode meta", 0), ("t", 1): (-1, "", 0), ("t", 2): (9, "ünïcode meta", 0)}
     assert set(await fetch_offsets(client, "simple", None)) == {("t", 0), ("t", 2)}
@@ -44,26 +58,35 @@ async def test_commit_errors(gconnect, autojump_clock):
     client = await gconnect()
     await create_topic(client, "t")
     assert await commit(client, "g", {("missing", 0): 1, ("t", 0): 1}) == {
-        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ("t", 0): ErrorCode.NONE}
+        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("t", 0): ErrorCode.NONE,
+    }
     assert await commit(client, "g", {("t", 0): 1}, metadata="x" * 5000) == {
-        ("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE}
+        ("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE
+    }
     assert await commit(client, "fresh", {("t", 0): 1}, generation=3, member_id="m") == {
-        ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION
+    }
     assert await commit(client, "", {("t", 0): 1}) == {("t", 0): ErrorCode.INVALID_GROUP_ID}
     joined = await join_fully(client, "members")
     assert await commit(client, "members", {("t", 0): 1}) == {("t", 0): ErrorCode.REBALANCE_IN_PROGRESS}
     await sync(client, "members", joined.member_id, 1, {})
     assert await commit(client, "members", {("t", 0): 1}) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
     assert await commit(client, "members", {("t", 0): 1}, generation=9, member_id=joined.member_id) == {
-        ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION
+    }
     assert await commit(client, "members", {("t", 0): 7}, generation=1, member_id=joined.member_id) == {
-        ("t", 0): ErrorCode.NONE}
+        ("t", 0): ErrorCode.NONE
+    }
     # As Kafka 4.0 (differential scenario heartbeat-v4-illegal-generation-member-stays): partitions that
     # do not exist are answered UNKNOWN_TOPIC_OR_PARTITION whatever the group would say
-    assert await commit(client, "members", {("t", 0): 1, ("t", 9): 1, ("missing", 0): 1}, generation=9,
-                        member_id=joined.member_id) == {
-        ("t", 0): ErrorCode.ILLEGAL_GENERATION, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert await commit(
+        client, "members", {("t", 0): 1, ("t", 9): 1, ("missing", 0): 1}, generation=9, member_id=joined.member_id
+    ) == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION,
+        ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     assert await commit(client, "", {("missing", 0): 1}) == {("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
@@ -112,8 +135,10 @@ async def test_offsets_and_group_survive_a_restart(tmp_path, nursery, autojump_c
     second = make_broker(tmp_path / "d", **GROUP_TEST_CONFIG)
     try:
         client = await _client(second, nursery)
-        assert await fetch_offsets(client, "g", {"t": [0, 1]}) == {("t", 0): (11, "later", 0),
-                                                                    ("t", 1): (20, "meta", 0)}
+        assert await fetch_offsets(client, "g", {"t": [0, 1]}) == {
+            ("t", 0): (11, "later", 0),
+            ("t", 1): (20, "meta", 0),
+        }
         assert second.groups is not None and second.groups.get("gone") is None
         # The member may carry on with its generation until its session runs out.
         assert await heartbeat(client, "g", joined.member_id, 1) == ErrorCode.NONE
@@ -131,18 +156,24 @@ async def test_list_describe_delete_groups(gconnect):
     await sync(client, "live", joined.member_id, 1, {joined.member_id: b"a"})
     listed = await client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert {(g.group_id, g.protocol_type, g.group_state) for g in listed.groups} == {
-        ("simple", "", "Empty"), ("live", "consumer", "Stable")}
+        ("simple", "", "Empty"),
+        ("live", "consumer", "Stable"),
+    }
     stable = await client.request(ApiKey.LIST_GROUPS, 4, {"states_filter": ["Stable"]})
     assert [g.group_id for g in stable.groups] == ["live"]
-    described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["live", "unknown"],
-                                                                 "include_authorized_operations": True})
+    described = await client.request(
+        ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["live", "unknown"], "include_authorized_operations": True}
+    )
     live, unknown = described.groups
     assert live.group_state == "Stable" and live.protocol_data == "range"
     assert live.members[0].member_id == joined.member_id and live.members[0].member_assignment == b"a"
     assert unknown.group_state == "Dead" and unknown.error_code == ErrorCode.NONE
     deleted = await client.request(ApiKey.DELETE_GROUPS, 1, {"groups_names": ["live", "simple", "unknown"]})
-    assert [r.error_code for r in deleted.results] == [ErrorCode.NON_EMPTY_GROUP, ErrorCode.NONE,
-                                                        ErrorCode.GROUP_ID_NOT_FOUND]
+    assert [r.error_code for r in deleted.results] == [
+        ErrorCode.NON_EMPTY_GROUP,
+        ErrorCode.NONE,
+        ErrorCode.GROUP_ID_NOT_FOUND,
+    ]
     assert await fetch_offsets(client, "simple", {"t": [0]}) == {("t", 0): (-1, "", 0)}
 
 
@@ -155,8 +186,11 @@ async def test_offset_delete(gconnect):
     await commit(client, "g", {("t", 0): 1, ("other", 0): 2}, generation=1, member_id=joined.member_id)
 
     async def delete(group, topic):
-        response = await client.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
-            {"name": topic, "partitions": [{"partition_index": 0}]}]})
+        response = await client.request(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]},
+        )
         parts = [p.error_code for t in response.topics for p in t.partitions]
         return response.error_code, parts
 
@@ -172,8 +206,9 @@ async def test_find_coordinator_every_version(gconnect, group_broker):
         response = await client.request(ApiKey.FIND_COORDINATOR, version, {"key": "g", "key_type": 0})
         assert response.error_code == ErrorCode.NONE and response.node_id == group_broker.node_id
     for version in range(4, 7):
-        response = await client.request(ApiKey.FIND_COORDINATOR, version,
-                                        {"key_type": 0, "coordinator_keys": ["a", "b"]})
+        response = await client.request(
+            ApiKey.FIND_COORDINATOR, version, {"key_type": 0, "coordinator_keys": ["a", "b"]}
+        )
         assert [(c.key, c.error_code) for c in response.coordinators] == [("a", 0), ("b", 0)]
     txn = await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
     assert txn.error_code == ErrorCode.NONE and txn.node_id == group_broker.node_id
@@ -201,22 +236,37 @@ async def test_offset_fetch_v8_batches_groups(gconnect):
     await create_topic(client, "t")
     await commit(client, "a", {("t", 0): 1})
     await commit(client, "b", {("t", 0): 2})
-    response = await client.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
-        {"group_id": "a", "topics": [{"name": "t", "partition_indexes": [0]}]},
-        {"group_id": "b", "topics": None}, {"group_id": "", "topics": None}]})
-    got = {g.group_id: ([p.committed_offset for t in g.topics for p in t.partitions], g.error_code)
-           for g in response.groups}
+    response = await client.request(
+        ApiKey.OFFSET_FETCH,
+        8,
+        {
+            "groups": [
+                {"group_id": "a", "topics": [{"name": "t", "partition_indexes": [0]}]},
+                {"group_id": "b", "topics": None},
+                {"group_id": "", "topics": None},
+            ]
+        },
+    )
+    got = {
+        g.group_id: ([p.committed_offset for t in g.topics for p in t.partitions], g.error_code)
+        for g in response.groups
+    }
     assert got == {"a": ([1], 0), "b": ([2], 0), "": ([], ErrorCode.INVALID_GROUP_ID)}
 
 
-@pytest.mark.parametrize("failure, expected", [
-    (OSError("disk gone"), ErrorCode.COORDINATOR_NOT_AVAILABLE),
-    (InvalidProducerEpoch("fenced"), ErrorCode.INVALID_PRODUCER_EPOCH),
-    (InvalidTxnState("no transaction"), ErrorCode.INVALID_TXN_STATE),
-    (KafkaStorageError("log dir offline"), ErrorCode.COORDINATOR_NOT_AVAILABLE)])
+@pytest.mark.parametrize(
+    "failure, expected",
+    [
+        (OSError("disk gone"), ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (InvalidProducerEpoch("fenced"), ErrorCode.INVALID_PRODUCER_EPOCH),
+        (InvalidTxnState("no transaction"), ErrorCode.INVALID_TXN_STATE),
+        (KafkaStorageError("log dir offline"), ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    ],
+)
 @pytest.mark.parametrize("transactional", [False, True])
-async def test_a_commit_whose_records_cannot_be_written_changes_nothing(gconnect, group_broker, monkeypatch,
-                                                                        failure, expected, transactional):
+async def test_a_commit_whose_records_cannot_be_written_changes_nothing(
+    gconnect, group_broker, monkeypatch, failure, expected, transactional
+):
     client = await gconnect()
     await create_topic(client, "t")
     coordinator = group_broker.groups
@@ -271,9 +321,15 @@ async def test_offsets_of_partitions_other_brokers_host_are_committed(gconnect, 
     client = await gconnect()
     await create_topic(client, "t")
     view = group_broker.metadata.partition_view
-    monkeypatch.setattr(group_broker.metadata, "partition_view",
-                        lambda topic, index: (2, 0, [2], [2], []) if topic == "elsewhere" else view(topic, index))
+    monkeypatch.setattr(
+        group_broker.metadata,
+        "partition_view",
+        lambda topic, index: (2, 0, [2], [2], []) if topic == "elsewhere" else view(topic, index),
+    )
     assert group_broker.replicas.partition("elsewhere", 0) is None
     assert await commit(client, "g", {("elsewhere", 0): 3, ("t", 0): 4, ("gone", 0): 5}) == {
-        ("elsewhere", 0): ErrorCode.NONE, ("t", 0): ErrorCode.NONE, ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        ("elsewhere", 0): ErrorCode.NONE,
+        ("t", 0): ErrorCode.NONE,
+        ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     assert (await fetch_offsets(client, "g", {"elsewhere": [0]}))[("elsewhere", 0)][0] == 3

@@ -1,12 +1,13 @@
 """The transaction coordinator over the wire, against an in-process broker (memory streams)."""
+
 from __future__ import annotations
 
 import pytest
 import trio
 
+from strom.broker.coordinator.txn.metadata import TxnState
 from strom.broker.tests.helpers import make_broker, open_client
 from strom.broker.tests.test_apis import create, fetch_body, produce_body
-from strom.broker.coordinator.txn.metadata import TxnState
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
 from strom.protocol.records.control import build_marker
@@ -21,8 +22,7 @@ async def env(tmp_path, nursery):
     state = {}
 
     async def start():
-        broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3,
-                             offsets_topic_num_partitions=3)
+        broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3)
         assert broker.txn is not None
         await nursery.start(broker.txn.run)
         state["broker"] = broker
@@ -38,8 +38,13 @@ async def env(tmp_path, nursery):
 
 
 def txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
-    return build_batch([Record(i, 0, b"k", v) for i, v in enumerate(values)], producer_id=pid,
-                       producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    return build_batch(
+        [Record(i, 0, b"k", v) for i, v in enumerate(values)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
 
 
 async def init(client, tid=TID, timeout_ms=60_000, version=4, pid=-1, epoch=-1):
@@ -49,17 +54,29 @@ async def init(client, tid=TID, timeout_ms=60_000, version=4, pid=-1, epoch=-1):
 
 
 async def add_partitions(client, pid, epoch, topics: dict[str, list[int]], tid=TID, version=3):
-    response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, {
-        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
-        "v3_and_below_producer_epoch": epoch,
-        "v3_and_below_topics": [{"name": t, "partitions": p} for t, p in topics.items()]})
-    return {(t.name, p.partition_index): p.partition_error_code
-            for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+    response = await client.request(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        version,
+        {
+            "v3_and_below_transactional_id": tid,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+        },
+    )
+    return {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in response.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
 
 
 async def end(client, pid, epoch, commit: bool, tid=TID, version=3):
-    response = await client.request(ApiKey.END_TXN, version, {
-        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit})
+    response = await client.request(
+        ApiKey.END_TXN,
+        version,
+        {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit},
+    )
     return response.error_code
 
 
@@ -76,8 +93,9 @@ async def read(client, topic, committed: bool, offset=0):
     response = await client.request(ApiKey.FETCH, 11, body)
     part = response.responses[0].partitions[0]
     data = bytes(part.records or b"")
-    values = [r.value for pos, h in iter_batches(data) if not h.is_control
-              for r in iter_records(data[pos:pos + h.size])]
+    values = [
+        r.value for pos, h in iter_batches(data) if not h.is_control for r in iter_records(data[pos : pos + h.size])
+    ]
     return part, values
 
 
@@ -115,19 +133,33 @@ async def test_commit_and_abort_over_the_wire(env):
     await settled(broker)
     part, _ = await read(client, "t", committed=True, offset=3)
     assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 3)]
-    lso = await client.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    lso = await client.request(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": 1,
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+            ],
+        },
+    )
     assert lso.topics[0].partitions[0].offset == 5
 
     described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TID, "nope"]})
     mine, unknown = described.transaction_states
     assert (mine.error_code, mine.transaction_state, mine.producer_id) == (0, "CompleteAbort", pid)
     assert unknown.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-    listed = await client.request(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": ["CompleteAbort", "Bogus"],
-                                                                "producer_id_filters": [], "duration_filter": -1})
+    listed = await client.request(
+        ApiKey.LIST_TRANSACTIONS,
+        1,
+        {"state_filters": ["CompleteAbort", "Bogus"], "producer_id_filters": [], "duration_filter": -1},
+    )
     assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [(TID, "CompleteAbort")]
     assert listed.unknown_state_filters == ["Bogus"]
-    producers = await client.request(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]})
+    producers = await client.request(
+        ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]}
+    )
     (state,) = producers.topics[0].partitions[0].active_producers
     assert (state.producer_id, state.last_sequence, state.current_txn_start_offset) == (pid, 2, -1)
 
@@ -141,13 +173,15 @@ async def test_errors_are_kafkas(env):
     assert await end(client, 77, 0, True, tid="unknown") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     r = await init(client)
     pid = r.producer_id
-    assert await end(client, pid, 0, True) == ErrorCode.INVALID_TXN_STATE           # nothing open
+    assert await end(client, pid, 0, True) == ErrorCode.INVALID_TXN_STATE  # nothing open
     assert await end(client, pid, 5, True) == ErrorCode.PRODUCER_FENCED
     assert await end(client, pid, 5, True, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
     assert await end(client, pid + 1, 0, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert await add_partitions(client, pid, 0, {"t": [0, 7], "nope": [0]}) == {
-        ("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED, ("t", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        ("t", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ("t", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     # a transactional batch for a partition never added: refused, nothing held open
     refused = await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]))
     assert refused.error_code == ErrorCode.INVALID_TXN_STATE
@@ -233,19 +267,46 @@ async def test_transactional_offsets_are_pending_until_the_marker(env, commit):
     broker, client, restart = env
     await create(client, "t")
     pid = (await init(client)).producer_id
-    add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-        "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+    add = await client.request(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"},
+    )
     assert add.error_code == ErrorCode.NONE
-    committed = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
-        "transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0, "generation_id": -1,
-        "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-            {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
-             "committed_metadata": "m"}]}]})
+    committed = await client.request(
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        {
+            "transactional_id": TID,
+            "group_id": "g",
+            "producer_id": pid,
+            "producer_epoch": 0,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 42,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "m",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
 
     async def offset_fetch(stable: bool):
-        response = await client.request(ApiKey.OFFSET_FETCH, 7, {
-            "group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": stable})
+        response = await client.request(
+            ApiKey.OFFSET_FETCH,
+            7,
+            {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": stable},
+        )
         p = response.topics[0].partitions[0]
         return p.error_code, p.committed_offset
 
@@ -261,7 +322,9 @@ async def test_transactional_offsets_are_pending_until_the_marker(env, commit):
 
 async def test_api_versions_finalizes_transaction_version_2_with_the_requests_it_needs(env):
     _, client, _ = env
-    response = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    response = await client.request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
     assert finalized["transaction.version"] == (2, 2)  # as Kafka 4.0 answers
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
@@ -300,15 +363,31 @@ async def test_requests_that_make_no_sense_get_error_codes_and_leave_others_alon
     assert await end(client, other.producer_id, -1, False, tid="other") == ErrorCode.PRODUCER_FENCED
     assert await end(client, other.producer_id, 0, True, tid="") == ErrorCode.INVALID_REQUEST
     assert await add_partitions(client, other.producer_id, 0, {"t": [-1]}, tid="other") == {
-        ("t", -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-        "transactional_id": "other", "producer_id": other.producer_id, "producer_epoch": 0, "group_id": ""})
+        ("t", -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    }
+    add = await client.request(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": "other", "producer_id": other.producer_id, "producer_epoch": 0, "group_id": ""},
+    )
     assert add.error_code == ErrorCode.INVALID_GROUP_ID
     stray = await produce(client, "t", txn_batch(other.producer_id, 0, 0, [b"stray"]), tid="other")
     assert stray.error_code == ErrorCode.INVALID_TXN_STATE
-    verify = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
-        "transactional_id": "nobody", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
-        "topics": [{"name": "t", "partitions": [0]}]}]})
+    verify = await client.request(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        4,
+        {
+            "transactions": [
+                {
+                    "transactional_id": "nobody",
+                    "producer_id": 1,
+                    "producer_epoch": 0,
+                    "verify_only": True,
+                    "topics": [{"name": "t", "partitions": [0]}],
+                }
+            ]
+        },
+    )
     code = verify.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code
     assert code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     # the first producer's transaction is untouched and commits

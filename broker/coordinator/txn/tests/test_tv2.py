@@ -2,13 +2,13 @@
 transaction, Produce v12 and TxnOffsetCommit v5 add partitions through the partition leader, the
 epoch rolls over to a new producer id, and older producers are fenced. What Kafka 4.0 answers in
 each case was read from the reference broker (compat_tests/differential has the same cases)."""
+
 from __future__ import annotations
 
 import trio
 
 from strom.broker.coordinator.txn.metadata import MAX_EPOCH, TxnState
-from strom.broker.coordinator.txn.tests.test_coordinator import (TID, add_partitions, env, init, read,  # noqa: F401 - env
-                                                     settled, txn_batch)
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, read, settled, txn_batch  # noqa: F401 - env
 from strom.broker.tests.test_apis import create, produce_body
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches
@@ -24,20 +24,30 @@ async def produce(client, topic, records, version=12, tid=TID, partition=0):
 
 
 async def end(client, pid, epoch, commit, version=5, tid=TID):
-    r = await client.request(ApiKey.END_TXN, version, {
-        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit})
+    r = await client.request(
+        ApiKey.END_TXN,
+        version,
+        {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit},
+    )
     return (r.error_code, r.producer_id, r.producer_epoch) if version >= 5 else r.error_code
 
 
 async def markers(client, topic):
     """(producer id, epoch) of every control batch in the partition."""
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                        "partition_max_bytes": 1 << 20}]}]}
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}
+        ],
+    }
     response = await client.request(ApiKey.FETCH, 11, body)
     data = bytes(response.responses[0].partitions[0].records or b"")
     out = []
-    for pos, h in iter_batches(data):
+    for _pos, h in iter_batches(data):
         if h.is_control:
             out.append((h.producer_id, h.producer_epoch))
     return out
@@ -150,8 +160,9 @@ async def test_classic_producers_still_verify_and_keep_their_epoch(env):
     # no AddPartitionsToTxn: v9/v10 INVALID_TXN_STATE, v11 TRANSACTION_ABORTABLE (as Kafka 4.0)
     assert await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), version=9) == ErrorCode.INVALID_TXN_STATE
     assert await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), version=11) == ErrorCode.TRANSACTION_ABORTABLE
-    assert await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), tid="other") == \
-        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert (
+        await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), tid="other") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    )
     assert await add_partitions(client, pid, 0, {"t": [0]}) == {("t", 0): ErrorCode.NONE}
     assert await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), version=11) == ErrorCode.NONE
     assert await end(client, pid, 0, True, version=3) == ErrorCode.NONE
@@ -161,11 +172,32 @@ async def test_classic_producers_still_verify_and_keep_their_epoch(env):
 
 
 async def txn_offset_commit(client, pid, epoch, version, tid=TID, group="g"):
-    r = await client.request(ApiKey.TXN_OFFSET_COMMIT, version, {
-        "transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
-                                          "committed_metadata": ""}]}]})
+    r = await client.request(
+        ApiKey.TXN_OFFSET_COMMIT,
+        version,
+        {
+            "transactional_id": tid,
+            "group_id": group,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 7,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     return r.topics[0].partitions[0].error_code
 
 
@@ -196,10 +228,13 @@ async def test_an_unreachable_coordinator_refuses_the_first_batch_as_retriable(e
     state.ownership_error = lambda tid: ErrorCode.NOT_COORDINATOR
     state.coordinator_of = lambda tid: 99  # a broker nobody can reach
     for version in (9, 11, 12):
-        assert await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), version=version) == \
-            ErrorCode.NOT_ENOUGH_REPLICAS
-    assert await txn_offset_commit(client, pid, 0, 5) in (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                                          ErrorCode.NOT_COORDINATOR)
+        assert (
+            await produce(client, "t", txn_batch(pid, 0, 0, [b"x"]), version=version) == ErrorCode.NOT_ENOUGH_REPLICAS
+        )
+    assert await txn_offset_commit(client, pid, 0, 5) in (
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    )
     _, values = await read(client, "t", committed=False)
     assert values == []
 

@@ -5,34 +5,71 @@ sequence number. Taken for a client append, every batch after the first in one p
 looked like a duplicate of it and was silently not written: a transaction-version-1 client (one
 epoch for all its transactions) kept only its first committed offset across a restart.
 """
+
 from __future__ import annotations
 
 import pytest
 
 from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
+from strom.broker.coordinator.txn.tests.test_coordinator import (  # noqa: F401
+    TID,
+    add_partitions,
+    end,
+    env,
+    init,
+    produce,
+    read,
+    settled,
+    txn_batch,
+)
 from strom.broker.tests.test_apis import create
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records.batch import iter_batches, iter_records
+from strom.protocol.records.batch import iter_batches
 from strom.protocol.schema import ApiKey
-
-from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, end, env, init, produce, read, settled, txn_batch  # noqa: F401
 
 
 async def _txn_offset_commit(client, pid: int, epoch: int, offset: int, group: str = "g"):
-    add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-        "transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "group_id": group})
+    add = await client.request(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": TID, "producer_id": pid, "producer_epoch": epoch, "group_id": group},
+    )
     assert add.error_code == ErrorCode.NONE
-    committed = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, {
-        "transactional_id": TID, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
-        "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-             "committed_metadata": f"m{offset}"}]}]})
+    committed = await client.request(
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        {
+            "transactional_id": TID,
+            "group_id": group,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": offset,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": f"m{offset}",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     assert committed.topics[0].partitions[0].error_code == ErrorCode.NONE
 
 
 async def _committed(client, group: str = "g"):
-    response = await client.request(ApiKey.OFFSET_FETCH, 7, {
-        "group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True})
+    response = await client.request(
+        ApiKey.OFFSET_FETCH,
+        7,
+        {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True},
+    )
     p = response.topics[0].partitions[0]
     return p.error_code, p.committed_offset, p.metadata
 
@@ -101,31 +138,57 @@ async def test_a_new_leader_loads_the_offsets_past_its_high_watermark(env):
     assert groups.fetch_offsets("g", None)[("t", 0)].offset == 300
 
 
-async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replicas_have_it(tmp_path, nursery,
-                                                                                         monkeypatch):
+async def test_a_transactional_offset_commit_is_answered_once_the_in_sync_replicas_have_it(
+    tmp_path, nursery, monkeypatch
+):
     """As Kafka (acks=all on the offsets partition). Answered at once before: a coordinator paused and
     replaced before its followers had the commit lost it, while the producer committed its
     transaction: the group's offsets went back and the records were processed twice."""
     from strom.broker.tests.helpers import make_broker, open_client
 
-    broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3,
-                         offsets_commit_timeout_ms=300)
+    broker = make_broker(
+        tmp_path / "data",
+        transaction_state_log_num_partitions=3,
+        offsets_topic_num_partitions=3,
+        offsets_commit_timeout_ms=300,
+    )
     try:
         assert broker.txn is not None and broker.groups is not None
         await nursery.start(broker.txn.run)
         client = open_client(broker, nursery)
         await create(client, "t")
         pid = (await init(client)).producer_id
-        add = await client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-            "transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"})
+        add = await client.request(
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            {"transactional_id": TID, "producer_id": pid, "producer_epoch": 0, "group_id": "g"},
+        )
         assert add.error_code == ErrorCode.NONE
         partition = broker.replicas.partition(OFFSETS_TOPIC, broker.groups.partition_of("g"))
         assert partition is not None
         monkeypatch.setattr(partition, "maybe_advance_high_watermark", lambda: False)  # no follower has it
-        body = {"transactional_id": TID, "group_id": "g", "producer_id": pid, "producer_epoch": 0,
-                "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [{"name": "t", "partitions": [
-                    {"partition_index": 0, "committed_offset": 7, "committed_leader_epoch": -1,
-                     "committed_metadata": ""}]}]}
+        body = {
+            "transactional_id": TID,
+            "group_id": "g",
+            "producer_id": pid,
+            "producer_epoch": 0,
+            "generation_id": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 7,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        }
         committed = await client.request(ApiKey.TXN_OFFSET_COMMIT, 3, body)
         assert committed.topics[0].partitions[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         monkeypatch.undo()

@@ -15,8 +15,9 @@ async def test_round_trip_with_aiokafka(strom_broker, strom_topic):
             await producer.send_and_wait(strom_topic, tools.encode(i, "cup"), partition=1)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(strom_topic, bootstrap_servers=strom_broker.bootstrap_servers, group_id="aio",
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        strom_topic, bootstrap_servers=strom_broker.bootstrap_servers, group_id="aio", auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         got = [tools.decode((await asyncio.wait_for(consumer.getone(), 15)).value) for _ in range(5)]

@@ -19,8 +19,9 @@ def test_round_trip_with_confluent_kafka(strom_broker, strom_topic, strom_admin)
     for i in range(10):
         producer.produce(strom_topic, tools.encode(i, "book"), key=b"k")
     assert producer.flush(10) == 0
-    consumer = Consumer({"bootstrap.servers": strom_broker.bootstrap_servers, "group.id": "orders",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {"bootstrap.servers": strom_broker.bootstrap_servers, "group.id": "orders", "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe([strom_topic])
     got, deadline = [], time.monotonic() + 20
     while len(got) < 10 and time.monotonic() < deadline:

@@ -20,8 +20,19 @@ def test_round_trip_with_the_java_client(strom_broker, strom_topic):
             pytest.fail("java and Kafka's client jars are required (STROM_COMPAT_REQUIRE_ALL=1)")
         pytest.skip("java or Kafka's client jars (KAFKA_HOME) not found")
     result = subprocess.run(
-        ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{libs}/*",
-         str(HERE.parent / "java" / "Program.java"), strom_broker.bootstrap_servers, strom_topic],
-        capture_output=True, text=True, timeout=120)
+        [
+            "java",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-cp",
+            f"{libs}/*",
+            str(HERE.parent / "java" / "Program.java"),
+            strom_broker.bootstrap_servers,
+            strom_topic,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "consumed 10 of 10" in result.stdout
