@@ -28,7 +28,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         "throttle_time_ms": 0,
         "error_code": error,
         "members": [
-            {"member_id": m, "group_instance_id": i, "error_code": code} for (m, i), code in zip(members, results, strict=False)
+            {"member_id": m, "group_instance_id": i, "error_code": code}
+            for (m, i), code in zip(members, results, strict=False)
         ],
     }
 
