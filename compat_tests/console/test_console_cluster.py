@@ -3,14 +3,10 @@ its partitions under-replicated, on each remaining broker's console and /metrics
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.support.console import CONSOLE_OVERRIDES, console_url, get_json, http, wait_for
-from strom.testing.zookeeper import zookeeper_fixture
 from strom.tools.broker_process import BrokerProcess
-
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 SESSION_TIMEOUT_MS = 4000
 TOPIC = "console-replicated"

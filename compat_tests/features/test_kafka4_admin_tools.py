@@ -19,7 +19,6 @@ from compat_tests.support.cluster import (
     cluster_fixture,
     read_back,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.jvm import java_unavailable
 from compat_tests.support.jvm import kafka_tool as tool
