@@ -56,8 +56,8 @@ async def _closed_unanswered(stream: trio.SocketStream) -> bool:
         return True
 
 
-async def _until(predicate, timeout: float = 10.0) -> None:
-    with trio.fail_after(timeout):
+async def _until(predicate) -> None:
+    with trio.fail_after(10):
         while not predicate():
             await trio.sleep(0.01)
 

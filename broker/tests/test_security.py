@@ -74,7 +74,7 @@ def test_listener_names_and_protocol_map(tmp_path):
             "inter.broker.listener.name": "REPLICATION",
         }
     )
-    assert [(l.name, l.security_protocol) for l in config.listeners] == [
+    assert [(listener.name, listener.security_protocol) for listener in config.listeners] == [
         ("CLIENT", "SASL_PLAINTEXT"),
         ("REPLICATION", "PLAINTEXT"),
     ]

@@ -284,7 +284,7 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     for name, *_ in steps:
 
         def read(ext: str) -> str:
-            p = out / f"{name}.{ext}"
+            p = out / f"{name}.{ext}"  # noqa: B023  read() is called in this iteration only
             return p.read_text(errors="replace") if p.exists() else ""
 
         results[name] = Run(read("code") or f"not run (runner stderr: {run.stderr[-2000:]})", read("out"), read("err"))
