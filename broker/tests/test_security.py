@@ -661,7 +661,9 @@ def test_inter_broker_security_from_the_listener_config():
         BrokerConfig(
             {
                 **base,
-                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";',
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                    'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";'
+                ),
             }
         )
     )

@@ -5,8 +5,8 @@ kafka-consumer-groups (list, describe, reset-offsets, delete), kafka-configs, ka
 the verifiable producer and consumer, kafka-e2e-latency, the producer and consumer perf tests,
 and kafka-dump-log reading Strom's own segment, offset index and time index files (the on-disk
 format is Kafka's) and decoding the records of its internal topics `__consumer_offsets` and
-`__transaction_state` with Kafka's own decoders. Each tool runs with the arguments its bin/*.sh script would pass to the same
-main class; each becomes one test here.
+`__transaction_state` with Kafka's own decoders. Each tool runs with the arguments its bin/*.sh
+script would pass to the same main class; each becomes one test here.
 
 Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
