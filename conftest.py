@@ -42,8 +42,9 @@ settings.load_profile("strom")
 
 # Heavy units: modules that start a big JVM (the reference Kafka, Spark, Kafka's Java clients,
 # Connect) and the clients' suite runs (compat_tests/librdkafka/test_librdkafka_suite.py and
-# compat_tests/kcat_suite/test_kcat_suite.py mark each run with its xdist_group). At most MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve
-# one another's timeouts (librdkafka's own tests time their steps), two keep the rest moving.
+# compat_tests/kcat_suite/test_kcat_suite.py mark each run with its xdist_group). At most
+# MAX_HEAVY_AT_ONCE of them run at a time: on 2 cores, four at once starve one another's timeouts
+# (librdkafka's own tests time their steps), two keep the rest moving.
 HEAVY: frozenset[str] = frozenset(
     {
         # Kafka 4.0 reference brokers (differential tests)

@@ -163,7 +163,7 @@ class FetchSessionCache:
             return False
         stalest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
         if now - stalest.last_used_ms > self.eviction_ms:
-            self._evict(stalest, "unused for %d ms" % (now - stalest.last_used_ms))
+            self._evict(stalest, f"unused for {now - stalest.last_used_ms} ms")
             return True
         evictable = [
             s
@@ -283,7 +283,7 @@ class FetchContext:
             if key in session.partitions:
                 session.partitions.move_to_end(key)
         out: list[dict] = []
-        for cached, topic, result in chosen:
+        for _cached, topic, result in chosen:
             if out and out[-1]["topic_id"] == topic["topic_id"] and out[-1]["topic"] == topic["topic"]:
                 out[-1]["partitions"].append(result)
             else:

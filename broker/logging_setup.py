@@ -10,7 +10,10 @@ import time
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        line = f'{stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} logger={record.name} msg="{record.getMessage()}"'
+        line = (
+            f"{stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} logger={record.name} "
+            f'msg="{record.getMessage()}"'
+        )
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line

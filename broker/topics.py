@@ -48,7 +48,10 @@ def topic_name_error(name: str | None) -> str | None:
     if len(name) > MAX_NAME_LENGTH:
         return f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
     if not _LEGAL.fullmatch(name):
-        return f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+        return (
+            f"Topic name is invalid: '{name}' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
     return None
 
 

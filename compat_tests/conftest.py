@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.support.brokers import BrokerFactory, brokers_in, start_broker
+from strom.testing.zookeeper import zookeeper_fixture
 from strom.tools.broker_process import BrokerProcess
 
 COMPAT_TEST_TIMEOUT_S = 900
@@ -40,6 +41,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             for b in brokers_in(value):
                 report.sections.append((f"strom broker log ({b.workdir})", b.log_tail()))
     return report
+
+
+# One ZooKeeper per test module (the cluster tests' brokers each take a chroot of it).
+zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 
 @pytest.fixture

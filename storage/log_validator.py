@@ -253,8 +253,10 @@ class LogValidator:
         errors = [
             {
                 "batch_index": i,
-                "batch_index_error_message": f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
-                f"The timestamp should be within [{low}, {high}]",
+                "batch_index_error_message": (
+                    f"Timestamp {r.timestamp} of message with offset {r.offset} is out of range. "
+                    f"The timestamp should be within [{low}, {high}]"
+                ),
             }
             for i, r in enumerate(iter_records(data))
             if r.timestamp != -1 and not low <= r.timestamp <= high

@@ -36,10 +36,11 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         }
     if request.header.api_version >= 1 and request.body.endpoint_type != BROKERS_ENDPOINT:
         # as Kafka's broker listener: the request wanted another endpoint type (controllers)
+        wanted = _ENDPOINT_TYPES.get(request.body.endpoint_type, request.body.endpoint_type)
         return {
             "error_code": ErrorCode.MISMATCHED_ENDPOINT_TYPE,
             "error_message": "The request was sent to an endpoint of type BROKER, "
-            f"but we wanted an endpoint of type {_ENDPOINT_TYPES.get(request.body.endpoint_type, request.body.endpoint_type)}",
+            f"but we wanted an endpoint of type {wanted}",
             "endpoint_type": BROKERS_ENDPOINT,
             "cluster_id": "",
         }

@@ -189,5 +189,8 @@ def binding_error(b: AclBinding) -> str | None:
     if b.resource_type == ResourceType.CLUSTER and (b.name != CLUSTER_NAME or b.pattern_type != PatternType.LITERAL):
         return "The only valid name for the CLUSTER resource is kafka-cluster"
     if ":" not in b.principal:
-        return f"Could not parse principal from `{b.principal}` (no colon is present separating the principal type from the principal name)"
+        return (
+            f"Could not parse principal from `{b.principal}` "
+            "(no colon is present separating the principal type from the principal name)"
+        )
     return None

@@ -5,7 +5,8 @@ the tree agree:
     /kafka-acl-extended/prefixed/<ResourceType>/<name>      prefixed patterns
       {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"}]}
     /kafka-acl-changes/acl_changes_<seq>                    "Topic:orders" (a literal resource changed)
-    /kafka-acl-extended-changes/acl_changes_<seq>           {"version":1,"resourceType":"Topic","name":"pay-","patternType":"Prefixed"}
+    /kafka-acl-extended-changes/acl_changes_<seq>           a prefixed resource changed:
+      {"version":1,"resourceType":"Topic","name":"pay-","patternType":"Prefixed"}
 
 Every broker reloads the bindings when a change notification appears. Encoding and paths are
 pure functions; the store does the ZooKeeper calls."""

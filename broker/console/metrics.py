@@ -36,39 +36,65 @@ def request_name(api_key: int) -> str:
 
 METRIC_NAMES = {
     "kafka_server_brokertopicmetrics_messages_in_total": "records appended, per topic (MessagesInPerSec)",
-    "kafka_server_brokertopicmetrics_bytes_in_total": "record batch bytes appended by producers, per topic (BytesInPerSec)",
+    "kafka_server_brokertopicmetrics_bytes_in_total": (
+        "record batch bytes appended by producers, per topic (BytesInPerSec)"
+    ),
     "kafka_server_brokertopicmetrics_bytes_out_total": "record bytes sent to consumers, per topic (BytesOutPerSec)",
-    "kafka_server_brokertopicmetrics_messages_out_total": "records consumers moved past, per topic (fetch offset advances)",
-    "kafka_server_brokertopicmetrics_replication_bytes_out_total": "record bytes sent to follower replicas (ReplicationBytesOutPerSec)",
-    "kafka_server_brokertopicmetrics_total_produce_requests_total": "produce requests per topic (TotalProduceRequestsPerSec)",
+    "kafka_server_brokertopicmetrics_messages_out_total": (
+        "records consumers moved past, per topic (fetch offset advances)"
+    ),
+    "kafka_server_brokertopicmetrics_replication_bytes_out_total": (
+        "record bytes sent to follower replicas (ReplicationBytesOutPerSec)"
+    ),
+    "kafka_server_brokertopicmetrics_total_produce_requests_total": (
+        "produce requests per topic (TotalProduceRequestsPerSec)"
+    ),
     "kafka_server_brokertopicmetrics_total_fetch_requests_total": "fetch requests per topic (TotalFetchRequestsPerSec)",
     "kafka_network_requestmetrics_requests_total": "requests answered, per API (RequestsPerSec)",
     "kafka_network_requestmetrics_errors_total": "requests whose handler failed, per API",
     "kafka_network_requestmetrics_total_time_seconds": "request latency histogram, per API (TotalTimeMs)",
-    "kafka_server_delayedoperationpurgatory_purgatory_size": "Produce (acks=all) and Fetch (long poll) requests waiting",
+    "kafka_server_delayedoperationpurgatory_purgatory_size": (
+        "Produce (acks=all) and Fetch (long poll) requests waiting"
+    ),
     "kafka_server_replicamanager_partition_count": "partitions hosted here",
     "kafka_server_replicamanager_leader_count": "partitions led here",
-    "kafka_server_replicamanager_under_replicated_partitions": "partitions led here with fewer in-sync replicas than replicas",
+    "kafka_server_replicamanager_under_replicated_partitions": (
+        "partitions led here with fewer in-sync replicas than replicas"
+    ),
     "kafka_server_replicamanager_isr_shrinks_total": "ISR shrinks by this broker as leader (IsrShrinksPerSec)",
     "kafka_server_replicamanager_isr_expands_total": "ISR expansions by this broker as leader (IsrExpandsPerSec)",
     "kafka_controller_kafkacontroller_offline_partitions_count": "partitions without a live leader",
     "kafka_controller_kafkacontroller_active_controller_count": "1 on the active controller",
     "kafka_controller_controllerstats_leader_elections_total": "times this broker became a partition's leader",
     "kafka_server_socketservermetrics_connection_count": "open client connections, per listener",
-    "kafka_server_socketservermetrics_connection_accept_rate": "connections accepted per second, per listener (connection-accept-rate, over the quota window)",
-    "kafka_server_socketservermetrics_connection_accept_throttle_time": "average ms new connections waited for max.connection.creation.rate (or the listener's), "
-    "of those that waited, per listener (connection-accept-throttle-time)",
-    "kafka_server_socketservermetrics_ip_connection_accept_throttle_time": "average ms before closing a connection over its IP's connection_creation_rate, per listener "
-    "(ip-connection-accept-throttle-time)",
-    "kafka_server_socketservermetrics_connection_rejected_total": "connections closed unserved, per listener and reason: max.connections.per.ip (closed at once), "
-    "connection_creation_rate (an IP quota), max.connections (least recently used, closed to make room); "
-    "Strom's, Kafka only logs these",
-    "kafka_network_acceptor_acceptorblockedpercent": "fraction of the quota window a listener stopped accepting (max.connections, a listener's "
-    "max.connections or a creation rate) (AcceptorBlockedPercent)",
-    "kafka_server_leaderreplication_byte_rate": "bytes per second sent to followers for throttled replicas, those the topics' "
-    "leader.replication.throttled.replicas name (LeaderReplication byte-rate)",
-    "kafka_server_followerreplication_byte_rate": "bytes per second fetched from leaders for throttled replicas, those the topics' "
-    "follower.replication.throttled.replicas name (FollowerReplication byte-rate)",
+    "kafka_server_socketservermetrics_connection_accept_rate": (
+        "connections accepted per second, per listener (connection-accept-rate, over the quota window)"
+    ),
+    "kafka_server_socketservermetrics_connection_accept_throttle_time": (
+        "average ms new connections waited for max.connection.creation.rate (or the listener's), of those that waited, "
+        "per listener (connection-accept-throttle-time)"
+    ),
+    "kafka_server_socketservermetrics_ip_connection_accept_throttle_time": (
+        "average ms before closing a connection over its IP's connection_creation_rate, per listener "
+        "(ip-connection-accept-throttle-time)"
+    ),
+    "kafka_server_socketservermetrics_connection_rejected_total": (
+        "connections closed unserved, per listener and reason: max.connections.per.ip (closed at once), "
+        "connection_creation_rate (an IP quota), max.connections (least recently used, closed to make room); Strom's, "
+        "Kafka only logs these"
+    ),
+    "kafka_network_acceptor_acceptorblockedpercent": (
+        "fraction of the quota window a listener stopped accepting (max.connections, a listener's max.connections or a "
+        "creation rate) (AcceptorBlockedPercent)"
+    ),
+    "kafka_server_leaderreplication_byte_rate": (
+        "bytes per second sent to followers for throttled replicas, those the topics' "
+        "leader.replication.throttled.replicas name (LeaderReplication byte-rate)"
+    ),
+    "kafka_server_followerreplication_byte_rate": (
+        "bytes per second fetched from leaders for throttled replicas, those the topics' "
+        "follower.replication.throttled.replicas name (FollowerReplication byte-rate)"
+    ),
     "kafka_server_socketservermetrics_connection_creation_total": "connections accepted",
     "kafka_server_socketservermetrics_connection_close_total": "connections closed",
     "kafka_server_socketservermetrics_incoming_byte_total": "bytes received on client connections",

@@ -3,9 +3,9 @@ ControllerApis side): create, delete and grow topics, topic and broker configs, 
 producer ids, leader elections and partition reassignments.
 
 `StandaloneAdminManager` writes the broker's metadata file and creates or deletes the logs itself;
-`ZkAdminManager` (zk_admin.py, imported only in cluster mode) writes the znodes, as Kafka's AdminZkClient, and waits until this broker's
-reconcile loop has seen the change. The checks Kafka makes before either (names, counts, configs,
-manual assignments) are shared."""
+`ZkAdminManager` (zk_admin.py, imported only in cluster mode) writes the znodes, as Kafka's
+AdminZkClient, and waits until this broker's reconcile loop has seen the change. The checks Kafka
+makes before either (names, counts, configs, manual assignments) are shared."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from typing import AbstractSet
+from collections.abc import Set as AbstractSet
 
 from strom.protocol.errors import ErrorCode
 

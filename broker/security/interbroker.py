@@ -41,7 +41,7 @@ def inter_broker_security(config: BrokerConfig) -> InterBrokerSecurity | None:
     if not config["zookeeper.connect"]:
         return None
     name = config.inter_broker_listener
-    protocol = next(l.security_protocol for l in config.listeners if l.name == name)
+    protocol = next(listener.security_protocol for listener in config.listeners if listener.name == name)
     out = InterBrokerSecurity(name, protocol)
     if protocol in ("SSL", "SASL_SSL"):
         from .tls import client_context

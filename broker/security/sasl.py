@@ -236,7 +236,7 @@ class SaslSession:
             self._oauth_failed = True
             self._oauth_error = str(exc)
             log.info("OAUTHBEARER token refused peer=%s: %s", self.peer, exc)
-            return ('{"status":"%s"}' % status).encode(), None, None
+            return f'{{"status":"{status}"}}'.encode(), None, None
         lifetime = max(jws.expires_ms - int(self.wall() * 1000), 1)
         return b"", "User:" + jws.principal, lifetime
 

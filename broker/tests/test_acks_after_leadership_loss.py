@@ -26,7 +26,7 @@ import trio.testing
 from strom.broker.coordinator.txn.markers import TransactionMarkerChannelManager
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.state_manager import TRANSACTION_STATE_TOPIC
-from strom.broker.coordinator.txn.tests.test_coordinator import env, init  # noqa: F401  (env: a pytest fixture)
+from strom.broker.coordinator.txn.tests.test_coordinator import init
 from strom.broker.replica.manager import ReplicaManager
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, validate_batches

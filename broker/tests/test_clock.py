@@ -48,7 +48,7 @@ async def test_a_pause_longer_than_its_bound_ends_by_itself():
     clock = PausableClock(max_pause_s=0.1)
     clock.pause()
     before = clock.current_time()
-    time.sleep(0.15)
+    await _real_sleep(0.15)
     assert not clock.paused and clock.current_time() - before >= 0.15  # time jumped back to real time
     assert clock.deadline_to_sleep_time(clock.current_time() + 1) == pytest.approx(1, abs=0.05)
 

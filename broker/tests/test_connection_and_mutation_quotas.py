@@ -231,7 +231,7 @@ def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
 
         def create(self, path, data, makepath=False, sequence=False):
             if sequence:
-                path += "%010d" % len(self.nodes)
+                path += f"{len(self.nodes):010d}"
             self.nodes[path] = data
 
         def get_children(self, path):

@@ -56,8 +56,8 @@ async def _closed_unanswered(stream: trio.SocketStream) -> bool:
         return True
 
 
-async def _until(predicate, timeout: float = 10.0) -> None:
-    with trio.fail_after(timeout):
+async def _until(predicate) -> None:
+    with trio.fail_after(10):
         while not predicate():
             await trio.sleep(0.01)
 
@@ -281,7 +281,8 @@ async def test_dynamic_limits_are_checked_as_kafka_checks_them(tmp_path, nursery
                 (("max.connections.per.ip.overrides", "abc"),),
                 (
                     bad,
-                    "Error parsing configuration property 'max.connections.per.ip.overrides': begin 0, end -1, length 3",
+                    "Error parsing configuration property 'max.connections.per.ip.overrides': "
+                    "begin 0, end -1, length 3",
                 ),
             ),
             ((("max.connections.per.ip.overrides", "127.0.0.1:x"),), (bad, 'For input string: "x"')),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from strom.broker.coordinator.txn.tests.test_coordinator import env  # noqa: F401  (a pytest fixture)
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

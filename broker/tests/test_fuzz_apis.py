@@ -64,9 +64,10 @@ PIPELINED = 40
 CONSUMER_GROUP_APIS = {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
 
 # Defects this campaign found, each pinned with the answer now given: (api key, version, field path,
-# hostile value, expected: "closed" or the error codes answered[, other paths set: their values]). Kafka 4.0 (asked by raw request)
-# answers the same where noted; for the overlong names Kafka's own error message overflows and it
-# answers UNKNOWN_SERVER_ERROR or closes, where Strom keeps its specific code and cuts the message.
+# hostile value, expected: "closed" or the error codes answered[, other paths set: their values]).
+# Kafka 4.0 (asked by raw request) answers the same where noted; for the overlong names Kafka's own
+# error message overflows and it answers UNKNOWN_SERVER_ERROR or closes, where Strom keeps its
+# specific code and cuts the message.
 REGRESSIONS: list[tuple] = [
     # an error message quoting a 32767-byte name could not be encoded: connection closed, traceback
     (

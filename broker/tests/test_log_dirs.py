@@ -47,7 +47,7 @@ async def test_describe_log_dirs_lists_dirs_partitions_and_sizes(two_dirs, nurse
     for p in range(4):
         assert (await produce(client, "t", p, n=p + 1)).error_code == ErrorCode.NONE
     response = await describe(client, version)
-    assert [r.log_dir for r in response.results] == [os.path.abspath(d) for d in dirs]
+    assert [r.log_dir for r in response.results] == [os.path.abspath(d) for d in dirs]  # noqa: ASYNC240  no disk access
     where = placement(broker, "t", 4)
     for result, d in zip(response.results, dirs, strict=False):
         assert result.error_code == ErrorCode.NONE

@@ -74,7 +74,7 @@ def test_listener_names_and_protocol_map(tmp_path):
             "inter.broker.listener.name": "REPLICATION",
         }
     )
-    assert [(l.name, l.security_protocol) for l in config.listeners] == [
+    assert [(listener.name, listener.security_protocol) for listener in config.listeners] == [
         ("CLIENT", "SASL_PLAINTEXT"),
         ("REPLICATION", "PLAINTEXT"),
     ]
@@ -661,7 +661,9 @@ def test_inter_broker_security_from_the_listener_config():
         BrokerConfig(
             {
                 **base,
-                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";',
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                    'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="pw";'
+                ),
             }
         )
     )

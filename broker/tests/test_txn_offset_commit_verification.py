@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from strom.broker.coordinator.group.records import partition_for
-from strom.broker.coordinator.txn.tests.test_coordinator import TID, env, init  # noqa: F401  (env: a pytest fixture)
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, init
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 

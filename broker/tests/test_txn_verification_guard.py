@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, txn_batch  # noqa: F401
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, init, txn_batch
 from strom.broker.tests.helpers import open_client
 from strom.broker.tests.test_apis import create, fetch_body
 from strom.protocol.errors import ErrorCode

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from typing import AbstractSet
 
 from strom.broker.zk.zkdata import LEADER_RECOVERED, LEADER_RECOVERING, NO_LEADER, PartitionState
 

@@ -18,7 +18,6 @@ from compat_tests.support.cluster import (
     partition_meta,
     read_back,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from strom.broker.coordinator.group.records import partition_for
 

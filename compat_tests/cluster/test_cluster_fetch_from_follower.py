@@ -12,7 +12,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from compat_tests.support.cluster import admin, bootstrap, partition_meta, running_cluster, wait, zookeeper  # noqa: F401
+from compat_tests.support.cluster import admin, bootstrap, partition_meta, running_cluster, wait
 from compat_tests.support.console import console_url, http
 
 TOPIC = "fff"

@@ -14,7 +14,6 @@ from compat_tests.support.cluster import (
     partition_meta,
     read_back,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 
 cluster = cluster_fixture(**{"log.flush.offset.checkpoint.interval.ms": "300"})

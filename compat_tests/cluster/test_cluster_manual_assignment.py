@@ -18,7 +18,6 @@ from compat_tests.support.cluster import (
     read_back,
     running_cluster,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.jvm import java_unavailable, kafka_tool, skip_unless_available
 

@@ -36,7 +36,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from compat_tests.support.cluster import (
     SESSION_TIMEOUT_MS,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.partitioned_cluster import PartitionedNetwork, partitioned_cluster
 from compat_tests.support.wire import Raw

@@ -10,7 +10,7 @@ from collections import Counter
 
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from compat_tests.support.cluster import admin, running_cluster, wait, zookeeper  # noqa: F401
+from compat_tests.support.cluster import admin, running_cluster, wait
 
 RACKS = {0: "a", 1: "a", 2: "b"}
 

@@ -16,7 +16,6 @@ from compat_tests.support.cluster import (
     create,
     partition_meta,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from strom.broker.coordinator.group.records import partition_for
 

@@ -14,7 +14,6 @@ from compat_tests.support.cluster import (
     partition_meta,
     wait,
     wait_full_isr,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 
 cluster = cluster_fixture()

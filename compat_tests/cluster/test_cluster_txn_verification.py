@@ -19,7 +19,6 @@ from compat_tests.support.cluster import (
     partition_meta,
     wait,
     wait_full_isr,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.wire import Raw, request
 from strom.protocol.errors import ErrorCode

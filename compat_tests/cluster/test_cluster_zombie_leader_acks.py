@@ -27,7 +27,6 @@ from compat_tests.support.cluster import (
     create,
     wait,
     wait_full_isr,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.wire import Raw
 from strom.protocol.errors import ErrorCode

@@ -34,7 +34,6 @@ from compat_tests.support.cluster import (
     partition_meta,
     wait,
     wait_full_isr,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.paths import REPO_ROOT
 from strom.protocol.internal_records import partition_for

@@ -18,7 +18,6 @@ from confluent_kafka.admin import (
 from compat_tests.support.cluster import (
     running_cluster,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from strom.testing.certs import CertificateAuthority
 from strom.tools.broker_process import HOST, BrokerProcess

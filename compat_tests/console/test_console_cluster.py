@@ -3,14 +3,10 @@ its partitions under-replicated, on each remaining broker's console and /metrics
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.support.console import CONSOLE_OVERRIDES, console_url, get_json, http, wait_for
-from strom.testing.zookeeper import zookeeper_fixture
 from strom.tools.broker_process import BrokerProcess
-
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 SESSION_TIMEOUT_MS = 4000
 TOPIC = "console-replicated"
@@ -41,7 +37,8 @@ def test_a_killed_broker_is_down_and_its_partitions_under_replicated_everywhere(
         for base in consoles:
             wait_for(
                 lambda: (
-                    (o := get_json(base, "/api/overview"))["brokers_up"] == 3
+                    # wait_for calls it in this iteration only
+                    (o := get_json(base, "/api/overview"))["brokers_up"] == 3  # noqa: B023
                     and o["under_replicated_partitions"] == 0
                     and o["partitions"] == 3
                     and o["offline_partitions"] == 0
@@ -64,7 +61,8 @@ def test_a_killed_broker_is_down_and_its_partitions_under_replicated_everywhere(
             # waited out rather than asserted at the first moment broker 2 shows down.
             overview = wait_for(
                 lambda: (
-                    (o := get_json(base, "/api/overview"))["brokers_down"] == 1
+                    # wait_for calls it in this iteration only
+                    (o := get_json(base, "/api/overview"))["brokers_down"] == 1  # noqa: B023
                     and o["under_replicated_partitions"] == 3
                     and o["offline_partitions"] == 0
                     and o

@@ -1251,39 +1251,46 @@ def classic_member_steps(group: str, protocol_type: str = "consumer", metadata: 
 
 def group_migration() -> list[Scenario]:
     """Kafka 4.0's online migration (group.consumer.migration.policy=bidirectional, its default)."""
+
     # every ConsumerGroupDescribe version (v1: each member's type, classic or consumer), and
     # DescribeGroups v5 and its newest (v6: GROUP_ID_NOT_FOUND for a consumer group)
-    describe = lambda: [
-        req(
-            A.CONSUMER_GROUP_DESCRIBE,
-            v,
-            {
-                "group_ids": ["{s}"],
-                "include_authorized_operations": False,
-            },
-        )
-        for v in versions(A.CONSUMER_GROUP_DESCRIBE)
-    ]
-    classic_describe = lambda: [
-        req(
-            A.DESCRIBE_GROUPS,
-            v,
-            {
-                "groups": ["{s}"],
-                "include_authorized_operations": False,
-            },
-        )
-        for v in sorted({5, SUPPORTED_RANGE[A.DESCRIBE_GROUPS][1]})
-    ]
+    def describe() -> list[Step]:
+        return [
+            req(
+                A.CONSUMER_GROUP_DESCRIBE,
+                v,
+                {
+                    "group_ids": ["{s}"],
+                    "include_authorized_operations": False,
+                },
+            )
+            for v in versions(A.CONSUMER_GROUP_DESCRIBE)
+        ]
+
+    def classic_describe() -> list[Step]:
+        return [
+            req(
+                A.DESCRIBE_GROUPS,
+                v,
+                {
+                    "groups": ["{s}"],
+                    "include_authorized_operations": False,
+                },
+            )
+            for v in sorted({5, SUPPORTED_RANGE[A.DESCRIBE_GROUPS][1]})
+        ]
+
     # ListGroups filtered to what this group should be (the run's other groups have their own findings)
-    listed = lambda kind, state=None: req(
-        A.LIST_GROUPS,
-        5,
-        {
-            "states_filter": [state] if state else [],
-            "types_filter": [kind],
-        },
-    )
+    def listed(kind: str, state: str | None = None) -> Step:
+        return req(
+            A.LIST_GROUPS,
+            5,
+            {
+                "states_filter": [state] if state else [],
+                "types_filter": [kind],
+            },
+        )
+
     out = [
         sc(
             "group-migration-upgrade-then-downgrade-live-members",
@@ -1411,14 +1418,16 @@ def consumer_group_epochs() -> list[Scenario]:
     """KIP-848 heartbeats with epochs other than the member's, and classic members with a wrong
     generation: refused, the member stays; a regex subscription resolved after the answer naming it
     (run after the ListGroups scenarios, which would list these groups)."""
-    describe = lambda: req(
-        A.CONSUMER_GROUP_DESCRIBE,
-        0,
-        {
-            "group_ids": ["{s}"],
-            "include_authorized_operations": False,
-        },
-    )
+
+    def describe() -> Step:
+        return req(
+            A.CONSUMER_GROUP_DESCRIBE,
+            0,
+            {
+                "group_ids": ["{s}"],
+                "include_authorized_operations": False,
+            },
+        )
 
     def hb(
         member: str,
@@ -2145,7 +2154,7 @@ def configs() -> list[Scenario]:
         def inc(name: str, ops: list[tuple[str, int, str | None]], validate: bool = False, rtype: int = TOPIC) -> Step:
             return req(
                 A.INCREMENTAL_ALTER_CONFIGS,
-                v,
+                v,  # noqa: B023  inc() is called in this iteration only
                 {
                     "resources": [
                         {
@@ -2589,15 +2598,18 @@ def misc() -> list[Scenario]:
         )
     )
     for v in versions(A.OFFSET_FOR_LEADER_EPOCH):
-        body = lambda epoch, current=-1, topic="w-one", part=0: {
-            "replica_id": -1,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [{"partition": part, "current_leader_epoch": current, "leader_epoch": epoch}],
-                }
-            ],
-        }
+
+        def body(epoch: int, current: int = -1, topic: str = "w-one", part: int = 0) -> dict[str, Any]:
+            return {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [{"partition": part, "current_leader_epoch": current, "leader_epoch": epoch}],
+                    }
+                ],
+            }
+
         out.append(sc(f"offset_for_leader_epoch-v{v}-epoch-0", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(0))))
         out.append(sc(f"offset_for_leader_epoch-v{v}-future-epoch", req(A.OFFSET_FOR_LEADER_EPOCH, v, body(4))))
         out.append(

@@ -77,7 +77,7 @@ class Worker:
         return self.out_path.read_text().splitlines()
 
     def records(self) -> list[tuple[int, int]]:
-        return [(int(p), int(o)) for _, p, o in (l.split() for l in self.lines() if l.startswith("M "))]
+        return [(int(p), int(o)) for _, p, o in (line.split() for line in self.lines() if line.startswith("M "))]
 
     def assignment(self) -> set[int]:
         current: set[int] = set()
@@ -93,7 +93,7 @@ class Worker:
         return current
 
     def events(self, kind: str) -> list[set[int]]:
-        return [{int(p) for p in l[2:].split(",") if p} for l in self.lines() if l.startswith(kind + " ")]
+        return [{int(p) for p in line[2:].split(",") if p} for line in self.lines() if line.startswith(kind + " ")]
 
     def stop(self) -> None:
         self.stop_file.touch()
@@ -352,7 +352,7 @@ def test_kcat_balanced_consumer(gbroker):
         timeout=WAIT_S,
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    seen = {tuple(map(int, l.split())) for l in proc.stdout.decode().splitlines() if l.strip()}
+    seen = {tuple(map(int, line.split())) for line in proc.stdout.decode().splitlines() if line.strip()}
     assert seen == all_offsets({p: 100 for p in range(3)})
     assert sum(committed_offsets(bootstrap, "kcatg", topic, 3).values()) > 0
 
@@ -372,7 +372,7 @@ def test_kafkajs_group(gbroker):
         cwd=KAFKAJS_DIR,
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
-    seen = {tuple(map(int, l.split())) for l in proc.stdout.decode().splitlines() if l.strip()}
+    seen = {tuple(map(int, line.split())) for line in proc.stdout.decode().splitlines() if line.strip()}
     assert seen == all_offsets({p: 100 for p in range(3)})
     assert committed_offsets(bootstrap, "kjsg", topic, 3) == {0: 100, 1: 100, 2: 100}
 

@@ -19,7 +19,6 @@ from compat_tests.support.cluster import (
     cluster_fixture,
     read_back,
     wait,
-    zookeeper,  # noqa: F401  (the module's ZooKeeper, a pytest fixture)
 )
 from compat_tests.support.jvm import java_unavailable
 from compat_tests.support.jvm import kafka_tool as tool
@@ -383,8 +382,8 @@ def test_client_quotas_live_in_zookeeper_and_reach_every_broker(cluster, zookeep
         "leaders of qt",
     )
     for partition, meta in leaders.items():
-        wait(
-            lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0,
+        wait(  # wait() calls the lambda in this iteration only
+            lambda: _raw_produce(cluster[meta.leader].port, "qt", partition, "tiny") > 0,  # noqa: B023
             20,
             f"broker {meta.leader} throttling the client id",
         )

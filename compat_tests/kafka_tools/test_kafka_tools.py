@@ -5,8 +5,8 @@ kafka-consumer-groups (list, describe, reset-offsets, delete), kafka-configs, ka
 the verifiable producer and consumer, kafka-e2e-latency, the producer and consumer perf tests,
 and kafka-dump-log reading Strom's own segment, offset index and time index files (the on-disk
 format is Kafka's) and decoding the records of its internal topics `__consumer_offsets` and
-`__transaction_state` with Kafka's own decoders. Each tool runs with the arguments its bin/*.sh script would pass to the same
-main class; each becomes one test here.
+`__transaction_state` with Kafka's own decoders. Each tool runs with the arguments its bin/*.sh
+script would pass to the same main class; each becomes one test here.
 
 Skipped without java/javac or Kafka's jars unless STROM_COMPAT_REQUIRE_ALL=1.
 """
@@ -284,7 +284,7 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     for name, *_ in steps:
 
         def read(ext: str) -> str:
-            p = out / f"{name}.{ext}"
+            p = out / f"{name}.{ext}"  # noqa: B023  read() is called in this iteration only
             return p.read_text(errors="replace") if p.exists() else ""
 
         results[name] = Run(read("code") or f"not run (runner stderr: {run.stderr[-2000:]})", read("out"), read("err"))

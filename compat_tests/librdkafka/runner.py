@@ -408,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:48s} {r.state:8s} {r.duration:8.1f}s {r.detail}")
     failed = [n for n in results.failed_of(allowed) if n[:4] in numbers]
     print(
-        f"librdkafka suite: {results.count(PASSED)} passed, {results.ran - results.count(PASSED)} failed, {results.count(SKIPPED)} skipped"
+        f"librdkafka suite: {results.count(PASSED)} passed, {results.ran - results.count(PASSED)} failed, "
+        f"{results.count(SKIPPED)} skipped"
     )
     if failed:
         print("allow-listed tests that did not pass: " + ", ".join(failed))

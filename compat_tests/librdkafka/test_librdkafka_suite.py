@@ -96,7 +96,8 @@ def _rerun_failed_alone(
         warnings.warn(
             f"librdkafka ({mode.name}) {name} did not pass under load "
             f"({first.state + ' ' + first.detail if first else 'not reported'}); "
-            f"run again alone: {second.state if second else 'not reported'}"
+            f"run again alone: {second.state if second else 'not reported'}",
+            stacklevel=2,
         )
     return replace(results, tests={**results.tests, **again.tests})
 

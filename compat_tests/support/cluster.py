@@ -2,9 +2,10 @@
 chroot of it, waiting for a condition, topic and partition helpers, and a background idempotent
 acks=all producer whose acknowledged records are read back afterwards.
 
-A test module takes the ZooKeeper and a cluster with its own settings:
+A test module takes a cluster with its own settings (the ``zookeeper`` fixture it runs on is in
+compat_tests/conftest.py):
 
-    from compat_tests.support.cluster import cluster_fixture, zookeeper  # noqa: F401  (pytest fixtures)
+    from compat_tests.support.cluster import cluster_fixture
     cluster = cluster_fixture(**{"transaction.state.log.replication.factor": "3"})
 """
 
@@ -21,7 +22,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.testing.zookeeper import zookeeper_fixture
 from strom.tools.broker_process import BrokerProcess
 
 T = TypeVar("T")
@@ -37,8 +37,6 @@ BASE_CONFIGS = {
     "min.insync.replicas": "2",
     "group.initial.rebalance.delay.ms": "0",
 }
-
-zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
 
 
 @contextmanager

@@ -92,11 +92,13 @@ def test_per_ip_and_broker_wide_limits_set_at_run_time(tmp_path):
         delivered: list = []
         producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 60000})
 
-        def produce() -> None:
+        def produce(producer: Producer) -> None:
             producer.produce("limits", b"waited", on_delivery=lambda err, msg: delivered.append(err))
             producer.flush(60)
 
-        worker = threading.Thread(target=produce)
+        # the producer goes in as an argument, not a closure: `del producer` below drops the last
+        # reference (the thread's target and arguments are released when it ends)
+        worker = threading.Thread(target=produce, args=(producer,))
         worker.start()
         until(lambda: metrics(base)["kafka_network_acceptor_acceptorblockedpercent"][listener] > 0)
         assert metrics(base)["kafka_server_socketservermetrics_connection_count"][listener] == 2

@@ -646,7 +646,10 @@ def bench(
         settings = replace(settings, small_records=records, large_records=max(1, records // 5))
     if producers is not None:
         settings = replace(settings, producers=producers)
-    log: Log = lambda message: click.echo(message, err=True)
+
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
     try:
 
         def run(directory: Path) -> Report:

@@ -163,7 +163,8 @@ def main() -> None:
         f"  ratio {m['appends_ratio']:.2f}"
     )
     print(
-        f"old reads/s     bounded {m['bounded_old_reads_per_s']:10.0f}  unbounded {m['unbounded_old_reads_per_s']:10.0f}"
+        f"old reads/s     bounded {m['bounded_old_reads_per_s']:10.0f}"
+        f"  unbounded {m['unbounded_old_reads_per_s']:10.0f}"
         f"  ratio {m['old_reads_ratio']:.2f}"
     )
     print(f"old vs active reads (bounded): {m['old_vs_active_reads_ratio']:.2f}")

@@ -2,8 +2,9 @@
 
 ``connections`` TCP connections each write ``depth`` Produce v9 requests (acks=1, one record each)
 back to back in one write, then read the ``depth`` responses. All connections do this at the same
-time; a round opens fresh connections, and there are ``rounds`` rounds. A request's latency runs from the write that carried it to the arrival of
-its response; responses are decoded (error codes, correlation ids) only after the clock stops.
+time; a round opens fresh connections, and there are ``rounds`` rounds. A request's latency runs
+from the write that carried it to the arrival of its response; responses are decoded (error codes,
+correlation ids) only after the clock stops.
 
 Frame layout on the wire (Kafka's): 4-byte big-endian size, then the response header
 (4-byte correlation id; Produce v9 is flexible, so an empty tagged-field byte follows) and body.

@@ -97,7 +97,7 @@ def _pair(bootstrap: str, records: int, log: Callable[[str], None], who: str) ->
         for round_ in range(ROUNDS):
             log(
                 f"transactions ({who}): {records} x {RECORD_BYTES} B, "
-                f"{'a commit every %d' % COMMIT_EVERY if transactional else 'no transaction'}, "
+                f"{f'a commit every {COMMIT_EVERY}' if transactional else 'no transaction'}, "
                 f"round {round_ + 1}/{ROUNDS}"
             )
             best = max(best, produce_rate(bootstrap, topic, records, transactional))

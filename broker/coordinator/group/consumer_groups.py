@@ -168,7 +168,7 @@ class ConsumerGroups:
                 raise GroupError(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
-                )
+                ) from exc
 
     # ------------------------------------------------------------------ requests
     def heartbeat(self, version: int, body: HeartbeatRequest, client_id: str, client_host: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""The coordinator loader and the internal topics (`__consumer_offsets`, `__transaction_state`): a record Strom cannot read
-raises its topic's error and nothing else; replaying a partition goes over every batch in order,
-in reads of a bounded size, and stops (with a log line) at an unreadable batch, keeping what came
-before it."""
+"""The coordinator loader and the internal topics (`__consumer_offsets`, `__transaction_state`): a
+record Strom cannot read raises its topic's error and nothing else; replaying a partition goes over
+every batch in order, in reads of a bounded size, and stops (with a log line) at an unreadable
+batch, keeping what came before it."""
 
 from __future__ import annotations
 

@@ -53,7 +53,14 @@ async def _produce(bootstrap: str, topic: str, records: list[Record], codec: str
         await producer.stop()
 
 
-async def _consume(bootstrap: str, topic: str, counts: Mapping[int, int], timeout: float) -> dict[int, list[Record]]:
+# `timeout` bounds the poll loop and the records that arrived by then are returned (the caller
+# compares them): a cancel scope (asyncio.timeout) would discard them.
+async def _consume(
+    bootstrap: str,
+    topic: str,
+    counts: Mapping[int, int],
+    timeout: float,  # noqa: ASYNC109
+) -> dict[int, list[Record]]:
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,

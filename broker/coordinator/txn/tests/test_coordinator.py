@@ -6,7 +6,6 @@ import pytest
 import trio
 
 from strom.broker.coordinator.txn.metadata import TxnState
-from strom.broker.tests.helpers import make_broker, open_client
 from strom.broker.tests.test_apis import create, fetch_body, produce_body
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import Record, build_batch, iter_batches, iter_records
@@ -14,27 +13,6 @@ from strom.protocol.records.control import build_marker
 from strom.protocol.schema import ApiKey
 
 TID = "tx-1"
-
-
-@pytest.fixture
-async def env(tmp_path, nursery):
-    """(broker, client, restart) with the coordinator's timers and marker tasks running."""
-    state = {}
-
-    async def start():
-        broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3)
-        assert broker.txn is not None
-        await nursery.start(broker.txn.run)
-        state["broker"] = broker
-        return broker, open_client(broker, nursery)
-
-    async def restart():
-        state["broker"].close()
-        return await start()
-
-    broker, client = await start()
-    yield broker, client, restart
-    state["broker"].close()
 
 
 def txn_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import trio
 
 from strom.broker.coordinator.txn.metadata import MAX_EPOCH, TxnState
-from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, env, init, read, settled, txn_batch  # noqa: F401 - env
+from strom.broker.coordinator.txn.tests.test_coordinator import TID, add_partitions, init, read, settled, txn_batch
 from strom.broker.tests.test_apis import create, produce_body
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches

@@ -11,11 +11,10 @@ from __future__ import annotations
 import pytest
 
 from strom.broker.coordinator.group.coordinator import OFFSETS_TOPIC
-from strom.broker.coordinator.txn.tests.test_coordinator import (  # noqa: F401
+from strom.broker.coordinator.txn.tests.test_coordinator import (
     TID,
     add_partitions,
     end,
-    env,
     init,
     produce,
     read,
