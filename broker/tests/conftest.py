@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.tests.helpers import Client, make_broker, open_client
+from strom.broker.tests.helpers import Client, make_broker, open_client, transaction_env
+
+# (broker, client, restart) with the transaction coordinator running
+env = pytest.fixture(transaction_env, name="env")
 
 
 @pytest.fixture

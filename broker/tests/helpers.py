@@ -4,6 +4,9 @@ The fixtures built from these (``broker``, ``connect``) are in conftest.py besid
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
 import trio
 import trio.testing
 from construct import Container
@@ -82,3 +85,27 @@ def open_client(broker: BrokerServer, nursery) -> Client:
     client_side, server_side = trio.testing.memory_stream_pair()
     nursery.start_soon(ConnectionHandler(broker), server_side)
     return Client(client_side)
+
+
+Restart = Callable[[], Awaitable[tuple[BrokerServer, Client]]]
+
+
+async def transaction_env(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[tuple[BrokerServer, Client, Restart]]:
+    """(broker, client, restart) with the transaction coordinator's timers and marker tasks running: the
+    `env` fixture of the broker's and the transaction coordinator's tests (their conftests declare it)."""
+    state: dict[str, BrokerServer] = {}
+
+    async def start() -> tuple[BrokerServer, Client]:
+        broker = make_broker(tmp_path / "data", transaction_state_log_num_partitions=3, offsets_topic_num_partitions=3)
+        assert broker.txn is not None
+        await nursery.start(broker.txn.run)
+        state["broker"] = broker
+        return broker, open_client(broker, nursery)
+
+    async def restart() -> tuple[BrokerServer, Client]:
+        state["broker"].close()
+        return await start()
+
+    broker, client = await start()
+    yield broker, client, restart
+    state["broker"].close()
