@@ -91,7 +91,9 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": context.error, "session_id": 0, "responses": []}
     topics: list[dict[str, Any]] = []
     fetch_infos: list[tuple[str, Any]] = []
-    slots: list[tuple[list[dict[str, Any]], int]] = []  # where each read partition's answer goes
+    # a topic's partitions are all read or all refused (authorization and names are per topic): the
+    # read ones' answers are one run of the results, (the topic's list, where its run starts, length)
+    runs: list[tuple[list[dict[str, Any]], int, int]] = []
     refused = False
     for topic in context.topics:
         name, topic_id, code = _resolve(ctx, topic, version)
@@ -107,14 +109,12 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         ):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         parts: list[dict[str, Any]] = []
-        for req in topic.partitions:
-            if code != ErrorCode.NONE or name is None:  # refused before any log is asked
-                parts.append(fetch_partition_error(req.partition, code, aborted=[]))
-                refused = True
-                continue
-            slots.append((parts, len(parts)))
-            parts.append({})
-            fetch_infos.append((name, req))
+        if code != ErrorCode.NONE or name is None:  # refused before any log is asked
+            parts.extend(fetch_partition_error(req.partition, code, aborted=[]) for req in topic.partitions)
+            refused = refused or bool(parts)
+        else:
+            runs.append((parts, len(fetch_infos), len(topic.partitions)))
+            fetch_infos.extend((name, req) for req in topic.partitions)
         topics.append({"topic": name if name is not None else "", "topic_id": topic_id, "partitions": parts})
     params = FetchParams(
         version=version,
@@ -127,12 +127,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         client_rack=body.rack_id if version >= 11 else None,
     )
     results = await ctx.replica_manager.fetch_messages(params, fetch_infos, ctx.leader_quota)
-    for (parts, position), ((name, req), result) in zip(slots, zip(fetch_infos, results, strict=False), strict=False):
+    for (name, req), result in zip(fetch_infos, results, strict=True):
         if result["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
             view = ctx.metadata.partition_view(name, req.partition)
             if view is not None:
                 result["current_leader"] = {"leader_id": view[0], "leader_epoch": view[1]}
-        parts[position] = result
+    for parts, start, count in runs:
+        parts.extend(results[start : start + count])
     if replica >= 0:  # throttled replicas' bytes are measured whether a rate is set or not, as Kafka
         _record_throttled(ctx, topics)
     session_id, topics = context.finish(topics)
