@@ -113,7 +113,9 @@ class BrokerCoordinatorRuntime:
             records, validate_batches(records), AppendOrigin.COORDINATOR, verification_guard=verification_guard
         )
         pending = PendingAppend.of(partition, info.last_offset + 1)
-        self._replicas.notify_data()
+        # wakes what waits on this partition (a read_committed fetch of a marker's partition, a
+        # follower of the offsets partition) and whatever waits on any change; not every long poll
+        self._replicas.notify_data([(topic, index)])
         return pending
 
     def log_end(self, topic: str, index: int) -> PendingWrite:
