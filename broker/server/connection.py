@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.broker import context
-from strom.broker.apis import HANDLERS
 from strom.broker.apis import error_response as malformed_request_response
 from strom.broker.errors import AnswerInVersion, DropConnection
 from strom.broker.security import PLAINTEXT, ListenerSecurity
 from strom.broker.security.connection import SecureConnection
+from strom.broker.server.dispatch import unexpected_error_answer
 from strom.protocol.codec import encode_response
 from strom.protocol.connection import (
     NEED_DATA,
@@ -31,7 +31,7 @@ from strom.protocol.connection import (
     FrameTooLarge,
     Request,
 )
-from strom.protocol.errors import EncodeError, ErrorCode
+from strom.protocol.errors import EncodeError
 
 if TYPE_CHECKING:
     from strom.broker.server.root import BrokerServer
@@ -259,24 +259,16 @@ class ConnectionHandler:
         if body is not None:
             try:
                 out.extend(conn.send_response(request, body))
-            except EncodeError as exc:  # a handler built an answer its version cannot carry: a broker bug
-                return self._answer_unencodable(conn, request, out, peer, exc)
+            except EncodeError:  # a handler built an answer its version cannot carry: a broker bug
+                return self._answer_unencodable(conn, request, out, peer)
         return True
 
-    def _answer_unencodable(self, conn: Connection, request: Request, out: list, peer: str, exc: EncodeError) -> bool:
-        """The handler's answer does not encode (a field the version lacks, a value out of range):
-        logged once, and the request answered UNKNOWN_SERVER_ERROR as if the handler had raised, the
-        connection kept; closed where that answer does not encode either or there is none."""
-        header = request.header
-        log.error(
-            "answer to api_key=%d v%d peer=%s correlation_id=%d does not encode: %s; answering UNKNOWN_SERVER_ERROR",
-            header.api_key,
-            header.api_version,
-            peer,
-            header.correlation_id,
-            exc,
-        )
-        body = HANDLERS[header.api_key].error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+    def _answer_unencodable(self, conn: Connection, request: Request, out: list, peer: str) -> bool:
+        """The handler's answer does not encode (a field the version lacks, a value out of range): a
+        broker bug, answered as a handler that raised is (logged with the encoder's error, the
+        request answered UNKNOWN_SERVER_ERROR, the connection kept); closed where that answer does
+        not encode either or there is none."""
+        body = unexpected_error_answer(request, peer)
         if body is None:
             return False
         try:

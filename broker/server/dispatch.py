@@ -115,7 +115,7 @@ class HandlerErrors:
         except (DropConnection, AnswerInVersion):
             raise
         except Exception:
-            body = _unexpected_error_answer(request, peer)
+            body = unexpected_error_answer(request, peer)
             if body is None:
                 raise DropConnection() from None
             return body
@@ -228,7 +228,7 @@ class RequestDispatcher:
         return self._chain(request, peer)
 
 
-def _unexpected_error_answer(request: Request, peer: str) -> dict | None:
+def unexpected_error_answer(request: Request, peer: str) -> dict | None:
     """Log the handler's exception once; the UNKNOWN_SERVER_ERROR answer, or None when there is none."""
     header = request.header
     api = api_spec(header.api_key).name

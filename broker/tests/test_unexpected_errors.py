@@ -163,7 +163,7 @@ async def test_an_answer_with_a_field_its_version_lacks_is_answered_unknown_serv
     with caplog.at_level(logging.ERROR, logger="strom.server"):
         answer = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
     assert answer.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert any("cluster_idd" in r.getMessage() for r in caplog.records if r.name == "strom.server")
+    assert any("cluster_idd" in (r.exc_text or "") for r in caplog.records if r.name == "strom.server")
     monkeypatch.undo()
     again = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
     assert again.error_code == ErrorCode.NONE and again.cluster_id
