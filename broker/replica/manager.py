@@ -230,7 +230,6 @@ class ReplicaManager:
         self.logs: LogManager | None = None  # set when the broker's storage opens
         self.partitions: dict[TopicPartition, Partition] = {}
         self._waiters = DataWaiters()
-        self.isr_listener: Callable[[Partition, list[int]], None] | None = None
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("Produce", self._waiters)
         self.fetch_purgatory: Purgatory[DelayedFetch[Any]] = Purgatory("Fetch", self._waiters)
         # a leader's follower caught up: may rejoin the ISR (the cluster member writes it to ZooKeeper)
