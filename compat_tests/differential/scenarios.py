@@ -2463,7 +2463,8 @@ def quotas_and_throttles() -> list[Scenario]:
                 A.DESCRIBE_CONFIGS,
                 4,
                 describe_configs_body(BROKER, "$node_str", [listener_rate]),
-                until_lacks="'20000'",
+                # Kafka applies the two deletions one after the other: wait until neither shows
+                until_lacks=f"'{listener_rate}'",
             ),
         )
     )
