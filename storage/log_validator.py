@@ -21,8 +21,8 @@ sequences, epochs and transactions (`ProducerStateManager`), which need the log'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import (
@@ -91,12 +91,13 @@ class TimestampPolicy:
     after_max_ms: int = 3600000
 
 
-@dataclass(frozen=True)
-class ValidatedRecords:
-    """Whole v2 batches ready for `Log.append_as_leader`, and their headers."""
+class ValidatedRecords(NamedTuple):
+    """Whole v2 batches ready for `Log.append_as_leader`, their headers, and whether any of them
+    is transactional (then the append needs the transaction's verification guard)."""
 
     records: bytearray
-    headers: list[BatchHeader] = field(default_factory=list)
+    headers: list[BatchHeader]
+    transactional: bool = False
 
 
 def _entry_size(view: memoryview, pos: int) -> int | None:
@@ -165,12 +166,14 @@ class LogValidator:
     def validate(self, records: Records, version: int, now_ms: int) -> ValidatedRecords:
         """The batches to append, or RecordValidationError with Kafka's code and message."""
         data, headers = self._batches(records, version)
+        transactional = False
         for header in headers:
             self._check_client_batch(header)
+            transactional = transactional or header.is_transactional
         self._check_timestamps(data, headers, now_ms)
         if self.config.compact_enabled:
             self._check_keys(data)
-        return ValidatedRecords(data, headers)
+        return ValidatedRecords(data, headers, transactional)
 
     def _batches(self, records: Records, version: int) -> tuple[bytearray, list[BatchHeader]]:
         """Whole v2 batches (up-converted, recompressed to the topic's codec) and their headers."""

@@ -165,6 +165,8 @@ def _leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int])
 
 
 def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict[str, Any]]:
+    if not ids:  # the usual answer: no partition named a new leader
+        return []
     return [
         {"node_id": node, "host": host, "port": port, "rack": rack}
         for node, host, port, rack in ctx.metadata.live_brokers()

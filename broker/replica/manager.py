@@ -235,6 +235,8 @@ class ReplicaManager:
         # a leader's follower caught up: may rejoin the ISR (the cluster member writes it to ZooKeeper)
         self.isr_expansion_listener: Callable[[Partition], None] | None = None
         self.fetcher: ReplicaFetcher | None = None  # started by a cluster member
+        # per partition: (topic configs, log config) it was built for, its LogValidator, min ISR
+        self._validators: dict[TopicPartition, tuple[object, object, LogValidator, int]] = {}
 
     # ----------------------------------------------------------------- hosted partitions
     def add(
@@ -274,6 +276,7 @@ class ReplicaManager:
 
     def remove(self, topic: str, index: int) -> Partition | None:
         partition = self.partitions.pop((topic, index), None)
+        self._validators.pop((topic, index), None)
         if partition is not None:
             partition.removed = True
             self.notify_data([(topic, index)])
@@ -344,6 +347,29 @@ class ReplicaManager:
     def _setting(self, topic: str, key: str) -> Any:
         assert self.metadata is not None, "a ReplicaManager that appends needs the metadata cache"
         return self.metadata.topic_setting(topic, key)
+
+    def _validator(self, topic: str, index: int, partition: Partition) -> tuple[LogValidator, int]:
+        """The partition's LogValidator and its topic's min.insync.replicas, built once per
+        partition and again only when the topic's configs or the log's config change (a produce
+        asks on every request)."""
+        info = self.metadata.topic(topic) if self.metadata is not None else None
+        configs = getattr(info, "configs", None)
+        cached = self._validators.get((topic, index))
+        if cached is not None and cached[0] is configs and cached[1] is partition.log.config:
+            return cached[2], cached[3]
+        validator = LogValidator(
+            topic,
+            index,
+            partition.log.config,
+            TimestampPolicy(
+                self._setting(topic, "message.timestamp.type"),
+                self._setting(topic, "message.timestamp.before.max.ms"),
+                self._setting(topic, "message.timestamp.after.max.ms"),
+            ),
+        )
+        min_isr = self._setting(topic, "min.insync.replicas")
+        self._validators[(topic, index)] = (configs, partition.log.config, validator, min_isr)
+        return validator, min_isr
 
     async def append_records(
         self,
@@ -424,25 +450,17 @@ class ReplicaManager:
         partition, code = self.partition_or_error(topic, index)
         if code != ErrorCode.NONE or partition is None:
             raise RecordValidationError(code)
-        min_isr = self._setting(topic, "min.insync.replicas") if acks == -1 else 1
+        validator, min_isr = self._validator(topic, index, partition)
+        if acks != -1:
+            min_isr = 1
         if len(partition.isr) < min_isr:
             raise RecordValidationError(
                 ErrorCode.NOT_ENOUGH_REPLICAS, f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}"
             )
         try:
-            validator = LogValidator(
-                topic,
-                index,
-                partition.log.config,
-                TimestampPolicy(
-                    self._setting(topic, "message.timestamp.type"),
-                    self._setting(topic, "message.timestamp.before.max.ms"),
-                    self._setting(topic, "message.timestamp.after.max.ms"),
-                ),
-            )
             validated = validator.validate(records, version, int(time.time() * 1000))
             guard = None
-            if any(h.is_transactional for h in validated.headers):
+            if validated.transactional:
                 guard = verify_transaction(txn, transactional_id, partition, validated.headers, version, answers)
             info = partition.append(validated.records, validated.headers, verification_guard=guard)
         except StorageError as exc:

@@ -187,3 +187,36 @@ async def test_a_client_cannot_append_to_an_internal_topic(connect, broker, topi
         (await client.request(ApiKey.PRODUCE, 9, produce_body("__ordinary", TWO))).responses[0].partition_responses[0]
     )
     assert answer.error_code == ErrorCode.NONE
+
+
+async def test_a_topic_config_change_applies_to_the_next_produce(connect):
+    # the leader keeps each partition's checks between produces (built once, not per request): an
+    # altered timestamp policy or min.insync.replicas must reach the very next one
+    client = await connect()
+    await create(client, "cfg")
+    far_ahead = build_batch([Record(0, 0, b"k", b"v")], base_timestamp=int(time.time() * 1000) + 2 * 3600_000)
+
+    async def produce() -> ErrorCode:
+        answer = await client.request(ApiKey.PRODUCE, 9, produce_body("cfg", far_ahead))
+        return answer.responses[0].partition_responses[0].error_code
+
+    async def alter(name: str, value: str) -> None:
+        body = {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "cfg",
+                    "configs": [{"name": name, "config_operation": 0, "value": value}],
+                }
+            ],
+            "validate_only": False,
+        }
+        assert (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses[0].error_code == 0
+
+    assert await produce() == ErrorCode.INVALID_TIMESTAMP
+    await alter("message.timestamp.type", "LogAppendTime")
+    assert await produce() == ErrorCode.NONE
+    await alter("min.insync.replicas", "2")  # one broker: acks=all cannot be met
+    assert await produce() == ErrorCode.NOT_ENOUGH_REPLICAS
+    await alter("min.insync.replicas", "1")
+    assert await produce() == ErrorCode.NONE
