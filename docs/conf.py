@@ -22,8 +22,9 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "**/results/**", "README.md"]
 
-# MyST: ::: fences for admonitions, heading anchors for links like page.md#section
-myst_enable_extensions = ["colon_fence"]
+# MyST: ::: fences for admonitions, definition lists (the configuration reference),
+# heading anchors for links like page.md#section
+myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
 # autodoc (reference/testing-api.md): signatures as written, members in source order
@@ -36,7 +37,8 @@ nitpick_ignore_regex = [(r"py:.*", r"(?!strom\.).*")]
 
 html_theme = "furo"
 html_title = "Strom"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["strom.css"]
 html_show_sourcelink = False
 # the pages' own headings are enough; Furo's "edit this page" would need a repository URL
 html_theme_options = {"navigation_with_keys": True}

@@ -57,34 +57,38 @@ def _code(text: str) -> str:
 # --------------------------------------------------------------------------- configuration
 
 
+def _entry(key: str, meaning: str, facts: list[str]) -> str:
+    """One key as a definition list item: the key, then its meaning and its facts."""
+    return f"`{key}`\n: {' '.join(meaning.split())} *{'; '.join(facts)}.*\n"
+
+
 def broker_configs() -> Rendered:
     from strom.broker.config import BROKER_CONFIGS, format_value
 
-    rows = []
+    entries = []
     for d in BROKER_CONFIGS.values():
         default = format_value(d.default)
-        allowed = []
+        facts = [d.type, f"default `{default}`" if default else "no default"]
         if d.minimum is not None:
-            allowed.append(f"at least {d.minimum}")
+            facts.append(f"at least {d.minimum}")
         if d.choices:
-            allowed.append("one of " + ", ".join(f"`{c}`" for c in d.choices))
-        rows.append(
-            (f"`{d.name}`", d.type, _code(default or "") if default is not None else "—", d.doc, "; ".join(allowed))
-        )
-    return Rendered(_table(("key", "type", "default", "meaning", "allowed"), rows))
+            facts.append("one of " + ", ".join(f"`{c}`" for c in d.choices))
+        entries.append(_entry(d.name, d.doc, facts))
+    return Rendered("\n".join(entries))
 
 
 def topic_configs() -> Rendered:
     from strom.broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 
-    rows = []
+    entries = []
     for key, broker_key, type_, default in TOPIC_CONFIGS.values():
         if broker_key is not None and broker_key in BROKER_CONFIGS:
-            meaning = f"the broker's `{broker_key}` for this topic: {BROKER_CONFIGS[broker_key].doc}"
+            meaning = f"The broker's `{broker_key}` for this topic: {BROKER_CONFIGS[broker_key].doc}"
         else:
-            meaning = "topic-level only (no broker default)"
-        rows.append((f"`{key}`", type_, _code(format_value(default) or ""), meaning))
-    return Rendered(_table(("key", "type", "default", "meaning"), rows))
+            meaning = "Topic-level only (no broker default)."
+        shown = format_value(default)
+        entries.append(_entry(key, meaning, [type_, f"default `{shown}`" if shown else "default empty"]))
+    return Rendered("\n".join(entries))
 
 
 def dev_configs() -> Rendered:
@@ -98,8 +102,8 @@ def dev_configs() -> Rendered:
 
 def _docstring(module: Any) -> tuple[str, str]:
     doc = inspect.getdoc(module) or ""
-    first, _, rest = doc.partition("\n")
-    return first.strip(), rest.strip()
+    first, _, rest = doc.partition("\n\n")
+    return " ".join(first.split()), rest.strip()
 
 
 def api_summary() -> Rendered:
@@ -183,20 +187,21 @@ def module_docstring(module: str) -> Rendered:
 
 
 def cli_commands() -> Rendered:
-    """One sphinx-click section per `strom` subcommand: the tools' commands load lazily (the
-    group's `commands` holds only `serve`), so sphinx-click is pointed at each one."""
+    """The extras the commands need, then one sphinx-click section per `strom` subcommand: the
+    tools' commands load lazily (the group's `commands` holds only `serve`), so sphinx-click is
+    pointed at each one. sphinx-click writes rST, hence the `eval-rst` blocks."""
     from strom.tools.commands import COMMANDS
 
+    rows = [(f"`strom {name}`", f"`{e.extra.name}`" if e.extra else "—") for name, e in sorted(COMMANDS.items())]
+    parts = [
+        "Commands and the extra each one needs (`pip install 'strom[EXTRA]'`):\n",
+        _table(("command", "extra"), rows),
+    ]
     entries = [("serve", "strom.broker.cli:serve")]
     entries += [(name, f"{entry.module}:{entry.attribute}") for name, entry in sorted(COMMANDS.items())]
-    parts = []
     for name, target in entries:
-        extra = COMMANDS[name].extra if name in COMMANDS else None
-        parts.append(f"## strom {name}\n")
-        if extra is not None:
-            parts.append(f"Needs the `{extra.name}` extra (`pip install 'strom[{extra.name}]'`).\n")
-        parts.append(f"```{{click}} {target}\n:prog: strom {name}\n:nested: full\n```\n")
-    return Rendered("\n".join(parts))
+        parts.append(f"\n```{{eval-rst}}\n.. click:: {target}\n   :prog: strom {name}\n   :nested: full\n```")
+    return Rendered("\n".join(parts) + "\n")
 
 
 # --------------------------------------------------------------------------- metrics
@@ -291,7 +296,9 @@ def _fill_data_dir(path: Path, broker: Any) -> None:
         producer = Producer({"bootstrap.servers": b.bootstrap_servers, "enable.idempotence": True, "log_level": 3})
         for i in range(10):
             producer.produce("orders", key=str(i).encode(), value=b"order", partition=i % 2)
-        producer.flush(30)
+        if producer.flush(30):
+            raise ReferenceWarning("the sample producer did not deliver within 30 s")
+        del producer  # its connections close before the broker stops (no reconnect attempts)
         consumer = Consumer(
             {
                 "bootstrap.servers": b.bootstrap_servers,
@@ -349,7 +356,8 @@ def _render_tree(root: Path) -> Rendered:
 
     lines += list(walk(root, 1))
     text = "```text\n" + "\n".join(lines) + "\n```\n\n"
-    text += _table(("file", "what"), [(f"`{p}`", m) for p, m in DATA_FILES if p in described])
+    shown = [(f"`{p}`", m + ("" if p in described else " (not in the sample above)")) for p, m in DATA_FILES]
+    text += _table(("file", "what"), shown)
     return Rendered(text, warnings)
 
 
@@ -486,14 +494,13 @@ def benchmark() -> Rendered:
         refs = doc["references"]
         rows = []
         for f in doc["figures"]:
-            ref = refs.get(f["reference"])
-            ref_text = f"{f['reference']}: {_fmt(ref['value'], ref['unit'])}" if ref else f["reference"]
+            ref_text = f"`{f['reference']}`"
             target = f["target"] or ""
             if target:
                 target += ": met" if f["met"] else ": not met"
             rows.append((f"`{f['key']}`", _fmt(f["value"], f["unit"]), ref_text, f"{f['ratio']:.2f}", target))
         parts.append(f"## `{path.name}`\n")
-        parts.append(_table(("figure", "value", "divided by", "ratio", "target"), rows) + "\n")
+        parts.append(_table(("figure", "value", "divided by (below)", "ratio", "target"), rows) + "\n")
         ref_rows = [(f"`{k}`", _fmt(v["value"], v["unit"]), v["what"]) for k, v in refs.items()]
         parts.append("The machine's references measured in the same run:\n")
         parts.append(_table(("reference", "value", "what"), ref_rows) + "\n")
@@ -552,6 +559,7 @@ def setup(app: Any) -> dict[str, Any]:
             except ReferenceWarning as exc:
                 log.warning("strom-reference %s: %s", name, exc, location=location)
                 return []
+            self.env.note_reread()  # generated from the code: read again at every build, never stale
             for warning in rendered.warnings:
                 log.warning("strom-reference %s: %s", name, warning, location=location)
             container = nodes.section() if "\n#" in "\n" + rendered.markdown else nodes.container()

@@ -55,8 +55,19 @@ def test_every_config_key_api_metric_and_command_is_on_its_reference_page(site: 
     assert not missing, f"metrics the metrics reference does not show: {missing}"
 
     cli = _text(site / "reference" / "cli.html")
-    missing = [name for name in ["serve", *COMMANDS] if f"strom {name}" not in cli]
+    missing = [name for name in ["serve", *COMMANDS] if f"strom {name} [OPTIONS]" not in cli]
     assert not missing, f"commands the CLI reference does not show: {missing}"
+
+
+def test_no_page_shows_rst_markup_as_text(site: Path) -> None:
+    """rST handed to the Markdown parser (sphinx-click or autodoc output outside `eval-rst`)
+    comes out as text, without a warning."""
+    leaked = [
+        str(page.relative_to(site))
+        for page in site.rglob("*.html")
+        if re.search(r"\.\. (option|rubric|program|code-block|click)::", _text(page))
+    ]
+    assert not leaked, leaked
 
 
 def test_the_data_dir_page_shows_a_real_brokers_files(site: Path) -> None:
