@@ -126,6 +126,14 @@ def test_every_internal_link_of_the_site_resolves(site: Path) -> None:
     assert not broken, "\n".join(broken)
 
 
+def test_every_relative_link_of_the_readme_exists() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)", readme)
+    assert targets, "the README links into the docs"
+    missing = [t for t in targets if not re.match(r"^[a-z]+:", t) and not (ROOT / t).exists()]
+    assert not missing, missing
+
+
 def test_strom_docs_serves_the_built_site(site: Path) -> None:
     httpd = docs_site.server(site, "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
