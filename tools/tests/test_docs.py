@@ -70,6 +70,20 @@ def test_no_page_shows_rst_markup_as_text(site: Path) -> None:
     assert not leaked, leaked
 
 
+def test_every_console_route_is_in_the_console_guide() -> None:
+    """The console's pages and actions are described by hand (their meaning is not in the code):
+    a route the guide does not name fails here."""
+    from starlette.routing import Route
+
+    from strom.broker.console.app import build_app
+
+    guide = (ROOT / "docs" / "how-to" / "console-and-metrics.md").read_text(encoding="utf-8")
+    paths = [r.path for r in build_app(None, None).routes if isinstance(r, Route)]
+    assert "/api/groups/{group}/reset-offsets" in paths
+    missing = [p for p in paths if not re.search("`" + re.sub(r"\\\{\w+\\\}", "<[^>]+>", re.escape(p)) + "`", guide)]
+    assert not missing, f"console routes the guide does not describe: {missing}"
+
+
 def test_the_data_dir_page_shows_a_real_brokers_files(site: Path) -> None:
     page = _text(site / "reference" / "data-dir.html")
     for name in ("meta.properties", "orders-0/", "orders-1/", "00000000000000000000.log", "leader-epoch-checkpoint"):
