@@ -84,6 +84,14 @@ def test_every_console_route_is_in_the_console_guide() -> None:
     assert not missing, f"console routes the guide does not describe: {missing}"
 
 
+def test_every_test_folder_is_in_the_testing_guide() -> None:
+    guide = (ROOT / "docs" / "how-to" / "run-the-tests.md").read_text(encoding="utf-8")
+    folders = sorted({p.parent.relative_to(ROOT).parts[1] for p in (ROOT / "compat_tests").glob("*/test_*.py")})
+    assert "cluster" in folders
+    missing = [f for f in folders if f"compat_tests/{f}" not in guide and f"`{f}`" not in guide]
+    assert not missing, f"compat_tests folders the testing guide does not describe: {missing}"
+
+
 def test_the_data_dir_page_shows_a_real_brokers_files(site: Path) -> None:
     page = _text(site / "reference" / "data-dir.html")
     for name in ("meta.properties", "orders-0/", "orders-1/", "00000000000000000000.log", "leader-epoch-checkpoint"):
