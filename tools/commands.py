@@ -1,6 +1,6 @@
 """The `strom` subcommands beside `serve`: the tools a Kafka user expects (topics, configs, produce,
 consume, groups, perf, dump-log, log-dirs), the benchmarks (tools/bench), the Spark pipeline
-(tools/spark) and the control endpoint's client.
+(tools/spark), the control endpoint's client and the documentation site (`strom docs`).
 
 `broker/cli.py` lists :data:`COMMANDS` and loads a command's module only when it is asked for,
 so `strom serve` imports none of them. A command whose client library comes with an extra of
@@ -33,6 +33,7 @@ class Extra:
 
 TOOLS = Extra("tools", ("confluent_kafka",))
 SPARK = Extra("spark", ("pyspark", "pyarrow", "confluent_kafka"))
+DOCS = Extra("docs", ("sphinx", "myst_parser", "furo", "sphinx_click"))
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ COMMANDS: dict[str, Entry] = {
     "bench": Entry("strom.tools.bench.benchmark", "bench", TOOLS),
     "bench-testbroker": Entry("strom.tools.bench.testbroker", "bench_testbroker", TOOLS),
     "pipeline": Entry("strom.tools.spark.pipeline", "pipeline", SPARK),
+    "docs": Entry("strom.tools.docs_site", "docs", DOCS),
 }
 
 

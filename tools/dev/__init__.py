@@ -2,7 +2,6 @@
 
 * ``gen_protocol_schema``: regenerates ``protocol/schema_data.json`` from Kafka's message
   definitions (``python tools/dev/gen_protocol_schema.py [--check]``; ``--check`` runs in CI).
-* ``readme_config``: the README's configuration table (``python -m strom.tools.dev.readme_config``).
 * ``compat_table``: the README's client-suites table from ``compat_tests/*/results*.json``
   (``python tools/dev/compat_table.py [--check]``).
 """
