@@ -102,6 +102,7 @@ class ClusterMember:
                 connect,
                 session_timeout_s=timeout_s,
                 connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000,
+                session_factory=getattr(self.broker, "zk_sessions", None),  # None: kazoo
             )
         except Exception as exc:
             from ..config import ConfigError

@@ -238,6 +238,11 @@ class MemoryZooKeeper:
         """Every znode's data by path (a snapshot)."""
         return {path: node.data for path, node in sorted(self._nodes.items())}
 
+    def data_of(self, path: str) -> bytes | None:
+        """A znode's data, None when it does not exist."""
+        node = self._nodes.get(path)
+        return None if node is None else node.data
+
     @property
     def zxid(self) -> int:
         return self._zxid
