@@ -173,22 +173,37 @@ class ClusterActions:
             if time.monotonic() > deadline:
                 raise ClusterTimeout(f"broker {broker_id} did not become the leader of {topic}-{partition}")
             time.sleep(POLL_S)
+        self.wait_for_metadata(topic, partition, broker_id, timeout=timeout)
+
+    def wait_for_metadata(self, topic: str, partition: int, leader: int, *, timeout: float = WAIT_TIMEOUT_S) -> None:
+        """Until every running broker answers Metadata with ``leader`` for the partition (brokers
+        learn leadership from ZooKeeper a moment apart, as Kafka's learn it from the controller)."""
+
+        def everyone_sees() -> bool:
+            return all(
+                _in_trio(_leader_in_metadata, b.port, topic, partition) == leader for b in self.brokers if b.running
+            )
+
+        self.wait_until(everyone_sees, f"every broker to see broker {leader} lead {topic}-{partition}", timeout)
 
     def move_group_coordinator(self, group_id: str, broker_id: int, *, timeout: float = WAIT_TIMEOUT_S) -> int:
         """Move the group's coordinator to ``broker_id`` (the leader of its __consumer_offsets
         partition, Kafka's rule); returns that partition."""
-        return self._move_coordinator(OFFSETS_TOPIC, group_id, broker_id, timeout)
+        return self._move_coordinator(OFFSETS_TOPIC, group_id, broker_id, timeout, key_type=0)
 
     def move_transaction_coordinator(
         self, transactional_id: str, broker_id: int, *, timeout: float = WAIT_TIMEOUT_S
     ) -> int:
         """Move the transaction coordinator of ``transactional_id`` (its __transaction_state
         partition's leader) to ``broker_id``; returns that partition."""
-        return self._move_coordinator(TRANSACTION_STATE_TOPIC, transactional_id, broker_id, timeout)
+        return self._move_coordinator(TRANSACTION_STATE_TOPIC, transactional_id, broker_id, timeout, key_type=1)
 
-    def _move_coordinator(self, topic: str, key: str, broker_id: int, timeout: float) -> int:
+    def _move_coordinator(self, topic: str, key: str, broker_id: int, timeout: float, *, key_type: int) -> int:
         from strom.protocol.internal_records import partition_for
 
+        if self.znode(TopicZNode.path(topic)) is None:  # made on the first FindCoordinator, as in Kafka
+            port = next(b.port for b in self.brokers if b.running)
+            _in_trio(_request, port, "FIND_COORDINATOR", 3, {"key": key, "key_type": key_type})
         data = self.wait_until(lambda: self.znode(TopicZNode.path(topic)), f"the topic {topic} to exist", timeout)
         partition = partition_for(key, len(TopicZNode.decode(data).partitions))
         self.move_leader(topic, partition, broker_id, timeout=timeout)
@@ -300,6 +315,17 @@ def _plus_one(value: int | None) -> int | None:
 
 def _rule(broker: Any, client_id: str) -> int:
     return int(broker.faults.inject(None, drop="before", count=None, client_id=client_id)["id"])
+
+
+async def _leader_in_metadata(port: int, topic: str, partition: int) -> int | None:
+    answer = await _request(
+        port, "METADATA", 12, {"topics": [{"name": topic, "topic_id": bytes(16)}], "allow_auto_topic_creation": False}
+    )
+    for t in answer.topics:
+        for p in t.partitions:
+            if t.name == topic and p.partition_index == partition and not p.error_code:
+                return int(p.leader_id)
+    return None
 
 
 async def _request(port: int, api: str, version: int, body: dict[str, Any]) -> Any:
