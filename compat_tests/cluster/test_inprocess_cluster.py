@@ -55,9 +55,17 @@ def test_an_isolated_leader_loses_leadership_and_rejoins_the_isr(c: StromCluster
     with AckedProducer(c.bootstrap_servers, topic) as producer:
         producer.wait_acked(200, 30, "records acknowledged before the isolation")
         c.isolate(leader, seconds=3)  # longer than the 2 s ZooKeeper session: it expires
+        cut = c.broker(leader).faults.rules()
+        assert {r["client_id"] for r in cut} == {
+            f"strom-{kind}-{b}" for kind in ("replica", "txn") for b in (0, 1, 2)
+        } - {
+            f"strom-replica-{leader}",
+            f"strom-txn-{leader}",
+        }
         c.wait_for_leader(topic, 0, not_broker=leader)
         producer.wait_acked(200, 60, "acknowledgements from the new leader")
         c.wait_for_isr(topic, 0)  # the old leader is back in sync once the cut healed
+        assert c.broker(leader).faults.rules() == []
     producer.check(read_back(c.bootstrap_servers, topic, 1, producer.count, group="isolated-check"))
 
 
@@ -101,3 +109,24 @@ def test_cluster_operations_as_the_control_endpoint_calls_them(c: StromCluster) 
     assert [b["id"] for b in status["brokers"]] == [0, 1, 2] and all(b["running"] for b in status["brokers"])
     with pytest.raises(ValueError, match="unknown cluster operation"):
         c.operation("explode", {})
+
+
+def test_a_leader_paused_past_its_session_is_replaced_and_catches_up_after_resume(c: StromCluster) -> None:
+    topic = "paused"
+    c.brokers[0].create_topic(topic, partitions=1, replication_factor=3, min_insync_replicas=2)
+    c.wait_for_isr(topic, 0)
+    leader = c.leader_of(topic, 0)
+    assert leader is not None
+    # A frozen broker holds what was sent to it (requests and metadata requests alike): the client
+    # gives up on it after its request and socket timeouts (librdkafka's defaults: 30 s and 60 s).
+    timeouts = {"request.timeout.ms": 3000, "socket.timeout.ms": 3000}
+    with AckedProducer(c.bootstrap_servers, topic, **timeouts) as producer:
+        producer.wait_acked(200, 30, "records acknowledged before the pause")
+        c.broker(leader).pause()  # a frozen process: ZooKeeper stops hearing from it
+        try:
+            c.wait_for_leader(topic, 0, not_broker=leader)
+            producer.wait_acked(200, 60, "acknowledgements from the new leader")
+        finally:
+            c.broker(leader).resume()
+        c.wait_for_isr(topic, 0)  # it learns its session expired, registers again, follows
+    producer.check(read_back(c.bootstrap_servers, topic, 1, producer.count, group="paused-check"))
