@@ -197,9 +197,8 @@ class _Recipe:
                 try:
                     if not await self._client._retrying(self._read, self.on_event, fired):
                         return
-                except Exception as exc:
-                    log.warning("watch read failed (read again on the next session): %r", exc)
-                    return
+                except Exception as exc:  # read again when asked (the next session), or now if that came
+                    log.warning("watch read failed: %r", exc)
         finally:
             self._running = False
 

@@ -214,6 +214,9 @@ class ClusterActions:
         """Cut ``broker_id`` off from the other brokers (replication and coordinator traffic both
         ways) and from ZooKeeper for ``seconds``; its ZooKeeper session expires if that is longer
         than the session timeout. Returns at once; the cut heals by itself (or ``heal(broker_id)``)."""
+        memory = self.memory_zookeeper
+        if memory is None:
+            raise RuntimeError("isolate() cuts sessions of the in-memory ZooKeeper: use cluster(mode='thread')")
         if not hasattr(self, "_isolations"):
             self._isolations = {}
         isolated = self.broker(broker_id)
@@ -224,11 +227,8 @@ class ClusterActions:
                 rules.append((isolated, _rule(isolated, name.format(other.node_id))))
                 rules.append((other, _rule(other, name.format(broker_id))))
         self._isolations.setdefault(broker_id, []).extend(rules)
-        memory = self.memory_zookeeper
-        if memory is not None and isolated.zk_session is not None:
+        if isolated.zk_session is not None:
             memory.call(memory.zk.disconnect_for, isolated.zk_session.session_id, seconds)
-        elif memory is None:
-            raise NotImplementedError("isolate() needs the in-memory ZooKeeper (a thread-mode cluster)")
         timer = threading.Timer(seconds, self.heal, args=(broker_id,))
         timer.daemon = True
         timer.start()

@@ -20,14 +20,17 @@ What it does as ZooKeeper does:
 * one-shot data, exists and children watches, fired per session once per event (as ZooKeeper fires
   a watcher once), with kazoo's fan-out to the callbacks of that path; a session's events arrive
   before the reply of the write that caused them;
+* a lost connection as kazoo reports it: ``SUSPENDED``, and every watch of the session fires once
+  with a ``NONE`` event and is gone (operations sent meanwhile wait for the connection);
 * sessions with a timeout: a session the server does not hear from (cut off or paused) for longer
   than its timeout expires (time from the server loop's trio clock, so a ``MockClock`` drives it):
   its ephemeral znodes are deleted and its watches dropped. The client learns it when it hears
   from the server again: ``LOST``, then ``CONNECTED`` on a new session, as kazoo reports it;
   operations it issued meanwhile fail with ``SessionExpiredError``.
 
-Faults: :meth:`MemoryZooKeeper.cut` (the client sees ``SUSPENDED`` at once; its operations wait for
-the connection), :meth:`pause_session` (a frozen client: no state change, operations wait),
+Faults: :meth:`MemoryZooKeeper.cut` (the client sees ``SUSPENDED`` at once, its watches fire ``NONE``;
+its operations wait for the connection), :meth:`pause_session` (a frozen client: told nothing,
+operations wait, events it misses are delivered when it resumes),
 :meth:`heal` (reconnect; ``LOST`` first if the session expired meanwhile), :meth:`expire`,
 :meth:`disconnect_for` (cut, healed after some seconds). It does not emulate: ACLs and auth, quotas,
 containers and TTL nodes, the ``/zookeeper`` config node's contents, multiple servers and their
@@ -261,7 +264,18 @@ class MemoryZooKeeper:
         s.deadline = trio.current_time() + s.timeout_s
         self._deadlines_changed.set()
         if notify:
-            s.client._post(s.client._notify, SessionState.SUSPENDED)
+            # As kazoo on a lost connection: SUSPENDED, then every watch of the session fires once
+            # with a NONE event and is dropped (a watch recipe reads, and so sets it, again).
+            client = s.client
+            client._post(client._notify, SessionState.SUSPENDED)
+            fired: list[WatchCallback] = []
+            for watches in (s.child_watches, s.data_watches):
+                for callbacks in watches.values():
+                    fired += [c for c in callbacks if c not in fired]
+                watches.clear()
+            event = WatchedEvent("NONE", "CONNECTING", None)
+            for callback in fired:
+                client._post(_bind(callback, event))
 
     def _expire_due(self) -> None:
         now = trio.current_time()

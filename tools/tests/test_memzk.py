@@ -224,7 +224,7 @@ async def test_a_cut_session_expires_after_its_timeout_on_the_mock_clock(autojum
         nursery.cancel_scope.cancel()
 
 
-async def test_a_short_cut_keeps_the_session_and_delivers_what_it_missed(autojump_clock) -> None:
+async def test_a_short_cut_keeps_the_session_and_drops_its_watches_as_kazoo_does(autojump_clock) -> None:
     memory = MemoryZooKeeper()
     async with trio.open_nursery() as nursery:
         await nursery.start(memory.run)
@@ -232,14 +232,35 @@ async def test_a_short_cut_keeps_the_session_and_delivers_what_it_missed(autojum
         await a.create("/broker", b"", ephemeral=True)
         events: list[Any] = []
         await a.get_children("/", events.append)
+        await a.get("/broker", events.append)
         memory.disconnect_for(a.session_id, 2.0)
         await b.create("/other", b"")
         await trio.sleep(1)
-        assert events == []  # queued for the cut-off client
+        # kazoo on a lost connection: each watch fires once with a NONE event, then it is gone
+        assert [(e.type, e.path) for e in events] == [("NONE", None)]
+        assert states == [SessionState.SUSPENDED]
         await trio.sleep(1.5)
         assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
+        assert await b.exists("/broker") is not None  # the session lived through the cut
+        await b.delete("/other")
+        assert len(events) == 1  # the CHILD event of the dropped watch never comes
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_resumed_client_gets_the_events_it_missed_while_paused(autojump_clock) -> None:
+    memory = MemoryZooKeeper()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(memory.run)
+        a, b, states = await open_pair(memory)
+        events: list[Any] = []
+        await a.get_children("/", events.append)
+        memory.pause_session(a.session_id)
+        await b.create("/other", b"")
+        await trio.sleep(1)
+        assert events == [] and states == []
+        memory.heal(a.session_id)
+        await until(lambda: events)
         assert [(e.type, e.path) for e in events] == [("CHILD", "/")]
-        assert await b.exists("/broker") is not None
         nursery.cancel_scope.cancel()
 
 
@@ -282,6 +303,35 @@ async def test_same_operations_same_zxids_every_run() -> None:
     assert await once() == await once()
 
 
+async def until(check: Callable[[], object]) -> None:
+    """Wait (on the test's mock clock) until the in-memory ZooKeeper's deliveries made ``check`` true."""
+    with trio.fail_after(WAIT_S):
+        while not check():
+            await trio.sleep(0.001)
+
+
 @pytest.fixture
 def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def test_kafka_zk_client_watches_survive_a_cut_that_expires_its_session(autojump_clock) -> None:
+    """A cut longer than the session: the watch fires NONE, its read waits for the connection and
+    fails with the expired session; the read on the new session sets the watch again."""
+    from strom.broker.zk.zkclient import KafkaZkClient
+    from strom.broker.zk.zkdata import BrokerInfo, EndPoint
+
+    memory = MemoryZooKeeper()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(memory.run)
+        watcher = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
+        actor = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
+        seen: list[list[int]] = []
+        await watcher.watch_broker_ids(seen.append)
+        memory.disconnect_for(watcher.session_id, 3.0)
+        await until(lambda: watcher.session_lost.is_set() and watcher.session_state is SessionState.CONNECTED)
+        await actor.register_broker(BrokerInfo(5, (EndPoint("PLAINTEXT", "h", 1),), timestamp_ms=1))
+        await until(lambda: seen[-1] == [5])
+        await watcher.close()
+        await actor.close()
+        nursery.cancel_scope.cancel()

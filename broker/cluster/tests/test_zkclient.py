@@ -376,3 +376,20 @@ async def test_partition_state_watch_and_cancel(clients: list, chroot_connect: s
         except trio.WouldBlock:
             break
     assert seen == []
+
+
+async def test_watches_are_set_again_on_the_new_session_after_expiry(clients: list, chroot_connect: str) -> None:
+    watcher = await open_client(clients, chroot_connect, session_timeout_s=2.0)
+    actor = await open_client(clients, chroot_connect)
+    send, receive = trio.open_memory_channel[object](100)
+    await watcher.watch_broker_ids(send.send_nowait)
+    assert await next_value(receive, lambda v: True) == []
+    old_session = watcher.session_id
+    await clients[0].expire(watcher)
+    with trio.fail_after(WAIT_S):
+        await watcher.session_lost.wait()
+        while watcher.session_state is not SessionState.CONNECTED:
+            await trio.sleep(0.01)
+    assert watcher.session_id != old_session
+    await actor.register_broker(broker_info(7))
+    assert await next_value(receive, lambda v: v == [7]) == [7]
