@@ -194,7 +194,7 @@ async def test_a_cut_session_expires_after_its_timeout_on_the_mock_clock(autojum
         await b.exists("/broker", events.append)
 
         memory.cut(old_id)
-        await trio.lowlevel.checkpoint()
+        await until(lambda: states)
         assert states == [SessionState.SUSPENDED]
         held = trio.Event()
         outcome: list[object] = []
@@ -274,7 +274,7 @@ async def test_a_paused_client_is_told_nothing_but_expires(autojump_clock) -> No
         await trio.sleep(3)
         assert states == [] and await b.exists("/controller") is None
         memory.heal(a.session_id)
-        await trio.lowlevel.checkpoint()
+        await until(lambda: len(states) == 2)
         assert states == [SessionState.LOST, SessionState.CONNECTED]
         await b.close()
         with pytest.raises(ConnectionClosedError):
