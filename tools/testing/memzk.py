@@ -758,9 +758,23 @@ class ThreadedMemoryZooKeeper:
         return self
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._token is None:
+        """``fn(*args)`` in the server's loop, from plain, asyncio or trio code (trio refuses to
+        block a thread that runs a trio loop: from there a helper thread waits instead)."""
+        token = self._token
+        if token is None:
             raise RuntimeError("the in-memory ZooKeeper is not running")
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            return trio.from_thread.run_sync(fn, *args, trio_token=token)
+        result: list[outcome.Outcome] = []
+        helper = threading.Thread(
+            target=lambda: result.append(outcome.capture(trio.from_thread.run_sync, fn, *args, trio_token=token)),
+            daemon=True,
+        )
+        helper.start()
+        helper.join()
+        return result[0].unwrap()
 
     @property
     def session_factory(self) -> Callable[..., Any]:
