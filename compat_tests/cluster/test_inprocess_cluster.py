@@ -21,6 +21,13 @@ def c() -> Iterator[StromCluster]:
         yield running
 
 
+def replicated_topic(c: StromCluster, topic: str) -> int:
+    """A 1-partition topic on all three brokers (min.insync.replicas=2), fully in sync; its leader."""
+    c.brokers[0].create_topic(topic, partitions=1, replication_factor=3, min_insync_replicas=2)
+    c.wait_for_isr(topic, 0)
+    return c.wait_for_leader(topic, 0)
+
+
 def test_the_cluster_runs_without_any_zookeeper_process(c: StromCluster) -> None:
     assert c.zookeeper is None and c.memory_zookeeper is not None
     metadata = AdminClient({"bootstrap.servers": c.bootstrap_servers}).list_topics(timeout=10)
@@ -30,12 +37,9 @@ def test_the_cluster_runs_without_any_zookeeper_process(c: StromCluster) -> None
 
 def test_killing_the_leader_under_an_idempotent_producer_loses_and_duplicates_nothing(c: StromCluster) -> None:
     topic = "failover"
-    c.brokers[0].create_topic(topic, partitions=1, replication_factor=3, min_insync_replicas=2)
-    c.wait_for_isr(topic, 0)
+    leader = replicated_topic(c, topic)
     with AckedProducer(c.bootstrap_servers, topic) as producer:
         producer.wait_acked(500, 30, "records acknowledged before the kill")
-        leader = c.leader_of(topic, 0)
-        assert leader is not None
         c.broker(leader).kill()
         new_leader = c.wait_for_leader(topic, 0, not_broker=leader)
         producer.wait_acked(500, 60, "acknowledgements from the new leader")
@@ -48,10 +52,7 @@ def test_killing_the_leader_under_an_idempotent_producer_loses_and_duplicates_no
 
 def test_an_isolated_leader_loses_leadership_and_rejoins_the_isr(c: StromCluster) -> None:
     topic = "isolated"
-    c.brokers[0].create_topic(topic, partitions=1, replication_factor=3, min_insync_replicas=2)
-    c.wait_for_isr(topic, 0)
-    leader = c.leader_of(topic, 0)
-    assert leader is not None
+    leader = replicated_topic(c, topic)
     with AckedProducer(c.bootstrap_servers, topic) as producer:
         producer.wait_acked(200, 30, "records acknowledged before the isolation")
         c.isolate(leader, seconds=3)  # longer than the 2 s ZooKeeper session: it expires
@@ -113,10 +114,7 @@ def test_cluster_operations_as_the_control_endpoint_calls_them(c: StromCluster) 
 
 def test_a_leader_paused_past_its_session_is_replaced_and_catches_up_after_resume(c: StromCluster) -> None:
     topic = "paused"
-    c.brokers[0].create_topic(topic, partitions=1, replication_factor=3, min_insync_replicas=2)
-    c.wait_for_isr(topic, 0)
-    leader = c.leader_of(topic, 0)
-    assert leader is not None
+    leader = replicated_topic(c, topic)
     # A frozen broker holds what was sent to it (requests and metadata requests alike): the client
     # gives up on it after its request and socket timeouts (librdkafka's defaults: 30 s and 60 s).
     timeouts = {"request.timeout.ms": 3000, "socket.timeout.ms": 3000}
