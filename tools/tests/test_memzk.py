@@ -183,103 +183,95 @@ async def open_pair(memory: MemoryZooKeeper, timeout_s: float = 6.0) -> tuple[An
     return a, b, states
 
 
-async def test_a_cut_session_expires_after_its_timeout_on_the_mock_clock(autojump_clock) -> None:
-    memory = MemoryZooKeeper()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        a, b, states = await open_pair(memory)
-        old_id = a.session_id
-        await a.create("/broker", b"", ephemeral=True)
-        events: list[Any] = []
-        await b.exists("/broker", events.append)
+async def test_a_cut_session_expires_after_its_timeout_on_the_mock_clock(
+    autojump_clock, memory: MemoryZooKeeper, nursery: trio.Nursery
+) -> None:
+    a, b, states = await open_pair(memory)
+    old_id = a.session_id
+    await a.create("/broker", b"", ephemeral=True)
+    events: list[Any] = []
+    await b.exists("/broker", events.append)
 
-        memory.cut(old_id)
-        await until(lambda: states)
-        assert states == [SessionState.SUSPENDED]
-        held = trio.Event()
-        outcome: list[object] = []
+    memory.cut(old_id)
+    await until(lambda: states)
+    assert states == [SessionState.SUSPENDED]
+    held = trio.Event()
+    outcome: list[object] = []
 
-        async def write_while_cut() -> None:
-            try:
-                await a.set("/t-ignored", b"")
-            except Exception as exc:
-                outcome.append(type(exc))
-            held.set()
+    async def write_while_cut() -> None:
+        try:
+            await a.set("/t-ignored", b"")
+        except Exception as exc:
+            outcome.append(type(exc))
+        held.set()
 
-        nursery.start_soon(write_while_cut)
-        await trio.sleep(5.9)  # within the 6 s timeout: still there, the write waits
-        assert await b.exists("/broker") is not None and not held.is_set()
-        await trio.sleep(0.2)
-        assert await b.exists("/broker") is None
-        assert [e.type for e in events] == ["DELETED"]
-        assert states == [SessionState.SUSPENDED]  # the client cannot know yet
+    nursery.start_soon(write_while_cut)
+    await trio.sleep(5.9)  # within the 6 s timeout: still there, the write waits
+    assert await b.exists("/broker") is not None and not held.is_set()
+    await trio.sleep(0.2)
+    assert await b.exists("/broker") is None
+    assert [e.type for e in events] == ["DELETED"]
+    assert states == [SessionState.SUSPENDED]  # the client cannot know yet
 
-        memory.heal(old_id)
-        await held.wait()
-        assert outcome == [SessionExpiredError]
-        assert states == [SessionState.SUSPENDED, SessionState.LOST, SessionState.CONNECTED]
-        assert a.session_id != old_id
-        await a.create("/broker", b"", ephemeral=True)  # the new session registers again
-        assert (await b.exists("/broker")).ephemeralOwner == a.session_id
-        nursery.cancel_scope.cancel()
+    memory.heal(old_id)
+    await held.wait()
+    assert outcome == [SessionExpiredError]
+    assert states == [SessionState.SUSPENDED, SessionState.LOST, SessionState.CONNECTED]
+    assert a.session_id != old_id
+    await a.create("/broker", b"", ephemeral=True)  # the new session registers again
+    assert (await b.exists("/broker")).ephemeralOwner == a.session_id
 
 
-async def test_a_short_cut_keeps_the_session_and_drops_its_watches_as_kazoo_does(autojump_clock) -> None:
-    memory = MemoryZooKeeper()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        a, b, states = await open_pair(memory)
-        await a.create("/broker", b"", ephemeral=True)
-        events: list[Any] = []
-        await a.get_children("/", events.append)
-        await a.get("/broker", events.append)
-        memory.disconnect_for(a.session_id, 2.0)
-        await b.create("/other", b"")
-        await trio.sleep(1)
-        # kazoo on a lost connection: each watch fires once with a NONE event, then it is gone
-        assert [(e.type, e.path) for e in events] == [("NONE", None)]
-        assert states == [SessionState.SUSPENDED]
-        await trio.sleep(1.5)
-        assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
-        assert await b.exists("/broker") is not None  # the session lived through the cut
-        await b.delete("/other")
-        assert len(events) == 1  # the CHILD event of the dropped watch never comes
-        nursery.cancel_scope.cancel()
+async def test_a_short_cut_keeps_the_session_and_drops_its_watches_as_kazoo_does(
+    autojump_clock, memory: MemoryZooKeeper, nursery: trio.Nursery
+) -> None:
+    a, b, states = await open_pair(memory)
+    await a.create("/broker", b"", ephemeral=True)
+    events: list[Any] = []
+    await a.get_children("/", events.append)
+    await a.get("/broker", events.append)
+    memory.disconnect_for(a.session_id, 2.0)
+    await b.create("/other", b"")
+    await trio.sleep(1)
+    # kazoo on a lost connection: each watch fires once with a NONE event, then it is gone
+    assert [(e.type, e.path) for e in events] == [("NONE", None)]
+    assert states == [SessionState.SUSPENDED]
+    await trio.sleep(1.5)
+    assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
+    assert await b.exists("/broker") is not None  # the session lived through the cut
+    await b.delete("/other")
+    assert len(events) == 1  # the CHILD event of the dropped watch never comes
 
 
-async def test_a_resumed_client_gets_the_events_it_missed_while_paused(autojump_clock) -> None:
-    memory = MemoryZooKeeper()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        a, b, states = await open_pair(memory)
-        events: list[Any] = []
-        await a.get_children("/", events.append)
-        memory.pause_session(a.session_id)
-        await b.create("/other", b"")
-        await trio.sleep(1)
-        assert events == [] and states == []
-        memory.heal(a.session_id)
-        await until(lambda: events)
-        assert [(e.type, e.path) for e in events] == [("CHILD", "/")]
-        nursery.cancel_scope.cancel()
+async def test_a_resumed_client_gets_the_events_it_missed_while_paused(
+    autojump_clock, memory: MemoryZooKeeper, nursery: trio.Nursery
+) -> None:
+    a, b, states = await open_pair(memory)
+    events: list[Any] = []
+    await a.get_children("/", events.append)
+    memory.pause_session(a.session_id)
+    await b.create("/other", b"")
+    await trio.sleep(1)
+    assert events == [] and states == []
+    memory.heal(a.session_id)
+    await until(lambda: events)
+    assert [(e.type, e.path) for e in events] == [("CHILD", "/")]
 
 
-async def test_a_paused_client_is_told_nothing_but_expires(autojump_clock) -> None:
-    memory = MemoryZooKeeper()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        a, b, states = await open_pair(memory, timeout_s=2)
-        await a.create("/controller", b"", ephemeral=True)
-        memory.pause_session(a.session_id)
-        await trio.sleep(3)
-        assert states == [] and await b.exists("/controller") is None
-        memory.heal(a.session_id)
-        await until(lambda: len(states) == 2)
-        assert states == [SessionState.LOST, SessionState.CONNECTED]
-        await b.close()
-        with pytest.raises(ConnectionClosedError):
-            await b.get("/")
-        nursery.cancel_scope.cancel()
+async def test_a_paused_client_is_told_nothing_but_expires(
+    autojump_clock, memory: MemoryZooKeeper, nursery: trio.Nursery
+) -> None:
+    a, b, states = await open_pair(memory, timeout_s=2)
+    await a.create("/controller", b"", ephemeral=True)
+    memory.pause_session(a.session_id)
+    await trio.sleep(3)
+    assert states == [] and await b.exists("/controller") is None
+    memory.heal(a.session_id)
+    await until(lambda: len(states) == 2)
+    assert states == [SessionState.LOST, SessionState.CONNECTED]
+    await b.close()
+    with pytest.raises(ConnectionClosedError):
+        await b.get("/")
 
 
 async def test_same_operations_same_zxids_every_run() -> None:
@@ -311,27 +303,33 @@ async def until(check: Callable[[], object]) -> None:
 
 
 @pytest.fixture
+async def memory(nursery: trio.Nursery) -> MemoryZooKeeper:
+    """A running in-memory ZooKeeper for the test (stopped with the test's nursery)."""
+    zk = MemoryZooKeeper()
+    await nursery.start(zk.run)
+    return zk
+
+
+@pytest.fixture
 def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
 
 
-async def test_kafka_zk_client_watches_survive_a_cut_that_expires_its_session(autojump_clock) -> None:
+async def test_kafka_zk_client_watches_survive_a_cut_that_expires_its_session(
+    autojump_clock, memory: MemoryZooKeeper, nursery: trio.Nursery
+) -> None:
     """A cut longer than the session: the watch fires NONE, its read waits for the connection and
     fails with the expired session; the read on the new session sets the watch again."""
     from strom.broker.zk.zkclient import KafkaZkClient
     from strom.broker.zk.zkdata import BrokerInfo, EndPoint
 
-    memory = MemoryZooKeeper()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(memory.run)
-        watcher = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
-        actor = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
-        seen: list[list[int]] = []
-        await watcher.watch_broker_ids(seen.append)
-        memory.disconnect_for(watcher.session_id, 3.0)
-        await until(lambda: watcher.session_lost.is_set() and watcher.session_state is SessionState.CONNECTED)
-        await actor.register_broker(BrokerInfo(5, (EndPoint("PLAINTEXT", "h", 1),), timestamp_ms=1))
-        await until(lambda: seen[-1] == [5])
-        await watcher.close()
-        await actor.close()
-        nursery.cancel_scope.cancel()
+    watcher = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
+    actor = await KafkaZkClient.connect("memory/k", session_timeout_s=2, session_factory=memory.session_factory)
+    seen: list[list[int]] = []
+    await watcher.watch_broker_ids(seen.append)
+    memory.disconnect_for(watcher.session_id, 3.0)
+    await until(lambda: watcher.session_lost.is_set() and watcher.session_state is SessionState.CONNECTED)
+    await actor.register_broker(BrokerInfo(5, (EndPoint("PLAINTEXT", "h", 1),), timestamp_ms=1))
+    await until(lambda: seen[-1] == [5])
+    await watcher.close()
+    await actor.close()
