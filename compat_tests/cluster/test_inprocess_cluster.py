@@ -128,3 +128,22 @@ def test_a_leader_paused_past_its_session_is_replaced_and_catches_up_after_resum
             c.broker(leader).resume()
         c.wait_for_isr(topic, 0)  # it learns its session expired, registers again, follows
     producer.check(read_back(c.bootstrap_servers, topic, 1, producer.count, group="paused-check"))
+
+
+def test_the_cluster_stops_and_starts_again_with_its_topics_and_records(c: StromCluster) -> None:
+    """Last in the module: the whole cluster, its in-memory ZooKeeper included, stops and comes back."""
+    before = read_back(c.bootstrap_servers, "moved", 1, 3, group="restart-check")
+    c.brokers[1].kill()  # one broker not shut down cleanly: its session expires on the new run
+    c.stop()
+    assert not any(b.running for b in c.brokers)
+    c.start()
+    assert c.wait_for_isr("moved", 0) and c.wait_for_leader("moved", 0) in (0, 1, 2)
+    assert (
+        read_back(c.bootstrap_servers, "moved", 1, 3, group="restart-check-2")
+        == before
+        == [
+            b"to 2",
+            b"to 0",
+            b"to 1",
+        ]
+    )

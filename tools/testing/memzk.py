@@ -144,6 +144,9 @@ class MemoryZooKeeper:
         """Serve until cancelled: expires sessions at their deadlines."""
         self._token = trio.lowlevel.current_trio_token()
         self._deadlines_changed = trio.Event()
+        for s in self._sessions.values():  # served again: an unheard session's timeout starts now
+            if not s.connected and not s.expired:
+                s.deadline = trio.current_time() + s.timeout_s
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
@@ -721,7 +724,8 @@ def _with_path(op: MultiOp, path: str) -> MultiOp:
 class ThreadedMemoryZooKeeper:
     """A :class:`MemoryZooKeeper` on its own trio loop in a daemon thread, for brokers that run
     on other loops (``strom.testing.cluster(mode="thread")``). ``call(fn, *args)`` runs a server
-    method (a fault) in its loop from any thread and returns its result."""
+    method (a fault) in its loop from any thread and returns its result. ``stop()`` keeps the
+    znodes: ``start()`` serves them again (sessions nobody resumes then expire)."""
 
     def __init__(self) -> None:
         self.zk = MemoryZooKeeper()
@@ -729,7 +733,13 @@ class ThreadedMemoryZooKeeper:
         self._stop: trio.Event | None = None
         self._token: trio.lowlevel.TrioToken | None = None
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> ThreadedMemoryZooKeeper:
+        if self.running:
+            return self
         ready = threading.Event()
         errors: list[BaseException] = []
 

@@ -163,7 +163,8 @@ class StromCluster(ClusterActions):
             from .memzk import ThreadedMemoryZooKeeper
 
             if self.memory_zookeeper is None:
-                self.memory_zookeeper = ThreadedMemoryZooKeeper().start()
+                self.memory_zookeeper = ThreadedMemoryZooKeeper()
+            self.memory_zookeeper.start()  # again after stop(): the same znodes
             return "memory" + CHROOT
         from .zookeeper import ZooKeeperServer
 
@@ -224,8 +225,7 @@ class StromCluster(ClusterActions):
             self.zookeeper.stop()
             self.zookeeper = None
         if self.memory_zookeeper is not None:
-            self.memory_zookeeper.stop()
-            self.memory_zookeeper = None
+            self.memory_zookeeper.stop()  # kept: start() serves the same znodes again
 
     def close(self) -> None:
         self.stop()
