@@ -32,9 +32,11 @@ Faults: :meth:`MemoryZooKeeper.cut` (the client sees ``SUSPENDED`` at once, its 
 its operations wait for the connection), :meth:`pause_session` (a frozen client: told nothing,
 operations wait, events it misses are delivered when it resumes),
 :meth:`heal` (reconnect; ``LOST`` first if the session expired meanwhile), :meth:`expire`,
-:meth:`disconnect_for` (cut, healed after some seconds). It does not emulate: ACLs and auth, quotas,
-containers and TTL nodes, the ``/zookeeper`` config node's contents, multiple servers and their
-quorum, a lagging follower's stale reads (every read sees the latest write), ``sync``.
+:meth:`disconnect_for` (cut, healed after some seconds), :meth:`pause` and :meth:`resume` (the
+whole server out of service: every session cut, none expiring until it serves again). It does not
+emulate: ACLs and auth, quotas, containers and TTL nodes, the ``/zookeeper`` config node's
+contents, multiple servers and their quorum, a lagging follower's stale reads (every read sees the
+latest write), ``sync``, refusing new connections while paused.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ class MemoryZooKeeper:
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
         self._deadlines_changed = trio.Event()
+        self._paused: list[int] = []  # sessions the server's own pause cut off
         self._create("/zookeeper", b"", 0)
 
     # ---- running -----------------------------------------------------------------------------
@@ -190,7 +193,12 @@ class MemoryZooKeeper:
         self._disconnect(session_id, notify=False)
 
     def heal(self, session_id: int) -> None:
-        """Reconnect a cut or paused session (LOST and a new session if it expired meanwhile)."""
+        """Reconnect a cut or paused session (LOST and a new session if it expired meanwhile);
+        while the server is paused, when it resumes."""
+        if self._paused:
+            if session_id not in self._paused:
+                self._paused.append(session_id)
+            return
         s = self._sessions.get(session_id)
         if s is None or s.connected or s.closed:
             return
@@ -225,6 +233,36 @@ class MemoryZooKeeper:
         if self._nursery is None:
             raise RuntimeError("the in-memory ZooKeeper is not running")
         self._nursery.start_soon(heal_later)
+
+    def pause(self) -> None:
+        """The server stops serving (a ZooKeeper outage): every connected session is cut (its
+        client sees SUSPENDED, its operations wait). No session expires meanwhile: the server is
+        not running to expire them."""
+        if self._paused:
+            return
+        for s in list(self._sessions.values()):
+            if s.connected and not s.closed:
+                self._disconnect(s.id, notify=True)
+                self._paused.append(s.id)
+        for s in self._sessions.values():
+            s.deadline = math.inf
+        self._paused.append(0)  # paused, even with no session
+
+    def resume(self) -> None:
+        """Serve again: the sessions the pause cut reconnect, each with a fresh timeout (as a
+        restarted ZooKeeper gives them); other cut sessions' timeouts start again now."""
+        paused, self._paused = self._paused, []
+        for s in self._sessions.values():
+            if not s.connected and not s.expired:
+                s.deadline = trio.current_time() + s.timeout_s
+        self._deadlines_changed.set()
+        for session_id in paused:
+            if session_id:
+                self.heal(session_id)
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._paused)
 
     def expire(self, session_id: int) -> None:
         """Expire the session now (as when the server stops hearing from it beyond its timeout);
@@ -264,7 +302,7 @@ class MemoryZooKeeper:
         if s is None or not s.connected or s.closed:
             return
         s.connected = False
-        s.deadline = trio.current_time() + s.timeout_s
+        s.deadline = math.inf if self._paused else trio.current_time() + s.timeout_s
         self._deadlines_changed.set()
         if notify:
             # As kazoo on a lost connection: SUSPENDED, then every watch of the session fires once
@@ -281,6 +319,8 @@ class MemoryZooKeeper:
                 client._post(_bind(callback, event))
 
     def _expire_due(self) -> None:
+        if self._paused:
+            return
         now = trio.current_time()
         for s in sorted(self._sessions.values(), key=lambda s: (s.deadline, s.id)):
             if s.deadline <= now and not s.expired:

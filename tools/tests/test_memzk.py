@@ -274,6 +274,28 @@ async def test_a_paused_client_is_told_nothing_but_expires(
         await b.get("/")
 
 
+async def test_a_paused_server_expires_nobody_and_its_clients_reconnect(
+    autojump_clock, memory: MemoryZooKeeper
+) -> None:
+    a, b, states = await open_pair(memory, timeout_s=2)
+    await a.create("/broker", b"", ephemeral=True)
+    memory.pause()
+    await until(lambda: states == [SessionState.SUSPENDED])
+    done: list[object] = []
+
+    async def read() -> None:
+        done.append(await b.exists("/broker"))
+
+    async with trio.open_nursery() as readers:
+        readers.start_soon(read)
+        await trio.sleep(10)  # five session timeouts: nobody expires while the server is out
+        assert done == [] and memory.paused
+        memory.resume()
+    assert done and done[0] is not None  # the held read ran once the server was back
+    await until(lambda: states == [SessionState.SUSPENDED, SessionState.CONNECTED])
+    assert (await b.exists("/broker")).ephemeralOwner == a.session_id
+
+
 async def test_same_operations_same_zxids_every_run() -> None:
     """Determinism: the same operations give the same zxids, session ids and sequence names."""
 
