@@ -11,7 +11,7 @@ this loop to see them. Followers fetch from their leaders with their replica id 
 as Kafka's do; leaders track them, move the high watermark, and shrink or expand the ISR in the
 partition-state znode with a version-conditional write.
 
-When the ZooKeeper session expires, kazoo opens a new one; the broker registers again and runs
+When the ZooKeeper session expires, the ZooKeeper client opens a new one; the broker registers again and runs
 for controller again.
 """
 
@@ -102,6 +102,7 @@ class ClusterMember:
                 connect,
                 session_timeout_s=timeout_s,
                 connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000,
+                session_factory=getattr(self.broker, "zk_sessions", None),  # None: kazoo
             )
         except Exception as exc:
             from ..config import ConfigError

@@ -43,6 +43,7 @@ from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from strom.broker.cluster.member import ClusterMember
+    from strom.broker.zk.session import ZkSessionFactory
 
 log = logging.getLogger("strom.broker")
 
@@ -96,8 +97,9 @@ class BrokerServer:
     standalone or a ZooKeeper cluster member (which metadata cache and admin manager it uses),
     and runs the listeners, the coordinators and the periodic tasks in one nursery."""
 
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, *, zk_sessions: ZkSessionFactory | None = None):
         self.config = config
+        self.zk_sessions = zk_sessions  # opens the ZooKeeper session (None: kazoo, a real ZooKeeper)
         self.node_id = config.node_id
         self.started = time.monotonic()
         self.bound: list[BoundListener] = []

@@ -38,7 +38,7 @@ def test_sample_project_passes(workers):
         pytest.importorskip("xdist")
     result = _pytest(*(["-n", workers] if workers else []))
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert _passed(result) == 10 and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
+    assert _passed(result) == 11 and "skipped" not in result.stdout.splitlines()[-1], result.stdout[-2000:]
 
 
 def test_plugin_off_with_no_strom():

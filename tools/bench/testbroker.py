@@ -205,6 +205,12 @@ def run_kafka(workdir: Path) -> dict:
     return {"total_s": end - start, "start_s": started - start, "stop_s": end - before_stop, **phases}
 
 
+def _run_cluster() -> dict:
+    from strom.tools.bench.cluster_bench import run_cluster
+
+    return run_cluster()
+
+
 def _child(kind: str, workdir: Path, env: dict[str, str] | None = None) -> dict:
     """One run in a fresh interpreter, as a test session would start."""
     result = subprocess.run(
@@ -228,6 +234,7 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         "kafka_reference": [],
     }
     idle = []
+    clusters: list[dict] = []  # the in-process cluster's rows (cluster_bench)
     if bytecode:
         from strom.tools.bench.benchmark import installed_env
 
@@ -244,6 +251,8 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         results["embedded_warm"].append(embedded["warm"])
         idle.append(_child("idle", workdir / f"i{i}", env)["idle_rss_bytes"])
         results["serve_process"].append(_child("process", workdir / f"p{i}", env))
+        log(f"run {i + 1}/{runs}: in-process 3-broker cluster (start, failover test)")
+        clusters.append(_child("cluster", workdir / f"c{i}", env))
     for i in range(kafka_runs):
         log(f"reference Kafka run {i + 1}/{kafka_runs}")
         results["kafka_reference"].append(_child("kafka", workdir / f"k{i}", env))
@@ -251,7 +260,7 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for kind, rs in results.items() if rs
     }
     summary["embedded_idle_rss_bytes"] = statistics.median(idle)
-    return {"median": summary, "runs": results, "bytecode_cached": bytecode}
+    return {"median": summary, "runs": results, "bytecode_cached": bytecode, "cluster_runs": clusters}
 
 
 def format_report(report: dict) -> str:
@@ -286,6 +295,10 @@ def format_report(report: dict) -> str:
         if cached
         else "not kept (PYTHONDONTWRITEBYTECODE=1): every cold start compiles strom's modules"
     )
+    if report.get("cluster_runs"):
+        from strom.tools.bench.cluster_bench import format_rows
+
+        table += "\n\n" + format_rows(report["cluster_runs"])
     return (
         table + f"\n\nembedded broker idle memory: {median['embedded_idle_rss_bytes'] / 2**20:.1f} MiB "
         f"(RSS of a test process with an idle broker minus before it started: the broker's modules, loop and logs)"
@@ -316,7 +329,7 @@ def format_report(report: dict) -> str:
     show_default=True,
     help="Keep compiled bytecode as an installed strom does, or compile at every start.",
 )
-@click.option("--child", type=click.Choice(["embedded", "idle", "process", "kafka"]), hidden=True)
+@click.option("--child", type=click.Choice(["embedded", "idle", "process", "kafka", "cluster"]), hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
 def bench_testbroker(
     runs: int, kafka_runs: int, json_path: Path | None, bytecode: bool, child: str | None, workdir: Path | None
@@ -329,6 +342,7 @@ def bench_testbroker(
             "idle": run_idle,
             "process": lambda: run_process(workdir),
             "kafka": lambda: run_kafka(workdir),
+            "cluster": _run_cluster,
         }[child]()
         click.echo(json.dumps(result))
         return

@@ -33,6 +33,7 @@ __all__ = [
     "file_faults",
     "FileFaults",
     "PausableClock",
+    "MemoryZooKeeper",
 ]
 
 _WHERE = {
@@ -49,6 +50,7 @@ _WHERE = {
     "file_faults": "storage_faults",
     "FileFaults": "storage_faults",
     "PausableClock": "clock",
+    "MemoryZooKeeper": "memzk",
 }
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from .control import ControlClient, ControlError, Faults
     from .embedded import StromBroker, broker
     from .faults import RequestFaults, request_faults
+    from .memzk import MemoryZooKeeper
     from .storage_faults import FileFaults, file_faults
     from .zkcluster import StromCluster, cluster, zookeeper_available
 

@@ -106,6 +106,7 @@ class StromBroker:
         self._process = None
         self._paused_process = False
         self._stuck: threading.Thread | None = None
+        self.server_options: dict[str, Any] = {}  # keyword arguments of BrokerServer (thread mode)
         self.faults = Faults(self._control)
         self.startup_s: float | None = None
 
@@ -186,7 +187,7 @@ class StromBroker:
             from strom.broker.server.root import BrokerServer
 
             self._token = trio.lowlevel.current_trio_token()
-            broker = BrokerServer(config)
+            broker = BrokerServer(config, **self.server_options)
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 await nursery.start(broker.run, prebound)

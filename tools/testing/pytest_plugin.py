@@ -8,6 +8,9 @@ Fixtures
 - ``strom_topic``: a fresh topic name per test, created with the broker's default partitions
   (``@pytest.mark.strom_topic(partitions=3, **topic_configs)`` to choose) and deleted after.
 - ``strom_admin``: a confluent-kafka ``AdminClient`` for the test's broker.
+- ``strom_cluster``: a cluster of its own per test, brokers in this process over an in-memory
+  ZooKeeper (no Java); ``@pytest.mark.strom_cluster(size=3, **configs)`` to choose. Cluster
+  actions on it (docs/testing-cluster.md).
 
 ini options (pytest.ini / pyproject's [tool.pytest.ini_options]):
 - ``strom_broker_configs``: broker configs, one ``key=value`` a line.
@@ -49,6 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers", "strom_topic(partitions=None, **configs): partitions and topic configs of the test's strom_topic"
+    )
+    config.addinivalue_line(  # the strom_cluster block below
+        "markers", "strom_cluster(size=3, **configs): size and broker configs of the test's strom_cluster"
     )
 
 
@@ -130,3 +136,21 @@ def strom_admin(strom_broker: Any) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
+
+
+# ---- strom_cluster: a multi-broker cluster in this process (strom.testing.zkcluster) ----------
+
+
+@pytest.fixture
+def strom_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Brokers in this process over one in-memory ZooKeeper, started for this test and closed
+    after it (also on failure): ``.bootstrap_servers``, ``.brokers[i].kill()``, ``.move_leader(...)``,
+    ``.isolate(...)``, ``.wait_for_isr(...)`` and the other cluster actions."""
+    from strom.testing.zkcluster import StromCluster
+
+    marker = request.node.get_closest_marker("strom_cluster")
+    kwargs = dict(marker.kwargs) if marker is not None else {}
+    configs = dict(marker.args[0]) if marker is not None and marker.args else {}
+    size = int(kwargs.pop("size", 3))
+    with StromCluster(size, configs, mode="thread", **kwargs) as cluster:
+        yield cluster

@@ -179,9 +179,18 @@ class ZkReader:
         self.metadata.update(await self.read_view())
 
 
-@pytest.fixture
-async def zk(zookeeper: ZooKeeperServer) -> AsyncIterator[KafkaZkClient]:
-    client = await KafkaZkClient.connect(f"{zookeeper.connect_string}/strom/admin{next(_chroots)}")
+@pytest.fixture(params=["memory", "zookeeper"])
+async def zk(request: pytest.FixtureRequest, nursery: trio.Nursery) -> AsyncIterator[KafkaZkClient]:
+    """A client on a real ZooKeeper, or on strom.testing's in-memory one: the same tests on both."""
+    if request.param == "zookeeper":
+        zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper")
+        client = await KafkaZkClient.connect(f"{zookeeper.connect_string}/strom/admin{next(_chroots)}")
+    else:
+        from strom.testing.memzk import MemoryZooKeeper
+
+        memory = MemoryZooKeeper()
+        await nursery.start(memory.run)
+        client = await KafkaZkClient.connect("memory/strom/admin", session_factory=memory.session_factory)
     for broker_id, rack in ((0, "a"), (1, "b"), (2, "a")):
         await client.register_broker(
             BrokerInfo(
