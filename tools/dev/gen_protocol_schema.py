@@ -80,6 +80,16 @@ RELEASE_FIELDS: list[tuple[str, str, tuple[str, ...], str, dict[str, Any]]] = [
     ("TxnOffsetCommit", "response", ("topics",), "name", {"name": "topic_id", "type": "uuid", "versions": [6, None]}),
 ]
 
+# The error codes Kafka 4.3.1 added after the snapshot (its client jar's Errors class, read with
+# javap: name, code).
+RELEASE_ERROR_CODES = [
+    ("REBOOTSTRAP_REQUIRED", 129),
+    ("STREAMS_INVALID_TOPOLOGY", 130),
+    ("STREAMS_INVALID_TOPOLOGY_EPOCH", 131),
+    ("STREAMS_TOPOLOGY_FENCED", 132),
+    ("SHARE_SESSION_LIMIT_REACHED", 133),
+]
+
 # Fields a release version drops: (API, kind, path to the holding struct, field, its last version).
 RELEASE_FIELD_ENDS: list[tuple[str, str, tuple[str, ...], str, int]] = [
     ("TxnOffsetCommit", "request", ("topics",), "name", 5),
@@ -432,8 +442,14 @@ def generate(reference: Path, newer: Path | None = DEFAULT_NEWER) -> dict[str, A
     return {
         "apis": [apis[k] for k in sorted(apis)],
         "headers": headers,
-        "error_codes": read_error_codes(reference / "error-codes.tsv"),
+        "error_codes": _with_release_codes(read_error_codes(reference / "error-codes.tsv")),
     }
+
+
+def _with_release_codes(codes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = {c["code"] for c in codes}
+    added = [{"code": code, "name": name} for name, code in RELEASE_ERROR_CODES if code not in known]
+    return sorted(codes + added, key=lambda e: e["code"])
 
 
 def render(document: dict[str, Any]) -> str:
