@@ -103,12 +103,15 @@ def run(kafka_port: int, strom_port: int, reference: Reference = KAFKA_4_0) -> O
 
 
 def run_fresh(workdir: Path, reference: Reference = KAFKA_4_0) -> Outcome:
-    with reference_kafka(workdir / "kafka", reference.script) as kafka_port:
-        strom = BrokerProcess(workdir / "strom", STROM_OVERRIDES).start()
-        try:
+    # Strom first: the scenarios then begin as soon as Kafka listens. Kafka's first retention pass
+    # (30 s after its start) deletes the world's rolled segments (record timestamps from 2023, older
+    # than retention.ms): the scenarios that read them must come before it, on a slow machine too.
+    strom = BrokerProcess(workdir / "strom", STROM_OVERRIDES).start()
+    try:
+        with reference_kafka(workdir / "kafka", reference.script) as kafka_port:
             return run(kafka_port, strom.port, reference)
-        finally:
-            strom.stop()
+    finally:
+        strom.stop()
 
 
 def render(outcome: Outcome, reference: Reference = KAFKA_4_0) -> str:
