@@ -113,6 +113,7 @@ def test_kafka_4_3_1_frame_decodes_and_encodes_back_to_the_same_bytes(name: str)
         correlation_id, decoded = decode_response(api, version, frame)
         assert correlation_id == 7
         [whole] = encode_response(api, version, 7, decoded)
-        again = bytes(whole)[4 + len(frame) - len(body) :]
+        assert isinstance(whole, bytes)  # no file regions in these answers
+        again = whole[4 + len(frame) - len(body) :]
     _subset(EXPECTED[name], decoded)
     assert again == body
