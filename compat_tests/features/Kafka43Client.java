@@ -26,7 +26,7 @@ public class Kafka43Client {
             for (int i = 0; i < n; i++) producer.send(new ProducerRecord<>(topic, i % 2, "k" + i, "v" + i)).get();
         }
         for (String protocol : List.of("classic", "consumer")) {
-            String group = "g43-" + protocol;
+            String group = "g43-" + protocol + "-" + topic;
             Properties c = new Properties();
             c.put("bootstrap.servers", bootstrap);
             c.put("group.id", group);
