@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "broker",
     "StromBroker",
+    "abroker",
+    "AsyncBroker",
+    "WaitTimeout",
     "cluster",
     "StromCluster",
     "Faults",
@@ -38,6 +41,9 @@ __all__ = [
 _WHERE = {
     "broker": "embedded",
     "StromBroker": "embedded",
+    "abroker": "abroker",
+    "AsyncBroker": "abroker",
+    "WaitTimeout": "control",
     "cluster": "zkcluster",
     "StromCluster": "zkcluster",
     "zookeeper_available": "zkcluster",
@@ -52,8 +58,9 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from .abroker import AsyncBroker, abroker
     from .clock import PausableClock
-    from .control import ControlClient, ControlError, Faults
+    from .control import ControlClient, ControlError, Faults, WaitTimeout
     from .embedded import StromBroker, broker
     from .faults import RequestFaults, request_faults
     from .storage_faults import FileFaults, file_faults
