@@ -375,7 +375,7 @@ class RequestFaults:
             raise ValueError("an observe-only rule changes nothing: give it no error, delay, drop or other action")
         if not observe and not acts:
             raise ValueError(
-                "a fault needs an error, a delay, a drop, cut_bytes, duplicate or throttle_ms (or observe)"
+                "a fault needs an error, a delay or a drop (or cut_bytes, duplicate, throttle_ms; observe: only count)"
             )
         if not 0 <= int(delay_ms) <= MAX_DELAY_MS or not 0 <= int(jitter_ms) <= MAX_DELAY_MS:
             raise ValueError(f"delay_ms={delay_ms}, jitter_ms={jitter_ms}: each between 0 and {MAX_DELAY_MS}")
