@@ -229,23 +229,27 @@ class Controls:
         _baselines[self.broker] = (topics, groups)
         return {"topics": sorted(topics), "groups": sorted(groups)}
 
-    async def op_reset(self) -> dict:
-        """Delete every topic and group not in the snapshot (none: all but internal topics), clear
-        faults, cap and recording, resume."""
+    async def op_reset(self, keep_topics: list[str] | None = None, keep_groups: list[str] | None = None) -> dict:
+        """Delete every topic and group not kept (``keep_*``, else the last snapshot, else none: all
+        but internal topics), clear faults, cap and recording, resume."""
         self.faults.clear()
-        keep_topics, keep_groups = _baselines.get(self.broker, (set(), set()))
+        keep_topics_set, keep_groups_set = _baselines.get(self.broker, (set(), set()))
+        if keep_topics is not None:
+            keep_topics_set = set(keep_topics)
+        if keep_groups is not None:
+            keep_groups_set = set(keep_groups)
         topics, groups = self._state()
         kept: dict[str, str] = {}
         deleted_groups = []
         coordinator = self.broker.groups
-        for group_id in sorted(groups - keep_groups):
+        for group_id in sorted(groups - keep_groups_set):
             code = coordinator.delete_group(group_id) if coordinator is not None else None
             if code == 0:
                 deleted_groups.append(group_id)
             elif code is not None:
                 kept[group_id] = getattr(code, "name", str(code))  # NON_EMPTY_GROUP: a client is still in it
         deleted_topics = []
-        for name in sorted(topics - keep_topics):
+        for name in sorted(topics - keep_topics_set):
             try:
                 await self.broker.admin.delete_topic(name)
                 deleted_topics.append(name)
