@@ -383,12 +383,12 @@ async def test_a_predicate_narrows_the_match_and_one_that_raises_matches_nothing
     def boom(info):
         raise RuntimeError("a test's bug")
 
-    broken = injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER", when=boom)
+    broken = injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER", predicate=boom)
     rule = injector.add(
         "Produce",
         error="NOT_LEADER_OR_FOLLOWER",
         count=None,
-        when=lambda info: "p2" in info.topics and info.version >= 9,
+        predicate=lambda info: "p2" in info.topics and info.version >= 9,
     )
     first = await client.request(ApiKey.PRODUCE, 9, produce_one("p1"))
     second = await client.request(ApiKey.PRODUCE, 9, produce_one("p2"))

@@ -41,8 +41,8 @@ __all__ = [
 _WHERE = {
     "broker": "embedded",
     "StromBroker": "embedded",
-    "abroker": "abroker",
-    "AsyncBroker": "abroker",
+    "abroker": "async_broker",
+    "AsyncBroker": "async_broker",
     "WaitTimeout": "control",
     "cluster": "zkcluster",
     "StromCluster": "zkcluster",
@@ -58,7 +58,7 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
-    from .abroker import AsyncBroker, abroker
+    from .async_broker import AsyncBroker, abroker
     from .clock import PausableClock
     from .control import ControlClient, ControlError, Faults, WaitTimeout
     from .embedded import StromBroker, broker

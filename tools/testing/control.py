@@ -42,7 +42,7 @@ class ControlClient:
             data = json.dumps(args or {}).encode()
         except TypeError as exc:
             raise ControlError(
-                f"{operation}: {exc}; over the control endpoint arguments are JSON (a predicate, when=, "
+                f"{operation}: {exc}; over the control endpoint arguments are JSON (a predicate, "
                 f"works only with a broker in this process: mode='thread')"
             ) from None
         request = urllib.request.Request(
@@ -135,7 +135,7 @@ class Faults:
         cut_bytes: int | None = None,
         duplicate: bool = False,
         throttle_ms: int | None = None,
-        when: Callable[[Any], bool] | None = None,
+        predicate: Callable[[Any], bool] | None = None,
     ) -> Rule:
         """The next ``count`` requests of ``api`` (None: any API; ``count=None``: all of them until
         cleared), optionally only those of ``client_id`` or touching ``topic`` (and ``partition``):
@@ -143,7 +143,7 @@ class Faults:
         ("before" handling, or "after": the request takes effect, its answer is lost), send only
         ``cut_bytes`` of the answer and close, answer ``throttle_ms`` as throttle time, ``duplicate``
         a Fetch answer's records, or only ``observe`` (count). ``rate``: act on that fraction of the
-        matching requests (seeded by ``seed``); ``when``: a predicate over the request
+        matching requests (seeded by ``seed``); ``predicate``: a callable over the request
         (``strom.testing.faults.RequestInfo``; thread mode only). Returns the :class:`Rule`."""
         args: dict[str, Any] = {
             "api": api,
@@ -163,7 +163,7 @@ class Faults:
             "cut_bytes": cut_bytes,
             "duplicate": duplicate,
             "throttle_ms": throttle_ms,
-            "when": when,
+            "predicate": predicate,
         }
         args.update({k: v for k, v in chaos.items() if v not in (None, False, 0)})
         return Rule(self._call, self._call("fault", args))

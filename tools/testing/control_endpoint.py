@@ -150,7 +150,7 @@ class Controls:
         cut_bytes: int | None = None,
         duplicate: bool = False,
         throttle_ms: int | None = None,
-        when: Any = None,
+        predicate: Any = None,
     ) -> dict:
         fault = self.faults.add(
             api,
@@ -168,7 +168,7 @@ class Controls:
             cut_bytes=cut_bytes,
             duplicate=duplicate,
             throttle_ms=throttle_ms,
-            when=when,
+            predicate=predicate,
         )
         return fault.describe()
 

@@ -27,8 +27,8 @@ one thing to the next ``count`` matching requests:
 
 Rules are chaos profiles too: ``rate`` acts on that fraction of the matching requests (drawn from
 a ``random.Random(seed)`` of the rule: the same seed and requests give the same choices),
-``jitter_ms`` adds a uniform 0..jitter to ``delay_ms`` (same generator); ``when`` (thread mode: a
-Python callable over a :class:`RequestInfo`) narrows the match further. Every rule counts the
+``jitter_ms`` adds a uniform 0..jitter to ``delay_ms`` (same generator); ``predicate`` (thread mode:
+a Python callable over a :class:`RequestInfo`) narrows the match further. Every rule counts the
 requests it matched (``matched``) and acted on (``hits``), and :meth:`RequestFaults.wait_hits`
 waits for a number of hits; rules that ran out are kept (``known``) until ``clear()`` so their
 counts stay readable.
@@ -233,7 +233,7 @@ def error_code_of(error: int | str) -> int:
 
 @dataclass(frozen=True)
 class RequestInfo:
-    """What a rule's ``when`` predicate sees of a request (thread mode)."""
+    """What a rule's ``predicate`` sees of a request (thread mode)."""
 
     api: str  # Kafka's name: "Produce"
     api_key: int
@@ -268,7 +268,7 @@ class Fault:
     cut_bytes: int | None = None
     duplicate: bool = False
     throttle_ms: int | None = None
-    when: Predicate | None = None
+    predicate: Predicate | None = None
     matched: int = 0  # requests that matched (before ``rate`` chose)
     active: bool = True  # False once used up or removed
     rng: random.Random = field(default_factory=random.Random, repr=False)
@@ -294,7 +294,7 @@ class Fault:
             "cut_bytes": self.cut_bytes,
             "duplicate": self.duplicate,
             "throttle_ms": self.throttle_ms,
-            "when": getattr(self.when, "__name__", "predicate") if self.when is not None else None,
+            "predicate": getattr(self.predicate, "__name__", "predicate") if self.predicate is not None else None,
         }
 
 
@@ -365,7 +365,7 @@ class RequestFaults:
         cut_bytes: int | None = None,
         duplicate: bool = False,
         throttle_ms: int | None = None,
-        when: Predicate | None = None,
+        predicate: Predicate | None = None,
     ) -> Fault:
         if drop not in (None, "before", "after"):
             raise ValueError(f"drop={drop!r}: use 'before' or 'after'")
@@ -395,8 +395,8 @@ class RequestFaults:
                 "duplicate: only Fetch answers (records a consumer must skip); Kafka answers each request "
                 "once, by correlation id, so no client is required to accept a second answer"
             )
-        if when is not None and not callable(when):
-            raise ValueError("when: a callable taking a RequestInfo (thread mode only)")
+        if predicate is not None and not callable(predicate):
+            raise ValueError("predicate: a callable taking a RequestInfo (thread mode only)")
         if seed is None and (rate is not None or jitter_ms):
             seed = random.randrange(2**32)  # shown by describe(): pass it to repeat a run's choices
         fault = Fault(
@@ -416,7 +416,7 @@ class RequestFaults:
             cut_bytes=None if cut_bytes is None else int(cut_bytes),
             duplicate=bool(duplicate),
             throttle_ms=None if throttle_ms is None else int(throttle_ms),
-            when=when,
+            predicate=predicate,
         )
         if fault.seed is not None:
             fault.rng.seed(fault.seed)
@@ -627,11 +627,11 @@ class RequestFaults:
                 continue
             if rule.topic is not None and not self._touches(HANDLERS[header.api_key], request, rule):
                 continue
-            if rule.when is not None:
+            if rule.predicate is not None:
                 if info is None:
                     info = self._info(request, peer)
                 try:
-                    chosen = bool(rule.when(info))
+                    chosen = bool(rule.predicate(info))
                 except Exception:  # a test's predicate that raises matches nothing; the broker goes on
                     log.exception("fault %d: its predicate raised; treated as no match", rule.id)
                     chosen = False
@@ -735,7 +735,7 @@ def _duplicate_records(body: dict) -> dict:
 
 def _summary(rule: Fault) -> str:
     what = rule.describe()
-    keys = ("api", "error", "delay_ms", "drop", "topic", "partition", "client_id", "observe", "rate", "when")
+    keys = ("api", "error", "delay_ms", "drop", "topic", "partition", "client_id", "observe", "rate", "predicate")
     return ", ".join(f"{k}={what[k]}" for k in keys if what[k] not in (None, 0, False))
 
 
