@@ -112,6 +112,37 @@ def run_embedded() -> dict:
     return out
 
 
+RESET_ROUNDS = 5
+
+
+def run_reset() -> dict:
+    """The reset between tests on a shared broker: each round leaves what a test leaves (two topics
+    with records, a consumer group with committed offsets, a fault rule), then ``reset()`` is timed.
+    Beside it, what a fresh broker per test costs instead (start and close)."""
+    import confluent_kafka  # noqa: F401
+
+    from strom.testing import StromBroker
+
+    resets, fresh = [], []
+    with StromBroker() as broker:
+        broker.snapshot()
+        for _ in range(RESET_ROUNDS):
+            workload(broker.bootstrap_servers)  # a topic with 100 records, a group with its commit
+            broker.create_topic(f"extra-{uuid.uuid4().hex[:8]}", 3)
+            broker.faults.error("Produce", "NOT_LEADER_OR_FOLLOWER", count=None)
+            start = time.perf_counter()
+            done = broker.reset()
+            resets.append(time.perf_counter() - start)
+            if len(done["deleted_topics"]) != 2 or len(done["deleted_groups"]) != 1 or done["kept"]:
+                raise RuntimeError(f"reset left something behind: {done}")
+    for _ in range(RESET_ROUNDS):
+        start = time.perf_counter()
+        with StromBroker():
+            pass
+        fresh.append(time.perf_counter() - start)
+    return {"reset_s": statistics.median(resets), "fresh_broker_s": statistics.median(fresh)}
+
+
 def run_idle() -> dict:
     """Memory an idle embedded broker adds to a test process (its modules, loop, logs)."""
     import confluent_kafka  # noqa: F401
@@ -227,7 +258,7 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         "serve_process": [],
         "kafka_reference": [],
     }
-    idle = []
+    idle, resets = [], []
     if bytecode:
         from strom.tools.bench.benchmark import installed_env
 
@@ -243,6 +274,7 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         results["embedded_cold"].append(embedded["cold"])
         results["embedded_warm"].append(embedded["warm"])
         idle.append(_child("idle", workdir / f"i{i}", env)["idle_rss_bytes"])
+        resets.append(_child("reset", workdir / f"r{i}", env))
         results["serve_process"].append(_child("process", workdir / f"p{i}", env))
     for i in range(kafka_runs):
         log(f"reference Kafka run {i + 1}/{kafka_runs}")
@@ -251,6 +283,7 @@ def measure(runs: int, kafka_runs: int, workdir: Path, log, bytecode: bool = Tru
         kind: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for kind, rs in results.items() if rs
     }
     summary["embedded_idle_rss_bytes"] = statistics.median(idle)
+    summary["reset"] = {key: statistics.median(r[key] for r in resets) for key in resets[0]}
     return {"median": summary, "runs": results, "bytecode_cached": bytecode}
 
 
@@ -286,6 +319,13 @@ def format_report(report: dict) -> str:
         if cached
         else "not kept (PYTHONDONTWRITEBYTECODE=1): every cold start compiles strom's modules"
     )
+    reset = median.get("reset")
+    if reset:
+        table += (
+            f"\n\nreset between tests on a shared embedded broker: {reset['reset_s'] * 1000:.1f} ms "
+            f"(two topics, one group with commits, a fault rule; a fresh broker per test instead: "
+            f"{reset['fresh_broker_s'] * 1000:.1f} ms to start and close)"
+        )
     return (
         table + f"\n\nembedded broker idle memory: {median['embedded_idle_rss_bytes'] / 2**20:.1f} MiB "
         f"(RSS of a test process with an idle broker minus before it started: the broker's modules, loop and logs)"
@@ -316,7 +356,7 @@ def format_report(report: dict) -> str:
     show_default=True,
     help="Keep compiled bytecode as an installed strom does, or compile at every start.",
 )
-@click.option("--child", type=click.Choice(["embedded", "idle", "process", "kafka"]), hidden=True)
+@click.option("--child", type=click.Choice(["embedded", "idle", "reset", "process", "kafka"]), hidden=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), hidden=True)
 def bench_testbroker(
     runs: int, kafka_runs: int, json_path: Path | None, bytecode: bool, child: str | None, workdir: Path | None
@@ -327,6 +367,7 @@ def bench_testbroker(
         result = {
             "embedded": run_embedded,
             "idle": run_idle,
+            "reset": run_reset,
             "process": lambda: run_process(workdir),
             "kafka": lambda: run_kafka(workdir),
         }[child]()
