@@ -17,21 +17,23 @@ one thing to the next ``count`` matching requests:
   connection lost in the middle of an answer).
 - ``throttle_ms``: answer with that ``throttle_time_ms`` (KIP-219: the client holds back its next
   requests to this broker that long).
-- ``duplicate`` (Fetch only): every partition's records twice in the answer. Kafka answers one
-  request with one response, matched by correlation id, so a second wire answer is not something a
-  client can be asked to accept; what the protocol does make clients cope with is a Fetch answer
-  holding records below the fetch offset (Kafka sends whole batches, so that happens), which they
-  must skip. A duplicated Fetch answer is that at its worst: a consumer that hands a record to the
-  application twice has a bug.
+- ``duplicate`` (Fetch only): records the consumer already has, again. Kafka answers each request
+  once (a client matches answers by correlation id), so a second wire answer is not something any
+  client is asked to cope with; what Kafka's own answers do hold is records below the fetch offset
+  (an answer starts at the batch that holds the fetch offset, whole), which a consumer must skip.
+  So each matching partition is answered from one offset earlier: the batch before the one asked
+  for comes again, ahead of the new records. A consumer that hands those to the application a
+  second time has a bug.
 - ``observe``: change nothing, only count (``hits``).
 
-Rules are chaos profiles too: ``rate`` acts on that fraction of the matching requests (drawn from
-a ``random.Random(seed)`` of the rule: the same seed and requests give the same choices),
-``jitter_ms`` adds a uniform 0..jitter to ``delay_ms`` (same generator); ``predicate`` (thread mode:
-a Python callable over a :class:`RequestInfo`) narrows the match further. Every rule counts the
-requests it matched (``matched``) and acted on (``hits``), and :meth:`RequestFaults.wait_hits`
-waits for a number of hits; rules that ran out are kept (``known``) until ``clear()`` so their
-counts stay readable.
+A request is acted on by the first acting rule that matches it (in the order they were added);
+every observe-only rule that matches counts it. Rules are chaos profiles too: ``rate`` acts on
+that fraction of the matching requests (drawn from a ``random.Random(seed)`` of the rule: the same
+seed and requests give the same choices), ``jitter_ms`` adds a uniform 0..jitter to ``delay_ms``
+(same generator); ``predicate`` (thread mode: a Python callable over a :class:`RequestInfo`)
+narrows the match further. Every rule counts the requests it matched (``matched``) and acted on
+(``hits``), and :meth:`RequestFaults.wait_hits` waits for a number of hits; rules that ran out
+are kept (``known``) until ``clear()`` so their counts stay readable.
 
 Besides rules: ``pause()`` holds every request until ``resume()`` and stops the broker's
 trio clock when it runs on a ``PausableClock`` (``strom.testing.clock``: the embedded broker and
@@ -590,6 +592,9 @@ class RequestFaults:
         if fault.drop == "before":
             log.info("fault %d: dropping the connection before %s peer=%s", fault.id, name, peer)
             raise DropConnection()
+        if fault.duplicate:
+            request = self._from_earlier(request, fault)
+            log.info("fault %d: answering %s from one offset earlier (records again) peer=%s", fault.id, name, peer)
         if fault.error is not None:
             body = await self._error(request, peer, proceed, fault)
         else:
@@ -597,9 +602,6 @@ class RequestFaults:
         if fault.drop == "after":
             log.info("fault %d: dropping the connection after %s peer=%s", fault.id, name, peer)
             raise DropConnection()
-        if body is not None and fault.duplicate:
-            body = _duplicate_records(body)
-            log.info("fault %d: every partition's records twice in the %s answer peer=%s", fault.id, name, peer)
         if body is not None and fault.throttle_ms is not None and "throttle_time_ms" in body:
             body = dict(body, throttle_time_ms=max(int(body["throttle_time_ms"] or 0), fault.throttle_ms))
             log.info("fault %d: %s answered with throttle_time_ms=%d peer=%s", fault.id, name, fault.throttle_ms, peer)
@@ -611,16 +613,39 @@ class RequestFaults:
             context.cut_answer_after.set(fault.cut_bytes)
         return body
 
+    def _from_earlier(self, request: Request, rule: Fault) -> Request:
+        """The Fetch ``request`` with each matching partition's fetch offset one lower (where the
+        log has the offset below it), so that the answer repeats the batch before."""
+        select = self._selector(rule)
+        context = self.dispatcher.context
+        replicas = context.replica_manager if context is not None else None
+        topics = []
+        for entry in request.body.get("topics") or []:
+            name = entry.get("topic") or (self._name_of_id(entry["topic_id"]) if entry.get("topic_id") else None)
+            parts = []
+            for part in entry.get("partitions") or []:
+                offset = part.get("fetch_offset", 0)
+                replica = replicas.partition(name, part["partition"]) if replicas is not None and name else None
+                start = replica.log.log_start_offset if replica is not None else None
+                if select(name, part["partition"]) and start is not None and offset > start:
+                    part = _copy(part, {"fetch_offset": offset - 1})
+                parts.append(part)
+            topics.append(_copy(entry, {"partitions": parts}))
+        return Request(header=request.header, body=_copy(request.body, {"topics": topics}), size=request.size)
+
     def _release_before(self, major: int, minor: int) -> bool:
         got = tuple(int(x) for x in str(self.cap_name).split(".")[:2])
         return got < (major, minor)
 
     def _match(self, request: Request, peer: str) -> Fault | None:
-        """The first acting rule that matches and is chosen (``rate``), its hit counted; observe-only
-        rules that match are counted on the way."""
+        """The first acting rule (in the order added) that matches and is chosen (``rate``), its hit
+        counted; every observe-only rule that matches counts the request too."""
         header = request.header
         info: RequestInfo | None = None
+        acting: Fault | None = None
         for rule in list(self.rules):
+            if acting is not None and not rule.observe:
+                continue  # one acting rule per request: the first added
             if rule.api_key is not None and rule.api_key != header.api_key:
                 continue
             if rule.client_id is not None and rule.client_id != header.client_id:
@@ -648,10 +673,9 @@ class RequestFaults:
                     self.rules.remove(rule)
                     self._update()
             self._notify_hit()
-            if rule.observe:
-                continue
-            return rule
-        return None
+            if not rule.observe:
+                acting = rule
+        return acting
 
     def _info(self, request: Request, peer: str) -> RequestInfo:
         header = request.header
@@ -716,21 +740,6 @@ class RequestFaults:
         elif answer.rest is not None:
             response = await proceed(Request(header=header, body=answer.rest, size=request.size), peer)
         return answer.merge(response)
-
-
-def _duplicate_records(body: dict) -> dict:
-    """A Fetch answer with every partition's records twice (file regions read into memory)."""
-    topics = []
-    for topic in body.get("responses") or []:
-        parts = []
-        for part in topic.get("partitions") or []:
-            records = part.get("records")
-            if records:
-                data = records.read() if hasattr(records, "read") else bytes(records)
-                part = dict(part, records=data + data)
-            parts.append(part)
-        topics.append(dict(topic, partitions=parts))
-    return dict(body, responses=topics)
 
 
 def _summary(rule: Fault) -> str:
