@@ -289,6 +289,46 @@ def _simple(name: str, operation: str, doc: str) -> None:
         _call(ctx, operation)
 
 
+def _pairs(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` arguments; a value that reads as JSON (numbers, true, null, lists) is taken as such."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"expected key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+@control.command("cluster")
+@click.argument("name")
+@click.argument("args", nargs=-1)
+@click.pass_context
+def cluster_operation(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
+    """A cluster action on a test cluster's control endpoint (strom.testing.cluster_control): NAME
+    is stop, kill, pause, resume, restart, move_leader, isolate, ... ARGS as key=value
+    (broker=2 topic=t partition=0 seconds=5)."""
+    values = _pairs(args)
+    timeout = float(values["timeout"]) + WAIT_MARGIN_S if "timeout" in values else None
+    _call(ctx, f"cluster/{name}", values, timeout)
+
+
+@control.command("broker")
+@click.argument("broker_id", type=int)
+@click.argument("operation")
+@click.argument("args", nargs=-1)
+@click.pass_context
+def broker_operation(ctx: click.Context, broker_id: int, operation: str, args: tuple[str, ...]) -> None:
+    """One broker's control OPERATION (fault, wait_group, reset, ...) through a test cluster's
+    control endpoint; ARGS as key=value."""
+    values = _pairs(args)
+    timeout = float(values["timeout"]) + WAIT_MARGIN_S if "timeout" in values else None
+    _call(ctx, f"broker/{broker_id}/{operation}", values, timeout)
+
+
 _simple("status", "status", "Show the broker's listeners, topics, fault rules, pause, cap and recording.")
 _simple("faults", "faults", "List the fault rules in force (with hits and remaining counts).")
 _simple("clear", "clear", "Remove every fault rule and the version cap, resume, stop recording.")

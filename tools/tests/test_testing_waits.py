@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from strom.testing import ControlError, WaitTimeout, abroker, broker
+from strom.testing import ControlError, StromBroker, WaitTimeout, abroker, broker
 
 QUIET = {"log_level": 0}
 
@@ -252,3 +252,58 @@ async def test_abroker_from_trio():
         await trio.to_thread.run_sync(_produce, b.bootstrap_servers, "tr", 2)
         assert (await b.wait_for_offset("tr", 0, 2))["high_watermark"] == 2
         assert (await rule.wait(1)).hits >= 1
+
+
+class TwoBrokers:
+    """Two standalone brokers behind the cluster control endpoint (the endpoint's plumbing; the
+    in-process cluster's own actions are tested with it, see strom.testing.cluster_actions)."""
+
+    def __init__(self) -> None:
+        self.brokers = [StromBroker().start(), StromBroker().start()]
+
+    def broker(self, broker_id: int):
+        return self.brokers[broker_id]
+
+    def operation(self, name: str, args: dict) -> dict:
+        if name == "stop":
+            self.brokers[int(args["broker"])].stop()
+            return {"ok": True}
+        if name == "status":
+            return {"running": [b.running for b in self.brokers]}
+        if name == "slow":
+            raise AssertionError("waited 0.1 s for a leader; saw none")
+        raise ValueError(f"unknown cluster operation {name!r}")
+
+    def close(self) -> None:
+        for b in self.brokers:
+            b.close()
+
+
+def test_cluster_control_endpoint_serves_cluster_actions_and_broker_operations():
+    from strom.testing.cluster_control import ClusterControl
+    from strom.tools.control_cli import control
+
+    cluster = TwoBrokers()
+    try:
+        with ClusterControl(cluster) as endpoint:
+            runner = CliRunner()
+            to = ["--to", endpoint.address]
+            b1 = cluster.broker(1)
+            b1.create_topic("c")
+            _produce(b1.bootstrap_servers, "c", 2)
+            waited = runner.invoke(control, [*to, "broker", "1", "wait_offset", "topic=c", "partition=0", "offset=2"])
+            assert waited.exit_code == 0 and json.loads(waited.output)["high_watermark"] == 2, waited.output
+            late = runner.invoke(control, [*to, "broker", "0", "wait_group", "group_id=g", "timeout=0.1"])
+            assert late.exit_code == 2 and "does not exist" in late.output
+            slow = runner.invoke(control, [*to, "cluster", "slow"])
+            assert slow.exit_code == 2 and "saw none" in slow.output
+            unknown = runner.invoke(control, [*to, "cluster", "nope"])
+            assert unknown.exit_code == 1 and "unknown cluster operation" in unknown.output
+            stopped = runner.invoke(control, [*to, "cluster", "stop", "broker=0"])
+            assert stopped.exit_code == 0 and not cluster.broker(0).running
+            status = runner.invoke(control, [*to, "cluster", "status"])
+            assert json.loads(status.output) == {"running": [False, True]}
+            with pytest.raises(ValueError, match="loopback only"):
+                ClusterControl(cluster, host="0.0.0.0")
+    finally:
+        cluster.close()
