@@ -133,44 +133,9 @@ class Controls:
             **self.faults.status(),
         }
 
-    async def op_fault(
-        self,
-        api: str | int | None = None,
-        error: str | int | None = None,
-        delay_ms: int = 0,
-        drop: str | None = None,
-        count: int | None = 1,
-        topic: str | None = None,
-        partition: int | None = None,
-        client_id: str | None = None,
-        observe: bool = False,
-        rate: float | None = None,
-        seed: int | None = None,
-        jitter_ms: int = 0,
-        cut_bytes: int | None = None,
-        duplicate: bool = False,
-        throttle_ms: int | None = None,
-        predicate: Any = None,
-    ) -> dict:
-        fault = self.faults.add(
-            api,
-            error=error,
-            delay_ms=delay_ms,
-            drop=drop,
-            count=count,
-            topic=topic,
-            partition=partition,
-            client_id=client_id,
-            observe=observe,
-            rate=rate,
-            seed=seed,
-            jitter_ms=jitter_ms,
-            cut_bytes=cut_bytes,
-            duplicate=duplicate,
-            throttle_ms=throttle_ms,
-            predicate=predicate,
-        )
-        return fault.describe()
+    async def op_fault(self, api: str | int | None = None, **rule: Any) -> dict:
+        """Add a rule: ``RequestFaults.add``'s arguments (an unknown one is refused)."""
+        return self.faults.add(api, **rule).describe()
 
     async def op_rule(self, id: int) -> dict:
         return self.faults.rule(int(id)).describe()
@@ -188,32 +153,17 @@ class Controls:
     async def op_connections(self) -> dict:
         return {"connections": self.broker.connection_quotas.total}
 
-    async def op_wait_group(
-        self,
-        group_id: str,
-        state: str | None = "Stable",
-        members: int | None = None,
-        timeout: float = 10.0,  # noqa: ASYNC109
-    ) -> dict:
-        return await watcher(self.broker).group(
-            group_id, state, None if members is None else int(members), float(timeout)
-        )
+    async def op_wait_group(self, **args: Any) -> dict:
+        return await watcher(self.broker).group(**args)
 
-    async def op_wait_lag(self, group_id: str, topic: str | None = None, lag: int = 0, timeout: float = 10.0) -> dict:  # noqa: ASYNC109
-        return await watcher(self.broker).lag(group_id, topic, int(lag), float(timeout))
+    async def op_wait_lag(self, **args: Any) -> dict:
+        return await watcher(self.broker).lag(**args)
 
-    async def op_wait_offset(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        timeout: float = 10.0,  # noqa: ASYNC109
-        kind: str = "high_watermark",
-    ) -> dict:
-        return await watcher(self.broker).offset(topic, int(partition), int(offset), float(timeout), kind)
+    async def op_wait_offset(self, **args: Any) -> dict:
+        return await watcher(self.broker).offset(**args)
 
-    async def op_wait_connections(self, count: int, at_least: bool = True, timeout: float = 10.0) -> dict:  # noqa: ASYNC109
-        return await watcher(self.broker).connections(int(count), bool(at_least), float(timeout))
+    async def op_wait_connections(self, **args: Any) -> dict:
+        return await watcher(self.broker).connections(**args)
 
     # ---- reset between tests ---------------------------------------------------------
     def _state(self) -> tuple[set[str], set[str]]:

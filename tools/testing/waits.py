@@ -121,6 +121,7 @@ class Watcher:
         timeout: float = 10.0,  # noqa: ASYNC109
     ) -> dict[str, Any]:
         want_state = state.lower() if state else None
+        members = None if members is None else int(members)
 
         def check() -> tuple[bool, dict[str, Any]]:
             view = group_view(self.broker.groups, group_id)
@@ -135,6 +136,8 @@ class Watcher:
         return await self.until(check, timeout, what, _seen_group)
 
     async def lag(self, group_id: str, topic: str | None = None, lag: int = 0, timeout: float = 10.0) -> dict[str, Any]:  # noqa: ASYNC109
+        lag = int(lag)
+
         def check() -> tuple[bool, dict[str, Any]]:
             view = group_lag(self.broker, group_id, topic)
             return view["lag"] is not None and view["lag"] <= lag, view
@@ -152,6 +155,7 @@ class Watcher:
     ) -> dict[str, Any]:
         if kind not in ("high_watermark", "log_end_offset"):
             raise ValueError(f"kind={kind!r}: high_watermark (what consumers can read) or log_end_offset")
+        partition, offset = int(partition), int(offset)
 
         def check() -> tuple[bool, dict[str, Any]]:
             view = partition_offsets(self.broker, topic, partition)
@@ -163,6 +167,8 @@ class Watcher:
         )
 
     async def connections(self, count: int, at_least: bool = True, timeout: float = 10.0) -> dict[str, Any]:  # noqa: ASYNC109
+        count, at_least = int(count), bool(at_least)
+
         def check() -> tuple[bool, dict[str, Any]]:
             n = self.broker.connection_quotas.total
             return (n >= count if at_least else n == count), {"connections": n}
