@@ -172,6 +172,9 @@ class Controls:
         groups: set[str] = set()
         if b.groups is not None:
             groups = set(b.groups.groups) | set(b.groups.consumer.groups)
+            share = getattr(b.groups, "share", None)  # KIP-932 share groups, where the broker has them
+            if share is not None:
+                groups |= set(share.groups)
         return topics, groups
 
     async def op_snapshot(self) -> dict:

@@ -39,9 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.testing.waits")
 
 RECHECK_S = 1.0
+# Kafka's group state names, per group type (any case is accepted)
 GROUP_STATES = {
     "classic": ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"),
     "consumer": ("Empty", "Assigning", "Reconciling", "Stable", "Dead"),
+    "share": ("Empty", "Stable", "Dead"),
 }
 
 T = TypeVar("T")
@@ -121,6 +123,10 @@ class Watcher:
         timeout: float = 10.0,  # noqa: ASYNC109
     ) -> dict[str, Any]:
         want_state = state.lower() if state else None
+        known = {name.lower() for names in GROUP_STATES.values() for name in names}
+        if want_state is not None and want_state not in known:
+            names = sorted({name for names in GROUP_STATES.values() for name in names})
+            raise ValueError(f"state={state!r}: not a group state; Kafka's are {', '.join(names)} (None: any)")
         members = None if members is None else int(members)
 
         def check() -> tuple[bool, dict[str, Any]]:

@@ -118,6 +118,8 @@ def test_waits_time_out_with_what_they_saw_and_offset_and_connection_waits():
     with broker() as b:
         with pytest.raises(WaitTimeout, match=r"waited 0.1 s for group 'nobody' to be Stable; the group does not"):
             b.wait_for_group("nobody", timeout=0.1)
+        with pytest.raises(ControlError, match="'Rebalancing': not a group state; Kafka's are Assigning, CompletingRebalance"):
+            b.wait_for_group("nobody", state="Rebalancing")
         b.create_topic("o")
         with pytest.raises(WaitTimeout, match=r"o-0 to reach high_watermark 3; seen: .*'high_watermark': 0"):
             b.wait_for_offset("o", 0, 3, timeout=0.1)
