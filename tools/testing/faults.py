@@ -57,6 +57,7 @@ import json
 import logging
 import random
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -326,7 +327,7 @@ class RequestFaults:
     force. Call its methods on the broker's trio thread."""
 
     def __init__(self, dispatcher: RequestDispatcher) -> None:
-        self.dispatcher = dispatcher
+        self._dispatcher = weakref.ref(dispatcher)  # _injectors is keyed weakly by the dispatcher
         self.rules: list[Fault] = []
         self.known: dict[int, Fault] = {}  # every rule since the last clear(), used up or not
         self._ids = itertools.count(1)
@@ -335,6 +336,13 @@ class RequestFaults:
         self.cap_name: str | None = None
         self.cap: dict[int, tuple[int, int]] | None = None
         self.recording: deque | None = None
+
+    @property
+    def dispatcher(self) -> RequestDispatcher:
+        found = self._dispatcher()
+        if found is None:
+            raise ReferenceError("the broker of this fault injector is gone")
+        return found
 
     # ---- switches ---------------------------------------------------------------
     def _update(self) -> None:

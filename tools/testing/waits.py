@@ -21,6 +21,7 @@ a share coordinator, its groups are read there too (``share`` type).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from weakref import WeakKeyDictionary
@@ -62,10 +63,17 @@ class Watcher:
     """The waits of one broker (made on first use, see :func:`watcher`)."""
 
     def __init__(self, broker: WatchedBroker) -> None:
-        self.broker = broker
+        self._broker = weakref.ref(broker)  # the registry below is keyed weakly by the broker
         self._changed = trio.Event()
         self._hooked_groups: Any = None
         broker.connection_quotas.watchers.append(self._pulse)
+
+    @property
+    def broker(self) -> WatchedBroker:
+        found = self._broker()
+        if found is None:
+            raise ReferenceError("the broker of this watcher is gone")
+        return found
 
     def _pulse(self) -> None:
         self._changed.set()

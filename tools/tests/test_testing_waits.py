@@ -118,7 +118,9 @@ def test_waits_time_out_with_what_they_saw_and_offset_and_connection_waits():
     with broker() as b:
         with pytest.raises(WaitTimeout, match=r"waited 0.1 s for group 'nobody' to be Stable; the group does not"):
             b.wait_for_group("nobody", timeout=0.1)
-        with pytest.raises(ControlError, match="'Rebalancing': not a group state; Kafka's are Assigning, CompletingRebalance"):
+        with pytest.raises(
+            ControlError, match="'Rebalancing': not a group state; Kafka's are Assigning, CompletingRebalance"
+        ):
             b.wait_for_group("nobody", state="Rebalancing")
         b.create_topic("o")
         with pytest.raises(WaitTimeout, match=r"o-0 to reach high_watermark 3; seen: .*'high_watermark': 0"):
@@ -309,3 +311,16 @@ def test_cluster_control_endpoint_serves_cluster_actions_and_broker_operations()
                 ClusterControl(cluster, host="0.0.0.0")
     finally:
         cluster.close()
+
+
+def test_a_closed_broker_is_freed_after_its_faults_and_waits_were_used():
+    import gc
+    import weakref
+
+    b = StromBroker().start()
+    b.faults.observe("Produce")
+    b.wait_for_connections(0, at_least=False)
+    server = weakref.ref(b._broker)
+    b.close()
+    gc.collect()
+    assert server() is None  # the registries of injectors and watchers hold their brokers weakly
