@@ -397,13 +397,14 @@ async def test_a_predicate_narrows_the_match_and_one_that_raises_matches_nothing
     assert (rule.hits, broken.hits) == (1, 0)
 
 
-async def test_throttle_time_is_answered(connect, broker):
+async def test_throttle_time_is_answered_and_the_connection_waits_it_out(connect, broker, autojump_clock):
     client = await connect()
     request_faults(broker).add("Metadata", throttle_ms=1234)
+    start = trio.current_time()
     response = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
-    assert response.throttle_time_ms == 1234
+    assert response.throttle_time_ms == 1234 and trio.current_time() - start < 1.0  # answered at once
     again = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
-    assert again.throttle_time_ms == 0
+    assert again.throttle_time_ms == 0 and trio.current_time() - start >= 1.234  # read after the throttle
 
 
 async def test_cut_bytes_sends_part_of_the_answer_then_closes(connect, broker):

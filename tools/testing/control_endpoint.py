@@ -113,6 +113,9 @@ class Controls:
         """Run ``operation``; ControlError for bad arguments, WaitTimeout when a wait ran out."""
         if operation not in self.OPERATIONS:
             raise ControlError(f"unknown operation {operation!r}; known: {', '.join(self.OPERATIONS)}")
+        if operation.startswith("wait_") and self.faults.paused:
+            # a paused broker's clock stands still: the wait's own timeout would not run out
+            raise ControlError(f"{operation}: the broker is paused; resume it first (nothing changes while paused)")
         try:
             return await getattr(self, "op_" + operation)(**(args or {}))
         except TypeError as exc:

@@ -15,8 +15,9 @@ one thing to the next ``count`` matching requests:
   took effect, its answer is lost: what an idempotent producer's retry must cope with).
 - ``cut_bytes``: send only the first N bytes of the answer, then close the connection (a
   connection lost in the middle of an answer).
-- ``throttle_ms``: answer with that ``throttle_time_ms`` (KIP-219: the client holds back its next
-  requests to this broker that long).
+- ``throttle_ms``: answer with that ``throttle_time_ms`` and read nothing more from the connection
+  until it has passed, as Kafka throttles a client over its quota (KIP-219: the client holds back
+  its next requests to this broker that long; older clients are held by the muted connection).
 - ``duplicate`` (Fetch only): records the consumer already has, again. Kafka answers each request
   once (a client matches answers by correlation id), so a second wire answer is not something any
   client is asked to cope with; what Kafka's own answers do hold is records below the fetch offset
@@ -612,6 +613,10 @@ class RequestFaults:
             raise DropConnection()
         if body is not None and fault.throttle_ms is not None and "throttle_time_ms" in body:
             body = dict(body, throttle_time_ms=max(int(body["throttle_time_ms"] or 0), fault.throttle_ms))
+            # as Kafka's quota throttling: the answer goes now, the connection reads nothing more
+            # until the throttle time has passed (so clients from before KIP-219 wait too)
+            until = trio.current_time() + fault.throttle_ms / 1000
+            context.muted_until.set(max(context.muted_until.get(), until))
             log.info("fault %d: %s answered with throttle_time_ms=%d peer=%s", fault.id, name, fault.throttle_ms, peer)
         if fault.cut_bytes is not None:
             # the connection layer sends the first cut_bytes bytes of this answer, then closes

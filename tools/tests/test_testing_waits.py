@@ -137,6 +137,10 @@ def test_waits_time_out_with_what_they_saw_and_offset_and_connection_waits():
         assert b.wait_for_connections(0, at_least=False)["connections"] == 0
         with pytest.raises(ControlError, match="timeout=9999"):
             b.wait_for_connections(1, timeout=9999)
+        b.pause()
+        with pytest.raises(ControlError, match="the broker is paused; resume it first"):
+            b.wait_for_connections(1, timeout=0.1)
+        b.resume()
 
 
 def test_rule_handles_count_wait_and_remove():
