@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from strom.testing.control import WAIT_MARGIN_S, ControlClient, ControlError, WaitTimeout
+from strom.testing.control import CHAOS_DEFAULTS, WAIT_MARGIN_S, ControlClient, ControlError, WaitTimeout
 
 
 def _address(to: str | None, ready_file: Path | None) -> str:
@@ -128,7 +128,7 @@ def fault(
         "rate": rate,
         "seed": seed,
     }
-    args.update({k: v for k, v in chaos.items() if v not in (None, False, 0)})
+    args.update({k: v for k, v in chaos.items() if v != CHAOS_DEFAULTS[k]})
     _call(ctx, "fault", args)
 
 

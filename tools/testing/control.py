@@ -26,6 +26,18 @@ class WaitTimeout(ControlError, TimeoutError):
     waited for and what was seen last."""
 
 
+# a fault rule's chaos options when not given (RequestFaults.add's defaults)
+CHAOS_DEFAULTS: dict[str, Any] = {
+    "observe": False,
+    "rate": None,
+    "seed": None,
+    "jitter_ms": 0,
+    "cut_bytes": None,
+    "duplicate": False,
+    "throttle_ms": None,
+    "predicate": None,
+}
+
 # how much longer than a wait's own timeout a client waits for the broker's answer
 WAIT_MARGIN_S = 10.0
 
@@ -165,7 +177,8 @@ class Faults:
             "throttle_ms": throttle_ms,
             "predicate": predicate,
         }
-        args.update({k: v for k, v in chaos.items() if v not in (None, False, 0)})
+        # only what differs from the defaults goes (seed=0 and cut_bytes=0 do differ)
+        args.update({k: v for k, v in chaos.items() if v != CHAOS_DEFAULTS[k]})
         return Rule(self._call, self._call("fault", args))
 
     def error(self, api: str | int | None, error: str | int, count: int | None = 1, **match: Any) -> Rule:

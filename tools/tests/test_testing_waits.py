@@ -328,3 +328,10 @@ def test_a_closed_broker_is_freed_after_its_faults_and_waits_were_used():
     b.close()
     gc.collect()
     assert server() is None  # the registries of injectors and watchers hold their brokers weakly
+
+
+def test_seed_zero_and_cut_bytes_zero_are_kept():
+    with broker() as b:
+        rule = b.faults.error_rate("Produce", "NOT_LEADER_OR_FOLLOWER", rate=0.5, seed=0)
+        assert rule["seed"] == 0
+        assert b.faults.cut("Metadata", after_bytes=0)["cut_bytes"] == 0  # the answer's first 0 bytes: none
