@@ -107,7 +107,10 @@ class Watcher:
                 async with trio.open_nursery() as nursery:
 
                     async def data_moved() -> None:
-                        await self.broker.replicas.wait_for_data(partitions)
+                        # look again first: data may have moved before this task ran; from here to
+                        # the waiter's registration nothing else runs (no checkpoint between)
+                        if not check()[0]:
+                            await self.broker.replicas.wait_for_data(partitions)
                         nursery.cancel_scope.cancel()
 
                     async def other(changed: trio.Event) -> None:
