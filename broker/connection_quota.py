@@ -42,6 +42,7 @@ import ipaddress
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import trio
@@ -131,6 +132,8 @@ class ConnectionQuotas:
         self._by_name: dict[str, float] = {}  # addresses of IP entities named by a host name
         self._resolved_from: dict | None = None  # the quota entries they were resolved from
         self.total = 0  # open connections counted (accepted from sockets)
+        # called when a connection is counted or released (tests' waits for connections)
+        self.watchers: list[Callable[[], None]] = []
         self.ip_counts: dict[str, int] = {}
         self._changed: trio.Event | None = None  # set when a connection closes or a limit changes
         self._overrides_raw: str | None = None  # max.connections.per.ip.overrides, as resolved
@@ -360,6 +363,8 @@ class ConnectionQuotas:
         self.total += 1
         if self.protected(listener):
             self._close_excess()
+        for watcher in self.watchers:
+            watcher()
         return admission
 
     async def _wait_for_slot(self, listener: str, state: ListenerState) -> None:
@@ -438,6 +443,8 @@ class ConnectionQuotas:
             else:
                 self.ip_counts.pop(ip, None)
         self._notify()
+        for watcher in self.watchers:
+            watcher()
 
     def _close_excess(self) -> None:
         """Over max.connections (the inter-broker listener took a connection, or the limit was

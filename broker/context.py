@@ -20,3 +20,7 @@ principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
 
 # Until when (trio clock) the connection reads nothing more: a client over its quota (0: not muted).
 muted_until: ContextVar[float] = ContextVar("muted_until", default=0.0)
+
+# Tests' fault injection (strom.testing.faults): send only this many bytes of the answer being
+# built, then close the connection (None: the whole answer, as always).
+cut_answer_after: ContextVar[int | None] = ContextVar("cut_answer_after", default=None)

@@ -313,3 +313,156 @@ async def test_a_topic_rule_on_an_api_without_partitions_matches_requests_naming
     response = await client.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["keep"], "timeout_ms": 1000})
     assert response.responses[0].error_code == ErrorCode.TOPIC_DELETION_DISABLED and rule.hits == 1
     assert "keep" in broker.topics.topics and "gone" not in broker.topics.topics
+
+
+# ----------------------------------------------------------------------------- rules as chaos profiles
+def produce_one(topic: str, n: int = 1) -> dict:
+    return {
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch(n)}]}],
+    }
+
+
+async def test_observe_only_counts_and_an_acting_rule_behind_it_still_acts(connect, broker):
+    client = await connect()
+    await create(client, "o")
+    injector = request_faults(broker)
+    seen = injector.add("Produce", observe=True, count=None)
+    fail = injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER")
+    codes = [
+        (await client.request(ApiKey.PRODUCE, 9, produce_one("o"))).responses[0].partition_responses[0].error_code
+        for _ in range(3)
+    ]
+    assert codes == [ErrorCode.NOT_LEADER_OR_FOLLOWER, 0, 0]
+    assert (seen.hits, seen.matched, fail.hits) == (3, 3, 1)
+    assert broker.replicas.partition("o", 0).log.log_end_offset == 2
+    # a used-up rule keeps its counts until clear(); an observe-only rule needs no action, others one
+    assert injector.rule(fail.id).hits == 1 and not injector.rule(fail.id).active
+    with pytest.raises(ValueError, match="observe-only"):
+        injector.add("Produce", observe=True, error="NOT_LEADER_OR_FOLLOWER")
+
+
+async def test_a_seeded_error_rate_acts_on_that_fraction_and_repeats_with_its_seed(connect, broker):
+    client = await connect()
+    await create(client, "r")
+    injector = request_faults(broker)
+
+    async def pattern(seed: int) -> list[int]:
+        rule = injector.add("Produce", error="NOT_ENOUGH_REPLICAS", rate=0.3, seed=seed, count=None)
+        out = [
+            (await client.request(ApiKey.PRODUCE, 9, produce_one("r"))).responses[0].partition_responses[0].error_code
+            for _ in range(200)
+        ]
+        injector.remove(rule.id)
+        assert rule.matched == 200 and rule.hits == sum(1 for c in out if c)
+        return out
+
+    first = await pattern(7)
+    assert 40 <= sum(1 for c in first if c) <= 80  # 30 % of 200, give or take
+    assert await pattern(7) == first
+    assert await pattern(8) != first
+
+
+async def test_jitter_delays_between_delay_and_delay_plus_jitter(connect, broker, autojump_clock):
+    client = await connect()
+    request_faults(broker).add("ApiVersions", delay_ms=1000, jitter_ms=2000, seed=1, count=None)
+    waits = []
+    for _ in range(10):
+        start = trio.current_time()
+        await client.request(ApiKey.API_VERSIONS, 3, {})
+        waits.append(trio.current_time() - start)
+    assert all(1.0 <= w <= 3.0 + 1e-6 for w in waits)
+    assert max(waits) - min(waits) > 0.5  # not one fixed delay
+
+
+async def test_a_predicate_narrows_the_match_and_one_that_raises_matches_nothing(connect, broker):
+    client = await connect()
+    await create(client, "p1")
+    await create(client, "p2")
+    injector = request_faults(broker)
+
+    def boom(info):
+        raise RuntimeError("a test's bug")
+
+    broken = injector.add("Produce", error="NOT_LEADER_OR_FOLLOWER", predicate=boom)
+    rule = injector.add(
+        "Produce",
+        error="NOT_LEADER_OR_FOLLOWER",
+        count=None,
+        predicate=lambda info: "p2" in info.topics and info.version >= 9,
+    )
+    first = await client.request(ApiKey.PRODUCE, 9, produce_one("p1"))
+    second = await client.request(ApiKey.PRODUCE, 9, produce_one("p2"))
+    assert first.responses[0].partition_responses[0].error_code == 0
+    assert second.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (rule.hits, broken.hits) == (1, 0)
+
+
+async def test_throttle_time_is_answered_and_the_connection_waits_it_out(connect, broker, autojump_clock):
+    client = await connect()
+    request_faults(broker).add("Metadata", throttle_ms=1234)
+    start = trio.current_time()
+    response = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
+    assert response.throttle_time_ms == 1234 and trio.current_time() - start < 1.0  # answered at once
+    again = await client.request(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
+    assert again.throttle_time_ms == 0 and trio.current_time() - start >= 1.234  # read after the throttle
+
+
+async def test_cut_bytes_sends_part_of_the_answer_then_closes(connect, broker):
+    client = await connect()
+    await create(client, "c")
+    await client.request(ApiKey.PRODUCE, 9, produce_one("c", 5))
+    request_faults(broker).add("Fetch", cut_bytes=30)
+    await client.send(ApiKey.FETCH, 12, fetch_body("c", 0))
+    received = b""
+    while chunk := await client.stream.receive_some(65536):
+        received += chunk
+    assert len(received) == 30  # 4 bytes of size announcing far more, then the end of the stream
+    assert int.from_bytes(received[:4], "big") > 26
+
+
+async def test_duplicate_answers_from_the_batch_before_the_fetch_offset(connect, broker):
+    client = await connect()
+    await create(client, "dup")
+    await client.request(ApiKey.PRODUCE, 9, produce_one("dup", 3))  # offsets 0-2
+    await client.request(ApiKey.PRODUCE, 9, produce_one("dup", 2))  # offsets 3-4
+    everything = await client.request(ApiKey.FETCH, 12, fetch_body("dup", 0))
+    newest = await client.request(ApiKey.FETCH, 12, fetch_body("dup", 3))
+    injector = request_faults(broker)
+    observed = injector.add("Fetch", observe=True)
+    rule = injector.add("Fetch", duplicate=True, count=None)
+    again = await client.request(ApiKey.FETCH, 12, fetch_body("dup", 3))
+    # the batch below the fetch offset comes again ahead of the one asked for, as a Kafka answer
+    # that starts at the batch holding the fetch offset does; nothing below the log start
+    assert bytes(again.responses[0].partitions[0].records) == bytes(everything.responses[0].partitions[0].records)
+    assert len(bytes(newest.responses[0].partitions[0].records)) < len(
+        bytes(everything.responses[0].partitions[0].records)
+    )
+    from_start = await client.request(ApiKey.FETCH, 12, fetch_body("dup", 0))
+    assert from_start.responses[0].partitions[0].error_code == 0 and (rule.hits, observed.hits) == (2, 1)
+    with pytest.raises(ValueError, match="only Fetch"):
+        injector.add("Produce", duplicate=True)
+
+
+async def test_waiting_for_hits_wakes_on_the_hit_and_times_out_saying_what_it_saw(connect, broker, nursery):
+    from strom.testing import WaitTimeout
+
+    client = await connect()
+    injector = request_faults(broker)
+    rule = injector.add("ApiVersions", observe=True, count=None)
+    done = trio.Event()
+
+    async def waiter():
+        await injector.wait_hits(rule.id, 2, timeout=10)
+        done.set()
+
+    nursery.start_soon(waiter)
+    await client.request(ApiKey.API_VERSIONS, 3, {})
+    await trio.testing.wait_all_tasks_blocked()
+    assert not done.is_set()
+    await client.request(ApiKey.API_VERSIONS, 3, {})
+    with trio.fail_after(5):
+        await done.wait()
+    with pytest.raises(WaitTimeout, match=r"hit 2 times within 0.1 s, waited for 5; it matched 2 requests"):
+        await injector.wait_hits(rule.id, 5, timeout=0.1)

@@ -112,6 +112,46 @@ def run_embedded() -> dict:
     return out
 
 
+RESET_ROUNDS = 5
+
+
+def run_reset() -> dict:
+    """The reset between tests on a shared broker: each round leaves what a test leaves (two topics
+    with records, a consumer group with committed offsets, a fault rule), then ``reset()`` is timed.
+    Beside it, what a fresh broker per test costs instead (start and close). Run in the bench's own
+    process: a reset happens in a session whose broker is warm."""
+    import confluent_kafka  # noqa: F401
+
+    from strom.testing import StromBroker
+
+    resets, fresh = [], []
+    with StromBroker() as broker:
+        broker.snapshot()
+        for _ in range(RESET_ROUNDS):
+            workload(broker.bootstrap_servers)  # a topic with 100 records, a group with its commit
+            broker.create_topic(f"extra-{uuid.uuid4().hex[:8]}", 3)
+            broker.faults.error("Produce", "NOT_LEADER_OR_FOLLOWER", count=None)
+            start = time.perf_counter()
+            done = broker.reset()
+            resets.append(time.perf_counter() - start)
+            if len(done["deleted_topics"]) != 2 or len(done["deleted_groups"]) != 1 or done["kept"]:
+                raise RuntimeError(f"reset left something behind: {done}")
+    for _ in range(RESET_ROUNDS):
+        start = time.perf_counter()
+        with StromBroker():
+            pass
+        fresh.append(time.perf_counter() - start)
+    return {"reset_s": statistics.median(resets), "fresh_broker_s": statistics.median(fresh)}
+
+
+def format_reset(reset: dict) -> str:
+    return (
+        f"reset between tests on a shared embedded broker: {reset['reset_s'] * 1000:.1f} ms "
+        f"(two topics, one group with commits, a fault rule; a fresh broker per test instead: "
+        f"{reset['fresh_broker_s'] * 1000:.1f} ms to start and close)"
+    )
+
+
 def run_idle() -> dict:
     """Memory an idle embedded broker adds to a test process (its modules, loop, logs)."""
     import confluent_kafka  # noqa: F401
@@ -351,7 +391,10 @@ def bench_testbroker(
         kafka_runs = 0
     with tempfile.TemporaryDirectory(prefix="strom-bench-tb-") as tmp:
         report = measure(runs, kafka_runs, Path(tmp), lambda m: click.echo(m, err=True), bytecode)
+    click.echo("reset between tests (in this process, on a warm broker)", err=True)
+    report["reset"] = run_reset()
     click.echo(format_report(report))
+    click.echo("\n" + format_reset(report["reset"]))
     if json_path is not None:
         json_path.write_text(json.dumps(report, indent=2))
 

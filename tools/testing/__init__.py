@@ -8,7 +8,9 @@ Everything that exists only for tests lives here, not in the server package, and
 into a broker only when asked for (``control.listener``, the embedded broker, the pytest plugin):
 ``faults`` (RequestFaults, a request interceptor of the broker's dispatcher), ``control_endpoint``
 (the HTTP control operations), ``clock`` (PausableClock), ``storage_faults`` (FileFaults, through
-the storage layer's file-operations seam); ``control`` is their client side.
+the storage layer's file-operations seam), ``waits`` (waits on a broker's state, woken by the
+broker); ``control`` is their client side, ``async_broker`` (``abroker``) the same from asyncio
+and trio, ``cluster_control`` the HTTP endpoint of a test cluster's actions.
 
 Names load on first use, so importing this package (the pytest plugin does, in every run) costs
 nothing until a broker is asked for.
@@ -21,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "broker",
     "StromBroker",
+    "abroker",
+    "AsyncBroker",
+    "WaitTimeout",
     "cluster",
     "StromCluster",
     "Faults",
@@ -39,6 +44,9 @@ __all__ = [
 _WHERE = {
     "broker": "embedded",
     "StromBroker": "embedded",
+    "abroker": "async_broker",
+    "AsyncBroker": "async_broker",
+    "WaitTimeout": "control",
     "cluster": "zkcluster",
     "StromCluster": "zkcluster",
     "zookeeper_available": "zkcluster",
@@ -54,8 +62,9 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from .async_broker import AsyncBroker, abroker
     from .clock import PausableClock
-    from .control import ControlClient, ControlError, Faults
+    from .control import ControlClient, ControlError, Faults, WaitTimeout
     from .embedded import StromBroker, broker
     from .faults import RequestFaults, request_faults
     from .memzk import MemoryZooKeeper

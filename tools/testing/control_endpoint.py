@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+from weakref import WeakKeyDictionary
 
 import trio
 
@@ -27,12 +28,16 @@ from strom.broker.config import Listener
 from strom.broker.errors import TopicError
 from strom.broker.server.listen import BoundSockets, bind_listener
 
+from .control import WaitTimeout
 from .faults import kafka_releases, request_faults
+from .waits import group_lag, group_view, watcher
 
 if TYPE_CHECKING:
+    from strom.broker.connection_quota import ConnectionQuotas
     from strom.broker.coordinator.group.coordinator import GroupCoordinator
     from strom.broker.metadata.admin import AdminManager
     from strom.broker.metadata.cache import MetadataCache
+    from strom.broker.replica.manager import ReplicaManager
     from strom.broker.server.dispatch import RequestDispatcher
     from strom.storage.log_manager import LogManager
 
@@ -61,6 +66,8 @@ class ControlledBroker(Protocol):
     groups: GroupCoordinator | None
     metadata: MetadataCache | None  # the live brokers (None before the metadata is open)
     admin: AdminManager | None  # topic creation and deletion
+    replicas: ReplicaManager  # partitions hosted here (offsets, lag, their data waiters)
+    connection_quotas: ConnectionQuotas  # open connections (and their watchers)
 
     @property
     def dispatcher(self) -> RequestDispatcher: ...
@@ -85,6 +92,17 @@ class Controls:
         "expire_offsets",
         "create_topic",
         "delete_topic",
+        "rule",
+        "wait_rule",
+        "group",
+        "lag",
+        "connections",
+        "wait_group",
+        "wait_lag",
+        "wait_offset",
+        "wait_connections",
+        "snapshot",
+        "reset",
     )
 
     def __init__(self, broker: ControlledBroker):
@@ -92,8 +110,12 @@ class Controls:
         self.faults = request_faults(broker)
 
     async def call(self, operation: str, args: dict[str, Any] | None = None) -> Any:
+        """Run ``operation``; ControlError for bad arguments, WaitTimeout when a wait ran out."""
         if operation not in self.OPERATIONS:
             raise ControlError(f"unknown operation {operation!r}; known: {', '.join(self.OPERATIONS)}")
+        if operation.startswith("wait_") and self.faults.paused:
+            # a paused broker's clock stands still: the wait's own timeout would not run out
+            raise ControlError(f"{operation}: the broker is paused; resume it first (nothing changes while paused)")
         try:
             return await getattr(self, "op_" + operation)(**(args or {}))
         except TypeError as exc:
@@ -114,28 +136,82 @@ class Controls:
             **self.faults.status(),
         }
 
-    async def op_fault(
-        self,
-        api: str | int | None = None,
-        error: str | int | None = None,
-        delay_ms: int = 0,
-        drop: str | None = None,
-        count: int | None = 1,
-        topic: str | None = None,
-        partition: int | None = None,
-        client_id: str | None = None,
-    ) -> dict:
-        fault = self.faults.add(
-            api,
-            error=error,
-            delay_ms=delay_ms,
-            drop=drop,
-            count=count,
-            topic=topic,
-            partition=partition,
-            client_id=client_id,
-        )
-        return fault.describe()
+    async def op_fault(self, api: str | int | None = None, **rule: Any) -> dict:
+        """Add a rule: ``RequestFaults.add``'s arguments (an unknown one is refused)."""
+        return self.faults.add(api, **rule).describe()
+
+    async def op_rule(self, id: int) -> dict:
+        return self.faults.rule(int(id)).describe()
+
+    async def op_wait_rule(self, id: int, hits: int = 1, timeout: float = 10.0) -> dict:  # noqa: ASYNC109
+        return (await self.faults.wait_hits(int(id), int(hits), float(timeout))).describe()
+
+    # ---- waits ----------------------------------------------------------------------
+    async def op_group(self, group_id: str) -> dict:
+        return group_view(self.broker.groups, group_id)
+
+    async def op_lag(self, group_id: str, topic: str | None = None) -> dict:
+        return group_lag(self.broker, group_id, topic)
+
+    async def op_connections(self) -> dict:
+        return {"connections": self.broker.connection_quotas.total}
+
+    async def op_wait_group(self, **args: Any) -> dict:
+        return await watcher(self.broker).group(**args)
+
+    async def op_wait_lag(self, **args: Any) -> dict:
+        return await watcher(self.broker).lag(**args)
+
+    async def op_wait_offset(self, **args: Any) -> dict:
+        return await watcher(self.broker).offset(**args)
+
+    async def op_wait_connections(self, **args: Any) -> dict:
+        return await watcher(self.broker).connections(**args)
+
+    # ---- reset between tests ---------------------------------------------------------
+    def _state(self) -> tuple[set[str], set[str]]:
+        b = self.broker
+        topics = {t for t in (b.metadata.topic_names() if b.metadata is not None else []) if not t.startswith("__")}
+        groups: set[str] = set()
+        if b.groups is not None:
+            groups = set(b.groups.groups) | set(b.groups.consumer.groups)
+            share = getattr(b.groups, "share", None)  # KIP-932 share groups, where the broker has them
+            if share is not None:
+                groups |= set(share.groups)
+        return topics, groups
+
+    async def op_snapshot(self) -> dict:
+        topics, groups = self._state()
+        _baselines[self.broker] = (topics, groups)
+        return {"topics": sorted(topics), "groups": sorted(groups)}
+
+    async def op_reset(self, keep_topics: list[str] | None = None, keep_groups: list[str] | None = None) -> dict:
+        """Delete every topic and group not kept (``keep_*``, else the last snapshot, else none: all
+        but internal topics), clear faults, cap and recording, resume."""
+        self.faults.clear()
+        keep_topics_set, keep_groups_set = _baselines.get(self.broker, (set(), set()))
+        if keep_topics is not None:
+            keep_topics_set = set(keep_topics)
+        if keep_groups is not None:
+            keep_groups_set = set(keep_groups)
+        topics, groups = self._state()
+        kept: dict[str, str] = {}
+        deleted_groups = []
+        coordinator = self.broker.groups
+        for group_id in sorted(groups - keep_groups_set):
+            code = coordinator.delete_group(group_id) if coordinator is not None else None
+            if code == 0:
+                deleted_groups.append(group_id)
+            elif code is not None:
+                kept[group_id] = getattr(code, "name", str(code))  # NON_EMPTY_GROUP: a client is still in it
+        deleted_topics = []
+        for name in sorted(topics - keep_topics_set):
+            try:
+                await self.broker.admin.delete_topic(name)
+                deleted_topics.append(name)
+            except TopicError as exc:
+                kept[name] = exc.message
+        return {"deleted_topics": deleted_topics, "deleted_groups": deleted_groups, "kept": kept}
 
     async def op_unfault(self, id: int) -> bool:
         return self.faults.remove(int(id))
@@ -218,6 +294,10 @@ class Controls:
         await self.broker.admin.delete_topic(name)
 
 
+# what ``snapshot`` saw, per broker: ``reset`` keeps it
+_baselines: WeakKeyDictionary[Any, tuple[set[str], set[str]]] = WeakKeyDictionary()
+
+
 # ----------------------------------------------------------------------------- HTTP
 async def serve_control(
     broker: ControlledBroker, address: Listener, *, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -231,8 +311,8 @@ async def serve_control(
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
+            status, answer = await _exchange(controls, stream)  # reading bounded, waits by their timeout
             with trio.fail_after(REQUEST_TIMEOUT_S):
-                status, answer = await _exchange(controls, stream)
                 payload = json.dumps(answer).encode()
                 head = (
                     f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
@@ -260,6 +340,21 @@ async def serve_control(
 
 
 async def _exchange(controls: Controls, stream) -> tuple[int, Any]:
+    with trio.fail_after(REQUEST_TIMEOUT_S):
+        read = await _read_request(stream)
+    if isinstance(read[0], int):
+        return read  # type: ignore[return-value]
+    operation, args = read
+    try:
+        return 200, {"result": await controls.call(operation, args)}
+    except WaitTimeout as exc:
+        return 400, {"error": str(exc), "kind": "timeout"}
+    except ControlError as exc:
+        return 400, {"error": str(exc)}
+
+
+async def _read_request(stream) -> tuple[int, Any] | tuple[str, dict]:
+    """(operation, arguments) of one HTTP request, or (status, error answer)."""
     data = bytearray()
     while b"\r\n\r\n" not in data:
         chunk = await stream.receive_some(4096)
@@ -297,7 +392,4 @@ async def _exchange(controls: Controls, stream) -> tuple[int, Any]:
         return 400, {"error": f"request body is not JSON: {exc}"}
     if not isinstance(args, dict):
         return 400, {"error": "request body must be a JSON object"}
-    try:
-        return 200, {"result": await controls.call(path[4:].strip("/"), args)}
-    except ControlError as exc:
-        return 400, {"error": str(exc)}
+    return path[4:].strip("/"), args

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .control import ControlClient, ControlError, Faults
+from .control import ControlClient, ControlError, Faults, Waits
 
 log = logging.getLogger("strom.testing")
 
@@ -65,7 +65,7 @@ def broker_props(configs: Mapping[str, Any] | None, kwargs: Mapping[str, Any], *
     return props
 
 
-class StromBroker:
+class StromBroker(Waits):
     """One broker for a test. ``mode="thread"`` (default) runs it in this process, ``"process"``
     as ``strom serve`` in a child process (same API; faults go through its control endpoint).
 
@@ -312,14 +312,16 @@ class StromBroker:
         return f"StromBroker({where}, mode={self.mode}, data_dir={str(self._data_dir)!r})"
 
     # ---- control -----------------------------------------------------------------
-    def _control(self, operation: str, args: dict) -> Any:
+    def _control(self, operation: str, args: dict, timeout: float | None = None) -> Any:
+        """Run a control operation on the broker (``timeout``: how long its answer may take, for
+        waits; else the usual bound)."""
         if not self.running:
             raise ControlError("the broker is not running")
         if self.mode == "process":
-            return ControlClient(self.control_address)(operation, args)
-        return self._in_loop(operation, args)
+            return ControlClient(self.control_address)(operation, args, timeout)
+        return self._in_loop(operation, args, timeout)
 
-    def _in_loop(self, operation: str, args: dict) -> Any:
+    def _in_loop(self, operation: str, args: dict, timeout: float | None = None) -> Any:
         import trio
 
         from .control_endpoint import ControlError as BrokerControlError
@@ -353,7 +355,7 @@ class StromBroker:
 
             helper = threading.Thread(target=target, daemon=True)
             helper.start()
-            helper.join(self.stop_timeout + 30)
+            helper.join((timeout or 0) + self.stop_timeout + 30)
             if "error" in box:
                 raise box["error"]
             if "value" not in box:

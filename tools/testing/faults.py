@@ -13,6 +13,28 @@ one thing to the next ``count`` matching requests:
 - ``delay_ms``: hold the request that long before handling it.
 - ``drop``: close the connection, ``"before"`` handling the request or ``"after"`` (the request
   took effect, its answer is lost: what an idempotent producer's retry must cope with).
+- ``cut_bytes``: send only the first N bytes of the answer, then close the connection (a
+  connection lost in the middle of an answer).
+- ``throttle_ms``: answer with that ``throttle_time_ms`` and read nothing more from the connection
+  until it has passed, as Kafka throttles a client over its quota (KIP-219: the client holds back
+  its next requests to this broker that long; older clients are held by the muted connection).
+- ``duplicate`` (Fetch only): records the consumer already has, again. Kafka answers each request
+  once (a client matches answers by correlation id), so a second wire answer is not something any
+  client is asked to cope with; what Kafka's own answers do hold is records below the fetch offset
+  (an answer starts at the batch that holds the fetch offset, whole), which a consumer must skip.
+  So each matching partition is answered from one offset earlier: the batch before the one asked
+  for comes again, ahead of the new records. A consumer that hands those to the application a
+  second time has a bug.
+- ``observe``: change nothing, only count (``hits``).
+
+A request is acted on by the first acting rule that matches it (in the order they were added);
+every observe-only rule that matches counts it. Rules are chaos profiles too: ``rate`` acts on
+that fraction of the matching requests (drawn from a ``random.Random(seed)`` of the rule: the same
+seed and requests give the same choices), ``jitter_ms`` adds a uniform 0..jitter to ``delay_ms``
+(same generator); ``predicate`` (thread mode: a Python callable over a :class:`RequestInfo`)
+narrows the match further. Every rule counts the requests it matched (``matched``) and acted on
+(``hits``), and :meth:`RequestFaults.wait_hits` waits for a number of hits; rules that ran out
+are kept (``known``) until ``clear()`` so their counts stay readable.
 
 Besides rules: ``pause()`` holds every request until ``resume()`` and stops the broker's
 trio clock when it runs on a ``PausableClock`` (``strom.testing.clock``: the embedded broker and
@@ -34,10 +56,12 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import random
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -47,6 +71,7 @@ from weakref import WeakKeyDictionary
 import trio
 from construct import Container
 
+from strom.broker import context
 from strom.broker.apis import HANDLERS
 from strom.broker.apis._error_response import PartitionLayout, add_error_entries, skeleton
 from strom.broker.errors import (  # raised here, acted on by the dispatcher
@@ -58,6 +83,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey, api_spec
 
 from .clock import MAX_PAUSE_S, PausableClock
+from .control import WaitTimeout
 
 if TYPE_CHECKING:
     from strom.broker.server.dispatch import Proceed, RequestDispatcher
@@ -66,6 +92,8 @@ log = logging.getLogger("strom.faults")
 
 RELEASES_PATH = Path(__file__).with_name("kafka_releases.json")
 MAX_DELAY_MS = 600_000
+MAX_THROTTLE_MS = 600_000
+MAX_WAIT_S = 600.0
 RECORD_LIMIT = 100_000
 
 
@@ -207,7 +235,23 @@ def error_code_of(error: int | str) -> int:
         ) from None
 
 
-@dataclass
+@dataclass(frozen=True)
+class RequestInfo:
+    """What a rule's ``predicate`` sees of a request (thread mode)."""
+
+    api: str  # Kafka's name: "Produce"
+    api_key: int
+    version: int
+    client_id: str | None
+    peer: str
+    topics: frozenset[str]  # the topics the request names (by name or id)
+    body: Any  # the decoded request body (read it, do not change it)
+
+
+Predicate = Callable[[RequestInfo], bool]
+
+
+@dataclass(eq=False)
 class Fault:
     """One rule. ``count`` None: every matching request until cleared."""
 
@@ -221,6 +265,17 @@ class Fault:
     partition: int | None = None
     client_id: str | None = None
     hits: int = 0
+    observe: bool = False
+    rate: float | None = None
+    seed: int | None = None
+    jitter_ms: int = 0
+    cut_bytes: int | None = None
+    duplicate: bool = False
+    throttle_ms: int | None = None
+    predicate: Predicate | None = None
+    matched: int = 0  # requests that matched (before ``rate`` chose)
+    active: bool = True  # False once used up or removed
+    rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -234,6 +289,16 @@ class Fault:
             "partition": self.partition,
             "client_id": self.client_id,
             "hits": self.hits,
+            "matched": self.matched,
+            "active": self.active,
+            "observe": self.observe,
+            "rate": self.rate,
+            "seed": self.seed,
+            "jitter_ms": self.jitter_ms,
+            "cut_bytes": self.cut_bytes,
+            "duplicate": self.duplicate,
+            "throttle_ms": self.throttle_ms,
+            "predicate": getattr(self.predicate, "__name__", "predicate") if self.predicate is not None else None,
         }
 
 
@@ -263,13 +328,22 @@ class RequestFaults:
     force. Call its methods on the broker's trio thread."""
 
     def __init__(self, dispatcher: RequestDispatcher) -> None:
-        self.dispatcher = dispatcher
+        self._dispatcher = weakref.ref(dispatcher)  # _injectors is keyed weakly by the dispatcher
         self.rules: list[Fault] = []
+        self.known: dict[int, Fault] = {}  # every rule since the last clear(), used up or not
         self._ids = itertools.count(1)
+        self._hit = trio.Event()  # set (and replaced) at every hit: wakes wait_hits
         self._resumed: trio.Event | None = None
         self.cap_name: str | None = None
         self.cap: dict[int, tuple[int, int]] | None = None
         self.recording: deque | None = None
+
+    @property
+    def dispatcher(self) -> RequestDispatcher:
+        found = self._dispatcher()
+        if found is None:
+            raise ReferenceError("the broker of this fault injector is gone")
+        return found
 
     # ---- switches ---------------------------------------------------------------
     def _update(self) -> None:
@@ -295,20 +369,50 @@ class RequestFaults:
         topic: str | None = None,
         partition: int | None = None,
         client_id: str | None = None,
+        observe: bool = False,
+        rate: float | None = None,
+        seed: int | None = None,
+        jitter_ms: int = 0,
+        cut_bytes: int | None = None,
+        duplicate: bool = False,
+        throttle_ms: int | None = None,
+        predicate: Predicate | None = None,
     ) -> Fault:
         if drop not in (None, "before", "after"):
             raise ValueError(f"drop={drop!r}: use 'before' or 'after'")
-        if error is None and not delay_ms and drop is None:
-            raise ValueError("a fault needs an error, a delay or a drop")
-        if not 0 <= int(delay_ms) <= MAX_DELAY_MS:
-            raise ValueError(f"delay_ms={delay_ms}: between 0 and {MAX_DELAY_MS}")
+        acts = error is not None or delay_ms or jitter_ms or drop is not None
+        acts = acts or cut_bytes is not None or duplicate or throttle_ms is not None
+        if observe and acts:
+            raise ValueError("an observe-only rule changes nothing: give it no error, delay, drop or other action")
+        if not observe and not acts:
+            raise ValueError(
+                "a fault needs an error, a delay or a drop (or cut_bytes, duplicate, throttle_ms; observe: only count)"
+            )
+        if not 0 <= int(delay_ms) <= MAX_DELAY_MS or not 0 <= int(jitter_ms) <= MAX_DELAY_MS:
+            raise ValueError(f"delay_ms={delay_ms}, jitter_ms={jitter_ms}: each between 0 and {MAX_DELAY_MS}")
         if count is not None and int(count) < 1:
             raise ValueError(f"count={count}: at least 1, or None for every request")
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
+        if rate is not None and not 0.0 < float(rate) <= 1.0:
+            raise ValueError(f"rate={rate}: a fraction of the matching requests, above 0 and at most 1")
+        if cut_bytes is not None and int(cut_bytes) < 0:
+            raise ValueError(f"cut_bytes={cut_bytes}: 0 or more")
+        if throttle_ms is not None and not 0 <= int(throttle_ms) <= MAX_THROTTLE_MS:
+            raise ValueError(f"throttle_ms={throttle_ms}: between 0 and {MAX_THROTTLE_MS}")
+        key = api_key_of(api) if api is not None else None
+        if duplicate and key != ApiKey.FETCH:
+            raise ValueError(
+                "duplicate: only Fetch answers (records a consumer must skip); Kafka answers each request "
+                "once, by correlation id, so no client is required to accept a second answer"
+            )
+        if predicate is not None and not callable(predicate):
+            raise ValueError("predicate: a callable taking a RequestInfo (thread mode only)")
+        if seed is None and (rate is not None or jitter_ms):
+            seed = random.randrange(2**32)  # shown by describe(): pass it to repeat a run's choices
         fault = Fault(
             next(self._ids),
-            api_key_of(api) if api is not None else None,
+            key,
             error_code_of(error) if error is not None else None,
             int(delay_ms),
             drop,
@@ -316,21 +420,62 @@ class RequestFaults:
             topic,
             None if partition is None else int(partition),
             client_id,
+            observe=bool(observe),
+            rate=None if rate is None else float(rate),
+            seed=None if seed is None else int(seed),
+            jitter_ms=int(jitter_ms),
+            cut_bytes=None if cut_bytes is None else int(cut_bytes),
+            duplicate=bool(duplicate),
+            throttle_ms=None if throttle_ms is None else int(throttle_ms),
+            predicate=predicate,
         )
+        if fault.seed is not None:
+            fault.rng.seed(fault.seed)
         self.rules.append(fault)
+        self.known[fault.id] = fault
         log.info("fault added %s", fault.describe())
         self._update()
         return fault
 
     def remove(self, fault_id: int) -> bool:
         before = len(self.rules)
+        for rule in self.rules:
+            if rule.id == fault_id:
+                rule.active = False
         self.rules = [r for r in self.rules if r.id != fault_id]
         self._update()
         return len(self.rules) != before
 
+    def rule(self, fault_id: int) -> Fault:
+        """A rule added since the last ``clear()``, in force or used up."""
+        found = self.known.get(int(fault_id))
+        if found is None:
+            raise ValueError(f"no fault rule {fault_id} (rules are forgotten by clear())")
+        return found
+
+    async def wait_hits(self, fault_id: int, hits: int = 1, timeout: float = 10.0) -> Fault:  # noqa: ASYNC109
+        """Until rule ``fault_id`` was hit ``hits`` times in all; WaitTimeout after ``timeout`` s."""
+        rule = self.rule(fault_id)
+        timeout = _bounded(timeout)
+        with trio.move_on_after(timeout):
+            while rule.hits < hits:
+                if not rule.active and rule is not self.known.get(rule.id):
+                    raise ValueError(f"fault rule {fault_id} was cleared while waited for")
+                await self._hit.wait()
+            return rule
+        raise WaitTimeout(
+            f"fault rule {fault_id} ({_summary(rule)}) was hit {rule.hits} times within {timeout:g} s, "
+            f"waited for {hits}; it matched {rule.matched} requests"
+            + ("" if rule.active else " and is no longer in force")
+        )
+
     def clear(self) -> None:
-        """Remove every rule, lift a version cap, resume and stop recording."""
+        """Remove (and forget) every rule, lift a version cap, resume and stop recording."""
+        for rule in self.known.values():
+            rule.active = False
         self.rules = []
+        self.known = {}
+        self._notify_hit()
         self.cap = self.cap_name = None
         self.dispatcher.api_versions.restrict(None)
         self.recording = None
@@ -382,6 +527,10 @@ class RequestFaults:
 
     def recorded(self) -> list[dict]:
         return list(self.recording or ())
+
+    def _notify_hit(self) -> None:
+        self._hit.set()
+        self._hit = trio.Event()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -441,24 +590,20 @@ class RequestFaults:
                     self.cap_name,
                 )
                 raise DropConnection()
-        fault = self._match(request)
+        fault = self._match(request, peer)
         if fault is None:
             return await proceed(request, peer)
-        fault.hits += 1
-        if fault.count is not None:
-            fault.count -= 1
-            if fault.count <= 0:
-                self.rules.remove(fault)
-                self._update()
         name = api_spec(header.api_key).name
-        if fault.delay_ms:
-            log.info(
-                "fault %d: delaying %s v%d by %d ms peer=%s", fault.id, name, header.api_version, fault.delay_ms, peer
-            )
-            await trio.sleep(fault.delay_ms / 1000)
+        delay_ms = fault.delay_ms + (fault.rng.uniform(0, fault.jitter_ms) if fault.jitter_ms else 0)
+        if delay_ms:
+            log.info("fault %d: delaying %s v%d by %d ms peer=%s", fault.id, name, header.api_version, delay_ms, peer)
+            await trio.sleep(delay_ms / 1000)
         if fault.drop == "before":
             log.info("fault %d: dropping the connection before %s peer=%s", fault.id, name, peer)
             raise DropConnection()
+        if fault.duplicate:
+            request = self._from_earlier(request, fault)
+            log.info("fault %d: answering %s from one offset earlier (records again) peer=%s", fault.id, name, peer)
         if fault.error is not None:
             body = await self._error(request, peer, proceed, fault)
         else:
@@ -466,23 +611,106 @@ class RequestFaults:
         if fault.drop == "after":
             log.info("fault %d: dropping the connection after %s peer=%s", fault.id, name, peer)
             raise DropConnection()
+        if body is not None and fault.throttle_ms is not None and "throttle_time_ms" in body:
+            body = dict(body, throttle_time_ms=max(int(body["throttle_time_ms"] or 0), fault.throttle_ms))
+            # as Kafka's quota throttling: the answer goes now, the connection reads nothing more
+            # until the throttle time has passed (so clients from before KIP-219 wait too)
+            until = trio.current_time() + fault.throttle_ms / 1000
+            context.muted_until.set(max(context.muted_until.get(), until))
+            log.info("fault %d: %s answered with throttle_time_ms=%d peer=%s", fault.id, name, fault.throttle_ms, peer)
+        if fault.cut_bytes is not None:
+            # the connection layer sends the first cut_bytes bytes of this answer, then closes
+            log.info("fault %d: cutting the %s answer after %d bytes peer=%s", fault.id, name, fault.cut_bytes, peer)
+            if body is None:
+                raise DropConnection()
+            context.cut_answer_after.set(fault.cut_bytes)
         return body
+
+    def _from_earlier(self, request: Request, rule: Fault) -> Request:
+        """The Fetch ``request`` with each matching partition's fetch offset one lower (where the
+        log has the offset below it), so that the answer repeats the batch before."""
+        select = self._selector(rule)
+        context = self.dispatcher.context
+        replicas = context.replica_manager if context is not None else None
+        topics = []
+        for entry in request.body.get("topics") or []:
+            name = entry.get("topic") or (self._name_of_id(entry["topic_id"]) if entry.get("topic_id") else None)
+            parts = []
+            for part in entry.get("partitions") or []:
+                offset = part.get("fetch_offset", 0)
+                replica = replicas.partition(name, part["partition"]) if replicas is not None and name else None
+                start = replica.log.log_start_offset if replica is not None else None
+                if select(name, part["partition"]) and start is not None and offset > start:
+                    part = _copy(part, {"fetch_offset": offset - 1})
+                parts.append(part)
+            topics.append(_copy(entry, {"partitions": parts}))
+        return Request(header=request.header, body=_copy(request.body, {"topics": topics}), size=request.size)
 
     def _release_before(self, major: int, minor: int) -> bool:
         got = tuple(int(x) for x in str(self.cap_name).split(".")[:2])
         return got < (major, minor)
 
-    def _match(self, request) -> Fault | None:
+    def _match(self, request: Request, peer: str) -> Fault | None:
+        """The first acting rule (in the order added) that matches and is chosen (``rate``), its hit
+        counted; every observe-only rule that matches counts the request too."""
         header = request.header
-        for rule in self.rules:
+        info: RequestInfo | None = None
+        acting: Fault | None = None
+        for rule in list(self.rules):
+            if acting is not None and not rule.observe:
+                continue  # one acting rule per request: the first added
             if rule.api_key is not None and rule.api_key != header.api_key:
                 continue
             if rule.client_id is not None and rule.client_id != header.client_id:
                 continue
             if rule.topic is not None and not self._touches(HANDLERS[header.api_key], request, rule):
                 continue
-            return rule
-        return None
+            if rule.predicate is not None:
+                if info is None:
+                    info = self._info(request, peer)
+                try:
+                    chosen = bool(rule.predicate(info))
+                except Exception:  # a test's predicate that raises matches nothing; the broker goes on
+                    log.exception("fault %d: its predicate raised; treated as no match", rule.id)
+                    chosen = False
+                if not chosen:
+                    continue
+            rule.matched += 1
+            if rule.rate is not None and rule.rng.random() >= rule.rate:
+                continue
+            rule.hits += 1
+            if rule.count is not None:
+                rule.count -= 1
+                if rule.count <= 0:
+                    rule.active = False
+                    self.rules.remove(rule)
+                    self._update()
+            self._notify_hit()
+            if not rule.observe:
+                acting = rule
+        return acting
+
+    def _info(self, request: Request, peer: str) -> RequestInfo:
+        header = request.header
+        module = HANDLERS[header.api_key]
+        topics = set(_topic_names(request.body))
+        layout: PartitionLayout | None = getattr(module, "ERROR_LAYOUT", None)
+        if layout is not None:
+            for entry in request.body.get(layout.req_topics) or []:
+                name = entry.get(layout.req_name)
+                if not name and entry.get("topic_id"):
+                    name = self._name_of_id(entry["topic_id"])
+                if name:
+                    topics.add(name)
+        return RequestInfo(
+            api_spec(header.api_key).name,
+            int(header.api_key),
+            int(header.api_version),
+            header.client_id,
+            peer,
+            frozenset(topics),
+            request.body,
+        )
 
     def _selector(self, rule: Fault) -> Selector:
         if rule.topic is None:
@@ -525,3 +753,16 @@ class RequestFaults:
         elif answer.rest is not None:
             response = await proceed(Request(header=header, body=answer.rest, size=request.size), peer)
         return answer.merge(response)
+
+
+def _summary(rule: Fault) -> str:
+    what = rule.describe()
+    keys = ("api", "error", "delay_ms", "drop", "topic", "partition", "client_id", "observe", "rate", "predicate")
+    return ", ".join(f"{k}={what[k]}" for k in keys if what[k] not in (None, 0, False))
+
+
+def _bounded(timeout: float) -> float:
+    timeout = float(timeout)
+    if not 0 <= timeout <= MAX_WAIT_S:
+        raise ValueError(f"timeout={timeout}: between 0 and {MAX_WAIT_S:g} seconds")
+    return timeout

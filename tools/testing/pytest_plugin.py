@@ -15,6 +15,9 @@ Fixtures
 ini options (pytest.ini / pyproject's [tool.pytest.ini_options]):
 - ``strom_broker_configs``: broker configs, one ``key=value`` a line.
 - ``strom_broker_mode``: ``thread`` (in this process, default) or ``process`` (``strom serve``).
+- ``strom_broker_reset``: ``true`` to reset the session broker after each test: every topic and
+  group the test made is deleted (``StromBroker.reset``, what was there when the session broker
+  started is kept), besides faults being cleared.
 
 Faults set by a test are cleared after it, so the next test of the session starts clean.
 Importing this module loads nothing of the broker: that happens when a fixture is first used.
@@ -36,6 +39,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
         help="strom: broker configs for the strom_broker fixture, one key=value a line",
+    )
+    parser.addini(
+        "strom_broker_reset",
+        type="bool",
+        default=False,
+        help="strom: delete the topics and groups each test made on the session broker after it",
     )
     parser.addini(
         "strom_broker_mode",
@@ -82,6 +91,8 @@ def strom_session_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     broker = StromBroker(_ini_configs(request.config), mode=_mode(request.config))
     with broker:
+        if request.config.getini("strom_broker_reset"):
+            broker.snapshot()  # what reset() keeps
         yield broker
 
 
@@ -98,6 +109,8 @@ def strom_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
             if broker.running:
                 broker.resume()
                 broker.faults.clear()
+                if request.config.getini("strom_broker_reset"):
+                    broker.reset()
         return
     from strom.testing.embedded import StromBroker
 

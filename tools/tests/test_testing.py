@@ -286,7 +286,7 @@ def test_the_plugin_loads_nothing_of_the_broker_until_a_fixture_is_used():
 
 
 def test_bench_testbroker_workload_and_report():
-    from strom.tools.bench.testbroker import format_report, workload
+    from strom.tools.bench.testbroker import format_report, format_reset, workload
 
     with broker() as b:
         phases = workload(b.bootstrap_servers)
@@ -302,6 +302,8 @@ def test_bench_testbroker_workload_and_report():
         }
     )
     assert "embedded_warm" in text and "< 0.5 s: yes" in text and "18.0 MiB" in text
+    reset = format_reset({"reset_s": 0.012, "fresh_broker_s": 0.1})
+    assert "reset between tests on a shared embedded broker: 12.0 ms" in reset and "100.0 ms" in reset
 
 
 def test_stop_is_bounded_even_when_the_broker_hangs_in_shutdown(monkeypatch, caplog):

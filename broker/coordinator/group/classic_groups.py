@@ -200,3 +200,4 @@ class ClassicGroups:
                 log.exception("expiring timers of group=%s failed", group.group_id)
             if group.changes != before:
                 self.store_group(group)
+                self.store.changed()

@@ -239,6 +239,7 @@ class ConsumerGroups:
                 group.settle(self.topics(), self.store.wall_ms())
             self.persist(group_id)
         self._changed.set()
+        self.store.changed()
 
     def _upgrade(self, classic: Group) -> None:
         """A classic group with members becomes a consumer group (GroupError when Kafka refuses)."""

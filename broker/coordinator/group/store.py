@@ -46,6 +46,9 @@ class GroupStore:
         self.loading = True
         self.active = True
         self.timers_changed = trio.Event()  # the classic groups' timer loop waits on it
+        # called after anything in the groups may have changed (a state, members, offsets): tests'
+        # waits (strom.testing.waits) look again; empty in a broker nobody waits on
+        self.watchers: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ clocks and wake-ups
     @property
@@ -55,6 +58,12 @@ class GroupStore:
     def wake_timers(self) -> None:
         """A classic group's deadlines may have changed: the timer loop looks again."""
         self.timers_changed.set()
+        self.changed()
+
+    def changed(self) -> None:
+        """Something in the groups may have changed: tell the watchers."""
+        for watcher in self.watchers:
+            watcher()
 
     # ------------------------------------------------------------------ partitions
     def offsets_partition_count(self) -> int:
@@ -121,4 +130,6 @@ class GroupStore:
         if replica is None or not replica.is_leader:
             raise NotLeaderForPartition(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         data = build_records_batch(records, self.wall_ms(), producer)
-        return self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
+        pending = self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
+        self.changed()
+        return pending
