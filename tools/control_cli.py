@@ -81,7 +81,11 @@ def _call(ctx: click.Context, operation: str, args: dict[str, Any] | None = None
 )
 @click.option("--cut-bytes", type=int, help="Send only the first N bytes of the answer, then close.")
 @click.option("--throttle-ms", type=int, help="Answer with this throttle_time_ms.")
-@click.option("--duplicate", is_flag=True, help="Fetch only: every partition's records twice in the answer.")
+@click.option(
+    "--duplicate",
+    is_flag=True,
+    help="Fetch only: answer from one offset earlier, so records the consumer has come again.",
+)
 @click.option("--observe", is_flag=True, help="Change nothing, only count the matching requests.")
 @click.option("--rate", type=float, help="Act on this fraction (0..1] of the matching requests.")
 @click.option("--seed", type=int, help="Seed of --rate and --jitter-ms choices (repeatable runs).")

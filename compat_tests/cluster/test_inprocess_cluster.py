@@ -112,6 +112,43 @@ def test_cluster_operations_as_the_control_endpoint_calls_them(c: StromCluster) 
         c.operation("explode", {})
 
 
+def test_strom_control_moves_a_leader_and_waits_for_the_isr_of_an_in_process_cluster(c: StromCluster) -> None:
+    # what a test in another language does: the cluster's control endpoint, through `strom control`
+    import json
+
+    from click.testing import CliRunner
+
+    from strom.tools.control_cli import control
+
+    c.brokers[0].create_topic("ops-cli", partitions=1, replication_factor=3)
+    runner = CliRunner()
+
+    def strom_control(*args: str) -> dict:
+        result = runner.invoke(control, ["--to", c.control_address, *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    assert strom_control("cluster", "wait_for_isr", "topic=ops-cli", "partition=0", "timeout=20")["isr"]
+    target = next(b.node_id for b in c.brokers if b.node_id != c.leader_of("ops-cli", 0))
+    moved = strom_control("cluster", "move_leader", "topic=ops-cli", "partition=0", f"broker={target}")
+    assert moved == {"leader": target}
+    assert c.leader_of("ops-cli", 0) == target
+    timed_out = runner.invoke(
+        control,
+        [
+            "--to",
+            c.control_address,
+            "cluster",
+            "wait_for_leader",
+            "topic=ops-cli",
+            "partition=0",
+            f"not_broker={target}",
+            "timeout=0.5",
+        ],
+    )
+    assert timed_out.exit_code == 2, timed_out.output  # a wait that ran out: exit status 2
+
+
 def test_a_leader_paused_past_its_session_is_replaced_and_catches_up_after_resume(c: StromCluster) -> None:
     topic = "paused"
     leader = replicated_topic(c, topic)

@@ -119,6 +119,17 @@ class StromCluster(ClusterActions):
         self.memory_zookeeper: Any = None  # the in-memory one (memzk.ThreadedMemoryZooKeeper), if any
         self.brokers: list[ClusterBroker] = []
         self.startup_s = 0.0
+        self._control: Any = None  # the cluster's HTTP control endpoint (cluster_control), once asked for
+
+    @property
+    def control_address(self) -> str:
+        """host:port of the cluster's control endpoint (`strom control cluster|broker ...`, or POST
+        /v1/cluster/<operation> and /v1/broker/<id>/<operation>); started on first use."""
+        if self._control is None:
+            from strom.testing.cluster_control import ClusterControl
+
+            self._control = ClusterControl(self).start()
+        return str(self._control.address)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -218,6 +229,9 @@ class StromCluster(ClusterActions):
             time.sleep(0.05)
 
     def stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
         self.heal_all()
         for b in self.brokers:
             b.stop()
