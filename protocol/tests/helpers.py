@@ -19,9 +19,23 @@ RELEASE_CLIENT_JAR = (
 _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "uint16": 65000}
 
 
+# Kafka 4.3.1's client jar: the definitions of the APIs the reference snapshot predates (KIP-1071's)
+ADDED_CLIENT_JAR = (
+    Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
+)
+
+
 def load_reference(name: str) -> dict[str, Any]:
-    """A reference definition read directly (comments removed), independent of the generator."""
-    text = (REFERENCE / "messages" / f"{name}.json").read_text(encoding="utf-8")
+    """A reference definition read directly (comments removed), independent of the generator: from
+    the reference snapshot, or for an API it predates, from Kafka 4.3.1's client jar."""
+    path = REFERENCE / "messages" / f"{name}.json"
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+    else:
+        import zipfile
+
+        with zipfile.ZipFile(ADDED_CLIENT_JAR) as jar:
+            text = jar.read(f"common/message/{name}.json").decode("utf-8")
     definition: dict[str, Any] = json.loads(re.sub(r"//.*", "", text))
     return definition
 

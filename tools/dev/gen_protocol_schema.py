@@ -34,6 +34,19 @@ SCALAR_TYPES = INT_TYPES | {"float64", "string", "bytes", "records", "bool", "uu
 
 VersionRange = list[int | None] | None
 
+# APIs the reference snapshot predates, read from the newest released Kafka's own definitions
+# (the Kafka 4.3.1 client jar in ../shared/jvm, on every machine and CI run): the streams
+# rebalance protocol (KIP-1071).
+ADDED_API_JAR = REPO_ROOT.parent / "shared" / "jvm" / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
+ADDED_APIS = ("StreamsGroupHeartbeat", "StreamsGroupDescribe")
+# Error codes the reference snapshot predates, as Kafka 4.3.1's Errors.java numbers them (read
+# from its client jar's Errors enum): the streams groups' topology errors (KIP-1071).
+ADDED_ERROR_CODES = [
+    {"code": 130, "name": "STREAMS_INVALID_TOPOLOGY"},
+    {"code": 131, "name": "STREAMS_INVALID_TOPOLOGY_EPOCH"},
+    {"code": 132, "name": "STREAMS_TOPOLOGY_FENCED"},
+]
+
 # Versions Apache Kafka 4.0.0 (the release) defines beyond the reference snapshot (taken from 4.0's
 # trunk before the release). Produce v12 and TxnOffsetCommit v5 have the fields of the version
 # before them (the release's own definitions say so: "Version 12 is the same as version 11
@@ -233,6 +246,22 @@ def add_release_fields(apis: dict[int, dict[str, Any]]) -> None:
         fields.insert(names.index(after) + 1, json.loads(json.dumps(new_field)))
 
 
+def load_added_definitions(jar: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The request and response definitions of ADDED_APIS, from ``jar``'s ``common/message/``."""
+    import zipfile
+
+    out: list[tuple[str, dict[str, Any]]] = []
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            for api in ADDED_APIS:
+                for kind in ("Request", "Response"):
+                    name = f"common/message/{api}{kind}.json"
+                    out.append((name, json.loads(strip_comments(archive.read(name).decode("utf-8")))))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ReferenceError(f"{jar}: {exc}") from exc
+    return out
+
+
 def api_name(message_name: str) -> str:
     for suffix in ("Request", "Response"):
         if message_name.endswith(suffix):
@@ -249,23 +278,25 @@ def read_error_codes(path: Path) -> list[dict[str, Any]]:
     return sorted(({"code": int(r["code"]), "name": r["name"]} for r in rows), key=lambda e: e["code"])
 
 
-def generate(reference: Path) -> dict[str, Any]:
-    """Build the whole schema document from a reference directory."""
+def generate(reference: Path, added_jar: Path = ADDED_API_JAR) -> dict[str, Any]:
+    """Build the whole schema document from a reference directory (and ADDED_APIS from ``added_jar``)."""
     messages_dir = reference / "messages"
     apis: dict[int, dict[str, Any]] = {}
     headers: dict[str, Any] = {}
     files = sorted(messages_dir.glob("*.json"))
     if not files:
         raise ReferenceError(f"no message definitions in {messages_dir}")
-    for path in files:
-        msg = load_definition(path)
+    definitions = [(path.name, load_definition(path)) for path in files]
+    known = {msg.get("name") for _, msg in definitions}
+    definitions += [(name, msg) for name, msg in load_added_definitions(added_jar) if msg["name"] not in known]
+    for where, msg in definitions:
         kind = msg.get("type")
         if kind == "header":
-            headers[snake_case(msg["name"])] = convert_message(msg, path.name)
+            headers[snake_case(msg["name"])] = convert_message(msg, where)
         elif kind in ("request", "response"):
             key = int(msg["apiKey"])
             entry = apis.setdefault(key, {"api_key": key, "name": api_name(msg["name"])})
-            converted = convert_message(msg, path.name)
+            converted = convert_message(msg, where)
             if kind == "request":
                 converted["latest_version_unstable"] = bool(msg.get("latestVersionUnstable", False))
                 converted["listeners"] = sorted(msg.get("listeners", []))
@@ -281,8 +312,13 @@ def generate(reference: Path) -> dict[str, Any]:
     return {
         "apis": [apis[k] for k in sorted(apis)],
         "headers": headers,
-        "error_codes": read_error_codes(reference / "error-codes.tsv"),
+        "error_codes": _with_added_codes(read_error_codes(reference / "error-codes.tsv")),
     }
+
+
+def _with_added_codes(codes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = {entry["code"] for entry in codes}
+    return sorted(codes + [dict(e) for e in ADDED_ERROR_CODES if e["code"] not in known], key=lambda e: e["code"])
 
 
 def render(document: dict[str, Any]) -> str:
