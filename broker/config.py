@@ -307,6 +307,28 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _D("group.consumer.max.size", "int", 2147483647, "Most members a KIP-848 consumer group may have.", minimum=1),
         _D(
+            "group.streams.session.timeout.ms",
+            "int",
+            45000,
+            "Streams groups (KIP-1071): a member without a heartbeat for this long is removed.",
+            minimum=1,
+        ),
+        _D(
+            "group.streams.heartbeat.interval.ms",
+            "int",
+            5000,
+            "Streams groups (KIP-1071): how often members heartbeat.",
+            minimum=1,
+        ),
+        _D("group.streams.max.size", "int", 2147483647, "Most members a streams group may have.", minimum=1),
+        _D(
+            "group.streams.num.standby.replicas",
+            "int",
+            0,
+            "Streams groups (KIP-1071): standby replicas of each task, on other Kafka Streams processes.",
+            minimum=0,
+        ),
+        _D(
             "group.consumer.assignors",
             "list",
             ["uniform", "range"],

@@ -13,6 +13,7 @@ OffsetMetadataManager).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -25,6 +26,9 @@ from strom.broker.coordinator.runtime import CoordinatorRuntime, NotLeaderForPar
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch
 from strom.storage.producer_state import VerificationGuard
+
+if TYPE_CHECKING:
+    from strom.broker.coordinator.group.streams_groups import StreamsGroup
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -39,6 +43,7 @@ class GroupStore:
         self.config = config
         self.classic: dict[str, Group] = {}
         self.consumer: dict[str, ConsumerGroup] = {}
+        self.streams: dict[str, StreamsGroup] = {}  # KIP-1071 streams groups
         # what __consumer_offsets holds of each consumer group (to write only what changed)
         self.consumer_records: dict[str, dict[ConsumerGroupKey, bytes]] = {}
         # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
