@@ -31,7 +31,9 @@ def tasks(*names: str) -> frozenset[tuple[str, int]]:
     return frozenset((n.split("_")[0], int(n.split("_")[1])) for n in names)
 
 
-def member(process: str, active: frozenset = frozenset(), standby: frozenset = frozenset()) -> AssignorMember:
+def member(
+    process: str, active: frozenset[tuple[str, int]] = frozenset(), standby: frozenset[tuple[str, int]] = frozenset()
+) -> AssignorMember:
     return AssignorMember(process, active, standby)
 
 
@@ -298,7 +300,7 @@ def test_fencing_and_unknown_members(coordinator, body, code, message):
 
 
 def test_a_consumer_group_id_is_not_a_streams_group(coordinator):
-    coordinator.store.consumer["cg"] = object()  # type: ignore[assignment]  # only its presence matters
+    coordinator.store.consumer["cg"] = object()  # only its presence matters
     answer = send(coordinator.streams, hb("m1", 0, group="cg"))
     assert (answer["error_code"], answer["error_message"]) == (
         ErrorCode.GROUP_ID_NOT_FOUND,
