@@ -43,6 +43,7 @@ from strom.broker.coordinator.group.records import CommittedOffset, GroupRecordE
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import OFFSETS_TOPIC, GroupStore, Record
 from strom.broker.coordinator.group.streams_groups import StreamsGroups
+from strom.broker.coordinator.group.streams_records import decode_streams_key, is_streams_key
 from strom.broker.coordinator.runtime import CoordinatorRuntime, replicated
 from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
@@ -202,6 +203,9 @@ class GroupCoordinator:
 
     def _replay(self, key_bytes: bytes | None, value: bytes | None) -> None:
         try:
+            if key_bytes is not None and is_streams_key(key_bytes):  # a KIP-1071 streams group's record
+                self.streams.replay(decode_streams_key(key_bytes), value)
+                return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
                 self.offset_manager.replay(key, value)

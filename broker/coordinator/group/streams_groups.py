@@ -39,7 +39,20 @@ from strom.broker.coordinator.group.streams_assignor import (
     all_tasks,
     sticky_assign,
 )
+from strom.broker.coordinator.group.streams_records import (
+    CURRENT_ASSIGNMENT,
+    MEMBER,
+    METADATA,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    TOPOLOGY,
+    StreamsGroupKey,
+    decode_streams_value,
+    encode_streams_key,
+    encode_streams_value,
+)
 from strom.protocol.errors import ErrorCode
+from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group.streams")
 
@@ -51,6 +64,13 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+
+# a member's state in its StreamsGroupCurrentMemberAssignment record (Kafka's codes)
+STABLE_STATE, UNREVOKED_STATE, UNRELEASED_STATE = 0, 1, 2
+UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the timers start
+# the order Kafka writes a change in, and removes one in
+WRITE_ORDER = {MEMBER: 0, TOPOLOGY: 1, METADATA: 2, TARGET_MEMBER: 3, TARGET_METADATA: 4, CURRENT_ASSIGNMENT: 5}
+REMOVE_ORDER = {CURRENT_ASSIGNMENT: 0, TARGET_MEMBER: 1, MEMBER: 2, TARGET_METADATA: 3, TOPOLOGY: 4, METADATA: 5}
 
 
 class StreamsGroupError(Exception):
@@ -281,6 +301,7 @@ class StreamsGroup:
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, TaskAssignment] = {}
         self.partitions: dict[str, int] | None = None  # the configured topology's task counts
+        self.configured = False  # False until configured once (a group loaded from its records)
         self.shutdown_requested_by: str | None = None  # a member asking the whole application to stop
 
     def state(self) -> str:
@@ -384,6 +405,7 @@ class StreamsGroups:
         self.store = store
         self.settings = settings or StreamsGroupSettings()
         self.groups: dict[str, StreamsGroup] = store.streams  # the store's: never rebound
+        self.persisted: dict[str, dict[StreamsGroupKey, bytes]] = {}  # what __consumer_offsets holds
         self._changed = trio.Event()
 
     def get(self, group_id: str) -> StreamsGroup | None:
@@ -400,8 +422,12 @@ class StreamsGroups:
             if error is not None:
                 raise StreamsGroupError(error)
             if body.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(body), []
-            return self._heartbeat(body, client_id, client_host, now)
+                answer = self._leave(body)
+                self.persist(body.group_id)
+                return answer, []
+            answer, missing = self._heartbeat(body, client_id, client_host, now)
+            self.persist(body.group_id)
+            return answer, missing
         except StreamsGroupError as exc:
             return refused(exc.code, exc.message), []
         finally:
@@ -459,8 +485,9 @@ class StreamsGroups:
         before_epoch, before = member.member_epoch, member.assigned
         configured = self._configure(group)
         if configured.partitions != group.partitions:
+            bump |= group.configured  # a loaded group's first configuration is no change
             group.partitions = configured.partitions
-            bump = True
+        group.configured = True
         if bump:
             group.epoch += 1
         if group.assignment_epoch < group.epoch:
@@ -635,12 +662,140 @@ class StreamsGroups:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self.persist(group_id)
         log.info("deleted streams group=%s", group_id)
         return ErrorCode.NONE
 
     def drop_unled(self, is_coordinated: Any) -> None:
         for group_id in [g for g in self.groups if not is_coordinated(g)]:
             del self.groups[group_id]
+            self.persisted.pop(group_id, None)
+
+    # ------------------------------------------------------------------ records
+    def _records(self, group: StreamsGroup) -> dict[StreamsGroupKey, bytes]:
+        """Every record that describes ``group`` now, as Kafka 4.3 writes them."""
+        gid = group.group_id
+        out: dict[StreamsGroupKey, bytes] = {}
+
+        def put(version: int, body: dict[str, Any], member: str = "") -> None:
+            key = StreamsGroupKey(version, gid, member)
+            out[key] = encode_streams_value(key, body)
+
+        put(METADATA, {"epoch": group.epoch, "metadata_hash": 0, "validated_topology_epoch": -1})
+        if group.topology is not None:
+            put(TOPOLOGY, _topology_record(group.topology))
+        put(TARGET_METADATA, {"assignment_epoch": group.assignment_epoch, "assignment_timestamp": 0})
+        for m in group.members.values():
+            put(
+                MEMBER,
+                {
+                    "instance_id": m.instance_id,
+                    "rack_id": m.rack_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "topology_epoch": m.topology_epoch,
+                    "process_id": m.process_id,
+                    "user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]}
+                    if m.user_endpoint
+                    else None,
+                    "client_tags": [{"key": k, "value": v} for k, v in m.client_tags],
+                },
+                m.member_id,
+            )
+            target = group.target.get(m.member_id)
+            if target is not None:
+                put(TARGET_MEMBER, _assignment_record(target), m.member_id)
+            if m.pending_revocation:
+                state = UNREVOKED_STATE
+            elif m.assigned.active != group.target.get(m.member_id, TaskAssignment()).active:
+                state = UNRELEASED_STATE
+            else:
+                state = STABLE_STATE
+            put(
+                CURRENT_ASSIGNMENT,
+                {
+                    "member_epoch": m.member_epoch,
+                    "previous_member_epoch": m.previous_epoch,
+                    "state": state,
+                    **_assignment_record(m.assigned),
+                    "active_tasks_pending_revocation": task_list(m.pending_revocation),
+                    "standby_tasks_pending_revocation": [],
+                    "warmup_tasks_pending_revocation": [],
+                },
+                m.member_id,
+            )
+        return out
+
+    def persist(self, group_id: str) -> bool:
+        """Append what changed in a group since the last write (tombstones for what went) in one
+        batch; False if that could not be written (logged)."""
+        group = self.groups.get(group_id)
+        current = self._records(group) if group is not None else {}
+        before = self.persisted.get(group_id, {})
+        gone = sorted((k for k in before if k not in current), key=lambda k: (REMOVE_ORDER[k.version], k.member))
+        changed = sorted(
+            (k for k, v in current.items() if before.get(k) != v), key=lambda k: (WRITE_ORDER[k.version], k.member)
+        )
+        if not gone and not changed:
+            return True
+        try:
+            self.store.append(
+                group_id,
+                [(encode_streams_key(k), None) for k in gone] + [(encode_streams_key(k), current[k]) for k in changed],
+            )
+        except (StorageError, OSError) as exc:
+            log.error("could not persist streams group %s: %s", group_id, exc)
+            return False
+        if current:
+            self.persisted[group_id] = current
+        else:
+            self.persisted.pop(group_id, None)
+        return True
+
+    def replay(self, key: StreamsGroupKey, value: bytes | None) -> None:
+        """Loading `__consumer_offsets`: one streams group record (None: a tombstone)."""
+        gid = key.group
+        if value is None:
+            self.persisted.get(gid, {}).pop(key, None)
+            group = self.groups.get(gid)
+            if key.version == METADATA:
+                self.groups.pop(gid, None)
+                self.persisted.pop(gid, None)
+            elif group is not None and key.version == MEMBER:
+                group.members.pop(key.member, None)
+            elif group is not None and key.version == TARGET_MEMBER:
+                group.target.pop(key.member, None)
+            return
+        self.persisted.setdefault(gid, {})[key] = value
+        group = self.groups.get(gid)
+        if group is None:
+            group = self.groups[gid] = StreamsGroup(gid)
+        body = decode_streams_value(key, value)
+        if key.version == METADATA:
+            group.epoch = body.epoch
+        elif key.version == TOPOLOGY:
+            group.topology = _topology_from_record(body)
+        elif key.version == TARGET_METADATA:
+            group.assignment_epoch = body.assignment_epoch
+        elif key.version == TARGET_MEMBER:
+            group.target[key.member] = _assignment_from_record(body)
+        else:
+            member = group.members.get(key.member)
+            if member is None:
+                member = group.members[key.member] = StreamsMember(key.member, deadline=UNSET)
+            if key.version == MEMBER:
+                member.instance_id, member.rack_id = body.instance_id, body.rack_id
+                member.client_id, member.client_host = body.client_id, body.client_host
+                member.rebalance_timeout_ms, member.topology_epoch = body.rebalance_timeout_ms, body.topology_epoch
+                member.process_id = body.process_id
+                endpoint = body.user_endpoint
+                member.user_endpoint = (endpoint.host, endpoint.port) if endpoint is not None else None
+                member.client_tags = tuple((kv.key, kv.value) for kv in body.client_tags)
+            elif key.version == CURRENT_ASSIGNMENT:
+                member.member_epoch, member.previous_epoch = body.member_epoch, body.previous_member_epoch
+                member.assigned = _assignment_from_record(body)
+                member.pending_revocation = _tasks_from_record(body.active_tasks_pending_revocation)
 
     # ------------------------------------------------------------------ offsets
     def commit_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
@@ -673,12 +828,20 @@ class StreamsGroups:
     def expire(self, now: float) -> None:
         """Remove members whose session timed out."""
         for group in list(self.groups.values()):
-            for member in [m for m in group.members.values() if m.deadline <= now]:
+            expired = [m for m in group.members.values() if m.deadline != UNSET and m.deadline <= now]
+            for member in expired:
                 self.remove(group, member, "session timed out")
+            if expired:
+                self.persist(group.group_id)
 
     async def run(self) -> None:
         while True:
             self._changed = trio.Event()
+            now = trio.current_time()
+            for group in self.groups.values():  # loaded members: their sessions start now
+                for member in group.members.values():
+                    if member.deadline == UNSET:
+                        member.deadline = now + self.settings.session_timeout_ms / 1000
             deadline = min((m.deadline for g in self.groups.values() for m in g.members.values()), default=float("inf"))
             with trio.move_on_at(deadline):
                 await self._changed.wait()
@@ -731,3 +894,60 @@ def _described_topology(topology: Topology, configured: ConfiguredTopology) -> d
             for s in topology.subtopologies
         ],
     }
+
+
+def _topology_record(topology: Topology) -> dict[str, Any]:
+    def infos(topics: tuple[TopicInfo, ...]) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": t.name,
+                "partitions": t.partitions,
+                "replication_factor": t.replication_factor,
+                "topic_configs": [{"key": k, "value": v} for k, v in t.configs],
+            }
+            for t in topics
+        ]
+
+    return {
+        "epoch": topology.epoch,
+        "subtopologies": [
+            {
+                "subtopology_id": s.subtopology_id,
+                "source_topics": list(s.source_topics),
+                "source_topic_regex": list(s.source_topic_regex),
+                "state_changelog_topics": infos(s.changelog_topics),
+                "repartition_sink_topics": list(s.repartition_sink_topics),
+                "repartition_source_topics": infos(s.repartition_source_topics),
+                "copartition_groups": [
+                    {"source_topics": list(a), "source_topic_regex": list(b), "repartition_source_topics": list(c)}
+                    for a, b, c in s.copartition_groups
+                ],
+            }
+            for s in topology.subtopologies
+        ],
+    }
+
+
+def _topology_from_record(body: Any) -> Topology:
+    """The topology of a StreamsGroupTopology record (its shape is the request's)."""
+    return topology_from_request(body)
+
+
+def _assignment_record(a: TaskAssignment) -> dict[str, Any]:
+    return {
+        "active_tasks": task_list(a.active),
+        "standby_tasks": task_list(a.standby),
+        "warmup_tasks": task_list(a.warmup),
+    }
+
+
+def _tasks_from_record(entries: Any) -> set[Task]:
+    return {(e.subtopology_id, p) for e in entries or () for p in e.partitions}
+
+
+def _assignment_from_record(body: Any) -> TaskAssignment:
+    return TaskAssignment(
+        _tasks_from_record(body.active_tasks),
+        _tasks_from_record(body.standby_tasks),
+        _tasks_from_record(body.warmup_tasks),
+    )

@@ -20,7 +20,7 @@ from strom.broker.coordinator.group.streams_groups import (
     configure,
     topology_from_request,
 )
-from strom.broker.coordinator.tests.memory_runtime import MemoryRuntime
+from strom.broker.coordinator.tests.memory_runtime import MemoryPartition, MemoryRuntime
 from strom.protocol.errors import ErrorCode
 
 T0 = [("0", p) for p in range(4)]
@@ -206,14 +206,20 @@ def active(answer: dict[str, Any]) -> set[str] | None:
     return {f"{e['subtopology_id']}_{p}" for e in answer["active_tasks"] for p in e["partitions"]}
 
 
-@pytest.fixture
-def coordinator() -> GroupCoordinator:
-    runtime = MemoryRuntime(other_topics={"in": 2, "app-counts-changelog": 2, "app-counts-repartition": 2})
-    coordinator = GroupCoordinator(
-        runtime, GroupCoordinatorConfig(streams=StreamsGroupSettings(num_standby_replicas=0))
-    )
+CONFIG = GroupCoordinatorConfig(offsets_topic_partitions=1, streams=StreamsGroupSettings(num_standby_replicas=0))
+
+
+def loaded(runtime: MemoryRuntime) -> GroupCoordinator:
+    """A coordinator of ``runtime``'s groups, loaded from its `__consumer_offsets`."""
+    runtime.partitions.setdefault(("__consumer_offsets", 0), MemoryPartition())
+    coordinator = GroupCoordinator(runtime, CONFIG)
     coordinator.load()
     return coordinator
+
+
+@pytest.fixture
+def coordinator() -> GroupCoordinator:
+    return loaded(MemoryRuntime(other_topics={"in": 2, "app-counts-changelog": 2, "app-counts-repartition": 2}))
 
 
 def send(streams: StreamsGroups, body: SimpleNamespace, now: float = 0.0) -> dict[str, Any]:
@@ -310,8 +316,7 @@ def test_a_consumer_group_id_is_not_a_streams_group(coordinator):
 
 def test_missing_internal_topics_are_reported_and_asked_for():
     runtime = MemoryRuntime(other_topics={"in": 2})
-    coordinator = GroupCoordinator(runtime, GroupCoordinatorConfig())
-    coordinator.load()
+    coordinator = loaded(runtime)
     answer, missing = coordinator.streams.heartbeat(hb("m1", 0), "c", "h", 0.0)
     assert [s["status_code"] for s in answer["status"]] == [MISSING_INTERNAL_TOPICS]
     assert (answer["member_epoch"], active(answer)) == (1, set())
@@ -363,3 +368,52 @@ def test_offset_commit_and_fetch_check_member_epochs(coordinator):
 def test_delete_refuses_a_group_with_members(coordinator):
     send(coordinator.streams, hb("m1", 0))
     assert coordinator.delete_group("g") == ErrorCode.NON_EMPTY_GROUP
+
+
+def _state(streams: StreamsGroups) -> dict[str, Any]:
+    return {
+        gid: (
+            g.epoch,
+            g.assignment_epoch,
+            g.topology,
+            {
+                m.member_id: (m.member_epoch, m.previous_epoch, m.process_id, m.assigned, m.pending_revocation)
+                for m in g.members.values()
+            },
+            g.target,
+        )
+        for gid, g in streams.groups.items()
+    }
+
+
+def test_the_group_comes_back_from_its_records_after_a_restart(coordinator):
+    streams = coordinator.streams
+    send(streams, hb("m1", 0))
+    send(streams, hb("m2", 0))
+    send(streams, hb("m1", 1, active_tasks=owned("0_0", "0_1", "1_0", "1_1")))  # m1 is revoking
+    before = _state(streams)
+    assert before["g"][3]["m1"][4], "a revocation is pending"
+    again = loaded(coordinator.runtime)
+    assert _state(again.streams) == before
+    # the members go on where they were: m1 finishes its revocation at the loaded epochs
+    kept = {f"{s}_{p}" for s, p in again.streams.groups["g"].members["m1"].assigned.active}
+    done = send(again.streams, hb("m1", 1, active_tasks=owned(*sorted(kept))))
+    assert (done["error_code"], done["member_epoch"]) == (0, 2)
+    # a deleted group leaves tombstones: nothing comes back
+    send(again.streams, hb("m1", -1))
+    send(again.streams, hb("m2", -1))
+    assert again.delete_group("g") == ErrorCode.NONE
+    assert loaded(coordinator.runtime).streams.groups == {}
+
+
+def test_records_are_kafkas_streams_group_record_types(coordinator):
+    from strom.broker.coordinator.group.streams_records import decode_streams_key
+    from strom.protocol.records.batch import iter_batches, iter_records
+
+    send(coordinator.streams, hb("m1", 0))
+    keys = []
+    for batch in coordinator.runtime.partitions[("__consumer_offsets", 0)].batches:
+        for pos, header in iter_batches(batch):
+            keys += [decode_streams_key(r.key or b"") for r in iter_records(memoryview(batch)[pos : pos + header.size])]
+    # in Kafka's order: member metadata, topology, group epoch, target, target epoch, current assignment
+    assert [(k.version, k.member) for k in keys] == [(19, "m1"), (23, ""), (17, ""), (21, "m1"), (20, ""), (22, "m1")]
