@@ -65,12 +65,13 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 
-# a member's state in its StreamsGroupCurrentMemberAssignment record (Kafka's codes)
-STABLE_STATE, UNREVOKED_STATE, UNRELEASED_STATE = 0, 1, 2
+# a member's state in its StreamsGroupCurrentMemberAssignment record (Kafka's codes: a stable
+# member is 1, as Kafka 4.3's kafka-dump-log shows)
+STABLE_STATE, UNREVOKED_STATE, UNRELEASED_STATE = 1, 2, 3
 UNSET = -1.0  # a loaded member's deadline: set from the trio clock when the timers start
 # the order Kafka writes a change in, and removes one in
 WRITE_ORDER = {MEMBER: 0, TOPOLOGY: 1, METADATA: 2, TARGET_MEMBER: 3, TARGET_METADATA: 4, CURRENT_ASSIGNMENT: 5}
-REMOVE_ORDER = {CURRENT_ASSIGNMENT: 0, TARGET_MEMBER: 1, MEMBER: 2, TARGET_METADATA: 3, TOPOLOGY: 4, METADATA: 5}
+REMOVE_ORDER = {CURRENT_ASSIGNMENT: 0, TARGET_MEMBER: 1, MEMBER: 2, TARGET_METADATA: 3, METADATA: 4, TOPOLOGY: 5}
 
 
 class StreamsGroupError(Exception):
@@ -302,6 +303,8 @@ class StreamsGroup:
         self.target: dict[str, TaskAssignment] = {}
         self.partitions: dict[str, int] | None = None  # the configured topology's task counts
         self.configured = False  # False until configured once (a group loaded from its records)
+        self.metadata_hash = 0  # of the topics the topology reads (Strom's own hash of their partition counts)
+        self.assigned_at_ms = 0  # wall clock of the last target assignment
         self.shutdown_requested_by: str | None = None  # a member asking the whole application to stop
 
     def state(self) -> str:
@@ -487,11 +490,13 @@ class StreamsGroups:
         if configured.partitions != group.partitions:
             bump |= group.configured  # a loaded group's first configuration is no change
             group.partitions = configured.partitions
+            group.metadata_hash = _metadata_hash(configured.partitions)
         group.configured = True
         if bump:
             group.epoch += 1
         if group.assignment_epoch < group.epoch:
             group.compute_target(self.settings.num_standby_replicas)
+            group.assigned_at_ms = self.store.wall_ms()
         group.reconcile(member, tasks_of(body.active_tasks))
         statuses = list(configured.statuses)
         if group.topology is not None and member.topology_epoch < group.topology.epoch:
@@ -681,10 +686,23 @@ class StreamsGroups:
             key = StreamsGroupKey(version, gid, member)
             out[key] = encode_streams_value(key, body)
 
-        put(METADATA, {"epoch": group.epoch, "metadata_hash": 0, "validated_topology_epoch": -1})
+        validated = group.topology.epoch if group.topology is not None and group.partitions is not None else -1
+        put(
+            METADATA,
+            {
+                "epoch": group.epoch,
+                "metadata_hash": group.metadata_hash,
+                "validated_topology_epoch": validated,
+                "last_assignment_configs": [
+                    {"key": "num.standby.replicas", "value": str(self.settings.num_standby_replicas)}
+                ]
+                if group.assignment_epoch > 0
+                else None,
+            },
+        )
         if group.topology is not None:
             put(TOPOLOGY, _topology_record(group.topology))
-        put(TARGET_METADATA, {"assignment_epoch": group.assignment_epoch, "assignment_timestamp": 0})
+        put(TARGET_METADATA, {"assignment_epoch": group.assignment_epoch, "assignment_timestamp": group.assigned_at_ms})
         for m in group.members.values():
             put(
                 MEMBER,
@@ -773,11 +791,11 @@ class StreamsGroups:
             group = self.groups[gid] = StreamsGroup(gid)
         body = decode_streams_value(key, value)
         if key.version == METADATA:
-            group.epoch = body.epoch
+            group.epoch, group.metadata_hash = body.epoch, body.metadata_hash
         elif key.version == TOPOLOGY:
             group.topology = _topology_from_record(body)
         elif key.version == TARGET_METADATA:
-            group.assignment_epoch = body.assignment_epoch
+            group.assignment_epoch, group.assigned_at_ms = body.assignment_epoch, body.assignment_timestamp
         elif key.version == TARGET_MEMBER:
             group.target[key.member] = _assignment_from_record(body)
         else:
@@ -951,3 +969,14 @@ def _assignment_from_record(body: Any) -> TaskAssignment:
         _tasks_from_record(body.standby_tasks),
         _tasks_from_record(body.warmup_tasks),
     )
+
+
+def _metadata_hash(partitions: dict[str, int] | None) -> int:
+    """A signed 64-bit hash of the configured task counts (Kafka hashes the topics' metadata with
+    its own function; the value only has to change when they do)."""
+    import hashlib
+
+    if partitions is None:
+        return 0
+    digest = hashlib.sha256(repr(sorted(partitions.items())).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)

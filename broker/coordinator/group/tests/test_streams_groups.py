@@ -417,3 +417,9 @@ def test_records_are_kafkas_streams_group_record_types(coordinator):
             keys += [decode_streams_key(r.key or b"") for r in iter_records(memoryview(batch)[pos : pos + header.size])]
     # in Kafka's order: member metadata, topology, group epoch, target, target epoch, current assignment
     assert [(k.version, k.member) for k in keys] == [(19, "m1"), (23, ""), (17, ""), (21, "m1"), (20, ""), (22, "m1")]
+    send(coordinator.streams, hb("m1", -1))
+    assert coordinator.delete_group("g") == ErrorCode.NONE
+    last = coordinator.runtime.partitions[("__consumer_offsets", 0)].batches[-1]
+    (_, header), *_ = iter_batches(last)
+    gone = [(decode_streams_key(r.key or b"").version, r.value) for r in iter_records(memoryview(last)[: header.size])]
+    assert gone == [(20, None), (17, None), (23, None)], "Kafka's order of a deleted group's tombstones"
