@@ -47,7 +47,9 @@ def sticky_assign(
 ) -> dict[str, TaskAssignment]:
     """Kafka's sticky task assignment of ``tasks`` over ``members`` (member id -> what it holds)."""
     result = {member_id: TaskAssignment() for member_id in members}
-    tasks = sorted(set(tasks))
+    # by partition, then subtopology, as Kafka's assignor goes through them: the same partition of
+    # each subtopology stays together where the balance allows
+    tasks = sorted(set(tasks), key=lambda t: (t[1], t[0]))
     if not members:
         return result
     # balance: every member gets `base` active tasks, `extra` of them one more

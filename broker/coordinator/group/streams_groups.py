@@ -52,6 +52,7 @@ from strom.broker.coordinator.group.streams_records import (
     encode_streams_value,
 )
 from strom.protocol.errors import ErrorCode
+from strom.protocol.internal_records import java_string_hashcode
 from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group.streams")
@@ -224,9 +225,23 @@ def configure(topology: Topology, topics: Mapping[str, TopicMeta]) -> Configured
             (INCORRECTLY_PARTITIONED_TOPICS, f"Internal topics {', '.join(wrong)} have the wrong number of partitions.")
         )
     if missing:
-        statuses.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(i.name for i in missing)}"))
+        names = java_hash_order([i.name for i in missing])
+        statuses.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(names)}"))
     ready = not missing and not wrong
     return ConfiguredTopology(partitions if ready else None, internal, missing, statuses)
+
+
+def java_hash_order(names: list[str]) -> list[str]:
+    """``names`` in the order a Java HashMap of them iterates (Kafka lists missing topics so)."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = java_string_hashcode(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(names, key=bucket)  # stable: a bucket keeps insertion order
 
 
 # ---------------------------------------------------------------------- members and the group
@@ -302,7 +317,6 @@ class StreamsGroup:
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, TaskAssignment] = {}
         self.partitions: dict[str, int] | None = None  # the configured topology's task counts
-        self.configured = False  # False until configured once (a group loaded from its records)
         self.metadata_hash = 0  # of the topics the topology reads (Strom's own hash of their partition counts)
         self.assigned_at_ms = 0  # wall clock of the last target assignment
         self.shutdown_requested_by: str | None = None  # a member asking the whole application to stop
@@ -379,8 +393,8 @@ def _validate(body: StreamsHeartbeat) -> None:
         raise bad("MemberId can't be empty.")
     if not body.group_id:
         raise bad("GroupId can't be empty.")
-    if body.instance_id is not None and not body.instance_id:
-        raise bad("InstanceId can't be empty.")
+    if body.instance_id is not None:  # Kafka 4.3 refuses static members of streams groups
+        raise bad("Static membership is not yet supported.")
     if body.rack_id is not None and not body.rack_id:
         raise bad("RackId can't be empty.")
     if body.member_epoch == JOIN_EPOCH:
@@ -395,10 +409,12 @@ def _validate(body: StreamsHeartbeat) -> None:
                 raise bad(f"{name} must be empty when (re-)joining.")
         if body.topology is None:
             raise bad("Topology must be non-null when (re-)joining.")
+    elif len({body.active_tasks is None, body.standby_tasks is None, body.warmup_tasks is None}) > 1:
+        raise bad("If one task-type is non-null, all must be non-null.")
     elif body.member_epoch == STATIC_LEAVE_EPOCH and body.instance_id is None:
         raise bad("InstanceId can't be null.")
     elif body.member_epoch < STATIC_LEAVE_EPOCH:
-        raise bad("MemberEpoch is invalid.")
+        raise bad(f"MemberEpoch is {body.member_epoch}, but must be greater than or equal to -2.")
 
 
 class StreamsGroups:
@@ -485,14 +501,16 @@ class StreamsGroups:
         member.deadline = now + self.settings.session_timeout_ms / 1000
         if body.shutdown_application and group.shutdown_requested_by is None:
             group.shutdown_requested_by = member_id
-        before_epoch, before = member.member_epoch, member.assigned
+        before = member.assigned
         configured = self._configure(group)
-        if configured.partitions != group.partitions:
-            bump |= group.configured  # a loaded group's first configuration is no change
-            group.partitions = configured.partitions
-            group.metadata_hash = _metadata_hash(configured.partitions)
-        group.configured = True
+        group.partitions = configured.partitions
+        # as Kafka 4.3: a change of the configured topology (its first validation too) is an epoch of
+        # its own, beside the one a member change bumps (a fresh group's first member gets epoch 2)
+        metadata_hash = _metadata_hash(group.topology, self.store.topics())
         if bump:
+            group.epoch += 1
+        if metadata_hash != group.metadata_hash:
+            group.metadata_hash = metadata_hash
             group.epoch += 1
         if group.assignment_epoch < group.epoch:
             group.compute_target(self.settings.num_standby_replicas)
@@ -507,9 +525,7 @@ class StreamsGroups:
                 "a shutdown for the entire application."
             )
             statuses.append((SHUTDOWN_APPLICATION, detail))
-        send = (
-            body.member_epoch != member.member_epoch or member.assigned != before or before_epoch != member.member_epoch
-        )
+        send = member.assigned != before  # as Kafka: the tasks only when they changed (or on joining)
         answer = {
             **refused(ErrorCode.NONE, None),
             "member_id": member_id,
@@ -971,12 +987,19 @@ def _assignment_from_record(body: Any) -> TaskAssignment:
     )
 
 
-def _metadata_hash(partitions: dict[str, int] | None) -> int:
-    """A signed 64-bit hash of the configured task counts (Kafka hashes the topics' metadata with
-    its own function; the value only has to change when they do)."""
+def _metadata_hash(topology: Topology | None, topics: Mapping[str, TopicMeta]) -> int:
+    """A signed 64-bit hash of the partition counts of the topology's topics that exist, 0 without
+    a topology (Kafka hashes their metadata with its own function; it only has to change when they
+    do, and a group's first topology changes it even when none of its topics exists yet)."""
     import hashlib
 
-    if partitions is None:
+    if topology is None:
         return 0
-    digest = hashlib.sha256(repr(sorted(partitions.items())).encode()).digest()
+    names: set[str] = set()
+    for sub in topology.subtopologies:
+        names.update(sub.source_topics)
+        names.update(t.name for t in sub.changelog_topics)
+        names.update(t.name for t in sub.repartition_source_topics)
+    existing = sorted((name, topics[name].partitions) for name in names if name in topics)
+    digest = hashlib.sha256(repr(existing).encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)

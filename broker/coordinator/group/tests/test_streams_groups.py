@@ -237,7 +237,7 @@ def send(streams: StreamsGroups, body: SimpleNamespace, now: float = 0.0) -> dic
         ({"active_tasks": owned("0_0")}, "ActiveTasks must be empty when (re-)joining."),
         ({"standby_tasks": None}, "StandbyTasks must be empty when (re-)joining."),
         ({"topology": None}, "Topology must be non-null when (re-)joining."),
-        ({"member_epoch": -3}, "MemberEpoch is invalid."),
+        ({"member_epoch": -3}, "MemberEpoch is -3, but must be greater than or equal to -2."),
     ],
 )
 def test_invalid_heartbeats_are_invalid_request_with_kafkas_message(coordinator, fields, message):
