@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,7 +50,9 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]
     # the 4.3.1 tree's libs/kafka-clients-4.3.1.jar is a symlink that some copies of ../shared/jvm
     # hold as a text file; the real client jar on CLASSPATH is found first either way
     env = {**os.environ, "CLASSPATH": str(CLIENT_JAR)}
-    started = subprocess.run(["bash", str(SCRIPT), "start", str(work)], capture_output=True, text=True, timeout=180, env=env)
+    started = subprocess.run(
+        ["bash", str(SCRIPT), "start", str(work)], capture_output=True, text=True, timeout=180, env=env
+    )
     try:
         if started.returncode != 0:
             skip_unless_available(f"the reference Kafka 4.3 did not start: {started.stderr[-1500:]}")
@@ -235,7 +236,12 @@ def commit(group: str, member: str, epoch: int) -> tuple[int, int, dict[str, Any
                 {
                     "name": "in",
                     "partitions": [
-                        {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1, "committed_metadata": ""}
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 0,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
                     ],
                 }
             ],
@@ -312,7 +318,15 @@ def both(ports: tuple[int, int], step: tuple[int, int, dict[str, Any]]) -> Any:
         {"member_epoch": -3},
         {"instance_id": ""},
     ],
-    ids=["no-member-id", "no-rebalance-timeout", "null-tasks", "owned-tasks", "no-topology", "bad-epoch", "empty-instance"],
+    ids=[
+        "no-member-id",
+        "no-rebalance-timeout",
+        "null-tasks",
+        "owned-tasks",
+        "no-topology",
+        "bad-epoch",
+        "empty-instance",
+    ],
 )
 def test_invalid_heartbeats(ports, fields):
     prepare(ports, "inv")

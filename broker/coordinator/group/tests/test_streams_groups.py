@@ -154,8 +154,8 @@ def test_configure_derives_internal_topics_from_the_source_topics():
         ("app-counts-changelog", 3),
         ("app-counts-repartition", 3),
     ]
-    assert configured.statuses == [
-        (MISSING_INTERNAL_TOPICS, "Internal topics are missing: app-counts-changelog, app-counts-repartition")
+    assert configured.statuses == [  # in the order of Kafka's HashMap of them
+        (MISSING_INTERNAL_TOPICS, "Internal topics are missing: app-counts-repartition, app-counts-changelog")
     ]
     runtime.other_topics.update({"app-counts-changelog": 3, "app-counts-repartition": 3})
     configured = configure(topology_from_request(_word_count()), runtime.topics())
@@ -190,6 +190,10 @@ def hb(member_id: str, epoch: int, group: str = "g", **fields: Any) -> SimpleNam
         "shutdown_application": False,
     }
     body.update(fields)
+    if body["active_tasks"] is not None:  # owned tasks come with the other task types, as clients send them
+        for kind in ("standby_tasks", "warmup_tasks"):
+            if kind not in fields:
+                body[kind] = []
     return SimpleNamespace(**body)
 
 
@@ -255,30 +259,31 @@ def test_invalid_heartbeats_are_invalid_request_with_kafkas_message(coordinator,
 def test_join_second_member_revokes_then_assigns_and_epochs_follow(coordinator):
     streams = coordinator.streams
     first = send(streams, hb("m1", 0))
-    assert (first["error_code"], first["member_epoch"], active(first)) == (0, 1, {"0_0", "0_1", "1_0", "1_1"})
+    # epoch 2: one epoch for the new member, one for the topology's topics (as Kafka 4.3)
+    assert (first["error_code"], first["member_epoch"], active(first)) == (0, 2, {"0_0", "0_1", "1_0", "1_1"})
     assert first["heartbeat_interval_ms"] == 5000 and first["status"] == []
     assert streams.describe("g", 0)["group_state"] == "Stable"
     # nothing changed: no tasks in the answer (null: unchanged)
-    assert active(send(streams, hb("m1", 1))) is None
+    assert active(send(streams, hb("m1", 2))) is None
 
     second = send(streams, hb("m2", 0))
-    assert (second["member_epoch"], active(second)) == (2, set()), "its tasks are still m1's: unreleased"
+    assert (second["member_epoch"], active(second)) == (3, set()), "its tasks are still m1's: unreleased"
     assert streams.describe("g", 0)["group_state"] == "Reconciling"
-    revoking = send(streams, hb("m1", 1, active_tasks=owned("0_0", "0_1", "1_0", "1_1")))
-    assert revoking["member_epoch"] == 1, "the epoch waits for the revocation"
+    revoking = send(streams, hb("m1", 2, active_tasks=owned("0_0", "0_1", "1_0", "1_1")))
+    assert revoking["member_epoch"] == 2, "the epoch waits for the revocation"
     kept = active(revoking)
-    assert kept is not None and len(kept) == 2
-    done = send(streams, hb("m1", 1, active_tasks=owned(*sorted(kept))))
-    assert (done["member_epoch"], active(done)) == (2, kept), "the new epoch, with what it kept"
-    released = send(streams, hb("m2", 2, active_tasks=[]))
-    assert active(released) == {"0_0", "0_1", "1_0", "1_1"} - kept
+    assert kept == {"0_0", "1_0"}, "partition 0 of both subtopologies stays together"
+    done = send(streams, hb("m1", 2, active_tasks=owned(*sorted(kept))))
+    assert (done["member_epoch"], active(done)) == (3, None), "the new epoch; its tasks did not change"
+    released = send(streams, hb("m2", 3, active_tasks=[]))
+    assert active(released) == {"0_1", "1_1"}
     assert streams.describe("g", 0)["group_state"] == "Stable"
 
     # m2 leaves: its tasks go back to m1 at the next epoch
     left = send(streams, hb("m2", -1))
     assert (left["error_code"], left["member_epoch"], left["heartbeat_interval_ms"]) == (0, -1, 0)
-    back = send(streams, hb("m1", 2, active_tasks=owned(*sorted(kept))))
-    assert (back["member_epoch"], active(back)) == (3, {"0_0", "0_1", "1_0", "1_1"})
+    back = send(streams, hb("m1", 3, active_tasks=owned(*sorted(kept))))
+    assert (back["member_epoch"], active(back)) == (4, {"0_0", "0_1", "1_0", "1_1"})
     again = send(streams, hb("m2", -1))
     assert (again["error_code"], again["error_message"]) == (
         ErrorCode.UNKNOWN_MEMBER_ID,
@@ -289,7 +294,14 @@ def test_join_second_member_revokes_then_assigns_and_epochs_follow(coordinator):
 @pytest.mark.parametrize(
     ("body", "code", "message"),
     [
-        (hb("m1", 2), ErrorCode.FENCED_MEMBER_EPOCH, "greater member epoch (2)"),
+        (hb("m1", 3), ErrorCode.FENCED_MEMBER_EPOCH, "greater member epoch (3)"),
+        (hb("m1", 1), ErrorCode.FENCED_MEMBER_EPOCH, "smaller member epoch (1)"),
+        (
+            hb("m1", 2, active_tasks=[], standby_tasks=None),
+            ErrorCode.INVALID_REQUEST,
+            "If one task-type is non-null, all must be non-null.",
+        ),
+        (hb("m1", 0, instance_id="i"), ErrorCode.INVALID_REQUEST, "Static membership is not yet supported."),
         (hb("zz", 1), ErrorCode.UNKNOWN_MEMBER_ID, "Member zz is not a member of group g."),
         (hb("m1", 1, group="other"), ErrorCode.GROUP_ID_NOT_FOUND, "Streams group other not found."),
         (
@@ -319,12 +331,12 @@ def test_missing_internal_topics_are_reported_and_asked_for():
     coordinator = loaded(runtime)
     answer, missing = coordinator.streams.heartbeat(hb("m1", 0), "c", "h", 0.0)
     assert [s["status_code"] for s in answer["status"]] == [MISSING_INTERNAL_TOPICS]
-    assert (answer["member_epoch"], active(answer)) == (1, set())
+    assert (answer["member_epoch"], active(answer)) == (2, set())
     assert coordinator.streams.describe("g", 0)["group_state"] == "NotReady"
     assert sorted(t.name for t in missing) == ["app-counts-changelog", "app-counts-repartition"]
     runtime.other_topics.update({t.name: t.partitions for t in missing})
-    ready = send(coordinator.streams, hb("m1", 1))
-    assert (ready["status"], ready["member_epoch"], active(ready)) == ([], 2, {"0_0", "0_1", "1_0", "1_1"})
+    ready = send(coordinator.streams, hb("m1", 2))
+    assert (ready["status"], ready["member_epoch"], active(ready)) == ([], 3, {"0_0", "0_1", "1_0", "1_1"})
 
 
 def test_session_expiry_removes_a_member_and_moves_its_tasks(coordinator):
@@ -333,16 +345,16 @@ def test_session_expiry_removes_a_member_and_moves_its_tasks(coordinator):
     send(streams, hb("m2", 0), now=40.0)
     streams.expire(46.0)  # m1's 45 s session is over, m2's not
     assert list(streams.groups["g"].members) == ["m2"]
-    answer = send(streams, hb("m2", 2, active_tasks=[]), now=47.0)
-    assert (answer["member_epoch"], active(answer)) == (3, {"0_0", "0_1", "1_0", "1_1"})
+    answer = send(streams, hb("m2", 3, active_tasks=[], standby_tasks=[], warmup_tasks=[]), now=47.0)
+    assert (answer["member_epoch"], active(answer)) == (4, {"0_0", "0_1", "1_0", "1_1"})
 
 
 def test_shutdown_request_reaches_every_member(coordinator):
     streams = coordinator.streams
     send(streams, hb("m1", 0))
     send(streams, hb("m2", 0))
-    asked = send(streams, hb("m1", 1, shutdown_application=True))
-    told = send(streams, hb("m2", 2))
+    asked = send(streams, hb("m1", 2, shutdown_application=True))
+    told = send(streams, hb("m2", 3))
     detail = "Streams group member m1 encountered a fatal error and requested a shutdown for the entire application."
     for answer in (asked, told):
         assert {"status_code": SHUTDOWN_APPLICATION, "status_detail": detail} in answer["status"]
@@ -351,11 +363,11 @@ def test_shutdown_request_reaches_every_member(coordinator):
 def test_offset_commit_and_fetch_check_member_epochs(coordinator):
     streams = coordinator.streams
     send(streams, hb("m1", 0))
-    assert streams.commit_error("g", "m1", 1) is None
-    assert streams.commit_error("g", "m1", 0) == ErrorCode.STALE_MEMBER_EPOCH
-    assert streams.commit_error("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert streams.commit_error("g", "m1", 2) is None
+    assert streams.commit_error("g", "m1", 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert streams.commit_error("g", "zz", 2) == ErrorCode.UNKNOWN_MEMBER_ID
     assert streams.commit_error("g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID, "not while it has members"
-    assert streams.fetch_error("g", "m1", 0) == ErrorCode.STALE_MEMBER_EPOCH
+    assert streams.fetch_error("g", "m1", 1) == ErrorCode.STALE_MEMBER_EPOCH
     assert streams.fetch_error("g", None, -1) is None
     send(streams, hb("m1", -1))
     assert streams.commit_error("g", "", -1) is None, "an empty group takes admin commits"
@@ -390,15 +402,15 @@ def test_the_group_comes_back_from_its_records_after_a_restart(coordinator):
     streams = coordinator.streams
     send(streams, hb("m1", 0))
     send(streams, hb("m2", 0))
-    send(streams, hb("m1", 1, active_tasks=owned("0_0", "0_1", "1_0", "1_1")))  # m1 is revoking
+    send(streams, hb("m1", 2, active_tasks=owned("0_0", "0_1", "1_0", "1_1"), standby_tasks=[], warmup_tasks=[]))
     before = _state(streams)
     assert before["g"][3]["m1"][4], "a revocation is pending"
     again = loaded(coordinator.runtime)
     assert _state(again.streams) == before
     # the members go on where they were: m1 finishes its revocation at the loaded epochs
     kept = {f"{s}_{p}" for s, p in again.streams.groups["g"].members["m1"].assigned.active}
-    done = send(again.streams, hb("m1", 1, active_tasks=owned(*sorted(kept))))
-    assert (done["error_code"], done["member_epoch"]) == (0, 2)
+    done = send(again.streams, hb("m1", 2, active_tasks=owned(*sorted(kept)), standby_tasks=[], warmup_tasks=[]))
+    assert (done["error_code"], done["member_epoch"]) == (0, 3)
     # a deleted group leaves tombstones: nothing comes back
     send(again.streams, hb("m1", -1))
     send(again.streams, hb("m2", -1))
