@@ -261,8 +261,12 @@ class OffsetMetadataManager:
             return error, {}
         group = self.store.classic_group(group_id)
         consumer = self.consumer.get(group_id)
+        streams = self.streams.get(group_id) if self.streams is not None else None
         subscribed: set[str] | None
-        if consumer is not None:
+        if streams is not None:
+            # a KIP-1071 group: as a consumer group, except the topics its members read
+            subscribed = streams.subscribed_topics()
+        elif consumer is not None:
             # a KIP-848 group (as Kafka 4.0): offsets may go at any time, except those of topics a
             # member subscribes to (by name or by its regex)
             subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())

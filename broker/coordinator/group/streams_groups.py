@@ -336,6 +336,16 @@ class StreamsGroup:
             return "Reconciling"
         return "Stable"
 
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members read (source and repartition source topics), none while empty."""
+        if not self.members or self.topology is None:
+            return set()
+        names: set[str] = set()
+        for sub in self.topology.subtopologies:
+            names.update(sub.source_topics)
+            names.update(t.name for t in sub.repartition_source_topics)
+        return names
+
     def owner_of(self, task: Task, other_than: str) -> StreamsMember | None:
         """A member other than ``other_than`` that still holds ``task`` as active."""
         for member in self.members.values():
