@@ -301,6 +301,7 @@ class StreamsMember:
     assigned: TaskAssignment = field(default_factory=TaskAssignment)
     pending_revocation: set[Task] = field(default_factory=set)  # active tasks it must give up
     deadline: float = 0.0  # trio clock: removed without a heartbeat by then
+    revoke_deadline: float | None = None  # trio clock: fenced if still revoking by then (rebalance timeout)
 
     def stable(self, assignment_epoch: int) -> bool:
         return self.member_epoch == assignment_epoch and not self.pending_revocation
@@ -526,6 +527,10 @@ class StreamsGroups:
             group.compute_target(self.settings.num_standby_replicas)
             group.assigned_at_ms = self.store.wall_ms()
         group.reconcile(member, tasks_of(body.active_tasks))
+        if not member.pending_revocation:
+            member.revoke_deadline = None
+        elif member.revoke_deadline is None:  # as Kafka: the rebalance timeout bounds a revocation
+            member.revoke_deadline = now + max(member.rebalance_timeout_ms, 0) / 1000
         statuses = list(configured.statuses)
         if group.topology is not None and member.topology_epoch < group.topology.epoch:
             statuses.insert(0, (STALE_TOPOLOGY, "The member's topology epoch is behind the group's."))
@@ -875,6 +880,10 @@ class StreamsGroups:
             expired = [m for m in group.members.values() if m.deadline != UNSET and m.deadline <= now]
             for member in expired:
                 self.remove(group, member, "session timed out")
+            stuck = [m for m in group.members.values() if m.revoke_deadline is not None and m.revoke_deadline <= now]
+            for member in stuck:
+                self.remove(group, member, "did not revoke its tasks within its rebalance timeout")
+            expired += stuck
             if expired:
                 self.persist(group.group_id)
 
@@ -886,7 +895,11 @@ class StreamsGroups:
                 for member in group.members.values():
                     if member.deadline == UNSET:
                         member.deadline = now + self.settings.session_timeout_ms / 1000
-            deadline = min((m.deadline for g in self.groups.values() for m in g.members.values()), default=float("inf"))
+            members = [m for g in self.groups.values() for m in g.members.values()]
+            deadline = min(
+                [m.deadline for m in members] + [m.revoke_deadline for m in members if m.revoke_deadline is not None],
+                default=float("inf"),
+            )
             with trio.move_on_at(deadline):
                 await self._changed.wait()
             try:

@@ -435,3 +435,18 @@ def test_records_are_kafkas_streams_group_record_types(coordinator):
     (_, header), *_ = iter_batches(last)
     gone = [(decode_streams_key(r.key or b"").version, r.value) for r in iter_records(memoryview(last)[: header.size])]
     assert gone == [(20, None), (17, None), (23, None)], "Kafka's order of a deleted group's tombstones"
+
+
+def test_a_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced(coordinator):
+    streams = coordinator.streams
+    send(streams, hb("m1", 0, rebalance_timeout_ms=10_000), now=0.0)
+    send(streams, hb("m2", 0), now=1.0)
+    revoking = send(streams, hb("m1", 2, active_tasks=owned("0_0", "0_1", "1_0", "1_1")), now=2.0)
+    assert revoking["member_epoch"] == 2 and streams.groups["g"].members["m1"].pending_revocation
+    send(streams, hb("m1", 2, active_tasks=owned("0_0", "0_1", "1_0", "1_1")), now=8.0)  # still holding them
+    streams.expire(11.9)
+    assert "m1" in streams.groups["g"].members, "10 s from the revocation's start, not from the join"
+    streams.expire(12.0)
+    assert list(streams.groups["g"].members) == ["m2"]
+    answer = send(streams, hb("m2", 3, active_tasks=[]), now=12.5)
+    assert active(answer) == {"0_0", "0_1", "1_0", "1_1"}
