@@ -348,9 +348,9 @@ class StreamsGroup:
         return names
 
     def owner_of(self, task: Task, other_than: str) -> StreamsMember | None:
-        """A member other than ``other_than`` that still holds ``task`` as active."""
+        """A member other than ``other_than`` that still holds ``task`` as active (or revokes it)."""
         for member in self.members.values():
-            if member.member_id != other_than and task in member.assigned.active:
+            if member.member_id != other_than and (task in member.assigned.active or task in member.pending_revocation):
                 return member
         return None
 
@@ -377,7 +377,10 @@ class StreamsGroup:
                 return  # still revoking
             member.pending_revocation = set()
         revoke = member.assigned.active - target.active
-        if revoke and member.member_epoch != self.assignment_epoch:
+        # a revocation waits for the member only while it may still hold those tasks (it reported
+        # nothing, or some of them), as Kafka's CurrentAssignmentBuilder
+        holds = owned_active is None or bool(owned_active & revoke)
+        if revoke and holds and member.member_epoch != self.assignment_epoch:
             member.pending_revocation = revoke
             member.assigned = TaskAssignment(
                 member.assigned.active & target.active,

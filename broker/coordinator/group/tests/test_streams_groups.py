@@ -273,6 +273,8 @@ def test_join_second_member_revokes_then_assigns_and_epochs_follow(coordinator):
     assert revoking["member_epoch"] == 2, "the epoch waits for the revocation"
     kept = active(revoking)
     assert kept == {"0_0", "1_0"}, "partition 0 of both subtopologies stays together"
+    waiting = send(streams, hb("m2", 3, active_tasks=[]))
+    assert active(waiting) is None, "m1 still holds the tasks it revokes"
     done = send(streams, hb("m1", 2, active_tasks=owned(*sorted(kept))))
     assert (done["member_epoch"], active(done)) == (3, None), "the new epoch; its tasks did not change"
     released = send(streams, hb("m2", 3, active_tasks=[]))
@@ -450,3 +452,11 @@ def test_a_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced(coordi
     assert list(streams.groups["g"].members) == ["m2"]
     answer = send(streams, hb("m2", 3, active_tasks=[]), now=12.5)
     assert active(answer) == {"0_0", "0_1", "1_0", "1_1"}
+
+
+def test_a_member_that_reports_no_revoked_task_moves_on_at_once(coordinator):
+    streams = coordinator.streams
+    send(streams, hb("m1", 0))
+    send(streams, hb("m2", 0))
+    answer = send(streams, hb("m1", 2, active_tasks=owned("0_0", "1_0")))  # it holds only what it keeps
+    assert (answer["member_epoch"], active(answer)) == (3, {"0_0", "1_0"})
