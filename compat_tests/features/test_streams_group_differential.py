@@ -7,7 +7,8 @@ being created). Kafka 4.3 delays a streams group's assignments (the group config
 `streams.initial.rebalance.delay.ms`, 3 s, and `streams.assignment.interval.ms`, 1 s, answered with
 the ASSIGNMENT_DELAYED status); Strom assigns at once, so the reference's groups get both set to 0
 first (docs/streams-groups.md). Normalised: throttle times, the clock's assignment timestamps, the
-order of members in a describe (by member id).
+order of members in a describe (by member id) and of the interactive-query endpoints in a heartbeat
+(by host and port).
 """
 
 from __future__ import annotations
@@ -255,6 +256,10 @@ def plain(value: Any) -> Any:
         out = {k: plain(v) for k, v in value.items() if k not in ("throttle_time_ms",)}
         if "members" in out and isinstance(out["members"], list):
             out["members"] = sorted(out["members"], key=lambda m: str(m.get("member_id")))
+        if isinstance(out.get("partitions_by_user_endpoint"), list):  # Kafka's order is a hash map's
+            out["partitions_by_user_endpoint"].sort(
+                key=lambda e: (e["user_endpoint"]["host"], e["user_endpoint"]["port"])
+            )
         if "groups" in out and isinstance(out["groups"], list):
             out["groups"] = sorted(out["groups"], key=lambda g: str(g.get("group_id")))
         return out
@@ -448,3 +453,31 @@ def test_other_protocols_meet_a_streams_group(ports):
     for port in ports:  # (not compared: Kafka 4.3's consumer groups are not this test's subject)
         assert ask(port, _consumer_heartbeat(consumers))["error_code"] == 0
     both(ports, hb(consumers, "m1", 0))  # GROUP_ID_NOT_FOUND: not a streams group
+
+
+def test_interactive_query_endpoints(ports):
+    group = "iq"
+    prepare(ports, group)
+    first = both(ports, hb(group, "m1", 0, user_endpoint={"host": "h1", "port": 1}))
+    settled = settle_both(ports, group, "m1", first["member_epoch"])
+    epoch = settled["member_epoch"]
+    everything = tasks("0_0", "0_1", "1_0", "1_1")
+    owned = {"standby_tasks": [], "warmup_tasks": []}
+    both(ports, hb(group, "m1", epoch, endpoint_information_epoch=0, active_tasks=everything, **owned))
+    second = both(ports, hb(group, "m2", 0, user_endpoint={"host": "h2", "port": 2}))
+    moved = both(
+        ports,
+        hb(
+            group,
+            "m1",
+            epoch,
+            endpoint_information_epoch=second["endpoint_information_epoch"],
+            **owned,
+            active_tasks=[],
+        ),
+    )
+    current = moved["endpoint_information_epoch"]
+    both(ports, hb(group, "m1", moved["member_epoch"], endpoint_information_epoch=current))  # up to date: none
+    both(
+        ports, hb(group, "m2", second["member_epoch"], endpoint_information_epoch=current - 1, active_tasks=[], **owned)
+    )

@@ -321,6 +321,8 @@ class StreamsGroup:
         self.metadata_hash = 0  # of the topics the topology reads (Strom's own hash of their partition counts)
         self.assigned_at_ms = 0  # wall clock of the last target assignment
         self.shutdown_requested_by: str | None = None  # a member asking the whole application to stop
+        # moves whenever an assignment of a member with an interactive-query endpoint changes
+        self.endpoint_epoch = 0
 
     def state(self) -> str:
         if not self.members:
@@ -336,6 +338,37 @@ class StreamsGroup:
         ):
             return "Reconciling"
         return "Stable"
+
+    def endpoint_assignments(self) -> dict[str, tuple[TaskAssignment, TaskAssignment]]:
+        """The current and target tasks of each member with an interactive-query endpoint."""
+        return {
+            m.member_id: (m.assigned, self.target.get(m.member_id, TaskAssignment()))
+            for m in self.members.values()
+            if m.user_endpoint is not None
+        }
+
+    def partitions_by_endpoint(self) -> list[dict[str, Any]]:
+        """Which input partitions each endpoint's member processes, active and standby (the
+        heartbeat's PartitionsByUserEndpoint, for interactive queries)."""
+
+        def partitions(tasks: set[Task]) -> list[dict[str, Any]]:
+            out: dict[str, set[int]] = {}
+            for sub in self.topology.subtopologies if self.topology is not None else ():
+                ps = {p for s, p in tasks if s == sub.subtopology_id}
+                if ps:
+                    for topic in (*sub.source_topics, *(t.name for t in sub.repartition_source_topics)):
+                        out.setdefault(topic, set()).update(ps)
+            return [{"topic": t, "partitions": sorted(ps)} for t, ps in out.items()]
+
+        return [
+            {
+                "user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
+                "active_partitions": partitions(m.assigned.active),
+                "standby_partitions": partitions(m.assigned.standby),
+            }
+            for m in self.members.values()
+            if m.user_endpoint is not None
+        ]
 
     def subscribed_topics(self) -> set[str]:
         """The topics the members read (source and repartition source topics), none while empty."""
@@ -516,6 +549,7 @@ class StreamsGroups:
         if body.shutdown_application and group.shutdown_requested_by is None:
             group.shutdown_requested_by = member_id
         before = member.assigned
+        endpoints_before = group.endpoint_assignments()
         configured = self._configure(group)
         group.partitions = configured.partitions
         # as Kafka 4.3: a change of the configured topology (its first validation too) is an epoch of
@@ -543,6 +577,8 @@ class StreamsGroups:
                 "a shutdown for the entire application."
             )
             statuses.append((SHUTDOWN_APPLICATION, detail))
+        if group.endpoint_assignments() != endpoints_before:
+            group.endpoint_epoch += 1
         send = member.assigned != before  # as Kafka: the tasks only when they changed (or on joining)
         answer = {
             **refused(ErrorCode.NONE, None),
@@ -551,6 +587,11 @@ class StreamsGroups:
             "heartbeat_interval_ms": self.settings.heartbeat_interval_ms,
             "status": [{"status_code": code, "status_detail": detail} for code, detail in statuses],
         }
+        answer["endpoint_information_epoch"] = group.endpoint_epoch
+        if any(m.user_endpoint for m in group.members.values()) and (
+            body.member_epoch == JOIN_EPOCH or body.endpoint_information_epoch < group.endpoint_epoch
+        ):
+            answer["partitions_by_user_endpoint"] = group.partitions_by_endpoint()
         if send or body.member_epoch == JOIN_EPOCH:
             answer["active_tasks"] = task_list(member.assigned.active)
             answer["standby_tasks"] = task_list(member.assigned.standby)
@@ -620,9 +661,11 @@ class StreamsGroups:
 
     def remove(self, group: StreamsGroup, member: StreamsMember, why: str) -> None:
         """Drop ``member``: the group epoch moves and the target assignment follows."""
-        group.members.pop(member.member_id, None)
+        removed = group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
         group.epoch += 1
+        if removed is not None and removed.user_endpoint is not None:
+            group.endpoint_epoch += 1
         if not group.members:
             group.shutdown_requested_by = None
         log.info("member %s of streams group %s removed: %s", member.member_id, group.group_id, why)

@@ -460,3 +460,30 @@ def test_a_member_that_reports_no_revoked_task_moves_on_at_once(coordinator):
     send(streams, hb("m2", 0))
     answer = send(streams, hb("m1", 2, active_tasks=owned("0_0", "1_0")))  # it holds only what it keeps
     assert (answer["member_epoch"], active(answer)) == (3, {"0_0", "1_0"})
+
+
+def test_interactive_query_endpoints_and_their_epoch(coordinator):
+    streams = coordinator.streams
+    h1, h2 = SimpleNamespace(host="h1", port=1), SimpleNamespace(host="h2", port=2)
+    first = send(streams, hb("m1", 0, user_endpoint=h1))
+    assert first["endpoint_information_epoch"] == 1, "m1's tasks changed"
+    assert first["partitions_by_user_endpoint"] == [
+        {
+            "user_endpoint": {"host": "h1", "port": 1},
+            "active_partitions": [
+                {"topic": "in", "partitions": [0, 1]},
+                {"topic": "app-counts-repartition", "partitions": [0, 1]},
+            ],
+            "standby_partitions": [],
+        }
+    ]
+    same = send(streams, hb("m1", 2, endpoint_information_epoch=1))
+    assert (same["endpoint_information_epoch"], same["partitions_by_user_endpoint"]) == (1, None), "up to date"
+    second = send(streams, hb("m2", 0, user_endpoint=h2))
+    assert second["endpoint_information_epoch"] == 2, "the target assignment changed"
+    assert [e["user_endpoint"]["host"] for e in second["partitions_by_user_endpoint"]] == ["h1", "h2"]
+    behind = send(streams, hb("m1", 2, endpoint_information_epoch=1))
+    assert behind["partitions_by_user_endpoint"] is not None
+    # a group without endpoints never sends them
+    plain = send(streams, hb("p1", 0, group="other"))
+    assert (plain["endpoint_information_epoch"], plain["partitions_by_user_endpoint"]) == (0, None)
