@@ -12,8 +12,9 @@ OffsetMetadataManager).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -25,6 +26,7 @@ from strom.broker.coordinator.group.state import Group, GroupState
 from strom.broker.coordinator.runtime import CoordinatorRuntime, NotLeaderForPartition, PendingWrite
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch
+from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 OFFSETS_TOPIC = "__consumer_offsets"
 
 Record = tuple[bytes | None, bytes | None]  # key, value (None: a tombstone)
+K = TypeVar("K", bound=Hashable)
+
+log = logging.getLogger("strom.group")
 
 
 class GroupStore:
@@ -127,3 +132,25 @@ class GroupStore:
             raise NotLeaderForPartition(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
         data = build_records_batch(records, self.wall_ms(), producer)
         return self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
+
+    def append_changes(
+        self,
+        kind: str,
+        group_id: str,
+        records: list[Record],
+        persisted: dict[str, dict[K, bytes]],
+        current: dict[K, bytes],
+    ) -> bool:
+        """Append a group's changed records (a ``kind`` group's: consumer, streams) in one batch and,
+        once appended, remember ``current`` as what `__consumer_offsets` holds of it in
+        ``persisted``; False if they could not be written (logged)."""
+        try:
+            self.append(group_id, records)
+        except (StorageError, OSError) as exc:
+            log.error("could not persist %s group %s: %s", kind, group_id, exc)
+            return False
+        if current:
+            persisted[group_id] = current
+        else:
+            persisted.pop(group_id, None)
+        return True

@@ -31,7 +31,7 @@ import trio
 from strom.broker.coordinator.group.assignors import TopicMeta
 from strom.broker.coordinator.group.config import StreamsGroupSettings
 from strom.broker.coordinator.group.state import GroupState
-from strom.broker.coordinator.group.store import GroupStore
+from strom.broker.coordinator.group.store import GroupStore, Record
 from strom.broker.coordinator.group.streams_assignor import (
     AssignorMember,
     Task,
@@ -53,7 +53,6 @@ from strom.broker.coordinator.group.streams_records import (
 )
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import java_string_hashcode
-from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group.streams")
 
@@ -834,19 +833,9 @@ class StreamsGroups:
         )
         if not gone and not changed:
             return True
-        try:
-            self.store.append(
-                group_id,
-                [(encode_streams_key(k), None) for k in gone] + [(encode_streams_key(k), current[k]) for k in changed],
-            )
-        except (StorageError, OSError) as exc:
-            log.error("could not persist streams group %s: %s", group_id, exc)
-            return False
-        if current:
-            self.persisted[group_id] = current
-        else:
-            self.persisted.pop(group_id, None)
-        return True
+        records: list[Record] = [(encode_streams_key(k), None) for k in gone]
+        records += [(encode_streams_key(k), current[k]) for k in changed]
+        return self.store.append_changes("streams", group_id, records, self.persisted, current)
 
     def replay(self, key: StreamsGroupKey, value: bytes | None) -> None:
         """Loading `__consumer_offsets`: one streams group record (None: a tombstone)."""
