@@ -322,6 +322,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _D("group.streams.max.size", "int", 2147483647, "Most members a streams group may have.", minimum=1),
         _D(
+            "group.streams.initial.rebalance.delay.ms",
+            "int",
+            3000,
+            "Streams groups (KIP-1071): how long a new group's first task assignment waits for more members.",
+            minimum=0,
+        ),
+        _D(
+            "group.streams.assignment.interval.ms",
+            "int",
+            1000,
+            "Streams groups (KIP-1071): the least time between two task assignments of a group.",
+            minimum=0,
+        ),
+        _D(
             "group.streams.num.standby.replicas",
             "int",
             0,
@@ -593,6 +607,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
 # `strom serve --dev` and strom.testing's brokers: what a test suite wants, each one overridable.
 DEV_CONFIGS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
+    "group.streams.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "500",
     "auto.create.topics.enable": "true",
     "offsets.topic.num.partitions": "1",

@@ -3,12 +3,13 @@ requests to a reference broker (`../shared/jvm/kafka-reference-4.3.sh`) and to S
 compared field by field after the normalisation below.
 
 Each scenario is a list of requests; a step may wait until its answer settles (internal topics
-being created). Kafka 4.3 delays a streams group's assignments (the group configs
-`streams.initial.rebalance.delay.ms`, 3 s, and `streams.assignment.interval.ms`, 1 s, answered with
-the ASSIGNMENT_DELAYED status); Strom assigns at once, so the reference's groups get both set to 0
-first (docs/streams-groups.md). Normalised: throttle times, the clock's assignment timestamps, the
+being created). Both brokers delay a streams group's assignments (3 s for a new group, then at
+least 1 s apart, with the ASSIGNMENT_DELAYED status meanwhile); the scenarios turn that off on both,
+as timing would decide the answers otherwise: Strom's broker configs, the reference's group configs
+(Strom's unit tests follow the delays step by step as the reference answers them).
+Normalised: throttle times, the clock's assignment timestamps, the
 order of members in a describe (by member id) and of the interactive-query endpoints in a heartbeat
-(by host and port).
+(by host and port) and of their topics (by name): Kafka's come out of hash maps.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ SCRIPT = SHARED_JVM / "kafka-reference-4.3.sh"
 CLIENT_JAR = SHARED_JVM / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
 GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP
 SETTLE_S = 60
+# the scenarios step faster than Kafka's assignment delays: 0 on both brokers (the reference's
+# through its groups' configs, see _no_delays)
+NO_DELAYS = {"group.streams.initial.rebalance.delay.ms": "0", "group.streams.assignment.interval.ms": "0"}
 COORDINATOR_RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -58,7 +62,7 @@ def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]
         if started.returncode != 0:
             skip_unless_available(f"the reference Kafka 4.3 did not start: {started.stderr[-1500:]}")
         reference = int(started.stdout.split()[-2])
-        strom = start_broker(tmp_path_factory.mktemp("strom"), {})
+        strom = start_broker(tmp_path_factory.mktemp("strom"), NO_DELAYS)
         try:
             for port in (reference, strom.port):
                 _create_topic(port, "in", 2)
@@ -260,6 +264,9 @@ def plain(value: Any) -> Any:
             out["partitions_by_user_endpoint"].sort(
                 key=lambda e: (e["user_endpoint"]["host"], e["user_endpoint"]["port"])
             )
+            for entry in out["partitions_by_user_endpoint"]:
+                for kind in ("active_partitions", "standby_partitions"):
+                    entry[kind].sort(key=lambda t: t["topic"])
         if "groups" in out and isinstance(out["groups"], list):
             out["groups"] = sorted(out["groups"], key=lambda g: str(g.get("group_id")))
         return out

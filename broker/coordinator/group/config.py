@@ -19,6 +19,8 @@ class StreamsGroupSettings:
     heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
     max_size: int = 2_147_483_647  # group.streams.max.size
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class GroupCoordinatorConfig:
                 heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
                 max_size=config["group.streams.max.size"],
                 num_standby_replicas=config["group.streams.num.standby.replicas"],
+                initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
+                assignment_interval_ms=config["group.streams.assignment.interval.ms"],
             ),
             migration_policy=policy,
             offsets_topic_partitions=config["offsets.topic.num.partitions"],

@@ -64,6 +64,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
 
 # a member's state in its StreamsGroupCurrentMemberAssignment record (Kafka's codes: a stable
 # member is 1, as Kafka 4.3's kafka-dump-log shows)
@@ -322,6 +323,9 @@ class StreamsGroup:
         self.shutdown_requested_by: str | None = None  # a member asking the whole application to stop
         # moves whenever an assignment of a member with an interactive-query endpoint changes
         self.endpoint_epoch = 0
+        # trio clock: no new target assignment before then (the initial delay, the assignment interval)
+        self.assign_not_before = 0.0
+        self.initial_delay = False  # the wait is the initial rebalance delay (else the interval)
 
     def state(self) -> str:
         if not self.members:
@@ -556,18 +560,28 @@ class StreamsGroups:
         metadata_hash = _metadata_hash(group.topology, self.store.topics())
         if bump:
             group.epoch += 1
+        if group.assignment_epoch == 0 and metadata_hash != group.metadata_hash:
+            # a new group, as Kafka 4.3 starts one: its first member is assigned (nothing) at once,
+            # at the epoch of its joining; the assignment of the topology's tasks waits for the
+            # initial rebalance delay, for more members to join
+            self._assign(group, now, initial=True, tasks=False)
         if metadata_hash != group.metadata_hash:
             group.metadata_hash = metadata_hash
             group.epoch += 1
+        delayed = None
         if group.assignment_epoch < group.epoch:
-            group.compute_target(self.settings.num_standby_replicas)
-            group.assigned_at_ms = self.store.wall_ms()
+            if now >= group.assign_not_before:
+                self._assign(group, now)
+            else:
+                delayed = "initial rebalance delay" if group.initial_delay else "assignment interval"
         group.reconcile(member, tasks_of(body.active_tasks))
         if not member.pending_revocation:
             member.revoke_deadline = None
         elif member.revoke_deadline is None:  # as Kafka: the rebalance timeout bounds a revocation
             member.revoke_deadline = now + max(member.rebalance_timeout_ms, 0) / 1000
         statuses = list(configured.statuses)
+        if delayed is not None:
+            statuses.insert(0, (ASSIGNMENT_DELAYED, f"Assignment delayed due to the configured {delayed}."))
         if group.topology is not None and member.topology_epoch < group.topology.epoch:
             statuses.insert(0, (STALE_TOPOLOGY, "The member's topology epoch is behind the group's."))
         if group.shutdown_requested_by is not None:
@@ -596,6 +610,19 @@ class StreamsGroups:
             answer["standby_tasks"] = task_list(member.assigned.standby)
             answer["warmup_tasks"] = task_list(member.assigned.warmup)
         return answer, configured.missing_internal
+
+    def _assign(self, group: StreamsGroup, now: float, initial: bool = False, tasks: bool = True) -> None:
+        """A new target assignment at the group epoch (with ``tasks`` False: of no task), and when
+        the next may be computed: after the assignment interval, or the initial rebalance delay."""
+        partitions = group.partitions
+        if not tasks:
+            group.partitions = None
+        group.compute_target(self.settings.num_standby_replicas)
+        group.partitions = partitions
+        group.assigned_at_ms = self.store.wall_ms()
+        delay_ms = self.settings.initial_rebalance_delay_ms if initial else self.settings.assignment_interval_ms
+        group.assign_not_before = now + delay_ms / 1000
+        group.initial_delay = initial
 
     def _check_epoch(self, member: StreamsMember, body: StreamsHeartbeat) -> None:
         epoch = body.member_epoch

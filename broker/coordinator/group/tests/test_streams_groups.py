@@ -210,13 +210,15 @@ def active(answer: dict[str, Any]) -> set[str] | None:
     return {f"{e['subtopology_id']}_{p}" for e in answer["active_tasks"] for p in e["partitions"]}
 
 
-CONFIG = GroupCoordinatorConfig(offsets_topic_partitions=1, streams=StreamsGroupSettings(num_standby_replicas=0))
+# no assignment delays (as --dev, and Kafka with both group configs at 0); their own test below
+NO_DELAYS = StreamsGroupSettings(initial_rebalance_delay_ms=0, assignment_interval_ms=0)
+CONFIG = GroupCoordinatorConfig(offsets_topic_partitions=1, streams=NO_DELAYS)
 
 
-def loaded(runtime: MemoryRuntime) -> GroupCoordinator:
+def loaded(runtime: MemoryRuntime, config: GroupCoordinatorConfig = CONFIG) -> GroupCoordinator:
     """A coordinator of ``runtime``'s groups, loaded from its `__consumer_offsets`."""
     runtime.partitions.setdefault(("__consumer_offsets", 0), MemoryPartition())
-    coordinator = GroupCoordinator(runtime, CONFIG)
+    coordinator = GroupCoordinator(runtime, config)
     coordinator.load()
     return coordinator
 
@@ -487,3 +489,27 @@ def test_interactive_query_endpoints_and_their_epoch(coordinator):
     # a group without endpoints never sends them
     plain = send(streams, hb("p1", 0, group="other"))
     assert (plain["endpoint_information_epoch"], plain["partitions_by_user_endpoint"]) == (0, None)
+
+
+def test_assignments_wait_for_the_initial_delay_then_the_interval():
+    """Kafka 4.3's defaults (3 s, 1 s), as its reference broker answers them step by step."""
+    runtime = MemoryRuntime(other_topics={"in": 2, "app-counts-changelog": 2, "app-counts-repartition": 2})
+    streams = loaded(runtime, GroupCoordinatorConfig(offsets_topic_partitions=1)).streams
+    initial = {"status_code": 5, "status_detail": "Assignment delayed due to the configured initial rebalance delay."}
+    interval = {"status_code": 5, "status_detail": "Assignment delayed due to the configured assignment interval."}
+    first = send(streams, hb("m1", 0), now=0.0)
+    assert (first["member_epoch"], active(first), first["status"]) == (1, set(), [initial])
+    described = streams.describe("g", 0)
+    assert (described["group_state"], described["group_epoch"], described["assignment_epoch"]) == ("Assigning", 2, 1)
+    waiting = send(streams, hb("m1", 1), now=1.0)
+    assert (waiting["member_epoch"], active(waiting), waiting["status"]) == (1, None, [initial])
+    assigned = send(streams, hb("m1", 1), now=3.5)
+    assert (assigned["member_epoch"], active(assigned), assigned["status"]) == (2, {"0_0", "0_1", "1_0", "1_1"}, [])
+    everything = owned("0_0", "0_1", "1_0", "1_1")
+    second = send(streams, hb("m2", 0), now=3.6)
+    assert (second["member_epoch"], active(second), second["status"]) == (2, set(), [interval])
+    assert send(streams, hb("m1", 2, active_tasks=everything), now=3.7)["status"] == [interval]
+    moved = send(streams, hb("m1", 2, active_tasks=everything), now=4.8)
+    assert (moved["member_epoch"], active(moved), moved["status"]) == (2, {"0_0", "1_0"}, [])
+    unreleased = send(streams, hb("m2", 2, active_tasks=[]), now=4.8)
+    assert (unreleased["member_epoch"], active(unreleased)) == (3, None)
