@@ -1,7 +1,7 @@
 """Kafka Streams 4.3 with the streams rebalance protocol (KIP-1071, `group.protocol=streams`)
 against Strom: a word count (`java/StreamsGroupWordCount.java`, in-memory stores) in two
-instances. Strom configures the topology, creates its repartition and changelog topics, spreads
-the tasks over both instances; records go in, counts come out; one instance stops, its tasks move
+instances, at least once and exactly once. Strom configures the topology, creates its
+repartition and changelog topics, spreads the tasks over both instances; records go in, counts come out; one instance stops, its tasks move
 to the other, and the counts stay complete. StreamsGroupDescribe and ListGroups show the group.
 """
 
@@ -57,11 +57,23 @@ def _classpath() -> str:
 class Instance:
     """One Kafka Streams instance (a child JVM): its printed lines, read as they come."""
 
-    def __init__(self, bootstrap: str, app: str, state_dir: Path) -> None:
+    def __init__(self, bootstrap: str, app: str, state_dir: Path, guarantee: str) -> None:
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
-            ["java", *JVM_FLAGS, "-cp", _classpath(), str(PROGRAM), bootstrap, app, "wc-in", "wc-out", str(state_dir)],
+            [
+                "java",
+                *JVM_FLAGS,
+                "-cp",
+                _classpath(),
+                str(PROGRAM),
+                bootstrap,
+                app,
+                "wc-in",
+                "wc-out",
+                str(state_dir),
+                guarantee,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -112,12 +124,18 @@ class Instance:
                 self.proc.wait()
 
 
+@pytest.fixture(params=["at_least_once", "exactly_once_v2"])
+def guarantee(request: pytest.FixtureRequest) -> str:
+    """processing.guarantee: offsets by OffsetCommit, or by TxnOffsetCommit in transactions."""
+    return str(request.param)
+
+
 @pytest.fixture
-def instances(broker, tmp_path: Path) -> Iterator[Callable[[str], Instance]]:
+def instances(broker, tmp_path: Path, guarantee: str) -> Iterator[Callable[[str], Instance]]:
     started: list[Instance] = []
 
     def start(app: str) -> Instance:
-        instance = Instance(broker.bootstrap, app, tmp_path / f"state-{len(started)}")
+        instance = Instance(broker.bootstrap, app, tmp_path / f"state-{len(started)}", guarantee)
         started.append(instance)
         return instance
 
@@ -141,7 +159,12 @@ class Counts:
     def __init__(self, bootstrap: str) -> None:
         self.latest: dict[str, int] = {}
         self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}", "auto.offset.reset": "earliest"}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"verify-{uuid.uuid4()}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
         )
         self.consumer.subscribe(["wc-out"])
 

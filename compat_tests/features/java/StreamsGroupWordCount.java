@@ -2,7 +2,8 @@
 // group.protocol=streams), in-memory stores only. It prints "state=S" on every state change and
 // "tasks=ACTIVE|STANDBY" (sorted task ids) whenever its tasks change; a line "stop" on stdin, or
 // its end, closes it gracefully (committing), after which it prints "closed".
-// Usage: java -cp CP StreamsGroupWordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [STANDBYS]
+// Usage: java -cp CP StreamsGroupWordCount.java BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GUARANTEE]
+// (GUARANTEE: processing.guarantee, at_least_once by default, or exactly_once_v2)
 import java.io.*;
 import java.time.Duration;
 import java.util.*;
@@ -24,7 +25,7 @@ public class StreamsGroupWordCount {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], app = args[1], input = args[2], output = args[3], stateDir = args[4];
-        int standbys = args.length > 5 ? Integer.parseInt(args[5]) : 0;
+        String guarantee = args.length > 5 ? args[5] : StreamsConfig.AT_LEAST_ONCE;
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(input, Consumed.with(Serdes.String(), Serdes.String()))
             .flatMapValues(v -> Arrays.asList(v.split(" ")))
@@ -40,7 +41,7 @@ public class StreamsGroupWordCount {
         sp.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         sp.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
         sp.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
-        sp.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, standbys);
+        sp.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);
         sp.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         KafkaStreams streams = new KafkaStreams(builder.build(), sp);
         streams.setStateListener((now, before) -> System.out.println("state=" + now));
