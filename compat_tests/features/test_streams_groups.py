@@ -1,8 +1,9 @@
 """Kafka Streams 4.3 with the streams rebalance protocol (KIP-1071, `group.protocol=streams`)
 against Strom: a word count (`java/StreamsGroupWordCount.java`, in-memory stores) in two
 instances, at least once and exactly once. Strom configures the topology, creates its
-repartition and changelog topics, spreads the tasks over both instances; records go in, counts come out; one instance stops, its tasks move
-to the other, and the counts stay complete. StreamsGroupDescribe and ListGroups show the group.
+repartition and changelog topics, spreads the tasks over both instances; records go in, counts
+come out; one instance stops, its tasks move to the other, and the counts stay complete.
+StreamsGroupDescribe and ListGroups show the group.
 """
 
 from __future__ import annotations
