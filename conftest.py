@@ -65,6 +65,9 @@ HEAVY: frozenset[str] = frozenset(
         "compat_tests/connect/test_connect_and_mirror_maker.py",
         "compat_tests/features/test_transactions_java.py",
         "compat_tests/features/test_group_migration.py",
+        # Kafka Streams 4.3 (streams groups) and the Kafka 4.3 reference broker
+        "compat_tests/features/test_streams_groups.py",
+        "compat_tests/features/test_streams_group_differential.py",
         # the clients' own suites, each with four brokers (or 3-broker clusters) of its own
         "suite-librdkafka-classic",
         "suite-librdkafka-consumer",

@@ -63,6 +63,8 @@ from . import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    streams_group_describe,
+    streams_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -119,6 +121,8 @@ MODULES: list[ModuleType] = [
     alter_client_quotas,
     alter_partition_reassignments,
     list_partition_reassignments,
+    streams_group_heartbeat,
+    streams_group_describe,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -26,7 +26,17 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     groups = []
     for g in body.group_ids:
         if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
-            groups.append(ctx.groups.consumer.describe(g, operations))
+            described = ctx.groups.consumer.describe(g, operations)
+            if ctx.groups.streams.get(g) is not None and ctx.groups.consumer.get(g) is None:
+                described = {  # as Kafka: a streams group is no consumer group
+                    **described,
+                    "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                    "error_message": f"Group {g} is not a consumer group.",
+                    "group_state": "",
+                    "members": [],
+                    "authorized_operations": OPERATIONS_NOT_REQUESTED,
+                }
+            groups.append(described)
         else:
             groups.append(
                 {

@@ -41,6 +41,11 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     with contextlib.suppress(TopicError):  # offsets are committed to __consumer_offsets later
         await ctx.groups.ensure_topic()
+    if ctx.groups.streams.get(body.group_id) is not None:  # a KIP-1071 streams group, as Kafka answers
+        return {
+            **_refused(ErrorCode.GROUP_ID_NOT_FOUND),
+            "error_message": f"Group {body.group_id} is not a consumer group.",
+        }
     header = request.header
     return ctx.groups.consumer.heartbeat(header.api_version, body, header.client_id or "", context.client_host.get())
 

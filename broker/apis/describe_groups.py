@@ -58,7 +58,8 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version
         out["error_code"] = error
         return out
     group = ctx.groups.get(group_id)
-    consumer_group = ctx.groups.consumer.get(group_id) is not None
+    # a KIP-848 consumer group or a KIP-1071 streams group
+    consumer_group = ctx.groups.consumer.get(group_id) is not None or ctx.groups.streams.get(group_id) is not None
     if group is None or consumer_group:  # a KIP-848 consumer group is no classic group
         if version >= NOT_FOUND_VERSION:
             out["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND

@@ -15,6 +15,7 @@ API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)
 GROUP_TYPE = "classic"
 CONSUMER_TYPE = "consumer"  # KIP-848 groups
+STREAMS_TYPE = "streams"  # KIP-1071 groups
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -26,6 +27,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     types = {t.lower() for t in body.types_filter or []}
     everything = allowed_cluster(ctx, Operation.DESCRIBE)  # else only the groups it may describe
     consumer = coordinator.consumer.groups
+    streams = coordinator.streams.groups
     groups = [
         {
             "group_id": g.group_id,
@@ -35,6 +37,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         }
         for g in list(coordinator.groups.values())
         if g.group_id not in consumer
+        and g.group_id not in streams
         and (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
         and (not states or g.state.value.lower() in states)
         and (not types or GROUP_TYPE in types)
@@ -45,6 +48,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
         and (not states or g.state.lower() in states)
         and (not types or CONSUMER_TYPE in types)
+    ]
+    groups += [
+        {"group_id": group_id, "protocol_type": STREAMS_TYPE, "group_state": state, "group_type": STREAMS_TYPE}
+        for group_id, state in coordinator.streams.listed()
+        if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id))
+        and (not states or state.lower() in states)
+        and (not types or STREAMS_TYPE in types)
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 

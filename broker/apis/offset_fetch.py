@@ -65,6 +65,8 @@ def _group(
     error = ctx.groups.group_error(group_id)
     if error is None and member is not None:  # v9: a KIP-848 member fetches with its epoch
         error = ctx.groups.consumer.fetch_error(group_id, member[0], member[1])
+        if error is None:  # or a KIP-1071 streams group's member
+            error = ctx.groups.streams.fetch_error(group_id, member[0], member[1])
     asked = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     found: dict[tuple[str, int], CommittedOffset | None]
     if error is not None:

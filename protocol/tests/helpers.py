@@ -22,8 +22,16 @@ _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "ui
 
 @cache
 def load_reference(name: str) -> dict[str, Any]:
-    """A reference definition read directly (comments removed), independent of the generator."""
-    text = (REFERENCE / "messages" / f"{name}.json").read_text(encoding="utf-8")
+    """A reference definition read directly (comments removed), independent of the generator: from
+    the reference snapshot, or for an API it predates, from Kafka 4.3.1's client jar."""
+    path = REFERENCE / "messages" / f"{name}.json"
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+    else:
+        import zipfile
+
+        with zipfile.ZipFile(RELEASE_CLIENT_JAR) as jar:
+            text = jar.read(f"common/message/{name}.json").decode("utf-8")
     definition: dict[str, Any] = json.loads(re.sub(r"//.*", "", text))
     return definition
 

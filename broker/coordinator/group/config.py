@@ -12,9 +12,22 @@ from strom.broker.coordinator.runtime import ConfigSource
 
 
 @dataclass(frozen=True)
+class StreamsGroupSettings:
+    """Streams groups (KIP-1071): Kafka's group.streams.* broker configs."""
+
+    session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.streams.heartbeat.interval.ms
+    max_size: int = 2_147_483_647  # group.streams.max.size
+    num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    initial_rebalance_delay_ms: int = 3_000  # group.streams.initial.rebalance.delay.ms
+    assignment_interval_ms: int = 1_000  # group.streams.assignment.interval.ms
+
+
+@dataclass(frozen=True)
 class GroupCoordinatorConfig:
     classic: GroupSettings = field(default_factory=GroupSettings)
     consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
+    streams: StreamsGroupSettings = field(default_factory=StreamsGroupSettings)
     migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL  # group.consumer.migration.policy
     offsets_topic_partitions: int = 50  # offsets.topic.num.partitions
     offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor
@@ -40,6 +53,14 @@ class GroupCoordinatorConfig:
                 assignors=tuple(parse_assignors(",".join(config["group.consumer.assignors"]))),
                 downgrade_enabled=policy.downgrade,
                 classic_max_size=config["group.max.size"],
+            ),
+            streams=StreamsGroupSettings(
+                session_timeout_ms=config["group.streams.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.streams.heartbeat.interval.ms"],
+                max_size=config["group.streams.max.size"],
+                num_standby_replicas=config["group.streams.num.standby.replicas"],
+                initial_rebalance_delay_ms=config["group.streams.initial.rebalance.delay.ms"],
+                assignment_interval_ms=config["group.streams.assignment.interval.ms"],
             ),
             migration_policy=policy,
             offsets_topic_partitions=config["offsets.topic.num.partitions"],

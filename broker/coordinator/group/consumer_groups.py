@@ -60,7 +60,6 @@ from strom.broker.coordinator.group.records import (
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore, Record
 from strom.protocol.errors import ErrorCode
-from strom.storage.errors import StorageError
 
 log = logging.getLogger("strom.group.consumer")
 
@@ -607,22 +606,13 @@ class ConsumerGroups:
         changed = sorted((k for k, v in current.items() if before.get(k) != v), key=lambda k: WRITE_ORDER[k.version])
         if not gone and not changed and not first and not last:
             return True
-        try:
-            self.store.append(
-                group_id,
-                (first or [])
-                + [(encode_consumer_key(k), None) for k in gone]
-                + [(encode_consumer_key(k), current[k]) for k in changed]
-                + (last or []),
-            )
-        except (StorageError, OSError) as exc:
-            log.error("could not persist consumer group %s: %s", group_id, exc)
-            return False
-        if current:
-            self.persisted[group_id] = current
-        else:
-            self.persisted.pop(group_id, None)
-        return True
+        records = (
+            (first or [])
+            + [(encode_consumer_key(k), None) for k in gone]
+            + [(encode_consumer_key(k), current[k]) for k in changed]
+            + (last or [])
+        )
+        return self.store.append_changes("consumer", group_id, records, self.persisted, current)
 
     def replay(self, key: ConsumerGroupKey, value: bytes | None) -> None:
         """Loading `__consumer_offsets`: one KIP-848 record (None: a tombstone)."""

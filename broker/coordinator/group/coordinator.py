@@ -42,6 +42,8 @@ from strom.broker.coordinator.group.offset_metadata_manager import CommitResult,
 from strom.broker.coordinator.group.records import CommittedOffset, GroupRecordError, OffsetKey, decode_key
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import OFFSETS_TOPIC, GroupStore, Record
+from strom.broker.coordinator.group.streams_groups import StreamsGroups
+from strom.broker.coordinator.group.streams_records import decode_streams_key, is_streams_key
 from strom.broker.coordinator.runtime import CoordinatorRuntime, replicated
 from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
@@ -64,8 +66,9 @@ class GroupCoordinator:
         self.store = GroupStore(runtime, config)
         self.classic = ClassicGroups(self.store)
         self.consumer = ConsumerGroups(self.store)  # KIP-848 groups, beside the classic ones
+        self.streams = StreamsGroups(self.store, config.streams)  # KIP-1071 streams groups
         self.group_manager = GroupMetadataManager(self.store, self.classic, self.consumer)
-        self.offset_manager = OffsetMetadataManager(self.store, self.classic, self.consumer)
+        self.offset_manager = OffsetMetadataManager(self.store, self.classic, self.consumer, self.streams)
         self._led: set[int] = set()
 
     @property
@@ -155,6 +158,7 @@ class GroupCoordinator:
         lost = self._led - now_led
         self._led = now_led
         self.group_manager.unload(lambda g: self.partition_of(g) in now_led)
+        self.streams.drop_unled(lambda g: self.partition_of(g) in now_led)
         for index in sorted(gained):
             self.load_partition(index)
         if gained or lost:
@@ -199,6 +203,9 @@ class GroupCoordinator:
 
     def _replay(self, key_bytes: bytes | None, value: bytes | None) -> None:
         try:
+            if key_bytes is not None and is_streams_key(key_bytes):  # a KIP-1071 streams group's record
+                self.streams.replay(decode_streams_key(key_bytes), value)
+                return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
                 self.offset_manager.replay(key, value)
@@ -213,6 +220,7 @@ class GroupCoordinator:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.classic.run)
             nursery.start_soon(self.consumer.run)
+            nursery.start_soon(self.streams.run)
             nursery.start_soon(self.offset_manager.run_expiry)
 
     def tick(self, now: float) -> None:
@@ -253,6 +261,10 @@ class GroupCoordinator:
         return self.group_manager.leave_group(group_id, members)
 
     def delete_group(self, group_id: str) -> ErrorCode:
+        if self.store.group_error(group_id) is None:
+            streams = self.streams.delete(group_id)  # a streams group, then the offsets it leaves
+            if streams is ErrorCode.NON_EMPTY_GROUP or (streams is ErrorCode.NONE and self.get(group_id) is None):
+                return streams
         return self.group_manager.delete_group(group_id)
 
     # ------------------------------------------------------------------ offsets

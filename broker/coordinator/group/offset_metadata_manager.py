@@ -36,6 +36,7 @@ from strom.broker.coordinator.group.records import (
 )
 from strom.broker.coordinator.group.state import GroupState
 from strom.broker.coordinator.group.store import GroupStore
+from strom.broker.coordinator.group.streams_groups import StreamsGroups
 from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
@@ -58,10 +59,13 @@ class CommitResult:
 class OffsetMetadataManager:
     """The committed offsets of every group of a store."""
 
-    def __init__(self, store: GroupStore, classic: ClassicGroups, consumer: ConsumerGroups) -> None:
+    def __init__(
+        self, store: GroupStore, classic: ClassicGroups, consumer: ConsumerGroups, streams: StreamsGroups | None = None
+    ) -> None:
         self.store = store
         self.classic = classic
         self.consumer = consumer
+        self.streams = streams  # KIP-1071 groups: their members commit with their member epochs
 
     # ------------------------------------------------------------------ OffsetCommit
     def commit_offsets(
@@ -92,7 +96,11 @@ class OffsetMetadataManager:
                 results.get((t, p)) or CommitResult(t, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for t, p, _ in offsets
             ]
         error = self.store.group_error(group_id)
-        if error is None and self.consumer.get(group_id) is not None:
+        if error is None and self.streams is not None and self.streams.get(group_id) is not None:
+            error = self.streams.commit_error(group_id, member_id, generation)
+            if error is None:
+                member_id, instance_id, generation = "", None, -1
+        elif error is None and self.consumer.get(group_id) is not None:
             error = self.consumer.commit_error(group_id, member_id, generation, api_version)
             if error is None:
                 # checked against the member epoch; the classic group only holds the offsets
@@ -204,7 +212,10 @@ class OffsetMetadataManager:
         error = self.store.group_error(group_id)
         group = self.store.classic_group(group_id)
         as_member = generation >= 0 or bool(member_id) or instance_id is not None
-        if error is None and self.consumer.get(group_id) is not None:
+        if error is None and self.streams is not None and self.streams.get(group_id) is not None:
+            if as_member:
+                error = self.streams.commit_error(group_id, member_id, generation)
+        elif error is None and self.consumer.get(group_id) is not None:
             # a consumer group (its members of either protocol): checked against its member epochs
             if as_member:
                 error = self.consumer.txn_commit_error(group_id, member_id, generation)
@@ -250,8 +261,12 @@ class OffsetMetadataManager:
             return error, {}
         group = self.store.classic_group(group_id)
         consumer = self.consumer.get(group_id)
+        streams = self.streams.get(group_id) if self.streams is not None else None
         subscribed: set[str] | None
-        if consumer is not None:
+        if streams is not None:
+            # a KIP-1071 group: as a consumer group, except the topics its members read
+            subscribed = streams.subscribed_topics()
+        elif consumer is not None:
             # a KIP-848 group (as Kafka 4.0): offsets may go at any time, except those of topics a
             # member subscribes to (by name or by its regex)
             subscribed = set().union(*consumer.subscribed_topics(self.consumer.topics()).values())

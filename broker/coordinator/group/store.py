@@ -12,7 +12,9 @@ OffsetMetadataManager).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -24,11 +26,18 @@ from strom.broker.coordinator.group.state import Group, GroupState
 from strom.broker.coordinator.runtime import CoordinatorRuntime, NotLeaderForPartition, PendingWrite
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch
+from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
+
+if TYPE_CHECKING:
+    from strom.broker.coordinator.group.streams_groups import StreamsGroup
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 Record = tuple[bytes | None, bytes | None]  # key, value (None: a tombstone)
+K = TypeVar("K", bound=Hashable)
+
+log = logging.getLogger("strom.group")
 
 
 class GroupStore:
@@ -39,6 +48,7 @@ class GroupStore:
         self.config = config
         self.classic: dict[str, Group] = {}
         self.consumer: dict[str, ConsumerGroup] = {}
+        self.streams: dict[str, StreamsGroup] = {}  # KIP-1071 streams groups
         # what __consumer_offsets holds of each consumer group (to write only what changed)
         self.consumer_records: dict[str, dict[ConsumerGroupKey, bytes]] = {}
         # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
@@ -133,3 +143,25 @@ class GroupStore:
         pending = self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
         self.changed()
         return pending
+
+    def append_changes(
+        self,
+        kind: str,
+        group_id: str,
+        records: list[Record],
+        persisted: dict[str, dict[K, bytes]],
+        current: dict[K, bytes],
+    ) -> bool:
+        """Append a group's changed records (a ``kind`` group's: consumer, streams) in one batch and,
+        once appended, remember ``current`` as what `__consumer_offsets` holds of it in
+        ``persisted``; False if they could not be written (logged)."""
+        try:
+            self.append(group_id, records)
+        except (StorageError, OSError) as exc:
+            log.error("could not persist %s group %s: %s", kind, group_id, exc)
+            return False
+        if current:
+            persisted[group_id] = current
+        else:
+            persisted.pop(group_id, None)
+        return True
