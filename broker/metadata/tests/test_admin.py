@@ -96,9 +96,9 @@ async def test_standalone_grows_reconfigures_and_deletes(standalone: Standalone)
     with pytest.raises(TopicError) as refused:
         await admin.create_partitions("t", 2)
     assert refused.value.code == ErrorCode.INVALID_PARTITIONS
-    await admin.set_topic_configs("t", {"segment.bytes": "100000"})
-    assert standalone.metadata.topic_setting("t", "segment.bytes") == 100000
-    assert standalone.replicas.partition("t", 0).log.config.segment_bytes == 100000
+    await admin.set_topic_configs("t", {"segment.bytes": "2000000"})  # 4.3's minimum is 1 MiB
+    assert standalone.metadata.topic_setting("t", "segment.bytes") == 2000000
+    assert standalone.replicas.partition("t", 0).log.config.segment_bytes == 2000000
     await admin.set_broker_configs("", {"max.connections": "7"})
     assert standalone.metadata.broker_configs() == {"": {"max.connections": "7"}} and standalone.configs_changed == 1
     await admin.alter_client_quotas({(("user", "u"),): {"producer_byte_rate": 5.0}})
