@@ -63,6 +63,10 @@ from . import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -119,6 +123,11 @@ MODULES: list[ModuleType] = [
     alter_client_quotas,
     alter_partition_reassignments,
     list_partition_reassignments,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}
