@@ -330,6 +330,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _D("group.share.max.size", "int", 200, "Most members a share group may have.", minimum=1),
         _D(
+            "group.share.assignment.interval.ms",
+            "int",
+            1000,
+            "Share groups: the least time between two target assignments of a group.",
+            minimum=0,
+        ),
+        _D(
+            "group.share.min.assignment.interval.ms",
+            "int",
+            0,
+            "Smallest share.assignment.interval.ms a group may set.",
+            minimum=0,
+        ),
+        _D(
+            "group.share.max.assignment.interval.ms",
+            "int",
+            15000,
+            "Largest share.assignment.interval.ms a group may set.",
+            minimum=0,
+        ),
+        _D(
             "group.share.assignors",
             "list",
             ["simple"],

@@ -26,7 +26,10 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     groups = []
     for g in body.group_ids:
         if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
-            groups.append(ctx.groups.consumer.describe(g, operations))
+            described = ctx.groups.consumer.describe(g, operations)
+            if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND and ctx.groups.share.get(g) is not None:
+                described["error_message"] = f"Group {g} is not a consumer group."
+            groups.append(described)
         else:
             groups.append(
                 {

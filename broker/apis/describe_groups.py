@@ -59,6 +59,7 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version
         return out
     group = ctx.groups.get(group_id)
     consumer_group = ctx.groups.consumer.get(group_id) is not None
+    consumer_group = consumer_group or ctx.groups.share.get(group_id) is not None  # a share group neither
     if group is None or consumer_group:  # a KIP-848 consumer group is no classic group
         if version >= NOT_FOUND_VERSION:
             out["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND

@@ -40,7 +40,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if share is None:
         return _top_level(ErrorCode.UNSUPPORTED_VERSION, version=version)
     if not group_id or not member_id:
-        return _top_level(ErrorCode.INVALID_REQUEST, "Group id and member id must be set.", version=version)
+        return _top_level(ErrorCode.INVALID_REQUEST, None, version=version)
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, group_id):
         return _top_level(ErrorCode.GROUP_AUTHORIZATION_FAILED, version=version)
     lock_ms = share.settings_for(group_id).record_lock_duration_ms

@@ -146,7 +146,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if share is None:
         return top_level(ErrorCode.UNSUPPORTED_VERSION)
     if not group_id or not member_id:
-        return top_level(ErrorCode.INVALID_REQUEST, "Group id and member id must be set.")
+        return top_level(ErrorCode.INVALID_REQUEST, None)
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, group_id):
         return top_level(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     settings = share.settings_for(group_id)

@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 import trio
 
 from strom.broker.coordinator.group.group_configs import GroupConfigs, parse_duration_ms
-from strom.broker.coordinator.share.persister import Persister, PersisterError, SharePartitionKey
+from strom.broker.coordinator.share.persister import (
+    UNINITIALIZED_START_OFFSET,
+    Persister,
+    PersisterError,
+    SharePartitionKey,
+)
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.replica.share_partition import AckBatch, AcquiredRange, LogBatch, SharePartition, ShareSettings
 from strom.protocol.errors import ErrorCode
@@ -58,7 +63,7 @@ class ShareSessionError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
-        self.message = message
+        self.message = message  # Kafka answers the session errors without one
 
 
 @dataclass
@@ -118,6 +123,8 @@ class SharePartitionManager:
         key = (group_id, member_id)
         now = trio.current_time()
         if epoch == FINAL_EPOCH:
+            if key not in self.sessions:
+                raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND)
             return None
         if epoch == INITIAL_EPOCH:
             self.sessions.pop(key, None)
@@ -141,18 +148,18 @@ class SharePartitionManager:
     def check_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         session = self.sessions.get((group_id, member_id))
         if session is None:
-            raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, "The share session was not found.")
+            raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND)
         if epoch != session.epoch:
-            raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "The share session epoch is invalid.")
+            raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
         return session
 
     def acknowledge_session(self, group_id: str, member_id: str, epoch: int) -> None:
         """ShareAcknowledge's session check: never opens one; the next epoch is expected after it."""
         if epoch == INITIAL_EPOCH:
-            raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "The share session epoch is invalid.")
+            raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
         if epoch == FINAL_EPOCH:
             if (group_id, member_id) not in self.sessions:
-                raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, "The share session was not found.")
+                raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND)
             return
         session = self.check_session(group_id, member_id, epoch)
         session.epoch = next_epoch(epoch)
@@ -317,6 +324,16 @@ class SharePartitionManager:
             )
             with trio.move_on_at(deadline):
                 await self._timers_changed.wait()
+
+    async def initialize_group_partitions(self, group_id: str, partitions: Iterable[ShareTopicPartition]) -> None:
+        """The group coordinator assigns these share partitions for the first time: their state is
+        initialized (start offset -1: the leader starts where share.auto.offset.reset says), unless
+        the persister already has one (a group whose members come back after a restart)."""
+        for topic_id, index in partitions:
+            key = SharePartitionKey(group_id, topic_id, index)
+            summary = await self.persister.read_summary(key, -1)
+            if summary.start_offset == UNINITIALIZED_START_OFFSET:
+                await self.persister.initialize_state(key, summary.state_epoch, UNINITIALIZED_START_OFFSET)
 
     async def delete_group_state(self, group_id: str, partitions: Iterable[ShareTopicPartition]) -> None:
         """A share group was deleted: its share partitions and their persisted state go."""

@@ -244,6 +244,7 @@ class BrokerServer:
             self.config["group.share.max.share.sessions"],
         )
         self.groups.share.member_gone.append(self.share.member_gone)
+        self.groups.share.initialize_state = self.share.initialize_group_partitions
 
     def _start_txn(self) -> None:
         def client(host: str, port: int):

@@ -18,7 +18,7 @@ their members heartbeat again (members rejoin with epoch 0 after UNKNOWN_MEMBER_
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ class ShareMember:
     rack_id: str | None = None
     subscribed: frozenset[str] = frozenset()
     member_epoch: int = 0
+    previous_member_epoch: int = 0
     assignment: Assignment = field(default_factory=dict)
     deadline: float = float("inf")
 
@@ -58,13 +59,16 @@ class ShareMember:
 @dataclass
 class ShareGroup:
     group_id: str
-    group_epoch: int = 0
+    group_epoch: int = 1  # as Kafka 4.3: a new group's first change makes it epoch 2
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     topics_fingerprint: tuple[tuple[str, bytes, int], ...] = ()
-    # every (topic id, partition) ever assigned: the share partitions whose state a deletion drops
-    share_partitions: set[tuple[bytes, int]] = field(default_factory=set)
+    # the share partitions whose state the persister has initialized: only these are assigned
+    # (Kafka's ShareGroupStatePartitionMetadata), and a deletion drops their state
+    initialized: set[tuple[bytes, int]] = field(default_factory=set)
+    initializing: set[tuple[bytes, int]] = field(default_factory=set)
+    assigned_at: float | None = None  # trio time of the last target assignment
 
     @property
     def state(self) -> str:
@@ -77,22 +81,66 @@ class ShareGroup:
         return out
 
 
-def simple_assign(members: Mapping[str, frozenset[str]], topics: Mapping[str, TopicMeta]) -> dict[str, Assignment]:
-    """Kafka's share ``simple`` assignor, for each topic on its own: its partitions go round robin
-    over the members subscribed to it; with more members than partitions each member gets one
-    partition, several members sharing each partition."""
+def simple_assign(
+    members: Mapping[str, frozenset[str]],
+    topics: Mapping[str, TopicMeta],
+    assignable: Callable[[bytes, int], bool] = lambda topic_id, partition: True,
+    current: Mapping[str, Assignment] | None = None,
+) -> dict[str, Assignment]:
+    """Kafka's share ``simple`` assignor, for each topic on its own, balanced and sticky.
+
+    ``members`` in the order they joined. With no more members than (assignable) partitions, each
+    member gets ``n // m`` of them, the first members holding more taking the ``n % m`` left over;
+    each keeps what it holds now up to that, and the rest go in partition order to the members
+    below it. With more members than partitions, every member gets one partition (members share
+    it), keeping its own while that partition is not over its share of members.
+    """
     out: dict[str, Assignment] = {m: {} for m in members}
+    current = current or {}
     for name in sorted(topics):
         meta = topics[name]
-        subscribers = sorted(m for m, subs in members.items() if name in subs)
-        if not subscribers or meta.partitions <= 0:
+        topic_id = meta.topic_id
+        subscribers = [m for m, subs in members.items() if name in subs]
+        partitions = [p for p in range(meta.partitions) if assignable(topic_id, p)]
+        if not subscribers or not partitions:
             continue
-        if len(subscribers) <= meta.partitions:
-            for p in range(meta.partitions):
-                out[subscribers[p % len(subscribers)]].setdefault(meta.topic_id, set()).add(p)
+        held = {m: [p for p in sorted(current.get(m, {}).get(topic_id, ())) if p in partitions] for m in subscribers}
+        if len(subscribers) <= len(partitions):
+            base, extra = divmod(len(partitions), len(subscribers))
+            quota = {m: base for m in subscribers}
+            for m in sorted(subscribers, key=lambda m: -len(held[m])):  # stable: join order among equals
+                if extra and len(held[m]) > base:
+                    quota[m] += 1
+                    extra -= 1
+            for m in subscribers:  # those holding no more than their share may still take an extra
+                if extra and quota[m] == base:
+                    quota[m] += 1
+                    extra -= 1
+            taken: set[int] = set()
+            for m in subscribers:
+                keep = [p for p in held[m] if p not in taken][: quota[m]]
+                out[m].setdefault(topic_id, set()).update(keep)
+                taken.update(keep)
+            free = [p for p in partitions if p not in taken]
+            for m in subscribers:
+                mine = out[m].setdefault(topic_id, set())
+                while len(mine) < quota[m] and free:
+                    mine.add(free.pop(0))
         else:
-            for i, member in enumerate(subscribers):
-                out[member].setdefault(meta.topic_id, set()).add(i % meta.partitions)
+            limit = -(-len(subscribers) // len(partitions))  # members per partition, at most
+            load = dict.fromkeys(partitions, 0)
+            pending = []
+            for m in subscribers:
+                own = next((p for p in held[m] if load[p] < limit), None)
+                if own is None:
+                    pending.append(m)
+                else:
+                    load[own] += 1
+                    out[m].setdefault(topic_id, set()).add(own)
+            for m in pending:
+                p = min(partitions, key=lambda q: (load[q], q))
+                load[p] += 1
+                out[m].setdefault(topic_id, set()).add(p)
     return out
 
 
@@ -101,6 +149,8 @@ def _listed(assignment: Assignment) -> list[dict[str, object]]:
 
 
 MemberGone = Callable[[str, str], None]  # (group id, member id): a member left or was removed
+# initializes the share state of a group's partitions (the persister's initializeState, start -1)
+InitializeState = Callable[[str, list[tuple[bytes, int]]], Awaitable[None]]
 
 
 class ShareGroups:
@@ -112,6 +162,7 @@ class ShareGroups:
         self.max_size = max_size
         self.groups: dict[str, ShareGroup] = {}
         self.member_gone: list[MemberGone] = []  # the share-partition leader releases their records
+        self.initialize_state: InitializeState | None = None  # None: partitions count as initialized
         self._changed = trio.Event()
 
     # ------------------------------------------------------------------ helpers
@@ -173,7 +224,7 @@ class ShareGroups:
         if body.rack_id is not None and not body.rack_id.strip():
             raise ShareGroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
         if not body.member_id or not body.member_id.strip():
-            raise ShareGroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+            raise ShareGroupError(ErrorCode.INVALID_REQUEST)  # Kafka 4.3: no message
         if body.member_epoch < LEAVE_EPOCH:
             raise ShareGroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
         if body.member_epoch == JOIN_EPOCH and not body.subscribed_topic_names:
@@ -205,14 +256,18 @@ class ShareGroups:
             member = group.members[member_id] = ShareMember(member_id, client_id, client_host)
             bump = True
             log.info("share group=%s member=%s joined", group_id, member_id)
-        elif epoch != JOIN_EPOCH and epoch != member.member_epoch:
+        elif epoch > member.member_epoch:
+            raise ShareGroupError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The share group member has a greater member epoch ({epoch}) than the one known by the group "
+                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+            )
+        elif JOIN_EPOCH < epoch < member.member_epoch and epoch != member.previous_member_epoch:
             raise ShareGroupError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The share group member has a smaller member epoch ({epoch}) than the one known by the group "
-                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin."
-                if epoch < member.member_epoch
-                else f"The share group member has a greater member epoch ({epoch}) than the one known by the group "
-                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+                f"coordinator ({member.member_epoch}), and it does not match the previous member epoch "
+                f"({member.previous_member_epoch}). The member must abandon all its partitions and rejoin.",
             )
         if body.subscribed_topic_names is not None:
             subscribed = frozenset(body.subscribed_topic_names)
@@ -230,20 +285,65 @@ class ShareGroups:
             bump = True
         if bump:
             group.group_epoch += 1
-            self._assign(group, metadata)
+        self._maybe_assign(group, metadata)
         before = (member.member_epoch, member.assignment)
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
         member.assignment = {t: set(p) for t, p in group.target.get(member_id, {}).items()}
         member.member_epoch = group.assignment_epoch
         self._changed.set()
         return member, epoch == JOIN_EPOCH or before != (member.member_epoch, member.assignment)
 
+    def _maybe_assign(self, group: ShareGroup, metadata: Mapping[str, TopicMeta]) -> None:
+        """As Kafka: a group epoch newer than the target assignment's gets a new target, at most
+        once per ``share.assignment.interval.ms``; until then members keep the current one."""
+        if group.group_epoch <= group.assignment_epoch:
+            return
+        now = trio.current_time()
+        interval_s = int(self.configs.get(group.group_id, "share.assignment.interval.ms")) / 1000
+        if group.assigned_at is not None and now - group.assigned_at < interval_s:
+            return
+        group.assigned_at = now
+        self._assign(group, metadata)
+
     def _assign(self, group: ShareGroup, metadata: Mapping[str, TopicMeta] | None = None) -> None:
+        """A new target assignment at the group epoch, of the initialized partitions; the others
+        subscribed are initialized first (the timer task), and assigned once they are."""
         if metadata is None:
             metadata = self._subscribed_metadata(group)
-        group.target = simple_assign({m.member_id: m.subscribed for m in group.members.values()}, metadata)
-        for assignment in group.target.values():
-            group.share_partitions.update((t, p) for t, parts in assignment.items() for p in parts)
+        members = {m.member_id: m.subscribed for m in group.members.values()}
+        if self.initialize_state is None:
+            group.initialized.update((m.topic_id, p) for m in metadata.values() for p in range(m.partitions))
+        else:
+            wanted = {(m.topic_id, p) for m in metadata.values() for p in range(m.partitions)} if members else set()
+            if wanted - group.initialized - group.initializing:
+                group.initializing |= wanted - group.initialized
+                self._changed.set()
+        group.target = simple_assign(
+            members,
+            metadata,
+            lambda t, p: (t, p) in group.initialized,
+            {m.member_id: m.assignment for m in group.members.values()},
+        )
         group.assignment_epoch = group.group_epoch
+
+    async def _initialize_pending(self) -> None:
+        """Initialize the share state of partitions groups wait for, then assign them."""
+        for group in list(self.groups.values()):
+            pending = sorted(group.initializing - group.initialized)
+            if not pending or self.initialize_state is None:
+                continue
+            try:
+                await self.initialize_state(group.group_id, pending)
+            except Exception:
+                log.exception("initializing share state of group %s failed", group.group_id)
+                group.initializing.difference_update(pending)
+                continue
+            if self.groups.get(group.group_id) is not group:
+                continue  # deleted meanwhile
+            group.initialized.update(pending)
+            group.initializing.difference_update(pending)
+            group.group_epoch += 1  # assigned at the next heartbeat
 
     def _leave(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -257,8 +357,7 @@ class ShareGroups:
 
     def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
         del group.members[member_id]
-        group.group_epoch += 1
-        self._assign(group)
+        group.group_epoch += 1  # assigned again at the next heartbeat
         log.info("share group=%s member=%s %s", group.group_id, member_id, why)
         for listener in self.member_gone:
             listener(group.group_id, member_id)
@@ -268,7 +367,10 @@ class ShareGroups:
         """Remove members whose session expired, until cancelled."""
         while True:
             self._changed = trio.Event()
+            await self._initialize_pending()
             deadline = min((m.deadline for g in self.groups.values() for m in g.members.values()), default=float("inf"))
+            if any(g.initializing for g in self.groups.values()):
+                deadline = trio.current_time()
             with trio.move_on_at(deadline):
                 await self._changed.wait()
             self.expire(trio.current_time())
@@ -348,7 +450,7 @@ class ShareGroups:
             return ErrorCode.NON_EMPTY_GROUP, set()
         del self.groups[group_id]
         log.info("deleted share group=%s", group_id)
-        return ErrorCode.NONE, group.share_partitions
+        return ErrorCode.NONE, group.initialized
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
