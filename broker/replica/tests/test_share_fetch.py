@@ -66,8 +66,8 @@ async def share_fetch(client, topic_id: bytes, epoch: int, member: str = "m1", a
     topics = [
         {"topic_id": topic_id,
          "partitions": [{"partition_index": p,
-                         "acknowledgement_batches": [{"first_offset": f, "last_offset": l, "acknowledge_types": [t]}
-                                                     for f, l, t in acks]}
+                         "acknowledgement_batches": [{"first_offset": f, "last_offset": last, "acknowledge_types": [t]}
+                                                     for f, last, t in acks]}
                         for p in partitions]}
     ]  # fmt: skip
     return await client.request(
@@ -85,7 +85,7 @@ async def share_ack(client, topic_id: bytes, epoch: int, acks, member: str = "m1
         1,
         {"group_id": "g", "member_id": member, "share_session_epoch": epoch,
          "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
-             {"first_offset": f, "last_offset": l, "acknowledge_types": [t]} for f, l, t in acks]}]}]},
+             {"first_offset": f, "last_offset": last, "acknowledge_types": [t]} for f, last, t in acks]}]}]},
     )  # fmt: skip
 
 
