@@ -18,8 +18,8 @@ from confluent_kafka import Producer, ShareConsumer
 from compat_tests.features.test_share_groups import LOCK_MS, _group_configs, _names, _produce
 from compat_tests.support.admin import create_topic
 from compat_tests.support.brokers import start_broker
-from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from compat_tests.support.cluster import wait
+from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
 from compat_tests.support.wire import request
 from strom.protocol.schema import ApiKey
