@@ -118,6 +118,9 @@ def _length(r: _Reader, flexible: bool, wide: bool, what: str) -> int:
     return n
 
 
+_NO_TOPIC_ID = bytes(16)
+
+
 def decode_produce(version: int, buf: bytes | bytearray | memoryview, offset: int) -> Container:
     """A Produce request body (v3+) as `codec.decode_request` would return it."""
     flexible = version >= 9
@@ -126,11 +129,16 @@ def decode_produce(version: int, buf: bytes | bytearray | memoryview, offset: in
     transactional_id = None if n == -1 else r.string(n, "transactional_id")
     acks, timeout_ms = r.unpack(_ACKS_TIMEOUT, "acks")
     topics = []
+    by_id = version >= 13  # KIP-516: topic ids instead of names
     for _ in range(_count(r, flexible, "topic_data")):
-        n = _length(r, flexible, False, "name")
-        if n < 0:
-            raise MalformedRequest("name: null is not allowed")
-        name = r.string(n, "name")
+        topic_id, name = _NO_TOPIC_ID, ""
+        if by_id:
+            topic_id = bytes(r.slice(16, "topic_id"))
+        else:
+            n = _length(r, flexible, False, "name")
+            if n < 0:
+                raise MalformedRequest("name: null is not allowed")
+            name = r.string(n, "name")
         partitions = []
         for _ in range(_count(r, flexible, "partition_data")):
             (index,) = r.unpack(_I32, "index")
@@ -141,7 +149,8 @@ def decode_produce(version: int, buf: bytes | bytearray | memoryview, offset: in
             partitions.append(Container(index=index, records=records))
         if flexible:
             r.skip_tags()
-        topics.append(Container(name=name, partition_data=partitions))
+        # the absent field takes its default, as the generic decoder gives it
+        topics.append(Container(name=name, partition_data=partitions, topic_id=topic_id))
     if flexible:
         r.skip_tags()
     return Container(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics)
@@ -184,7 +193,10 @@ def encode_produce_response(version: int, body: dict[str, Any]) -> bytes | None:
         if not topic.keys() <= known_topic:
             return None
         parts = topic.get("partition_responses", [])
-        out.append(_string(topic.get("name", ""), flexible))
+        if version >= 13:
+            out.append(bytes(topic.get("topic_id", _NO_TOPIC_ID)))
+        else:
+            out.append(_string(topic.get("name", ""), flexible))
         out.append(encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts)))
         for p in parts:
             if (

@@ -62,8 +62,11 @@ def skeleton(layout: PartitionLayout) -> dict[str, Any]:
     return {"throttle_time_ms": 0, **layout.top_defaults}
 
 
+_NO_TOPIC_ID = bytes(16)  # what a version without topic ids decodes the field as
+
+
 def same_topic(resp_entry: dict[str, Any], req_entry: dict[str, Any], layout: PartitionLayout) -> bool:
-    if req_entry.get("topic_id") is not None and resp_entry.get("topic_id") is not None:
+    if req_entry.get("topic_id", _NO_TOPIC_ID) != _NO_TOPIC_ID and resp_entry.get("topic_id") is not None:
         same: bool = resp_entry["topic_id"] == req_entry["topic_id"]
     else:
         same = resp_entry.get(layout.resp_name) == req_entry.get(layout.req_name)
@@ -86,7 +89,7 @@ def add_error_entries(
         target = next((t for t in resp_topics if same_topic(t, entry, layout)), None)
         if target is None:
             target = {layout.resp_name: entry.get(layout.req_name)}
-            if entry.get("topic_id") is not None:
+            if entry.get("topic_id", _NO_TOPIC_ID) != _NO_TOPIC_ID:
                 target["topic_id"] = entry["topic_id"]
             resp_topics.append(target)
             target[layout.resp_parts] = errors

@@ -12,7 +12,8 @@ from strom.protocol.schema import ApiKey
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
+ROUTING_VERSION = 5  # KIP-1242 (Kafka 4.4): the client says which cluster and node it means to reach
 
 
 # Finalized feature levels (v3+, tagged), as a Kafka 4.0 cluster answers. transaction.version 2:
@@ -75,6 +76,14 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             and SOFTWARE_NAME.fullmatch(b.client_software_version or "")
         ):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+    if request.header.api_version >= ROUTING_VERSION:
+        b = request.body
+        if (b.cluster_id is None) != (b.node_id < 0):  # both or neither, as Kafka's isValid
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+        if b.cluster_id is not None and (b.cluster_id != ctx.metadata.cluster_id() or b.node_id != ctx.node_id):
+            # a connection that reached another broker than the client meant (a reused address):
+            # the client bootstraps again
+            return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     return body(supported=ctx.api_versions.advertised())  # the ApiVersionManager (server/dispatch.py)
 
 

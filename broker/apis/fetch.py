@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from strom.broker.request_context import RequestContext
 
 API_KEY = ApiKey.FETCH
-VERSIONS = (0, 17)
+VERSIONS = (0, 18)
 
 
 def _resolve(ctx: RequestContext, topic: Any, version: int) -> tuple[str | None, bytes, ErrorCode]:

@@ -17,13 +17,14 @@ from ..request_context import RequestContext
 from ._common import leader_partition
 
 API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = (0, 10)
+VERSIONS = (0, 11)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
-EARLIEST_PENDING_UPLOAD = -5
+LATEST_TIERED = -5  # v9+ (KIP-1005)
+EARLIEST_PENDING_UPLOAD = -6  # v11+ (KIP-1023)
 
 
 class OffsetNotAvailable(Exception):
@@ -48,8 +49,10 @@ def _offset(
         if lagging:
             raise OffsetNotAvailable
         return -1, hw, partition.leader_epoch
-    if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset, partition.leader_epoch
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1, -1  # as Kafka without tiered storage: nothing is (or waits to be) uploaded
     if timestamp == MAX_TIMESTAMP:
         found = plog.offset_for_max_timestamp()
     else:
@@ -76,7 +79,13 @@ def _answer(
     if partition is None or code != ErrorCode.NONE:  # the partition: None only with an error
         out["error_code"] = code
         return out
-    if req.timestamp == MAX_TIMESTAMP and version < 7 or req.timestamp < EARLIEST_PENDING_UPLOAD:
+    if (
+        req.timestamp == MAX_TIMESTAMP
+        and version < 7
+        or req.timestamp == EARLIEST_PENDING_UPLOAD
+        and version < 11
+        or req.timestamp < EARLIEST_PENDING_UPLOAD
+    ):
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
     try:

@@ -18,16 +18,25 @@ from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
-VERSIONS = (0, 9)
+VERSIONS = (0, 10)
+TOPIC_IDS = 10  # the first version that names topics by id (KIP-848)
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     with contextlib.suppress(TopicError):  # a client may commit or join before FindCoordinator
         await ctx.groups.ensure_topic()
     body = request.body
+    version = request.header.api_version
+    if version >= TOPIC_IDS:  # by id: the name this cluster knows it by ("" for an unknown id)
+        for t in body.topics:
+            t.name = ctx.metadata.topic_name_by_id(t.topic_id) or ""
+    ids = {t.name: t.topic_id for t in body.topics}
     if not allowed(ctx, Operation.READ, ResourceType.GROUP, body.group_id):
         return _all_failed(body.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refused = [t for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)]
+    unknown = [t for t in body.topics if version >= TOPIC_IDS and not t.name]
+    refused = [
+        t for t in body.topics if t not in unknown and not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)
+    ]
     offsets = [
         (
             t.name,
@@ -35,10 +44,9 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             CommittedOffset(p.committed_offset, p.committed_leader_epoch, p.committed_metadata or ""),
         )
         for t in body.topics
-        if t not in refused
+        if t not in refused and t not in unknown
         for p in t.partitions
     ]
-    version = request.header.api_version
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     results = ctx.groups.commit_offsets(
         body.group_id,
@@ -54,12 +62,13 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for r in results:
             if r.error == ErrorCode.NONE:
                 r.error = code
-    topics: dict[str, list[dict[str, Any]]] = {
-        t["name"]: t["partitions"] for t in _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]
-    }
+    failed = _all_failed(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)["topics"]
+    failed += _all_failed(unknown, ErrorCode.UNKNOWN_TOPIC_ID)["topics"]
+    topics: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         topics.setdefault(r.topic, []).append({"partition_index": r.partition, "error_code": r.error})
-    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()]}
+    answered = [{"name": n, "topic_id": ids.get(n, bytes(16)), "partitions": parts} for n, parts in topics.items()]
+    return {"throttle_time_ms": 0, "topics": failed + answered}
 
 
 def _all_failed(topics: Any, code: ErrorCode) -> dict[str, Any]:
@@ -68,6 +77,7 @@ def _all_failed(topics: Any, code: ErrorCode) -> dict[str, Any]:
         "topics": [
             {
                 "name": t.name,
+                "topic_id": t.topic_id,
                 "partitions": [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions],
             }
             for t in topics

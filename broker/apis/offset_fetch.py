@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from ..coordinator.group.records import CommittedOffset
 
 API_KEY = ApiKey.OFFSET_FETCH
-VERSIONS = (0, 9)
+VERSIONS = (0, 10)
 BATCH_VERSION = 8
+TOPIC_IDS = 10  # the first version that names topics by id (KIP-848)
+NO_TOPIC_ID = bytes(16)
 
 
 def _group(
@@ -30,9 +32,36 @@ def _group(
     topics: Any,
     require_stable: bool = False,
     member: tuple[str | None, int] | None = None,
+    by_id: bool = False,
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    unknown: list[dict[str, Any]] = []
+    if by_id and topics is not None:  # v10: topics by id; an id this cluster does not know fails its partitions
+        known = []
+        for t in topics:
+            name = ctx.metadata.topic_name_by_id(t.topic_id)
+            if name is None:
+                unknown.append(
+                    {
+                        "name": "",
+                        "topic_id": t.topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "committed_offset": -1,
+                                "committed_leader_epoch": -1,
+                                "metadata": "",
+                                "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                            }
+                            for p in t.partition_indexes
+                        ],
+                    }
+                )
+            else:
+                t.name = name
+                known.append(t)
+        topics = known
     error = ctx.groups.group_error(group_id)
     if error is None and member is not None:  # v9: a KIP-848 member fetches with its epoch
         error = ctx.groups.consumer.fetch_error(group_id, member[0], member[1])
@@ -61,7 +90,15 @@ def _group(
                 "error_code": code,
             }
         )
-    return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
+    if not by_id:
+        return part_error, [{"name": t, "partitions": parts} for t, parts in out.items()]
+    answered = []
+    for t, parts in out.items():
+        info = ctx.metadata.topic(t)
+        if info is None or info.topic_id == NO_TOPIC_ID:
+            continue  # a topic gone since: no id to name it by
+        answered.append({"name": t, "topic_id": info.topic_id, "partitions": parts})
+    return part_error, unknown + answered
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -70,7 +107,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         groups = []
         for g in body.groups:
             member = (g.member_id, g.member_epoch) if request.header.api_version >= 9 else None
-            error, topics = _group(ctx, g.group_id, g.topics, body.require_stable, member)
+            by_id = request.header.api_version >= TOPIC_IDS
+            error, topics = _group(ctx, g.group_id, g.topics, body.require_stable, member, by_id)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _group(ctx, body.group_id, body.topics, request.header.api_version >= 7 and body.require_stable)

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from strom.broker.request_context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
+TOPIC_IDS = 13  # the first version that names topics by id (KIP-516)
 log = logging.getLogger("strom.produce")
 
 
@@ -102,6 +103,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None
             "responses": [
                 {
                     "name": t.name,
+                    "topic_id": t.topic_id,
                     "partition_responses": [
                         _result(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for p in t.partition_data
                     ],
@@ -115,9 +117,12 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None
     entries: list[tuple[str, int, Any]] = []
     slots: list[tuple[list[dict[str, Any]], int, int]] = []  # where each entry's answer goes: (parts, position, index)
     for topic in body.topic_data:
-        name = topic.name
+        name = topic.name if version < TOPIC_IDS else ctx.metadata.topic_name_by_id(topic.topic_id)
         parts: list[dict[str, Any]] = []
-        if not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, name):
+        if name is None:  # as Kafka: an id this cluster does not know
+            parts = [_result(p.index, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partition_data]
+            name = ""
+        elif not allowed(ctx, Operation.WRITE, ResourceType.TOPIC, name):
             parts = [_result(p.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_data]
         elif ctx.metadata.topic(name) is None:
             # As Kafka 4: only Metadata creates a missing topic (clients ask it before producing).
@@ -133,7 +138,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any] | None
                 slots.append((parts, len(parts), p.index))
                 parts.append({})
                 entries.append((name, p.index, p.records))
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append({"name": name, "topic_id": topic.topic_id, "partition_responses": parts})
     if entries:
         results = await ctx.replica_manager.append_records(
             entries,

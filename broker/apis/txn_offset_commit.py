@@ -26,7 +26,8 @@ from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
+TOPIC_IDS = 6  # the first version that names topics by id (KIP-1319, Kafka 4.4)
 
 
 def _commit_error(code: ErrorCode, version: int) -> ErrorCode:
@@ -82,6 +83,23 @@ async def _ask_coordinator(ctx: RequestContext, body: Any, version: int) -> tupl
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if request.header.api_version < TOPIC_IDS:
+        return await _handle(ctx, request)
+    # v6: topics by id, answered by id; an id this cluster does not know fails its partitions
+    ids = [t.topic_id for t in body.topics]
+    for t in body.topics:
+        t.name = ctx.metadata.topic_name_by_id(t.topic_id) or ""
+    out = await _handle(ctx, request)
+    for topic, topic_id in zip(out["topics"], ids, strict=True):
+        topic["topic_id"] = topic_id
+        if not topic["name"]:
+            for part in topic["partitions"]:
+                part["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+    return out
+
+
+async def _handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
+    body = request.body
     version = request.header.api_version
     denied = None
     if not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
@@ -99,7 +117,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 for t in body.topics
             ],
         }
-    refused = {t.name for t in body.topics if not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)}
+    refused = {t.name for t in body.topics if t.name and not allowed(ctx, Operation.READ, ResourceType.TOPIC, t.name)}
     if refused:
         return {
             "throttle_time_ms": 0,
@@ -210,7 +228,8 @@ def error_response(request: Request, code: ErrorCode, message: str | None = None
         "throttle_time_ms": 0,
         "topics": [
             {
-                "name": t["name"],
+                "name": t.get("name", ""),
+                "topic_id": t.get("topic_id", bytes(16)),
                 "partitions": [
                     {"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"] or []
                 ],

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from strom.protocol.schema import FieldSpec, api_spec, in_range
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol"
-# Apache Kafka 4.0.0's Java client (../shared/jvm, on every machine and CI run) carries the release's
+# Apache Kafka 4.3.1's Java client (../shared/jvm, on every machine and CI run) carries the release's
 # own message definitions: the versions the reference snapshot predates are checked against those.
 RELEASE_CLIENT_JAR = (
-    Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-4.0.0" / "libs" / "kafka-clients-4.0.0.jar"
+    Path(__file__).resolve().parents[3] / "shared" / "jvm" / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
 )
 
 _INT_SAMPLES = {"int8": 7, "int16": 1234, "int32": 123456, "int64": 1 << 40, "uint16": 65000}
 
 
+@cache
 def load_reference(name: str) -> dict[str, Any]:
     """A reference definition read directly (comments removed), independent of the generator."""
     text = (REFERENCE / "messages" / f"{name}.json").read_text(encoding="utf-8")
@@ -26,14 +28,19 @@ def load_reference(name: str) -> dict[str, Any]:
     return definition
 
 
+@cache
 def load_release_reference(name: str) -> dict[str, Any] | None:
-    """Kafka 4.0.0's own definition of message ``name`` (from its client jar), None without the jar."""
+    """Kafka 4.3.1's own definition of message ``name`` (from its client jar), None without the jar
+    or when the release has no such message."""
     import zipfile
 
     if not RELEASE_CLIENT_JAR.exists():
         return None
     with zipfile.ZipFile(RELEASE_CLIENT_JAR) as jar:
-        text = jar.read(f"common/message/{name}.json").decode("utf-8")
+        try:
+            text = jar.read(f"common/message/{name}.json").decode("utf-8")
+        except KeyError:
+            return None
     definition: dict[str, Any] = json.loads(re.sub(r"//.*", "", text))
     return definition
 

@@ -68,6 +68,8 @@ def test_librdkafka_api_versions_v3_request() -> None:
     assert body == {
         "client_software_name": "confluent-kafka-python",
         "client_software_version": "2.16.1-rdkafka-2.16.0",
+        "cluster_id": None,  # v5+ (KIP-1242), defaulted
+        "node_id": -1,
     }
     assert encode_request(18, 3, 1, "strom-test", body) == LIBRDKAFKA_API_VERSIONS_V3
 
