@@ -35,7 +35,8 @@ def partition_result(index: int, code: int = ErrorCode.NONE, message: str | None
         "error_message": message,
         "acknowledge_error_code": ErrorCode.NONE,
         "acknowledge_error_message": None,
-        "current_leader": {"leader_id": -1, "leader_epoch": -1},
+        # as Kafka 4.3: the schema's defaults (0, 0) unless the partition's leader is the error
+        "current_leader": {"leader_id": 0, "leader_epoch": 0},
         "records": b"",
         "acquired_records": [],
     }
@@ -112,9 +113,11 @@ def resolve(ctx: RequestContext, topic_id: bytes) -> tuple[str | None, ErrorCode
 async def acknowledge_all(
     ctx: RequestContext, answer: Answer, group_id: str, member_id: str, topics: Iterable[Any], renew: bool, field: str
 ) -> None:
-    """Apply each partition's acknowledgement batches; the outcome goes in ``field`` of its answer."""
+    """Apply each partition's acknowledgement batches; the outcome goes in ``field`` of its answer
+    (and the message beside it: ``acknowledge_error_message`` or ``error_message``)."""
     share = ctx.share
     assert share is not None
+    message_field = field.replace("_code", "_message")
     for topic in topics:
         name, code = resolve(ctx, topic.topic_id)
         if name is not None:
@@ -123,19 +126,16 @@ async def acknowledge_all(
             if not p.acknowledgement_batches:
                 continue
             part = answer.part(topic.topic_id, p.partition_index)
+            message = None
             if code == ErrorCode.NONE and name is not None:
-                code_p = await share.acknowledge(
-                    group_id,
-                    member_id,
-                    name,
-                    topic.topic_id,
-                    p.partition_index,
-                    ack_batches(p.acknowledgement_batches),
-                    renew,
+                batches = ack_batches(p.acknowledgement_batches)
+                result, message = await share.acknowledge(
+                    group_id, member_id, name, topic.topic_id, p.partition_index, batches, renew
                 )
             else:
-                code_p = code
-            part[field] = code_p
+                result = code
+            part[field] = result
+            part[message_field] = message
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -154,7 +154,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     renew = version >= 2 and bool(body.get("is_renew_ack", False))
     has_acks = any(p.acknowledgement_batches for t in body.topics for p in t.partitions)
     if epoch == INITIAL_EPOCH and has_acks:
-        return top_level(ErrorCode.INVALID_REQUEST, "Acknowledge data present in Initial Fetch Request.")
+        return top_level(ErrorCode.INVALID_REQUEST)  # Kafka 4.3: no message
     answer = Answer()
     fetchable: list[tuple[bytes, int]] = []
     for topic in body.topics:

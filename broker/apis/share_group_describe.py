@@ -11,7 +11,9 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
 from ._common import OPERATIONS_NOT_REQUESTED
-from .describe_groups import GROUP_AUTHORIZED_OPERATIONS
+
+# Kafka 4.3's operations on a group: READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+SHARE_GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
 
 API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
 VERSIONS = (1, 1)
@@ -19,11 +21,17 @@ VERSIONS = (1, 1)
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
-    operations = GROUP_AUTHORIZED_OPERATIONS if body.include_authorized_operations else OPERATIONS_NOT_REQUESTED
+    wanted = body.include_authorized_operations
+    operations = SHARE_GROUP_AUTHORIZED_OPERATIONS if wanted else OPERATIONS_NOT_REQUESTED
     groups = []
     for g in body.group_ids:
         if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
-            groups.append(ctx.groups.share.describe(g, operations))
+            if wanted and ctx.authorizer is not None:
+                operations = ctx.authorizer.authorized_operations(ResourceType.GROUP, g)
+            described = ctx.groups.share.describe(g, operations)
+            if described["error_code"] != ErrorCode.NONE:
+                described["authorized_operations"] = OPERATIONS_NOT_REQUESTED  # as Kafka: none for a group not found
+            groups.append(described)
         else:
             groups.append(
                 {

@@ -242,15 +242,17 @@ class SharePartitionManager:
         index: int,
         batches: list[AckBatch],
         renew: bool,
-    ) -> ErrorCode:
+    ) -> tuple[ErrorCode, str | None]:
+        """The outcome of acknowledging ``batches``: the error code and Kafka's message, if any."""
         sp, code = await self.share_partition(group_id, topic, topic_id, index)
         if sp is None:
-            return code
+            return code, None
         async with self._lock((group_id, topic, index)):
             code = await sp.acknowledge(member_id, batches, renew_allowed=renew)
+            message = sp.ack_error_message if code != ErrorCode.NONE else None
         self.replicas.notify_data([(topic, index)])  # released records may be fetched again
         self._timers_changed.set()
-        return code
+        return code, message
 
     def read(
         self, group_id: str, member_id: str, topic: str, sp: SharePartition, max_records: int, max_bytes: int

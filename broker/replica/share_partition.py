@@ -128,6 +128,7 @@ class SharePartition:
     end_offset: int = UNINITIALIZED_START_OFFSET  # the next offset never fetched into flight
     records: dict[int, InFlight] = field(default_factory=dict)
     initialized: bool = False
+    ack_error_message: str | None = None  # what the last refused acknowledgement is answered with
 
     # ------------------------------------------------------------------ loading
     async def initialize(self, reset_offset: Callable[[str], int]) -> None:
@@ -248,14 +249,20 @@ class SharePartition:
             for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
                 kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
                 record = self.records.get(offset)
+                if offset < self.start_offset:
+                    continue  # as Kafka: below the start offset every record is done already
                 if kind == AcknowledgeType.GAP and (record is None or offset >= self.end_offset):
                     continue  # a gap the client saw (compaction) beyond what is tracked: nothing to do
-                if record is None or record.state is not RecordState.ACQUIRED or record.member_id != member_id:
+                if record is not None and record.state is RecordState.ACQUIRED and record.member_id != member_id:
+                    self.ack_error_message = "Member is not the owner of offset"  # Kafka's words
+                    return ErrorCode.INVALID_RECORD_STATE
+                if record is None or record.state is not RecordState.ACQUIRED:
                     return ErrorCode.INVALID_RECORD_STATE
         return ErrorCode.NONE
 
     async def acknowledge(self, member_id: str, batches: Sequence[AckBatch], renew_allowed: bool = False) -> ErrorCode:
         """Apply ``batches`` for ``member_id`` and write the change through (NONE or the error)."""
+        self.ack_error_message = None
         code = self.check_acknowledgements(member_id, batches, renew_allowed)
         if code != ErrorCode.NONE:
             return code
@@ -266,6 +273,8 @@ class SharePartition:
                 kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
                 record = self.records.get(offset)
                 if record is None:
+                    continue
+                if offset < self.start_offset:
                     continue
                 if kind == AcknowledgeType.RENEW:
                     record.lock_deadline = renew_deadline
