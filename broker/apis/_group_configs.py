@@ -15,7 +15,6 @@ from ..request_context import RequestContext
 GROUP_RESOURCE = 32
 GROUP_CONFIG_SOURCE = 8  # Kafka's ConfigSource.GROUP_CONFIG
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3}
 SET, DELETE = 0, 1
 
 
@@ -34,6 +33,8 @@ def describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> 
     if not allowed(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.GROUP, resource.resource_name):
         out.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         return out
+    from .describe_configs import _entry  # (describe_configs imports this module)
+
     configs = ctx.groups.group_configs
     for name, value, own, typ in configs.describe(resource.resource_name, resource.configuration_keys):
         definition = GROUP_CONFIGS[name]
@@ -55,19 +56,7 @@ def describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> 
                 )
             else:
                 syn.append({"name": name, "value": format_value(configs.default(name)), "source": DEFAULT_CONFIG})
-        out["configs"].append(
-            {
-                "name": name,
-                "value": value,
-                "read_only": False,
-                "is_default": source == DEFAULT_CONFIG,
-                "config_source": source,
-                "is_sensitive": False,
-                "synonyms": syn,
-                "config_type": CONFIG_TYPES.get(typ, 0),
-                "documentation": definition.doc or None if docs else None,
-            }
-        )
+        out["configs"].append(_entry(name, value, source, typ, syn, (definition.doc or None) if docs else None))
     return out
 
 

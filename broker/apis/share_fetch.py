@@ -22,6 +22,8 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
+from .produce import _leader_hint as leader_hint
+from .produce import node_endpoints
 
 API_KEY = ApiKey.SHARE_FETCH
 VERSIONS = (1, 2)
@@ -44,22 +46,6 @@ def partition_result(index: int, code: int = ErrorCode.NONE, message: str | None
 
 def ack_batches(raw: Iterable[Any]) -> list[AckBatch]:
     return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in raw]
-
-
-def leader_hint(ctx: RequestContext, topic: str, index: int, leaders: set[int]) -> dict[str, int]:
-    view = ctx.metadata.partition_view(topic, index)
-    if view is None or view[0] < 0:
-        return {"leader_id": -1, "leader_epoch": -1}
-    leaders.add(view[0])
-    return {"leader_id": view[0], "leader_epoch": view[1]}
-
-
-def node_endpoints(ctx: RequestContext, ids: set[int]) -> list[dict[str, Any]]:
-    return [
-        {"node_id": node, "host": host, "port": port, "rack": rack}
-        for node, host, port, rack in ctx.metadata.live_brokers()
-        if node in ids
-    ]
 
 
 def top_level(code: int, message: str | None = None, lock_ms: int = 0) -> dict[str, Any]:

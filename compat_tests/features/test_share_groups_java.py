@@ -9,15 +9,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
 
+from compat_tests.features import test_share_groups
 from compat_tests.features.test_share_groups import LOCK_MS, _group_configs, _names, _produce
 from compat_tests.support.admin import create_topic
-from compat_tests.support.brokers import start_broker
 from compat_tests.support.cluster import wait
 from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
@@ -35,18 +34,12 @@ def _classpath() -> str:
     return ":".join([str(CLIENT_4_3), *map(str, libs)])
 
 
-@pytest.fixture(scope="module")
-def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+share_broker = test_share_groups.share_broker  # the same broker settings (a broker of this module's own)
+
+
+@pytest.fixture(autouse=True)
+def _java_available() -> None:
     skip_unless_available(java_unavailable() or (None if CLIENT_4_3.exists() else f"no {CLIENT_4_3}"))
-    b = start_broker(
-        tmp_path_factory.mktemp("share-java"),
-        {"group.share.min.record.lock.duration.ms": "1000", "group.share.heartbeat.interval.ms": "500",
-         "group.share.min.heartbeat.interval.ms": "500"},
-    )  # fmt: skip
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 def _java(bootstrap: str, group: str, topic: str, mode: str, count: int) -> subprocess.Popen[str]:
