@@ -128,12 +128,8 @@ class SharePartitionManager:
             return None
         if epoch == INITIAL_EPOCH:
             self.sessions.pop(key, None)
-            if len(self.sessions) >= self.max_sessions:
-                # Kafka 4.3 answers SHARE_SESSION_LIMIT_REACHED (133), a code the protocol table here
-                # (Kafka 4.0's) does not have yet; 4.0 answered SHARE_SESSION_NOT_FOUND
-                raise ShareSessionError(
-                    ErrorCode.SHARE_SESSION_NOT_FOUND, "The limit of share sessions has been reached."
-                )
+            if len(self.sessions) >= self.max_sessions:  # group.share.max.share.sessions
+                raise ShareSessionError(ErrorCode.SHARE_SESSION_LIMIT_REACHED)
             session = self.sessions[key] = ShareSession(group_id, member_id, next_epoch(0), created=now)
         else:
             session = self.check_session(group_id, member_id, epoch)

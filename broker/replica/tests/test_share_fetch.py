@@ -215,3 +215,11 @@ async def test_group_configs_are_described_with_their_source(env) -> None:
     configs = {c.name: (c.value, c.config_source) for c in response.results[0].configs}
     assert configs["share.auto.offset.reset"] == ("earliest", 8)  # GROUP_CONFIG
     assert configs["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
+
+
+async def test_share_sessions_past_the_limit_are_refused(env) -> None:
+    broker, client, topic_id = env
+    broker.share.max_sessions = 1  # group.share.max.share.sessions
+    assert (await share_fetch(client, topic_id, 0, "m1")).error_code == ErrorCode.NONE
+    assert (await share_fetch(client, topic_id, 0, "m2")).error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+    assert (await share_fetch(client, topic_id, 0, "m1")).error_code == ErrorCode.NONE  # its own replaced
