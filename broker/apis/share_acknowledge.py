@@ -13,7 +13,7 @@ from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
-from .share_fetch import Answer, acknowledge_all
+from .share_fetch import Answer, acknowledge_all, count_requests
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (1, 2)
@@ -54,6 +54,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         for p in topic.partitions:
             answer.part(topic.topic_id, p.partition_index)
     await acknowledge_all(ctx, answer, group_id, member_id, body.topics, renew, "error_code")
+    count_requests(share.metrics.acknowledgement_requests, share.metrics.failed_acknowledgement_requests, answer)
     if epoch == FINAL_EPOCH:
         await share.close_session(group_id, member_id)
     out = answer.finish(ctx, _top_level(ErrorCode.NONE, lock_ms=lock_ms, version=version))

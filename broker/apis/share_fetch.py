@@ -10,6 +10,7 @@ its available records acquired, up to MaxRecords, waiting up to MaxWaitMs when n
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -166,6 +167,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     if not renew:
         max_records = body.get("max_records", DEFAULT_MAX_RECORDS) if version >= 1 else DEFAULT_MAX_RECORDS
         await fetch_session(ctx, answer, group_id, member_id, list(session.partitions), body, max_records)
+    count_requests(share.metrics.fetch_requests, share.metrics.failed_fetch_requests, answer)
     if epoch != INITIAL_EPOCH:  # an incremental answer: only partitions with something to say
         answer.parts = {
             k: v
@@ -173,6 +175,15 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             if v["acquired_records"] or v["error_code"] != ErrorCode.NONE or k in _acknowledged(body)
         }
     return answer.finish(ctx, top_level(ErrorCode.NONE, lock_ms=lock_ms))
+
+
+def count_requests(total: Counter[str], failed: Counter[str], answer: Answer, field: str = "error_code") -> None:
+    """Per topic of the answer: one request more, and one failed when a partition of it failed."""
+    for topic_id, name in answer.names.items():
+        parts = [p for (t, _), p in answer.parts.items() if t == topic_id]
+        total[name] += 1
+        if any(p.get(field, ErrorCode.NONE) != ErrorCode.NONE for p in parts):
+            failed[name] += 1
 
 
 def _acknowledged(body: Any) -> set[tuple[bytes, int]]:

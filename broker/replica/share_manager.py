@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -76,6 +77,21 @@ class PartitionRead:
 
 
 SettingsFor = Callable[[str], ShareSettings]  # group id -> its share settings
+ACK_TYPE_NAMES = {1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+
+
+@dataclass
+class ShareMetrics:
+    """Kafka's share-group broker metrics (KIP-932, KIP-1103), counted as they happen."""
+
+    fetch_requests: Counter[str] = field(default_factory=Counter)  # per topic (TotalShareFetchRequestsPerSec)
+    failed_fetch_requests: Counter[str] = field(default_factory=Counter)
+    acknowledgement_requests: Counter[str] = field(default_factory=Counter)  # per topic
+    failed_acknowledgement_requests: Counter[str] = field(default_factory=Counter)
+    record_acknowledgements: Counter[str] = field(
+        default_factory=Counter
+    )  # per ack type (RecordAcknowledgementsPerSec)
+    lock_timeouts: Counter[tuple[str, str, int]] = field(default_factory=Counter)  # (group, topic, partition)
 
 
 def settings_from(configs: GroupConfigs) -> SettingsFor:
@@ -108,6 +124,7 @@ class SharePartitionManager:
         self._locks: dict[tuple[str, str, int], trio.Lock] = {}
         self._timers_changed = trio.Event()
         self._released: list[tuple[str, str]] = []  # members gone whose records the timer task releases
+        self.metrics = ShareMetrics()
 
     # ------------------------------------------------------------------ sessions
     def open_session(
@@ -246,6 +263,12 @@ class SharePartitionManager:
         async with self._lock((group_id, topic, index)):
             code = await sp.acknowledge(member_id, batches, renew_allowed=renew)
             message = sp.ack_error_message if code != ErrorCode.NONE else None
+        if code == ErrorCode.NONE:
+            for batch in batches:
+                size = batch.last_offset - batch.first_offset + 1
+                for kind in batch.types if len(batch.types) > 1 else batch.types * size:
+                    if kind in ACK_TYPE_NAMES:
+                        self.metrics.record_acknowledgements[ACK_TYPE_NAMES[kind]] += 1
         self.replicas.notify_data([(topic, index)])  # released records may be fetched again
         self._timers_changed.set()
         return code, message
@@ -314,6 +337,7 @@ class SharePartitionManager:
                 if deadline is not None and deadline <= now:
                     async with self._lock((group, topic, index)):
                         expired = await sp.expire_locks()
+                    self.metrics.lock_timeouts[(group, topic, index)] += expired
                     if expired:
                         self.replicas.notify_data([(topic, index)])
             deadline = min(

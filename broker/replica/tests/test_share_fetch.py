@@ -223,3 +223,41 @@ async def test_share_sessions_past_the_limit_are_refused(env) -> None:
     assert (await share_fetch(client, topic_id, 0, "m1")).error_code == ErrorCode.NONE
     assert (await share_fetch(client, topic_id, 0, "m2")).error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED
     assert (await share_fetch(client, topic_id, 0, "m1")).error_code == ErrorCode.NONE  # its own replaced
+
+
+async def test_metrics_carry_share_groups_partitions_and_acknowledgements(env, autojump_clock) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from strom.broker.console.metrics import collect, render
+    from strom.broker.console.source import BrokerSource
+
+    broker, client, topic_id = env
+    assert (await alter_group(client, "share.record.lock.duration.ms", "1000")).error_code == 0
+    await client.request(
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        {"group_id": "g", "member_id": "m1", "member_epoch": 0, "rack_id": None, "subscribed_topic_names": ["t"]},
+    )
+    await produce(client, 5)
+    await share_fetch(client, topic_id, 0, "m1")
+    await share_ack(client, topic_id, 1, [(0, 1, ACCEPT), (2, 2, REJECT)])
+    await trio.sleep(1.5)  # 3-4 stay acquired until their lock expires
+    text = render(await collect(BrokerSource(broker))).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    part = (("group", "g"), ("partition", "0"), ("topic", "t"))
+    assert samples[("kafka_server_group_coordinator_metrics_group_count", (("protocol", "share"),))] == 1
+    assert samples[("kafka_server_group_coordinator_metrics_share_group_count", (("state", "Stable"),))] == 1
+    assert samples[("kafka_server_brokertopicmetrics_total_share_fetch_requests_total", (("topic", "t"),))] == 1
+    assert (
+        samples[("kafka_server_brokertopicmetrics_total_share_acknowledgement_requests_total", (("topic", "t"),))] == 1
+    )
+    assert samples[("kafka_server_sharegroupmetrics_record_acknowledgements_total", (("ack_type", "Accept"),))] == 2
+    assert samples[("kafka_server_sharegroupmetrics_record_acknowledgements_total", (("ack_type", "Reject"),))] == 1
+    assert samples[("kafka_server_sharepartitionmetrics_acquisition_lock_timeout_total", part)] == 2
+    assert samples[("kafka_server_sharepartitionmetrics_start_offset", part)] == 3
+    assert samples[("kafka_server_sharepartitionmetrics_in_flight_message_count", part)] == 2
+    assert samples[("kafka_server_sharepartitionmetrics_records", (*part[:2], ("state", "available"), part[2]))] == 2
