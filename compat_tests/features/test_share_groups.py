@@ -21,7 +21,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from compat_tests.support.admin import create_topic
-from compat_tests.support.brokers import start_broker
+from compat_tests.support.console import console_url, get_json, http, start_console_broker
 from strom.tools.broker_process import BrokerProcess
 
 LOCK_MS = 1500  # the acquisition lock the tests' groups use (broker minimum lowered for them)
@@ -29,10 +29,10 @@ LOCK_MS = 1500  # the acquisition lock the tests' groups use (broker minimum low
 
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = start_broker(
+    b = start_console_broker(
         tmp_path_factory.mktemp("share-broker"),
-        {"group.share.min.record.lock.duration.ms": "1000", "group.share.heartbeat.interval.ms": "500",
-         "group.share.min.heartbeat.interval.ms": "500"},
+        **{"group.share.min.record.lock.duration.ms": "1000", "group.share.heartbeat.interval.ms": "500",
+           "group.share.min.heartbeat.interval.ms": "500"},
     )  # fmt: skip
     try:
         yield b
@@ -246,5 +246,33 @@ def test_read_committed_share_consumers_skip_aborted_transactions(share_broker: 
     try:
         got = _poll_until(consumer, lambda got: len(got) >= 6, timeout_s=20)
         assert [m.value() for m in got] == [b"commit-0", b"commit-1", b"commit-2"] * 2
+    finally:
+        consumer.close()
+
+
+def test_console_shows_members_and_share_partitions(share_broker: BrokerProcess) -> None:
+    bootstrap = share_broker.bootstrap
+    topic, group = _names()
+    create_topic(bootstrap, topic, 1)
+    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
+    _produce(bootstrap, topic, 4)
+    consumer = _consumer(bootstrap, group, explicit=True)
+    consumer.subscribe([topic])
+    try:
+        got = _poll_until(consumer, lambda got: len(got) >= 4)
+        for message in got:
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT if message.offset() < 2 else AcknowledgeType.RELEASE)
+        consumer.commit_sync()
+        base = console_url(share_broker)
+        shown = {g["group_id"]: g for g in get_json(base, "/api/share-groups")}[group]
+        assert shown["state"] == "Stable" and len(shown["members"]) == 1
+        assert shown["members"][0]["assignment"] == [f"{topic}: 0"]
+        [part] = shown["partitions"]
+        # 0-1 accepted (the start offset moved past them), 2-3 released: available again (or already
+        # acquired again by the consumer's next fetch in the background, then delivered twice)
+        assert (part["start_offset"], part["in_flight"], part["available"] + part["acquired"]) == (2, 2, 2)
+        assert part["max_delivery_count"] == 1 + (part["acquired"] > 0)
+        status, body, _ = http(base + "/share-groups")
+        assert status == 200 and group.encode() in body
     finally:
         consumer.close()
