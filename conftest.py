@@ -52,6 +52,9 @@ HEAVY: frozenset[str] = frozenset(
         "compat_tests/differential/test_transactions_differential.py",
         "compat_tests/differential/test_transactions_compaction_differential.py",
         "compat_tests/differential/test_security_differential.py",
+        # the Kafka 4.3.1 reference broker, and the Java 4.3.1 client
+        "compat_tests/differential/test_differential_43.py",
+        "compat_tests/features/test_kafka43_clients.py",
         # Spark drivers (PySpark 4.2 in this interpreter, Spark 4.0's JVM connector)
         "compat_tests/spark/test_spark.py",
         "compat_tests/spark_jvm/test_spark_kafka_connector.py",

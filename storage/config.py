@@ -38,6 +38,9 @@ def _cleanup_policy(value: str) -> str:
     return ",".join(parts)
 
 
+# Kafka's internal topic config that overrides segment.bytes (below its 1 MiB minimum, for tests)
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
+
 # Kafka key -> (field name, parser, smallest allowed value or None)
 _PROPERTIES: dict[str, tuple[str, Callable[[str], object], int | None]] = {
     "segment.bytes": ("segment_bytes", _int, 14),
@@ -103,6 +106,8 @@ class LogConfig:
         """
         # field name -> parsed value, of the type _PROPERTIES's parser gives that field
         changes: dict[str, Any] = {}
+        if props.get(INTERNAL_SEGMENT_BYTES) is not None:  # Kafka's test override wins over segment.bytes
+            props = {**props, "segment.bytes": props[INTERNAL_SEGMENT_BYTES]}
         for key, raw in props.items():
             spec = _PROPERTIES.get(key)
             if spec is None:

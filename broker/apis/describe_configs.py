@@ -8,7 +8,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
-from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
+from ..config import BROKER_CONFIGS, INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS, format_value
 from ..dynamic_config import DYNAMIC
 from ..request_context import RequestContext
 from ..topics import TopicInfo
@@ -69,6 +69,11 @@ def topic_entries(
                 )
         doc = f"Topic config; inherits {broker_key}." if docs and broker_key else None
         out.append(_entry(key, value, source, typ, syn, doc))
+    for key, typ in INTERNAL_TOPIC_CONFIGS.items():  # Kafka's internal configs: only where set
+        if key in info.configs and (keys is None or key in keys):
+            value = info.configs[key]
+            syn = [{"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG}] if synonyms else []
+            out.append(_entry(key, value, DYNAMIC_TOPIC_CONFIG, typ, syn, None))
     return out
 
 

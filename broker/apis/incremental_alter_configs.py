@@ -9,7 +9,7 @@ from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
 
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
-from ..config import TOPIC_CONFIGS
+from ..config import INTERNAL_TOPIC_CONFIGS, TOPIC_CONFIGS
 from ..request_context import RequestContext
 from . import _group_configs as group_configs
 from ._group_configs import GROUP_RESOURCE
@@ -27,8 +27,10 @@ def _updated(ctx: RequestContext, resource: Any) -> tuple[dict[str, Any] | None,
     configs = dict(info.configs) if info is not None else {}
     for change in resource.configs:
         op, key, value = change.config_operation, change.name, change.value
-        if key not in TOPIC_CONFIGS:
+        if key not in TOPIC_CONFIGS and key not in INTERNAL_TOPIC_CONFIGS:
             return None, f"Unknown topic config name: {key}"
+        if op in (APPEND, SUBTRACT) and key in INTERNAL_TOPIC_CONFIGS:
+            return None, f"Can't {'APPEND' if op == APPEND else 'SUBTRACT'} to key {key} because its type is not LIST."
         if op == SET:
             configs[key] = value
         elif op == DELETE:

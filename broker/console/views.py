@@ -290,7 +290,12 @@ class Views:
         pacer = Pacer()
         for group_id in self._group_ids():
             classic, kip848, use_kip848 = self._kind(group_id)
-            detail = self._offsets(classic) if classic is not None else []
+            owners: dict = {}  # the assigned partitions count, committed or not
+            if use_kip848:
+                self._kip848_members(kip848, 0.0, owners)
+            elif classic is not None:
+                self._classic_members(classic, 0.0, owners)
+            detail = self._offsets(classic, owners)
             await pacer.tick(len(detail) + 1)
             if use_kip848:
                 state, protocol_type, protocol, members = (
@@ -323,27 +328,34 @@ class Views:
         return out
 
     def _offsets(self, group, owners: dict | None = None) -> list[dict]:
+        """Every partition with a committed offset, and (as kafka-consumer-groups.sh --describe) every
+        assigned one without: no committed offset yet, its whole log (log start to end) as lag."""
+        owners = owners or {}
+        committed_offsets = dict(group.offsets) if group is not None else {}
         out = []
-        for (topic, index), committed in sorted(group.offsets.items()):
+        for topic, index in sorted(set(committed_offsets) | set(owners)):
+            committed = committed_offsets.get((topic, index))
             partition = self.source.local_partition(topic, index)
             entry = {
                 "topic": topic,
                 "partition": index,
-                "committed_offset": committed.offset,
+                "committed_offset": committed.offset if committed is not None else None,
                 "log_end_offset": None,
                 "log_start_offset": None,
                 "lag": 0,
                 "lag_bytes": 0,
-                "member": (owners or {}).get((topic, index)),
-                "metadata": committed.metadata,
-                "commit_timestamp": committed.commit_timestamp,
+                "member": owners.get((topic, index)),
+                "metadata": committed.metadata if committed is not None else None,
+                "commit_timestamp": committed.commit_timestamp if committed is not None else None,
             }
             if partition is not None and partition.is_leader:
                 end = partition.high_watermark
+                start = partition.log.log_start_offset
+                position = committed.offset if committed is not None else start
                 entry["log_end_offset"] = end
-                entry["log_start_offset"] = partition.log.log_start_offset
-                entry["lag"] = max(0, end - committed.offset)
-                entry["lag_bytes"] = self.source.bytes_between(partition, committed.offset, end)
+                entry["log_start_offset"] = start
+                entry["lag"] = max(0, end - position)
+                entry["lag_bytes"] = self.source.bytes_between(partition, position, end)
             out.append(entry)
         return out
 
@@ -423,7 +435,7 @@ class Views:
                 "generation": classic.generation,
                 "leader": classic.leader_id,
             }
-        offsets = self._offsets(classic, owners) if classic is not None else []
+        offsets = self._offsets(classic, owners)
         return {
             "group_id": group_id,
             **head,

@@ -368,7 +368,7 @@ async def test_topic_admin_round_trip(connect, broker):
                     "resource_name": "adm",
                     "configs": [
                         {"name": "retention.ms", "config_operation": 1, "value": None},
-                        {"name": "segment.bytes", "config_operation": 0, "value": "100000"},
+                        {"name": "internal.segment.bytes", "config_operation": 0, "value": "100000"},
                     ],
                 }
             ],
@@ -376,7 +376,7 @@ async def test_topic_admin_round_trip(connect, broker):
         },
     )
     assert altered.responses[0].error_code == ErrorCode.NONE
-    assert broker.topics.topics["adm"].configs == {"segment.bytes": "100000"}
+    assert broker.topics.topics["adm"].configs == {"internal.segment.bytes": "100000"}
     assert broker.replicas.partition("adm", 0).log.config.segment_bytes == 100000
 
     deleted = await client.request(
@@ -460,7 +460,7 @@ async def test_compacted_topic_refuses_null_keys_and_keeps_the_last_value_per_ke
     await create(
         client,
         "compacted",
-        configs={"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"},
+        configs={"cleanup.policy": "compact", "internal.segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"},
     )
     keyless = build_batch([Record(0, 0, None, b"v")])
     refused = await client.request(ApiKey.PRODUCE, 9, produce_body("compacted", keyless))

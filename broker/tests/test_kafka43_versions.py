@@ -5,8 +5,12 @@ compat_tests/differential (the 4.3 target)."""
 
 from __future__ import annotations
 
+import pytest
+
+from strom.broker.apis import SUPPORTED_RANGE
 from strom.protocol.errors import ErrorCode
 from strom.protocol.schema import ApiKey
+from strom.testing.faults import request_faults
 
 from .test_apis import batch, create
 
@@ -225,3 +229,40 @@ async def test_txn_offset_commit_v6_answers_an_unknown_topic_id_by_id(connect):
     assert codes[topic_id] != [ErrorCode.UNKNOWN_TOPIC_ID] and codes[topic_id] != [
         ErrorCode.NONE
     ]  # no such transaction
+
+
+NEW_APIS = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.API_VERSIONS,
+)
+
+
+@pytest.mark.parametrize(
+    "release, highest",
+    [
+        ("4.0", [12, 17, 10, 9, 9, 5, 4]),
+        ("4.1", [13, 18, 10, 9, 9, 5, 4]),
+        ("4.2", [13, 18, 11, 10, 10, 5, 4]),
+        ("4.3", [13, 18, 11, 10, 10, 5, 4]),
+        ("4.4", [13, 18, 11, 10, 10, 6, 5]),
+    ],
+)
+async def test_a_broker_capped_at_a_4_x_release_negotiates_its_versions(connect, broker, release, highest):
+    client = await connect()
+    request_faults(broker).cap_versions(release)
+    answer = await client.request(ApiKey.API_VERSIONS, 3, SOFTWARE)
+    advertised = {k.api_key: k.max_version for k in answer.api_keys}
+    assert [advertised[k] for k in NEW_APIS] == highest
+    # a version the release lacks is refused as that Kafka refuses it: the connection closes
+    newer = [(k, advertised[k] + 1) for k in NEW_APIS[:-1] if advertised[k] < SUPPORTED_RANGE[k][1]]
+    if not newer:
+        assert release == "4.4"  # Strom serves nothing newer than Kafka 4.4's versions of these
+        return
+    await client.send(*newer[0], {})
+    with pytest.raises(EOFError):
+        await client.receive_frame()

@@ -48,7 +48,16 @@ KAFKA_CONFIG_MESSAGES = [
         "99999999999",
         "Invalid value 99999999999 for configuration segment.bytes: Not a number of type INT",
     ),
-    ("segment.bytes", "1", "Invalid value 1 for configuration segment.bytes: Value must be at least 14"),
+    (
+        "segment.bytes",
+        "1048575",
+        "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576",
+    ),
+    (
+        "internal.segment.bytes",
+        "1",
+        "Invalid value 1 for configuration internal.segment.bytes: Value must be at least 14",
+    ),
     ("segment.ms", "0", "Invalid value 0 for configuration segment.ms: Value must be at least 1"),
     ("max.compaction.lag.ms", "0", "Invalid value 0 for configuration max.compaction.lag.ms: Value must be at least 1"),
     ("delete.retention.ms", "-1", "Invalid value -1 for configuration delete.retention.ms: Value must be at least 0"),

@@ -311,8 +311,18 @@ def test_a_kip848_consumer_group_is_shown_and_protected_while_active(setup):
         assert detail["group_protocol"] == "consumer" and len(detail["members"]) == 1
         assert detail["members"][0]["assignment"] == [{"topic": TOPIC, "partitions": [0, 1]}]
         assert detail["members"][0]["client_id"] == f"console-test-{group}"
+        # as kafka-consumer-groups.sh --describe: every assigned partition, with no committed offset
+        # yet (the member never commits), its whole log as lag
+        member_id = detail["members"][0]["member_id"]
+        assert [(o["partition"], o["committed_offset"], o["lag"], o["member"]) for o in detail["offsets"]] == [
+            (p, None, PRODUCED[p], member_id) for p in sorted(PRODUCED)
+        ]
+        assert detail["total_lag"] == sum(PRODUCED.values())
         listed = {g["group_id"]: g for g in get_json(base, "/api/groups")}[group]
         assert (listed["state"], listed["members"], listed["group_protocol"]) == ("Stable", 1, "consumer")
+        assert (listed["partitions"], listed["total_lag"]) == (len(PRODUCED), sum(PRODUCED.values()))
+        status, page, _ = http(base + f"/groups/{group}")
+        assert status == 200 and b'<td class="num committed">-</td>' in page
         status, body = post(base, f"/api/groups/{group}/reset-offsets", token, to="earliest", topic=TOPIC)
         assert status == 409 and body["error"] == "NON_EMPTY_GROUP"
         status, body = post(base, f"/api/groups/{group}/delete", token)

@@ -215,6 +215,21 @@ class Target:
         return self.topic_ids[topic]
 
 
+def served_within(release: str) -> dict[int, tuple[int, int]]:
+    """The versions Strom serves that Kafka ``release`` ("4.0") also knows: Strom's lowest (it keeps
+    old versions Kafka dropped, FINDINGS.md F1) up to the release's highest; APIs the release lacks
+    are left out. A reference is sent only what it can answer; newer versions go to a newer one."""
+    from strom.broker.apis import SUPPORTED_RANGE
+    from strom.testing.faults import kafka_releases
+
+    known = kafka_releases()[release]
+    return {
+        api: (lo, min(hi, known[api][1]))
+        for api, (lo, hi) in SUPPORTED_RANGE.items()
+        if api in known and lo <= min(hi, known[api][1])
+    }
+
+
 # --------------------------------------------------------------------------- placeholders
 
 

@@ -1,8 +1,10 @@
-"""Run every differential scenario against a fresh reference Kafka 4.0 and a fresh Strom, and write
-``compat_tests/differential/REPORT.md``: every difference, each with the finding that explains it
-(``FINDINGS.md``) or marked UNEXPLAINED.
+"""Run every differential scenario against a fresh reference Kafka and a fresh Strom, and write a
+report: every difference, each with the finding that explains it or marked UNEXPLAINED. Two
+references (``REFERENCES``): Kafka 4.0.0 (``scenarios.py``, ``FINDINGS.md``, ``REPORT.md``) and
+Kafka 4.3.1 (``scenarios_43.py``, ``FINDINGS-4.3.md``, ``REPORT-4.3.md``).
 
     python -m compat_tests.differential.report            # start both brokers, run, write REPORT.md
+    python -m compat_tests.differential.report --reference 4.3          # against Kafka 4.3.1
     python -m compat_tests.differential.report --kafka-port 9092 --strom-port 9093   # running brokers
 
 Exit status 1 when a difference is unexplained. Needs Java 17+ and ../shared/jvm (the reference).
@@ -15,12 +17,14 @@ import collections
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from compat_tests.differential.harness import (
     Difference,
     Finding,
+    Scenario,
     Target,
     differences,
     explain,
@@ -28,12 +32,37 @@ from compat_tests.differential.harness import (
     run_both,
 )
 from compat_tests.differential.scenarios import all_scenarios
-from compat_tests.support.reference import REFERENCE_SCRIPT, reference_available, reference_kafka  # noqa: F401
+from compat_tests.differential.scenarios_43 import all_scenarios_43
+from compat_tests.support.reference import (
+    REFERENCE_43_SCRIPT,
+    REFERENCE_SCRIPT,
+    reference_available,
+    reference_kafka,
+)
 from strom.tools.broker_process import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "REPORT.md"
 FINDINGS = HERE / "FINDINGS.md"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference Kafka the scenarios run against: its release, start script, scenarios, and
+    the findings that explain its differences."""
+
+    release: str
+    script: Path
+    scenarios: Callable[[], list[Scenario]]
+    findings: Path
+    report: Path
+
+
+REFERENCES = {
+    "4.0": Reference("4.0.0", REFERENCE_SCRIPT, all_scenarios, FINDINGS, REPORT),
+    "4.3": Reference("4.3.1", REFERENCE_43_SCRIPT, all_scenarios_43, HERE / "FINDINGS-4.3.md", HERE / "REPORT-4.3.md"),
+}
+KAFKA_4_0 = REFERENCES["4.0"]
 # Strom as the reference is configured (kafka-reference.sh): one partition by default, no
 # initial rebalance delay, auto-creation on.
 STROM_OVERRIDES = {
@@ -58,8 +87,8 @@ class Outcome:
         return [d for d, f in self.explained if f is None]
 
 
-def run(kafka_port: int, strom_port: int) -> Outcome:
-    scenarios = all_scenarios()
+def run(kafka_port: int, strom_port: int, reference: Reference = KAFKA_4_0) -> Outcome:
+    scenarios = reference.scenarios()
     kafka, strom = Target("kafka", "127.0.0.1", kafka_port), Target("strom", "127.0.0.1", strom_port)
     t0 = time.monotonic()
     try:
@@ -69,31 +98,35 @@ def run(kafka_port: int, strom_port: int) -> Outcome:
         strom.close()
     seconds = time.monotonic() - t0
     diffs = differences(scenarios, kafka_raw, strom_raw, kafka, strom)
-    findings = parse_findings(FINDINGS.read_text()) if FINDINGS.exists() else []
+    findings = parse_findings(reference.findings.read_text()) if reference.findings.exists() else []
     return Outcome(len(scenarios), sum(len(s.steps) for s in scenarios), explain(diffs, findings), findings, seconds)
 
 
-def run_fresh(workdir: Path) -> Outcome:
-    with reference_kafka(workdir / "kafka") as kafka_port:
-        strom = BrokerProcess(workdir / "strom", STROM_OVERRIDES).start()
-        try:
-            return run(kafka_port, strom.port)
-        finally:
-            strom.stop()
+def run_fresh(workdir: Path, reference: Reference = KAFKA_4_0) -> Outcome:
+    # Strom first: the scenarios then begin as soon as Kafka listens. Kafka's first retention pass
+    # (30 s after its start) deletes the world's rolled segments (record timestamps from 2023, older
+    # than retention.ms): the scenarios that read them must come before it, on a slow machine too.
+    strom = BrokerProcess(workdir / "strom", STROM_OVERRIDES).start()
+    try:
+        with reference_kafka(workdir / "kafka", reference.script) as kafka_port:
+            return run(kafka_port, strom.port, reference)
+    finally:
+        strom.stop()
 
 
-def render(outcome: Outcome) -> str:
+def render(outcome: Outcome, reference: Reference = KAFKA_4_0) -> str:
     by_scenario: dict[str, list[tuple[Difference, Finding | None]]] = collections.defaultdict(list)
     for d, f in outcome.explained:
         by_scenario[d.scenario].append((d, f))
     lines = [
-        "# Differential report: Strom against Apache Kafka 4.0.0",
+        f"# Differential report: Strom against Apache Kafka {reference.release}",
         "",
         "Generated by `python -m compat_tests.differential.report` (do not edit). Every scenario of",
-        "`compat_tests/differential/scenarios.py` sent as raw frames to a fresh reference Kafka 4.0.0",
-        "(KRaft, one node) and to a fresh Strom; answers compared field by field after normalising",
-        "node, cluster, topic, member and producer ids, throttle times and log-append times (error",
-        "messages are compared; empty counts as none). Explanations: `FINDINGS.md`.",
+        f"`compat_tests/differential/{reference.scenarios.__module__.rsplit('.', 1)[-1]}.py` sent as raw frames to a",
+        f"fresh reference Kafka {reference.release} (KRaft, one node) and to a fresh Strom; answers compared",
+        "field by field after normalising node, cluster, topic, member and producer ids, throttle times",
+        "and log-append times (error messages are compared; empty counts as none). Explanations:",
+        f"`{reference.findings.name}`.",
         "",
         f"- scenarios: {outcome.scenarios} ({outcome.steps} requests to each broker)",
         f"- scenarios answered identically: {outcome.scenarios - len(by_scenario)}",
@@ -134,18 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kafka-port", type=int, help="a running reference Kafka (fresh: the world is created)")
     ap.add_argument("--strom-port", type=int, help="a running Strom (fresh)")
-    ap.add_argument("--out", type=Path, default=REPORT)
+    ap.add_argument("--reference", choices=sorted(REFERENCES), default="4.0", help="which reference Kafka")
+    ap.add_argument("--out", type=Path, help="default: the reference's REPORT*.md")
     args = ap.parse_args(argv)
+    reference = REFERENCES[args.reference]
+    args.out = args.out or reference.report
     if args.kafka_port and args.strom_port:
-        outcome = run(args.kafka_port, args.strom_port)
+        outcome = run(args.kafka_port, args.strom_port, reference)
     else:
-        why = reference_available()
+        why = reference_available(reference.script)
         if why:
             print(f"cannot run the differential tests: {why}", file=sys.stderr)
             return 2
         with tempfile.TemporaryDirectory(prefix="strom-diff-") as tmp:
-            outcome = run_fresh(Path(tmp))
-    args.out.write_text(render(outcome))
+            outcome = run_fresh(Path(tmp), reference)
+    args.out.write_text(render(outcome, reference))
     print(
         f"{outcome.scenarios} scenarios in {outcome.seconds:.1f} s: {len(outcome.explained)} differences, "
         f"{len(outcome.unexplained)} unexplained; wrote {args.out}"

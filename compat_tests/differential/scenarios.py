@@ -16,14 +16,17 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from compat_tests.differential.harness import CLIENT_ID, Scenario, Step
-from strom.broker.apis import SUPPORTED_RANGE
+from compat_tests.differential.harness import CLIENT_ID, Scenario, Step, served_within
+from strom.broker.apis import SUPPORTED_RANGE as STROM_RANGE
 from strom.protocol.records.batch import Record, build_batch
 from strom.protocol.records.compression import Compression
 from strom.protocol.records.crc import crc32c
 from strom.protocol.records.legacy import LegacyMessage, build_message_set
 from strom.protocol.schema import ApiKey
 
+# What these scenarios send: the versions Strom serves up to Kafka 4.0's (the newer ones run against
+# Kafka 4.3.1, scenarios_43.py).
+SUPPORTED_RANGE = served_within("4.0")
 BASE_TS = 1_700_000_000_000
 GROUP_SESSION_MS = 120_000  # members of the run's groups must not expire while it runs
 A = ApiKey
@@ -202,7 +205,9 @@ def produce_body(topic: str, partition: int, records: bytes, acks: int = -1, txn
         "transactional_id": txn,
         "acks": acks,
         "timeout_ms": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        "topic_data": [
+            {"name": topic, "topic_id": "@tid:" + topic, "partition_data": [{"index": partition, "records": records}]}
+        ],
     }
 
 
@@ -289,6 +294,7 @@ def commit_body(
         "topics": [
             {
                 "name": topic,
+                "topic_id": "@tid:" + topic,
                 "partitions": [
                     {
                         "partition_index": partition,
@@ -304,7 +310,7 @@ def commit_body(
 
 
 def offset_fetch_body(version: int, group: str, topics: list[tuple[str, list[int]]] | None) -> dict:
-    tops = None if topics is None else [{"name": t, "partition_indexes": p} for t, p in topics]
+    tops = None if topics is None else [{"name": t, "topic_id": "@tid:" + t, "partition_indexes": p} for t, p in topics]
     if version >= 8:
         return {
             "groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": tops}],
@@ -2740,7 +2746,7 @@ ALIVE = req(A.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False})
 def unsupported() -> list[Scenario]:
     """Versions past what Strom's schema knows and unknown API keys, as hand-made frames."""
     out = []
-    for api, (_lo, hi) in sorted(SUPPORTED_RANGE.items()):
+    for api, (_lo, hi) in sorted(STROM_RANGE.items()):
         if api == A.API_VERSIONS:
             continue
         v = hi + 1

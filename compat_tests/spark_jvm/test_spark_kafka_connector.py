@@ -63,7 +63,7 @@ def seed(bootstrap: str) -> None:
         NewTopic("s-write", 3, 1),
         NewTopic("s-time", 1, 1),
         NewTopic("s-stream", 2, 1),
-        NewTopic("s-loss", 1, 1, config={"segment.bytes": "100", "retention.ms": "86400000"}),
+        NewTopic("s-loss", 1, 1, config={"internal.segment.bytes": "100", "retention.ms": "86400000"}),
     ]
     for f in admin.create_topics(topics).values():
         f.result(30)

@@ -42,7 +42,7 @@ TOPIC_CONFIGS = {
     COMPACTED: {
         "cleanup.policy": "compact",
         "min.cleanable.dirty.ratio": "0.01",
-        "segment.bytes": "2048",
+        "internal.segment.bytes": "2048",
         "delete.retention.ms": "0",
         "file.delete.delay.ms": "0",
     },
@@ -58,7 +58,7 @@ MAX_BATCH_BYTES = 1800
 TXN_CONFIG = {
     "cleanup.policy": "compact",
     "min.cleanable.dirty.ratio": "0.01",
-    "segment.bytes": "1024",
+    "internal.segment.bytes": "1024",
     "delete.retention.ms": "0",
     "file.delete.delay.ms": "0",
 }
