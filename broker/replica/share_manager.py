@@ -266,9 +266,10 @@ class SharePartitionManager:
         if code == ErrorCode.NONE:
             for batch in batches:
                 size = batch.last_offset - batch.first_offset + 1
-                for kind in batch.types if len(batch.types) > 1 else batch.types * size:
+                kinds = Counter(batch.types) if len(batch.types) > 1 else Counter({batch.types[0]: size})
+                for kind, n in kinds.items():
                     if kind in ACK_TYPE_NAMES:
-                        self.metrics.record_acknowledgements[ACK_TYPE_NAMES[kind]] += 1
+                        self.metrics.record_acknowledgements[ACK_TYPE_NAMES[kind]] += n
         self.replicas.notify_data([(topic, index)])  # released records may be fetched again
         self._timers_changed.set()
         return code, message

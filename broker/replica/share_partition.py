@@ -27,8 +27,9 @@ caller (:mod:`.share_manager`), which hands over the batches it read as :class:`
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from strom.broker.coordinator.share.persister import (
@@ -144,12 +145,20 @@ class SharePartition:
             self.start_offset = self.end_offset = start
         else:
             self.start_offset = self.end_offset = state.start_offset
-            for batch in state.batches:
+            for batch in sorted(state.batches, key=lambda b: b.first_offset):
                 # records acquired when the state was written are available again (their lock died
                 # with the leader); their delivery counts stay
-                loaded = RecordState(batch.delivery_state)
+                try:
+                    loaded = RecordState(batch.delivery_state)
+                except ValueError:
+                    log.warning("%s: skipping a state batch with unknown state %d", self.key, batch.delivery_state)
+                    continue
                 if loaded is RecordState.ACQUIRED:
                     loaded = RecordState.AVAILABLE
+                if loaded in DONE and batch.first_offset <= self.start_offset and not self.records:
+                    # done records at the head: the start offset moves past them, nothing in flight
+                    self.start_offset = self.end_offset = max(self.start_offset, batch.last_offset + 1)
+                    continue
                 for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
                     self.records[offset] = InFlight(loaded, batch.delivery_count)
                 self.end_offset = max(self.end_offset, batch.last_offset + 1)
@@ -246,13 +255,17 @@ class SharePartition:
                     kind == AcknowledgeType.RENEW and not renew_allowed
                 ):
                     return ErrorCode.INVALID_REQUEST
-            for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-                kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
+            beyond = range(max(batch.first_offset, self.end_offset), batch.last_offset + 1)
+            if len(batch.types) == 1:
+                unfetched = bool(beyond) and batch.types[0] != AcknowledgeType.GAP
+            else:
+                unfetched = any(kind != AcknowledgeType.GAP for kind in self._kinds(batch, beyond))
+            if unfetched:
+                return ErrorCode.INVALID_RECORD_STATE  # never fetched: not acquired by anyone
+            for offset, kind in self._tracked(batch):
                 record = self.records.get(offset)
-                if offset < self.start_offset:
-                    continue  # as Kafka: below the start offset every record is done already
-                if kind == AcknowledgeType.GAP and (record is None or offset >= self.end_offset):
-                    continue  # a gap the client saw (compaction) beyond what is tracked: nothing to do
+                if kind == AcknowledgeType.GAP and record is None:
+                    continue  # a gap the client saw (compaction): nothing to do
                 if record is not None and record.state is RecordState.ACQUIRED and record.member_id != member_id:
                     self.ack_error_message = "Member is not the owner of offset"  # Kafka's words
                     return ErrorCode.INVALID_RECORD_STATE
@@ -269,12 +282,9 @@ class SharePartition:
         changed: list[int] = []
         renew_deadline = self.now() + self.settings.record_lock_duration_ms / 1000
         for batch in batches:
-            for i, offset in enumerate(range(batch.first_offset, batch.last_offset + 1)):
-                kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
+            for offset, kind in self._tracked(batch):
                 record = self.records.get(offset)
                 if record is None:
-                    continue
-                if offset < self.start_offset:
                     continue
                 if kind == AcknowledgeType.RENEW:
                     record.lock_deadline = renew_deadline
@@ -307,6 +317,20 @@ class SharePartition:
         return len(changed)
 
     # ------------------------------------------------------------------ internals
+    def _tracked(self, batch: AckBatch) -> Iterator[tuple[int, int]]:
+        """(offset, acknowledge type) of a batch's offsets in flight (from the start offset, as
+        Kafka: below it every record is done already, to the end): never more than are in flight,
+        whatever range a request names."""
+        low, high = max(batch.first_offset, self.start_offset), min(batch.last_offset, self.end_offset - 1)
+        offsets = range(low, high + 1)
+        return zip(offsets, self._kinds(batch, offsets), strict=True)
+
+    @staticmethod
+    def _kinds(batch: AckBatch, offsets: range) -> Iterator[int]:
+        if len(batch.types) == 1:
+            return itertools.repeat(batch.types[0], len(offsets))
+        return (batch.types[offset - batch.first_offset] for offset in offsets)
+
     def _set(self, record: InFlight, state: RecordState) -> None:
         record.state = state
         record.member_id = None

@@ -157,3 +157,12 @@ async def test_state_survives_a_new_leader() -> None:
     # in Kafka): delivered again; 0, 1 (accepted) and 3 (rejected) never
     assert again.acquire("b", [LogBatch(0, 5)], 10) == [AcquiredRange(2, 2, 1), AcquiredRange(4, 5, 1)]
     assert again.records[3].state is RecordState.ARCHIVED
+
+
+async def test_a_huge_acknowledgement_range_is_refused_at_once() -> None:
+    sp, _, _ = await new_partition()
+    sp.acquire("a", [LogBatch(0, 4)], 10)
+    assert await sp.acknowledge("a", [AckBatch(0, 2**62, (ACCEPT,))]) == ErrorCode.INVALID_RECORD_STATE
+    # a gap may name offsets never fetched; only the acquired ones change
+    assert await sp.acknowledge("a", [AckBatch(0, 2**62, (0,))]) == ErrorCode.NONE
+    assert sp.start_offset == 5
