@@ -55,6 +55,16 @@ def _group_configs(bootstrap: str, group: str, **configs: str) -> None:
         future.result(30)
 
 
+def _fresh(bootstrap: str, partitions: int = 1, records: int = 0, **configs: str) -> tuple[str, str]:
+    """A new topic (with ``records`` records) and a share group reading it from the earliest offset."""
+    topic, group = _names()
+    create_topic(bootstrap, topic, partitions)
+    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", **configs)
+    if records:
+        _produce(bootstrap, topic, records)
+    return topic, group
+
+
 def _produce(bootstrap: str, topic: str, count: int, partitions: int = 1, prefix: str = "v") -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
@@ -82,9 +92,7 @@ def _poll_until(consumer: ShareConsumer, enough, timeout_s: float = 30.0) -> lis
 
 def test_several_consumers_never_hold_the_same_record(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 2)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
+    topic, group = _fresh(bootstrap, partitions=2)
     total = 600
     seen: dict[str, list[tuple[int, int]]] = {}
     lock = threading.Lock()
@@ -129,10 +137,7 @@ def test_several_consumers_never_hold_the_same_record(share_broker: BrokerProces
 
 def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
-    _produce(bootstrap, topic, 5)
+    topic, group = _fresh(bootstrap, records=5)
     consumer = _consumer(bootstrap, group, explicit=True)
     consumer.subscribe([topic])
     try:
@@ -174,10 +179,7 @@ HOLDER = textwrap.dedent(
 
 def test_a_killed_consumers_records_go_to_another_after_the_lock(share_broker: BrokerProcess, tmp_path: Path) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", share_record_lock_duration_ms=str(LOCK_MS))
-    _produce(bootstrap, topic, 10)
+    topic, group = _fresh(bootstrap, records=10, share_record_lock_duration_ms=str(LOCK_MS))
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
     holder = subprocess.run(
@@ -201,10 +203,7 @@ def test_a_killed_consumers_records_go_to_another_after_the_lock(share_broker: B
 
 def test_records_released_up_to_the_delivery_limit_are_archived(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", share_delivery_count_limit="2")
-    _produce(bootstrap, topic, 2)
+    topic, group = _fresh(bootstrap, records=2, share_delivery_count_limit="2")
     consumer = _consumer(bootstrap, group, explicit=True)
     consumer.subscribe([topic])
     try:
@@ -227,9 +226,7 @@ def test_records_released_up_to_the_delivery_limit_are_archived(share_broker: Br
 
 def test_read_committed_share_consumers_skip_aborted_transactions(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", share_isolation_level="read_committed")
+    topic, group = _fresh(bootstrap, share_isolation_level="read_committed")
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"})
     producer.init_transactions(30)
     for outcome in ("commit", "abort", "commit"):
@@ -252,10 +249,7 @@ def test_read_committed_share_consumers_skip_aborted_transactions(share_broker: 
 
 def test_console_shows_members_and_share_partitions(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
-    _produce(bootstrap, topic, 4)
+    topic, group = _fresh(bootstrap, records=4)
     consumer = _consumer(bootstrap, group, explicit=True)
     consumer.subscribe([topic])
     try:

@@ -15,8 +15,7 @@ import pytest
 from confluent_kafka import Producer, ShareConsumer
 
 from compat_tests.features import test_share_groups
-from compat_tests.features.test_share_groups import LOCK_MS, _group_configs, _names, _produce
-from compat_tests.support.admin import create_topic
+from compat_tests.features.test_share_groups import LOCK_MS, _fresh
 from compat_tests.support.cluster import wait
 from compat_tests.support.jvm import JVM_FLAGS, KAFKA_HOME, java_unavailable, skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
@@ -65,9 +64,7 @@ def _records(output: str) -> list[tuple[int, int, int]]:
 
 def test_java_and_confluent_share_a_topic_each_record_once(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 2)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
+    topic, group = _fresh(bootstrap, partitions=2)
     total = 400
     java = _java(bootstrap, group, topic, "accept", total)
     wait(lambda: _members(bootstrap, group) == 1, 60, "the Java consumer in the share group")
@@ -112,10 +109,7 @@ def test_java_and_confluent_share_a_topic_each_record_once(share_broker: BrokerP
 
 def test_java_release_redelivers_with_count_two(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
-    _produce(bootstrap, topic, 3)
+    topic, group = _fresh(bootstrap, records=3)
     java = _java(bootstrap, group, topic, "release", 3)
     out, err = java.communicate(timeout=120)
     assert java.returncode == 0, err[-3000:]
@@ -124,10 +118,7 @@ def test_java_release_redelivers_with_count_two(share_broker: BrokerProcess) -> 
 
 def test_a_java_consumer_dying_with_records_has_them_redelivered(share_broker: BrokerProcess) -> None:
     bootstrap = share_broker.bootstrap
-    topic, group = _names()
-    create_topic(bootstrap, topic, 1)
-    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", share_record_lock_duration_ms=str(LOCK_MS))
-    _produce(bootstrap, topic, 5)
+    topic, group = _fresh(bootstrap, records=5, share_record_lock_duration_ms=str(LOCK_MS))
     java = _java(bootstrap, group, topic, "hold", 1)
     out, err = java.communicate(timeout=120)
     assert "HOLDING" in out, err[-3000:]
