@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from strom.broker.metadata.cache import MetadataCache
     from strom.broker.quotas import QuotaManager
     from strom.broker.replica.manager import ReplicaManager
+    from strom.broker.replica.share_manager import SharePartitionManager
     from strom.broker.replication_quota import ReplicationQuota
     from strom.broker.security import ListenerSecurity
     from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
@@ -57,3 +58,4 @@ class RequestContext:
     credentials: StandaloneCredentials | ZkCredentials  # the SCRAM store
     security: Mapping[str, ListenerSecurity]  # per listener name: TLS and SASL
     stats: BrokerStats
+    share: SharePartitionManager | None = None  # share partitions and sessions (KIP-932)

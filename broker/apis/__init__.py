@@ -65,6 +65,10 @@ from . import (
     sasl_handshake,
     streams_group_describe,
     streams_group_heartbeat,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -123,6 +127,11 @@ MODULES: list[ModuleType] = [
     list_partition_reassignments,
     streams_group_heartbeat,
     streams_group_describe,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

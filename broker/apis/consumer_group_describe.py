@@ -36,6 +36,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                     "members": [],
                     "authorized_operations": OPERATIONS_NOT_REQUESTED,
                 }
+            if described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND and ctx.groups.share.get(g) is not None:
+                described["error_message"] = f"Group {g} is not a consumer group."
             groups.append(described)
         else:
             groups.append(

@@ -39,6 +39,10 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     names = set(body.subscribed_topic_names or ())
     if any(not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names):
         return _refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if ctx.groups.share.get(body.group_id) is not None:  # a share group's id (KIP-932)
+        refused = _refused(ErrorCode.GROUP_ID_NOT_FOUND)
+        refused["error_message"] = f"Group {body.group_id} is not a consumer group."
+        return refused
     with contextlib.suppress(TopicError):  # offsets are committed to __consumer_offsets later
         await ctx.groups.ensure_topic()
     if ctx.groups.streams.get(body.group_id) is not None:  # a KIP-1071 streams group, as Kafka answers

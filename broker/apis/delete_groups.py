@@ -15,18 +15,30 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
-    return {
-        "throttle_time_ms": 0,
-        "results": [
-            {
-                "group_id": g,
-                "error_code": ctx.groups.delete_group(g)
-                if allowed(ctx, Operation.DELETE, ResourceType.GROUP, g)
-                else ErrorCode.GROUP_AUTHORIZATION_FAILED,
-            }
-            for g in request.body.groups_names
-        ],
-    }
+    results = []
+    for g in request.body.groups_names:
+        code: ErrorCode | None = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if allowed(ctx, Operation.DELETE, ResourceType.GROUP, g):
+            code = await _delete_share_group(ctx, g)
+            if code is None:
+                code = ctx.groups.delete_group(g)
+        results.append({"group_id": g, "error_code": code})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def _delete_share_group(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """A share group (KIP-932): deleted when empty, with its share partitions' state; None when
+    ``group_id`` is no share group."""
+    error = ctx.groups.group_error(group_id)
+    if error is not None or ctx.groups.share.get(group_id) is None:
+        return None
+    deleted = ctx.groups.share.delete(group_id)
+    if deleted is None:
+        return None
+    code, partitions = deleted
+    if code == ErrorCode.NONE and ctx.share is not None:
+        await ctx.share.delete_group_state(group_id, partitions)
+    return code
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)

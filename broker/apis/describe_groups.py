@@ -58,8 +58,9 @@ def _describe(ctx: RequestContext, group_id: str, with_operations: bool, version
         out["error_code"] = error
         return out
     group = ctx.groups.get(group_id)
-    # a KIP-848 consumer group or a KIP-1071 streams group
+    # a KIP-848 consumer group, a KIP-1071 streams group or a KIP-932 share group: no classic group
     consumer_group = ctx.groups.consumer.get(group_id) is not None or ctx.groups.streams.get(group_id) is not None
+    consumer_group = consumer_group or ctx.groups.share.get(group_id) is not None
     if group is None or consumer_group:  # a KIP-848 consumer group is no classic group
         if version >= NOT_FOUND_VERSION:
             out["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND

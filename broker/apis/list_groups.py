@@ -16,6 +16,7 @@ VERSIONS = (0, 5)
 GROUP_TYPE = "classic"
 CONSUMER_TYPE = "consumer"  # KIP-848 groups
 STREAMS_TYPE = "streams"  # KIP-1071 groups
+SHARE_TYPE = "share"  # KIP-932 groups
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
@@ -55,6 +56,12 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id))
         and (not states or state.lower() in states)
         and (not types or STREAMS_TYPE in types)
+    groups += [  # share groups (KIP-932)
+        {"group_id": g, "protocol_type": SHARE_TYPE, "group_state": state, "group_type": SHARE_TYPE}
+        for g, state in coordinator.share.listed()
+        if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g))
+        and (not states or state.lower() in states)
+        and (not types or SHARE_TYPE in types)
     ]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 

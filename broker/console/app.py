@@ -283,6 +283,12 @@ def build_app(source: BrokerSource, history) -> Starlette:
         except ConsoleError as exc:
             return json_error(exc)
 
+    async def share_groups_page(request: Request):
+        return await page("share_groups.html", title="Share groups", groups=await views.share_groups())
+
+    async def api_share_groups(request: Request):
+        return JSONResponse(await views.share_groups())
+
     async def api_groups(request: Request):
         return JSONResponse(await views.groups())
 
@@ -458,6 +464,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         Route("/topics/{name}/records", records_page),
         Route("/groups", groups_page),
         Route("/groups/{group}", group_page),
+        Route("/share-groups", share_groups_page),
         Route("/clients", clients_page),
         Route("/api/overview", api_overview),
         Route("/api/brokers", api_brokers),
@@ -468,6 +475,7 @@ def build_app(source: BrokerSource, history) -> Starlette:
         Route("/api/topics/{name}/delete-records", action(delete_records), methods=["POST"]),
         Route("/api/topics/{name}/delete", action(delete_topic), methods=["POST"]),
         Route("/api/groups", api_groups),
+        Route("/api/share-groups", api_share_groups),
         Route("/api/groups/{group}", api_group),
         Route("/api/groups/{group}/history", api_group_history),
         Route("/api/groups/{group}/delete", action(delete_group), methods=["POST"]),

@@ -103,6 +103,31 @@ METRIC_NAMES = {
     "kafka_consumergroup_lag": "records between a group's committed offset and the high watermark, per partition",
     "kafka_consumergroup_lag_bytes": "bytes between a group's committed offset and the high watermark, per partition",
     "kafka_consumergroup_current_offset": "a group's committed offset, per partition",
+    "kafka_server_group_coordinator_metrics_group_count": "groups coordinated here, per protocol (group-count)",
+    "kafka_server_group_coordinator_metrics_share_group_count": "share groups coordinated here, per state",
+    "kafka_server_brokertopicmetrics_total_share_fetch_requests_total": (
+        "share fetch requests per topic (TotalShareFetchRequestsPerSec)"
+    ),
+    "kafka_server_brokertopicmetrics_failed_share_fetch_requests_total": (
+        "share fetch requests that failed, per topic (FailedShareFetchRequestsPerSec)"
+    ),
+    "kafka_server_brokertopicmetrics_total_share_acknowledgement_requests_total": (
+        "share acknowledgement requests per topic (TotalShareAcknowledgementRequestsPerSec)"
+    ),
+    "kafka_server_brokertopicmetrics_failed_share_acknowledgement_requests_total": (
+        "share acknowledgement requests that failed, per topic (FailedShareAcknowledgementRequestsPerSec)"
+    ),
+    "kafka_server_sharegroupmetrics_record_acknowledgements_total": (
+        "records acknowledged, per acknowledgement type (RecordAcknowledgementsPerSec)"
+    ),
+    "kafka_server_sharepartitionmetrics_acquisition_lock_timeout_total": (
+        "acquisition locks that expired, per share partition (AcquisitionLockTimeoutPerSec)"
+    ),
+    "kafka_server_sharepartitionmetrics_in_flight_message_count": (
+        "records in flight (from the share-partition start offset), per share partition (InFlightMessageCount)"
+    ),
+    "kafka_server_sharepartitionmetrics_start_offset": "a share partition's start offset (SPSO)",
+    "kafka_server_sharepartitionmetrics_records": "in-flight records of a share partition, per state",
     "kafka_log_log_size_bytes": "bytes in a partition's segments (kafka.log:type=Log,name=Size)",
     "kafka_log_log_end_offset": "a partition's log end offset (LogEndOffset)",
     "kafka_log_log_start_offset": "a partition's log start offset (LogStartOffset)",
@@ -297,6 +322,8 @@ class _Collector:
         yield lag_bytes
         yield current
 
+        yield from self._share(s)
+
         size = self._gauge("kafka_log_log_size_bytes", ["topic", "partition"])
         end = self._gauge("kafka_log_log_end_offset", ["topic", "partition"])
         start = self._gauge("kafka_log_log_start_offset", ["topic", "partition"])
@@ -319,6 +346,58 @@ class _Collector:
         yield end
         yield start
         yield segments
+
+    def _share(self, s: BrokerSource):
+        """Share groups (KIP-932): counts, requests, acknowledgements and each share partition."""
+        share_groups = s.share_groups()
+        count = self._gauge("kafka_server_group_coordinator_metrics_group_count", ["protocol"])
+        count.add_metric(["share"], len(share_groups))
+        yield count
+        states = self._gauge("kafka_server_group_coordinator_metrics_share_group_count", ["state"])
+        by_state = {"Empty": 0, "Stable": 0, "Dead": 0}
+        for group in share_groups:
+            by_state[group.state] = by_state.get(group.state, 0) + 1
+        for state, n in by_state.items():
+            states.add_metric([state], n)
+        yield states
+        metrics = s.share_metrics()
+        if metrics is not None:
+            for name, counts in (
+                ("kafka_server_brokertopicmetrics_total_share_fetch_requests_total", metrics.fetch_requests),
+                ("kafka_server_brokertopicmetrics_failed_share_fetch_requests_total", metrics.failed_fetch_requests),
+                (
+                    "kafka_server_brokertopicmetrics_total_share_acknowledgement_requests_total",
+                    metrics.acknowledgement_requests,
+                ),
+                (
+                    "kafka_server_brokertopicmetrics_failed_share_acknowledgement_requests_total",
+                    metrics.failed_acknowledgement_requests,
+                ),
+            ):
+                family = self._counter(name, ["topic"])
+                for topic, n in sorted(counts.items()):
+                    family.add_metric([topic], n)
+                yield family
+            acks = self._counter("kafka_server_sharegroupmetrics_record_acknowledgements_total", ["ack_type"])
+            for kind in ("Accept", "Release", "Reject", "Renew"):
+                acks.add_metric([kind], metrics.record_acknowledgements[kind])
+            yield acks
+        labels = ("group", "topic", "partition")
+        timeouts = self._counter("kafka_server_sharepartitionmetrics_acquisition_lock_timeout_total", labels)
+        in_flight = self._gauge("kafka_server_sharepartitionmetrics_in_flight_message_count", labels)
+        start = self._gauge("kafka_server_sharepartitionmetrics_start_offset", labels)
+        records = self._gauge("kafka_server_sharepartitionmetrics_records", [*labels, "state"])
+        for group, topic, index, sp in s.share_partitions():
+            key = (group, topic, index)
+            timeouts.add_metric(key, metrics.lock_timeouts[key] if metrics is not None else 0)
+            in_flight.add_metric(key, sp.in_flight())
+            start.add_metric(key, sp.start_offset)
+            for state, n in sp.counts().items():
+                records.add_metric([*key, state], n)
+        yield timeouts
+        yield in_flight
+        yield start
+        yield records
 
 
 async def collect(source: BrokerSource) -> list[_Family]:

@@ -311,6 +311,23 @@ class BrokerSource:
         kip848 = getattr(self._broker.groups, "consumer", None)
         return kip848.get(group_id) if kip848 is not None else None
 
+    def share_groups(self) -> list:
+        """Share groups (KIP-932) coordinated here."""
+        share = getattr(self._broker.groups, "share", None)
+        return sorted(share.groups.values(), key=lambda g: g.group_id) if share is not None else []
+
+    def share_partitions(self) -> list[tuple[str, str, int, Any]]:
+        """(group, topic, partition, SharePartition) of the share partitions this broker leads."""
+        manager = getattr(self._broker, "share", None)
+        if manager is None:
+            return []
+        return [(g, t, i, sp) for (g, t, i), sp in sorted(manager.partitions.items()) if sp.initialized]
+
+    def share_metrics(self) -> Any:
+        """The share-partition manager's counters (ShareMetrics), or None."""
+        manager = getattr(self._broker, "share", None)
+        return manager.metrics if manager is not None else None
+
     def consumer_session_timeout_ms(self) -> int:
         return self._broker.groups.consumer.settings.session_timeout_ms
 

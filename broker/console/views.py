@@ -228,6 +228,63 @@ class Views:
         use_kip848 = kip848 is not None and (bool(kip848.members) or classic is None or not classic.members)
         return classic, kip848, use_kip848
 
+    async def share_groups(self) -> list[dict]:
+        """Share groups (KIP-932): members and assignments (where coordinated here), and the share
+        partitions this broker leads for them: start offset, in flight by state, delivery counts."""
+        s = self.source
+        names = {}
+        groups = {g.group_id: g for g in s.share_groups()}
+        partitions: dict[str, list[dict]] = {}
+        pacer = Pacer()
+        for group_id, topic, index, sp in s.share_partitions():
+            await pacer.tick(sp.in_flight() + 1)
+            counts = sp.counts()
+            deliveries = [r.delivery_count for r in sp.records.values()]
+            partitions.setdefault(group_id, []).append(
+                {
+                    "topic": topic,
+                    "partition": index,
+                    "start_offset": sp.start_offset,
+                    "end_offset": sp.end_offset,
+                    "in_flight": sp.in_flight(),
+                    **counts,
+                    "max_delivery_count": max(deliveries, default=0),
+                    "redelivered": sum(1 for d in deliveries if d > 1),
+                }
+            )
+        out = []
+        for group_id in sorted(set(groups) | set(partitions)):
+            group = groups.get(group_id)
+            members = []
+            if group is not None:
+                for m in group.members.values():
+                    assigned = []
+                    for topic_id, parts in sorted(m.assignment.items()):
+                        if topic_id not in names:
+                            names[topic_id] = s.topic_name_by_id(topic_id) or topic_id.hex()
+                        assigned.append(f"{names[topic_id]}: {', '.join(map(str, sorted(parts)))}")
+                    members.append(
+                        {
+                            "member_id": m.member_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "member_epoch": m.member_epoch,
+                            "subscribed": sorted(m.subscribed),
+                            "assignment": assigned,
+                        }
+                    )
+            out.append(
+                {
+                    "group_id": group_id,
+                    "state": group.state if group is not None else "-",
+                    "group_epoch": group.group_epoch if group is not None else None,
+                    "assignment_epoch": group.assignment_epoch if group is not None else None,
+                    "members": members,
+                    "partitions": partitions.get(group_id, []),
+                }
+            )
+        return out
+
     async def groups(self) -> list[dict]:
         out = []
         pacer = Pacer()

@@ -229,6 +229,24 @@ class BrokerServer:
             on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None,
         )
         self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
+        self._build_share()
+
+    def _build_share(self) -> None:
+        """Share groups' data path: the share partitions and sessions, writing their state through
+        the persister (in memory until a durable share coordinator is wired here)."""
+        from strom.broker.coordinator.share.persister import InMemoryPersister
+        from strom.broker.replica.share_manager import SharePartitionManager, settings_from
+
+        assert self.groups is not None
+        self.share_persister = InMemoryPersister()
+        self.share = SharePartitionManager(
+            self.replicas,
+            self.share_persister,
+            settings_from(self.groups.group_configs),
+            self.config["group.share.max.share.sessions"],
+        )
+        self.groups.share.member_gone.append(self.share.member_gone)
+        self.groups.share.initialize_state = self.share.initialize_group_partitions
 
     def _start_txn(self) -> None:
         def client(host: str, port: int):
@@ -284,6 +302,7 @@ class BrokerServer:
             credentials=self.credentials,
             security=self.security,
             stats=self.stats,
+            share=self.share,
         )
         self.dispatcher.context = self.request_context
 
@@ -350,6 +369,7 @@ class BrokerServer:
                     self._expire_producers,
                 )
                 nursery.start_soon(self.groups.run)
+                nursery.start_soon(self.share.run)
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
                 await nursery.start(self.txn.run)

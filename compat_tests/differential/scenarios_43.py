@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from compat_tests.differential import scenarios as base
 from compat_tests.differential.harness import Scenario, served_within
 from compat_tests.differential.scenarios import STABLE, WORLD, A, create_topic, describe_configs_body, req, sc
+from compat_tests.differential.scenarios_share import share_scenarios
 
 # The versions Strom serves that Kafka 4.3.1 also serves and Kafka 4.0 does not: {api: (low, high)}.
 NEWER_THAN_4_0 = {
@@ -127,7 +128,7 @@ def config_checks() -> list[Scenario]:
 
 
 # The sections, in order. Share and streams groups add theirs here.
-SECTIONS: list[Callable[[], list[Scenario]]] = [newer_versions, config_checks]
+SECTIONS: list[Callable[[], list[Scenario]]] = [newer_versions, config_checks, share_scenarios]
 
 
 def all_scenarios_43() -> list[Scenario]:

@@ -1,0 +1,60 @@
+"""ShareGroupDescribe (KIP-932): a share group's state, epochs, assignor and members with their
+assignments (`kafka-share-groups.sh --describe --members`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.protocol.errors import ErrorCode
+from strom.protocol.schema import ApiKey
+
+from ..auth import Operation, ResourceType, allowed
+from ..request_context import RequestContext
+from ._common import OPERATIONS_NOT_REQUESTED
+
+# Kafka 4.3's operations on a group: READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+SHARE_GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
+
+API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
+VERSIONS = (1, 1)
+
+
+async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    wanted = body.include_authorized_operations
+    operations = SHARE_GROUP_AUTHORIZED_OPERATIONS if wanted else OPERATIONS_NOT_REQUESTED
+    groups = []
+    for g in body.group_ids:
+        if allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, g):
+            if wanted and ctx.authorizer is not None:
+                operations = ctx.authorizer.authorized_operations(ResourceType.GROUP, g)
+            described = ctx.groups.share.describe(g, operations)
+            if described["error_code"] != ErrorCode.NONE:
+                described["authorized_operations"] = OPERATIONS_NOT_REQUESTED  # as Kafka: none for a group not found
+            groups.append(described)
+        else:
+            groups.append(
+                {
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    "error_message": None,
+                    "group_id": g,
+                    "group_state": "",
+                    "group_epoch": 0,
+                    "assignment_epoch": 0,
+                    "assignor_name": "",
+                    "members": [],
+                    "authorized_operations": OPERATIONS_NOT_REQUESTED,
+                }
+            )
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+# ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
+from strom.protocol.connection import Request  # noqa: E402
+
+from ._error_response import default_error_response, finish  # noqa: E402
+
+
+def error_response(request: Request, code: ErrorCode, message: str | None = None) -> dict[str, Any] | None:
+    """The whole answer to ``request`` failing with ``code``: the code on each group."""
+    return finish(API_KEY, request, default_error_response(API_KEY, request, code), code, message)
