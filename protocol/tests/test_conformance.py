@@ -31,7 +31,7 @@ from strom.protocol.tests.helpers import (
     load_release_reference,
     sample_message,
 )
-from strom.tools.dev.gen_protocol_schema import RELEASE_FIELDS, RELEASE_VERSIONS
+from strom.tools.dev.gen_protocol_schema import KAFKA_4_3_APIS, RELEASE_FIELDS, RELEASE_VERSIONS, load_kafka_4_3
 
 REQUESTS = all_versions("request")
 RESPONSES = all_versions("response")
@@ -194,6 +194,8 @@ def _snapshot_max(ref: dict[str, Any]) -> int:
 def test_struct_layouts_match_reference(kind: str) -> None:
     checked = 0
     for api_key, version in all_versions(kind):
+        if api_spec(api_key).name in KAFKA_4_3_APIS:
+            continue  # test_kafka_4_3_apis_match_their_definitions
         ref = _reference_message(api_key, kind)
         if version > _snapshot_max(ref):
             continue  # a release version: test_release_versions_match_kafka_4_0_definitions
@@ -213,6 +215,8 @@ def test_struct_layouts_match_reference(kind: str) -> None:
 def test_version_ranges_match_reference() -> None:
     for api_key, _ in all_versions("request"):
         spec = api_spec(api_key)
+        if spec.name in KAFKA_4_3_APIS:
+            continue  # test_kafka_4_3_apis_match_their_definitions
         for kind in ("request", "response"):
             ref = _reference_message(api_key, kind)
             low, _, high = ref["validVersions"].partition("-")
@@ -228,7 +232,7 @@ def test_release_versions_match_kafka_4_0_definitions(kind: str) -> None:
     checked = []
     for api_key, version in all_versions(kind):
         name = api_spec(api_key).name
-        if version <= _snapshot_max(_reference_message(api_key, kind)):
+        if name in KAFKA_4_3_APIS or version <= _snapshot_max(_reference_message(api_key, kind)):
             continue
         ref = load_release_reference(name + kind.capitalize())
         if ref is None:
@@ -244,3 +248,18 @@ def test_release_versions_match_kafka_4_0_definitions(kind: str) -> None:
     assert sorted(checked) == sorted(RELEASE_VERSIONS.items())
     added = {api for api, k, *_ in RELEASE_FIELDS if k == kind}
     assert added <= {name for name, _ in checked}
+
+
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_kafka_4_3_apis_match_their_definitions(kind: str) -> None:
+    """The APIs taken from Kafka 4.3.1 (share groups) have exactly its versions and layouts."""
+    for name in KAFKA_4_3_APIS:
+        ref = load_kafka_4_3(name + kind.capitalize())
+        spec = api_spec(int(ref["apiKey"]))
+        low, _, high = ref["validVersions"].partition("-")
+        mine = getattr(spec, kind)
+        assert (spec.name, mine.min_version, mine.max_version) == (name, int(low), int(high or low))
+        structs = {s["name"]: s for s in ref.get("commonStructs", [])}
+        for version in range(int(low), int(high or low) + 1):
+            expected = _describe_ref(ref["fields"], structs, version, _in(ref["flexibleVersions"], version))
+            assert _describe_struct(message_struct(spec.api_key, version, kind)) == expected, f"{name} v{version}"

@@ -34,6 +34,12 @@ SCALAR_TYPES = INT_TYPES | {"float64", "string", "bytes", "records", "bool", "uu
 
 VersionRange = list[int | None] | None
 
+# APIs whose definitions are taken whole from Apache Kafka 4.3.1's client jar (beside the reference
+# brokers in ../shared/jvm) instead of the 4.0 snapshot: share groups, whose early-access v0 Kafka
+# 4.1 removed (KIP-932 made v1 the first stable version, 4.3 added v2 of ShareFetch/ShareAcknowledge).
+KAFKA_4_3_CLIENT_JAR = REPO_ROOT.parent / "shared" / "jvm" / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
+KAFKA_4_3_APIS = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge")
+
 # Versions Apache Kafka 4.0.0 (the release) defines beyond the reference snapshot (taken from 4.0's
 # trunk before the release). Produce v12 and TxnOffsetCommit v5 have the fields of the version
 # before them (the release's own definitions say so: "Version 12 is the same as version 11
@@ -249,6 +255,31 @@ def read_error_codes(path: Path) -> list[dict[str, Any]]:
     return sorted(({"code": int(r["code"]), "name": r["name"]} for r in rows), key=lambda e: e["code"])
 
 
+def load_kafka_4_3(name: str, jar: Path = KAFKA_4_3_CLIENT_JAR) -> dict[str, Any]:
+    """Message ``name``'s definition from Kafka 4.3.1's client jar (``common/message/``)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            text = archive.read(f"common/message/{name}.json").decode("utf-8")
+        return json.loads(strip_comments(text))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ReferenceError(f"{jar} ({name}): {exc}") from exc
+
+
+def use_kafka_4_3(apis: dict[int, dict[str, Any]]) -> None:
+    """Replace the KAFKA_4_3_APIS (in place) with Kafka 4.3.1's definitions of them."""
+    for api in KAFKA_4_3_APIS:
+        for kind in ("request", "response"):
+            msg = load_kafka_4_3(f"{api}{kind.capitalize()}")
+            key = int(msg["apiKey"])
+            converted = convert_message(msg, f"{api}{kind.capitalize()}.json (4.3.1)")
+            if kind == "request":
+                converted["latest_version_unstable"] = bool(msg.get("latestVersionUnstable", False))
+                converted["listeners"] = sorted(msg.get("listeners", []))
+            apis.setdefault(key, {"api_key": key, "name": api})[kind] = converted
+
+
 def generate(reference: Path) -> dict[str, Any]:
     """Build the whole schema document from a reference directory."""
     messages_dir = reference / "messages"
@@ -278,6 +309,7 @@ def generate(reference: Path) -> dict[str, Any]:
         if "request" not in entry or "response" not in entry:
             raise ReferenceError(f"api key {key} ({entry['name']}) lacks a request or response")
     add_release_fields(apis)
+    use_kafka_4_3(apis)
     return {
         "apis": [apis[k] for k in sorted(apis)],
         "headers": headers,
