@@ -38,7 +38,22 @@ VersionRange = list[int | None] | None
 # brokers in ../shared/jvm) instead of the 4.0 snapshot: share groups, whose early-access v0 Kafka
 # 4.1 removed (KIP-932 made v1 the first stable version, 4.3 added v2 of ShareFetch/ShareAcknowledge).
 KAFKA_4_3_CLIENT_JAR = REPO_ROOT.parent / "shared" / "jvm" / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
-KAFKA_4_3_APIS = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge")
+KAFKA_4_3_APIS = (
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    # the share coordinator's inter-broker APIs (4.3: WriteShareGroupState and
+    # ReadShareGroupStateSummary v1, KIP-1226) and the share admin APIs (new in 4.1)
+    "InitializeShareGroupState",
+    "ReadShareGroupState",
+    "WriteShareGroupState",
+    "DeleteShareGroupState",
+    "ReadShareGroupStateSummary",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
+)
 
 # Versions Apache Kafka 4.0.0 (the release) defines beyond the reference snapshot (taken from 4.0's
 # trunk before the release). Produce v12 and TxnOffsetCommit v5 have the fields of the version

@@ -35,14 +35,14 @@ from dataclasses import dataclass, field, replace
 import trio
 
 from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
+from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.share.records import (
     SNAPSHOT_KEY_TYPE,
     UPDATE_KEY_TYPE,
-    SharePartitionKey,
     ShareRecordError,
     SnapshotValue,
-    StateBatch,
     UpdateValue,
+    coordinator_key,
     decode_key,
     decode_snapshot,
     decode_update,
@@ -184,7 +184,7 @@ class ShareCoordinator:
         return count if count is not None else self.settings.num_partitions
 
     def partition_of(self, key: SharePartitionKey | str) -> int:
-        text = key if isinstance(key, str) else key.coordinator_key()
+        text = key if isinstance(key, str) else coordinator_key(key)
         return partition_for(text, self.num_partitions())
 
     def coordinator_of(self, coordinator_key: str) -> int | None:
@@ -527,11 +527,11 @@ class ShareCoordinator:
         try:
             pending = self.runtime.append(SHARE_GROUP_STATE_TOPIC, index, data)
         except (StorageError, OSError) as exc:
-            log.error("could not write the share state of %s: %s", key.coordinator_key(), exc)
+            log.error("could not write the share state of %s: %s", coordinator_key(key), exc)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         (code,) = await self.runtime.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) is not owned:
-            log.info("share state of %s not written: %s-%d leadership lost", key.coordinator_key(), SHARE_GROUP_STATE_TOPIC, index)
+            log.info("share state of %s not written: %s-%d leadership lost", coordinator_key(key), SHARE_GROUP_STATE_TOPIC, index)
             return _error(ErrorCode.NOT_COORDINATOR)
         if code != ErrorCode.NONE:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -19,9 +19,11 @@ of a ShareSnapshot key deletes the share-partition's state. The facts come from 
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any
 
+from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.protocol.internal_records import InternalRecordError, RecordCodec, Schemas, version_of
 from strom.protocol.internal_records import field as _f
 
@@ -81,29 +83,10 @@ _SCHEMAS: Schemas = {
 _CODEC = RecordCodec(_SCHEMAS, ShareRecordError)
 
 
-@dataclass(frozen=True, order=True)
-class StateBatch:
-    """A run of offsets in one delivery state (Kafka's PersisterStateBatch): 0 available,
-    2 acknowledged, 4 archived."""
-
-    first_offset: int
-    last_offset: int
-    delivery_state: int
-    delivery_count: int
-
-
-@dataclass(frozen=True)
-class SharePartitionKey:
-    """A share-partition: a share group's view of one topic partition (by topic id)."""
-
-    group_id: str
-    topic_id: bytes
-    partition: int
-
-    def coordinator_key(self) -> str:
-        """``group:topicId:partition``, what FindCoordinator (key type SHARE) and the partition
-        choice hash (Kafka's SharePartitionKey.asCoordinatorKey)."""
-        return f"{self.group_id}:{uuid_string(self.topic_id)}:{self.partition}"
+def coordinator_key(key: SharePartitionKey) -> str:
+    """``group:topicId:partition``, what FindCoordinator (key type SHARE) names and the choice of
+    `__share_group_state` partition hashes (Kafka's SharePartitionKey.asCoordinatorKey)."""
+    return f"{key.group_id}:{uuid_string(key.topic_id)}:{key.partition}"
 
 
 @dataclass(frozen=True)
@@ -129,8 +112,6 @@ class UpdateValue:
 
 def uuid_string(raw: bytes) -> str:
     """Kafka's Uuid.toString: URL-safe base64 without padding."""
-    import base64
-
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 

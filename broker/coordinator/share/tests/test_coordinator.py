@@ -13,10 +13,10 @@ from strom.broker.coordinator.share.coordinator import (
 from strom.broker.coordinator.share.records import (
     SNAPSHOT_KEY_TYPE,
     UPDATE_KEY_TYPE,
-    SharePartitionKey,
-    StateBatch,
+    coordinator_key,
     decode_key,
 )
+from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.tests.memory_runtime import MemoryRuntime
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
@@ -155,5 +155,5 @@ def test_partition_of_hashes_the_coordinator_key() -> None:
 
     coordinator = ShareCoordinator(MemoryRuntime(), ShareCoordinatorSettings())
     key = SharePartitionKey("group", bytes(16), 1)
-    assert key.coordinator_key() == "group:AAAAAAAAAAAAAAAAAAAAAA:1"
+    assert coordinator_key(key) == "group:AAAAAAAAAAAAAAAAAAAAAA:1"
     assert coordinator.partition_of(key) == partition_for("group:AAAAAAAAAAAAAAAAAAAAAA:1", 50)

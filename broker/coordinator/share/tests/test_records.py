@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.share.records import (
-    SharePartitionKey,
     ShareRecordError,
     SnapshotValue,
-    StateBatch,
     UpdateValue,
     decode_key,
     decode_snapshot,
