@@ -117,8 +117,21 @@ class StateResult:
     delivery_complete_count: int = UNINITIALIZED_DELIVERY_COMPLETE_COUNT
 
 
+# Kafka's messages for the errors the share coordinator answers with (its Errors table)
+KAFKA_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
+    ErrorCode.FENCED_STATE_EPOCH: "The share coordinator rejected the request because the share-group state epoch "
+    "did not match.",
+}
+
+
 def _error(code: ErrorCode, message: str | None = None) -> StateResult:
-    return StateResult(code, message if message is not None else code.name)
+    """An error answer; its other fields are zeros, as Kafka's error answers carry."""
+    return StateResult(code, message if message is not None else KAFKA_MESSAGES.get(code, code.name), start_offset=0)
 
 
 def combine_batches(
@@ -171,8 +184,6 @@ class ShareCoordinator:
         self.runtime = runtime
         self.settings = settings
         self.states: dict[SharePartitionKey, ShareGroupOffset] = {}
-        self.leader_epochs: dict[SharePartitionKey, int] = {}
-        self.state_epochs: dict[SharePartitionKey, int] = {}
         self.update_counts: dict[SharePartitionKey, int] = {}  # ShareUpdates since the last snapshot
         self.owned: dict[int, _Partition] = {}
         self.loading: set[int] = set()
@@ -246,8 +257,7 @@ class ShareCoordinator:
         self.active = False
 
     def _keys_of(self, index: int) -> list[SharePartitionKey]:
-        keys = set(self.states) | set(self.leader_epochs) | set(self.state_epochs) | set(self.update_counts)
-        return [k for k in keys if self.partition_of(k) == index]
+        return [k for k in set(self.states) | set(self.update_counts) if self.partition_of(k) == index]
 
     def _drop_partition(self, index: int) -> None:
         for key in self._keys_of(index):
@@ -255,8 +265,6 @@ class ShareCoordinator:
 
     def _forget(self, key: SharePartitionKey) -> None:
         self.states.pop(key, None)
-        self.leader_epochs.pop(key, None)
-        self.state_epochs.pop(key, None)
         self.update_counts.pop(key, None)
 
     def _load_partition(self, index: int) -> None:
@@ -291,14 +299,7 @@ class ShareCoordinator:
         except ShareRecordError as exc:
             log.warning("skipping an unreadable %s record: %s", SHARE_GROUP_STATE_TOPIC, exc)
 
-    def _raise_epochs(self, key: SharePartitionKey, leader_epoch: int, state_epoch: int | None) -> None:
-        if leader_epoch > self.leader_epochs.get(key, leader_epoch - 1):
-            self.leader_epochs[key] = leader_epoch
-        if state_epoch is not None and state_epoch > self.state_epochs.get(key, state_epoch - 1):
-            self.state_epochs[key] = state_epoch
-
     def _apply_snapshot(self, key: SharePartitionKey, v: SnapshotValue) -> None:
-        self._raise_epochs(key, v.leader_epoch, v.state_epoch)
         self.states[key] = ShareGroupOffset(
             v.snapshot_epoch,
             v.state_epoch,
@@ -312,7 +313,6 @@ class ShareCoordinator:
         self.update_counts[key] = 0
 
     def _apply_update(self, key: SharePartitionKey, v: UpdateValue) -> None:
-        self._raise_epochs(key, v.leader_epoch, None)
         current = self.states.get(key)
         if current is None:  # an update with no snapshot before it (its snapshot was pruned): as Kafka
             self.states[key] = ShareGroupOffset(
@@ -340,8 +340,6 @@ class ShareCoordinator:
         return None
 
     def _request_error(self, key: SharePartitionKey) -> StateResult | None:
-        if not key.group_id:
-            return _error(ErrorCode.INVALID_REQUEST, "Group id must be specified and non-empty.")
         if key.topic_id == bytes(16):
             return _error(ErrorCode.INVALID_REQUEST, "The topic id cannot be null.")
         if key.partition < 0:
@@ -357,6 +355,11 @@ class ShareCoordinator:
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     # ------------------------------------------------------------------ operations
+    # Kafka 4.3's answers, as its share coordinator gives them: reads and writes of a share-partition
+    # nobody initialized are INVALID_REQUEST; the leader epoch a state records is the one of the
+    # last read by a share-partition leader (an initialization sets 0), a write with an older one is
+    # FENCED_LEADER_EPOCH, and writes leave it as it is; a write carries no state epoch of its own
+    # (an older one is FENCED_STATE_EPOCH); a summary ignores the leader epoch it is asked with.
     async def write_state(
         self,
         key: SharePartitionKey,
@@ -371,50 +374,41 @@ class ShareCoordinator:
         if error is not None:
             return error
         async with self.owned[self.partition_of(key)].lock:
-            if key in self.leader_epochs and self.leader_epochs[key] > leader_epoch:
+            current = self.states.get(key)
+            if current is None:
+                return _error(ErrorCode.INVALID_REQUEST, "Write operation on uninitialized share partition not allowed.")
+            if current.leader_epoch > leader_epoch:
                 return _error(ErrorCode.FENCED_LEADER_EPOCH)
-            if key in self.state_epochs and self.state_epochs[key] > state_epoch:
+            if current.state_epoch > state_epoch:
                 return _error(ErrorCode.FENCED_STATE_EPOCH)
             error = self._topic_error(key)
             if error is not None:
                 return error
-            record = self._state_record(key, state_epoch, leader_epoch, start_offset, batches, delivery_complete_count)
+            record = self._state_record(key, current, start_offset, batches, delivery_complete_count)
             return await self._write(key, [record])
 
     def _state_record(
         self,
         key: SharePartitionKey,
-        state_epoch: int,
-        leader_epoch: int,
+        current: ShareGroupOffset,
         start_offset: int,
         batches: Sequence[StateBatch],
         delivery_complete_count: int,
+        leader_epoch: int | None = None,
     ) -> tuple[bytes, bytes]:
-        current = self.states.get(key)
-        now = self.runtime.now_ms()
-        if current is None:
-            return encode_key(key, SNAPSHOT_KEY_TYPE), encode_snapshot(
-                SnapshotValue(
-                    0,
-                    state_epoch,
-                    leader_epoch,
-                    start_offset,
-                    now,
-                    now,
-                    combine_batches((), batches, start_offset),
-                    delivery_complete_count,
-                )
-            )
+        """A ShareUpdate with what changed, or a whole ShareSnapshot once enough updates were written
+        since the last one."""
+        leader = current.leader_epoch if leader_epoch is None else leader_epoch
         if self.update_counts.get(key, 0) >= self.settings.snapshot_update_records:
             start = current.start_offset if start_offset == -1 else start_offset
             return encode_key(key, SNAPSHOT_KEY_TYPE), encode_snapshot(
                 SnapshotValue(
                     current.snapshot_epoch + 1,
-                    current.state_epoch if state_epoch == -1 else state_epoch,
-                    current.leader_epoch if leader_epoch == -1 else leader_epoch,
+                    current.state_epoch,
+                    leader,
                     start,
                     current.create_timestamp,
-                    now,
+                    self.runtime.now_ms(),
                     combine_batches(current.state_batches, batches, start),
                     delivery_complete_count,
                 )
@@ -422,7 +416,7 @@ class ShareCoordinator:
         return encode_key(key, UPDATE_KEY_TYPE), encode_update(
             UpdateValue(
                 current.snapshot_epoch,
-                leader_epoch,
+                leader,
                 start_offset,
                 combine_batches((), batches, start_offset),
                 delivery_complete_count,
@@ -431,21 +425,21 @@ class ShareCoordinator:
 
     async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> StateResult:
         """ReadShareGroupState: the state, as the share-partition leader starts from it. A leader
-        epoch above the recorded one is recorded (written), so an older leader is fenced after."""
+        epoch other than the recorded one is recorded (written), so an older leader is fenced after."""
         error = self._request_error(key)
         if error is not None:
             return error
         async with self.owned[self.partition_of(key)].lock:
-            if key in self.leader_epochs and self.leader_epochs[key] > leader_epoch:
+            current = self.states.get(key)
+            if current is None:
+                return _error(ErrorCode.INVALID_REQUEST, "Read operation on uninitialized share partition not allowed.")
+            if current.leader_epoch > leader_epoch and leader_epoch != -1:
                 return _error(ErrorCode.FENCED_LEADER_EPOCH)
             error = self._topic_error(key)
             if error is not None:
                 return error
-            current = self.states.get(key)
-            if current is None:
-                return StateResult()
             if leader_epoch != -1 and leader_epoch != current.leader_epoch:
-                record = self._state_record(key, -1, leader_epoch, -1, (), current.delivery_complete_count)
+                record = self._state_record(key, current, -1, (), current.delivery_complete_count, leader_epoch)
                 written = await self._write(key, [record])
                 if written.error != ErrorCode.NONE:
                     return written
@@ -474,33 +468,37 @@ class ShareCoordinator:
         )
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> StateResult:
-        """InitializeShareGroupState: a new state epoch and start offset, no batches (a new share
-        group's partition, or offsets altered by an admin). An older state epoch is fenced."""
+        """InitializeShareGroupState: a state epoch and start offset, no batches, leader epoch 0 (a
+        share group's new partition, or offsets altered by an admin). An older state epoch is fenced."""
         error = self._request_error(key)
         if error is not None:
             return error
         async with self.owned[self.partition_of(key)].lock:
-            if key in self.state_epochs and self.state_epochs[key] > state_epoch:
+            current = self.states.get(key)
+            if current is not None and current.state_epoch > state_epoch:
                 return _error(ErrorCode.FENCED_STATE_EPOCH)
             error = self._topic_error(key)
             if error is not None:
                 return error
-            current = self.states.get(key)
             now = self.runtime.now_ms()
+            # nothing past the new start offset is delivered yet; after a reset to a new state epoch
+            # Kafka 4.3 answers the count as unknown
+            fresh = current is None or current.state_epoch == state_epoch
             value = SnapshotValue(
                 0 if current is None else current.snapshot_epoch + 1,
                 state_epoch,
-                -1 if current is None else current.leader_epoch,
+                DEFAULT_LEADER_EPOCH,
                 start_offset,
                 now,
                 now,
                 (),
+                0 if fresh else UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
             )
             return await self._write(key, [(encode_key(key, SNAPSHOT_KEY_TYPE), encode_snapshot(value))])
 
     async def delete_state(self, key: SharePartitionKey) -> StateResult:
         """DeleteShareGroupState: a tombstone for the share-partition's state."""
-        error = self._request_error(key)
+        error = self._request_error(key) or self._topic_error(key)
         if error is not None:
             return error
         async with self.owned[self.partition_of(key)].lock:

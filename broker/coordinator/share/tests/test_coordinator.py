@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strom.broker.coordinator.share.coordinator import (
+    KAFKA_MESSAGES,
     SHARE_GROUP_STATE_TOPIC,
     ShareCoordinator,
     ShareCoordinatorSettings,
@@ -62,53 +63,90 @@ def test_combine_batches(so_far, new, start, expected) -> None:
     assert [tuple(vars(b).values()) for b in got] == expected
 
 
-async def test_write_then_read_gives_the_state() -> None:
+async def test_uninitialized_share_partitions_cannot_be_read_or_written() -> None:
     coordinator = await _coordinator()
-    assert (await coordinator.read_state(KEY, 0)).start_offset == -1  # nothing yet: uninitialized
-    result = await coordinator.write_state(KEY, 0, 0, 0, [StateBatch(0, 4, ACKNOWLEDGED, 1)])
-    assert result.error == ErrorCode.NONE
-    result = await coordinator.write_state(KEY, 0, 0, 5, [StateBatch(5, 9, AVAILABLE, 1)])
+    read = await coordinator.read_state(KEY, 0)
+    assert (read.error, read.message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Read operation on uninitialized share partition not allowed.",
+    )
+    assert (await coordinator.write_state(KEY, 0, 0, 0, [])).error == ErrorCode.INVALID_REQUEST
+    summary = coordinator.read_state_summary(KEY)  # a summary answers "uninitialized"
+    assert (summary.error, summary.state_epoch, summary.leader_epoch, summary.start_offset) == (ErrorCode.NONE, 0, 0, -1)
+    assert (await coordinator.delete_state(KEY)).error == ErrorCode.NONE
+
+
+async def test_initialize_write_then_read_gives_the_state() -> None:
+    coordinator = await _coordinator()
+    assert (await coordinator.initialize_state(KEY, 0, 0)).error == ErrorCode.NONE
+    assert (await coordinator.write_state(KEY, 0, 0, 0, [StateBatch(0, 4, ACKNOWLEDGED, 1)])).error == ErrorCode.NONE
+    assert (await coordinator.write_state(KEY, 0, 0, 5, [StateBatch(5, 9, AVAILABLE, 1)])).error == ErrorCode.NONE
     read = await coordinator.read_state(KEY, 0)
     assert (read.error, read.start_offset, read.state_epoch) == (ErrorCode.NONE, 5, 0)
     assert read.state_batches == (StateBatch(5, 9, AVAILABLE, 1),)
 
 
+async def test_overlapping_writes_merge_as_kafka_4_3_does() -> None:
+    """The answer the reference broker gave to these three writes (see docs/share-coordinator.md)."""
+    coordinator = await _coordinator()
+    await coordinator.initialize_state(KEY, 0, 0)
+    await coordinator.write_state(KEY, 0, 2, 0, [StateBatch(0, 9, AVAILABLE, 1)])
+    await coordinator.write_state(KEY, 0, 2, -1, [StateBatch(3, 4, ACKNOWLEDGED, 1)])
+    await coordinator.write_state(KEY, 0, 2, -1, [StateBatch(2, 6, AVAILABLE, 2), StateBatch(5, 5, ARCHIVED, 1)])
+    read = await coordinator.read_state(KEY, 2)
+    assert read.state_batches == (
+        StateBatch(0, 1, AVAILABLE, 1),
+        StateBatch(2, 6, AVAILABLE, 2),
+        StateBatch(7, 9, AVAILABLE, 1),
+    )
+    # a start offset moved back keeps what lies past it, cut at the new start
+    await coordinator.write_state(KEY, 0, 2, 4, [])
+    assert (await coordinator.read_state(KEY, 2)).state_batches[0] == StateBatch(4, 6, AVAILABLE, 2)
+
+
 async def test_snapshots_every_n_updates_and_reload_gives_the_same_state() -> None:
     coordinator = await _coordinator(per_snapshot=2)
     index = coordinator.partition_of(KEY)
-    for i in range(6):
-        assert (await coordinator.write_state(KEY, 0, 1, i, [StateBatch(i, i, ACKNOWLEDGED, 1)])).error == ErrorCode.NONE
+    await coordinator.initialize_state(KEY, 0, 0)
+    for i in range(5):
+        result = await coordinator.write_state(KEY, 0, 0, i, [StateBatch(i, i, ACKNOWLEDGED, 1)])
+        assert result.error == ErrorCode.NONE
     S, U = SNAPSHOT_KEY_TYPE, UPDATE_KEY_TYPE
     assert _record_types(coordinator.runtime, index) == [S, U, U, S, U, U]  # type: ignore[arg-type]
     before = coordinator.states[KEY]
-    assert before.snapshot_epoch == 1 and before.start_offset == 5
-    assert before.state_batches == (StateBatch(5, 5, ACKNOWLEDGED, 1),)
+    assert before.snapshot_epoch == 1 and before.start_offset == 4
+    assert before.state_batches == (StateBatch(4, 4, ACKNOWLEDGED, 1),)
     again = await _coordinator(coordinator.runtime)  # type: ignore[arg-type]
     assert again.states == coordinator.states
     assert again.update_counts == coordinator.update_counts
-    assert again.leader_epochs == coordinator.leader_epochs
 
 
-async def test_leader_and_state_epochs_fence_older_writers() -> None:
+async def test_reads_record_the_leader_epoch_and_fence_older_leaders() -> None:
     coordinator = await _coordinator()
-    assert (await coordinator.write_state(KEY, 1, 5, 0, [])).error == ErrorCode.NONE
+    await coordinator.initialize_state(KEY, 1, 0)
+    # writes leave the recorded leader epoch alone (Kafka 4.3: a write of epoch 3 then one of 2 pass)
+    assert (await coordinator.write_state(KEY, 1, 3, 0, [])).error == ErrorCode.NONE
+    assert (await coordinator.write_state(KEY, 1, 2, 0, [])).error == ErrorCode.NONE
+    assert coordinator.read_state_summary(KEY).leader_epoch == 0
+    assert (await coordinator.read_state(KEY, 5)).error == ErrorCode.NONE
+    assert coordinator.read_state_summary(KEY).leader_epoch == 5
     assert (await coordinator.write_state(KEY, 1, 4, 0, [])).error == ErrorCode.FENCED_LEADER_EPOCH
-    assert (await coordinator.write_state(KEY, 0, 5, 0, [])).error == ErrorCode.FENCED_STATE_EPOCH
     assert (await coordinator.read_state(KEY, 4)).error == ErrorCode.FENCED_LEADER_EPOCH
-    # a new leader reading with a higher epoch is recorded: the old one is fenced from then on
-    assert (await coordinator.read_state(KEY, 7)).leader_epoch == 7
-    assert (await coordinator.write_state(KEY, 1, 5, 0, [])).error == ErrorCode.FENCED_LEADER_EPOCH
-    assert (await _coordinator(coordinator.runtime)).leader_epochs[KEY] == 7  # type: ignore[arg-type]
+    assert (await coordinator.write_state(KEY, 0, 5, 0, [])).error == ErrorCode.FENCED_STATE_EPOCH
+    assert (await _coordinator(coordinator.runtime)).states[KEY].leader_epoch == 5  # type: ignore[arg-type]
 
 
 async def test_initialize_summary_and_delete() -> None:
     coordinator = await _coordinator()
-    await coordinator.write_state(KEY, 0, 0, 0, [StateBatch(0, 3, ACKNOWLEDGED, 1)])
+    await coordinator.initialize_state(KEY, 0, 0)
+    await coordinator.write_state(KEY, 0, 0, 0, [StateBatch(0, 3, ACKNOWLEDGED, 1)], 4)
+    assert coordinator.read_state_summary(KEY).delivery_complete_count == 4
     assert (await coordinator.initialize_state(KEY, 2, 100)).error == ErrorCode.NONE
     summary = coordinator.read_state_summary(KEY)
-    assert (summary.state_epoch, summary.start_offset) == (2, 100)
+    assert (summary.state_epoch, summary.start_offset, summary.delivery_complete_count) == (2, 100, -1)
     assert (await coordinator.read_state(KEY, 0)).state_batches == ()
-    assert (await coordinator.initialize_state(KEY, 1, 0)).error == ErrorCode.FENCED_STATE_EPOCH
+    fenced = await coordinator.initialize_state(KEY, 1, 0)
+    assert (fenced.error, fenced.message) == (ErrorCode.FENCED_STATE_EPOCH, KAFKA_MESSAGES[ErrorCode.FENCED_STATE_EPOCH])
     assert (await coordinator.delete_state(KEY)).error == ErrorCode.NONE
     assert coordinator.read_state_summary(KEY).start_offset == -1
     assert KEY not in (await _coordinator(coordinator.runtime)).states  # type: ignore[arg-type]
@@ -117,7 +155,8 @@ async def test_initialize_summary_and_delete() -> None:
 async def test_unknown_topic_and_bad_requests() -> None:
     coordinator = await _coordinator()
     unknown = SharePartitionKey("g1", b"x" * 16, 0)
-    assert (await coordinator.write_state(unknown, 0, 0, 0, [])).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (await coordinator.initialize_state(unknown, 0, 0)).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (await coordinator.delete_state(unknown)).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     past = SharePartitionKey("g1", TOPIC_ID, 2)  # orders has partitions 0 and 1
     assert coordinator.read_state_summary(past).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     negative = SharePartitionKey("g1", TOPIC_ID, -1)
@@ -128,6 +167,7 @@ async def test_leadership_moves_away_and_back() -> None:
     coordinator = await _coordinator()
     runtime = coordinator.runtime
     index = coordinator.partition_of(KEY)
+    await coordinator.initialize_state(KEY, 0, 3)
     await coordinator.write_state(KEY, 0, 0, 3, [StateBatch(3, 4, ACKNOWLEDGED, 1)])
     runtime.follow(SHARE_GROUP_STATE_TOPIC, index)  # type: ignore[attr-defined]
     coordinator.follow_leadership()
@@ -143,7 +183,7 @@ async def test_a_write_not_replicated_in_time_leaves_memory_as_it_was(autojump_c
     coordinator = await _coordinator()
     runtime = coordinator.runtime
     index = coordinator.partition_of(KEY)
-    await coordinator.write_state(KEY, 0, 0, 0, [])
+    await coordinator.initialize_state(KEY, 0, 0)
     runtime.hold_replication(SHARE_GROUP_STATE_TOPIC, index)  # type: ignore[attr-defined]
     result = await coordinator.write_state(KEY, 0, 0, 9, [])
     assert result.error == ErrorCode.COORDINATOR_NOT_AVAILABLE
