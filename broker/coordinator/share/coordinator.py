@@ -50,6 +50,7 @@ from strom.broker.coordinator.share.records import (
     encode_snapshot,
     encode_update,
 )
+from strom.broker.errors import TopicError
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch, partition_for
 from strom.protocol.records.batch import iter_records
@@ -159,9 +160,14 @@ def combine_batches(
             continue
         count, state = -heap[0][0], -heap[0][1]
         first = max(start, start_offset)
-        if out and out[-1].last_offset + 1 == first and (out[-1].delivery_state, out[-1].delivery_count) == (
-            state,
-            count,
+        if (
+            out
+            and out[-1].last_offset + 1 == first
+            and (out[-1].delivery_state, out[-1].delivery_count)
+            == (
+                state,
+                count,
+            )
         ):
             out[-1] = replace(out[-1], last_offset=end - 1)
         else:
@@ -210,19 +216,22 @@ class ShareCoordinator:
         if self.runtime.partition_count(SHARE_GROUP_STATE_TOPIC) is not None:
             return
         s = self.settings
-        await self.runtime.create_internal_topic(
-            SHARE_GROUP_STATE_TOPIC,
-            s.num_partitions,
-            s.replication_factor,
-            {
-                "cleanup.policy": "delete",
-                "retention.ms": "-1",
-                "segment.bytes": str(s.segment_bytes),
-                "min.insync.replicas": str(s.min_isr),
-                "compression.type": "producer",
-                "unclean.leader.election.enable": "false",
-            },
-        )
+        try:
+            await self.runtime.create_internal_topic(
+                SHARE_GROUP_STATE_TOPIC,
+                s.num_partitions,
+                s.replication_factor,
+                {  # Kafka 4.3's overrides of the topic (DescribeConfigs of the reference's)
+                    "cleanup.policy": "delete",
+                    "retention.ms": "-1",
+                    "segment.bytes": str(s.segment_bytes),
+                    "min.insync.replicas": str(s.min_isr),
+                    "compression.type": "producer",
+                },
+            )
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
 
     def load(self) -> None:
         """Standalone start-up: coordinate every partition of `__share_group_state` there is."""
@@ -376,7 +385,9 @@ class ShareCoordinator:
         async with self.owned[self.partition_of(key)].lock:
             current = self.states.get(key)
             if current is None:
-                return _error(ErrorCode.INVALID_REQUEST, "Write operation on uninitialized share partition not allowed.")
+                return _error(
+                    ErrorCode.INVALID_REQUEST, "Write operation on uninitialized share partition not allowed."
+                )
             if current.leader_epoch > leader_epoch:
                 return _error(ErrorCode.FENCED_LEADER_EPOCH)
             if current.state_epoch > state_epoch:
@@ -529,7 +540,12 @@ class ShareCoordinator:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         (code,) = await self.runtime.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) is not owned:
-            log.info("share state of %s not written: %s-%d leadership lost", coordinator_key(key), SHARE_GROUP_STATE_TOPIC, index)
+            log.info(
+                "share state of %s not written: %s-%d leadership lost",
+                coordinator_key(key),
+                SHARE_GROUP_STATE_TOPIC,
+                index,
+            )
             return _error(ErrorCode.NOT_COORDINATOR)
         if code != ErrorCode.NONE:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -11,13 +11,13 @@ from strom.broker.coordinator.share.coordinator import (
     ShareCoordinatorSettings,
     combine_batches,
 )
+from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.share.records import (
     SNAPSHOT_KEY_TYPE,
     UPDATE_KEY_TYPE,
     coordinator_key,
     decode_key,
 )
-from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.tests.memory_runtime import MemoryRuntime
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_records
@@ -29,7 +29,9 @@ KEY = SharePartitionKey("g1", TOPIC_ID, 0)
 
 async def _coordinator(runtime: MemoryRuntime | None = None, per_snapshot: int = 3) -> ShareCoordinator:
     runtime = runtime or MemoryRuntime(other_topics={"orders": 2})
-    coordinator = ShareCoordinator(runtime, ShareCoordinatorSettings(num_partitions=3, snapshot_update_records=per_snapshot))
+    coordinator = ShareCoordinator(
+        runtime, ShareCoordinatorSettings(num_partitions=3, snapshot_update_records=per_snapshot)
+    )
     await coordinator.ensure_topic()
     coordinator.load()
     return coordinator
@@ -72,7 +74,12 @@ async def test_uninitialized_share_partitions_cannot_be_read_or_written() -> Non
     )
     assert (await coordinator.write_state(KEY, 0, 0, 0, [])).error == ErrorCode.INVALID_REQUEST
     summary = coordinator.read_state_summary(KEY)  # a summary answers "uninitialized"
-    assert (summary.error, summary.state_epoch, summary.leader_epoch, summary.start_offset) == (ErrorCode.NONE, 0, 0, -1)
+    assert (summary.error, summary.state_epoch, summary.leader_epoch, summary.start_offset) == (
+        ErrorCode.NONE,
+        0,
+        0,
+        -1,
+    )
     assert (await coordinator.delete_state(KEY)).error == ErrorCode.NONE
 
 
@@ -146,7 +153,10 @@ async def test_initialize_summary_and_delete() -> None:
     assert (summary.state_epoch, summary.start_offset, summary.delivery_complete_count) == (2, 100, -1)
     assert (await coordinator.read_state(KEY, 0)).state_batches == ()
     fenced = await coordinator.initialize_state(KEY, 1, 0)
-    assert (fenced.error, fenced.message) == (ErrorCode.FENCED_STATE_EPOCH, KAFKA_MESSAGES[ErrorCode.FENCED_STATE_EPOCH])
+    assert (fenced.error, fenced.message) == (
+        ErrorCode.FENCED_STATE_EPOCH,
+        KAFKA_MESSAGES[ErrorCode.FENCED_STATE_EPOCH],
+    )
     assert (await coordinator.delete_state(KEY)).error == ErrorCode.NONE
     assert coordinator.read_state_summary(KEY).start_offset == -1
     assert KEY not in (await _coordinator(coordinator.runtime)).states  # type: ignore[arg-type]

@@ -32,10 +32,22 @@ def test_snapshot_value_layout_with_the_tagged_delivery_complete_count() -> None
     data = encode_snapshot(value)
     assert data.hex() == (
         "0000"  # value version 0
-        "00000001" "00000002" "00000003" "000000000000000a"  # snapshot, state, leader epoch; start
-        "0000000000000005" "0000000000000006"  # create, write timestamps
-        "02" "000000000000000a" "000000000000000c" "02" "0001" "00"  # one batch (compact array)
-        "01" "00" "04" "00000007"  # tagged fields: tag 0, 4 bytes
+        "00000001"
+        "00000002"
+        "00000003"
+        "000000000000000a"  # snapshot, state, leader epoch; start
+        "0000000000000005"
+        "0000000000000006"  # create, write timestamps
+        "02"
+        "000000000000000a"
+        "000000000000000c"
+        "02"
+        "0001"
+        "00"  # one batch (compact array)
+        "01"
+        "00"
+        "04"
+        "00000007"  # tagged fields: tag 0, 4 bytes
     )
     assert decode_snapshot(data) == value
     default = SnapshotValue(0, 0, 0, 0, 0, 0, ())
