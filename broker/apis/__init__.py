@@ -21,6 +21,7 @@ from . import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -31,6 +32,7 @@ from . import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_share_group_state,
     delete_topics,
     describe_acls,
@@ -40,6 +42,7 @@ from . import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -129,6 +132,9 @@ MODULES: list[ModuleType] = [
     write_share_group_state,
     delete_share_group_state,
     read_share_group_state_summary,
+    describe_share_group_offsets,
+    alter_share_group_offsets,
+    delete_share_group_offsets,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

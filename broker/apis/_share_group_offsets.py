@@ -1,0 +1,72 @@
+"""What the three share admin APIs share: the group coordinator's share groups as
+`coordinator.share.admin.ShareGroupDirectory`, the `ShareGroupOffsetsAdmin` over them and the
+persister, and the group coordinator's own checks (is the group coordinated here, loaded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strom.broker.coordinator.share.admin import ShareGroupLike, ShareGroupOffsetsAdmin
+from strom.protocol.errors import ErrorCode
+
+from ..request_context import RequestContext
+
+COORDINATOR_MESSAGES = {
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+}
+
+
+class GroupDirectory:
+    """The group coordinator's share groups (``groups.share``, KIP-932) and its other groups."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self.groups = ctx.groups
+        self.share = getattr(ctx.groups, "share", None)  # the share groups, where the coordinator has them
+
+    def get(self, group_id: str) -> ShareGroupLike | None:
+        return self.share.get(group_id) if self.share is not None else None
+
+    def create(self, group_id: str) -> ShareGroupLike:
+        if self.share is None or not hasattr(self.share, "create"):
+            raise LookupError("this group coordinator keeps no share groups")
+        group: ShareGroupLike = self.share.create(group_id)
+        return group
+
+    def other_kind(self, group_id: str) -> bool:
+        store = self.groups.store
+        return store.consumer.get(group_id) is not None or store.classic_group(group_id) is not None
+
+
+def end_offset(ctx: RequestContext, topic: str, index: int) -> int | None:
+    partition = ctx.replica_manager.partition(topic, index)
+    return None if partition is None else partition.high_watermark
+
+
+def admin(ctx: RequestContext) -> ShareGroupOffsetsAdmin | None:
+    """The admin logic, or None where this broker has no share persister."""
+    persister = ctx.share_persister
+    if persister is None:
+        return None
+    return ShareGroupOffsetsAdmin(
+        GroupDirectory(ctx),
+        persister,
+        ctx.groups.runtime.topics,
+        lambda topic, index: end_offset(ctx, topic, index),
+    )
+
+
+def coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS where the group coordinator cannot answer."""
+    code = ctx.groups.group_error(group_id)
+    return None if code in (None, ErrorCode.INVALID_GROUP_ID) else code
+
+
+def top_level(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message or COORDINATOR_MESSAGES.get(code),
+        "responses": [],
+    }
