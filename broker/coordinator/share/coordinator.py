@@ -450,7 +450,10 @@ class ShareCoordinator:
             if error is not None:
                 return error
             if leader_epoch != -1 and leader_epoch != current.leader_epoch:
-                record = self._state_record(key, current, -1, (), current.delivery_complete_count, leader_epoch)
+                # as Kafka 4.3 records a new leader: the start offset restated, the count unknown
+                record = self._state_record(
+                    key, current, current.start_offset, (), UNINITIALIZED_DELIVERY_COMPLETE_COUNT, leader_epoch
+                )
                 written = await self._write(key, [record])
                 if written.error != ErrorCode.NONE:
                     return written
@@ -492,9 +495,8 @@ class ShareCoordinator:
             if error is not None:
                 return error
             now = self.runtime.now_ms()
-            # nothing past the new start offset is delivered yet; after a reset to a new state epoch
-            # Kafka 4.3 answers the count as unknown
-            fresh = current is None or current.state_epoch == state_epoch
+            # nothing past a known start offset is delivered yet; from an unknown one (-1: where
+            # share.auto.offset.reset says) the count is unknown too (as Kafka 4.3 writes it)
             value = SnapshotValue(
                 0 if current is None else current.snapshot_epoch + 1,
                 state_epoch,
@@ -503,7 +505,7 @@ class ShareCoordinator:
                 now,
                 now,
                 (),
-                0 if fresh else UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+                0 if start_offset >= 0 else UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
             )
             return await self._write(key, [(encode_key(key, SNAPSHOT_KEY_TYPE), encode_snapshot(value))])
 

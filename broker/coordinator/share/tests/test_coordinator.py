@@ -150,7 +150,9 @@ async def test_initialize_summary_and_delete() -> None:
     assert coordinator.read_state_summary(KEY).delivery_complete_count == 4
     assert (await coordinator.initialize_state(KEY, 2, 100)).error == ErrorCode.NONE
     summary = coordinator.read_state_summary(KEY)
-    assert (summary.state_epoch, summary.start_offset, summary.delivery_complete_count) == (2, 100, -1)
+    assert (summary.state_epoch, summary.start_offset, summary.delivery_complete_count) == (2, 100, 0)
+    assert (await coordinator.initialize_state(KEY, 2, -1)).error == ErrorCode.NONE  # unknown start
+    assert coordinator.read_state_summary(KEY).delivery_complete_count == -1
     assert (await coordinator.read_state(KEY, 0)).state_batches == ()
     fenced = await coordinator.initialize_state(KEY, 1, 0)
     assert (fenced.error, fenced.message) == (
