@@ -1,0 +1,123 @@
+"""Share-partition state is durable: written through the share coordinator's inter-broker APIs
+into `__share_group_state`, it survives a broker restart, and Kafka 4.3.1's own kafka-dump-log
+(``--share-group-state-decoder``) reads Strom's records as Kafka's (ShareSnapshot, ShareUpdate)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from compat_tests.support.jvm import skip_unless_available
+from compat_tests.support.paths import SHARED_JVM
+from compat_tests.support.wire import Raw
+from strom.protocol.schema import ApiKey
+from strom.testing.embedded import StromBroker
+
+TOPIC = "durable"
+GROUP = "g-durable"
+KAFKA_43 = SHARED_JVM / "kafka-4.3.1"
+CLIENT_43 = SHARED_JVM / "kafka-clients-4.3.1" / "kafka-clients-4.3.1.jar"
+
+
+def _one(raw: Raw, api: int, version: int, topic_id: bytes, **partition: object):
+    body = {"group_id": GROUP, "topics": [{"topic_id": topic_id, "partitions": [{"partition": 0, **partition}]}]}
+    answer = raw.request(api, version, body)
+    return answer.results[0].partitions[0]
+
+
+def _batches(p) -> list[tuple[int, int, int, int]]:
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches]
+
+
+def test_state_survives_a_restart_and_kafka_reads_the_records(tmp_path) -> None:
+    configs = {
+        "share.coordinator.state.topic.num.partitions": 3,
+        "share.coordinator.snapshot.update.records.per.snapshot": 2,
+    }
+    with StromBroker(configs, data_dir=tmp_path / "data") as broker:
+        broker.create_topic(TOPIC, 2)
+        with Raw(broker.port) as raw:
+            meta = raw.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
+            topic_id = bytes(meta.topics[0].topic_id)
+            key = f"{GROUP}:{base64.urlsafe_b64encode(topic_id).decode().rstrip('=')}:0"
+            found = raw.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [key]})
+            assert found.coordinators[0].error_code == 0 and found.coordinators[0].port == broker.port
+            assert (
+                _one(raw, ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, topic_id, state_epoch=1, start_offset=0).error_code
+                == 0
+            )
+            writes = [
+                (0, [(0, 4, 2, 1)]),  # records 0-4 acknowledged
+                (-1, [(5, 9, 0, 1)]),  # 5-9 released once
+                (3, [(5, 6, 4, 1)]),  # start offset moves to 3, 5-6 rejected (archived)
+                (-1, [(7, 7, 2, 2)]),  # 7 acknowledged on its second delivery
+            ]
+            for start, batches in writes:
+                state_batches = [
+                    {"first_offset": f, "last_offset": last, "delivery_state": s, "delivery_count": c}
+                    for f, last, s, c in batches
+                ]
+                p = _one(
+                    raw,
+                    ApiKey.WRITE_SHARE_GROUP_STATE,
+                    1,
+                    topic_id,
+                    state_epoch=1,
+                    leader_epoch=0,
+                    start_offset=start,
+                    delivery_complete_count=-1,
+                    state_batches=state_batches,
+                )
+                assert p.error_code == 0, p
+            before = _one(raw, ApiKey.READ_SHARE_GROUP_STATE, 0, topic_id, leader_epoch=-1)
+        assert (before.state_epoch, before.start_offset) == (1, 3)
+        assert _batches(before) == [(3, 4, 2, 1), (5, 6, 4, 1), (7, 7, 2, 2), (8, 9, 0, 1)]
+
+        broker.restart()
+        with Raw(broker.port) as raw:
+            after = _one(raw, ApiKey.READ_SHARE_GROUP_STATE, 0, topic_id, leader_epoch=-1)
+            summary = _one(raw, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, topic_id, leader_epoch=-1)
+        assert (after.error_code, after.state_epoch, after.start_offset) == (0, 1, 3)
+        assert _batches(after) == _batches(before)
+        assert (summary.state_epoch, summary.leader_epoch, summary.start_offset) == (1, 0, 3)
+        logs = sorted(broker.data_dir.glob("**/__share_group_state-*/*.log"))
+
+    segments = [str(p) for p in logs if p.stat().st_size > 0]
+    assert len(segments) == 1
+    dump = _kafka_dump(segments)
+    records = [json.loads(line.split(" key: ", 1)[1].split(" payload: ")[0]) for line in dump if " key: " in line]
+    payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in dump if " payload: " in line]
+    # the initialization, two updates, a snapshot (two updates since the last one), an update
+    assert [r["type"] for r in records] == ["0", "1", "1", "0", "1"]
+    assert {(r["data"]["groupId"], r["data"]["partition"]) for r in records} == {(GROUP, 0)}
+    snapshot = payloads[3]["data"]
+    assert (snapshot["snapshotEpoch"], snapshot["stateEpoch"], snapshot["startOffset"]) == (1, 1, 3)
+    assert [b["deliveryState"] for b in snapshot["stateBatches"]] == [2, 4, 0]
+
+
+def _kafka_dump(files: list[str]) -> list[str]:
+    if shutil.which("java") is None:
+        skip_unless_available("no java on PATH (Debian: openjdk-17-jre-headless)")
+    if not (KAFKA_43 / "bin" / "kafka-dump-log.sh").exists() or not CLIENT_43.exists():
+        skip_unless_available(f"Kafka 4.3.1 not found under {SHARED_JVM}")
+    env = {
+        **os.environ,
+        "KAFKA_HEAP_OPTS": "-Xmx256m",
+        "KAFKA_OPTS": "-XX:TieredStopAtLevel=1 -Xshare:auto",
+        "CLASSPATH": str(CLIENT_43),  # libs/ holds it as a link some copies of shared/jvm lost
+    }
+    run = subprocess.run(
+        [str(KAFKA_43 / "bin" / "kafka-dump-log.sh"), "--share-group-state-decoder", "--files", ",".join(files)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Exception" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
+    return run.stdout.splitlines()
