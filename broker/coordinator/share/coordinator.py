@@ -349,8 +349,6 @@ class ShareCoordinator:
         return None
 
     def _request_error(self, key: SharePartitionKey) -> StateResult | None:
-        if key.topic_id == bytes(16):
-            return _error(ErrorCode.INVALID_REQUEST, "The topic id cannot be null.")
         if key.partition < 0:
             return _error(ErrorCode.INVALID_REQUEST, "The partition id cannot be a negative number.")
         return self._ownership_error(key)
@@ -367,7 +365,7 @@ class ShareCoordinator:
     # Kafka 4.3's answers, as its share coordinator gives them: reads and writes of a share-partition
     # nobody initialized are INVALID_REQUEST; the leader epoch a state records is the one of the
     # last read by a share-partition leader (an initialization sets 0), a write with an older one is
-    # FENCED_LEADER_EPOCH, and writes leave it as it is; a write carries no state epoch of its own
+    # FENCED_LEADER_EPOCH (-1: none given, not checked), and writes leave it as it is; a write carries no state epoch of its own
     # (an older one is FENCED_STATE_EPOCH); a summary ignores the leader epoch it is asked with.
     async def write_state(
         self,
@@ -388,7 +386,7 @@ class ShareCoordinator:
                 return _error(
                     ErrorCode.INVALID_REQUEST, "Write operation on uninitialized share partition not allowed."
                 )
-            if current.leader_epoch > leader_epoch:
+            if current.leader_epoch > leader_epoch and leader_epoch != -1:
                 return _error(ErrorCode.FENCED_LEADER_EPOCH)
             if current.state_epoch > state_epoch:
                 return _error(ErrorCode.FENCED_STATE_EPOCH)
