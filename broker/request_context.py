@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from strom.broker.metadata.cache import MetadataCache
     from strom.broker.quotas import QuotaManager
     from strom.broker.replica.manager import ReplicaManager
+    from strom.broker.replica.share_manager import SharePartitionManager
     from strom.broker.replication_quota import ReplicationQuota
     from strom.broker.security import ListenerSecurity
     from strom.broker.security.credentials import StandaloneCredentials, ZkCredentials
@@ -61,3 +62,4 @@ class RequestContext:
     stats: BrokerStats
     share_coordinator: ShareCoordinator | None = None  # the share-partition state in __share_group_state
     share_persister: Persister | None = None  # how share-partition leaders reach it (local or remote)
+    share: SharePartitionManager | None = None  # share partitions and sessions (KIP-932)

@@ -70,6 +70,10 @@ from . import (
     read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_share_group_state,
@@ -135,6 +139,11 @@ MODULES: list[ModuleType] = [
     describe_share_group_offsets,
     alter_share_group_offsets,
     delete_share_group_offsets,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 ]
 
 HANDLERS: dict[int, ModuleType] = {m.API_KEY: m for m in MODULES}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom.broker.coordinator.group.share_groups import ShareGroup
 from strom.broker.coordinator.share.admin import ShareGroupLike, ShareGroupOffsetsAdmin
 from strom.protocol.errors import ErrorCode
 
@@ -23,16 +24,13 @@ class GroupDirectory:
 
     def __init__(self, ctx: RequestContext) -> None:
         self.groups = ctx.groups
-        self.share = getattr(ctx.groups, "share", None)  # the share groups, where the coordinator has them
+        self.share = ctx.groups.share  # the share groups (KIP-932)
 
     def get(self, group_id: str) -> ShareGroupLike | None:
-        return self.share.get(group_id) if self.share is not None else None
+        return self.share.get(group_id)
 
     def create(self, group_id: str) -> ShareGroupLike:
-        if self.share is None or not hasattr(self.share, "create"):
-            raise LookupError("this group coordinator keeps no share groups")
-        group: ShareGroupLike = self.share.create(group_id)
-        return group
+        return self.share.groups.setdefault(group_id, ShareGroup(group_id))
 
     def other_kind(self, group_id: str) -> bool:
         store = self.groups.store

@@ -12,7 +12,9 @@ from ..config import BROKER_CONFIGS, TOPIC_CONFIGS, format_value
 from ..dynamic_config import DYNAMIC
 from ..request_context import RequestContext
 from ..topics import TopicInfo
+from . import _group_configs as group_configs
 from ._common import INVALID_REQUEST_MESSAGE
+from ._group_configs import GROUP_RESOURCE
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -196,6 +198,8 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) ->
             result["configs"] = dynamic_entries(ctx, keys, True, [], synonyms)
         else:
             result["configs"] = dynamic_entries(ctx, keys, False, broker_entries(ctx, keys, docs, synonyms), synonyms)
+    elif resource.resource_type == GROUP_RESOURCE:
+        return group_configs.describe(ctx, resource, synonyms, docs)
     else:
         result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=INVALID_REQUEST_MESSAGE)
     return result

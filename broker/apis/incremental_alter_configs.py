@@ -11,6 +11,8 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed, allowed_cluster
 from ..config import TOPIC_CONFIGS
 from ..request_context import RequestContext
+from . import _group_configs as group_configs
+from ._group_configs import GROUP_RESOURCE
 from .alter_configs import apply
 from .describe_configs import TOPIC
 
@@ -83,6 +85,9 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
     responses = []
     for resource in body.resources:
+        if resource.resource_type == GROUP_RESOURCE:  # group configs (KIP-848, KIP-932)
+            responses.append(group_configs.alter(ctx, resource, body.validate_only))
+            continue
         denied = _denied(ctx, resource)
         if denied is not None:
             responses.append(

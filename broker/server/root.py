@@ -248,6 +248,22 @@ class BrokerServer:
             return BrokerClient(host, port, f"strom-share-persister-{self.node_id}", security=self.inter_broker)
 
         self.share_persister = DefaultStatePersister(self.share_coordinator, state_client)
+        self._build_share()
+
+    def _build_share(self) -> None:
+        """Share groups' data path: the share partitions and sessions, writing their state through
+        the persister: the share coordinator's (`__share_group_state`), here or on the broker that
+        leads a share-partition's state."""
+        from strom.broker.replica.share_manager import SharePartitionManager, settings_from
+
+        assert self.groups is not None and self.share_persister is not None
+        self.share = SharePartitionManager(
+            self.replicas,
+            self.share_persister,
+            settings_from(self.groups.group_configs),
+            self.config["group.share.max.share.sessions"],
+        )
+        self.groups.share.member_gone.append(self.share.member_gone)
 
     def _start_txn(self) -> None:
         def client(host: str, port: int):
@@ -305,6 +321,7 @@ class BrokerServer:
             stats=self.stats,
             share_coordinator=self.share_coordinator,
             share_persister=self.share_persister,
+            share=self.share,
         )
         self.dispatcher.context = self.request_context
 
@@ -371,6 +388,7 @@ class BrokerServer:
                     self._expire_producers,
                 )
                 nursery.start_soon(self.groups.run)
+                nursery.start_soon(self.share.run)
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
                 await nursery.start(self.txn.run)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.broker.coordinator.group.assignors import parse_assignors
 from strom.broker.coordinator.group.consumer import ConsumerGroupSettings
@@ -22,6 +24,9 @@ class GroupCoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     offset_commit_timeout_ms: int = 5_000  # offsets.commit.timeout.ms
+    share_max_size: int = 200  # group.share.max.size
+    # the broker configs group configs default to and are bounded by (group_configs.GroupConfigs)
+    group_config_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: ConfigSource) -> GroupCoordinatorConfig:
@@ -48,4 +53,20 @@ class GroupCoordinatorConfig:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_commit_timeout_ms=config["offsets.commit.timeout.ms"],
+            share_max_size=config["group.share.max.size"],
+            group_config_defaults=group_config_defaults(config),
         )
+
+
+def group_config_defaults(config: ConfigSource) -> dict[str, Any]:
+    """The broker configs that group configs name as their defaults and bounds, read once."""
+    from strom.broker.coordinator.group.group_configs import GROUP_CONFIGS
+
+    keys = {k for d in GROUP_CONFIGS.values() for k in (d.broker_key, d.min_key, d.max_key) if k is not None}
+    out: dict[str, Any] = {}
+    for key in sorted(keys):
+        try:
+            out[key] = config[key]
+        except KeyError:
+            continue
+    return out

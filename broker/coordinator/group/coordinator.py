@@ -37,9 +37,11 @@ import trio
 from strom.broker.coordinator.group.classic_groups import ClassicGroups
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.consumer_groups import ConsumerGroups
+from strom.broker.coordinator.group.group_configs import GroupConfigs
 from strom.broker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from strom.broker.coordinator.group.offset_metadata_manager import CommitResult, OffsetMetadataManager, Offsets
 from strom.broker.coordinator.group.records import CommittedOffset, GroupRecordError, OffsetKey, decode_key
+from strom.broker.coordinator.group.share_groups import ShareGroups
 from strom.broker.coordinator.group.state import Group, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import OFFSETS_TOPIC, GroupStore, Record
 from strom.broker.coordinator.runtime import CoordinatorRuntime, replicated
@@ -66,6 +68,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroups(self.store)  # KIP-848 groups, beside the classic ones
         self.group_manager = GroupMetadataManager(self.store, self.classic, self.consumer)
         self.offset_manager = OffsetMetadataManager(self.store, self.classic, self.consumer)
+        self.group_configs = GroupConfigs(config.group_config_defaults)  # GROUP config resources
+        self.share = ShareGroups(self.store, self.group_configs, config.share_max_size)  # KIP-932 groups
         self._led: set[int] = set()
 
     @property
@@ -155,6 +159,7 @@ class GroupCoordinator:
         lost = self._led - now_led
         self._led = now_led
         self.group_manager.unload(lambda g: self.partition_of(g) in now_led)
+        self.share.drop_unled(lambda g: self.partition_of(g) in now_led)
         for index in sorted(gained):
             self.load_partition(index)
         if gained or lost:
@@ -214,6 +219,7 @@ class GroupCoordinator:
             nursery.start_soon(self.classic.run)
             nursery.start_soon(self.consumer.run)
             nursery.start_soon(self.offset_manager.run_expiry)
+            nursery.start_soon(self.share.run)
 
     def tick(self, now: float) -> None:
         self.classic.tick(now)
