@@ -10,8 +10,6 @@ import os
 import shutil
 import subprocess
 
-import pytest
-
 from compat_tests.support.jvm import skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
 from compat_tests.support.wire import Raw

@@ -365,8 +365,9 @@ class ShareCoordinator:
     # Kafka 4.3's answers, as its share coordinator gives them: reads and writes of a share-partition
     # nobody initialized are INVALID_REQUEST; the leader epoch a state records is the one of the
     # last read by a share-partition leader (an initialization sets 0), a write with an older one is
-    # FENCED_LEADER_EPOCH (-1: none given, not checked), and writes leave it as it is; a write carries no state epoch of its own
-    # (an older one is FENCED_STATE_EPOCH); a summary ignores the leader epoch it is asked with.
+    # FENCED_LEADER_EPOCH (-1: none given, not checked), and writes leave it as it is; a write
+    # carries no state epoch of its own (an older one is FENCED_STATE_EPOCH); a summary ignores
+    # the leader epoch it is asked with.
     async def write_state(
         self,
         key: SharePartitionKey,
