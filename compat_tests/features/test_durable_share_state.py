@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 from compat_tests.support.jvm import skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
@@ -119,3 +120,84 @@ def _kafka_dump(files: list[str]) -> list[str]:
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Exception" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-3000:]
     return run.stdout.splitlines()
+
+
+def test_a_share_consumer_s_acknowledgements_survive_a_restart(tmp_path) -> None:
+    """confluent-kafka's ShareConsumer accepts, rejects and releases; after a restart of the broker
+    only the released records come again, once more delivered."""
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from compat_tests.support.admin import create_topic
+    from compat_tests.support.brokers import start_broker
+
+    broker = start_broker(
+        tmp_path / "broker",
+        {"group.share.heartbeat.interval.ms": "500", "group.share.min.heartbeat.interval.ms": "500"},
+    )
+    try:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, TOPIC, 1)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        reset = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        for future in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.GROUP, GROUP, incremental_configs=[reset])]
+        ).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(10):
+            producer.produce(TOPIC, value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0
+
+        def poll(consumer: ShareConsumer, count: int, timeout_s: float = 30.0) -> list:
+            got: list = []
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and len(got) < count:
+                for message in consumer.poll(0.5):
+                    assert message.error() is None, message.error()
+                    got.append(message)
+            return got
+
+        consumer = ShareConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": GROUP, "share.acknowledgement.mode": "explicit"}
+        )
+        consumer.subscribe([TOPIC])
+        try:
+            first = poll(consumer, 10)
+            assert [m.offset() for m in first] == list(range(10))
+            for m in first:
+                kind = (
+                    AcknowledgeType.ACCEPT
+                    if m.offset() < 6
+                    else AcknowledgeType.REJECT
+                    if m.offset() == 6
+                    else AcknowledgeType.RELEASE
+                )
+                consumer.acknowledge(m, kind)
+            consumer.commit_sync()
+        finally:
+            consumer.close()
+
+        broker.restart()
+        bootstrap = broker.bootstrap
+        consumer = ShareConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": GROUP, "share.acknowledgement.mode": "explicit"}
+        )
+        consumer.subscribe([TOPIC])
+        try:
+            again = poll(consumer, 3)
+            assert [(m.offset(), m.delivery_count()) for m in again] == [(7, 2), (8, 2), (9, 2)]
+            for m in again:
+                consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+            producer = Producer({"bootstrap.servers": bootstrap})
+            producer.produce(TOPIC, value=b"after", partition=0)
+            assert producer.flush(30) == 0
+            later = poll(consumer, 1)
+            assert [(m.offset(), m.value()) for m in later] == [(10, b"after")]
+            consumer.acknowledge(later[0], AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+        finally:
+            consumer.close()
+    finally:
+        broker.stop()
