@@ -126,7 +126,7 @@ class ShareGroupOffsetsAdmin:
     async def _describe_partition(
         self, group: ShareGroupLike | None, group_id: str, name: str, meta: TopicMetadata | None, index: int
     ) -> dict[str, Any]:
-        entry = {
+        entry: dict[str, Any] = {
             "partition_index": index,
             "start_offset": -1,
             "leader_epoch": 0,
@@ -166,7 +166,7 @@ class ShareGroupOffsetsAdmin:
             meta = topics.get(name)
             results = []
             for index, start_offset in partitions:
-                result = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None}
+                result: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None}
                 if meta is None or not 0 <= index < meta.partitions:
                     result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=UNKNOWN_TOPIC_MESSAGE)
                 else:
@@ -192,7 +192,12 @@ class ShareGroupOffsetsAdmin:
         responses = []
         for name in names:
             meta = topics.get(name)
-            entry = {"topic_name": name, "topic_id": NO_TOPIC_ID, "error_code": ErrorCode.NONE, "error_message": None}
+            entry: dict[str, Any] = {
+                "topic_name": name,
+                "topic_id": NO_TOPIC_ID,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
             mine = sorted(p for p in group.share_partitions if meta is not None and p[0] == meta.topic_id)
             if meta is None:
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=UNKNOWN_TOPIC_MESSAGE)
