@@ -10,6 +10,7 @@ from strom.broker.coordinator.group.share_groups import ShareGroup
 from strom.broker.coordinator.share.admin import ShareGroupLike, ShareGroupOffsetsAdmin
 from strom.protocol.errors import ErrorCode
 
+from ..auth import ResourceType, allowed
 from ..request_context import RequestContext
 
 COORDINATOR_MESSAGES = {
@@ -68,3 +69,15 @@ def top_level(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
         "error_message": message or COORDINATOR_MESSAGES.get(code),
         "responses": [],
     }
+
+
+def guard(ctx: RequestContext, group_id: str, operation: int) -> ShareGroupOffsetsAdmin | dict[str, Any]:
+    """The admin logic for an alter or delete of ``group_id``'s offsets, or the answer refusing it
+    (not the group's coordinator, loading, not authorized for ``operation`` on the group)."""
+    code = coordinator_error(ctx, group_id)
+    if code is not None:
+        return top_level(code)
+    if not allowed(ctx, operation, ResourceType.GROUP, group_id):
+        return top_level(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    logic = admin(ctx)
+    return top_level(ErrorCode.COORDINATOR_NOT_AVAILABLE) if logic is None else logic

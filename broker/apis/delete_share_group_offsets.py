@@ -13,7 +13,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
 from ._error_response import finish
-from ._share_group_offsets import admin, coordinator_error, top_level
+from ._share_group_offsets import guard, top_level
 
 API_KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -21,14 +21,9 @@ VERSIONS = (0, 0)
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     body = request.body
-    code = coordinator_error(ctx, body.group_id)
-    if code is not None:
-        return top_level(code)
-    if not allowed(ctx, Operation.DELETE, ResourceType.GROUP, body.group_id):
-        return top_level(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
-    logic = admin(ctx)
-    if logic is None:
-        return top_level(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    logic = guard(ctx, body.group_id, Operation.DELETE)
+    if isinstance(logic, dict):
+        return logic
     names = [t.topic_name for t in body.topics or []]
     denied = {n for n in names if not allowed(ctx, Operation.READ, ResourceType.TOPIC, n)}
     answer = await logic.delete(body.group_id, [n for n in names if n not in denied])

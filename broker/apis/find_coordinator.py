@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.broker.errors import TopicError
@@ -54,12 +55,24 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int, version: in
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
     if not key:
         return _unavailable(key, ErrorCode.INVALID_GROUP_ID)
+    return await _located(ctx, key, "__consumer_offsets", ctx.groups.ensure_topic, ctx.groups.coordinator_of)
+
+
+async def _located(
+    ctx: RequestContext,
+    key: str,
+    topic: str,
+    ensure_topic: Callable[[], Awaitable[None]],
+    coordinator_of: Callable[[str], int | None],
+) -> dict[str, Any]:
+    """The answer for ``key``: the leader of its partition of the internal ``topic`` (made first
+    if missing), COORDINATOR_NOT_AVAILABLE while there is none."""
     try:
-        await ctx.groups.ensure_topic()
+        await ensure_topic()
     except TopicError as exc:
-        log.error("cannot create __consumer_offsets: %s", exc.message)
+        log.error("cannot create %s: %s", topic, exc.message)
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = ctx.groups.coordinator_of(key)
+    leader = coordinator_of(key)
     address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
     if address is None:
         return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -92,45 +105,13 @@ async def _share_coordinator(ctx: RequestContext, key: str, version: int) -> dic
         return {**_unavailable(key, ErrorCode.INVALID_REQUEST), "error_message": None}
     if not allowed_cluster(ctx, Operation.CLUSTER_ACTION):
         return _unavailable(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    try:
-        await share.ensure_topic()
-    except TopicError as exc:
-        log.error("cannot create __share_group_state: %s", exc.message)
-        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = share.coordinator_of(key)
-    address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
-    if address is None:
-        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {
-        "key": key,
-        "node_id": leader,
-        "host": address[0],
-        "port": address[1],
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-    }
+    return await _located(ctx, key, "__share_group_state", share.ensure_topic, share.coordinator_of)
 
 
 async def _transaction_coordinator(ctx: RequestContext, key: str) -> dict[str, Any]:
     if not key:
         return _unavailable(key, ErrorCode.INVALID_REQUEST)
-    try:
-        await ctx.txn.state.ensure_topic()
-    except TopicError as exc:
-        log.error("cannot create __transaction_state: %s", exc.message)
-        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = ctx.txn.state.coordinator_of(key)
-    address = ctx.metadata.broker_endpoint(leader) if leader is not None else None
-    if address is None:
-        return _unavailable(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {
-        "key": key,
-        "node_id": leader,
-        "host": address[0],
-        "port": address[1],
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-    }
+    return await _located(ctx, key, "__transaction_state", ctx.txn.state.ensure_topic, ctx.txn.state.coordinator_of)
 
 
 async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:

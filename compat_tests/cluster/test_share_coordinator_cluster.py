@@ -7,11 +7,11 @@ coordinator through the inter-broker APIs."""
 from __future__ import annotations
 
 import base64
-import time
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
 from compat_tests.support.cluster import bootstrap, cluster_fixture, create, partition_meta, wait, wait_full_isr
+from compat_tests.support.share_consumer import poll_messages
 from compat_tests.support.wire import Raw
 from strom.protocol.internal_records import partition_for
 from strom.protocol.schema import ApiKey
@@ -48,16 +48,6 @@ def _read(broker, topic_id: bytes):
         return raw.request(ApiKey.READ_SHARE_GROUP_STATE, 0, body).results[0].partitions[0]
 
 
-def _poll(consumer: ShareConsumer, count: int, timeout_s: float = 30.0) -> list:
-    got: list = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and len(got) < count:
-        for message in consumer.poll(0.5):
-            assert message.error() is None, message.error()
-            got.append(message)
-    return got
-
-
 def test_acknowledgements_survive_a_share_coordinator_move(cluster) -> None:
     create(cluster, TOPIC, 1)
     wait_full_isr(cluster, TOPIC)
@@ -78,12 +68,12 @@ def test_acknowledgements_survive_a_share_coordinator_move(cluster) -> None:
     try:
         # the share-partition starts at the log end (share.auto.offset.reset=latest) on the first
         # fetch; what is produced after that is delivered
-        assert _poll(consumer, 1, 3) == []
+        assert poll_messages(consumer, 1, 3) == []
         producer = Producer({"bootstrap.servers": servers})
         for i in range(6):
             producer.produce(TOPIC, value=b"v%d" % i, partition=0)
         assert producer.flush(30) == 0
-        first = _poll(consumer, 6)
+        first = poll_messages(consumer, 6)
         assert [m.offset() for m in first] == list(range(6))
         for m in first:
             consumer.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 4 else AcknowledgeType.RELEASE)
@@ -110,7 +100,7 @@ def test_acknowledgements_survive_a_share_coordinator_move(cluster) -> None:
     consumer = ShareConsumer({**config, "bootstrap.servers": bootstrap(survivors)})
     consumer.subscribe([TOPIC])
     try:
-        again = _poll(consumer, 2, 60)
+        again = poll_messages(consumer, 2, 60)
         assert [(m.offset(), m.delivery_count()) for m in again] == [(4, 2), (5, 2)]
         for m in again:
             consumer.acknowledge(m, AcknowledgeType.ACCEPT)

@@ -9,10 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 from compat_tests.support.jvm import skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
+from compat_tests.support.share_consumer import poll_messages
 from compat_tests.support.wire import Raw
 from strom.protocol.schema import ApiKey
 from strom.testing.embedded import StromBroker
@@ -149,21 +149,12 @@ def test_a_share_consumer_s_acknowledgements_survive_a_restart(tmp_path) -> None
             producer.produce(TOPIC, value=b"v%d" % i, partition=0)
         assert producer.flush(30) == 0
 
-        def poll(consumer: ShareConsumer, count: int, timeout_s: float = 30.0) -> list:
-            got: list = []
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and len(got) < count:
-                for message in consumer.poll(0.5):
-                    assert message.error() is None, message.error()
-                    got.append(message)
-            return got
-
         consumer = ShareConsumer(
             {"bootstrap.servers": bootstrap, "group.id": GROUP, "share.acknowledgement.mode": "explicit"}
         )
         consumer.subscribe([TOPIC])
         try:
-            first = poll(consumer, 10)
+            first = poll_messages(consumer, 10)
             assert [m.offset() for m in first] == list(range(10))
             for m in first:
                 kind = (
@@ -185,7 +176,7 @@ def test_a_share_consumer_s_acknowledgements_survive_a_restart(tmp_path) -> None
         )
         consumer.subscribe([TOPIC])
         try:
-            again = poll(consumer, 3)
+            again = poll_messages(consumer, 3)
             assert [(m.offset(), m.delivery_count()) for m in again] == [(7, 2), (8, 2), (9, 2)]
             for m in again:
                 consumer.acknowledge(m, AcknowledgeType.ACCEPT)
@@ -193,7 +184,7 @@ def test_a_share_consumer_s_acknowledgements_survive_a_restart(tmp_path) -> None
             producer = Producer({"bootstrap.servers": bootstrap})
             producer.produce(TOPIC, value=b"after", partition=0)
             assert producer.flush(30) == 0
-            later = poll(consumer, 1)
+            later = poll_messages(consumer, 1)
             assert [(m.offset(), m.value()) for m in later] == [(10, b"after")]
             consumer.acknowledge(later[0], AcknowledgeType.ACCEPT)
             consumer.commit_sync()
