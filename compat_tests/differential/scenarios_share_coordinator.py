@@ -203,6 +203,19 @@ def _delete(group: str, *topics: str) -> Step:
     return req(A.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [{"topic_name": t} for t in topics]})
 
 
+MEMBER_ID = "AAAAAAAAAAAAAAAAAAAAAg"  # a share consumer's own member id (KIP-1082)
+
+
+def _heartbeat(epoch: Any, topics: list[str] | None) -> dict[str, Any]:
+    return {
+        "group_id": "{s}-g",
+        "member_id": MEMBER_ID,
+        "member_epoch": epoch,
+        "rack_id": None,
+        "subscribed_topic_names": topics,
+    }
+
+
 def share_offsets_admin() -> list[Scenario]:
     ready = [create_topic("{s}", 2), await_topic("{s}", 2), *_coordinator_ready()]
     commit = {
@@ -250,6 +263,31 @@ def share_offsets_admin() -> list[Scenario]:
             _describe(1, ("{s}-g", None)),
             _delete("{s}-g", "{s}"),  # no offset information left
             _delete("{s}-g"),
+        ),
+        sc(
+            "share-offsets-group-with-a-member",
+            *ready,
+            Step(
+                int(A.SHARE_GROUP_HEARTBEAT),
+                1,
+                _heartbeat(0, ["{s}"]),
+                compare=False,
+                capture={"epoch": "member_epoch"},
+            ),
+            Step(
+                int(A.SHARE_GROUP_HEARTBEAT),
+                1,
+                _heartbeat("$epoch", None),
+                compare=False,
+                until_has="'partitions': [0, 1]",
+                capture={"epoch": "member_epoch"},
+            ),
+            _describe(1, ("{s}-g", None)),
+            _alter("{s}-g", ("{s}", [(0, 0)])),  # NON_EMPTY_GROUP
+            _delete("{s}-g", "{s}"),  # NON_EMPTY_GROUP
+            Step(int(A.SHARE_GROUP_HEARTBEAT), 1, _heartbeat(-1, None), compare=False),
+            _alter("{s}-g", ("{s}", [(1, 1)])),
+            _describe(1, ("{s}-g", None)),
         ),
         sc(
             "share-offsets-classic-group",
