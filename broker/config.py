@@ -663,6 +663,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=0,
         ),
         _D(
+            "share.coordinator.state.topic.prune.interval.ms",
+            "int",
+            300000,
+            "How often the share coordinator deletes the __share_group_state records no share-partition needs.",
+            minimum=1,
+        ),
+        _D(
             "share.coordinator.write.timeout.ms",
             "int",
             5000,

@@ -392,6 +392,7 @@ class BrokerServer:
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
                 await nursery.start(self.txn.run)
+                nursery.start_soon(self.share_coordinator.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)
                 if self.config.console_listeners:

@@ -9,11 +9,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 from compat_tests.support.jvm import skip_unless_available
 from compat_tests.support.paths import SHARED_JVM
 from compat_tests.support.share_consumer import poll_messages
 from compat_tests.support.wire import Raw
+from strom.protocol.internal_records import partition_for
 from strom.protocol.schema import ApiKey
 from strom.testing.embedded import StromBroker
 
@@ -29,6 +31,25 @@ def _one(raw: Raw, api: int, version: int, topic_id: bytes, **partition: object)
     return answer.results[0].partitions[0]
 
 
+def _earliest(port: int, partition: int) -> int:
+    with Raw(port) as raw:
+        answer = raw.request(
+            ApiKey.LIST_OFFSETS,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": "__share_group_state",
+                        "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -2}],
+                    }
+                ],
+            },
+        )
+    return int(answer.topics[0].partitions[0].offset)
+
+
 def _batches(p) -> list[tuple[int, int, int, int]]:
     return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches]
 
@@ -37,6 +58,7 @@ def test_state_survives_a_restart_and_kafka_reads_the_records(tmp_path) -> None:
     configs = {
         "share.coordinator.state.topic.num.partitions": 3,
         "share.coordinator.snapshot.update.records.per.snapshot": 2,
+        "share.coordinator.state.topic.prune.interval.ms": 100,
     }
     with StromBroker(configs, data_dir=tmp_path / "data") as broker:
         broker.create_topic(TOPIC, 2)
@@ -76,6 +98,12 @@ def test_state_survives_a_restart_and_kafka_reads_the_records(tmp_path) -> None:
             before = _one(raw, ApiKey.READ_SHARE_GROUP_STATE, 0, topic_id, leader_epoch=-1)
         assert (before.state_epoch, before.start_offset) == (1, 3)
         assert _batches(before) == [(3, 4, 2, 1), (5, 6, 4, 1), (7, 7, 2, 2), (8, 9, 0, 1)]
+        # pruned: what precedes the last snapshot (offset 3) is not needed any more
+        state_partition = partition_for(key, 3)
+        deadline = time.monotonic() + 10
+        while _earliest(broker.port, state_partition) != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _earliest(broker.port, state_partition) == 3
 
         broker.restart()
         with Raw(broker.port) as raw:

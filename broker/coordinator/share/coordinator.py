@@ -78,6 +78,7 @@ class ShareCoordinatorSettings:
     segment_bytes: int = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
     snapshot_update_records: int = 500  # share.coordinator.snapshot.update.records.per.snapshot
     write_timeout_ms: int = 5_000  # share.coordinator.write.timeout.ms
+    prune_interval_ms: int = 300_000  # share.coordinator.state.topic.prune.interval.ms
 
     @classmethod
     def from_config(cls, config: ConfigSource) -> ShareCoordinatorSettings:
@@ -88,6 +89,7 @@ class ShareCoordinatorSettings:
             config["share.coordinator.state.topic.segment.bytes"],
             config["share.coordinator.snapshot.update.records.per.snapshot"],
             config["share.coordinator.write.timeout.ms"],
+            config["share.coordinator.state.topic.prune.interval.ms"],
         )
 
 
@@ -191,6 +193,8 @@ class ShareCoordinator:
         self.settings = settings
         self.states: dict[SharePartitionKey, ShareGroupOffset] = {}
         self.update_counts: dict[SharePartitionKey, int] = {}  # ShareUpdates since the last snapshot
+        # where each share-partition's last ShareSnapshot is: what is below the lowest is pruned
+        self.snapshot_offsets: dict[SharePartitionKey, int] = {}
         self.owned: dict[int, _Partition] = {}
         self.loading: set[int] = set()
         self.active = True
@@ -266,7 +270,8 @@ class ShareCoordinator:
         self.active = False
 
     def _keys_of(self, index: int) -> list[SharePartitionKey]:
-        return [k for k in set(self.states) | set(self.update_counts) if self.partition_of(k) == index]
+        keys = set(self.states) | set(self.update_counts) | set(self.snapshot_offsets)
+        return [k for k in keys if self.partition_of(k) == index]
 
     def _drop_partition(self, index: int) -> None:
         for key in self._keys_of(index):
@@ -275,6 +280,7 @@ class ShareCoordinator:
     def _forget(self, key: SharePartitionKey) -> None:
         self.states.pop(key, None)
         self.update_counts.pop(key, None)
+        self.snapshot_offsets.pop(key, None)
 
     def _load_partition(self, index: int) -> None:
         replica = self.runtime.replica(SHARE_GROUP_STATE_TOPIC, index)
@@ -288,13 +294,14 @@ class ShareCoordinator:
                 return
             for record in iter_records(batch):
                 if record.offset >= start:
-                    self.apply(record.key, record.value)
+                    self.apply(record.key, record.value, record.offset)
 
         self.runtime.load(SHARE_GROUP_STATE_TOPIC, index, on_batch)
 
     # ------------------------------------------------------------------ replay
-    def apply(self, key_bytes: bytes | None, value: bytes | None) -> None:
-        """Apply one `__share_group_state` record to memory (a replayed one, or one just written)."""
+    def apply(self, key_bytes: bytes | None, value: bytes | None, offset: int) -> None:
+        """Apply one `__share_group_state` record (at ``offset``) to memory: a replayed one, or one
+        just written."""
         try:
             record_type, key = decode_key(key_bytes)
             if value is None:
@@ -303,8 +310,10 @@ class ShareCoordinator:
                 return
             if record_type == SNAPSHOT_KEY_TYPE:
                 self._apply_snapshot(key, decode_snapshot(value))
+                self.snapshot_offsets[key] = offset
             else:
                 self._apply_update(key, decode_update(value))
+                self.snapshot_offsets.setdefault(key, offset)  # an update with no snapshot before it
         except ShareRecordError as exc:
             log.warning("skipping an unreadable %s record: %s", SHARE_GROUP_STATE_TOPIC, exc)
 
@@ -533,6 +542,7 @@ class ShareCoordinator:
                 self.settings.min_isr,
             )
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        base = replica.log_end_offset  # the records' offsets: the coordinator is the topic's only writer
         data = build_records_batch(list(records), self.runtime.now_ms())
         try:
             pending = self.runtime.append(SHARE_GROUP_STATE_TOPIC, index, data)
@@ -550,9 +560,39 @@ class ShareCoordinator:
             return _error(ErrorCode.NOT_COORDINATOR)
         if code != ErrorCode.NONE:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        for record_key, value in records:
-            self.apply(record_key, value)
+        for i, (record_key, value) in enumerate(records):
+            self.apply(record_key, value, base + i)
         return StateResult()
+
+    # ------------------------------------------------------------------ pruning
+    def prune(self) -> dict[int, int]:
+        """Move the log start of every `__share_group_state` partition led here up to the oldest
+        record still needed: the last ShareSnapshot of each of its share-partitions (the updates
+        after it too), or its whole log when it holds none (as Kafka's share coordinator prunes
+        with DeleteRecords, the topic being ``cleanup.policy=delete`` with no retention). The log
+        start offsets after, by partition."""
+        out: dict[int, int] = {}
+        for index in sorted(self.owned):
+            replica = self.runtime.replica(SHARE_GROUP_STATE_TOPIC, index)
+            if replica is None or not replica.is_leader:
+                continue
+            needed = [offset for key, offset in self.snapshot_offsets.items() if self.partition_of(key) == index]
+            upto = min(needed) if needed else replica.log_end_offset
+            if upto <= replica.log_start_offset:
+                continue
+            try:
+                out[index] = self.runtime.delete_records_before(SHARE_GROUP_STATE_TOPIC, index, upto)
+            except (StorageError, OSError) as exc:
+                log.warning("could not prune %s-%d: %s", SHARE_GROUP_STATE_TOPIC, index, exc)
+        return out
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Prune every ``share.coordinator.state.topic.prune.interval.ms`` until cancelled."""
+        task_status.started()
+        while True:
+            await trio.sleep(self.settings.prune_interval_ms / 1000)
+            if self.active:
+                self.prune()
 
 
 __all__ = [

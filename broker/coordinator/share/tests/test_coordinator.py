@@ -209,3 +209,30 @@ def test_partition_of_hashes_the_coordinator_key() -> None:
     key = SharePartitionKey("group", bytes(16), 1)
     assert coordinator_key(key) == "group:AAAAAAAAAAAAAAAAAAAAAA:1"
     assert coordinator.partition_of(key) == partition_for("group:AAAAAAAAAAAAAAAAAAAAAA:1", 50)
+
+
+async def test_pruning_keeps_what_a_reload_needs() -> None:
+    runtime = MemoryRuntime(other_topics={"orders": 2})
+    settings = ShareCoordinatorSettings(num_partitions=1, snapshot_update_records=2)
+    coordinator = ShareCoordinator(runtime, settings)
+    await coordinator.ensure_topic()
+    coordinator.load()
+    other = SharePartitionKey("g2", TOPIC_ID, 1)
+    await coordinator.initialize_state(KEY, 0, 0)  # offset 0: KEY's first snapshot
+    for i in range(4):  # 1 U, 2 U, 3 S, 4 U
+        await coordinator.write_state(KEY, 0, 0, i, [StateBatch(i, i, ACKNOWLEDGED, 1)])
+    assert coordinator.prune() == {0: 3}  # KEY needs its snapshot at 3 and what follows
+    await coordinator.initialize_state(other, 0, 7)  # 5: S
+    assert coordinator.prune() == {}  # still 3
+    await coordinator.write_state(KEY, 0, 0, 4, [])  # 6: U
+    await coordinator.write_state(KEY, 0, 0, 4, [])  # 7: S (two updates since 3)
+    assert coordinator.prune() == {0: 5}  # other's snapshot at 5 is the oldest still needed
+    again = ShareCoordinator(runtime, settings)
+    again.load()
+    assert again.states == coordinator.states and again.update_counts == coordinator.update_counts
+    await coordinator.delete_state(KEY)
+    await coordinator.delete_state(other)
+    assert coordinator.prune() == {0: runtime.partitions[(SHARE_GROUP_STATE_TOPIC, 0)].log_end_offset}
+    emptied = ShareCoordinator(runtime, settings)
+    emptied.load()
+    assert emptied.states == {}
