@@ -81,3 +81,14 @@ def guard(ctx: RequestContext, group_id: str, operation: int) -> ShareGroupOffse
         return top_level(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     logic = admin(ctx)
     return top_level(ErrorCode.COORDINATOR_NOT_AVAILABLE) if logic is None else logic
+
+
+def reload_share_partitions(ctx: RequestContext, group_id: str, topics: set[str]) -> None:
+    """After an empty group's offsets were altered or deleted: its share-partitions of ``topics``
+    that this broker leads start again from the persisted state when next fetched (Kafka's
+    share-partition leader drops a share group's partitions once the group is empty)."""
+    share = ctx.share
+    if share is None:
+        return
+    for key in [k for k in share.partitions if k[0] == group_id and k[1] in topics]:
+        del share.partitions[key]

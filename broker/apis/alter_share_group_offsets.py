@@ -13,7 +13,7 @@ from strom.protocol.schema import ApiKey
 from ..auth import Operation, ResourceType, allowed
 from ..request_context import RequestContext
 from ._error_response import finish
-from ._share_group_offsets import guard, top_level
+from ._share_group_offsets import guard, reload_share_partitions, top_level
 
 API_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 VERSIONS = (0, 0)
@@ -49,6 +49,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                     ],
                 }
             )
+    if answer["error_code"] == ErrorCode.NONE:
+        reload_share_partitions(ctx, body.group_id, {t for t, _ in wanted})
     return {"throttle_time_ms": 0, **answer}
 
 

@@ -220,3 +220,48 @@ def test_a_share_consumer_s_acknowledgements_survive_a_restart(tmp_path) -> None
             consumer.close()
     finally:
         broker.stop()
+
+
+def test_offsets_reset_on_an_empty_group_are_where_consumers_start(tmp_path) -> None:
+    """AlterShareGroupOffsets (what kafka-share-groups.sh --reset-offsets sends) on an empty group:
+    the next share consumers start at the new start offset, also after the group consumed."""
+    from confluent_kafka import Producer, ShareConsumer
+
+    with StromBroker(
+        {"group.share.heartbeat.interval.ms": 500, "group.share.min.heartbeat.interval.ms": 500},
+        data_dir=tmp_path / "data",
+    ) as broker:
+        broker.create_topic(TOPIC, 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(10):
+            producer.produce(TOPIC, value=b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+
+        def reset(start: int) -> None:
+            body = {
+                "group_id": GROUP,
+                "topics": [{"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": start}]}],
+            }
+            with Raw(broker.port) as raw:
+                answer = raw.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)
+            assert answer.error_code == 0 and answer.responses[0].partitions[0].error_code == 0, answer
+
+        def consume(count: int) -> list[int]:
+            consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP})
+            consumer.subscribe([TOPIC])
+            try:
+                offsets = [m.offset() for m in poll_messages(consumer, count)]
+                consumer.commit_sync()
+                return offsets
+            finally:
+                consumer.close()
+
+        reset(2)
+        assert consume(8) == list(range(2, 10))
+        reset(5)
+        assert consume(5) == list(range(5, 10))
+        with Raw(broker.port) as raw:
+            described = raw.request(
+                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": GROUP, "topics": None}]}
+            )
+        assert described.groups[0].topics[0].partitions[0].start_offset == 10
