@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from compat_tests.differential.harness import Scenario, Step
-from compat_tests.differential.scenarios import await_topic, create_topic, req, sc, setup
+from compat_tests.differential.scenarios import await_topic, commit_body, create_topic, req, sc, setup
 from strom.protocol.schema import ApiKey as A
 
 SOME_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"  # any topic id: a share key is only parsed and hashed
@@ -218,25 +218,6 @@ def _heartbeat(epoch: Any, topics: list[str] | None) -> dict[str, Any]:
 
 def share_offsets_admin() -> list[Scenario]:
     ready = [create_topic("{s}", 2), await_topic("{s}", 2), *_coordinator_ready()]
-    commit = {
-        "group_id": "{s}-classic",
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "topics": [
-            {
-                "name": "{s}",
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "committed_offset": 1,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": "",
-                    }
-                ],
-            }
-        ],
-    }
     return [
         sc(
             "share-offsets-no-group",
@@ -292,7 +273,7 @@ def share_offsets_admin() -> list[Scenario]:
         sc(
             "share-offsets-classic-group",
             *ready,
-            setup(A.OFFSET_COMMIT, 8, commit),
+            setup(A.OFFSET_COMMIT, 8, commit_body("{s}-classic", "{s}", 0, 1)),
             _describe(1, ("{s}-classic", None)),
             _alter("{s}-classic", ("{s}", [(0, 0)])),  # GROUP_ID_NOT_FOUND: not a share group
             _delete("{s}-classic", "{s}"),
