@@ -683,6 +683,57 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=14,
         ),
         _D(
+            "share.coordinator.state.topic.num.partitions",
+            "int",
+            50,
+            "Partitions of __share_group_state.",
+            minimum=1,
+        ),
+        _D(
+            "share.coordinator.state.topic.replication.factor",
+            "int",
+            1,
+            "Replication factor of __share_group_state (Kafka's default is 3; Strom's 1 suits one broker).",
+            minimum=1,
+        ),
+        _D(
+            "share.coordinator.state.topic.min.isr",
+            "int",
+            1,
+            "min.insync.replicas of __share_group_state: replicas a share-partition state write needs "
+            "(Kafka's default is 2).",
+            minimum=1,
+        ),
+        _D(
+            "share.coordinator.state.topic.segment.bytes",
+            "int",
+            100 * 1024 * 1024,
+            "Segment size of __share_group_state.",
+            minimum=14,
+        ),
+        _D(
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            "int",
+            500,
+            "ShareUpdate records written for a share-partition before its state is written whole again "
+            "(a ShareSnapshot).",
+            minimum=0,
+        ),
+        _D(
+            "share.coordinator.state.topic.prune.interval.ms",
+            "int",
+            300000,
+            "How often the share coordinator deletes the __share_group_state records no share-partition needs.",
+            minimum=1,
+        ),
+        _D(
+            "share.coordinator.write.timeout.ms",
+            "int",
+            5000,
+            "How long a share-partition state write may wait for the in-sync replicas.",
+            minimum=1,
+        ),
+        _D(
             "transaction.max.timeout.ms",
             "int",
             900000,

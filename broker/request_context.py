@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from strom.broker.auth.authorizer import AclAuthorizer
     from strom.broker.config import BrokerConfig
     from strom.broker.coordinator.group.coordinator import GroupCoordinator
+    from strom.broker.coordinator.share.coordinator import ShareCoordinator
+    from strom.broker.coordinator.share.persister import Persister
     from strom.broker.coordinator.txn.coordinator import TransactionCoordinator
     from strom.broker.dynamic_config import DynamicConfigs
     from strom.broker.fetch_session import FetchManager
@@ -58,4 +60,6 @@ class RequestContext:
     credentials: StandaloneCredentials | ZkCredentials  # the SCRAM store
     security: Mapping[str, ListenerSecurity]  # per listener name: TLS and SASL
     stats: BrokerStats
+    share_coordinator: ShareCoordinator | None = None  # the share-partition state in __share_group_state
+    share_persister: Persister | None = None  # how share-partition leaders reach it (local or remote)
     share: SharePartitionManager | None = None  # share partitions and sessions (KIP-932)

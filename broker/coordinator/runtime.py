@@ -117,6 +117,13 @@ class CoordinatorRuntime(Protocol):
         REQUEST_TIMED_OUT."""
         ...
 
+    def delete_records_before(self, topic: str, index: int, offset: int) -> int:
+        """Move the log start offset of a partition led here up to ``offset`` (at most its high
+        watermark), as DeleteRecords does, for a coordinator whose topic is pruned rather than
+        compacted (`__share_group_state`); the log start offset after. Raises
+        :class:`NotLeaderForPartition` when not led here."""
+        ...
+
     # ------------------------------------------------------------ loader
     def load(self, topic: str, index: int, on_batch: OnBatch) -> bool:
         """Replay the local replica of ``topic``-``index`` from its log start to its log end,

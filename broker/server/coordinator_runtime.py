@@ -128,6 +128,15 @@ class BrokerCoordinatorRuntime:
             raise TypeError("writes not made by this runtime")
         return await await_appends(pending, timeout_s, self._replicas.wait_for_data)
 
+    def delete_records_before(self, topic: str, index: int, offset: int) -> int:
+        partition = self._led(topic, index)
+        plog = partition.log
+        offset = min(offset, partition.high_watermark)
+        if offset > plog.log_start_offset:
+            plog.maybe_increment_log_start_offset(offset)
+            log.info("log start offset of %s-%d moved to %d (pruned by its coordinator)", topic, index, offset)
+        return plog.log_start_offset
+
     # ------------------------------------------------------------ loader
     def load(self, topic: str, index: int, on_batch: OnBatch) -> bool:
         partition = self._partition(topic, index)

@@ -17,6 +17,12 @@ from strom.broker.config import BrokerConfig, Listener
 from strom.broker.connection_quota import ConnectionQuotas
 from strom.broker.coordinator.group.config import GroupCoordinatorConfig
 from strom.broker.coordinator.group.coordinator import GroupCoordinator
+from strom.broker.coordinator.share.coordinator import (
+    SHARE_GROUP_STATE_TOPIC,
+    ShareCoordinator,
+    ShareCoordinatorSettings,
+)
+from strom.broker.coordinator.share.state_persister import DefaultStatePersister
 from strom.broker.coordinator.txn.coordinator import TransactionCoordinator, TxnSettings
 from strom.broker.dynamic_config import DynamicConfigs
 from strom.broker.fetch_session import FetchManager, FetchSessionCache
@@ -122,6 +128,8 @@ class BrokerServer:
         self.credentials: StandaloneCredentials | ZkCredentials | None = None  # SCRAM, once the metadata is open
         self.inter_broker = inter_broker_security(config)  # how this broker connects to the others
         self.txn: TransactionCoordinator | None = None
+        self.share_coordinator: ShareCoordinator | None = None  # __share_group_state, once open
+        self.share_persister: DefaultStatePersister | None = None
         self.cluster: ClusterMember | None = None
         self.quotas = QuotaManager(
             lambda: getattr(self.topics, "quotas", None) or {},  # the topic store's, once open
@@ -209,11 +217,14 @@ class BrokerServer:
         self.groups.load()
         self._start_txn()
         self.txn.load()
+        self.share_coordinator.load()
         self._build_request_context()
 
     def _topic_created(self, name: str) -> None:
         if name == "__transaction_state" and self.txn is not None:
             self.txn.follow_leadership()
+        if name == SHARE_GROUP_STATE_TOPIC and self.share_coordinator is not None:
+            self.share_coordinator.follow_leadership()
 
     def _build_coordinators(self) -> None:
         """The group coordinator over the coordinator runtime, once the metadata cache and the admin
@@ -229,16 +240,25 @@ class BrokerServer:
             on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None,
         )
         self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
+        self.share_coordinator = ShareCoordinator(
+            self.coordinator_runtime, ShareCoordinatorSettings.from_config(self.config)
+        )
+
+        def state_client(host: str, port: int):
+            from strom.broker.cluster.client import BrokerClient
+
+            return BrokerClient(host, port, f"strom-share-persister-{self.node_id}", security=self.inter_broker)
+
+        self.share_persister = DefaultStatePersister(self.share_coordinator, state_client)
         self._build_share()
 
     def _build_share(self) -> None:
         """Share groups' data path: the share partitions and sessions, writing their state through
-        the persister (in memory until a durable share coordinator is wired here)."""
-        from strom.broker.coordinator.share.persister import InMemoryPersister
+        the persister: the share coordinator's (`__share_group_state`), here or on the broker that
+        leads a share-partition's state."""
         from strom.broker.replica.share_manager import SharePartitionManager, settings_from
 
-        assert self.groups is not None
-        self.share_persister = InMemoryPersister()
+        assert self.groups is not None and self.share_persister is not None
         self.share = SharePartitionManager(
             self.replicas,
             self.share_persister,
@@ -302,6 +322,8 @@ class BrokerServer:
             credentials=self.credentials,
             security=self.security,
             stats=self.stats,
+            share_coordinator=self.share_coordinator,
+            share_persister=self.share_persister,
             share=self.share,
         )
         self.dispatcher.context = self.request_context
@@ -373,6 +395,7 @@ class BrokerServer:
                 if self.authorizer is not None and self.cluster is not None:
                     nursery.start_soon(self.authorizer.follow)
                 await nursery.start(self.txn.run)
+                nursery.start_soon(self.share_coordinator.run)
                 if self.cluster is not None:
                     await nursery.start(self.cluster.run)
                 if self.config.console_listeners:
@@ -412,6 +435,8 @@ class BrokerServer:
     def close(self) -> None:
         if self.txn is not None:
             self.txn.shutdown()
+        if self.share_coordinator is not None:
+            self.share_coordinator.shutdown()
         if self.groups is not None:
             self.groups.shutdown()
         if self.logs is not None:
@@ -498,6 +523,8 @@ class BrokerServer:
             self.groups.follow_leadership()
         if self.txn is not None:
             self.txn.follow_leadership()
+        if self.share_coordinator is not None:
+            self.share_coordinator.follow_leadership()
 
     def advertised_for(self, listener_name: str = "PLAINTEXT") -> Listener:
         """The address clients are told to use (before binding: the configured one)."""

@@ -27,6 +27,7 @@ class MemoryPartition:
     batches: list[bytes] = field(default_factory=list)
     log_end_offset: int = 0
     high_watermark: int = 0
+    log_start_offset: int = 0
     held: bool = False  # replication held: the high watermark stays until replicate()
 
 
@@ -85,7 +86,7 @@ class MemoryRuntime:
     # ------------------------------------------------------------ partition writer
     def replica(self, topic: str, index: int) -> ReplicaState | None:
         p = self.partitions.get((topic, index))
-        return None if p is None else ReplicaState(p.is_leader, p.leader_epoch, 0, p.log_end_offset, 1)
+        return None if p is None else ReplicaState(p.is_leader, p.leader_epoch, p.log_start_offset, p.log_end_offset, 1)
 
     def led_partitions(self, topic: str) -> dict[int, int]:
         return {i: p.leader_epoch for (t, i), p in self.partitions.items() if t == topic and p.is_leader}
@@ -128,6 +129,15 @@ class MemoryRuntime:
                 await self._changed.wait()
         statuses = [self._status(w) for w in mine]
         return [ErrorCode.REQUEST_TIMED_OUT if status is None else status for status in statuses]
+
+    def delete_records_before(self, topic: str, index: int, offset: int) -> int:
+        p = self.partitions.get((topic, index))
+        if p is None or not p.is_leader:
+            raise NotLeaderForPartition(f"{topic}-{index}")
+        p.log_start_offset = max(p.log_start_offset, min(offset, p.high_watermark))
+        # whole batches below the log start go, as segments do
+        p.batches = [b for b in p.batches if next(iter_batches(b))[1].last_offset >= p.log_start_offset]
+        return p.log_start_offset
 
     # ------------------------------------------------------------ loader
     def load(self, topic: str, index: int, on_batch: OnBatch) -> bool:
