@@ -56,6 +56,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         if (everything or allowed(ctx, Operation.DESCRIBE, ResourceType.GROUP, group_id))
         and (not states or state.lower() in states)
         and (not types or STREAMS_TYPE in types)
+    ]
     groups += [  # share groups (KIP-932)
         {"group_id": g, "protocol_type": SHARE_TYPE, "group_state": state, "group_type": SHARE_TYPE}
         for g, state in coordinator.share.listed()

@@ -165,10 +165,12 @@ async def test_share_group_in_list_describe_and_delete(share_client, autojump_cl
     busy = await client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
     assert busy.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
     await heartbeat(client, a, -1)
+    assert [k for k in broker.share_coordinator.states if k.group_id == "g"]  # initialized at the join
     deleted = await client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
     assert deleted.results[0].error_code == ErrorCode.NONE
     assert broker.groups.share.get("g") is None
-    assert not broker.share_persister.states  # the share partitions' state went with the group
+    # the share partitions' state went with the group (deleted in __share_group_state)
+    assert not [k for k in broker.share_coordinator.states if k.group_id == "g"]
 
 
 T = b"T" * 16
