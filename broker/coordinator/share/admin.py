@@ -3,7 +3,7 @@ DeleteShareGroupOffsets, as Kafka 4.3's group coordinator answers them.
 
 A share group's offsets are its share-partitions' start offsets, kept by the share coordinator and
 reached through the `Persister`; the group coordinator knows which share-partitions a group has
-(``share_partitions``: those initialized for it, by an assignment or an alteration). Answers, as
+(``initialized``: the share partitions initialized for it, by an assignment or an alteration). Answers, as
 the 4.3.1 reference broker gives them:
 
 * Describe: a group that is no share group (missing, classic or consumer, empty id) has no
@@ -44,7 +44,7 @@ class ShareGroupLike(Protocol):
     def members(self) -> Mapping[str, Any]: ...
 
     @property
-    def share_partitions(self) -> set[tuple[bytes, int]]: ...
+    def initialized(self) -> set[tuple[bytes, int]]: ...
 
 
 class ShareGroupDirectory(Protocol):
@@ -111,7 +111,7 @@ class ShareGroupOffsetsAdmin:
                 return {"group_id": group_id, "topics": [], "error_code": ErrorCode.NONE, "error_message": None}
             by_id = {meta.topic_id: name for name, meta in topics.items()}
             named: dict[str, list[int]] = {}
-            for topic_id, index in sorted(group.share_partitions):
+            for topic_id, index in sorted(group.initialized):
                 if topic_id in by_id:
                     named.setdefault(by_id[topic_id], []).append(index)
             wanted = sorted(named.items())
@@ -139,7 +139,7 @@ class ShareGroupOffsetsAdmin:
         if not 0 <= index < meta.partitions:  # Kafka 4.3 never answers this one: Strom says so
             entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=UNKNOWN_TOPIC_MESSAGE)
             return entry
-        if (meta.topic_id, index) not in group.share_partitions:
+        if (meta.topic_id, index) not in group.initialized:
             return entry
         try:
             summary = await self.persister.read_summary(SharePartitionKey(group_id, meta.topic_id, index), -1)
@@ -173,7 +173,7 @@ class ShareGroupOffsetsAdmin:
                     key = SharePartitionKey(group_id, meta.topic_id, index)
                     try:
                         await self.persister.initialize_state(key, ALTER_STATE_EPOCH, start_offset)
-                        group.share_partitions.add((meta.topic_id, index))
+                        group.initialized.add((meta.topic_id, index))
                     except PersisterError as exc:
                         result.update(error_code=exc.code, error_message=exc.message)
                 results.append(result)
@@ -198,7 +198,7 @@ class ShareGroupOffsetsAdmin:
                 "error_code": ErrorCode.NONE,
                 "error_message": None,
             }
-            mine = sorted(p for p in group.share_partitions if meta is not None and p[0] == meta.topic_id)
+            mine = sorted(p for p in group.initialized if meta is not None and p[0] == meta.topic_id)
             if meta is None:
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=UNKNOWN_TOPIC_MESSAGE)
             elif not mine:
@@ -208,7 +208,7 @@ class ShareGroupOffsetsAdmin:
                 try:
                     for topic_id, index in mine:
                         await self.persister.delete_state(SharePartitionKey(group_id, topic_id, index))
-                        group.share_partitions.discard((topic_id, index))
+                        group.initialized.discard((topic_id, index))
                 except PersisterError as exc:
                     entry.update(error_code=exc.code, error_message=exc.message)
             responses.append(entry)

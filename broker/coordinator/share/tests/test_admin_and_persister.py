@@ -25,7 +25,7 @@ TOPIC_ID = b"orders".ljust(16, b"-")[:16]  # MemoryRuntime's id of topic "orders
 @dataclass
 class Group:
     members: dict[str, Any] = field(default_factory=dict)
-    share_partitions: set[tuple[bytes, int]] = field(default_factory=set)
+    initialized: set[tuple[bytes, int]] = field(default_factory=set)
 
 
 @dataclass
