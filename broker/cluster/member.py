@@ -83,7 +83,12 @@ class ClusterMember:
         self._dirty = trio.Event()
         self._changed = trio.Event()
         self.fetcher = ReplicaFetcher(
-            broker.replicas, broker.config, broker.follower_quota, self.leader_endpoint, broker.inter_broker
+            broker.replicas,
+            broker.config,
+            broker.follower_quota,
+            self.leader_endpoint,
+            broker.inter_broker,
+            broker.network.connect if broker.network is not None else None,
         )
         broker.replicas.fetcher = self.fetcher
         self._watched: set[tuple[str, int]] = set()
