@@ -202,7 +202,7 @@ async def test_max_connection_creation_rate_makes_new_connections_wait(tmp_path,
     nursery.cancel_scope.cancel()
 
 
-def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
+async def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
     import json
 
     from kazoo.exceptions import NoNodeError
@@ -215,26 +215,26 @@ def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
         write_quota,
     )
 
-    class FakeZk:  # the kazoo calls the functions make, on a dict of paths
+    class FakeZk:  # the ZkSession calls the functions make, on a dict of paths
         def __init__(self):
             self.nodes: dict[str, bytes] = {}
 
-        def get(self, path):
+        async def get(self, path):
             if path not in self.nodes:
                 raise NoNodeError(path)
             return self.nodes[path], None
 
-        def set(self, path, data):
+        async def set(self, path, data):
             if path not in self.nodes:
                 raise NoNodeError(path)
             self.nodes[path] = data
 
-        def create(self, path, data, makepath=False, sequence=False):
+        async def create(self, path, data, makepath=False, sequence=False):
             if sequence:
                 path += f"{len(self.nodes):010d}"
             self.nodes[path] = data
 
-        def get_children(self, path):
+        async def get_children(self, path):
             prefix = path.rstrip("/") + "/"
             kids = {p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)}
             if not kids:
@@ -243,19 +243,19 @@ def test_ip_quotas_and_broker_configs_in_zookeeper_as_kafka_keeps_them():
 
     assert entity_path(((("ip", "127.0.0.1")),)) == "ips/127.0.0.1" and entity_path((("ip", None),)) == "ips/<default>"
     zk = FakeZk()
-    write_quota(zk, (("ip", "::1"),), {"connection_creation_rate": 5})
-    write_quota(zk, (("ip", None),), {"connection_creation_rate": 50})
-    write_broker_config(zk, "", {"follower.replication.throttled.rate": "10"})
-    write_broker_config(zk, "2", {"leader.replication.throttled.rate": "20"})
+    await write_quota(zk, (("ip", "::1"),), {"connection_creation_rate": 5})
+    await write_quota(zk, (("ip", None),), {"connection_creation_rate": 50})
+    await write_broker_config(zk, "", {"follower.replication.throttled.rate": "10"})
+    await write_broker_config(zk, "2", {"leader.replication.throttled.rate": "20"})
     assert json.loads(zk.nodes["/config/ips/::1"]) == {"version": 1, "config": {"connection_creation_rate": "5.0"}}
     assert json.loads(zk.nodes["/config/brokers/<default>"])["config"] == {"follower.replication.throttled.rate": "10"}
     changes = sorted(json.loads(v)["entity_path"] for p, v in zk.nodes.items() if p.startswith("/config/changes/"))
     assert changes == ["brokers/2", "brokers/<default>", "ips/::1", "ips/<default>"]
-    assert read_quotas(zk) == {
+    assert await read_quotas(zk) == {
         (("ip", "::1"),): {"connection_creation_rate": 5.0},
         (("ip", None),): {"connection_creation_rate": 50.0},
     }
-    assert read_broker_configs(zk) == {
+    assert await read_broker_configs(zk) == {
         "": {"follower.replication.throttled.rate": "10"},
         "2": {"leader.replication.throttled.rate": "20"},
     }

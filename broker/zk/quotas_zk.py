@@ -23,6 +23,7 @@ from urllib.parse import quote, unquote
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from strom.broker.quotas import CLIENT_ID, IP, KEYS, USER
+from strom.broker.zk.session import ZkSession
 from strom.broker.zk.zkdata import Paths
 
 DEFAULT = "<default>"
@@ -69,65 +70,65 @@ def _quota_values(config: dict[str, str]) -> dict[str, float]:
     return out
 
 
-def read_quotas(zk) -> dict[tuple, dict[str, float]]:
-    """Every quota entity and its values (blocking kazoo calls: run it in a thread)."""
+async def read_quotas(zk: ZkSession) -> dict[tuple, dict[str, float]]:
+    """Every quota entity and its values."""
     out: dict[tuple, dict[str, float]] = {}
 
-    def children(path: str) -> list[str]:
+    async def children(path: str) -> list[str]:
         try:
-            return zk.get_children(path)
+            return await zk.get_children(path)
         except NoNodeError:
             return []
 
-    def config(path: str) -> dict[str, str]:
+    async def config(path: str) -> dict[str, str]:
         try:
-            return _decode(zk.get(path)[0])
+            return _decode((await zk.get(path))[0])
         except NoNodeError:
             return {}
 
-    for name in children(f"{Paths.CONFIG}/clients"):
-        values = _quota_values(config(f"{Paths.CONFIG}/clients/{name}"))
+    for name in await children(f"{Paths.CONFIG}/clients"):
+        values = _quota_values(await config(f"{Paths.CONFIG}/clients/{name}"))
         if values:
             out[((CLIENT_ID, desanitize(name)),)] = values
-    for name in children(f"{Paths.CONFIG}/ips"):
-        values = _quota_values(config(f"{Paths.CONFIG}/ips/{name}"))
+    for name in await children(f"{Paths.CONFIG}/ips"):
+        values = _quota_values(await config(f"{Paths.CONFIG}/ips/{name}"))
         if values:
             out[((IP, None if name == DEFAULT else name),)] = values
-    for user in children(f"{Paths.CONFIG}/users"):
-        values = _quota_values(config(f"{Paths.CONFIG}/users/{user}"))
+    for user in await children(f"{Paths.CONFIG}/users"):
+        values = _quota_values(await config(f"{Paths.CONFIG}/users/{user}"))
         if values:
             out[((USER, desanitize(user)),)] = values
-        for client in children(f"{Paths.CONFIG}/users/{user}/clients"):
-            values = _quota_values(config(f"{Paths.CONFIG}/users/{user}/clients/{client}"))
+        for client in await children(f"{Paths.CONFIG}/users/{user}/clients"):
+            values = _quota_values(await config(f"{Paths.CONFIG}/users/{user}/clients/{client}"))
             if values:
                 out[((CLIENT_ID, desanitize(client)), (USER, desanitize(user)))] = values
     return out
 
 
-def write_quota(zk, entity, values: dict[str, float]) -> None:
-    """Replace the quota keys of one entity (blocking: run it in a thread) and announce it."""
+async def write_quota(zk: ZkSession, entity, values: dict[str, float]) -> None:
+    """Replace the quota keys of one entity and announce it."""
     rel = entity_path(entity)
     path = f"{Paths.CONFIG}/{rel}"
     try:
-        data, _ = zk.get(path)
+        data, _ = await zk.get(path)
         current = _decode(data)
     except NoNodeError:
         current = {}
     config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
     config.update({k: repr(float(v)) for k, v in values.items()})
-    _write_config(zk, rel, config)
+    await _write_config(zk, rel, config)
 
 
-def read_broker_configs(zk) -> dict[str, dict[str, str]]:
-    """Dynamic broker configs: {"" (the cluster default) or node id: {key: value}} (blocking)."""
+async def read_broker_configs(zk: ZkSession) -> dict[str, dict[str, str]]:
+    """Dynamic broker configs: {"" (the cluster default) or node id: {key: value}}."""
     out: dict[str, dict[str, str]] = {}
     try:
-        names = zk.get_children(f"{Paths.CONFIG}/brokers")
+        names = await zk.get_children(f"{Paths.CONFIG}/brokers")
     except NoNodeError:
         return out
     for name in names:
         try:
-            config = _decode(zk.get(f"{Paths.CONFIG}/brokers/{name}")[0])
+            config = _decode((await zk.get(f"{Paths.CONFIG}/brokers/{name}"))[0])
         except NoNodeError:
             continue
         if config:
@@ -135,20 +136,20 @@ def read_broker_configs(zk) -> dict[str, dict[str, str]]:
     return out
 
 
-def write_broker_config(zk, name: str, config: dict[str, str]) -> None:
-    """Replace the dynamic configs of broker `name` ("" for the default) and announce it (blocking)."""
-    _write_config(zk, f"brokers/{DEFAULT if name == '' else name}", dict(config))
+async def write_broker_config(zk: ZkSession, name: str, config: dict[str, str]) -> None:
+    """Replace the dynamic configs of broker `name` ("" for the default) and announce it."""
+    await _write_config(zk, f"brokers/{DEFAULT if name == '' else name}", dict(config))
 
 
-def _write_config(zk, rel: str, config: dict[str, str]) -> None:
+async def _write_config(zk: ZkSession, rel: str, config: dict[str, str]) -> None:
     path = f"{Paths.CONFIG}/{rel}"
     payload = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
     try:
-        zk.set(path, payload)
+        await zk.set(path, payload)
     except NoNodeError:
         try:
-            zk.create(path, payload, makepath=True)
+            await zk.create(path, payload, makepath=True)
         except NodeExistsError:
-            zk.set(path, payload)
+            await zk.set(path, payload)
     notification = json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode()
-    zk.create(f"{Paths.CONFIG_CHANGES}/config_change_", notification, sequence=True, makepath=True)
+    await zk.create(f"{Paths.CONFIG_CHANGES}/config_change_", notification, sequence=True, makepath=True)

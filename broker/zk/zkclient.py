@@ -1,9 +1,11 @@
-"""``KafkaZkClient``: the cluster's ZooKeeper operations, kazoo driven from trio.
+"""``KafkaZkClient``: the cluster's ZooKeeper operations, over the :class:`ZkSession` port.
 
-kazoo runs its own threads. Every blocking kazoo call here runs in a worker thread through
-``trio.to_thread.run_sync``; watch callbacks and session-state changes, which kazoo calls on
-its threads, are handed to the trio loop with ``TrioToken.run_sync_soon``, so user callbacks
-always run in trio's thread, in the order ZooKeeper reported the changes.
+Every znode operation goes through one :class:`~strom.broker.zk.session.ZkSession` (kazoo and a
+real ZooKeeper by default, or ``strom.testing.memzk``'s in-memory ZooKeeper when the broker is
+given that session factory); this module never touches kazoo's client itself. User callbacks
+(watches, session states) always run in trio's thread, in the order ZooKeeper reported the
+changes. Watches are kept as kazoo's ``DataWatch``/``ChildrenWatch`` recipes keep them: a
+one-shot watch set again on every read, and read again after a new session.
 
 Paths and JSON come from :mod:`strom.broker.zk.zkdata`; this module only moves bytes.
 
@@ -19,16 +21,14 @@ A missing chroot path is created first (through a short connection without the c
 
 from __future__ import annotations
 
-import enum
-import functools
+import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
@@ -37,14 +37,26 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
     RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from strom.broker.zk.quotas_zk import read_broker_configs, read_quotas, write_broker_config, write_quota
+from strom.broker.zk.session import (
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    MultiOp,
+    SessionState,
+    SetDataOp,
+    ZkSession,
+    ZkSessionFactory,
+    open_kazoo_session,
+)
 from strom.broker.zk.zkdata import (
     INITIAL_CONTROLLER_EPOCH,
     BrokerIdsZNode,
@@ -77,6 +89,7 @@ T = TypeVar("T")
 DEFAULT_SESSION_TIMEOUT_S = 18.0
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 REGISTER_RETRY_INTERVAL_S = 0.1
+RETRY_MAX_DELAY_S = 1.0
 TOPIC_CONFIG = ConfigEntityZNode.TOPICS
 
 
@@ -123,16 +136,6 @@ class TopicAlreadyMarkedForDeletionError(ZkClientError):
 # --- values -----------------------------------------------------------------------------------
 
 
-class SessionState(enum.Enum):
-    """kazoo's connection states: CONNECTED, SUSPENDED (connection lost, session may live on),
-    LOST (session expired: every ephemeral znode of this client is gone; kazoo then opens a
-    new session and reports CONNECTED again)."""
-
-    CONNECTED = "CONNECTED"
-    SUSPENDED = "SUSPENDED"
-    LOST = "LOST"
-
-
 @dataclass(frozen=True)
 class VersionedPartitionState:
     """A partition state with its znode version (Kafka's partition epoch, for conditional writes)."""
@@ -151,13 +154,59 @@ class ControllerLease:
 
 
 class Watch:
-    """A registered watch; ``cancel()`` stops further callbacks (kazoo drops it on its next event)."""
+    """A registered watch; ``cancel()`` stops further callbacks (ZooKeeper drops the one-shot
+    watch on its next event)."""
 
     def __init__(self) -> None:
         self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class _Recipe:
+    """kazoo's DataWatch/ChildrenWatch: read with a one-shot watch; on each event (and after a
+    new session) read again and report. Reads run one at a time, so reports keep their order."""
+
+    def __init__(self, client: KafkaZkClient, handle: Watch, read: ReadFn) -> None:
+        self._client = client
+        self.handle = handle
+        self._read = read
+        self._wanted = trio.Event()
+        self._fired = False
+        self._running = False
+
+    def on_event(self, event: object) -> None:
+        """The one-shot watch fired (``event``), or the session was renewed (None): read again."""
+        if self.handle.cancelled or self._client._closed:
+            return
+        self._fired = self._fired or event is not None
+        self._wanted.set()
+        if not self._running:
+            self._running = True
+            trio.lowlevel.spawn_system_task(self._worker, name=f"zk-watch-{id(self)}")
+
+    async def start(self) -> None:
+        await self._read(self.on_event, False)
+
+    async def _worker(self) -> None:
+        try:
+            while self._wanted.is_set() and not self.handle.cancelled and not self._client._closed:
+                self._wanted = trio.Event()
+                fired, self._fired = self._fired, False
+                try:
+                    if not await self._client._retrying(self._read, self.on_event, fired):
+                        return
+                except Exception as exc:
+                    log.warning("watch read failed (read again on the next session): %r", exc)
+                    return
+        finally:
+            self._running = False
+
+
+WatchCallbackT = Callable[[object], None]
+ReadFn = Callable[[WatchCallbackT, bool], Awaitable[bool]]
+"""Read a watched znode with ``watcher`` set; the flag says a watch event caused the read."""
 
 
 def split_connect_string(connect: str) -> tuple[str, str]:
@@ -178,10 +227,9 @@ class KafkaZkClient:
     """Kafka's ZooKeeper-mode operations over one ZooKeeper session. Create with :meth:`connect`
     inside a trio run; every method is async except the watch cancel handles."""
 
-    def __init__(self, zk: KazooClient, token: trio.lowlevel.TrioToken, chroot: str, session_timeout_s: float) -> None:
+    def __init__(self, zk: ZkSession, chroot: str, session_timeout_s: float) -> None:
         self._zk = zk
         self.session_timeout_s = session_timeout_s
-        self._token = token
         self.chroot = chroot
         self._closed = False
         self._lease: ControllerLease | None = None
@@ -190,7 +238,8 @@ class KafkaZkClient:
         self.session_lost = trio.Event()
         """Set the first time the session expires (ephemeral znodes, the controller role and
         broker registration are gone; register again on the new session)."""
-        zk.add_listener(self._on_kazoo_state)
+        self._recipes: list[_Recipe] = []
+        zk.add_listener(self._on_session_state)
 
     # connection ---------------------------------------------------------------------------
 
@@ -201,19 +250,17 @@ class KafkaZkClient:
         *,
         session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        session_factory: ZkSessionFactory | None = None,
     ) -> KafkaZkClient:
-        """Open a session (creating the chroot if missing) and the persistent top-level znodes."""
-        hosts, chroot = split_connect_string(connect)
-        token = trio.lowlevel.current_trio_token()
-        if chroot:
-            await trio.to_thread.run_sync(_ensure_chroot, hosts, chroot, connect_timeout_s)
-        # Reads and idempotent creates retry across connection loss for up to a session timeout.
-        retry = {"max_tries": -1, "max_delay": 1.0, "deadline": session_timeout_s}
-        zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s, command_retry=retry)
-        await trio.to_thread.run_sync(_start, zk, connect_timeout_s)
-        client = cls(zk, token, chroot, session_timeout_s)
+        """Open a session (creating the chroot if missing) and the persistent top-level znodes.
+        ``session_factory`` opens the session (default: kazoo to a real ZooKeeper)."""
+        _, chroot = split_connect_string(connect)
+        factory = session_factory or open_kazoo_session
+        zk = await factory(connect, session_timeout_s, connect_timeout_s)
+        client = cls(zk, chroot, session_timeout_s)
         try:
-            await client._call(_ensure_paths, zk, Paths.PERSISTENT)
+            for path in Paths.PERSISTENT:
+                await client._retrying(client._call, zk.ensure_path, path)
         except BaseException:
             await client.close()
             raise
@@ -221,7 +268,12 @@ class KafkaZkClient:
 
     @property
     def session_id(self) -> int:
-        return self._zk.client_id[0] if self._zk.client_id else 0
+        return self._zk.session_id
+
+    @property
+    def session(self) -> ZkSession:
+        """The ZooKeeper session under this client (tests reach znodes through it)."""
+        return self._zk
 
     @property
     def controller_lease(self) -> ControllerLease | None:
@@ -238,7 +290,7 @@ class KafkaZkClient:
             return
         self._closed = True
         self._lease = None
-        await trio.to_thread.run_sync(_stop, self._zk)
+        await self._zk.close()
 
     async def __aenter__(self) -> KafkaZkClient:
         return self
@@ -256,7 +308,7 @@ class KafkaZkClient:
         path = BrokerIdZNode.path(info.broker_id)
         data = BrokerIdZNode.encode(info)
         deadline = trio.current_time() + (wait_s if wait_s is not None else self.session_timeout_s * 1.5)
-        while not await self._call(self._zk.retry, self._create_owned_ephemeral, path, data):
+        while not await self._retrying(self._create_owned_ephemeral, path, data):
             if trio.current_time() >= deadline:
                 raise BrokerIdInUseError(
                     f"broker id {info.broker_id} is already registered by another ZooKeeper session"
@@ -284,7 +336,7 @@ class KafkaZkClient:
         """Create ``/controller`` and bump ``/controller_epoch`` atomically. Returns the new
         epoch, or None when another broker (or an older session of this one) is controller or
         won the race; watch the controller znode and try again when it goes away."""
-        lease = await self._call(self._elect, broker_id)
+        lease = await self._elect(broker_id)
         self._lease = lease
         return lease.epoch if lease else None
 
@@ -294,7 +346,7 @@ class KafkaZkClient:
         if lease is None:
             return
         try:
-            await self._fenced(lease, [("delete", ControllerZNode.path(), None, -1)])
+            await self._fenced(lease, [DeleteOp(ControllerZNode.path())])
         except (ControllerMovedError, PartitionStateConflictError):
             pass
 
@@ -331,7 +383,7 @@ class KafkaZkClient:
             )
         )
         config = ConfigEntityZNode.encode(dict(configs or {}))
-        await self._call(self._create_topic, name, data, config)
+        await self._create_topic(name, data, config)
         return topic_id
 
     async def get_topics(self) -> list[str]:
@@ -357,9 +409,10 @@ class KafkaZkClient:
         if await self._call(self._zk.exists, TopicZNode.path(topic)) is None:
             raise UnknownTopicError(f"Topic {topic} does not exist")
         parents = [TopicPartitionZNode.path(topic, p) for p in states]
-        await self._call(_ensure_paths, self._zk, [TopicPartitionsZNode.path(topic), *parents])
-        ops = [
-            ("create", TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s), None)
+        for path in [TopicPartitionsZNode.path(topic), *parents]:
+            await self._call(self._zk.ensure_path, path)
+        ops: list[MultiOp] = [
+            CreateOp(TopicPartitionStateZNode.path(topic, p), TopicPartitionStateZNode.encode(s))
             for p, s in states.items()
         ]
         await self._fenced(lease, ops)
@@ -372,7 +425,7 @@ class KafkaZkClient:
         :class:`PartitionStateConflictError` when the state changed since it was read."""
         lease = self._require_lease()
         path = TopicPartitionStateZNode.path(topic, partition)
-        results = await self._fenced(lease, [("set", path, TopicPartitionStateZNode.encode(state), expected_version)])
+        results = await self._fenced(lease, [SetDataOp(path, TopicPartitionStateZNode.encode(state), expected_version)])
         stat: ZnodeStat = results[1]
         return stat.version
 
@@ -390,25 +443,20 @@ class KafkaZkClient:
     async def allocate_producer_id_block(self, broker_id: int, size: int = 1000) -> tuple[int, int]:
         """Reserve ids [start, end] in ``/latest_producer_id_block`` (Kafka's znode and JSON),
         with a conditional write so two brokers never get the same block."""
-        return await self._call(self._allocate_block, broker_id, size)
-
-    def _allocate_block(self, broker_id: int, size: int) -> tuple[int, int]:
-        import json
-
         path = "/latest_producer_id_block"
         while True:
             try:
-                data, stat = self._zk.get(path)
+                data, stat = await self._call(self._zk.get, path)
             except NoNodeError:
                 try:
-                    self._zk.create(path, b"", makepath=True)
+                    await self._call(self._zk.create, path, b"", makepath=True)
                 except NodeExistsError:
                     pass
                 continue
             start = int(json.loads(data)["block_end"]) + 1 if data else 0
             block = {"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(start + size - 1)}
             try:
-                self._zk.set(path, json.dumps(block).encode(), stat.version)
+                await self._call(self._zk.set, path, json.dumps(block).encode(), stat.version)
                 return start, start + size - 1
             except BadVersionError:
                 continue
@@ -439,9 +487,7 @@ class KafkaZkClient:
         Raises :class:`UnknownTopicError` for a topic that does not exist."""
         if await self._call(self._zk.exists, TopicZNode.path(name)) is None:
             raise UnknownTopicError(f"Topic {name} does not exist")
-        await self._call(
-            self._set_or_create, ConfigEntityZNode.path(TOPIC_CONFIG, name), ConfigEntityZNode.encode(dict(configs))
-        )
+        await self._set_or_create(ConfigEntityZNode.path(TOPIC_CONFIG, name), ConfigEntityZNode.encode(dict(configs)))
         notification = ConfigEntityChangeNotificationSequenceZNode.encode(TOPIC_CONFIG, name)
         await self._call(
             self._zk.create,
@@ -463,9 +509,7 @@ class KafkaZkClient:
     async def set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         """Replace ``/config/<entity type>/<name>`` and announce it under ``/config/changes``."""
         await self._call(self._zk.ensure_path, f"{Paths.CONFIG}/{entity_type}")
-        await self._call(
-            self._set_or_create, ConfigEntityZNode.path(entity_type, name), ConfigEntityZNode.encode(dict(configs))
-        )
+        await self._set_or_create(ConfigEntityZNode.path(entity_type, name), ConfigEntityZNode.encode(dict(configs)))
         await self._call(
             self._zk.create,
             ConfigEntityChangeNotificationSequenceZNode.create_path(),
@@ -498,7 +542,7 @@ class KafkaZkClient:
         parent = path.rsplit("/", 1)[0]
         if parent:
             await self._call(self._zk.ensure_path, parent)
-        await self._call(self._set_or_create, path, data)
+        await self._set_or_create(path, data)
 
     async def remove(self, path: str) -> None:
         try:
@@ -533,8 +577,8 @@ class KafkaZkClient:
         its partitions, ``/config/topics/<t>`` and the deletion mark, in one fenced multi-op."""
         lease = self._require_lease()
         roots = [TopicZNode.path(name), ConfigEntityZNode.path(TOPIC_CONFIG, name), DeleteTopicsTopicZNode.path(name)]
-        paths = await self._call(self._subtrees_bottom_up, roots)
-        await self._fenced(lease, [("delete", path, None, -1) for path in paths])
+        paths = await self._subtrees_bottom_up(roots)
+        await self._fenced(lease, [DeleteOp(path) for path in paths])
 
     # log dir failures ---------------------------------------------------------------------
 
@@ -600,7 +644,7 @@ class KafkaZkClient:
 
     async def get_or_create_cluster_id(self) -> str:
         """The cluster id in ``/cluster/id``, created (random, Kafka's text form) if absent."""
-        return await self._call(self._zk.retry, self._cluster_id)
+        return await self._retrying(self._cluster_id)
 
     # watches ------------------------------------------------------------------------------
 
@@ -633,31 +677,48 @@ class KafkaZkClient:
 
         return await self._watch_data(TopicPartitionStateZNode.path(topic, partition), decode, callback)
 
-    # internals: trio side -----------------------------------------------------------------
+    # internals --------------------------------------------------------------------------
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """One operation on the session, its errors as this module's (NoNode/NodeExists and
+        BadVersion pass through for the callers that expect them)."""
         if self._closed:
             raise ZkConnectionError("the ZooKeeper client is closed")
         try:
-            return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-        except (NoNodeError, NodeExistsError, ZkClientError, ZkDataError):
-            raise  # NoNode/NodeExists are handled by the callers that expect them
+            return await fn(*args, **kwargs)
+        except (NoNodeError, NodeExistsError, BadVersionError, ZkClientError, ZkDataError):
+            raise
         except _CONNECTION_ERRORS as exc:
             raise ZkConnectionError(f"ZooKeeper connection problem: {exc!r}") from exc
         except KazooException as exc:
             raise ZkClientError(f"ZooKeeper operation failed: {exc!r}") from exc
 
+    async def _retrying(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``fn(*args)``, again after a connection problem, for up to a session timeout (what
+        kazoo's command retry did for reads and idempotent creates)."""
+        deadline = trio.current_time() + self.session_timeout_s
+        delay = 0.1
+        while True:
+            try:
+                return await fn(*args)
+            except ZkConnectionError:
+                if self._closed or trio.current_time() + delay > deadline:
+                    raise
+            except _CONNECTION_ERRORS as exc:
+                if self._closed or trio.current_time() + delay > deadline:
+                    raise ZkConnectionError(f"ZooKeeper connection problem: {exc!r}") from exc
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_DELAY_S)
+
     async def _get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
-            return await self._call(self._zk.retry, self._zk.get, path)
+            return await self._retrying(self._call, self._zk.get, path)
         except NoNodeError:
             return None
 
-    async def _fenced(
-        self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]
-    ) -> list[Any]:
+    async def _fenced(self, lease: ControllerLease, ops: Sequence[MultiOp]) -> list[Any]:
         try:
-            return await self._call(self._fenced_multi, lease, ops)
+            return await self._fenced_multi(lease, ops)
         except ControllerMovedError:
             if self._lease == lease:
                 self._lease = None
@@ -668,192 +729,203 @@ class KafkaZkClient:
             raise ControllerMovedError("this broker is not the controller")
         return self._lease
 
-    def _deliver(self, callback: Callable[[T], None], value: T) -> None:
-        """From a kazoo thread: run ``callback(value)`` in trio's thread."""
-        try:
-            self._token.run_sync_soon(_guarded, callback, value)
-        except trio.RunFinishedError:
-            pass
-
-    def _on_kazoo_state(self, state: str) -> None:
-        self._deliver(self._on_session_state, SessionState(state))
-
     def _on_session_state(self, state: SessionState) -> None:
         if self._closed:
             return
+        renewed = state is SessionState.CONNECTED and self.session_state is not SessionState.CONNECTED
         self.session_state = state
         if state is SessionState.LOST:
             self._lease = None
             self.session_lost.set()
         for listener in list(self._session_listeners):
             _guarded(listener, state)
+        if renewed:  # watches are read (and set) again, as kazoo's recipes do after a reconnect
+            for recipe in list(self._recipes):
+                recipe.on_event(None)
+
+    async def _watch(self, read: ReadFn) -> Watch:
+        handle = Watch()
+        recipe = _Recipe(self, handle, read)
+        await self._retrying(recipe.start)
+        self._recipes.append(recipe)
+        return handle
 
     async def _watch_children(
         self, path: str, decode: Callable[[list[str]], T], callback: Callable[[T], None]
     ) -> Watch:
-        handle = Watch()
+        prior: list[list[str]] = []
 
-        def on_children(children: list[str]) -> bool:
-            if handle.cancelled or self._closed:
-                return False
+        async def read(watcher: WatchCallbackT, fired: bool) -> bool:
             try:
-                self._deliver(callback, decode(children))
+                children = await self._call(self._zk.get_children, path, watcher)
+            except NoNodeError:
+                return False  # as kazoo's ChildrenWatch: the watch ends with its znode
+            if not fired and prior and prior[0] == children:
+                return True  # set again after a reconnect, nothing changed: as kazoo, no report
+            prior[:] = [children]
+            try:
+                value = decode(children)
             except ZkDataError:
                 log.exception("malformed children of %s", path)
+                return True
+            _guarded(callback, value)
             return True
 
-        await self._call(ChildrenWatch, self._zk, path, on_children)
-        return handle
+        return await self._watch(read)
 
     async def _watch_data(
         self, path: str, decode: Callable[[bytes, ZnodeStat], T], callback: Callable[[T | None], None]
     ) -> Watch:
-        handle = Watch()
+        last: list[int | None] = []
 
-        def on_data(data: bytes | None, stat: ZnodeStat | None) -> bool:
-            if handle.cancelled or self._closed:
-                return False
+        async def read(watcher: WatchCallbackT, fired: bool) -> bool:
+            while True:
+                try:
+                    data, stat = await self._call(self._zk.get, path, watcher)
+                    break
+                except NoNodeError:
+                    if await self._call(self._zk.exists, path, watcher) is None:
+                        data, stat = None, None
+                        break
+            version = None if stat is None else stat.mzxid
+            if last and last[0] == version:
+                return True  # as kazoo's DataWatch: report changes only
+            last[:] = [version]
             try:
                 value = None if data is None or stat is None else decode(data, stat)
             except ZkDataError:
                 log.exception("malformed data in %s", path)
                 value = None
-            self._deliver(callback, value)
+            _guarded(callback, value)
             return True
 
-        await self._call(DataWatch, self._zk, path, on_data)
-        return handle
+        return await self._watch(read)
 
-    # internals: worker-thread side (blocking kazoo calls) ---------------------------------
-
-    def _create_owned_ephemeral(self, path: str, data: bytes) -> bool:
+    async def _create_owned_ephemeral(self, path: str, data: bytes) -> bool:
         """Create an ephemeral znode; True if it now exists for this session."""
         try:
-            self._zk.create(path, data, ephemeral=True)
+            await self._call(self._zk.create, path, data, ephemeral=True)
             return True
         except NodeExistsError:
             try:
-                current, stat = self._zk.get(path)
+                current, stat = await self._call(self._zk.get, path)
             except NoNodeError:
                 return False
             if stat.ephemeralOwner != self.session_id:
                 return False
             if current != data:
-                self._zk.set(path, data, version=stat.version)
+                await self._call(self._zk.set, path, data, stat.version)
             return True
 
-    def _elect(self, broker_id: int) -> ControllerLease | None:
-        epoch, epoch_version = self._read_or_create_epoch()
-        transaction = self._zk.transaction()
-        transaction.create(ControllerZNode.path(), ControllerZNode.encode(broker_id, _now_ms()), ephemeral=True)
-        transaction.set_data(ControllerEpochZNode.path(), ControllerEpochZNode.encode(epoch + 1), version=epoch_version)
-        results = transaction.commit()
+    async def _elect(self, broker_id: int) -> ControllerLease | None:
+        epoch, epoch_version = await self._read_or_create_epoch()
+        results = await self._call(
+            self._zk.multi,
+            [
+                CreateOp(ControllerZNode.path(), ControllerZNode.encode(broker_id, _now_ms()), ephemeral=True),
+                SetDataOp(ControllerEpochZNode.path(), ControllerEpochZNode.encode(epoch + 1), epoch_version),
+            ],
+        )
         failure = _first_failure(results)
         if failure is None:
             return ControllerLease(broker_id, epoch + 1, results[1].version)
         if isinstance(failure, (NodeExistsError, BadVersionError)):
-            return self._lease_already_held(broker_id)
-        raise failure
+            return await self._lease_already_held(broker_id)
+        raise ZkClientError(f"controller election failed: {failure!r}")
 
-    def _lease_already_held(self, broker_id: int) -> ControllerLease | None:
+    async def _lease_already_held(self, broker_id: int) -> ControllerLease | None:
         """This session's lease if ``/controller`` is already ours (an earlier attempt that
         succeeded although its reply was lost, or a repeated call), else None."""
         try:
-            data, stat = self._zk.get(ControllerZNode.path())
-            epoch_data, epoch_stat = self._zk.get(ControllerEpochZNode.path())
+            data, stat = await self._call(self._zk.get, ControllerZNode.path())
+            epoch_data, epoch_stat = await self._call(self._zk.get, ControllerEpochZNode.path())
         except NoNodeError:
             return None
         if stat.ephemeralOwner != self.session_id or ControllerZNode.decode(data).broker_id != broker_id:
             return None
         return ControllerLease(broker_id, ControllerEpochZNode.decode(epoch_data), epoch_stat.version)
 
-    def _read_or_create_epoch(self) -> tuple[int, int]:
+    async def _read_or_create_epoch(self) -> tuple[int, int]:
         path = ControllerEpochZNode.path()
         try:
-            data, stat = self._zk.get(path)
+            data, stat = await self._call(self._zk.get, path)
             return ControllerEpochZNode.decode(data), stat.version
         except NoNodeError:
             pass
         try:
-            self._zk.create(path, ControllerEpochZNode.encode(INITIAL_CONTROLLER_EPOCH))
+            await self._call(self._zk.create, path, ControllerEpochZNode.encode(INITIAL_CONTROLLER_EPOCH))
             return INITIAL_CONTROLLER_EPOCH, 0
         except NodeExistsError:
-            data, stat = self._zk.get(path)
+            data, stat = await self._call(self._zk.get, path)
             return ControllerEpochZNode.decode(data), stat.version
 
-    def _fenced_multi(
-        self, lease: ControllerLease, ops: Sequence[tuple[str, str, bytes | None, int | None]]
-    ) -> list[Any]:
+    async def _fenced_multi(self, lease: ControllerLease, ops: Sequence[MultiOp]) -> list[Any]:
         """Run ``ops`` in one multi-op after checking the controller epoch znode version."""
-        transaction = self._zk.transaction()
-        transaction.check(ControllerEpochZNode.path(), lease.epoch_zk_version)
-        for kind, path, data, version in ops:
-            _TRANSACTION_OPS[kind](transaction, path, data, version)
-        results = transaction.commit()
+        results = await self._call(self._zk.multi, [CheckOp(ControllerEpochZNode.path(), lease.epoch_zk_version), *ops])
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
             raise ControllerMovedError(f"controller epoch {lease.epoch} is stale: a newer controller was elected")
         failure = _first_failure(results)
         if isinstance(failure, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)):
             raise PartitionStateConflictError(f"conditional write lost a race: {type(failure).__name__}")
         if failure is not None:
-            raise failure
+            raise ZkClientError(f"ZooKeeper multi-op failed: {failure!r}")
         return results
 
-    def _create_topic(self, name: str, data: bytes, config: bytes) -> None:
+    async def _create_topic(self, name: str, data: bytes, config: bytes) -> None:
         topic_path = TopicZNode.path(name)
         config_path = ConfigEntityZNode.path(TOPIC_CONFIG, name)
-        if self._zk.exists(topic_path) is not None:
+        if await self._call(self._zk.exists, topic_path) is not None:
             raise TopicExistsError(f"Topic '{name}' already exists.")
-        transaction = self._zk.transaction()
-        if self._zk.exists(config_path) is None:
-            transaction.create(config_path, config)
+        ops: list[MultiOp] = []
+        if await self._call(self._zk.exists, config_path) is None:
+            ops.append(CreateOp(config_path, config))
         else:
-            transaction.set_data(config_path, config)
-        transaction.create(topic_path, data)
-        results = transaction.commit()
+            ops.append(SetDataOp(config_path, config))
+        ops.append(CreateOp(topic_path, data))
+        results = await self._call(self._zk.multi, ops)
         failure = _first_failure(results)
         if isinstance(failure, NodeExistsError):
             raise TopicExistsError(f"Topic '{name}' already exists.")
         if failure is not None:
-            raise failure
+            raise ZkClientError(f"creating topic {name} failed: {failure!r}")
 
-    def _set_or_create(self, path: str, data: bytes) -> None:
+    async def _set_or_create(self, path: str, data: bytes) -> None:
         try:
-            self._zk.set(path, data)
+            await self._call(self._zk.set, path, data)
         except NoNodeError:
             try:
-                self._zk.create(path, data)
+                await self._call(self._zk.create, path, data)
             except NodeExistsError:
-                self._zk.set(path, data)
+                await self._call(self._zk.set, path, data)
 
-    def _subtrees_bottom_up(self, roots: Sequence[str]) -> list[str]:
+    async def _subtrees_bottom_up(self, roots: Sequence[str]) -> list[str]:
         paths: list[str] = []
 
-        def visit(path: str) -> None:
+        async def visit(path: str) -> None:
             try:
-                children = self._zk.get_children(path)
+                children = await self._call(self._zk.get_children, path)
             except NoNodeError:
                 return
-            for child in children:
-                visit(f"{path}/{child}")
+            for child in sorted(children):
+                await visit(f"{path}/{child}")
             paths.append(path)
 
         for root in roots:
-            visit(root)
+            await visit(root)
         return paths
 
-    def _cluster_id(self) -> str:
+    async def _cluster_id(self) -> str:
         path = ClusterIdZNode.path()
         try:
-            return ClusterIdZNode.decode(self._zk.get(path)[0])
+            return ClusterIdZNode.decode((await self._call(self._zk.get, path))[0])
         except NoNodeError:
             pass
         try:
             # A cluster id has the text form of a topic id: base64 of a random UUID.
-            self._zk.create(path, ClusterIdZNode.encode(new_topic_id()))
+            await self._call(self._zk.create, path, ClusterIdZNode.encode(new_topic_id()))
         except NodeExistsError:
             pass
-        return ClusterIdZNode.decode(self._zk.get(path)[0])
+        return ClusterIdZNode.decode((await self._call(self._zk.get, path))[0])
 
 
 # --- module helpers ---------------------------------------------------------------------------
@@ -867,48 +939,23 @@ def _guarded(callback: Callable[[T], None], value: T) -> None:
         log.exception("ZooKeeper watch callback %r failed", callback)
 
 
-def _start(zk: KazooClient, timeout_s: float) -> None:
-    try:
-        zk.start(timeout=timeout_s)
-    except (KazooTimeoutError, KazooException) as exc:
-        _stop(zk)
-        raise ZkConnectionError(f"cannot connect to ZooKeeper at {zk.hosts}: {exc!r}") from exc
-
-
-def _stop(zk: KazooClient) -> None:
-    try:
-        zk.stop()
-    finally:
-        zk.close()
-
-
-def _ensure_chroot(hosts: str, chroot: str, timeout_s: float) -> None:
-    zk = KazooClient(hosts=hosts)
-    _start(zk, timeout_s)
-    try:
-        zk.ensure_path(chroot)
-    finally:
-        _stop(zk)
-
-
-def _ensure_paths(zk: KazooClient, paths: Sequence[str]) -> None:
-    for path in paths:
-        zk.ensure_path(path)
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
 def _first_failure(results: Sequence[object]) -> Exception | None:
-    """The operation error of a failed multi-op (the other operations report RolledBackError)."""
-    return next((r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None)
+    """The operation error of a failed multi-op (the others report RolledBackError before it
+    and RuntimeInconsistency after it)."""
+    return next(
+        (r for r in results if isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))),
+        None,
+    )
 
 
-_CONNECTION_ERRORS = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, KazooTimeoutError)
-
-_TRANSACTION_OPS: dict[str, Callable[[Any, str, bytes | None, int | None], None]] = {
-    "create": lambda t, path, data, version: t.create(path, data or b""),
-    "set": lambda t, path, data, version: t.set_data(path, data or b"", version=-1 if version is None else version),
-    "delete": lambda t, path, data, version: t.delete(path, version=-1 if version is None else version),
-}
+_CONNECTION_ERRORS = (
+    ConnectionLoss,
+    ConnectionClosedError,
+    SessionExpiredError,
+    KazooTimeoutError,
+    OperationTimeoutError,
+)

@@ -1,13 +1,17 @@
-"""KafkaZkClient against a real ZooKeeper (Debian's package), one server for the module.
+"""KafkaZkClient over both implementations of its ZooKeeper port: a real ZooKeeper (Debian's
+package, one server for the module) and strom.testing's in-memory ZooKeeper. The same tests run on
+both, so the in-memory one is held to what ZooKeeper itself does.
 
-Skipped with the reason when ZooKeeper is not installed; failing instead when
-STROM_COMPAT_REQUIRE_ALL=1. Each test works under its own chroot.
+The real-ZooKeeper runs are skipped with the reason when ZooKeeper is not installed; failing
+instead when STROM_COMPAT_REQUIRE_ALL=1. Each test works under its own chroot.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import trio
@@ -26,6 +30,7 @@ from strom.broker.zk.zkclient import (
     split_connect_string,
 )
 from strom.broker.zk.zkdata import BrokerInfo, ControllerInfo, EndPoint, PartitionState, TopicZNode
+from strom.testing.memzk import MemoryZooKeeper
 from strom.testing.zookeeper import ZooKeeperServer, zookeeper_fixture
 
 zookeeper = pytest.fixture(scope="module")(zookeeper_fixture)
@@ -33,22 +38,52 @@ WAIT_S = 20
 _chroots = itertools.count()
 
 
-@pytest.fixture
-def chroot_connect(zookeeper: ZooKeeperServer) -> Iterator[str]:
-    yield f"{zookeeper.connect_string}/strom/test{next(_chroots)}"
+@dataclass
+class Backend:
+    """Where the clients of a test connect: a real ZooKeeper or an in-memory one."""
+
+    hosts: str
+    memory: MemoryZooKeeper | None = None
+
+    @property
+    def factory(self) -> Any:
+        return None if self.memory is None else self.memory.session_factory
+
+    async def expire(self, client: KafkaZkClient) -> None:
+        """Make ZooKeeper expire ``client``'s session."""
+        if self.memory is not None:
+            self.memory.expire(client.session_id)
+        else:
+            await expire_session(client, self.hosts)
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+async def backend(request: pytest.FixtureRequest, nursery: trio.Nursery) -> AsyncIterator[Backend]:
+    if request.param == "zookeeper":
+        zookeeper: ZooKeeperServer = request.getfixturevalue("zookeeper")
+        yield Backend(zookeeper.connect_string)
+    else:
+        memory = MemoryZooKeeper()
+        await nursery.start(memory.run)
+        yield Backend("memory", memory)
 
 
 @pytest.fixture
-async def clients(chroot_connect: str) -> AsyncIterator[list[KafkaZkClient]]:
+def chroot_connect(backend: Backend) -> str:
+    return f"{backend.hosts}/strom/test{next(_chroots)}"
+
+
+@pytest.fixture
+async def clients(backend: Backend) -> AsyncIterator[list[KafkaZkClient]]:
     """The clients a test opens with :func:`open_client`; all closed afterwards."""
-    opened: list[KafkaZkClient] = []
+    opened: list[Any] = [backend]
     yield opened
-    for client in opened:
+    for client in opened[1:]:
         await client.close()
 
 
-async def open_client(opened: list[KafkaZkClient], connect: str, **kwargs: float) -> KafkaZkClient:
-    client = await KafkaZkClient.connect(connect, **kwargs)
+async def open_client(opened: list[Any], connect: str, **kwargs: float) -> KafkaZkClient:
+    client = await KafkaZkClient.connect(connect, session_factory=opened[0].factory, **kwargs)
     opened.append(client)
     return client
 
@@ -57,15 +92,9 @@ def broker_info(broker_id: int, port: int = 9092) -> BrokerInfo:
     return BrokerInfo(broker_id, (EndPoint("PLAINTEXT", "127.0.0.1", port),), timestamp_ms=1)
 
 
-def raw_client(connect: str) -> KazooClient:
-    zk = KazooClient(hosts=connect)
-    zk.start(timeout=WAIT_S)
-    return zk
-
-
 async def expire_session(client: KafkaZkClient, hosts: str) -> None:
     """Make ZooKeeper expire ``client``'s session: open and close a second connection on it."""
-    session_id, password = client._zk.client_id
+    session_id, password = client.session.kazoo.client_id  # type: ignore[attr-defined]
 
     def hijack() -> None:
         other = KazooClient(hosts=hosts + client.chroot, client_id=(session_id, password))
@@ -92,21 +121,15 @@ def test_connect_string_split() -> None:
         split_connect_string("/kafka")
 
 
-async def test_chroot_is_created_and_holds_the_kafka_layout(
-    clients: list, chroot_connect: str, zookeeper: ZooKeeperServer
-) -> None:
+async def test_chroot_is_created_and_holds_the_kafka_layout(clients: list, chroot_connect: str) -> None:
     client = await open_client(clients, chroot_connect)
     await client.register_broker(broker_info(1))
-    _, chroot = split_connect_string(chroot_connect)
-    root = await trio.to_thread.run_sync(raw_client, zookeeper.connect_string)
-    try:
-        children = await trio.to_thread.run_sync(root.get_children, chroot)
-        assert {"brokers", "config", "admin", "cluster"} <= set(children)
-        assert await trio.to_thread.run_sync(root.get_children, f"{chroot}/brokers/ids") == ["1"]
-        assert root.exists("/brokers/ids/1") is None
-    finally:
-        await trio.to_thread.run_sync(root.stop)
-        await trio.to_thread.run_sync(root.close)
+    hosts, chroot = split_connect_string(chroot_connect)
+    root = (await open_client(clients, hosts)).session
+    children = await root.get_children(chroot)
+    assert {"brokers", "config", "admin", "cluster"} <= set(children)
+    assert await root.get_children(f"{chroot}/brokers/ids") == ["1"]
+    assert await root.exists("/brokers/ids/1") is None
 
 
 async def test_register_brokers_and_read_them_back(clients: list, chroot_connect: str) -> None:
@@ -150,16 +173,14 @@ async def test_registration_waits_for_the_previous_session_to_go(clients: list, 
     assert await new.get_broker(1) == broker_info(1, 9100)
 
 
-async def test_session_expiry_is_surfaced_and_ephemerals_vanish(
-    clients: list, chroot_connect: str, zookeeper: ZooKeeperServer
-) -> None:
+async def test_session_expiry_is_surfaced_and_ephemerals_vanish(clients: list, chroot_connect: str) -> None:
     client = await open_client(clients, chroot_connect, session_timeout_s=2.0)
     observer = await open_client(clients, chroot_connect)
     states: list[SessionState] = []
     client.add_session_listener(states.append)
     await client.register_broker(broker_info(4))
     assert await client.try_become_controller(4) == 1
-    await expire_session(client, zookeeper.connect_string)
+    await clients[0].expire(client)
     with trio.fail_after(WAIT_S):
         await client.session_lost.wait()
     assert SessionState.LOST in states
@@ -195,7 +216,7 @@ async def test_epoch_increments_and_old_controller_is_fenced(clients: list, chro
     assert await new.try_become_controller(2) is None
 
     # The old controller loses /controller (say, a long GC pause expired its session)...
-    await trio.to_thread.run_sync(lambda: old._zk.delete("/controller"))
+    await old.session.delete("/controller")
     assert await new.try_become_controller(2) == 2
     current = await new.get_partition_state("orders", 0)
     assert current == VersionedPartitionState(first, 0)
@@ -251,7 +272,7 @@ async def test_topic_create_read_and_duplicate(clients: list, chroot_connect: st
     assert assignment.topic_id == topic_id
     assert await client.get_topic_assignment("missing") is None
     assert await client.get_topic_config("orders") == {"retention.ms": "1000"}
-    raw, _ = await trio.to_thread.run_sync(client._zk.get, TopicZNode.path("orders"))
+    raw, _ = await client.session.get(TopicZNode.path("orders"))
     assert raw.endswith(b',"adding_replicas":{},"version":3}')
 
 
@@ -261,9 +282,9 @@ async def test_topic_configs_and_change_notifications(clients: list, chroot_conn
     assert await client.get_topic_config("t") == {}
     await client.set_topic_config("t", {"cleanup.policy": "compact"})
     assert await client.get_topic_config("t") == {"cleanup.policy": "compact"}
-    changes = await trio.to_thread.run_sync(client._zk.get_children, "/config/changes")
+    changes = await client.session.get_children("/config/changes")
     assert len(changes) == 1 and changes[0].startswith("config_change_")
-    data, _ = await trio.to_thread.run_sync(client._zk.get, f"/config/changes/{changes[0]}")
+    data, _ = await client.session.get(f"/config/changes/{changes[0]}")
     assert data == b'{"version":2,"entity_path":"topics/t"}'
     with pytest.raises(UnknownTopicError):
         await client.set_topic_config("nope", {})
