@@ -107,6 +107,7 @@ class ClusterMember:
                 connect,
                 session_timeout_s=timeout_s,
                 connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000,
+                session_factory=self.broker.zk_sessions,
             )
         except Exception as exc:
             from ..config import ConfigError

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,13 +36,14 @@ from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.server.listen import BoundSockets, bind_listeners
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
-from strom.storage import files
+from strom.storage import clock, files
 from strom.storage.errors import StorageError
 from strom.storage.faults import storage_error
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from strom.broker.cluster.member import ClusterMember
+    from strom.broker.zk.session import ZkSessionFactory
 
 log = logging.getLogger("strom.broker")
 
@@ -115,14 +115,16 @@ class BrokerServer:
         *,
         network: Network | None = None,
         run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        zk_sessions: ZkSessionFactory | None = None,
     ):
         self.config = config
+        self.zk_sessions = zk_sessions  # how the cluster member opens its ZooKeeper session (None: kazoo)
         self.network = network  # None: TCP sockets
         # how blocking storage work (flush, compaction) leaves the event loop: a worker thread,
         # or (the simulation, which must stay on one thread to be deterministic) in place
         self._run_blocking = run_blocking or trio.to_thread.run_sync
         self.node_id = config.node_id
-        self.started = time.monotonic()
+        self.started = clock.monotonic()
         self.bound: list[BoundListener] = []
         self.replicas = ReplicaManager(self.node_id, config, None)  # its metadata cache: once open
         self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
@@ -395,7 +397,7 @@ class BrokerServer:
                     "broker started node_id=%d listeners=%s startup_ms=%.0f",
                     self.node_id,
                     ",".join(str(b.advertised) for b in self.bound),
-                    (time.monotonic() - self.started) * 1000,
+                    (clock.monotonic() - self.started) * 1000,
                 )
                 task_status.started(self.bound)
         finally:

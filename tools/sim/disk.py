@@ -30,16 +30,9 @@ from strom.testing.storage_faults import FileFaults
 Image = dict[str, bytes | None]  # relative path -> content (None: a directory)
 
 
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks, pos = [], 0
-    while pos < size:
-        chunk = os.pread(fd, size - pos, pos)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        pos += len(chunk)
-    return b"".join(chunks)
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:  # by path: the fsynced descriptor may be write-only
+        return f.read()
 
 
 class SimDisk(FileFaults):
@@ -51,7 +44,7 @@ class SimDisk(FileFaults):
     def fsync(self, fd: int, path: str = "") -> None:
         super().fsync(fd, path)
         if path and not stat.S_ISDIR(os.fstat(fd).st_mode):
-            self.durable[path] = _read_fd(fd)
+            self.durable[path] = _read(path)
             self.fsyncs += 1
 
     def replace(self, src: str, dst: str) -> None:

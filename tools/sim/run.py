@@ -16,6 +16,7 @@ import errno
 import logging
 import os
 import random
+import re
 import shutil
 import tempfile
 import uuid
@@ -129,6 +130,9 @@ def _determinism(seed: int) -> Iterator[None]:
         random.setstate(saved_random)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")  # object reprs: memory addresses differ from run to run
+
+
 class _TraceLogs(logging.Handler):
     """The brokers' own log lines (INFO and up) into the trace, the run's directory elided."""
 
@@ -138,7 +142,7 @@ class _TraceLogs(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = record.getMessage().replace(self.root, "<dir>")
+            text = _ADDRESS.sub(" at 0x?", record.getMessage().replace(self.root, "<dir>"))
         except Exception:
             text = record.msg if isinstance(record.msg, str) else repr(record.msg)
         self.trace.add("log", f"{record.levelname} {record.name}: {text}")
