@@ -74,7 +74,8 @@ class SimBroker:
             with scope:
                 await server.run()
         except Exception as exc:  # a broker that dies is part of the run: traced, restarted by the nemesis
-            self.sim.trace.add(self.name, f"stopped by {type(exc).__name__}: {exc}")
+            if self.alive:  # (a crash's own unwinding is not news)
+                self.sim.trace.add(self.name, f"stopped by {type(exc).__name__}: {exc}")
             self.alive = False
         finally:
             done.set()
@@ -129,7 +130,11 @@ def broker_props(node_id: int, root: Path, overrides: dict[str, str]) -> dict[st
         "group.initial.rebalance.delay.ms": "0",
         "log.flush.scheduler.interval.ms": "1000",
         "log.flush.offset.checkpoint.interval.ms": "2000",
-        "log.segment.bytes": "4096",
+        # small segments, so that runs roll and retain them; a follower appends one fetch answer
+        # at once and a log refuses an append larger than a segment (as Kafka's), so a follower
+        # fetches less than a segment per partition
+        "log.segment.bytes": "16384",
+        "replica.fetch.max.bytes": "4096",
         "log.retention.check.interval.ms": "1000",
         "auto.create.topics.enable": "false",
         "cluster.id": "sim-cluster",

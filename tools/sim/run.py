@@ -369,8 +369,12 @@ class Simulation:
                 b.start()
         problem = ""
         while trio.current_time() < deadline:
-            for b in self.brokers:  # a broker that stopped by itself (a disk error) is restarted
-                if not b.alive and b.done is not None and b.done.is_set():
+            for b in self.brokers:
+                if b.alive and b.server is not None and b.server.logs is not None and b.server.logs.offline_dirs:
+                    # a disk error took its log dir offline: the operator repairs it and restarts
+                    self.trace.add(b.name, "log dir offline: restarted")
+                    await b.stop()
+                if not b.alive and b.done is not None and b.done.is_set():  # stopped by itself, or above
                     b.scope = None
                     b.start()
             problem = self._converged()
