@@ -54,6 +54,18 @@ TOPIC = "sim"
 EPOCH_MS = 1_700_000_000_000  # the simulated wall clock's start
 
 
+FAULT_WEIGHTS = {
+    "drop": 3,  # a connection breaks
+    "partition": 2,  # two brokers cannot reach each other for a while
+    "isolate": 2,  # a broker cannot reach the other brokers nor ZooKeeper (clients still reach it)
+    "zk-cut": 2,  # a broker's ZooKeeper connection is cut for a while (its session may expire)
+    "pause": 2,  # a broker reaches nobody and ZooKeeper hears nothing from it, as if stopped
+    "crash": 2,  # a broker dies, with or without its page cache, and restarts later
+    "zk-expire": 1,  # a broker's ZooKeeper session expires
+    "disk": 1,  # one write or fsync fails (ENOSPC, EIO)
+}
+
+
 @dataclass
 class SimConfig:
     brokers: int = 3
@@ -64,6 +76,7 @@ class SimConfig:
     transactional_producers: int = 1
     faults: bool = True
     fault_rate: float = 1.0  # faults per simulated second, on average
+    fault_weights: dict[str, int] = field(default_factory=lambda: dict(FAULT_WEIGHTS))  # which faults, how often
     topic_configs: dict[str, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
 
@@ -198,25 +211,27 @@ class Simulation:
             await self._create_topic(admin)
             stop_at = trio.current_time() + cfg.duration
             nursery.start_soon(self._sample)
-            async with trio.open_nursery() as work:
-                for i in range(cfg.idempotent_producers):
-                    producer = IdempotentProducer(
-                        self.client(f"idem{i}"), TOPIC, cfg.partitions, self.history, self._rng()
-                    )
-                    work.start_soon(producer.run, stop_at)
-                for i in range(cfg.transactional_producers):
-                    tp = TransactionalProducer(
-                        self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
-                    )
-                    work.start_soon(tp.run, stop_at)
+            async with trio.open_nursery() as readers:
                 self.consumers = [
                     Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, read_committed=False),
                     Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, read_committed=True),
                 ]
                 for consumer in self.consumers:
-                    work.start_soon(consumer.run, stop_at + 30)
-                if cfg.faults:
-                    work.start_soon(self._nemesis, stop_at)
+                    readers.start_soon(consumer.run, stop_at + 60)
+                async with trio.open_nursery() as work:
+                    for i in range(cfg.idempotent_producers):
+                        producer = IdempotentProducer(
+                            self.client(f"idem{i}"), TOPIC, cfg.partitions, self.history, self._rng()
+                        )
+                        work.start_soon(producer.run, stop_at)
+                    for i in range(cfg.transactional_producers):
+                        tp = TransactionalProducer(
+                            self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
+                        )
+                        work.start_soon(tp.run, stop_at)
+                    if cfg.faults:
+                        work.start_soon(self._nemesis, stop_at)
+                readers.cancel_scope.cancel()  # the writers are done (answered or given up)
             self._heal_all()
             await self._settle(admin)
             await self._final_checks(admin)
@@ -269,10 +284,8 @@ class Simulation:
     async def _one_fault(self, rng: random.Random, stop_at: float) -> None:
         brokers = self.brokers
         b = rng.choice(brokers)
-        kind = rng.choices(
-            ["drop", "partition", "isolate", "zk-cut", "pause", "crash", "zk-expire", "disk"],
-            weights=[3, 2, 2, 2, 2, 2, 1, 1],
-        )[0]
+        kinds = sorted(self.config.fault_weights)
+        kind = rng.choices(kinds, weights=[self.config.fault_weights[k] for k in kinds])[0]
         now = trio.current_time()
         length = rng.uniform(0.5, 12.0)
         say = lambda text: self.trace.add("nemesis", text)  # noqa: E731
@@ -359,7 +372,7 @@ class Simulation:
                     if before is not None and leo < before[1]:
                         self.trace.add(b.name, f"truncated {name} from {before[1]} to {leo}")
                     last[(b.name, key)] = (state, leo)
-            await trio.sleep(0.05)
+            await trio.sleep(0.1)
 
     # ------------------------------------------------------------------ after the run
     async def _settle(self, admin: KafkaClient) -> None:
@@ -542,6 +555,16 @@ class Simulation:
                 violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
         await self._check_group_offsets(admin)
 
+    async def _move_group_coordinator(self) -> None:
+        """Stop the broker leading ``__consumer_offsets`` (cleanly) so that another loads the
+        groups from the log: what a coordinator only kept in memory is gone after that."""
+        for b in self.brokers:
+            p = self._partitions(b).get(("__consumer_offsets", 0))
+            if p is not None and p.is_leader:
+                self.trace.add(b.name, "stopped to move the group coordinator")
+                await b.stop()
+                return
+
     async def _check_group_offsets(self, admin: KafkaClient) -> None:
         by_group: dict[str, list] = {}
         for txn in self.history.txns:
@@ -559,6 +582,7 @@ class Simulation:
                     continue
             if not expect:
                 continue
+            await self._move_group_coordinator()
             answer = None
             for _ in range(50):
                 address = await admin.coordinator(0, group)
