@@ -3,8 +3,8 @@ controller, group and transaction coordinators) on the simulation's one trio loo
 simulated network, the in-memory ZooKeeper and the simulated disk underneath.
 
 A crash takes the disk image of that instant (what was fsynced, or the page cache too), breaks the
-broker's connections, cuts its ZooKeeper session (it expires on the server's clock, as after a
-kill), cancels the broker's tasks and then puts the image back, so nothing the unwinding tasks
+broker's connections, abandons its ZooKeeper session (it expires on the server's clock, as a
+killed process's does), cancels the broker's tasks and then puts the image back, so nothing the unwinding tasks
 write survives.
 """
 
@@ -91,9 +91,8 @@ class SimBroker:
         image = disk.crash_image(self.dir, keep_page_cache)
         self.sim.trace.add(self.name, f"crash ({'page cache kept' if keep_page_cache else 'page cache lost'})")
         self.sim.net.crash(self.name)
-        sid = self.zk_session_id()
-        if sid is not None:
-            self.sim.zk.cut(sid)
+        if self.zk_session is not None:
+            self.zk_session.abandon()  # never closed: it expires after its timeout, as a killed process's
         self.alive = False
         self.scope.cancel()
         await self.done.wait()
