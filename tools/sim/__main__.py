@@ -43,11 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=SimConfig.brokers)
     parser.add_argument("--partitions", type=int, default=SimConfig.partitions)
     parser.add_argument("--no-faults", action="store_true", help="run without the nemesis")
+    parser.add_argument(
+        "--fast-restarts", action="store_true", help="crashed brokers restart before their ZooKeeper session expired"
+    )
     args = parser.parse_args(argv)
     if argv is None:
         _pin_hash_seed()
     config = SimConfig(
-        duration=args.duration, brokers=args.brokers, partitions=args.partitions, faults=not args.no_faults
+        duration=args.duration,
+        brokers=args.brokers,
+        partitions=args.partitions,
+        faults=not args.no_faults,
+        fast_restarts=args.fast_restarts,
     )
     if args.seed is not None:
         result = run_seed(args.seed, config)

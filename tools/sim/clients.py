@@ -294,7 +294,12 @@ class TransactionalProducer:
         return None
 
     async def init(self, stop: float) -> bool:
-        body = {"transactional_id": self.txn_id, "transaction_timeout_ms": 10000, "producer_id": -1, "producer_epoch": -1}
+        body = {
+            "transactional_id": self.txn_id,
+            "transaction_timeout_ms": 10000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
         answer = await self._coordinated(1, self.txn_id, INIT_PRODUCER_ID, 4, body, stop)
         if answer is None or answer.error_code != 0:
             return False
@@ -327,7 +332,9 @@ class TransactionalProducer:
             answer = await self._coordinated(1, self.txn_id, ADD_PARTITIONS, 3, body, stop)
             if answer is None:
                 return False
-            codes = {r.partition_error_code for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
+            codes = {
+                r.partition_error_code for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition
+            }
             if codes == {0}:
                 break
             if codes & {E.CONCURRENT_TRANSACTIONS, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS}:
@@ -523,7 +530,7 @@ class Consumer:
         aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
         limit = p.last_stable_offset if self.read_committed else p.high_watermark
         next_offset = self.position[index]
-        for pos, header in iter_batches(memoryview(data), partial_tail=True):
+        for _, header in iter_batches(memoryview(data), partial_tail=True):
             next_offset = max(next_offset, header.last_offset + 1)
         for offset, value in read_batches(data, aborted, False):
             if offset < p.high_watermark:

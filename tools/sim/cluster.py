@@ -115,7 +115,7 @@ def broker_props(node_id: int, root: Path, overrides: dict[str, str]) -> dict[st
         "listeners": f"PLAINTEXT://broker{node_id}:{PORT}",
         "log.dirs": str(root / f"broker{node_id}"),
         "zookeeper.connect": "memzk:2181/strom",
-        "zookeeper.session.timeout.ms": "6000",
+        "zookeeper.session.timeout.ms": "6000",  # run.SESSION_TIMEOUT_S
         "zookeeper.connection.timeout.ms": "6000",
         "replica.lag.time.max.ms": "5000",
         "default.replication.factor": "3",

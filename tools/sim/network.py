@@ -189,7 +189,9 @@ class NodeNetwork:
 
 
 class SimNetwork:
-    def __init__(self, rng: random.Random, delay: DelayModel | None = None, on_event: Callable[[str], None] | None = None):
+    def __init__(
+        self, rng: random.Random, delay: DelayModel | None = None, on_event: Callable[[str], None] | None = None
+    ):
         self.rng = rng
         self.delay = delay or DelayModel()
         self._on_event = on_event or (lambda text: None)

@@ -51,6 +51,7 @@ from .network import SimNetwork
 from .trace import Trace
 
 TOPIC = "sim"
+SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the simulated brokers
 EPOCH_MS = 1_700_000_000_000  # the simulated wall clock's start
 
 
@@ -77,6 +78,11 @@ class SimConfig:
     faults: bool = True
     fault_rate: float = 1.0  # faults per simulated second, on average
     fault_weights: dict[str, int] = field(default_factory=lambda: dict(FAULT_WEIGHTS))  # which faults, how often
+    # a crashed broker restarts before its old ZooKeeper session expired (a kill -9 and a quick
+    # restart, or a fast reboot); off, it restarts only after the session timeout. On, it finds
+    # the bounced-broker defect reported with issue 23 (a broker that lost its page cache resumes
+    # leadership that its old session still held)
+    fast_restarts: bool = False
     topic_configs: dict[str, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
 
@@ -108,7 +114,9 @@ class SimResult:
 
 
 def _readable(line: str) -> bool:
-    return any(k in line for k in (" leads ", " follows ", "truncated", "<- broker", "crash", "start #", "nemesis", "stopped"))
+    return any(
+        k in line for k in (" leads ", " follows ", "truncated", "<- broker", "crash", "start #", "nemesis", "stopped")
+    )
 
 
 class SimClock:
@@ -320,18 +328,21 @@ class Simulation:
         elif kind == "crash":
             if b.alive and sum(x.alive for x in brokers) > 1:
                 keep = rng.random() < 0.5
-                say(f"crash {b.name}, restart in {length / 3:.2f}s")
+                delay = length / 3 if self.config.fast_restarts else SESSION_TIMEOUT_S + length / 3
+                say(f"crash {b.name}, restart in {delay:.2f}s")
                 await b.crash(keep_page_cache=keep)
-                self.nursery.start_soon(self._restart_later, b, length / 3)
+                self.nursery.start_soon(self._restart_later, b, delay)
         elif kind == "disk":
             op, err = rng.choice([("write", errno.ENOSPC), ("fsync", errno.EIO), ("write", errno.EIO)])
             say(f"disk: {op} fails with {errno.errorcode[err]} once in {b.name}")
             self.disk.fail(op, err, path=str(b.dir) + os.sep, times=1, after=rng.randrange(5))
 
     def _client_names(self) -> list[str]:
-        return ["admin", "reader-ru", "reader-rc"] + [
-            f"idem{i}" for i in range(self.config.idempotent_producers)
-        ] + [f"txn{i}" for i in range(self.config.transactional_producers)]
+        return (
+            ["admin", "reader-ru", "reader-rc"]
+            + [f"idem{i}" for i in range(self.config.idempotent_producers)]
+            + [f"txn{i}" for i in range(self.config.transactional_producers)]
+        )
 
     async def _restart_later(self, b: SimBroker, delay: float) -> None:
         await trio.sleep(delay)
@@ -412,11 +423,14 @@ class Simulation:
             for b in replicas:
                 p = self._partitions(b)[key]
                 if p.log.log_end_offset != lp.log.log_end_offset:
-                    return f"{key}: broker {b.node_id} log end {p.log.log_end_offset} vs leader's {lp.log.log_end_offset}"
+                    return (
+                        f"{key}: broker {b.node_id} log end {p.log.log_end_offset} vs leader's {lp.log.log_end_offset}"
+                    )
             if lp.high_watermark != lp.log.log_end_offset:
                 return f"{key}: high watermark {lp.high_watermark} below log end {lp.log.log_end_offset}"
             if key[0] == TOPIC and lp.log.last_stable_offset != lp.high_watermark:
-                return f"{key}: last stable offset {lp.log.last_stable_offset} stuck below high watermark {lp.high_watermark}"
+                lso = lp.log.last_stable_offset
+                return f"{key}: last stable offset {lso} stuck below high watermark {lp.high_watermark}"
         return ""
 
     async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int]:
@@ -526,7 +540,7 @@ class Simulation:
                 replicas = [b for b in self.brokers if tp in self._partitions(b)]
                 views = {b.node_id: self._replica_records(b, tp, hw) for b in replicas}
                 first = next(iter(views.values()), {})
-                for node, view in views.items():
+                for view in views.values():
                     if view != first:
                         diff = sorted(o for o in set(view) | set(first) if view.get(o) != first.get(o))[:5]
                         violations.append(f"replicas of {TOPIC}-{index} differ below the high watermark {hw} at {diff}")
@@ -537,20 +551,20 @@ class Simulation:
                 violations.append(f"acknowledged {value!r} at {tp[0]}-{tp[1]}@{offset} ({producer}) is lost: {got!r}")
         visible = {v for part in committed.values() for v in part.values()}
         for txn in h.txns:
-            records = [v for _, _, v in txn.records]
             shown = [v for v in txn.sent if v in visible]
             if txn.outcome == "committed" and len(shown) != len(txn.sent):
                 missing = [v for v in txn.sent if v not in visible]
-                violations.append(f"committed transaction {txn.producer}#{txn.number} misses {missing} for read_committed")
+                violations.append(
+                    f"committed transaction {txn.producer}#{txn.number} misses {missing} for read_committed"
+                )
             elif txn.outcome == "aborted" and shown:
                 violations.append(f"aborted transaction {txn.producer}#{txn.number} shows {shown} to read_committed")
             elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(txn.sent):
                 violations.append(
                     f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {txn.sent}"
                 )
-            del records
         aborted_values = {v for txn in h.txns if txn.outcome == "aborted" for v in txn.sent}
-        for reader, tp, offset, value in h.committed_reads:
+        for reader, _, _, value in h.committed_reads:
             if value in aborted_values:
                 violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
         await self._check_group_offsets(admin)
@@ -598,9 +612,7 @@ class Simulation:
                     answer = await admin.request(address, OFFSET_FETCH, 7, body)
                 except BrokerUnavailable:
                     continue
-                if answer.error_code == 0 and all(
-                    p.error_code == 0 for t in answer.topics for p in t.partitions
-                ):
+                if answer.error_code == 0 and all(p.error_code == 0 for t in answer.topics for p in t.partitions):
                     break
                 answer = None
                 await trio.sleep(0.2)
@@ -611,7 +623,8 @@ class Simulation:
             for tp, allowed in sorted(expect.items()):
                 if got.get(tp, -1) not in allowed:
                     self.history.violations.append(
-                        f"group {group} has offset {got.get(tp)} for {tp[0]}-{tp[1]}; committed transactions say {sorted(allowed)}"
+                        f"group {group} has offset {got.get(tp)} for {tp[0]}-{tp[1]}; "
+                        f"committed transactions say {sorted(allowed)}"
                     )
 
 

@@ -65,7 +65,9 @@ def isr_expansion_at_high_watermark(mp: pytest.MonkeyPatch) -> None:
         if not self.is_leader or self.leader_epoch_start_offset is None:
             return []
         hw = self.log.high_watermark
-        return [r for r, f in self.followers.items() if r not in self.isr and r in self.replicas and f.log_end_offset >= hw]
+        return [
+            r for r, f in self.followers.items() if r not in self.isr and r in self.replicas and f.log_end_offset >= hw
+        ]
 
     mp.setattr(Partition, "caught_up_replicas", caught_up_replicas)
 

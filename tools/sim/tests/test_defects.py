@@ -19,12 +19,15 @@ from .reverts import reverted
 pytestmark = pytest.mark.timeout(900)
 
 ISOLATIONS = {"isolate": 1}
+LEADER_MOVES = {"zk-expire": 2, "isolate": 2, "zk-cut": 2, "crash": 1}
 
 CASES = [
     # TxnOffsetCommit's batches taken for duplicates: the commits after the first in a producer
     # epoch are answered NONE and never written; the coordinator that loads the group after a
     # move finds an old offset
-    pytest.param("coordinator-appends-as-client", 1, SimConfig(duration=6), "group group-txn0 has offset", id="txn-offsets"),
+    pytest.param(
+        "coordinator-appends-as-client", 1, SimConfig(duration=6), "group group-txn0 has offset", id="txn-offsets"
+    ),
     # the zombie leader: isolated from the brokers and ZooKeeper while a Produce waits, demoted,
     # truncated, then answers NONE because the new leader's high watermark passed the offset
     pytest.param(
@@ -33,6 +36,15 @@ CASES = [
         SimConfig(duration=10, fault_weights=ISOLATIONS, fault_rate=1.0),
         "acknowledged",
         id="acks-after-leadership-loss",
+    ),
+    # a replica that led an epoch without appending keeps that epoch at its log end and is told
+    # it diverged at every fetch: the idle __consumer_offsets partition never gets its ISR back
+    pytest.param(
+        "empty-epoch-kept-at-log-end",
+        301,
+        SimConfig(duration=8, fault_weights=LEADER_MOVES, fault_rate=1.0),
+        "did not converge",
+        id="idle-follower-out-of-isr",
     ),
 ]
 
@@ -45,3 +57,16 @@ def test_the_simulation_finds_the_defect_when_its_fix_is_reverted(defect, seed, 
     assert any(violation in v for v in broken.violations), broken.report()
     fixed = run_seed(seed, config)
     assert fixed.ok, fixed.report()
+
+
+@pytest.mark.xfail(
+    strict=True, reason="finding of issue 23: a bounced broker resumes the leadership its old session held"
+)
+def test_a_broker_restarted_before_its_session_expired_loses_no_acknowledged_record():
+    """A broker that lost its page cache and restarts before its old ZooKeeper session expired
+    re-registers and leads again with its shorter log (the controller does not treat the
+    re-registration as a bounce, as Kafka's does): records read below the high watermark are
+    replaced. Fails today; passes once the controller handles bounced brokers."""
+    config = SimConfig(duration=8, fault_weights=LEADER_MOVES, fault_rate=1.0, fast_restarts=True)
+    result = run_seed(203, config)
+    assert result.ok, result.report()
