@@ -217,45 +217,18 @@ class IdempotentProducer:
     async def send(self, index: int, values: list[str], give_up_at: float) -> None:
         tp = (self.topic, index)
         seq = self.seq.get(index, 0)
-        batch = build_batch(
-            _records(values, 0),
-            base_timestamp=clock.wall_ms(),
-            producer_id=self.pid,
-            producer_epoch=self.epoch,
-            base_sequence=seq,
-        )
-        while trio.current_time() < give_up_at:
-            address = self.client.leader_address(tp)
-            if address is None:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
-            body = {
-                "transactional_id": None,
-                "acks": -1,
-                "timeout_ms": 10000,
-                "topic_data": [{"name": self.topic, "partition_data": [{"index": index, "records": batch}]}],
-            }
-            try:
-                answer = await self.client.request(address, PRODUCE, 9, body)
-            except BrokerUnavailable:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
-            p = answer.responses[0].partition_responses[0]
-            if p.error_code == 0:
-                self.seq[index] = seq + len(values)
-                for i, v in enumerate(values):
-                    self.history.acked.append((self.client.name, tp, p.base_offset + i, v))
-                return
-            if p.error_code in RETRIABLE:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
-            # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, ...: the idempotent session ends
-            self.history.fatal.append(f"{self.client.name} {tp} seq {seq}: {ErrorCode(p.error_code).name}")
-            await self.init()
+        batch = _batch(values, self.pid, self.epoch, seq, transactional=False)
+        p = await produce_until_answered(self.client, self.topic, index, batch, None, give_up_at)
+        if p is None:
             return
+        if p.error_code == 0:
+            self.seq[index] = seq + len(values)
+            for i, v in enumerate(values):
+                self.history.acked.append((self.client.name, tp, p.base_offset + i, v))
+            return
+        # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, ...: the idempotent session ends
+        self.history.fatal.append(f"{self.client.name} {tp} seq {seq}: {ErrorCode(p.error_code).name}")
+        await self.init()
 
 
 class TransactionalProducer:
@@ -394,44 +367,91 @@ class TransactionalProducer:
     async def _produce(self, txn: Txn, index: int, values: list[str], stop: float) -> bool:
         tp = (self.topic, index)
         seq = self.seq.get(index, 0)
-        batch = build_batch(
-            _records(values, 0),
-            base_timestamp=clock.wall_ms(),
-            producer_id=self.pid,
-            producer_epoch=self.epoch,
-            base_sequence=seq,
-            is_transactional=True,
-        )
-        while trio.current_time() < stop:
-            address = self.client.leader_address(tp)
-            if address is None:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
-            body = {
-                "transactional_id": self.txn_id,
-                "acks": -1,
-                "timeout_ms": 10000,
-                "topic_data": [{"name": self.topic, "partition_data": [{"index": index, "records": batch}]}],
-            }
-            try:
-                answer = await self.client.request(address, PRODUCE, 9, body)
-            except BrokerUnavailable:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
-            p = answer.responses[0].partition_responses[0]
-            if p.error_code == 0:
-                self.seq[index] = seq + len(values)
-                for i, v in enumerate(values):
-                    txn.records.append((tp, p.base_offset + i, v))
-                return True
-            if p.error_code in RETRIABLE:
-                await self.client.refresh([self.topic])
-                await trio.sleep(BACKOFF_S)
-                continue
+        batch = _batch(values, self.pid, self.epoch, seq, transactional=True)
+        p = await produce_until_answered(self.client, self.topic, index, batch, self.txn_id, stop)
+        if p is None or p.error_code != 0:
             return False
-        return False
+        self.seq[index] = seq + len(values)
+        for i, v in enumerate(values):
+            txn.records.append((tp, p.base_offset + i, v))
+        return True
+
+
+def _batch(values: list[str], pid: int, epoch: int, seq: int, *, transactional: bool) -> bytes:
+    return build_batch(
+        _records(values, 0),
+        base_timestamp=clock.wall_ms(),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=transactional,
+    )
+
+
+async def produce_until_answered(
+    client: KafkaClient, topic: str, index: int, batch: bytes, transactional_id: str | None, give_up_at: float
+) -> Any:
+    """Send one acks=all batch to the partition's leader, again (the same batch, so the same
+    sequence) while the answer is a retriable error or none; the partition's answer, or None
+    when ``give_up_at`` passes first."""
+    tp = (topic, index)
+    while trio.current_time() < give_up_at:
+        address = client.leader_address(tp)
+        if address is None:
+            await client.refresh([topic])
+            await trio.sleep(BACKOFF_S)
+            continue
+        body = {
+            "transactional_id": transactional_id,
+            "acks": -1,
+            "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": batch}]}],
+        }
+        try:
+            answer = await client.request(address, PRODUCE, 9, body)
+        except BrokerUnavailable:
+            await client.refresh([topic])
+            await trio.sleep(BACKOFF_S)
+            continue
+        p = answer.responses[0].partition_responses[0]
+        if p.error_code in RETRIABLE:
+            await client.refresh([topic])
+            await trio.sleep(BACKOFF_S)
+            continue
+        return p
+    return None
+
+
+def fetch_request(
+    topic: str, index: int, leader_epoch: int, offset: int, read_committed: bool, max_wait_ms: int, min_bytes: int
+) -> dict:
+    """A consumer's Fetch v12 body for one partition, outside any fetch session."""
+    return {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 1 << 20,
+        "isolation_level": 1 if read_committed else 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": index,
+                        "current_leader_epoch": leader_epoch,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
 
 
 def read_batches(data: bytes, aborted: list[tuple[int, int]], read_committed: bool) -> Iterator[tuple[int, str]]:
@@ -482,32 +502,7 @@ class Consumer:
         if leader is None or address is None:
             await self.client.refresh([self.topic])
             return
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": 100,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "isolation_level": 1 if self.read_committed else 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": self.topic,
-                    "partitions": [
-                        {
-                            "partition": index,
-                            "current_leader_epoch": leader[1],
-                            "fetch_offset": self.position[index],
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        body = fetch_request(self.topic, index, leader[1], self.position[index], self.read_committed, 100, 1)
         try:
             answer = await self.client.request(address, FETCH, 12, body)
         except BrokerUnavailable:

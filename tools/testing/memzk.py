@@ -186,7 +186,7 @@ class MemoryZooKeeper:
     def heal(self, session_id: int) -> None:
         """Reconnect a cut or paused session (LOST and a new session if it expired meanwhile)."""
         s = self._sessions.get(session_id)
-        if s is None or s.connected or s.closed:
+        if s is None or s.connected or s.closed or s.client._closed:  # an abandoned client never comes back
             return
         s.connected = True
         s.deadline = math.inf
