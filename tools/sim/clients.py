@@ -488,6 +488,7 @@ class Consumer:
         self.read_committed = read_committed
         self.position = dict.fromkeys(range(partitions), 0)
         self.hw: dict[tuple[int, int], int] = {}  # (partition, epoch) -> highest high watermark shown
+        self.went_back: set[tuple[int, int]] = set()
 
     async def run(self, stop_at: float) -> None:
         while trio.current_time() < stop_at:
@@ -515,7 +516,8 @@ class Consumer:
             await self.client.refresh([self.topic])
             return
         key = (index, leader[1])
-        if p.high_watermark < self.hw.get(key, -1):
+        if p.high_watermark < self.hw.get(key, -1) and key not in self.went_back:
+            self.went_back.add(key)  # once per partition and epoch is enough
             self.history.violations.append(
                 f"{self.client.name} saw the high watermark of {self.topic}-{index} in epoch {leader[1]} go back "
                 f"from {self.hw[key]} to {p.high_watermark} at {trio.current_time():.4f}"

@@ -12,7 +12,7 @@ from strom.sim.network import DelayModel, SimNetwork
 pytestmark = pytest.mark.timeout(900)
 
 SHORT = SimConfig(duration=3.0)
-CI_SEEDS = range(1000, 1024)
+CI_SEEDS = range(1000, 1100)  # about 75 s at 1.3 seeds/s here (2 cores, otherwise idle)
 
 
 def test_a_seed_replays_byte_for_byte():
@@ -32,6 +32,16 @@ def test_seeds_run_clean_with_the_fixes():
     elapsed = time.perf_counter() - started
     print(f"{len(CI_SEEDS)} seeds in {elapsed:.1f}s: {len(CI_SEEDS) / elapsed:.2f} seeds/s")
     assert not failed, "\n\n".join(failed)
+
+
+@pytest.mark.xfail(strict=True, reason="findings of issue 23 (docs/simulation.md): seeds the fixed broker fails")
+@pytest.mark.parametrize("seed", [1135, 1149])
+def test_known_failing_seeds_of_the_short_run(seed):
+    """1135: a restarted broker leads again in its old epoch with a lower high watermark
+    (finding 2); 1149: records read below the high watermark replaced after a leader's pause
+    (finding 3)."""
+    result = run_seed(seed, SHORT)
+    assert result.ok, result.report()
 
 
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
