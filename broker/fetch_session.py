@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from strom.protocol.errors import ErrorCode
+from strom.storage import clock
 
 log = logging.getLogger("strom.fetch_session")
 
@@ -47,7 +47,7 @@ def next_epoch(epoch: int) -> int:
 
 
 def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
+    return int(clock.monotonic() * 1000)
 
 
 @dataclass

@@ -189,6 +189,14 @@ class FileCache:
             handle = self._handles.pop(path, None)
         del handle
 
+    def forget_under(self, prefix: str) -> None:
+        """Drop the handles of every file under directory ``prefix`` (its files were replaced
+        behind the log's back: a simulated crash restores a broker's directory)."""
+        prefix = prefix.rstrip(os.sep) + os.sep
+        with self._lock:
+            gone = [self._handles.pop(path) for path in list(self._handles) if path.startswith(prefix)]
+        del gone
+
     def resize(self, capacity: int) -> None:
         evicted = []
         with self._lock:

@@ -7,7 +7,6 @@ import os
 import shutil
 import struct
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from strom.protocol.records.header import (
     set_base_offset,
     set_partition_leader_epoch,
 )
+from strom.storage import clock
 from strom.storage.checkpoint import fsync_dir
 from strom.storage.cleaner import (
     CleanerState,
@@ -63,7 +63,7 @@ _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
 
 
 def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return clock.wall_ms()
 
 
 def parse_dir_name(name: str) -> tuple[str, int]:

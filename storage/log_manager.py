@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from strom.storage import clock
 from strom.storage.checkpoint import OffsetCheckpointFile, atomic_write
 from strom.storage.cleaner import CleanResult, LogCleaner
 from strom.storage.config import LogConfig
@@ -130,7 +131,7 @@ class LogManager:
         topic_configs: dict[str, LogConfig] | None = None,
     ) -> None:
         """Load meta.properties and checkpoints, then open (recovering) every partition log."""
-        started = time.monotonic()
+        started = clock.monotonic()
         self._topic_configs.update(topic_configs or {})
         for log_dir in self.log_dirs:
             try:
@@ -147,7 +148,7 @@ class LogManager:
                 self._fail_at_start(log_dir, exc)
         self._progress(
             f"loaded {len(self._logs)} logs from {len(self.log_dirs)} log dirs in "
-            f"{(time.monotonic() - started) * 1000:.0f} ms"
+            f"{(clock.monotonic() - started) * 1000:.0f} ms"
         )
 
     def _fail_at_start(self, log_dir: Path, exc: OSError) -> None:
@@ -469,7 +470,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Close every log (flush + snapshots), write checkpoints, then the clean-shutdown marker."""
-        started = time.monotonic()
+        started = clock.monotonic()
         failed: set[Path] = set()
         for tp, log in self.all_logs().items():
             try:
@@ -488,4 +489,4 @@ class LogManager:
                 atomic_write(log_dir / CLEAN_SHUTDOWN_FILE, b"")
             except OSError as exc:
                 storage_error(exc, "write", CLEAN_SHUTDOWN_FILE, str(log_dir))
-        self._progress(f"shut down {len(self._logs)} logs in {(time.monotonic() - started) * 1000:.0f} ms")
+        self._progress(f"shut down {len(self._logs)} logs in {(clock.monotonic() - started) * 1000:.0f} ms")

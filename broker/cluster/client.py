@@ -7,6 +7,7 @@ connection and raises `BrokerUnavailable`, so callers back off and reconnect.
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import trio
 from construct import Container
@@ -21,6 +22,13 @@ CONNECT_TIMEOUT_S = 5.0
 MAX_RESPONSE_SIZE = 0x7FFFFFFF  # responses are bounded by what this broker asked for (fetch sizes)
 
 
+class Connector(Protocol):
+    """How a broker opens a connection to another: TCP (``trio.open_tcp_stream``), or the
+    deterministic simulation's in-memory network (``strom.sim``)."""
+
+    async def __call__(self, host: str, port: int) -> trio.abc.Stream: ...
+
+
 class BrokerUnavailable(Exception):
     """The other broker could not be reached or broke the connection."""
 
@@ -29,7 +37,16 @@ class BrokerClient:
     """Requests to one other broker over one connection (the protocol's client-role Connection),
     reconnecting on the next request after a failure."""
 
-    def __init__(self, host: str, port: int, client_id: str, request_timeout_s: float = 30.0, security=None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        request_timeout_s: float = 30.0,
+        security=None,
+        connect: Connector | None = None,
+    ):
+        self._open_stream: Connector = connect or trio.open_tcp_stream
         self.security = security  # broker.security.interbroker.InterBrokerSecurity: TLS and SASL, or None
         self.host = host
         self.port = port
@@ -42,7 +59,7 @@ class BrokerClient:
         if self._stream is None:
             try:
                 with trio.fail_after(CONNECT_TIMEOUT_S):
-                    stream = await trio.open_tcp_stream(self.host, self.port)
+                    stream = await self._open_stream(self.host, self.port)
                     try:
                         self._stream = await secure(stream, self.host, self.security, self.client_id)
                     except BaseException:

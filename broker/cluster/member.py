@@ -83,7 +83,12 @@ class ClusterMember:
         self._dirty = trio.Event()
         self._changed = trio.Event()
         self.fetcher = ReplicaFetcher(
-            broker.replicas, broker.config, broker.follower_quota, self.leader_endpoint, broker.inter_broker
+            broker.replicas,
+            broker.config,
+            broker.follower_quota,
+            self.leader_endpoint,
+            broker.inter_broker,
+            broker.network.connect if broker.network is not None else None,
         )
         broker.replicas.fetcher = self.fetcher
         self._watched: set[tuple[str, int]] = set()
@@ -102,7 +107,7 @@ class ClusterMember:
                 connect,
                 session_timeout_s=timeout_s,
                 connect_timeout_s=self.config["zookeeper.connection.timeout.ms"] / 1000,
-                session_factory=getattr(self.broker, "zk_sessions", None),  # None: kazoo
+                session_factory=self.broker.zk_sessions,
             )
         except Exception as exc:
             from ..config import ConfigError

@@ -113,7 +113,7 @@ def _place(
     _validate(n, partitions, replication_factor)
     rack_of = {b: _rack_key(racks.get(b)) for b in brokers}
     rack_count = len(set(rack_of.values()))
-    pick = rng or random.Random()
+    pick = rng or random.Random(random.getrandbits(64))  # the global generator: a simulation seeds it
     start = start_index % n if start_index is not None else pick.randrange(n)
     shift = start_index if start_index is not None else pick.randrange(n)
     result: dict[int, list[int]] = {}

@@ -77,7 +77,9 @@ class ReplicaFetcher:
         quota: FollowerReplicationQuota,
         endpoint_of: Callable[[int], tuple[str, int] | None],
         security: Any = None,
+        connect: Any = None,
     ):
+        self.connect = connect  # cluster.client.Connector: how to reach a leader (None: TCP)
         self.replicas = replicas
         self.node_id = replicas.node_id
         self.config = config
@@ -134,7 +136,11 @@ class ReplicaFetcher:
                         if client is not None:
                             await client.close()
                         client = BrokerClient(
-                            endpoint[0], endpoint[1], f"strom-replica-{self.node_id}", security=self.security
+                            endpoint[0],
+                            endpoint[1],
+                            f"strom-replica-{self.node_id}",
+                            security=self.security,
+                            connect=self.connect,
                         )
                         session.reset()
                     try:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import (
@@ -36,7 +35,7 @@ import trio
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.legacy import downconvert
-from strom.storage import files
+from strom.storage import clock, files
 from strom.storage.errors import OffsetOutOfRange, StorageError
 from strom.storage.log import Log
 from strom.storage.log_validator import (
@@ -458,7 +457,7 @@ class ReplicaManager:
                 ErrorCode.NOT_ENOUGH_REPLICAS, f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}"
             )
         try:
-            validated = validator.validate(records, version, int(time.time() * 1000))
+            validated = validator.validate(records, version, clock.wall_ms())
             guard = None
             if validated.transactional:
                 guard = verify_transaction(txn, transactional_id, partition, validated.headers, version, answers)

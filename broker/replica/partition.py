@@ -18,17 +18,17 @@ Appends that wait for the ISR (acks=all) are keyed by the leader epoch they were
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.protocol.records.header import BatchHeader
+from strom.storage import clock
 from strom.storage.log import Log, LogAppendInfo
 from strom.storage.producer_state import AppendOrigin, VerificationGuard
 
 
 def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+    return int(clock.monotonic() * 1000)
 
 
 @dataclass

@@ -11,7 +11,6 @@ and producer ids from the admin side.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -24,6 +23,7 @@ from strom.broker.replica.purgatory import PendingAppend, await_appends
 from strom.broker.topics import TopicInfo
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import validate_batches
+from strom.storage import clock
 from strom.storage.producer_state import AppendOrigin, VerificationGuard
 
 log = logging.getLogger("strom.coordinator")
@@ -175,4 +175,4 @@ class BrokerCoordinatorRuntime:
             self.on_markers_written(topic, index, producer_id, commit)
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return clock.wall_ms()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import logging
-import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -42,7 +42,7 @@ from strom.broker.server.dispatch import ApiVersionManager, RequestDispatcher
 from strom.broker.server.listen import BoundSockets, bind_listeners
 from strom.broker.stats import BrokerStats
 from strom.broker.topics import METADATA_FILE, TopicInfo, TopicStore, log_config
-from strom.storage import files
+from strom.storage import clock, files
 from strom.storage.errors import StorageError
 from strom.storage.faults import storage_error
 from strom.storage.log_manager import LogManager
@@ -98,16 +98,39 @@ class BoundListener:
     advertised: Listener
 
 
+class Network(Protocol):
+    """Where the broker listens and how it reaches the other brokers. None (the default) is TCP:
+    the configured listeners are bound as sockets and connections are ``trio.open_tcp_stream``.
+    The deterministic simulation (``strom.sim``) passes its in-memory network instead."""
+
+    def listen(self, listener: Listener) -> tuple[int, trio.abc.Listener]:
+        """Listen as ``listener`` says; the port bound and the listener accepting on it."""
+        ...
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream: ...
+
+
 class BrokerServer:
     """The composition root: builds the broker's services once, decides once whether it is
     standalone or a ZooKeeper cluster member (which metadata cache and admin manager it uses),
     and runs the listeners, the coordinators and the periodic tasks in one nursery."""
 
-    def __init__(self, config: BrokerConfig, *, zk_sessions: ZkSessionFactory | None = None):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        network: Network | None = None,
+        run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        zk_sessions: ZkSessionFactory | None = None,
+    ):
         self.config = config
-        self.zk_sessions = zk_sessions  # opens the ZooKeeper session (None: kazoo, a real ZooKeeper)
+        self.zk_sessions = zk_sessions  # how the cluster member opens its ZooKeeper session (None: kazoo)
+        self.network = network  # None: TCP sockets
+        # how blocking storage work (flush, compaction) leaves the event loop: a worker thread,
+        # or (the simulation, which must stay on one thread to be deterministic) in place
+        self._run_blocking = run_blocking or trio.to_thread.run_sync
         self.node_id = config.node_id
-        self.started = time.monotonic()
+        self.started = clock.monotonic()
         self.bound: list[BoundListener] = []
         self.replicas = ReplicaManager(self.node_id, config, None)  # its metadata cache: once open
         self.fetch_sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
@@ -272,7 +295,13 @@ class BrokerServer:
         def client(host: str, port: int):
             from strom.broker.cluster.client import BrokerClient
 
-            return BrokerClient(host, port, f"strom-txn-{self.node_id}", security=self.inter_broker)
+            return BrokerClient(
+                host,
+                port,
+                f"strom-txn-{self.node_id}",
+                security=self.inter_broker,
+                connect=self.network.connect if self.network is not None else None,
+            )
 
         self.txn = TransactionCoordinator(
             self.coordinator_runtime, TxnSettings.from_config(self.config), client, self.groups.offsets_partition_count
@@ -365,13 +394,17 @@ class BrokerServer:
             for bound in prebound or ():
                 bound.close()
             raise
-        listeners: list[trio.SocketListener] = []
+        listeners: list[tuple[str, trio.abc.Listener]] = []
         try:
             async with trio.open_nursery() as nursery:
                 listeners = self._open_listeners(prebound)
                 for name, listener in listeners:
                     nursery.start_soon(
-                        serve_listener, self, name, AcceptRetry(listener), ConnectionHandler(self, self.security[name])
+                        serve_listener,
+                        self,
+                        name,
+                        AcceptRetry(listener) if isinstance(listener, trio.SocketListener) else listener,
+                        ConnectionHandler(self, self.security[name]),
                     )
                 nursery.start_soon(self._periodic, "flush", self.config["log.flush.scheduler.interval.ms"], self._flush)
                 nursery.start_soon(
@@ -407,7 +440,7 @@ class BrokerServer:
                     "broker started node_id=%d listeners=%s startup_ms=%.0f",
                     self.node_id,
                     ",".join(str(b.advertised) for b in self.bound),
-                    (time.monotonic() - self.started) * 1000,
+                    (clock.monotonic() - self.started) * 1000,
                 )
                 task_status.started(self.bound)
         finally:
@@ -444,11 +477,18 @@ class BrokerServer:
             self.logs = None
             log.info("broker stopped: logs flushed and closed")
 
-    def _open_listeners(self, prebound: list[BoundSockets] | None) -> list[tuple[str, trio.SocketListener]]:
+    def _open_listeners(self, prebound: list[BoundSockets] | None) -> list[tuple[str, trio.abc.Listener]]:
         """(listener name, trio listener) for every bound socket; advertised addresses by name."""
-        bound_sockets = prebound if prebound is not None else bind_listeners(self.config.listeners)
         advertised = {a.name: a for a in self.config.advertised or []}
-        out = []
+        out: list[tuple[str, trio.abc.Listener]] = []
+        if self.network is not None:
+            for listener in self.config.listeners:
+                port, accepting = self.network.listen(listener)
+                bound = Listener(listener.name, listener.host, port, listener.security_protocol)
+                self.bound.append(BoundListener(bound, advertised.get(listener.name) or bound))
+                out.append((listener.name, accepting))
+            return out
+        bound_sockets = prebound if prebound is not None else bind_listeners(self.config.listeners)
         for bound_socks in bound_sockets:
             listener = bound_socks.listener
             bound = Listener(listener.name, listener.host, bound_socks.port, listener.security_protocol)
@@ -477,7 +517,7 @@ class BrokerServer:
         for partition_log in list(self.logs.all_logs().values()):
             if partition_log.recovery_point < partition_log.log_end_offset:
                 try:
-                    await trio.to_thread.run_sync(partition_log.flush)
+                    await self._run_blocking(partition_log.flush)
                 except StorageError:
                     pass  # logged once per burst by the storage layer; retried next interval
 
@@ -495,7 +535,7 @@ class BrokerServer:
     async def _clean(self) -> None:
         """Compact `cleanup.policy=compact` logs on a worker thread (the cleaner locks each log
         only to swap segments in)."""
-        results = await trio.to_thread.run_sync(self.logs.clean_compacted)
+        results = await self._run_blocking(self.logs.clean_compacted)
         for (topic, index), result in results.items():
             if result is not None and not result.aborted and (result.records_removed or result.markers_removed):
                 log.info(

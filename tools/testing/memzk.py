@@ -200,7 +200,7 @@ class MemoryZooKeeper:
                 self._paused.append(session_id)
             return
         s = self._sessions.get(session_id)
-        if s is None or s.connected or s.closed:
+        if s is None or s.connected or s.closed or s.client._closed:  # an abandoned client never comes back
             return
         s.connected = True
         s.deadline = math.inf

@@ -85,15 +85,15 @@ def _declared() -> tuple[set[str], dict[str, str]]:
 
 def test_pyproject_lists_every_package_of_the_tree_and_no_tests():
     """Every package ships except tests and tools/dev (developer generators, run from a checkout);
-    tools/testing ships as strom.testing, its own root."""
+    tools/testing ships as strom.testing and tools/sim as strom.sim, their own roots."""
     declared, package_dir = _declared()
     roots = {**{folder: name for name, folder in package_dir.items()}}
-    assert roots == {**PACKAGES, "tools/testing": "strom.testing"}
+    assert roots == {**PACKAGES, "tools/testing": "strom.testing", "tools/sim": "strom.sim"}
     expected = set()
     for folder, name in roots.items():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder).parts
-            if "tests" in rel or (folder == "tools" and rel[:1] in {("testing",), ("dev",)}):
+            if "tests" in rel or (folder == "tools" and rel[:1] in {("testing",), ("dev",), ("sim",)}):
                 continue
             expected.add(".".join((name, *rel)))
     assert declared == expected

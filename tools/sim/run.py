@@ -1,0 +1,645 @@
+"""One seed, one run: the cluster, the clients, the nemesis and the checks.
+
+``run_seed(seed)`` builds N real brokers over the in-memory ZooKeeper, the simulated network and
+the simulated disk, all on one trio loop whose clock is trio's MockClock (autojump: simulated
+time jumps to the next timer whenever every task waits). Everything random comes from the seed:
+the network's delays, the nemesis's faults, the clients' choices, trio's scheduling order
+(trio's own deterministic-scheduling switch, seeded), Python's global ``random`` (fetch-session
+ids, replica placement) and ``uuid.uuid4`` (topic ids). The same seed therefore replays the same
+run, and :class:`SimResult` carries the trace and its digest to show it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import random
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from strom.broker.cluster.client import BrokerUnavailable
+from strom.protocol.records.batch import iter_batches
+from strom.storage import clock as storage_clock
+from strom.storage import files
+from strom.testing.memzk import MemoryZooKeeper
+
+from .clients import (
+    CREATE_TOPICS,
+    FETCH,
+    OFFSET_FETCH,
+    Consumer,
+    History,
+    IdempotentProducer,
+    KafkaClient,
+    TransactionalProducer,
+    fetch_request,
+    read_batches,
+)
+from .cluster import SimBroker, broker_props
+from .disk import SimDisk
+from .network import SimNetwork
+from .trace import Trace
+
+TOPIC = "sim"
+SESSION_TIMEOUT_S = 6.0  # zookeeper.session.timeout.ms of the simulated brokers
+EPOCH_MS = 1_700_000_000_000  # the simulated wall clock's start
+
+
+FAULT_WEIGHTS = {
+    "drop": 3,  # a connection breaks
+    "partition": 2,  # two brokers cannot reach each other for a while
+    "isolate": 2,  # a broker cannot reach the other brokers nor ZooKeeper (clients still reach it)
+    "zk-cut": 2,  # a broker's ZooKeeper connection is cut for a while (its session may expire)
+    "pause": 2,  # a broker reaches nobody and ZooKeeper hears nothing from it, as if stopped
+    "crash": 2,  # a broker dies, with or without its page cache, and restarts later
+    "zk-expire": 1,  # a broker's ZooKeeper session expires
+    "disk": 1,  # one write or fsync fails (ENOSPC, EIO)
+}
+
+
+@dataclass
+class SimConfig:
+    brokers: int = 3
+    partitions: int = 2
+    duration: float = 20.0  # simulated seconds of workload and faults
+    settle: float = 90.0  # simulated seconds the healed cluster gets to converge
+    idempotent_producers: int = 2
+    transactional_producers: int = 1
+    faults: bool = True
+    fault_rate: float = 1.0  # faults per simulated second, on average
+    fault_weights: dict[str, int] = field(default_factory=lambda: dict(FAULT_WEIGHTS))  # which faults, how often
+    # a crashed broker restarts before its old ZooKeeper session expired (a kill -9 and a quick
+    # restart, or a fast reboot); off, it restarts only after the session timeout. On, it finds
+    # the bounced-broker defect reported with issue 23 (a broker that lost its page cache resumes
+    # leadership that its old session still held)
+    fast_restarts: bool = False
+    topic_configs: dict[str, str] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SimResult:
+    seed: int
+    violations: list[str]
+    trace: Trace
+    digest: str
+    sim_time: float
+    acked: int
+    txns: dict[str, int]
+    faults: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def report(self) -> str:
+        lines = [f"seed {self.seed}: {'ok' if self.ok else 'FAILED'}"]
+        for v in self.violations:
+            lines.append(f"  violation: {v}")
+        if not self.ok:
+            lines.append("  leadership, acknowledgements and truncations:")
+            lines.extend("    " + ln for ln in self.trace.lines if _readable(ln))
+            lines.append(f"  replay: python -m strom.sim --seed {self.seed} --trace")
+        return "\n".join(lines)
+
+
+def _readable(line: str) -> bool:
+    return any(
+        k in line for k in (" leads ", " follows ", "truncated", "<- broker", "crash", "start #", "nemesis", "stopped")
+    )
+
+
+class SimClock:
+    """The broker's clock (``strom.storage.clock``) read from trio's simulated time."""
+
+    def wall_ms(self) -> int:
+        return EPOCH_MS + int(trio.current_time() * 1000)
+
+    def monotonic(self) -> float:
+        return trio.current_time()
+
+
+@contextlib.contextmanager
+def _determinism(seed: int) -> Iterator[None]:
+    import trio._core._run as trio_run
+
+    saved_random = random.getstate()
+    saved_uuid4 = uuid.uuid4
+    saved_switch = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    saved_r = trio_run._r.getstate()
+    ids = random.Random(seed ^ 0x5EED)
+    random.seed(seed)
+    trio_run._r.seed(seed)
+    trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        uuid.uuid4 = saved_uuid4  # type: ignore[assignment]
+        trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved_switch  # type: ignore[misc]
+        trio_run._r.setstate(saved_r)
+        random.setstate(saved_random)
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")  # object reprs: memory addresses differ from run to run
+
+
+class _TraceLogs(logging.Handler):
+    """The brokers' own log lines (INFO and up) into the trace, the run's directory elided."""
+
+    def __init__(self, trace: Trace, root: str) -> None:
+        super().__init__(logging.INFO)
+        self.trace, self.root = trace, root
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = _ADDRESS.sub(" at 0x?", record.getMessage().replace(self.root, "<dir>"))
+        except Exception:
+            text = record.msg if isinstance(record.msg, str) else repr(record.msg)
+        self.trace.add("log", f"{record.levelname} {record.name}: {text}")
+
+
+@contextlib.contextmanager
+def _captured_logs(trace: Trace, root: str) -> Iterator[None]:
+    logger = logging.getLogger("strom")
+    handler = _TraceLogs(trace, root)
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
+def _scratch_root() -> Path:
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix="strom-sim-", dir=base))
+
+
+class Simulation:
+    def __init__(self, seed: int, config: SimConfig) -> None:
+        self.seed, self.config = seed, config
+        self.rng = random.Random(seed)
+        self.trace = Trace()
+        self.history = History()
+        self.root = _scratch_root()
+        self.disk = SimDisk()
+        self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), on_event=lambda t: self.trace.add("net", t))
+        self.zk = MemoryZooKeeper()
+        self.nursery: trio.Nursery = None  # type: ignore[assignment]
+        self.brokers = [
+            SimBroker(self, i, broker_props(i, self.root, config.broker_configs)) for i in range(1, config.brokers + 1)
+        ]
+        self.faults = 0
+        self._restarts: list[tuple[float, SimBroker]] = []
+
+    # ------------------------------------------------------------------ the run
+    async def main(self) -> None:
+        cfg = self.config
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            await nursery.start(self.zk.run)
+            for b in self.brokers:
+                b.start()
+            admin = self.client("admin")
+            await self._create_topic(admin)
+            stop_at = trio.current_time() + cfg.duration
+            nursery.start_soon(self._sample)
+            async with trio.open_nursery() as readers:
+                self.consumers = [
+                    Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, read_committed=False),
+                    Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, read_committed=True),
+                ]
+                for consumer in self.consumers:
+                    readers.start_soon(consumer.run, stop_at + 60)
+                async with trio.open_nursery() as work:
+                    for i in range(cfg.idempotent_producers):
+                        producer = IdempotentProducer(
+                            self.client(f"idem{i}"), TOPIC, cfg.partitions, self.history, self._rng()
+                        )
+                        work.start_soon(producer.run, stop_at)
+                    for i in range(cfg.transactional_producers):
+                        tp = TransactionalProducer(
+                            self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
+                        )
+                        work.start_soon(tp.run, stop_at)
+                    if cfg.faults:
+                        work.start_soon(self._nemesis, stop_at)
+                readers.cancel_scope.cancel()  # the writers are done (answered or given up)
+            self._heal_all()
+            await self._settle(admin)
+            await self._final_checks(admin)
+            for b in self.brokers:
+                await b.stop()
+            nursery.cancel_scope.cancel()
+
+    def _rng(self) -> random.Random:
+        return random.Random(self.rng.getrandbits(64))
+
+    def client(self, name: str) -> KafkaClient:
+        return KafkaClient(name, self.net.node(name), [b.address for b in self.brokers], self.trace)
+
+    async def _create_topic(self, admin: KafkaClient) -> None:
+        body = {
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "num_partitions": self.config.partitions,
+                    "replication_factor": len(self.brokers),
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in sorted(self.config.topic_configs.items())],
+                }
+            ],
+            "timeout_ms": 10000,
+            "validate_only": False,
+        }
+        while True:
+            try:
+                answer = await admin.any_request(CREATE_TOPICS, 5, body)
+                if answer.topics[0].error_code in (0, 36):  # created, or TOPIC_ALREADY_EXISTS on a retry
+                    break
+            except BrokerUnavailable:
+                pass
+            await trio.sleep(0.2)
+        while len([tp for tp in admin.leaders if tp[0] == TOPIC]) < self.config.partitions:
+            await admin.refresh([TOPIC])
+            await trio.sleep(0.1)
+
+    # ------------------------------------------------------------------ faults
+    async def _nemesis(self, stop_at: float) -> None:
+        rng = self._rng()
+        while True:
+            await trio.sleep(rng.expovariate(self.config.fault_rate))
+            if trio.current_time() >= stop_at:
+                return
+            self.faults += 1
+            await self._one_fault(rng, stop_at)
+
+    async def _one_fault(self, rng: random.Random, stop_at: float) -> None:
+        brokers = self.brokers
+        b = rng.choice(brokers)
+        kinds = sorted(self.config.fault_weights)
+        kind = rng.choices(kinds, weights=[self.config.fault_weights[k] for k in kinds])[0]
+        now = trio.current_time()
+        length = rng.uniform(0.5, 12.0)
+        say = lambda text: self.trace.add("nemesis", text)  # noqa: E731
+        if kind == "drop":
+            conns = list(self.net.connections.values())
+            if conns:
+                self.net.drop(rng.choice(conns))
+        elif kind == "partition":
+            other = rng.choice([x for x in brokers if x is not b])
+            say(f"partition {b.name} from {other.name} for {length:.2f}s")
+            self.net.partition(b.name, other.name, now + length)
+        elif kind == "isolate" or kind == "pause":
+            peers = [x.name for x in brokers if x is not b]
+            if kind == "pause":
+                peers += [c for c in self._client_names()]
+            say(f"{kind} {b.name} for {length:.2f}s (brokers{' and clients' if kind == 'pause' else ''} and ZooKeeper)")
+            for peer in peers:
+                self.net.partition(b.name, peer, now + length)
+            sid = b.zk_session_id()
+            if sid is not None and b.alive:
+                self.zk.disconnect_for(sid, length, notify=kind != "pause")
+        elif kind == "zk-cut":
+            sid = b.zk_session_id()
+            if sid is not None and b.alive:
+                say(f"cut {b.name} from ZooKeeper for {length:.2f}s")
+                self.zk.disconnect_for(sid, length)
+        elif kind == "zk-expire":
+            sid = b.zk_session_id()
+            if sid is not None and b.alive:
+                say(f"expire {b.name}'s ZooKeeper session")
+                self.zk.expire(sid)
+        elif kind == "crash":
+            if b.alive and sum(x.alive for x in brokers) > 1:
+                # a power loss (the page cache lost) only while every replica is in sync: losing the
+                # unflushed tail of more than one in-sync replica at once is outside what acks=all
+                # promises (the README's durability section), and the checker would call it a loss
+                keep = rng.random() < 0.5 or self._converged() != ""
+                delay = length / 3 if self.config.fast_restarts else SESSION_TIMEOUT_S + length / 3
+                say(f"crash {b.name}, restart in {delay:.2f}s")
+                await b.crash(keep_page_cache=keep)
+                self.nursery.start_soon(self._restart_later, b, delay)
+        elif kind == "disk":
+            op, err = rng.choice([("write", errno.ENOSPC), ("fsync", errno.EIO), ("write", errno.EIO)])
+            say(f"disk: {op} fails with {errno.errorcode[err]} once in {b.name}")
+            self.disk.fail(op, err, path=str(b.dir) + os.sep, times=1, after=rng.randrange(5))
+
+    def _client_names(self) -> list[str]:
+        return (
+            ["admin", "reader-ru", "reader-rc"]
+            + [f"idem{i}" for i in range(self.config.idempotent_producers)]
+            + [f"txn{i}" for i in range(self.config.transactional_producers)]
+        )
+
+    async def _restart_later(self, b: SimBroker, delay: float) -> None:
+        await trio.sleep(delay)
+        if not b.alive and b.scope is None:
+            b.start()
+
+    def _heal_all(self) -> None:
+        self.trace.add("nemesis", "heal everything")
+        self.net.heal()
+        self.disk.clear()
+        for b in self.brokers:
+            sid = b.zk_session_id()
+            if sid is not None:
+                self.zk.heal(sid)
+
+    # ------------------------------------------------------------------ observing
+    def _partitions(self, b: SimBroker) -> dict[tuple[str, int], Any]:
+        if not b.alive or b.server is None:
+            return {}
+        return dict(sorted(b.server.replicas.partitions.items()))
+
+    async def _sample(self) -> None:
+        """Who leads which epoch, high watermarks and truncations, as they change."""
+        last: dict[tuple[str, tuple[str, int]], tuple] = {}
+        while True:
+            for b in self.brokers:
+                for key, p in self._partitions(b).items():
+                    leo = p.log.log_end_offset
+                    state = (p.leader_id, p.leader_epoch, tuple(p.isr))
+                    before = last.get((b.name, key))
+                    name = f"{key[0]}-{key[1]}"
+                    if before is None or before[0] != state:
+                        self.trace.add(
+                            b.name,
+                            f"{'leads' if p.is_leader else 'follows'} {name} epoch {p.leader_epoch} "
+                            f"leader {p.leader_id} isr {list(p.isr)} leo {leo} hw {p.high_watermark}",
+                        )
+                    if before is not None and leo < before[1]:
+                        self.trace.add(b.name, f"truncated {name} from {before[1]} to {leo}")
+                    last[(b.name, key)] = (state, leo)
+            await trio.sleep(0.1)
+
+    # ------------------------------------------------------------------ after the run
+    async def _settle(self, admin: KafkaClient) -> None:
+        deadline = trio.current_time() + self.config.settle
+        for b in self.brokers:
+            if not b.alive and b.scope is None:
+                b.start()
+        problem = ""
+        while trio.current_time() < deadline:
+            for b in self.brokers:
+                if b.alive and b.server is not None and b.server.logs is not None and b.server.logs.offline_dirs:
+                    # a disk error took its log dir offline: the operator repairs it and restarts
+                    self.trace.add(b.name, "log dir offline: restarted")
+                    await b.stop()
+                if not b.alive and b.done is not None and b.done.is_set():  # stopped by itself, or above
+                    b.scope = None
+                    b.start()
+            problem = self._converged()
+            if not problem:
+                self.trace.add("sim", "converged")
+                return
+            await trio.sleep(0.5)
+        self.history.violations.append(f"the healed cluster did not converge in {self.config.settle:.0f}s: {problem}")
+
+    def _converged(self) -> str:
+        if not all(b.alive and b.server is not None and b.server.cluster is not None for b in self.brokers):
+            return "not every broker is up"
+        keys = sorted({k for b in self.brokers for k in self._partitions(b)})
+        for key in keys:
+            replicas = [b for b in self.brokers if key in self._partitions(b)]
+            leaders = [b for b in replicas if self._partitions(b)[key].is_leader]
+            if len(leaders) != 1:
+                return f"{key}: {len(leaders)} leaders"
+            lp = self._partitions(leaders[0])[key]
+            if sorted(lp.isr) != sorted(lp.replicas):
+                return f"{key}: isr {lp.isr} of replicas {lp.replicas} (leader {lp.local_id} epoch {lp.leader_epoch})"
+            for b in replicas:
+                p = self._partitions(b)[key]
+                if p.log.log_end_offset != lp.log.log_end_offset:
+                    return (
+                        f"{key}: broker {b.node_id} log end {p.log.log_end_offset} vs leader's {lp.log.log_end_offset}"
+                    )
+            if lp.high_watermark != lp.log.log_end_offset:
+                return f"{key}: high watermark {lp.high_watermark} below log end {lp.log.log_end_offset}"
+            if key[0] == TOPIC and lp.log.last_stable_offset != lp.high_watermark:
+                lso = lp.log.last_stable_offset
+                return f"{key}: last stable offset {lso} stuck below high watermark {lp.high_watermark}"
+        return ""
+
+    async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int]:
+        """Everything a consumer gets from the leader, from the start to the high watermark."""
+        out: dict[int, str] = {}
+        position, hw = 0, -1
+        tp = (TOPIC, index)
+        for _ in range(10_000):
+            await admin.refresh([TOPIC])
+            address = admin.leader_address(tp)
+            leader = admin.leaders.get(tp)
+            if address is None or leader is None:
+                await trio.sleep(0.1)
+                continue
+            body = fetch_request(TOPIC, index, leader[1], position, read_committed, 0, 0)
+            try:
+                answer = await admin.request(address, FETCH, 12, body)
+            except BrokerUnavailable:
+                continue
+            p = answer.responses[0].partitions[0]
+            if p.error_code != 0:
+                await trio.sleep(0.1)
+                continue
+            hw = p.high_watermark
+            data = bytes(p.records or b"")
+            aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
+            for offset, value in read_batches(data, aborted, read_committed):
+                out[offset] = value
+            ends = [h.last_offset + 1 for _, h in iter_batches(memoryview(data), partial_tail=True)]
+            limit = p.last_stable_offset if read_committed else hw
+            if ends:
+                position = max(ends)
+            if not ends or position >= limit:
+                return out, hw
+        return out, hw
+
+    def _replica_records(self, b: SimBroker, key: tuple[str, int], below: int) -> dict[int, str]:
+        p = self._partitions(b)[key]
+        out: dict[int, str] = {}
+        offset = p.log.log_start_offset
+        while offset < below:
+            info = p.log.read(offset, 1 << 20, max_offset=below)
+            if info.records is None:
+                break
+            data = info.records.read()
+            ends = [h.last_offset + 1 for _, h in iter_batches(memoryview(data), partial_tail=True)]
+            if not ends:
+                break
+            for o, v in read_batches(data, [], False):
+                out[o] = v
+            offset = max(ends)
+        return out
+
+    async def _final_checks(self, admin: KafkaClient) -> None:
+        h = self.history
+        violations = h.violations
+        if violations and violations[-1].startswith("the healed cluster did not converge"):
+            converged = False
+        else:
+            converged = True
+        final: dict[int, dict[int, str]] = {}
+        committed: dict[int, dict[int, str]] = {}
+        for index in range(self.config.partitions):
+            final[index], hw = await self._read_all(admin, index, False)
+            committed[index], _ = await self._read_all(admin, index, True)
+            tp = (TOPIC, index)
+            # every record readers saw below the high watermark is still there, unchanged
+            for (seen_tp, offset), (value, reader, when) in sorted(h.seen.items()):
+                if seen_tp == tp and offset < hw and final[index].get(offset) != value:
+                    violations.append(
+                        f"{TOPIC}-{index}@{offset} was read as {value!r} by {reader} at {when:.4f}, "
+                        f"now holds {final[index].get(offset)!r}"
+                    )
+            # no value twice (idempotence)
+            where: dict[str, int] = {}
+            for offset, value in sorted(final[index].items()):
+                if value in where:
+                    violations.append(f"{value!r} is in {TOPIC}-{index} twice: offsets {where[value]} and {offset}")
+                where[value] = offset
+            # in-sync replicas agree below the high watermark
+            if converged:
+                replicas = [b for b in self.brokers if tp in self._partitions(b)]
+                views = {b.node_id: self._replica_records(b, tp, hw) for b in replicas}
+                first = next(iter(views.values()), {})
+                for view in views.values():
+                    if view != first:
+                        diff = sorted(o for o in set(view) | set(first) if view.get(o) != first.get(o))[:5]
+                        violations.append(f"replicas of {TOPIC}-{index} differ below the high watermark {hw} at {diff}")
+                        break
+        for producer, tp, offset, value in h.acked:
+            got = final[tp[1]].get(offset)
+            if got != value:
+                violations.append(f"acknowledged {value!r} at {tp[0]}-{tp[1]}@{offset} ({producer}) is lost: {got!r}")
+        visible = {v for part in committed.values() for v in part.values()}
+        for txn in h.txns:
+            shown = [v for v in txn.sent if v in visible]
+            if txn.outcome == "committed" and len(shown) != len(txn.sent):
+                missing = [v for v in txn.sent if v not in visible]
+                violations.append(
+                    f"committed transaction {txn.producer}#{txn.number} misses {missing} for read_committed"
+                )
+            elif txn.outcome == "aborted" and shown:
+                violations.append(f"aborted transaction {txn.producer}#{txn.number} shows {shown} to read_committed")
+            elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(txn.sent):
+                violations.append(
+                    f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {txn.sent}"
+                )
+        aborted_values = {v for txn in h.txns if txn.outcome == "aborted" for v in txn.sent}
+        for reader, _, _, value in h.committed_reads:
+            if value in aborted_values:
+                violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
+        await self._check_group_offsets(admin)
+
+    async def _move_group_coordinator(self) -> None:
+        """Stop the broker leading ``__consumer_offsets`` (cleanly) so that another loads the
+        groups from the log: what a coordinator only kept in memory is gone after that."""
+        for b in self.brokers:
+            p = self._partitions(b).get(("__consumer_offsets", 0))
+            if p is not None and p.is_leader:
+                self.trace.add(b.name, "stopped to move the group coordinator")
+                await b.stop()
+                return
+
+    async def _check_group_offsets(self, admin: KafkaClient) -> None:
+        by_group: dict[str, list] = {}
+        for txn in self.history.txns:
+            if txn.group:
+                by_group.setdefault(txn.group, []).append(txn)
+        for group, txns in sorted(by_group.items()):
+            expect: dict[tuple[str, int], set[int]] = {}
+            for txn in txns:
+                for tp, off in txn.offsets.items() if txn.outcome in ("committed", "unknown", "open") else ():
+                    if txn.outcome == "committed":
+                        expect[tp] = {off}
+                    else:
+                        expect.setdefault(tp, {-1}).add(off)
+                if txn.outcome in ("unknown", "open") and not txn.offsets:
+                    continue
+            if not expect:
+                continue
+            await self._move_group_coordinator()
+            answer = None
+            for _ in range(50):
+                address = await admin.coordinator(0, group)
+                if address is None:
+                    await trio.sleep(0.2)
+                    continue
+                body = {
+                    "group_id": group,
+                    "topics": [{"name": TOPIC, "partition_indexes": list(range(self.config.partitions))}],
+                    "require_stable": True,
+                }
+                try:
+                    answer = await admin.request(address, OFFSET_FETCH, 7, body)
+                except BrokerUnavailable:
+                    continue
+                if answer.error_code == 0 and all(p.error_code == 0 for t in answer.topics for p in t.partitions):
+                    break
+                answer = None
+                await trio.sleep(0.2)
+            if answer is None:
+                self.history.violations.append(f"group {group}'s offsets could not be read")
+                continue
+            got = {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions}
+            for tp, allowed in sorted(expect.items()):
+                if got.get(tp, -1) not in allowed:
+                    self.history.violations.append(
+                        f"group {group} has offset {got.get(tp)} for {tp[0]}-{tp[1]}; "
+                        f"committed transactions say {sorted(allowed)}"
+                    )
+
+
+def run_seed(seed: int, config: SimConfig | None = None) -> SimResult:
+    config = config or SimConfig()
+    sim = Simulation(seed, config)
+    try:
+        with (
+            _determinism(seed),
+            files.use_ops(sim.disk),
+            storage_clock.use_clock(SimClock()),
+            _captured_logs(sim.trace, str(sim.root)),
+        ):
+            trio.run(sim.main, clock=trio.testing.MockClock(autojump_threshold=0))
+            sim_time = 0.0
+    except Exception as exc:
+        sim.history.violations.append(f"the simulation itself failed: {type(exc).__name__}: {exc}")
+        import traceback
+
+        sim.trace.add("sim", traceback.format_exc().replace(str(sim.root), "<dir>"))
+        sim_time = -1.0
+    finally:
+        files.cache.forget_under(str(sim.root))
+        shutil.rmtree(sim.root, ignore_errors=True)
+    last = sim.trace.lines[-1].split()[0] if sim.trace.lines else "0"
+    sim_time = float(last) if sim_time == 0.0 else sim_time
+    outcomes: dict[str, int] = {}
+    for txn in sim.history.txns:
+        outcomes[txn.outcome] = outcomes.get(txn.outcome, 0) + 1
+    return SimResult(
+        seed,
+        list(sim.history.violations),
+        sim.trace,
+        sim.trace.digest(),
+        sim_time,
+        len(sim.history.acked),
+        outcomes,
+        sim.faults,
+    )

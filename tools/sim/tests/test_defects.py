@@ -1,0 +1,72 @@
+"""The simulation finds the defects of issue 21 ("Correctness under faults") when their fixes are
+reverted (``reverts.py``, a monkeypatch each), on recorded seeds, and the same seeds run clean
+with the fixes.
+
+A seed decides the whole run, so each case below is a replay: the faults that expose the defect
+are the ones the seed's nemesis injects (some cases narrow the nemesis to the faults that matter,
+``fault_weights``, as one would when hunting one class of bug). The seeds were found by running
+the reverted broker over seed ranges (``python -m strom.sim`` does the same on the fixed one).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from strom.sim import SimConfig, run_seed
+
+from .reverts import reverted
+
+pytestmark = pytest.mark.timeout(900)
+
+ISOLATIONS = {"isolate": 1}
+LEADER_MOVES = {"zk-expire": 2, "isolate": 2, "zk-cut": 2, "crash": 1}
+
+CASES = [
+    # TxnOffsetCommit's batches taken for duplicates: the commits after the first in a producer
+    # epoch are answered NONE and never written; the coordinator that loads the group after a
+    # move finds an old offset
+    pytest.param(
+        "coordinator-appends-as-client", 1, SimConfig(duration=6), "group group-txn0 has offset", id="txn-offsets"
+    ),
+    # the zombie leader: isolated from the brokers and ZooKeeper while a Produce waits, demoted,
+    # truncated, then answers NONE because the new leader's high watermark passed the offset
+    pytest.param(
+        "acks-by-high-watermark-only",
+        4,
+        SimConfig(duration=10, fault_weights=ISOLATIONS, fault_rate=1.0),
+        "acknowledged",
+        id="acks-after-leadership-loss",
+    ),
+    # a replica that led an epoch without appending keeps that epoch at its log end and is told
+    # it diverged at every fetch: the idle __consumer_offsets partition never gets its ISR back
+    pytest.param(
+        "empty-epoch-kept-at-log-end",
+        301,
+        SimConfig(duration=8, fault_weights=LEADER_MOVES, fault_rate=1.0),
+        "did not converge",
+        id="idle-follower-out-of-isr",
+    ),
+]
+
+
+@pytest.mark.parametrize(("defect", "seed", "config", "violation"), CASES)
+def test_the_simulation_finds_the_defect_when_its_fix_is_reverted(defect, seed, config, violation):
+    with reverted(defect):
+        broken = run_seed(seed, config)
+    assert not broken.ok, f"seed {seed} no longer finds {defect}"
+    assert any(violation in v for v in broken.violations), broken.report()
+    fixed = run_seed(seed, config)
+    assert fixed.ok, fixed.report()
+
+
+@pytest.mark.xfail(
+    strict=True, reason="finding of issue 23: a bounced broker resumes the leadership its old session held"
+)
+def test_a_broker_restarted_before_its_session_expired_loses_no_acknowledged_record():
+    """A broker that lost its page cache and restarts before its old ZooKeeper session expired
+    re-registers and leads again with its shorter log (the controller does not treat the
+    re-registration as a bounce, as Kafka's does): records read below the high watermark are
+    replaced. Fails today; passes once the controller handles bounced brokers."""
+    config = SimConfig(duration=8, fault_weights={"crash": 3, "isolate": 1}, fault_rate=1.0, fast_restarts=True)
+    result = run_seed(211, config)
+    assert result.ok, result.report()
