@@ -80,6 +80,8 @@ class ClusterMember:
         self.zk: KafkaZkClient | None = None
         self.metadata = ZkMetadataCache(self.config, "")  # replaced by connect() with the cluster's id
         self.controller = Controller(self)
+        # this broker's epoch: the czxid of its current registration (0 before it registered)
+        self.broker_epoch = 0
         self._dirty = trio.Event()
         self._changed = trio.Event()
         self.fetcher = ReplicaFetcher(
@@ -161,6 +163,9 @@ class ClusterMember:
             self.node_id, endpoints, rack=self.config["broker.rack"], timestamp_ms=int(trio.current_time() * 1000)
         )
         await self.zk.register_broker(info, wait_s=self.zk.session_timeout_s * 2)
+        mine = (await self.zk.get_broker_registrations()).get(self.node_id)
+        if mine is not None:
+            self.broker_epoch = mine[1]
         await self.zk.try_become_controller(self.node_id)
         log.info("registered broker id=%d endpoints=%s", self.node_id, [e.connection_string for e in endpoints])
 
@@ -239,7 +244,12 @@ class ClusterMember:
 
     async def read_view(self) -> ClusterView:
         zk = self.zk
-        view = ClusterView(brokers=await zk.get_all_brokers(), to_delete=await zk.get_topics_to_delete())
+        registrations = await zk.get_broker_registrations()
+        view = ClusterView(
+            brokers={b: info for b, (info, _) in registrations.items()},
+            broker_epochs={b: epoch for b, (_, epoch) in registrations.items()},
+            to_delete=await zk.get_topics_to_delete(),
+        )
         for _, broker_id, partitions in await zk.get_log_dir_events():
             for key in partitions:
                 view.offline_replicas.setdefault(key, set()).add(broker_id)
@@ -331,6 +341,17 @@ class ClusterMember:
 
     def _apply_state(self, partition: Partition, replicas: list[int], versioned: VersionedPartitionState) -> None:
         state = versioned.state
+        if state.leader == self.node_id and versioned.mzxid < self.broker_epoch:
+            # written before this registration: the leadership of an earlier life of this broker
+            # (restarted, or its session expired), whose unflushed records may be gone; the
+            # controller elects again (a new epoch) and this broker leads or follows then
+            log.info(
+                "not leading %s-%d in epoch %d: it was given to an earlier registration of this broker",
+                partition.topic,
+                partition.index,
+                state.leader_epoch,
+            )
+            return
         if state.leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != state.leader_epoch:
                 partition.log.leader_epoch_cache.assign(state.leader_epoch, partition.log.log_end_offset)

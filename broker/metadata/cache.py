@@ -202,6 +202,8 @@ class ClusterView:
     """One consistent-enough read of the cluster's znodes."""
 
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    # each live broker's epoch (the czxid of its registration znode): a new one is a new registration
+    broker_epochs: dict[int, int] = field(default_factory=dict)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)

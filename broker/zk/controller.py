@@ -9,6 +9,11 @@ or partition appears, a deletion is requested) it reconciles the whole cluster a
 - a partition whose leader is gone gets a new leader from the live ISR (or, when the topic
   allows unclean election, any live replica), with the leader epoch bumped;
 - dead brokers leave every ISR;
+- a broker registered anew since its partition's state was written (restarted, or back after its
+  ZooKeeper session expired: a new broker epoch, Kafka's bounced broker) is treated as one that
+  failed and came back: leadership it held moves to another live in-sync replica, or, when it is
+  the only one, it is elected again in a new leader epoch; it leaves the ISR of partitions others
+  lead (it may have lost what it had not flushed, and rejoins once caught up);
 - replicas in a broker's failed log dir (``/log_dir_event_notification``) count as dead for
   their partitions: leadership moves away from them and they leave the ISR;
 - topics marked for deletion lose their znodes (brokers then delete their logs).
@@ -18,11 +23,17 @@ Brokers learn the outcome from the partition-state znodes they watch.
 from __future__ import annotations
 
 import logging
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strom.broker.zk.election import Strategy, elect_leader, initial_state, remove_replica_from_isr
-from strom.broker.zk.zkclient import ControllerMovedError, PartitionStateConflictError, ZkClientError
+from strom.broker.zk.zkclient import (
+    ControllerMovedError,
+    PartitionStateConflictError,
+    VersionedPartitionState,
+    ZkClientError,
+)
 from strom.broker.zk.zkdata import NO_LEADER, TopicAssignment
 from strom.protocol.errors import ErrorCode
 
@@ -69,7 +80,9 @@ class Controller:
                     if state is not None:
                         missing[partition] = state
                     continue
-                wrote |= await self._repair(name, partition, replicas, current, usable, epoch, unclean)
+                wrote |= await self._repair(
+                    name, partition, replicas, current, usable, epoch, unclean, self._bounced(view, current, usable)
+                )
             if missing:
                 log.info("creating partition states topic=%s partitions=%s", name, sorted(missing))
                 await zk.create_partition_states(name, missing)
@@ -77,10 +90,49 @@ class Controller:
         wrote |= await self.progress_reassignments(view)
         return wrote
 
-    async def _repair(self, topic, partition, replicas, current, live: set[int], epoch: int, unclean: bool) -> bool:
+    @staticmethod
+    def _bounced(view: ClusterView, current: VersionedPartitionState, live: set[int]) -> set[int]:
+        """Live replicas of the partition registered after its state was last written: the state
+        named an earlier life of theirs (Kafka's bounced brokers)."""
+        state = current.state
+        named = {state.leader, *state.isr} & live
+        return {b for b in named if view.broker_epochs.get(b, 0) > current.mzxid}
+
+    async def _repair(
+        self,
+        topic: str,
+        partition: int,
+        replicas: list[int],
+        current: VersionedPartitionState,
+        live: set[int],
+        epoch: int,
+        unclean: bool,
+        bounced: AbstractSet[int] = frozenset(),
+    ) -> bool:
         state = current.state
         new = None
-        if state.leader == NO_LEADER or state.leader not in live:
+        if state.leader in bounced:
+            # as a failure and a start: another live in-sync replica leads; else it leads again in
+            # a new epoch (never in the epoch its earlier life led, whose records it may have lost)
+            election = elect_leader(Strategy.OFFLINE, state, replicas, live - bounced, epoch) or elect_leader(
+                Strategy.OFFLINE, state, replicas, live, epoch
+            )
+            if election is not None:
+                new = election.state
+                log.info(
+                    "re-elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s: broker %d registered anew",
+                    topic,
+                    partition,
+                    new.leader,
+                    new.leader_epoch,
+                    list(new.isr),
+                    state.leader,
+                )
+        elif bounced - {state.leader}:
+            new = state
+            for replica in sorted(bounced - {state.leader}):
+                new = remove_replica_from_isr(new, replica, epoch) or new
+        elif state.leader == NO_LEADER or state.leader not in live:
             election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=unclean)
             if election is not None:
                 new = election.state

@@ -25,7 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import trio
@@ -142,6 +142,9 @@ class VersionedPartitionState:
 
     state: PartitionState
     zk_version: int
+    # the zxid of the write that made this state: a state written before a broker's registration
+    # (its broker epoch, the registration's czxid) was meant for an earlier life of that broker
+    mzxid: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -322,11 +325,17 @@ class KafkaZkClient:
         return None if data is None else BrokerIdZNode.decode(broker_id, data[0])
 
     async def get_all_brokers(self) -> dict[int, BrokerInfo]:
+        return {broker_id: info for broker_id, (info, _) in (await self.get_broker_registrations()).items()}
+
+    async def get_broker_registrations(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """Every live broker's registration and its broker epoch: the czxid of its
+        ``/brokers/ids/<id>`` znode, new for each registration (Kafka's broker epoch), so a broker
+        that restarted or lost its session is told apart from one that stayed."""
         brokers = {}
         for broker_id in await self.get_live_broker_ids():
-            info = await self.get_broker(broker_id)
-            if info is not None:
-                brokers[broker_id] = info
+            data = await self._get_data(BrokerIdZNode.path(broker_id))
+            if data is not None:
+                brokers[broker_id] = (BrokerIdZNode.decode(broker_id, data[0]), data[1].czxid)
         return brokers
 
     # controller ---------------------------------------------------------------------------
@@ -463,7 +472,9 @@ class KafkaZkClient:
     async def get_partition_state(self, topic: str, partition: int) -> VersionedPartitionState | None:
         data = await self._get_data(TopicPartitionStateZNode.path(topic, partition))
         return (
-            None if data is None else VersionedPartitionState(TopicPartitionStateZNode.decode(data[0]), data[1].version)
+            None
+            if data is None
+            else VersionedPartitionState(TopicPartitionStateZNode.decode(data[0]), data[1].version, data[1].mzxid)
         )
 
     async def get_partition_states(self, topic: str) -> dict[int, VersionedPartitionState]:
@@ -672,7 +683,7 @@ class KafkaZkClient:
         callback: Callable[[VersionedPartitionState | None], None],
     ) -> Watch:
         def decode(data: bytes, stat: ZnodeStat) -> VersionedPartitionState:
-            return VersionedPartitionState(TopicPartitionStateZNode.decode(data), stat.version)
+            return VersionedPartitionState(TopicPartitionStateZNode.decode(data), stat.version, stat.mzxid)
 
         return await self._watch_data(TopicPartitionStateZNode.path(topic, partition), decode, callback)
 

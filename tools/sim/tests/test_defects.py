@@ -59,14 +59,13 @@ def test_the_simulation_finds_the_defect_when_its_fix_is_reverted(defect, seed, 
     assert fixed.ok, fixed.report()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="finding of issue 23: a bounced broker resumes the leadership its old session held"
-)
 def test_a_broker_restarted_before_its_session_expired_loses_no_acknowledged_record():
     """A broker that lost its page cache and restarts before its old ZooKeeper session expired
     re-registers and leads again with its shorter log (the controller does not treat the
     re-registration as a bounce, as Kafka's does): records read below the high watermark are
-    replaced. Fails today; passes once the controller handles bounced brokers."""
+    replaced. Found by the simulation (issue 23); fixed: the controller treats a registration
+    newer than a partition's state as a bounce and elects again, and the broker never leads in a
+    state written for an earlier registration of itself."""
     config = SimConfig(duration=8, fault_weights={"crash": 3, "isolate": 1}, fault_rate=1.0, fast_restarts=True)
     result = run_seed(211, config)
     assert result.ok, result.report()

@@ -34,12 +34,11 @@ def test_seeds_run_clean_with_the_fixes():
     assert not failed, "\n\n".join(failed)
 
 
-@pytest.mark.xfail(strict=True, reason="findings of issue 23 (docs/simulation.md): seeds the fixed broker fails")
 @pytest.mark.parametrize("seed", [1135, 1149])
-def test_known_failing_seeds_of_the_short_run(seed):
-    """1135: a restarted broker leads again in its old epoch with a lower high watermark
-    (finding 2); 1149: records read below the high watermark replaced after a leader's pause
-    (finding 3)."""
+def test_seeds_that_found_the_bounced_broker_defect(seed):
+    """Seeds the broker failed before bounced brokers were handled (docs/simulation.md, findings 2
+    and 3): 1135, a restarted broker led again in its old epoch with a lower high watermark; 1149,
+    records read below the high watermark were replaced after a leader's isolation."""
     result = run_seed(seed, SHORT)
     assert result.ok, result.report()
 
