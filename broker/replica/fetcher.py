@@ -218,6 +218,7 @@ class ReplicaFetcher:
             log.debug("fetch from the leader answered %s", ErrorCode(response.error_code).name)
             return
         progressed: list[tuple[str, int]] = []  # partitions whose data or high watermark changed
+        failed_append = False
         throttled_bytes = 0
         for topic in response.responses:
             for data in topic.partitions:
@@ -232,15 +233,18 @@ class ReplicaFetcher:
                     if apply_fetched(partition, data):
                         progressed.append((partition.topic, partition.index))
                 except StorageError as exc:
-                    # cannot write (full or failed dir): this replica falls behind and the leader
-                    # drops it from the ISR; the broker and its other partitions carry on
+                    # cannot write (full or failed dir, or an append the log refuses): this replica
+                    # falls behind and the leader drops it from the ISR; the broker and its other
+                    # partitions carry on, and the next fetch waits (found by the simulation: the
+                    # leader answers the same data at once, so without a pause this spun)
+                    failed_append = True
                     log.debug("follower append to %s-%d failed: %s", partition.topic, partition.index, exc)
                 if data.error_code == ErrorCode.NONE:
                     partition.fetch_caught_up = partition.log.log_end_offset >= data.high_watermark
         quota.record(throttled_bytes, trio.current_time())
         if progressed:  # wakes the long polls of consumers fetching these from this follower (KIP-392)
             self.replicas.notify_data(progressed)
-        elif any(d.error_code for t in response.responses for d in t.partitions):
+        elif failed_append or any(d.error_code for t in response.responses for d in t.partitions):
             with trio.move_on_after(FETCH_BACKOFF_S):
                 await self._changed.wait()
 

@@ -345,3 +345,31 @@ async def test_follower_leaves_out_throttled_partitions_it_has_not_caught_up(tmp
         assert leader.asked[-1] == [("slow", 0, 80), ("fast", 0, 80)], "a caught-up replica is never held back"
     finally:
         b.close()
+
+
+async def test_a_follower_whose_append_fails_waits_before_fetching_again(tmp_path, nursery, monkeypatch):
+    # found by the deterministic simulation (docs/simulation.md, finding 1): an append the log
+    # refuses (a disk error, a batch larger than a segment) was fetched again at once, for ever
+    from strom.broker.fetch_session import FetchSessionHandler
+    from strom.broker.replica import fetcher as fetcher_module
+    from strom.storage.errors import StorageError
+
+    b = make_broker(tmp_path)
+    try:
+        client = open_client(b, nursery)
+        await create(client, "t")
+        follower = b.replicas.partition("t", 0)
+        follower.become_follower(7, 1, [b.node_id, 7], [7], 0)
+        fetcher = fetcher_module.ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None)
+
+        def refused(partition, data):
+            raise StorageError("the log refuses this append")
+
+        monkeypatch.setattr(fetcher_module, "apply_fetched", refused)
+        leader = _Leader(batch(3))
+        with trio.move_on_after(fetcher_module.FETCH_BACKOFF_S / 4) as waited:
+            await fetcher.fetch_once(leader, [follower], FetchSessionHandler())
+        assert len(leader.asked) == 1
+        assert waited.cancelled_caught, "after a failed append the fetcher must pause, not fetch again at once"
+    finally:
+        b.close()
