@@ -19,8 +19,10 @@ One run, in order:
    connections x 20 one-record Produce requests in flight; peak memory (VmHWM); then broker CPU
    with consumers of 1,000 idle partitions, full fetches vs incremental fetch sessions, and the
    same against the reference Kafka 4.0 when it can run here (``bench_sessions``); transactions
-   (``bench_txn``); produce and consume over an SSL listener against the PLAINTEXT one, and
-   against the reference Kafka 4.0 over SSL (``bench_tls``).
+   (``bench_txn``); share-group consume with 1, 2 and 4 share consumers and a classic consumer of
+   the same records, against the reference Kafka 4.3.1 (``bench_share``); produce and consume over
+   an SSL listener against the PLAINTEXT one, and against the reference Kafka 4.0 over SSL
+   (``bench_tls``).
 
 Clients are confluent-kafka with linger.ms=5, batch.num.messages=10000, consumer
 fetch.queue.backoff.ms=1. Figures are reported, never asserted. The output is a table on stdout
@@ -52,6 +54,7 @@ from strom.tools.bench import files as bench_files
 from strom.tools.bench import inflight as bench_inflight
 from strom.tools.bench import machine as bench_machine
 from strom.tools.bench import sessions as bench_sessions
+from strom.tools.bench import share as bench_share
 from strom.tools.bench import tls as bench_tls
 from strom.tools.bench import txn as bench_txn
 
@@ -94,6 +97,9 @@ class BenchSettings:
     txn_kafka: bool = True
     tls_records: int = 300_000
     file_cache_partitions: int = 1000
+    share_records: int = 100_000
+    share_consumers: tuple[int, ...] = bench_share.CONSUMERS
+    share_kafka: bool = True
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -115,6 +121,7 @@ QUICK = BenchSettings(
     txn_records=50_000,
     tls_records=50_000,
     file_cache_partitions=300,
+    share_records=20_000,
 )
 
 
@@ -535,7 +542,10 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
     report = Report(settings=asdict(settings))
     measure_machine(report, settings, workdir, log)
     measure_startup(report, settings, workdir, log)
-    broker = BrokerProcess(workdir / "broker", {"auto.create.topics.enable": "true"}).start()
+    # no initial rebalance delay, as the reference Kafkas run (the share section times a group's join)
+    broker = BrokerProcess(
+        workdir / "broker", {"auto.create.topics.enable": "true", "group.initial.rebalance.delay.ms": "0"}
+    ).start()
     profiler = None
     try:
         time.sleep(IDLE_SETTLE_S)
@@ -565,6 +575,15 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
         )
         bench_txn.measure_transactions(
             report, broker.bootstrap, log, records=settings.txn_records, kafka=settings.txn_kafka, workdir=workdir
+        )
+        bench_share.measure_share_groups(
+            report,
+            broker.bootstrap,
+            log,
+            records=settings.share_records,
+            consumers=settings.share_consumers,
+            kafka=settings.share_kafka,
+            workdir=workdir,
         )
     finally:
         if profiler is not None:
@@ -668,6 +687,7 @@ def bench(
         bench_inflight.InflightError,
         bench_sessions.SessionBenchError,
         bench_txn.TxnBenchError,
+        bench_share.ShareBenchError,
         BrokerProcessError,
     ) as exc:
         raise click.ClickException(str(exc)) from None

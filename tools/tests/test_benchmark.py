@@ -35,6 +35,9 @@ TINY = replace(
     txn_kafka=False,
     file_cache_partitions=40,
     tls_records=300,
+    share_records=200,
+    share_consumers=(1,),
+    share_kafka=False,
 )
 
 EXPECTED_FIGURES = {
@@ -72,6 +75,8 @@ EXPECTED_FIGURES = {
     "compaction_txn_records_per_s",
     "txn_lookup_100k_aborts_tail_s",
     "txn_lookup_100k_aborts_old_data_s",
+    "share_consume_1_records_per_s",
+    "share_drain_1_records_per_s",
 }
 EXPECTED_REFERENCES = {
     "loopback_bytes_per_s",
@@ -95,6 +100,8 @@ EXPECTED_REFERENCES = {
     "strom_plaintext_consume",
     "compaction_plain_records_per_s",
     "txn_lookup_1k_aborts_tail_s",
+    "strom_classic_consume_records_per_s",
+    "strom_classic_drain_records_per_s",
 }
 
 
@@ -127,6 +134,9 @@ def test_tiny_run_reports_every_figure_with_a_ratio(tmp_path: Path) -> None:
     assert all(v > 0 for v in sessions["neighbour"].values()), sessions["neighbour"]
 
     assert set(doc["details"]["transactions_strom"]) == {"plain", "txn"}
+    share = doc["details"]["share_groups_strom"]
+    assert set(share) == {"classic", "share_1"}
+    assert all(0 < run["first_record_s"] <= run["seconds"] for run in share.values()), share
     assert set(doc["details"]["tls"]["strom"]) == {
         "plaintext_produce",
         "plaintext_consume",
