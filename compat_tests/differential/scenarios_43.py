@@ -22,6 +22,7 @@ from compat_tests.differential import scenarios as base
 from compat_tests.differential.harness import Scenario, served_within
 from compat_tests.differential.scenarios import STABLE, WORLD, A, create_topic, describe_configs_body, req, sc
 from compat_tests.differential.scenarios_share import share_scenarios
+from compat_tests.differential.scenarios_share_coordinator import share_coordinator_scenarios
 
 # The versions Strom serves that Kafka 4.3.1 also serves and Kafka 4.0 does not: {api: (low, high)}.
 NEWER_THAN_4_0 = {
@@ -128,7 +129,12 @@ def config_checks() -> list[Scenario]:
 
 
 # The sections, in order. Share and streams groups add theirs here.
-SECTIONS: list[Callable[[], list[Scenario]]] = [newer_versions, config_checks, share_scenarios]
+SECTIONS: list[Callable[[], list[Scenario]]] = [
+    newer_versions,
+    config_checks,
+    share_scenarios,
+    share_coordinator_scenarios,
+]
 
 
 def all_scenarios_43() -> list[Scenario]:
