@@ -13,8 +13,8 @@ offset, and keeps the rest, as Kafka's share coordinator merges a ShareUpdate in
 
 Errors are raised as :class:`PersisterError` with Kafka's error code (FENCED_STATE_EPOCH for a
 stale state epoch, FENCED_LEADER_EPOCH for a stale leader epoch, COORDINATOR_NOT_AVAILABLE,
-NOT_COORDINATOR, ...). :class:`InMemoryPersister` keeps everything in a dict: a standalone broker
-without the share coordinator, and tests, use it.
+NOT_COORDINATOR, ...). :class:`InMemoryPersister` keeps everything in a dict, for tests of the
+share partitions; every broker uses the durable one (`state_persister.DefaultStatePersister`).
 """
 
 from __future__ import annotations
