@@ -93,9 +93,11 @@ class ClientQuotaThrottle:
         self.quotas = quotas
 
     async def intercept(self, request: Request, peer: str, proceed: Proceed) -> Answer:
+        if not self.quotas.entries:  # no quota configured: nothing to time (the usual broker)
+            return await proceed(request, peer)
         started = time.perf_counter()
         body = await proceed(request, peer)
-        if body is not None and self.quotas.entries:
+        if body is not None:
             mute_ms = self.quotas.throttle(
                 request, body, time.perf_counter() - started, context.principal.get(), trio.current_time()
             )
