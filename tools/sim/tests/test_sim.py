@@ -11,7 +11,7 @@ pytestmark = pytest.mark.timeout(900)
 
 SHORT = SimConfig(duration=3.0)
 # CI's seeds, one test each, in groups of CHUNK that pytest-xdist hands to different workers (a
-# group is one scheduling unit, conftest.py): about 0.8 CPU s a seed (docs/simulation.md, "Measured")
+# group is one scheduling unit, conftest.py): about 1 CPU s a seed (docs/simulation.md, "Measured")
 CI_SEEDS = range(1000, 1400)
 CHUNK = 50
 
