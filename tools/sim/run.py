@@ -48,6 +48,7 @@ from .clients import (
 )
 from .cluster import SimBroker, broker_props
 from .disk import SimDisk
+from .loop import sim_mock_clock
 from .network import SimNetwork
 from .trace import Trace
 
@@ -98,6 +99,7 @@ class SimResult:
     acked: int
     txns: dict[str, int]
     faults: int
+    config: SimConfig | None = None  # what ran: the replay command repeats it
 
     @property
     def ok(self) -> bool:
@@ -110,7 +112,9 @@ class SimResult:
         if not self.ok:
             lines.append("  leadership, acknowledgements and truncations:")
             lines.extend("    " + ln for ln in self.trace.lines if _readable(ln))
-            lines.append(f"  replay: python -m strom.sim --seed {self.seed} --trace")
+            from .options import replay_command  # (options reads SimConfig from this module)
+
+            lines.append(f"  replay: {replay_command(self.seed, self.config)}")
         return "\n".join(lines)
 
 
@@ -195,9 +199,9 @@ class Simulation:
     def __init__(self, seed: int, config: SimConfig) -> None:
         self.seed, self.config = seed, config
         self.rng = random.Random(seed)
-        self.trace = Trace()
-        self.history = History()
         self.root = _scratch_root()
+        self.trace = Trace(str(self.root))  # the directory is written as <dir>: traces replay byte for byte
+        self.history = History()
         self.disk = SimDisk()
         self.net = SimNetwork(random.Random(self.rng.getrandbits(64)), on_event=lambda t: self.trace.add("net", t))
         self.zk = MemoryZooKeeper()
@@ -617,7 +621,7 @@ def run_seed(seed: int, config: SimConfig | None = None) -> SimResult:
             storage_clock.use_clock(SimClock()),
             _captured_logs(sim.trace, str(sim.root)),
         ):
-            trio.run(sim.main, clock=trio.testing.MockClock(autojump_threshold=0))
+            trio.run(sim.main, clock=sim_mock_clock())
             sim_time = 0.0
     except Exception as exc:
         sim.history.violations.append(f"the simulation itself failed: {type(exc).__name__}: {exc}")
@@ -642,4 +646,5 @@ def run_seed(seed: int, config: SimConfig | None = None) -> SimResult:
         len(sim.history.acked),
         outcomes,
         sim.faults,
+        config,
     )

@@ -2,7 +2,8 @@
 leadership, high-watermark and truncation changes as sampled, each with the simulated time.
 
 Lines hold no wall-clock time, process id or temporary path, so one seed gives byte-for-byte the
-same trace in every run (:meth:`Trace.digest`).
+same trace in every run (:meth:`Trace.digest`): the run's scratch directory, which the brokers
+name in log lines and in error messages they send to clients, is written as ``<dir>``.
 """
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import hashlib
 
 import trio
 
+ROOT_MARK = "<dir>"
+
 
 class Trace:
-    def __init__(self) -> None:
+    def __init__(self, root: str = "") -> None:
         self.lines: list[str] = []
+        self.root = root  # the run's scratch directory: written as <dir>
 
     def add(self, who: str, text: str) -> None:
         try:
             now = trio.current_time()
         except RuntimeError:
             now = 0.0
+        if self.root and self.root in text:
+            text = text.replace(self.root, ROOT_MARK)
         self.lines.append(f"{now:10.4f} {who:<10} {text}")
 
     def digest(self) -> str:
