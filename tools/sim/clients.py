@@ -231,6 +231,44 @@ class IdempotentProducer:
         await self.init()
 
 
+class LeaderAckProducer:
+    """acks=1 without idempotence, as many applications produce: answered once the leader has
+    appended, before the followers have it. Each batch is sent once (no retries, so never
+    duplicated); its acknowledgement promises nothing after a leader change, so the checker does
+    not count it, but the records are there for readers and retention, and they let the leader's
+    log run ahead of the high watermark while a follower lags (acks=all producers wait instead)."""
+
+    def __init__(self, client: KafkaClient, topic: str, partitions: int, rng: random.Random) -> None:
+        self.client, self.topic, self.partitions, self.rng = client, topic, partitions, rng
+        self.n = 0
+
+    async def run(self, stop_at: float) -> None:
+        while trio.current_time() < stop_at:
+            index = self.rng.randrange(self.partitions)
+            values = [f"{self.client.name}-{self.n}-{i}" for i in range(self.rng.randint(1, 3))]
+            self.n += 1
+            address = self.client.leader_address((self.topic, index))
+            if address is None:
+                await self.client.refresh([self.topic])
+                await trio.sleep(BACKOFF_S)
+                continue
+            body = {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 10000,
+                "topic_data": [
+                    {"name": self.topic, "partition_data": [{"index": index, "records": _batch(values, -1, -1, -1)}]}
+                ],
+            }
+            try:
+                answer = await self.client.request(address, PRODUCE, 9, body)
+                if answer.responses[0].partition_responses[0].error_code != 0:
+                    await self.client.refresh([self.topic])
+            except BrokerUnavailable:
+                await self.client.refresh([self.topic])
+            await trio.sleep(self.rng.uniform(0.0, 0.05))
+
+
 class TransactionalProducer:
     """Transactions over several partitions, each also committing a group offset, committed or
     aborted by the seed; a fatal answer re-initializes (which aborts the open transaction)."""
@@ -377,7 +415,7 @@ class TransactionalProducer:
         return True
 
 
-def _batch(values: list[str], pid: int, epoch: int, seq: int, *, transactional: bool) -> bytes:
+def _batch(values: list[str], pid: int, epoch: int, seq: int, *, transactional: bool = False) -> bytes:
     return build_batch(
         _records(values, 0),
         base_timestamp=clock.wall_ms(),
@@ -454,6 +492,27 @@ def fetch_request(
     }
 
 
+async def earliest_offset(
+    client: KafkaClient, address: tuple[str, int], topic: str, index: int, epoch: int
+) -> int | None:
+    """The partition's log start offset as its leader answers ListOffsets EARLIEST (what a
+    consumer with auto.offset.reset=earliest asks when its position is out of range); None when
+    there is no answer."""
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": index, "current_leader_epoch": epoch, "timestamp": -2}]}
+        ],
+    }
+    try:
+        answer = await client.request(address, LIST_OFFSETS, 7, body)
+    except BrokerUnavailable:
+        return None
+    p = answer.topics[0].partitions[0]
+    return p.offset if p.error_code == 0 else None
+
+
 def read_batches(data: bytes, aborted: list[tuple[int, int]], read_committed: bool) -> Iterator[tuple[int, str]]:
     """(offset, value) of the data records in ``data`` a consumer delivers: for read_committed,
     without the aborted transactions (the answer's list) and never control records; for
@@ -489,6 +548,7 @@ class Consumer:
         self.position = dict.fromkeys(range(partitions), 0)
         self.hw: dict[tuple[int, int], int] = {}  # (partition, epoch) -> highest high watermark shown
         self.went_back: set[tuple[int, int]] = set()
+        self.start_above_hw: set[tuple[int, int]] = set()
 
     async def run(self, stop_at: float) -> None:
         while trio.current_time() < stop_at:
@@ -512,10 +572,25 @@ class Consumer:
         if answer.error_code != 0 or not answer.responses:
             return
         p = answer.responses[0].partitions[0]
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            # behind the log start (retention deleted what it had not read yet): from the earliest
+            # offset, as a consumer with auto.offset.reset=earliest goes on
+            earliest = await earliest_offset(self.client, address, self.topic, index, leader[1])
+            if earliest is not None and self.position[index] < earliest:
+                self.position[index] = earliest
+            return
         if p.error_code != 0:
             await self.client.refresh([self.topic])
             return
         key = (index, leader[1])
+        if p.log_start_offset > p.high_watermark and key not in self.start_above_hw:
+            # Kafka's invariant logStartOffset <= highWatermark: retention and DeleteRecords delete
+            # only below the high watermark (records followers and acks=all may still need are above)
+            self.start_above_hw.add(key)
+            self.history.violations.append(
+                f"{self.client.name} saw the log start offset of {self.topic}-{index} in epoch {leader[1]} at "
+                f"{p.log_start_offset}, above the high watermark {p.high_watermark}, at {trio.current_time():.4f}"
+            )
         if p.high_watermark < self.hw.get(key, -1) and key not in self.went_back:
             self.went_back.add(key)  # once per partition and epoch is enough
             self.history.violations.append(

@@ -42,7 +42,9 @@ from .clients import (
     History,
     IdempotentProducer,
     KafkaClient,
+    LeaderAckProducer,
     TransactionalProducer,
+    earliest_offset,
     fetch_request,
     read_batches,
 )
@@ -85,6 +87,9 @@ class SimConfig:
     # leadership that its old session still held)
     fast_restarts: bool = False
     topic_configs: dict[str, str] = field(default_factory=dict)
+    # acks=1 producers (LeaderAckProducer): their records are not counted as acknowledged; they
+    # let leaders run ahead of the high watermark while a follower lags
+    leader_ack_producers: int = 0
     broker_configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -220,6 +225,7 @@ class Simulation:
             await self._create_topic(admin)
             stop_at = trio.current_time() + cfg.duration
             nursery.start_soon(self._sample)
+            nursery.start_soon(self._watch_log_starts)
             async with trio.open_nursery() as readers:
                 self.consumers = [
                     Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, read_committed=False),
@@ -238,6 +244,7 @@ class Simulation:
                             self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
                         )
                         work.start_soon(tp.run, stop_at)
+                    self._start_more_producers(work, stop_at)
                     if cfg.faults:
                         work.start_soon(self._nemesis, stop_at)
                 readers.cancel_scope.cancel()  # the writers are done (answered or given up)
@@ -247,6 +254,11 @@ class Simulation:
             for b in self.brokers:
                 await b.stop()
             nursery.cancel_scope.cancel()
+
+    def _start_more_producers(self, work: trio.Nursery, stop_at: float) -> None:
+        for i in range(self.config.leader_ack_producers):
+            producer = LeaderAckProducer(self.client(f"acks1-{i}"), TOPIC, self.config.partitions, self._rng())
+            work.start_soon(producer.run, stop_at)
 
     def _rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
@@ -346,6 +358,7 @@ class Simulation:
             ["admin", "reader-ru", "reader-rc"]
             + [f"idem{i}" for i in range(self.config.idempotent_producers)]
             + [f"txn{i}" for i in range(self.config.transactional_producers)]
+            + [f"acks1-{i}" for i in range(self.config.leader_ack_producers)]
         )
 
     async def _restart_later(self, b: SimBroker, delay: float) -> None:
@@ -387,6 +400,28 @@ class Simulation:
                     if before is not None and leo < before[1]:
                         self.trace.add(b.name, f"truncated {name} from {before[1]} to {leo}")
                     last[(b.name, key)] = (state, leo)
+            await trio.sleep(0.1)
+
+    @property
+    def retains(self) -> bool:
+        """The simulated topic has retention (``retention.ms`` / ``retention.bytes`` in
+        ``SimConfig.topic_configs``): records below the log start offset may be gone for good."""
+        return any(k in self.config.topic_configs for k in ("retention.ms", "retention.bytes"))
+
+    async def _watch_log_starts(self) -> None:
+        """Kafka's invariant logStartOffset <= highWatermark on every leader, read directly every
+        100 simulated ms: retention (and DeleteRecords) delete only below the high watermark."""
+        reported: set[tuple[str, tuple[str, int], int]] = set()
+        while True:
+            for b in self.brokers:
+                for key, p in self._partitions(b).items():
+                    start, hw = p.log.log_start_offset, p.high_watermark
+                    if p.is_leader and start > hw and (b.name, key, p.leader_epoch) not in reported:
+                        reported.add((b.name, key, p.leader_epoch))
+                        self.history.violations.append(
+                            f"{b.name} leads {key[0]}-{key[1]} in epoch {p.leader_epoch} with its log start offset "
+                            f"{start} above its high watermark {hw} at {trio.current_time():.4f}"
+                        )
             await trio.sleep(0.1)
 
     # ------------------------------------------------------------------ after the run
@@ -437,10 +472,11 @@ class Simulation:
                 return f"{key}: last stable offset {lso} stuck below high watermark {lp.high_watermark}"
         return ""
 
-    async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int]:
-        """Everything a consumer gets from the leader, from the start to the high watermark."""
+    async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int, int]:
+        """Everything a consumer gets from the leader, from the log start to the high watermark;
+        also the high watermark and the log start offset of the last answer."""
         out: dict[int, str] = {}
-        position, hw = 0, -1
+        position, hw, start = 0, -1, 0
         tp = (TOPIC, index)
         for _ in range(10_000):
             await admin.refresh([TOPIC])
@@ -455,10 +491,14 @@ class Simulation:
             except BrokerUnavailable:
                 continue
             p = answer.responses[0].partitions[0]
+            if p.error_code == 1 and self.retains:  # OFFSET_OUT_OF_RANGE: behind the log start
+                earliest = await earliest_offset(admin, address, TOPIC, index, leader[1])
+                position = max(position, earliest if earliest is not None else position)
+                continue
             if p.error_code != 0:
                 await trio.sleep(0.1)
                 continue
-            hw = p.high_watermark
+            hw, start = p.high_watermark, p.log_start_offset
             data = bytes(p.records or b"")
             aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
             for offset, value in read_batches(data, aborted, read_committed):
@@ -468,13 +508,13 @@ class Simulation:
             if ends:
                 position = max(ends)
             if not ends or position >= limit:
-                return out, hw
-        return out, hw
+                return out, hw, start
+        return out, hw, start
 
-    def _replica_records(self, b: SimBroker, key: tuple[str, int], below: int) -> dict[int, str]:
+    def _replica_records(self, b: SimBroker, key: tuple[str, int], below: int, start: int = 0) -> dict[int, str]:
         p = self._partitions(b)[key]
         out: dict[int, str] = {}
-        offset = p.log.log_start_offset
+        offset = max(p.log.log_start_offset, start)
         while offset < below:
             info = p.log.read(offset, 1 << 20, max_offset=below)
             if info.records is None:
@@ -484,7 +524,8 @@ class Simulation:
             if not ends:
                 break
             for o, v in read_batches(data, [], False):
-                out[o] = v
+                if o >= start:
+                    out[o] = v
             offset = max(ends)
         return out
 
@@ -497,13 +538,19 @@ class Simulation:
             converged = True
         final: dict[int, dict[int, str]] = {}
         committed: dict[int, dict[int, str]] = {}
+        # the log start offset of each partition at the end: retention may have deleted what is
+        # below it (with retention only; without, nothing may be gone and it must be 0)
+        starts: dict[int, int] = {}
         for index in range(self.config.partitions):
-            final[index], hw = await self._read_all(admin, index, False)
-            committed[index], _ = await self._read_all(admin, index, True)
+            final[index], hw, start = await self._read_all(admin, index, False)
+            committed[index], _, start_rc = await self._read_all(admin, index, True)
+            starts[index] = max(start, start_rc)
+            if starts[index] and not self.retains:
+                violations.append(f"the log start offset of {TOPIC}-{index} is {starts[index]} without retention")
             tp = (TOPIC, index)
             # every record readers saw below the high watermark is still there, unchanged
             for (seen_tp, offset), (value, reader, when) in sorted(h.seen.items()):
-                if seen_tp == tp and offset < hw and final[index].get(offset) != value:
+                if seen_tp == tp and starts[index] <= offset < hw and final[index].get(offset) != value:
                     violations.append(
                         f"{TOPIC}-{index}@{offset} was read as {value!r} by {reader} at {when:.4f}, "
                         f"now holds {final[index].get(offset)!r}"
@@ -517,7 +564,8 @@ class Simulation:
             # in-sync replicas agree below the high watermark
             if converged:
                 replicas = [b for b in self.brokers if tp in self._partitions(b)]
-                views = {b.node_id: self._replica_records(b, tp, hw) for b in replicas}
+                common = max([starts[index]] + [self._partitions(b)[tp].log.log_start_offset for b in replicas])
+                views = {b.node_id: self._replica_records(b, tp, hw, common) for b in replicas}
                 first = next(iter(views.values()), {})
                 for view in views.values():
                     if view != first:
@@ -526,27 +574,45 @@ class Simulation:
                         break
         for producer, tp, offset, value in h.acked:
             got = final[tp[1]].get(offset)
-            if got != value:
+            if got != value and offset >= starts[tp[1]]:
                 violations.append(f"acknowledged {value!r} at {tp[0]}-{tp[1]}@{offset} ({producer}) is lost: {got!r}")
         visible = {v for part in committed.values() for v in part.values()}
+        retained = self._retained_values(final, starts)
         for txn in h.txns:
-            shown = [v for v in txn.sent if v in visible]
-            if txn.outcome == "committed" and len(shown) != len(txn.sent):
-                missing = [v for v in txn.sent if v not in visible]
+            sent = [v for v in txn.sent if retained(txn, v)]
+            shown = [v for v in sent if v in visible]
+            if txn.outcome == "committed" and len(shown) != len(sent):
+                missing = [v for v in sent if v not in visible]
                 violations.append(
                     f"committed transaction {txn.producer}#{txn.number} misses {missing} for read_committed"
                 )
             elif txn.outcome == "aborted" and shown:
                 violations.append(f"aborted transaction {txn.producer}#{txn.number} shows {shown} to read_committed")
-            elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(txn.sent):
+            elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(sent):
                 violations.append(
-                    f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {txn.sent}"
+                    f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {sent}"
                 )
         aborted_values = {v for txn in h.txns if txn.outcome == "aborted" for v in txn.sent}
         for reader, _, _, value in h.committed_reads:
             if value in aborted_values:
                 violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
         await self._check_group_offsets(admin)
+
+    def _retained_values(self, final: dict[int, dict[int, str]], starts: dict[int, int]) -> Any:
+        """Which values of a transaction the final reads must account for: all of them without
+        retention; with it, those not known to lie below their partition's final log start (an
+        acknowledged one at its offset; one never acknowledged only if it is still in the log)."""
+        if not self.retains:
+            return lambda txn, value: True
+        present = {v for part in final.values() for v in part.values()}
+
+        def retained(txn: Any, value: str) -> bool:
+            for tp, offset, v in txn.records:
+                if v == value:
+                    return offset >= starts[tp[1]]
+            return value in present
+
+        return retained
 
     async def _move_group_coordinator(self) -> None:
         """Stop the broker leading ``__consumer_offsets`` (cleanly) so that another loads the

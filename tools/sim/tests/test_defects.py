@@ -20,6 +20,14 @@ pytestmark = pytest.mark.timeout(900)
 
 ISOLATIONS = {"isolate": 1}
 LEADER_MOVES = {"zk-expire": 2, "isolate": 2, "zk-cut": 2, "crash": 1}
+# a topic that retains little (a segment every 500 ms, 4 KiB kept) and an acks=1 producer, so a
+# leader's log runs ahead of the high watermark while a follower is cut off or paused
+RETENTION = SimConfig(
+    duration=8,
+    fault_weights={"partition": 2, "pause": 1, "drop": 1},
+    leader_ack_producers=1,
+    topic_configs={"segment.ms": "500", "retention.bytes": "4096"},
+)
 
 CASES = [
     # TxnOffsetCommit's batches taken for duplicates: the commits after the first in a producer
@@ -45,6 +53,12 @@ CASES = [
         SimConfig(duration=8, fault_weights=LEADER_MOVES, fault_rate=1.0),
         "did not converge",
         id="idle-follower-out-of-isr",
+    ),
+    # size retention deletes segments the high watermark has not passed (a follower is cut off,
+    # still in the ISR, while the acks=1 producer goes on): the leader's log start offset passes
+    # its high watermark, as readers are shown in their Fetch answers
+    pytest.param(
+        "retention-past-high-watermark", 3, RETENTION, "above the high watermark", id="retention-past-high-watermark"
     ),
 ]
 
