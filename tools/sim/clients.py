@@ -109,8 +109,16 @@ def _plain(obj: Any) -> Any:
 class KafkaClient:
     """Connections to the brokers, cluster metadata, and a traced request."""
 
-    def __init__(self, name: str, net: NodeNetwork, bootstrap: list[tuple[str, int]], trace: Trace) -> None:
+    def __init__(
+        self,
+        name: str,
+        net: NodeNetwork,
+        bootstrap: list[tuple[str, int]],
+        trace: Trace,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+    ) -> None:
         self.name, self.net, self.bootstrap, self.trace = name, net, bootstrap, trace
+        self.request_timeout = request_timeout
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TP, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
         self._conns: dict[tuple[str, int], BrokerClient] = {}
@@ -120,7 +128,7 @@ class KafkaClient:
         conn = self._conns.get(address)
         if conn is None:
             conn = self._conns[address] = BrokerClient(
-                address[0], address[1], self.name, request_timeout_s=REQUEST_TIMEOUT_S, connect=self.net.connect
+                address[0], address[1], self.name, request_timeout_s=self.request_timeout, connect=self.net.connect
             )
         return conn
 
@@ -271,12 +279,25 @@ class LeaderAckProducer:
 
 class TransactionalProducer:
     """Transactions over several partitions, each also committing a group offset, committed or
-    aborted by the seed; a fatal answer re-initializes (which aborts the open transaction)."""
+    aborted by the seed; a fatal answer re-initializes (which aborts the open transaction).
+
+    With a ``delivery_timeout`` (seconds), a Produce not answered in time is an abortable error,
+    as in the Java producer: the transaction is aborted with EndTxn in its epoch (the batch may
+    still be on its way to the leader) and the epoch bumped with InitProducerId."""
 
     def __init__(
-        self, client: KafkaClient, topic: str, partitions: int, history: History, rng: random.Random, group: str
+        self,
+        client: KafkaClient,
+        topic: str,
+        partitions: int,
+        history: History,
+        rng: random.Random,
+        group: str,
+        delivery_timeout: float = 0.0,
     ) -> None:
         self.client, self.topic, self.partitions, self.history, self.rng = client, topic, partitions, history, rng
+        self.delivery_timeout = delivery_timeout
+        self.timed_out = False  # the last Produce was not answered within the delivery timeout
         self.txn_id = f"txn-{client.name}"
         self.group = group
         self.pid, self.epoch = -1, -1
@@ -326,7 +347,8 @@ class TransactionalProducer:
             self.history.txns.append(txn)
             ok = await self._one(txn, stop_at + 30)
             if not ok:
-                txn.outcome = "unknown"
+                if txn.outcome == "open":
+                    txn.outcome = "unknown"
                 self.pid = -1  # re-initialize: aborts what is open
             await trio.sleep(self.rng.uniform(0.0, 0.1))
 
@@ -356,6 +378,10 @@ class TransactionalProducer:
             values = [f"{self.client.name}-t{txn.number}-{index}-{i}" for i in range(self.rng.randint(1, 2))]
             txn.sent.extend(values)
             if not await self._produce(txn, index, values, stop):
+                if self.timed_out:  # an abortable error: abort in this epoch, then bump it
+                    answer = await self._coordinated(1, self.txn_id, END_TXN, 3, {**ids, "committed": False}, stop)
+                    if answer is not None and answer.error_code == 0:
+                        txn.outcome = "aborted"
                 return False
         if self.rng.random() < 0.7:
             answer = await self._coordinated(1, self.txn_id, ADD_OFFSETS, 3, {**ids, "group_id": self.group}, stop)
@@ -406,7 +432,9 @@ class TransactionalProducer:
         tp = (self.topic, index)
         seq = self.seq.get(index, 0)
         batch = _batch(values, self.pid, self.epoch, seq, transactional=True)
-        p = await produce_until_answered(self.client, self.topic, index, batch, self.txn_id, stop)
+        give_up = min(stop, trio.current_time() + self.delivery_timeout) if self.delivery_timeout else stop
+        p = await produce_until_answered(self.client, self.topic, index, batch, self.txn_id, give_up)
+        self.timed_out = p is None and give_up < stop
         if p is None or p.error_code != 0:
             return False
         self.seq[index] = seq + len(values)
@@ -535,16 +563,38 @@ def read_batches(data: bytes, aborted: list[tuple[int, int]], read_committed: bo
             yield header.base_offset + record.offset_delta, _value(record.value)
 
 
+def transactional_records(data: bytes) -> Iterator[tuple[int, int, str | None]]:
+    """(offset, producer id, value) of every record of a transactional batch in ``data``, in log
+    order; a transaction marker as (offset, producer id, None)."""
+    view = memoryview(data)
+    for pos, header in iter_batches(view, partial_tail=True):
+        if not header.is_transactional:
+            continue
+        if header.is_control:
+            yield header.base_offset, header.producer_id, None
+            continue
+        payload = bytes(view[pos + 61 : pos + header.size])
+        for record in decode_records(payload, header.records_count):
+            yield header.base_offset + record.offset_delta, header.producer_id, _value(record.value)
+
+
 class Consumer:
     """Reads every partition from the start, forever: from the leader of the epoch it knows
     (current_leader_epoch), checking that the high watermark it is shown never goes back within
     an epoch and that no offset ever reads as two different records."""
 
     def __init__(
-        self, client: KafkaClient, topic: str, partitions: int, history: History, read_committed: bool
+        self,
+        client: KafkaClient,
+        topic: str,
+        partitions: int,
+        history: History,
+        read_committed: bool,
+        reset_to_earliest: bool = False,
     ) -> None:
         self.client, self.topic, self.partitions, self.history = client, topic, partitions, history
         self.read_committed = read_committed
+        self.reset_to_earliest = reset_to_earliest  # auto.offset.reset=earliest (a topic with retention)
         self.position = dict.fromkeys(range(partitions), 0)
         self.hw: dict[tuple[int, int], int] = {}  # (partition, epoch) -> highest high watermark shown
         self.went_back: set[tuple[int, int]] = set()
@@ -572,7 +622,7 @@ class Consumer:
         if answer.error_code != 0 or not answer.responses:
             return
         p = answer.responses[0].partitions[0]
-        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and self.reset_to_earliest:
             # behind the log start (retention deleted what it had not read yet): from the earliest
             # offset, as a consumer with auto.offset.reset=earliest goes on
             earliest = await earliest_offset(self.client, address, self.topic, index, leader[1])

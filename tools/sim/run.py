@@ -38,6 +38,7 @@ from .clients import (
     CREATE_TOPICS,
     FETCH,
     OFFSET_FETCH,
+    REQUEST_TIMEOUT_S,
     Consumer,
     History,
     IdempotentProducer,
@@ -47,6 +48,7 @@ from .clients import (
     earliest_offset,
     fetch_request,
     read_batches,
+    transactional_records,
 )
 from .cluster import SimBroker, broker_props
 from .disk import SimDisk
@@ -90,6 +92,11 @@ class SimConfig:
     # acks=1 producers (LeaderAckProducer): their records are not counted as acknowledged; they
     # let leaders run ahead of the high watermark while a follower lags
     leader_ack_producers: int = 0
+    # > 0: the transactional producer's delivery timeout (request.timeout.ms = delivery.timeout.ms,
+    # seconds): a Produce not answered in time aborts the transaction (EndTxn abort in the same
+    # epoch, an abortable error) and bumps the epoch (InitProducerId), as the Java producer does.
+    # 0: it retries until the run ends, then re-initializes
+    txn_delivery_timeout: float = 0.0
     broker_configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -212,6 +219,9 @@ class Simulation:
         ]
         self.faults = 0
         self._restarts: list[tuple[float, SimBroker]] = []
+        self._start_above_hw: set[tuple[str, tuple[str, int], int]] = set()
+        # the final read_uncommitted read: offset -> (producer id, value, or None for a marker)
+        self._txn_logs: dict[int, dict[int, tuple[int, str | None]]] = {}
 
     # ------------------------------------------------------------------ the run
     async def main(self) -> None:
@@ -225,11 +235,10 @@ class Simulation:
             await self._create_topic(admin)
             stop_at = trio.current_time() + cfg.duration
             nursery.start_soon(self._sample)
-            nursery.start_soon(self._watch_log_starts)
             async with trio.open_nursery() as readers:
                 self.consumers = [
-                    Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, read_committed=False),
-                    Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, read_committed=True),
+                    Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, False, self.retains),
+                    Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, True, self.retains),
                 ]
                 for consumer in self.consumers:
                     readers.start_soon(consumer.run, stop_at + 60)
@@ -241,7 +250,13 @@ class Simulation:
                         work.start_soon(producer.run, stop_at)
                     for i in range(cfg.transactional_producers):
                         tp = TransactionalProducer(
-                            self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
+                            self.client(f"txn{i}", cfg.txn_delivery_timeout),
+                            TOPIC,
+                            cfg.partitions,
+                            self.history,
+                            self._rng(),
+                            f"group-txn{i}",
+                            cfg.txn_delivery_timeout,
                         )
                         work.start_soon(tp.run, stop_at)
                     self._start_more_producers(work, stop_at)
@@ -263,8 +278,9 @@ class Simulation:
     def _rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
 
-    def client(self, name: str) -> KafkaClient:
-        return KafkaClient(name, self.net.node(name), [b.address for b in self.brokers], self.trace)
+    def client(self, name: str, request_timeout: float = 0.0) -> KafkaClient:
+        brokers = [b.address for b in self.brokers]
+        return KafkaClient(name, self.net.node(name), brokers, self.trace, request_timeout or REQUEST_TIMEOUT_S)
 
     async def _create_topic(self, admin: KafkaClient) -> None:
         body = {
@@ -348,6 +364,11 @@ class Simulation:
                 say(f"crash {b.name}, restart in {delay:.2f}s")
                 await b.crash(keep_page_cache=keep)
                 self.nursery.start_soon(self._restart_later, b, delay)
+        elif kind == "stall":  # a lossy link between two brokers: one way of one connection
+            brokers_ = {x.name for x in brokers}
+            conns = [c for c in self.net.connections.values() if c.client in brokers_ and c.server in brokers_]
+            if conns:
+                self.net.stall(rng.choice(conns), rng.randrange(2), now + rng.uniform(0.5, 4.0))
         elif kind == "disk":
             op, err = rng.choice([("write", errno.ENOSPC), ("fsync", errno.EIO), ("write", errno.EIO)])
             say(f"disk: {op} fails with {errno.errorcode[err]} once in {b.name}")
@@ -397,6 +418,7 @@ class Simulation:
                             f"{'leads' if p.is_leader else 'follows'} {name} epoch {p.leader_epoch} "
                             f"leader {p.leader_id} isr {list(p.isr)} leo {leo} hw {p.high_watermark}",
                         )
+                    self._check_log_start(b, key, p)
                     if before is not None and leo < before[1]:
                         self.trace.add(b.name, f"truncated {name} from {before[1]} to {leo}")
                     last[(b.name, key)] = (state, leo)
@@ -408,21 +430,16 @@ class Simulation:
         ``SimConfig.topic_configs``): records below the log start offset may be gone for good."""
         return any(k in self.config.topic_configs for k in ("retention.ms", "retention.bytes"))
 
-    async def _watch_log_starts(self) -> None:
-        """Kafka's invariant logStartOffset <= highWatermark on every leader, read directly every
-        100 simulated ms: retention (and DeleteRecords) delete only below the high watermark."""
-        reported: set[tuple[str, tuple[str, int], int]] = set()
-        while True:
-            for b in self.brokers:
-                for key, p in self._partitions(b).items():
-                    start, hw = p.log.log_start_offset, p.high_watermark
-                    if p.is_leader and start > hw and (b.name, key, p.leader_epoch) not in reported:
-                        reported.add((b.name, key, p.leader_epoch))
-                        self.history.violations.append(
-                            f"{b.name} leads {key[0]}-{key[1]} in epoch {p.leader_epoch} with its log start offset "
-                            f"{start} above its high watermark {hw} at {trio.current_time():.4f}"
-                        )
-            await trio.sleep(0.1)
+    def _check_log_start(self, b: SimBroker, key: tuple[str, int], p: Any) -> None:
+        """Kafka's invariant logStartOffset <= highWatermark on every leader (read directly, at each
+        sample): retention (and DeleteRecords) delete only below the high watermark."""
+        start, hw = p.log.log_start_offset, p.high_watermark
+        if p.is_leader and start > hw and (b.name, key, p.leader_epoch) not in self._start_above_hw:
+            self._start_above_hw.add((b.name, key, p.leader_epoch))
+            self.history.violations.append(
+                f"{b.name} leads {key[0]}-{key[1]} in epoch {p.leader_epoch} with its log start offset "
+                f"{start} above its high watermark {hw} at {trio.current_time():.4f}"
+            )
 
     # ------------------------------------------------------------------ after the run
     async def _settle(self, admin: KafkaClient) -> None:
@@ -477,6 +494,7 @@ class Simulation:
         also the high watermark and the log start offset of the last answer."""
         out: dict[int, str] = {}
         position, hw, start = 0, -1, 0
+        txn_log = self._txn_logs.setdefault(index, {}) if not read_committed else {}
         tp = (TOPIC, index)
         for _ in range(10_000):
             await admin.refresh([TOPIC])
@@ -503,6 +521,8 @@ class Simulation:
             aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
             for offset, value in read_batches(data, aborted, read_committed):
                 out[offset] = value
+            for offset, pid, txn_value in transactional_records(data):
+                txn_log[offset] = (pid, txn_value)
             ends = [h.last_offset + 1 for _, h in iter_batches(memoryview(data), partial_tail=True)]
             limit = p.last_stable_offset if read_committed else hw
             if ends:
@@ -592,11 +612,33 @@ class Simulation:
                 violations.append(
                     f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {sent}"
                 )
+        self._check_transactions_delimited()
         aborted_values = {v for txn in h.txns if txn.outcome == "aborted" for v in txn.sent}
         for reader, _, _, value in h.committed_reads:
             if value in aborted_values:
                 violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
         await self._check_group_offsets(admin)
+
+    def _check_transactions_delimited(self) -> None:
+        """In each partition, the records a transactional producer id wrote between two of its
+        markers belong to one transaction: a record of a transaction that arrives after the
+        transaction ended (a Produce delayed past EndTxn, KIP-890) would otherwise open a
+        transaction of its own or join the producer's next one (and share its fate)."""
+        txn_of = {v: f"{txn.producer}#{txn.number}" for txn in self.history.txns for v in txn.sent}
+        for index, records in sorted(self._txn_logs.items()):
+            open_txn: dict[int, str] = {}  # producer id -> the transaction its records since its last marker belong to
+            for offset, (pid, value) in sorted(records.items()):
+                if value is None:
+                    open_txn.pop(pid, None)
+                    continue
+                txn = txn_of.get(value, "?")
+                first = open_txn.setdefault(pid, txn)
+                if first != txn:
+                    self.history.violations.append(
+                        f"{TOPIC}-{index}@{offset}: {value!r} of transaction {txn} follows records of {first} "
+                        f"with no marker between them (a record appended after its transaction ended)"
+                    )
+                    open_txn[pid] = txn
 
     def _retained_values(self, final: dict[int, dict[int, str]], starts: dict[int, int]) -> Any:
         """Which values of a transaction the final reads must account for: all of them without
