@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import random
@@ -97,6 +98,10 @@ class SimConfig:
     # epoch, an abortable error) and bumps the epoch (InitProducerId), as the Java producer does.
     # 0: it retries until the run ends, then re-initializes
     txn_delivery_timeout: float = 0.0
+    # a fault the cluster triggers: when a leader adds a follower to the ISR of a partition of the
+    # simulated topic (seen in ZooKeeper), with this probability it is cut off at once from the
+    # brokers and ZooKeeper until its session expires, so the controller elects from the new ISR
+    isolate_on_isr_expansion: float = 0.0
     broker_configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -274,6 +279,35 @@ class Simulation:
         for i in range(self.config.leader_ack_producers):
             producer = LeaderAckProducer(self.client(f"acks1-{i}"), TOPIC, self.config.partitions, self._rng())
             work.start_soon(producer.run, stop_at)
+        if self.config.faults and self.config.isolate_on_isr_expansion > 0:
+            work.start_soon(self._isolate_expanding_leaders, stop_at)
+
+    async def _isolate_expanding_leaders(self, stop_at: float) -> None:
+        """The ``isolate_on_isr_expansion`` fault: the partitions' state in ZooKeeper, read every
+        simulated millisecond; a leader that has just added a follower to the ISR (same leader and
+        epoch, a larger ISR) is isolated with that probability, before the follower's next fetch
+        answer reaches it (bytes in flight wait out the isolation)."""
+        rng = self._rng()
+        last: dict[int, tuple[int, int, frozenset[int]]] = {}
+        while trio.current_time() < stop_at:
+            for index in range(self.config.partitions):
+                raw = self.zk.data_of(f"/strom/brokers/topics/{TOPIC}/partitions/{index}/state")
+                if raw is None:
+                    continue
+                state = json.loads(raw)
+                now = (state["leader"], state["leader_epoch"], frozenset(state["isr"]))
+                before = last.get(index)
+                last[index] = now
+                if before is None or before[:2] != now[:2] or not now[2] > before[2]:
+                    continue
+                leader = next((b for b in self.brokers if b.node_id == now[0]), None)
+                if leader is not None and leader.alive and rng.random() < self.config.isolate_on_isr_expansion:
+                    self.faults += 1
+                    length = rng.uniform(SESSION_TIMEOUT_S + 0.5, 12.0)
+                    grown = sorted(now[2] - before[2])
+                    self.trace.add("nemesis", f"{leader.name} added {grown} to the ISR of {TOPIC}-{index}")
+                    self._isolate(leader, "isolate", length)
+            await trio.sleep(0.001)
 
     def _rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
@@ -335,15 +369,7 @@ class Simulation:
             say(f"partition {b.name} from {other.name} for {length:.2f}s")
             self.net.partition(b.name, other.name, now + length)
         elif kind == "isolate" or kind == "pause":
-            peers = [x.name for x in brokers if x is not b]
-            if kind == "pause":
-                peers += [c for c in self._client_names()]
-            say(f"{kind} {b.name} for {length:.2f}s (brokers{' and clients' if kind == 'pause' else ''} and ZooKeeper)")
-            for peer in peers:
-                self.net.partition(b.name, peer, now + length)
-            sid = b.zk_session_id()
-            if sid is not None and b.alive:
-                self.zk.disconnect_for(sid, length, notify=kind != "pause")
+            self._isolate(b, kind, length)
         elif kind == "zk-cut":
             sid = b.zk_session_id()
             if sid is not None and b.alive:
@@ -373,6 +399,23 @@ class Simulation:
             op, err = rng.choice([("write", errno.ENOSPC), ("fsync", errno.EIO), ("write", errno.EIO)])
             say(f"disk: {op} fails with {errno.errorcode[err]} once in {b.name}")
             self.disk.fail(op, err, path=str(b.dir) + os.sep, times=1, after=rng.randrange(5))
+
+    def _isolate(self, b: SimBroker, kind: str, length: float) -> None:
+        """``isolate``: ``b`` reaches neither the other brokers nor ZooKeeper for ``length``
+        seconds; ``pause``: nor the clients, and ZooKeeper hears nothing from it (SIGSTOP)."""
+        now = trio.current_time()
+        peers = [x.name for x in self.brokers if x is not b]
+        if kind == "pause":
+            peers += [c for c in self._client_names()]
+        self.trace.add(
+            "nemesis",
+            f"{kind} {b.name} for {length:.2f}s (brokers{' and clients' if kind == 'pause' else ''} and ZooKeeper)",
+        )
+        for peer in peers:
+            self.net.partition(b.name, peer, now + length)
+        sid = b.zk_session_id()
+        if sid is not None and b.alive:
+            self.zk.disconnect_for(sid, length, notify=kind != "pause")
 
     def _client_names(self) -> list[str]:
         return (
