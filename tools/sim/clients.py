@@ -109,8 +109,16 @@ def _plain(obj: Any) -> Any:
 class KafkaClient:
     """Connections to the brokers, cluster metadata, and a traced request."""
 
-    def __init__(self, name: str, net: NodeNetwork, bootstrap: list[tuple[str, int]], trace: Trace) -> None:
+    def __init__(
+        self,
+        name: str,
+        net: NodeNetwork,
+        bootstrap: list[tuple[str, int]],
+        trace: Trace,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+    ) -> None:
         self.name, self.net, self.bootstrap, self.trace = name, net, bootstrap, trace
+        self.request_timeout = request_timeout
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TP, tuple[int, int]] = {}  # partition -> (leader, leader epoch)
         self._conns: dict[tuple[str, int], BrokerClient] = {}
@@ -120,7 +128,7 @@ class KafkaClient:
         conn = self._conns.get(address)
         if conn is None:
             conn = self._conns[address] = BrokerClient(
-                address[0], address[1], self.name, request_timeout_s=REQUEST_TIMEOUT_S, connect=self.net.connect
+                address[0], address[1], self.name, request_timeout_s=self.request_timeout, connect=self.net.connect
             )
         return conn
 
@@ -231,14 +239,65 @@ class IdempotentProducer:
         await self.init()
 
 
+class LeaderAckProducer:
+    """acks=1 without idempotence, as many applications produce: answered once the leader has
+    appended, before the followers have it. Each batch is sent once (no retries, so never
+    duplicated); its acknowledgement promises nothing after a leader change, so the checker does
+    not count it, but the records are there for readers and retention, and they let the leader's
+    log run ahead of the high watermark while a follower lags (acks=all producers wait instead)."""
+
+    def __init__(self, client: KafkaClient, topic: str, partitions: int, rng: random.Random) -> None:
+        self.client, self.topic, self.partitions, self.rng = client, topic, partitions, rng
+        self.n = 0
+
+    async def run(self, stop_at: float) -> None:
+        while trio.current_time() < stop_at:
+            index = self.rng.randrange(self.partitions)
+            values = [f"{self.client.name}-{self.n}-{i}" for i in range(self.rng.randint(1, 3))]
+            self.n += 1
+            address = self.client.leader_address((self.topic, index))
+            if address is None:
+                await self.client.refresh([self.topic])
+                await trio.sleep(BACKOFF_S)
+                continue
+            body = {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 10000,
+                "topic_data": [
+                    {"name": self.topic, "partition_data": [{"index": index, "records": _batch(values, -1, -1, -1)}]}
+                ],
+            }
+            try:
+                answer = await self.client.request(address, PRODUCE, 9, body)
+                if answer.responses[0].partition_responses[0].error_code != 0:
+                    await self.client.refresh([self.topic])
+            except BrokerUnavailable:
+                await self.client.refresh([self.topic])
+            await trio.sleep(self.rng.uniform(0.0, 0.05))
+
+
 class TransactionalProducer:
     """Transactions over several partitions, each also committing a group offset, committed or
-    aborted by the seed; a fatal answer re-initializes (which aborts the open transaction)."""
+    aborted by the seed; a fatal answer re-initializes (which aborts the open transaction).
+
+    With a ``delivery_timeout`` (seconds), a Produce not answered in time is an abortable error,
+    as in the Java producer: the transaction is aborted with EndTxn in its epoch (the batch may
+    still be on its way to the leader) and the epoch bumped with InitProducerId."""
 
     def __init__(
-        self, client: KafkaClient, topic: str, partitions: int, history: History, rng: random.Random, group: str
+        self,
+        client: KafkaClient,
+        topic: str,
+        partitions: int,
+        history: History,
+        rng: random.Random,
+        group: str,
+        delivery_timeout: float = 0.0,
     ) -> None:
         self.client, self.topic, self.partitions, self.history, self.rng = client, topic, partitions, history, rng
+        self.delivery_timeout = delivery_timeout
+        self.timed_out = False  # the last Produce was not answered within the delivery timeout
         self.txn_id = f"txn-{client.name}"
         self.group = group
         self.pid, self.epoch = -1, -1
@@ -288,7 +347,8 @@ class TransactionalProducer:
             self.history.txns.append(txn)
             ok = await self._one(txn, stop_at + 30)
             if not ok:
-                txn.outcome = "unknown"
+                if txn.outcome == "open":
+                    txn.outcome = "unknown"
                 self.pid = -1  # re-initialize: aborts what is open
             await trio.sleep(self.rng.uniform(0.0, 0.1))
 
@@ -318,6 +378,10 @@ class TransactionalProducer:
             values = [f"{self.client.name}-t{txn.number}-{index}-{i}" for i in range(self.rng.randint(1, 2))]
             txn.sent.extend(values)
             if not await self._produce(txn, index, values, stop):
+                if self.timed_out:  # an abortable error: abort in this epoch, then bump it
+                    answer = await self._coordinated(1, self.txn_id, END_TXN, 3, {**ids, "committed": False}, stop)
+                    if answer is not None and answer.error_code == 0:
+                        txn.outcome = "aborted"
                 return False
         if self.rng.random() < 0.7:
             answer = await self._coordinated(1, self.txn_id, ADD_OFFSETS, 3, {**ids, "group_id": self.group}, stop)
@@ -368,7 +432,9 @@ class TransactionalProducer:
         tp = (self.topic, index)
         seq = self.seq.get(index, 0)
         batch = _batch(values, self.pid, self.epoch, seq, transactional=True)
-        p = await produce_until_answered(self.client, self.topic, index, batch, self.txn_id, stop)
+        give_up = min(stop, trio.current_time() + self.delivery_timeout) if self.delivery_timeout else stop
+        p = await produce_until_answered(self.client, self.topic, index, batch, self.txn_id, give_up)
+        self.timed_out = p is None and give_up < stop
         if p is None or p.error_code != 0:
             return False
         self.seq[index] = seq + len(values)
@@ -377,7 +443,7 @@ class TransactionalProducer:
         return True
 
 
-def _batch(values: list[str], pid: int, epoch: int, seq: int, *, transactional: bool) -> bytes:
+def _batch(values: list[str], pid: int, epoch: int, seq: int, *, transactional: bool = False) -> bytes:
     return build_batch(
         _records(values, 0),
         base_timestamp=clock.wall_ms(),
@@ -454,6 +520,27 @@ def fetch_request(
     }
 
 
+async def earliest_offset(
+    client: KafkaClient, address: tuple[str, int], topic: str, index: int, epoch: int
+) -> int | None:
+    """The partition's log start offset as its leader answers ListOffsets EARLIEST (what a
+    consumer with auto.offset.reset=earliest asks when its position is out of range); None when
+    there is no answer."""
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {"name": topic, "partitions": [{"partition_index": index, "current_leader_epoch": epoch, "timestamp": -2}]}
+        ],
+    }
+    try:
+        answer = await client.request(address, LIST_OFFSETS, 7, body)
+    except BrokerUnavailable:
+        return None
+    p = answer.topics[0].partitions[0]
+    return p.offset if p.error_code == 0 else None
+
+
 def read_batches(data: bytes, aborted: list[tuple[int, int]], read_committed: bool) -> Iterator[tuple[int, str]]:
     """(offset, value) of the data records in ``data`` a consumer delivers: for read_committed,
     without the aborted transactions (the answer's list) and never control records; for
@@ -476,19 +563,42 @@ def read_batches(data: bytes, aborted: list[tuple[int, int]], read_committed: bo
             yield header.base_offset + record.offset_delta, _value(record.value)
 
 
+def transactional_records(data: bytes) -> Iterator[tuple[int, int, str | None]]:
+    """(offset, producer id, value) of every record of a transactional batch in ``data``, in log
+    order; a transaction marker as (offset, producer id, None)."""
+    view = memoryview(data)
+    for pos, header in iter_batches(view, partial_tail=True):
+        if not header.is_transactional:
+            continue
+        if header.is_control:
+            yield header.base_offset, header.producer_id, None
+            continue
+        payload = bytes(view[pos + 61 : pos + header.size])
+        for record in decode_records(payload, header.records_count):
+            yield header.base_offset + record.offset_delta, header.producer_id, _value(record.value)
+
+
 class Consumer:
     """Reads every partition from the start, forever: from the leader of the epoch it knows
     (current_leader_epoch), checking that the high watermark it is shown never goes back within
     an epoch and that no offset ever reads as two different records."""
 
     def __init__(
-        self, client: KafkaClient, topic: str, partitions: int, history: History, read_committed: bool
+        self,
+        client: KafkaClient,
+        topic: str,
+        partitions: int,
+        history: History,
+        read_committed: bool,
+        reset_to_earliest: bool = False,
     ) -> None:
         self.client, self.topic, self.partitions, self.history = client, topic, partitions, history
         self.read_committed = read_committed
+        self.reset_to_earliest = reset_to_earliest  # auto.offset.reset=earliest (a topic with retention)
         self.position = dict.fromkeys(range(partitions), 0)
         self.hw: dict[tuple[int, int], int] = {}  # (partition, epoch) -> highest high watermark shown
         self.went_back: set[tuple[int, int]] = set()
+        self.start_above_hw: set[tuple[int, int]] = set()
 
     async def run(self, stop_at: float) -> None:
         while trio.current_time() < stop_at:
@@ -512,10 +622,25 @@ class Consumer:
         if answer.error_code != 0 or not answer.responses:
             return
         p = answer.responses[0].partitions[0]
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and self.reset_to_earliest:
+            # behind the log start (retention deleted what it had not read yet): from the earliest
+            # offset, as a consumer with auto.offset.reset=earliest goes on
+            earliest = await earliest_offset(self.client, address, self.topic, index, leader[1])
+            if earliest is not None and self.position[index] < earliest:
+                self.position[index] = earliest
+            return
         if p.error_code != 0:
             await self.client.refresh([self.topic])
             return
         key = (index, leader[1])
+        if p.log_start_offset > p.high_watermark and key not in self.start_above_hw:
+            # Kafka's invariant logStartOffset <= highWatermark: retention and DeleteRecords delete
+            # only below the high watermark (records followers and acks=all may still need are above)
+            self.start_above_hw.add(key)
+            self.history.violations.append(
+                f"{self.client.name} saw the log start offset of {self.topic}-{index} in epoch {leader[1]} at "
+                f"{p.log_start_offset}, above the high watermark {p.high_watermark}, at {trio.current_time():.4f}"
+            )
         if p.high_watermark < self.hw.get(key, -1) and key not in self.went_back:
             self.went_back.add(key)  # once per partition and epoch is enough
             self.history.violations.append(

@@ -214,6 +214,16 @@ class SimNetwork:
         self._blocked[key] = max(self._blocked.get(key, 0.0), until)
         self._on_event(f"partition {a} <-> {b} until {until:.3f}")
 
+    def stall(self, conn: SimConnection, direction: int, until: float) -> None:
+        """One way of ``conn`` (0: client to server, 1: back) delivers nothing until ``until``,
+        then everything in order, as TCP does after its retransmission timer backs off on a lossy
+        link; the other way and other connections are unaffected."""
+        pipe = conn.pipes[direction]
+        pipe.queue = deque((max(due, until), data) for due, data in pipe.queue)
+        pipe.last_due = max(pipe.last_due, until)
+        pipe.lot.unpark_all()
+        self._on_event(f"stall {conn} {'->' if direction == 0 else '<-'} until {until:.3f}")
+
     def heal(self) -> None:
         self._blocked.clear()
         self._wake_all()

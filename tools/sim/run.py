@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import random
@@ -38,13 +39,17 @@ from .clients import (
     CREATE_TOPICS,
     FETCH,
     OFFSET_FETCH,
+    REQUEST_TIMEOUT_S,
     Consumer,
     History,
     IdempotentProducer,
     KafkaClient,
+    LeaderAckProducer,
     TransactionalProducer,
+    earliest_offset,
     fetch_request,
     read_batches,
+    transactional_records,
 )
 from .cluster import SimBroker, broker_props
 from .disk import SimDisk
@@ -86,6 +91,18 @@ class SimConfig:
     # leadership that its old session still held)
     fast_restarts: bool = False
     topic_configs: dict[str, str] = field(default_factory=dict)
+    # acks=1 producers (LeaderAckProducer): their records are not counted as acknowledged; they
+    # let leaders run ahead of the high watermark while a follower lags
+    leader_ack_producers: int = 0
+    # > 0: the transactional producer's delivery timeout (request.timeout.ms = delivery.timeout.ms,
+    # seconds): a Produce not answered in time aborts the transaction (EndTxn abort in the same
+    # epoch, an abortable error) and bumps the epoch (InitProducerId), as the Java producer does.
+    # 0: it retries until the run ends, then re-initializes
+    txn_delivery_timeout: float = 0.0
+    # a fault the cluster triggers: when a leader adds a follower to the ISR of a partition of the
+    # simulated topic (seen in ZooKeeper), with this probability it is cut off at once from the
+    # brokers and ZooKeeper until its session expires, so the controller elects from the new ISR
+    isolate_on_isr_expansion: float = 0.0
     broker_configs: dict[str, str] = field(default_factory=dict)
 
 
@@ -211,6 +228,9 @@ class Simulation:
         ]
         self.faults = 0
         self._restarts: list[tuple[float, SimBroker]] = []
+        self._start_above_hw: set[tuple[str, tuple[str, int], int]] = set()
+        # the final read_uncommitted read: offset -> (producer id, value, or None for a marker)
+        self._txn_logs: dict[int, dict[int, tuple[int, str | None]]] = {}
 
     # ------------------------------------------------------------------ the run
     async def main(self) -> None:
@@ -226,8 +246,8 @@ class Simulation:
             nursery.start_soon(self._sample)
             async with trio.open_nursery() as readers:
                 self.consumers = [
-                    Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, read_committed=False),
-                    Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, read_committed=True),
+                    Consumer(self.client("reader-ru"), TOPIC, cfg.partitions, self.history, False, self.retains),
+                    Consumer(self.client("reader-rc"), TOPIC, cfg.partitions, self.history, True, self.retains),
                 ]
                 for consumer in self.consumers:
                     readers.start_soon(consumer.run, stop_at + 60)
@@ -239,9 +259,16 @@ class Simulation:
                         work.start_soon(producer.run, stop_at)
                     for i in range(cfg.transactional_producers):
                         tp = TransactionalProducer(
-                            self.client(f"txn{i}"), TOPIC, cfg.partitions, self.history, self._rng(), f"group-txn{i}"
+                            self.client(f"txn{i}", cfg.txn_delivery_timeout),
+                            TOPIC,
+                            cfg.partitions,
+                            self.history,
+                            self._rng(),
+                            f"group-txn{i}",
+                            cfg.txn_delivery_timeout,
                         )
                         work.start_soon(tp.run, stop_at)
+                    self._start_more_producers(work, stop_at)
                     if cfg.faults:
                         work.start_soon(self._nemesis, stop_at)
                 readers.cancel_scope.cancel()  # the writers are done (answered or given up)
@@ -252,11 +279,46 @@ class Simulation:
                 await b.stop()
             nursery.cancel_scope.cancel()
 
+    def _start_more_producers(self, work: trio.Nursery, stop_at: float) -> None:
+        for i in range(self.config.leader_ack_producers):
+            producer = LeaderAckProducer(self.client(f"acks1-{i}"), TOPIC, self.config.partitions, self._rng())
+            work.start_soon(producer.run, stop_at)
+        if self.config.faults and self.config.isolate_on_isr_expansion > 0:
+            work.start_soon(self._isolate_expanding_leaders, stop_at)
+
+    async def _isolate_expanding_leaders(self, stop_at: float) -> None:
+        """The ``isolate_on_isr_expansion`` fault: the partitions' state in ZooKeeper, read every
+        simulated millisecond; a leader that has just added a follower to the ISR (same leader and
+        epoch, a larger ISR) is isolated with that probability, before the follower's next fetch
+        answer reaches it (bytes in flight wait out the isolation)."""
+        rng = self._rng()
+        last: dict[int, tuple[int, int, frozenset[int]]] = {}
+        while trio.current_time() < stop_at:
+            for index in range(self.config.partitions):
+                raw = self.zk.data_of(f"/strom/brokers/topics/{TOPIC}/partitions/{index}/state")
+                if raw is None:
+                    continue
+                state = json.loads(raw)
+                now = (state["leader"], state["leader_epoch"], frozenset(state["isr"]))
+                before = last.get(index)
+                last[index] = now
+                if before is None or before[:2] != now[:2] or not now[2] > before[2]:
+                    continue
+                leader = next((b for b in self.brokers if b.node_id == now[0]), None)
+                if leader is not None and leader.alive and rng.random() < self.config.isolate_on_isr_expansion:
+                    self.faults += 1
+                    length = rng.uniform(SESSION_TIMEOUT_S + 0.5, 12.0)
+                    grown = sorted(now[2] - before[2])
+                    self.trace.add("nemesis", f"{leader.name} added {grown} to the ISR of {TOPIC}-{index}")
+                    self._isolate(leader, "isolate", length)
+            await trio.sleep(0.001)
+
     def _rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
 
-    def client(self, name: str) -> KafkaClient:
-        return KafkaClient(name, self.net.node(name), [b.address for b in self.brokers], self.trace)
+    def client(self, name: str, request_timeout: float = 0.0) -> KafkaClient:
+        brokers = [b.address for b in self.brokers]
+        return KafkaClient(name, self.net.node(name), brokers, self.trace, request_timeout or REQUEST_TIMEOUT_S)
 
     async def _create_topic(self, admin: KafkaClient) -> None:
         body = {
@@ -311,15 +373,7 @@ class Simulation:
             say(f"partition {b.name} from {other.name} for {length:.2f}s")
             self.net.partition(b.name, other.name, now + length)
         elif kind == "isolate" or kind == "pause":
-            peers = [x.name for x in brokers if x is not b]
-            if kind == "pause":
-                peers += [c for c in self._client_names()]
-            say(f"{kind} {b.name} for {length:.2f}s (brokers{' and clients' if kind == 'pause' else ''} and ZooKeeper)")
-            for peer in peers:
-                self.net.partition(b.name, peer, now + length)
-            sid = b.zk_session_id()
-            if sid is not None and b.alive:
-                self.zk.disconnect_for(sid, length, notify=kind != "pause")
+            self._isolate(b, kind, length)
         elif kind == "zk-cut":
             sid = b.zk_session_id()
             if sid is not None and b.alive:
@@ -340,16 +394,39 @@ class Simulation:
                 say(f"crash {b.name}, restart in {delay:.2f}s")
                 await b.crash(keep_page_cache=keep)
                 self.nursery.start_soon(self._restart_later, b, delay)
+        elif kind == "stall":  # a lossy link between two brokers: one way of one connection
+            brokers_ = {x.name for x in brokers}
+            conns = [c for c in self.net.connections.values() if c.client in brokers_ and c.server in brokers_]
+            if conns:
+                self.net.stall(rng.choice(conns), rng.randrange(2), now + rng.uniform(0.5, 4.0))
         elif kind == "disk":
             op, err = rng.choice([("write", errno.ENOSPC), ("fsync", errno.EIO), ("write", errno.EIO)])
             say(f"disk: {op} fails with {errno.errorcode[err]} once in {b.name}")
             self.disk.fail(op, err, path=str(b.dir) + os.sep, times=1, after=rng.randrange(5))
+
+    def _isolate(self, b: SimBroker, kind: str, length: float) -> None:
+        """``isolate``: ``b`` reaches neither the other brokers nor ZooKeeper for ``length``
+        seconds; ``pause``: nor the clients, and ZooKeeper hears nothing from it (SIGSTOP)."""
+        now = trio.current_time()
+        peers = [x.name for x in self.brokers if x is not b]
+        if kind == "pause":
+            peers += [c for c in self._client_names()]
+        self.trace.add(
+            "nemesis",
+            f"{kind} {b.name} for {length:.2f}s (brokers{' and clients' if kind == 'pause' else ''} and ZooKeeper)",
+        )
+        for peer in peers:
+            self.net.partition(b.name, peer, now + length)
+        sid = b.zk_session_id()
+        if sid is not None and b.alive:
+            self.zk.disconnect_for(sid, length, notify=kind != "pause")
 
     def _client_names(self) -> list[str]:
         return (
             ["admin", "reader-ru", "reader-rc"]
             + [f"idem{i}" for i in range(self.config.idempotent_producers)]
             + [f"txn{i}" for i in range(self.config.transactional_producers)]
+            + [f"acks1-{i}" for i in range(self.config.leader_ack_producers)]
         )
 
     async def _restart_later(self, b: SimBroker, delay: float) -> None:
@@ -388,10 +465,28 @@ class Simulation:
                             f"{'leads' if p.is_leader else 'follows'} {name} epoch {p.leader_epoch} "
                             f"leader {p.leader_id} isr {list(p.isr)} leo {leo} hw {p.high_watermark}",
                         )
+                    self._check_log_start(b, key, p)
                     if before is not None and leo < before[1]:
                         self.trace.add(b.name, f"truncated {name} from {before[1]} to {leo}")
                     last[(b.name, key)] = (state, leo)
             await trio.sleep(0.1)
+
+    @property
+    def retains(self) -> bool:
+        """The simulated topic has retention (``retention.ms`` / ``retention.bytes`` in
+        ``SimConfig.topic_configs``): records below the log start offset may be gone for good."""
+        return any(k in self.config.topic_configs for k in ("retention.ms", "retention.bytes"))
+
+    def _check_log_start(self, b: SimBroker, key: tuple[str, int], p: Any) -> None:
+        """Kafka's invariant logStartOffset <= highWatermark on every leader (read directly, at each
+        sample): retention (and DeleteRecords) delete only below the high watermark."""
+        start, hw = p.log.log_start_offset, p.high_watermark
+        if p.is_leader and start > hw and (b.name, key, p.leader_epoch) not in self._start_above_hw:
+            self._start_above_hw.add((b.name, key, p.leader_epoch))
+            self.history.violations.append(
+                f"{b.name} leads {key[0]}-{key[1]} in epoch {p.leader_epoch} with its log start offset "
+                f"{start} above its high watermark {hw} at {trio.current_time():.4f}"
+            )
 
     # ------------------------------------------------------------------ after the run
     async def _settle(self, admin: KafkaClient) -> None:
@@ -441,10 +536,12 @@ class Simulation:
                 return f"{key}: last stable offset {lso} stuck below high watermark {lp.high_watermark}"
         return ""
 
-    async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int]:
-        """Everything a consumer gets from the leader, from the start to the high watermark."""
+    async def _read_all(self, admin: KafkaClient, index: int, read_committed: bool) -> tuple[dict[int, str], int, int]:
+        """Everything a consumer gets from the leader, from the log start to the high watermark;
+        also the high watermark and the log start offset of the last answer."""
         out: dict[int, str] = {}
-        position, hw = 0, -1
+        position, hw, start = 0, -1, 0
+        txn_log = self._txn_logs.setdefault(index, {}) if not read_committed else {}
         tp = (TOPIC, index)
         for _ in range(10_000):
             await admin.refresh([TOPIC])
@@ -459,26 +556,32 @@ class Simulation:
             except BrokerUnavailable:
                 continue
             p = answer.responses[0].partitions[0]
+            if p.error_code == 1 and self.retains:  # OFFSET_OUT_OF_RANGE: behind the log start
+                earliest = await earliest_offset(admin, address, TOPIC, index, leader[1])
+                position = max(position, earliest if earliest is not None else position)
+                continue
             if p.error_code != 0:
                 await trio.sleep(0.1)
                 continue
-            hw = p.high_watermark
+            hw, start = p.high_watermark, p.log_start_offset
             data = bytes(p.records or b"")
             aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
             for offset, value in read_batches(data, aborted, read_committed):
                 out[offset] = value
+            for offset, pid, txn_value in transactional_records(data):
+                txn_log[offset] = (pid, txn_value)
             ends = [h.last_offset + 1 for _, h in iter_batches(memoryview(data), partial_tail=True)]
             limit = p.last_stable_offset if read_committed else hw
             if ends:
                 position = max(ends)
             if not ends or position >= limit:
-                return out, hw
-        return out, hw
+                return out, hw, start
+        return out, hw, start
 
-    def _replica_records(self, b: SimBroker, key: tuple[str, int], below: int) -> dict[int, str]:
+    def _replica_records(self, b: SimBroker, key: tuple[str, int], below: int, start: int = 0) -> dict[int, str]:
         p = self._partitions(b)[key]
         out: dict[int, str] = {}
-        offset = p.log.log_start_offset
+        offset = max(p.log.log_start_offset, start)
         while offset < below:
             info = p.log.read(offset, 1 << 20, max_offset=below)
             if info.records is None:
@@ -488,7 +591,8 @@ class Simulation:
             if not ends:
                 break
             for o, v in read_batches(data, [], False):
-                out[o] = v
+                if o >= start:
+                    out[o] = v
             offset = max(ends)
         return out
 
@@ -501,13 +605,19 @@ class Simulation:
             converged = True
         final: dict[int, dict[int, str]] = {}
         committed: dict[int, dict[int, str]] = {}
+        # the log start offset of each partition at the end: retention may have deleted what is
+        # below it (with retention only; without, nothing may be gone and it must be 0)
+        starts: dict[int, int] = {}
         for index in range(self.config.partitions):
-            final[index], hw = await self._read_all(admin, index, False)
-            committed[index], _ = await self._read_all(admin, index, True)
+            final[index], hw, start = await self._read_all(admin, index, False)
+            committed[index], _, start_rc = await self._read_all(admin, index, True)
+            starts[index] = max(start, start_rc)
+            if starts[index] and not self.retains:
+                violations.append(f"the log start offset of {TOPIC}-{index} is {starts[index]} without retention")
             tp = (TOPIC, index)
             # every record readers saw below the high watermark is still there, unchanged
             for (seen_tp, offset), (value, reader, when) in sorted(h.seen.items()):
-                if seen_tp == tp and offset < hw and final[index].get(offset) != value:
+                if seen_tp == tp and starts[index] <= offset < hw and final[index].get(offset) != value:
                     violations.append(
                         f"{TOPIC}-{index}@{offset} was read as {value!r} by {reader} at {when:.4f}, "
                         f"now holds {final[index].get(offset)!r}"
@@ -521,7 +631,8 @@ class Simulation:
             # in-sync replicas agree below the high watermark
             if converged:
                 replicas = [b for b in self.brokers if tp in self._partitions(b)]
-                views = {b.node_id: self._replica_records(b, tp, hw) for b in replicas}
+                common = max([starts[index]] + [self._partitions(b)[tp].log.log_start_offset for b in replicas])
+                views = {b.node_id: self._replica_records(b, tp, hw, common) for b in replicas}
                 first = next(iter(views.values()), {})
                 for view in views.values():
                     if view != first:
@@ -530,27 +641,67 @@ class Simulation:
                         break
         for producer, tp, offset, value in h.acked:
             got = final[tp[1]].get(offset)
-            if got != value:
+            if got != value and offset >= starts[tp[1]]:
                 violations.append(f"acknowledged {value!r} at {tp[0]}-{tp[1]}@{offset} ({producer}) is lost: {got!r}")
         visible = {v for part in committed.values() for v in part.values()}
+        retained = self._retained_values(final, starts)
         for txn in h.txns:
-            shown = [v for v in txn.sent if v in visible]
-            if txn.outcome == "committed" and len(shown) != len(txn.sent):
-                missing = [v for v in txn.sent if v not in visible]
+            sent = [v for v in txn.sent if retained(txn, v)]
+            shown = [v for v in sent if v in visible]
+            if txn.outcome == "committed" and len(shown) != len(sent):
+                missing = [v for v in sent if v not in visible]
                 violations.append(
                     f"committed transaction {txn.producer}#{txn.number} misses {missing} for read_committed"
                 )
             elif txn.outcome == "aborted" and shown:
                 violations.append(f"aborted transaction {txn.producer}#{txn.number} shows {shown} to read_committed")
-            elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(txn.sent):
+            elif txn.outcome in ("unknown", "open") and shown and len(shown) != len(sent):
                 violations.append(
-                    f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {txn.sent}"
+                    f"transaction {txn.producer}#{txn.number} is half visible to read_committed: {shown} of {sent}"
                 )
+        self._check_transactions_delimited()
         aborted_values = {v for txn in h.txns if txn.outcome == "aborted" for v in txn.sent}
         for reader, _, _, value in h.committed_reads:
             if value in aborted_values:
                 violations.append(f"{reader} (read_committed) was given {value!r} of an aborted transaction")
         await self._check_group_offsets(admin)
+
+    def _check_transactions_delimited(self) -> None:
+        """In each partition, the records a transactional producer id wrote between two of its
+        markers belong to one transaction: a record of a transaction that arrives after the
+        transaction ended (a Produce delayed past EndTxn, KIP-890) would otherwise open a
+        transaction of its own or join the producer's next one (and share its fate)."""
+        txn_of = {v: f"{txn.producer}#{txn.number}" for txn in self.history.txns for v in txn.sent}
+        for index, records in sorted(self._txn_logs.items()):
+            open_txn: dict[int, str] = {}  # producer id -> the transaction its records since its last marker belong to
+            for offset, (pid, value) in sorted(records.items()):
+                if value is None:
+                    open_txn.pop(pid, None)
+                    continue
+                txn = txn_of.get(value, "?")
+                first = open_txn.setdefault(pid, txn)
+                if first != txn:
+                    self.history.violations.append(
+                        f"{TOPIC}-{index}@{offset}: {value!r} of transaction {txn} follows records of {first} "
+                        f"with no marker between them (a record appended after its transaction ended)"
+                    )
+                    open_txn[pid] = txn
+
+    def _retained_values(self, final: dict[int, dict[int, str]], starts: dict[int, int]) -> Any:
+        """Which values of a transaction the final reads must account for: all of them without
+        retention; with it, those not known to lie below their partition's final log start (an
+        acknowledged one at its offset; one never acknowledged only if it is still in the log)."""
+        if not self.retains:
+            return lambda txn, value: True
+        present = {v for part in final.values() for v in part.values()}
+
+        def retained(txn: Any, value: str) -> bool:
+            for tp, offset, v in txn.records:
+                if v == value:
+                    return offset >= starts[tp[1]]
+            return value in present
+
+        return retained
 
     async def _move_group_coordinator(self) -> None:
         """Stop the broker leading ``__consumer_offsets`` (cleanly) so that another loads the

@@ -20,6 +20,15 @@ pytestmark = pytest.mark.timeout(900)
 
 ISOLATIONS = {"isolate": 1}
 LEADER_MOVES = {"zk-expire": 2, "isolate": 2, "zk-cut": 2, "crash": 1}
+CHURN = {"zk-expire": 2, "isolate": 2, "zk-cut": 2, "crash": 2, "partition": 3}  # leader moves, lagging followers
+# a topic that retains little (a segment every 500 ms, 4 KiB kept) and an acks=1 producer, so a
+# leader's log runs ahead of the high watermark while a follower is cut off or paused
+RETENTION = SimConfig(
+    duration=8,
+    fault_weights={"partition": 2, "pause": 1, "drop": 1},
+    leader_ack_producers=1,
+    topic_configs={"segment.ms": "500", "retention.bytes": "4096"},
+)
 
 CASES = [
     # TxnOffsetCommit's batches taken for duplicates: the commits after the first in a producer
@@ -45,6 +54,34 @@ CASES = [
         SimConfig(duration=8, fault_weights=LEADER_MOVES, fault_rate=1.0),
         "did not converge",
         id="idle-follower-out-of-isr",
+    ),
+    # KIP-279: broker1 leads epoch 0 (log end 9), broker3 leads epoch 1 from 6 and appends 6-13,
+    # broker2 (epoch 0's 0-8) leads epoch 2: broker3, whose last epoch is 1, is told the leader's
+    # epoch 0 ends at 9 and cuts there, keeping epoch 1's 6-8; every fetch says the same, and
+    # broker3 never rejoins the ISR
+    pytest.param(
+        "truncation-at-leader-offset",
+        98,
+        SimConfig(duration=10, fault_weights=CHURN, fault_rate=1.5),
+        "did not converge",
+        id="truncation-at-unknown-epoch",
+    ),
+    # KIP-890 part 1: a lossy link holds the coordinator's answer to the leader's verification
+    # of txn0's first batch to sim-1; the producer's delivery timeout passes, it aborts (EndTxn in
+    # the same epoch) and the abort marker reaches the leader first; the answer then lets the
+    # verified batch be appended after the marker, and it joins the producer's next transaction
+    pytest.param(
+        "no-verification-guard",
+        1,
+        SimConfig(duration=10, fault_weights={"stall": 1}, fault_rate=1.5, txn_delivery_timeout=1.0),
+        "appended after its transaction ended",
+        id="verification-guard",
+    ),
+    # size retention deletes segments the high watermark has not passed (a follower is cut off,
+    # still in the ISR, while the acks=1 producer goes on): the leader's log start offset passes
+    # its high watermark, as readers are shown in their Fetch answers
+    pytest.param(
+        "retention-past-high-watermark", 3, RETENTION, "above the high watermark", id="retention-past-high-watermark"
     ),
 ]
 
