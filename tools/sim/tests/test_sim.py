@@ -56,6 +56,31 @@ def test_seeds_that_found_the_bounced_broker_defect(seed):
     assert result.ok, result.report()
 
 
+# Seeds that found a defect outside CI's configuration, each with its own (docs/simulation.md,
+# "Findings"): (seed, configuration), replayed as found.
+RECORDED_FINDINGS = [
+    # a transaction coordinator re-elected in a new epoch served an uncommitted AddPartitionsToTxn
+    # record it had reloaded; the record was lost at the next election: sim-1's LSO hung
+    pytest.param(
+        2104,
+        SimConfig(
+            duration=10,
+            fault_weights={"zk-expire": 3, "partition": 3},
+            fault_rate=1.5,
+            leader_ack_producers=1,
+            isolate_on_isr_expansion=1.0,
+        ),
+        id="2104-txn-state-served-uncommitted",
+    ),
+]
+
+
+@pytest.mark.parametrize("seed, config", RECORDED_FINDINGS)
+def test_recorded_findings(seed, config):
+    result = run_seed(seed, config)
+    assert result.ok, result.report()
+
+
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
     import random
 
