@@ -43,6 +43,16 @@ def test_seeds_that_found_the_bounced_broker_defect(seed):
     assert result.ok, result.report()
 
 
+@pytest.mark.parametrize("seed", [20296])
+def test_seeds_that_found_the_hole_after_a_lost_tail(seed):
+    """A seed the broker failed before log recovery dropped an empty segment past a lost tail
+    (docs/simulation.md, finding 4): broker1 lost its page cache right after rolling a segment
+    of sim-0 and sim-1, came back with its log end at the new segment's base, past a hole of
+    30 offsets, and rejoined the ISR with replicas differing below the high watermark."""
+    result = run_seed(seed, SimConfig(duration=10.0))
+    assert result.ok, result.report()
+
+
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
     import random
 
