@@ -53,6 +53,15 @@ def test_seeds_that_found_the_hole_after_a_lost_tail(seed):
     assert result.ok, result.report()
 
 
+@pytest.mark.parametrize(("seed", "fast_restarts"), [(30196, False), (30479, True)])
+def test_seeds_that_found_a_leader_back_from_a_power_loss(seed, fast_restarts):
+    """Seeds the broker failed before a broker back from an unclean shutdown stopped being elected
+    over an in-sync replica that was down (docs/simulation.md, finding 5): the broker that lost its
+    page cache led again with a shorter log, and acknowledged records were gone."""
+    result = run_seed(seed, SimConfig(duration=10.0, fast_restarts=fast_restarts))
+    assert result.ok, result.report()
+
+
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
     import random
 
