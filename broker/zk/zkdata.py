@@ -219,9 +219,10 @@ class BrokerInfo:
 
     ``features`` maps a feature name to ``{"min_version": n, "max_version": m}``.
     ``unclean_shutdown`` (Strom's, written only when true): the first registration of a broker
-    process that started after an unclean shutdown, which may have lost records it had not
-    flushed (KIP-966's clean shutdown detection; Kafka's KRaft registration carries the same
-    fact as its previous broker epoch).
+    process that started without the clean-shutdown marker in its log dirs (after a crash, or on
+    a new disk), which may lack records its earlier life had not flushed (KIP-966's clean
+    shutdown detection; Kafka's KRaft registration carries the same fact as its previous broker
+    epoch).
     """
 
     broker_id: int
