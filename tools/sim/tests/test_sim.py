@@ -62,6 +62,14 @@ def test_seeds_that_found_a_leader_back_from_a_power_loss(seed, fast_restarts):
     assert result.ok, result.report()
 
 
+def test_seeds_that_found_a_stale_fetch_answer():
+    """A seed the broker failed before the fetcher dropped answers to fetch states it had left
+    (docs/simulation.md, finding 7): an old leader's delayed answer truncated an in-sync replica
+    below the high watermark."""
+    result = run_seed(30602, SimConfig(duration=10.0))
+    assert result.ok, result.report()
+
+
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
     import random
 
