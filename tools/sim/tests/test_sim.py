@@ -48,7 +48,7 @@ def test_seeds_that_found_the_hole_after_a_lost_tail(seed):
     """A seed the broker failed before log recovery dropped an empty segment past a lost tail
     (docs/simulation.md, finding 4): broker1 lost its page cache right after rolling a segment
     of sim-0 and sim-1, came back with its log end at the new segment's base, past a hole of
-    30 offsets, and rejoined the ISR with replicas differing below the high watermark."""
+    offsets, and rejoined the ISR with replicas differing below the high watermark."""
     result = run_seed(seed, SimConfig(duration=10.0))
     assert result.ok, result.report()
 
