@@ -29,41 +29,30 @@ class _StaleLeader:
     async def request(self, api_key, version, body, timeout_s=None):
         self.asked.set()
         await self.release.wait()
-        asked = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
-        diverged = SimpleNamespace(epoch=0, end_offset=0)
-        return SimpleNamespace(
-            error_code=0,
-            session_id=0,
-            responses=[
-                SimpleNamespace(
-                    topic=topic,
-                    partitions=[
-                        SimpleNamespace(
-                            partition_index=index,
-                            error_code=0,
-                            records=b"",
-                            high_watermark=0,
-                            log_start_offset=0,
-                            diverging_epoch=diverged,
-                        )
-                    ],
-                )
-                for topic, index in asked
-            ],
-        )
+        answer = await _Leader(b"").request(api_key, version, body, timeout_s)
+        for topic in answer.responses:
+            for data in topic.partitions:
+                data.high_watermark = 0
+                data.diverging_epoch = SimpleNamespace(epoch=0, end_offset=0)
+        return answer
+
+
+async def _following_7(b, nursery):
+    """Partition t-0 of broker ``b`` following broker 7 in epoch 1, and a fetcher for it."""
+    from strom.broker.replica.fetcher import ReplicaFetcher
+
+    await create(open_client(b, nursery), "t")
+    follower = b.replicas.partition("t", 0)
+    follower.become_follower(7, 1, [b.node_id, 7, 8], [7], 0)
+    return follower, ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None)
 
 
 async def test_an_answer_from_a_leader_the_partition_no_longer_follows_is_dropped(tmp_path, nursery):
     from strom.broker.fetch_session import FetchSessionHandler
-    from strom.broker.replica.fetcher import ReplicaFetcher
 
     b = make_broker(tmp_path)
     try:
-        client = open_client(b, nursery)
-        await create(client, "t")
-        follower = b.replicas.partition("t", 0)
-        follower.become_follower(7, 1, [b.node_id, 7, 8], [7], 0)
-        fetcher = ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None)
+        follower, fetcher = await _following_7(b, nursery)
         await fetcher.fetch_once(_Leader(batch(3)), [follower], FetchSessionHandler())
         assert follower.log.log_end_offset == 3
 
@@ -80,15 +69,10 @@ async def test_an_answer_from_a_leader_the_partition_no_longer_follows_is_droppe
 
 async def test_an_answer_for_a_fetch_offset_the_log_has_left_is_dropped(tmp_path, nursery):
     from strom.broker.fetch_session import FetchSessionHandler
-    from strom.broker.replica.fetcher import ReplicaFetcher
 
     b = make_broker(tmp_path)
     try:
-        client = open_client(b, nursery)
-        await create(client, "t")
-        follower = b.replicas.partition("t", 0)
-        follower.become_follower(7, 1, [b.node_id, 7], [7], 0)
-        fetcher = ReplicaFetcher(b.replicas, b.config, b.follower_quota, lambda leader: None)
+        follower, fetcher = await _following_7(b, nursery)
         stale = _StaleLeader()
         async with trio.open_nursery() as inflight:
             inflight.start_soon(fetcher.fetch_once, stale, [follower], FetchSessionHandler())
