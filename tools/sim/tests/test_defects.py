@@ -59,10 +59,10 @@ CASES = [
         "did not converge",
         id="idle-follower-out-of-isr",
     ),
-    # KIP-279 (as seed 98 first showed it): broker1 leads epoch 0 (log end 9), broker3 leads epoch 1 from 6 and appends 6-13,
-    # broker2 (epoch 0's 0-8) leads epoch 2: broker3, whose last epoch is 1, is told the leader's
-    # epoch 0 ends at 9 and cuts there, keeping epoch 1's 6-8; every fetch says the same, and
-    # broker3 never rejoins the ISR
+    # KIP-279 (as seed 98 first showed it): broker1 leads epoch 0 (log end 9), broker3 leads
+    # epoch 1 from 6 and appends 6-13, broker2 (epoch 0's 0-8) leads epoch 2: broker3, whose last
+    # epoch is 1, is told the leader's epoch 0 ends at 9 and cuts there, keeping epoch 1's 6-8;
+    # every fetch says the same, and broker3 never rejoins the ISR
     pytest.param(
         "truncation-at-leader-offset",
         (108, 165, 98),
