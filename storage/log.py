@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import shutil
 import struct
@@ -53,6 +54,8 @@ from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.producer_state import AppendOrigin, ProducerStateManager, VerificationGuard
 from strom.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnLogState
+
+_log = logging.getLogger("strom.storage")
 
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -203,6 +206,13 @@ class Log:
         """Validate the segments; returns those re-validated batch by batch.
 
         Segments whose base offset is in ``rebuild`` (just swapped in) are always re-validated.
+
+        After a crash, an empty segment that starts past the end of the data before it, above
+        the recovery point, is deleted (with any after it): a power loss right after a roll
+        keeps the new segment's file, empty, while the previous segment may lose its unflushed
+        tail, and the empty segment's base offset would otherwise become the log end offset,
+        past a hole of offsets that hold nothing and that a follower never fetches again. Below
+        the recovery point such a gap was flushed as it is (compaction leaves them) and stays.
         """
         first_unflushed = len(self._segments) if clean else max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         recovered: list[LogSegment] = []
@@ -216,6 +226,24 @@ class Log:
                 recovered.append(segment)
                 if truncated:
                     self._delete_segments_from(i + 1)
+                    break
+                if (
+                    not clean
+                    and i > 0
+                    and segment.size == 0
+                    and segment.base_offset > previous_end
+                    and segment.base_offset > recovery_point
+                ):
+                    _log.warning(
+                        "%s-%d: recovery deleted the empty segment at %d past the end of the data at %d "
+                        "(a tail lost in a crash)",
+                        self.topic,
+                        self.partition,
+                        segment.base_offset,
+                        previous_end,
+                    )
+                    recovered.remove(segment)
+                    self._delete_segments_from(i)  # nothing proves the offsets below its base exist
                     break
             previous_end = segment.next_offset
         return recovered

@@ -1,7 +1,9 @@
-"""A small trio Kafka client for broker-to-broker requests (replica fetching).
+"""A small trio Kafka client for broker-to-broker requests (replica fetching, transaction
+markers and verification, the share-group state persister).
 
-One connection, requests answered in order; every wait is bounded. Any failure closes the
-connection and raises `BrokerUnavailable`, so callers back off and reconnect.
+One connection, one request at a time: tasks that share a client take turns (a request waits for
+the one before it to be answered, within its own timeout). Every wait is bounded. Any failure
+closes the connection and raises `BrokerUnavailable`, so callers back off and reconnect.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ class BrokerUnavailable(Exception):
 
 class BrokerClient:
     """Requests to one other broker over one connection (the protocol's client-role Connection),
-    reconnecting on the next request after a failure."""
+    reconnecting on the next request after a failure. Safe to share between tasks: requests are
+    sent and answered one at a time, so no task reads another's answer."""
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class BrokerClient:
         self.request_timeout_s = request_timeout_s
         self._stream: trio.abc.Stream | None = None
         self._conn = Connection(CLIENT, MAX_RESPONSE_SIZE, client_id, first_correlation_id=1)
+        self._turn = trio.Lock()  # one request in flight: its answer is the next one read
 
     async def _connect(self) -> trio.abc.Stream:
         if self._stream is None:
@@ -75,10 +79,24 @@ class BrokerClient:
         return self._stream
 
     async def request(self, api_key: int, version: int, body: dict, *, timeout_s: float | None = None) -> Container:
+        timeout = timeout_s or self.request_timeout_s
+        try:
+            with trio.fail_after(timeout):  # the wait for the turn counts too
+                await self._turn.acquire()
+        except trio.TooSlowError:
+            raise BrokerUnavailable(
+                f"{self.host}:{self.port}: no answer to the requests before this one within {timeout:g} s"
+            ) from None
+        try:
+            return await self._request(api_key, version, body, timeout)
+        finally:
+            self._turn.release()
+
+    async def _request(self, api_key: int, version: int, body: dict, limit_s: float) -> Container:
         stream = await self._connect()
         conn = self._conn
         try:
-            with trio.fail_after(timeout_s or self.request_timeout_s):
+            with trio.fail_after(limit_s):
                 await stream.send_all(conn.send_request(api_key, version, body))
                 sent = conn.last_correlation_id
                 while (event := conn.next_event()) is NEED_DATA:

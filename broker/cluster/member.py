@@ -96,6 +96,7 @@ class ClusterMember:
         self._watched: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
         self._session_lost = False
+        self._registered = False  # a registration of this process was written (later ones follow a session expiry)
         self._unloadable: set[tuple[str, int]] = set()
         self._published_offline: frozenset = frozenset()
 
@@ -159,10 +160,17 @@ class ClusterMember:
             EndPoint(b.advertised.name, b.advertised.host, b.advertised.port, b.advertised.security_protocol)
             for b in self.broker.bound
         )
+        logs = self.broker.logs
         info = BrokerInfo(
-            self.node_id, endpoints, rack=self.config["broker.rack"], timestamp_ms=int(trio.current_time() * 1000)
+            self.node_id,
+            endpoints,
+            rack=self.config["broker.rack"],
+            timestamp_ms=int(trio.current_time() * 1000),
+            # a re-registration after a session expiry is the same process: nothing it wrote is lost
+            unclean_shutdown=not self._registered and logs is not None and not logs.had_clean_shutdown,
         )
         await self.zk.register_broker(info, wait_s=self.zk.session_timeout_s * 2)
+        self._registered = True
         mine = (await self.zk.get_broker_registrations()).get(self.node_id)
         if mine is not None:
             self.broker_epoch = mine[1]
@@ -248,6 +256,7 @@ class ClusterMember:
         view = ClusterView(
             brokers={b: info for b, (info, _) in registrations.items()},
             broker_epochs={b: epoch for b, (_, epoch) in registrations.items()},
+            unclean_starts={b for b, (info, _) in registrations.items() if info.unclean_shutdown},
             to_delete=await zk.get_topics_to_delete(),
         )
         for _, broker_id, partitions in await zk.get_log_dir_events():

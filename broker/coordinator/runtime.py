@@ -48,6 +48,7 @@ class ReplicaState:
     log_start_offset: int
     log_end_offset: int
     isr_size: int
+    high_watermark: int  # records below it are committed: every in-sync replica has them
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,8 @@ class ClusterView:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     # each live broker's epoch (the czxid of its registration znode): a new one is a new registration
     broker_epochs: dict[int, int] = field(default_factory=dict)
+    # live brokers whose registration is the first after an unclean shutdown (BrokerInfo.unclean_shutdown)
+    unclean_starts: set[int] = field(default_factory=set)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[tuple[str, int], VersionedPartitionState] = field(default_factory=dict)

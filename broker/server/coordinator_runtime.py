@@ -95,7 +95,12 @@ class BrokerCoordinatorRuntime:
             return None
         plog = partition.log
         return ReplicaState(
-            partition.is_leader, partition.leader_epoch, plog.log_start_offset, plog.log_end_offset, len(partition.isr)
+            partition.is_leader,
+            partition.leader_epoch,
+            plog.log_start_offset,
+            plog.log_end_offset,
+            len(partition.isr),
+            partition.high_watermark,
         )
 
     def led_partitions(self, topic: str) -> dict[int, int]:

@@ -14,6 +14,10 @@ or partition appears, a deletion is requested) it reconciles the whole cluster a
   failed and came back: leadership it held moves to another live in-sync replica, or, when it is
   the only one, it is elected again in a new leader epoch; it leaves the ISR of partitions others
   lead (it may have lost what it had not flushed, and rejoins once caught up);
+- such a broker that started after an unclean shutdown (its registration says so, KIP-966's clean
+  shutdown detection) is not elected again while another ISR member, dead for now, may hold the
+  records it lost: it leaves the ISR and the partition waits for that member (unless it is the
+  last ISR member, which has nobody to wait for);
 - replicas in a broker's failed log dir (``/log_dir_event_notification``) count as dead for
   their partitions: leadership moves away from them and they leave the ISR;
 - topics marked for deletion lose their znodes (brokers then delete their logs).
@@ -80,8 +84,9 @@ class Controller:
                     if state is not None:
                         missing[partition] = state
                     continue
+                bounced = self._bounced(view, current, usable)
                 wrote |= await self._repair(
-                    name, partition, replicas, current, usable, epoch, unclean, self._bounced(view, current, usable)
+                    name, partition, replicas, current, usable, epoch, unclean, bounced, bounced & view.unclean_starts
                 )
             if missing:
                 log.info("creating partition states topic=%s partitions=%s", name, sorted(missing))
@@ -108,16 +113,32 @@ class Controller:
         epoch: int,
         unclean: bool,
         bounced: AbstractSet[int] = frozenset(),
+        lossy: AbstractSet[int] = frozenset(),
     ) -> bool:
+        """``bounced``: live replicas registered after the state was written; ``lossy``: those of
+        them that started after an unclean shutdown (what they had not flushed may be gone)."""
         state = current.state
         new = None
         if state.leader in bounced:
             # as a failure and a start: another live in-sync replica leads; else it leads again in
-            # a new epoch (never in the epoch its earlier life led, whose records it may have lost)
+            # a new epoch (never in the epoch its earlier life led, whose records it may have lost),
+            # unless it lost its unflushed records while another ISR member may still hold them
             election = elect_leader(Strategy.OFFLINE, state, replicas, live - bounced, epoch) or elect_leader(
-                Strategy.OFFLINE, state, replicas, live, epoch
+                Strategy.OFFLINE, state, replicas, live - lossy, epoch
             )
-            if election is not None:
+            if election is None and (state.leader not in lossy or state.isr == (state.leader,)):
+                election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch)
+            if election is None and state.leader in lossy:
+                new = remove_replica_from_isr(state, state.leader, epoch)
+                log.warning(
+                    "partition offline topic=%s partition=%d: leader %d restarted after an unclean shutdown; "
+                    "waiting for in-sync replicas %s",
+                    topic,
+                    partition,
+                    state.leader,
+                    [r for r in state.isr if r != state.leader],
+                )
+            elif election is not None:
                 new = election.state
                 log.info(
                     "re-elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s: broker %d registered anew",

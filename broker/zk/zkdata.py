@@ -218,6 +218,11 @@ class BrokerInfo:
     """A broker's registration as stored in ``/brokers/ids/<id>`` (JSON version 5 when written).
 
     ``features`` maps a feature name to ``{"min_version": n, "max_version": m}``.
+    ``unclean_shutdown`` (Strom's, written only when true): the first registration of a broker
+    process that started without the clean-shutdown marker in its log dirs (after a crash, or on
+    a new disk), which may lack records its earlier life had not flushed (KIP-966's clean
+    shutdown detection; Kafka's KRaft registration carries the same fact as its previous broker
+    epoch).
     """
 
     broker_id: int
@@ -227,6 +232,7 @@ class BrokerInfo:
     timestamp_ms: int = 0
     features: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     version: int = 5
+    unclean_shutdown: bool = False
 
     def endpoint(self, listener: str) -> EndPoint | None:
         return next((e for e in self.endpoints if e.listener == listener), None)
@@ -259,6 +265,8 @@ class BrokerIdZNode:
         }
         if info.rack is not None:
             doc["rack"] = info.rack
+        if info.unclean_shutdown:
+            doc["unclean_shutdown"] = True
         doc["version"] = BrokerIdZNode.VERSION
         doc["timestamp"] = str(info.timestamp_ms)
         return _dumps(doc)
@@ -275,6 +283,7 @@ class BrokerIdZNode:
         if rack is not None:
             _typed(rack, str, f"{what}: 'rack'")
         timestamp = doc.get("timestamp", "0")
+        unclean = _typed(doc.get("unclean_shutdown", False), bool, f"{what}: 'unclean_shutdown'")
         return BrokerInfo(
             broker_id=broker_id,
             endpoints=endpoints,
@@ -283,6 +292,7 @@ class BrokerIdZNode:
             timestamp_ms=_int_text(_typed(timestamp, str, f"{what}: 'timestamp'"), f"{what}: timestamp"),
             features=BrokerIdZNode._features(doc.get("features", {}), what),
             version=version,
+            unclean_shutdown=unclean,
         )
 
     @staticmethod

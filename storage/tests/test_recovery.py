@@ -124,3 +124,42 @@ def test_recovered_data_is_fsynced_but_a_new_empty_log_is_not(crashed, tmp_path,
     assert synced
     new.close()
     recovered.close()
+
+
+def _lose_unflushed_tail_before_a_roll(log: Log, batches_lost: int) -> tuple[int, int]:
+    """The state a power loss leaves right after a roll: the new segment's file exists but is
+    empty (never fsynced), and the previous segment lost its unflushed tail, cleanly, at a batch
+    boundary (a file shorter than what was written, as after delayed allocation). Returns the
+    offset where the surviving data ends and the new segment's base offset."""
+    rolled_at = log.log_end_offset
+    log.roll()
+    previous = log.segments[-2]
+    os.truncate(previous.log_path, previous.size - batches_lost * BATCH)
+    return rolled_at - 2 * batches_lost, rolled_at
+
+
+def test_an_empty_segment_past_a_lost_tail_does_not_move_the_log_end_past_the_hole(crashed):
+    """seed 20296 of the simulation (docs/simulation.md, finding 4): a broker lost the unflushed
+    tail of a segment in a power loss while the segment rolled after it survived, empty. The log
+    end offset came back at the empty segment's base: a hole of offsets without records below
+    it, which the broker, back in the ISR, never fetched again."""
+    data_end, rolled_at = _lose_unflushed_tail_before_a_roll(crashed, batches_lost=2)
+    log = reopen(crashed, recovery_point=10)
+    assert log.log_end_offset == data_end < rolled_at
+    assert all_batches(log) == list(range(0, data_end, 2))
+    assert append(log, make_batch()).first_offset == data_end
+    log.close()
+    again = reopen(log, recovery_point=log.recovery_point, clean_shutdown=True)
+    assert all_batches(again) == [*range(0, data_end, 2), data_end]
+    again.close()
+
+
+def test_an_empty_segment_below_the_recovery_point_is_trusted(crashed):
+    """A gap below the recovery point was flushed as it is (compaction leaves such gaps): the
+    empty segment's base stays the log end offset."""
+    data_end, rolled_at = _lose_unflushed_tail_before_a_roll(crashed, batches_lost=2)
+    log = reopen(crashed, recovery_point=rolled_at)
+    assert log.log_end_offset == rolled_at
+    ((last, _),) = split(log.read(data_end - 2, 1).records.read())
+    assert last.base_offset == data_end - 2
+    log.close()

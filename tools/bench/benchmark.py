@@ -100,6 +100,7 @@ class BenchSettings:
     share_records: int = 100_000
     share_consumers: tuple[int, ...] = bench_share.CONSUMERS
     share_kafka: bool = True
+    compaction_batches: int = bench_compaction.BATCHES
 
     def records(self, size: int) -> int:
         return self.small_records if size <= 100 else self.large_records
@@ -592,7 +593,7 @@ def run_benchmark(settings: BenchSettings, workdir: Path, log: Log, profile: Pat
     bench_tls.measure_tls(report, log, records=settings.tls_records, workdir=workdir, kafka=settings.txn_kafka)
     run_console_benchmark(settings, workdir, log, report)
     bench_files.add_to_report(report, settings.file_cache_partitions, workdir, log)
-    bench_compaction.add_to_report(report, workdir, log)
+    bench_compaction.add_to_report(report, workdir, log, settings.compaction_batches)
     return report
 
 

@@ -31,14 +31,14 @@ KEYS = 5000
 NOW = 10**12
 
 
-def _clean_seconds(directory: Path, transactional: bool) -> float:
+def _clean_seconds(directory: Path, transactional: bool, batches: int = BATCHES) -> float:
     log = Log.open(
         directory / ("txn-0" if transactional else "plain-0"),
         LogConfig(cleanup_policy="compact", segment_bytes=1 << 20),
         now_ms=lambda: NOW,
     )
     try:
-        for n in range(BATCHES):
+        for n in range(batches):
             records = [
                 Record(i, 0, b"k%d" % ((n * RECORDS_PER_BATCH + i) % KEYS), b"v" * 50) for i in range(RECORDS_PER_BATCH)
             ]
@@ -96,12 +96,12 @@ def _lookup_seconds(state: TxnLogState, fetch_offset: int, rounds: int = 2000) -
     return best
 
 
-def measure(workdir: Path | None = None) -> dict:
+def measure(workdir: Path | None = None, batches: int = BATCHES) -> dict:
     base = Path(tempfile.mkdtemp(prefix="strom-bench-compaction-", dir=workdir))
     try:
-        records = BATCHES * RECORDS_PER_BATCH
-        plain = min(_clean_seconds(base / f"p{i}", False) for i in range(2))
-        txn = min(_clean_seconds(base / f"t{i}", True) for i in range(2))
+        records = batches * RECORDS_PER_BATCH
+        plain = min(_clean_seconds(base / f"p{i}", False, batches) for i in range(2))
+        txn = min(_clean_seconds(base / f"t{i}", True, batches) for i in range(2))
         small, small_end = _index(base / "small", 1_000)
         large, large_end = _index(base / "large", 100_000)
         return {
@@ -117,10 +117,10 @@ def measure(workdir: Path | None = None) -> dict:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def add_to_report(report, workdir: Path, log) -> None:
+def add_to_report(report, workdir: Path, log, batches: int = BATCHES) -> None:
     """The figures in ``strom bench``'s report (each a ratio to a reference of the same run)."""
     log("compaction: a cleaner pass over transactional vs plain batches; aborted-transaction lookups")
-    m = measure(workdir)
+    m = measure(workdir, batches)
     report.details["compaction"] = m
     report.reference(
         "compaction_plain_records_per_s",

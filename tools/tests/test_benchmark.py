@@ -38,6 +38,7 @@ TINY = replace(
     share_records=200,
     share_consumers=(1,),
     share_kafka=False,
+    compaction_batches=400,
 )
 
 EXPECTED_FIGURES = {

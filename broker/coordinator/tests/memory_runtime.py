@@ -86,7 +86,9 @@ class MemoryRuntime:
     # ------------------------------------------------------------ partition writer
     def replica(self, topic: str, index: int) -> ReplicaState | None:
         p = self.partitions.get((topic, index))
-        return None if p is None else ReplicaState(p.is_leader, p.leader_epoch, p.log_start_offset, p.log_end_offset, 1)
+        if p is None:
+            return None
+        return ReplicaState(p.is_leader, p.leader_epoch, p.log_start_offset, p.log_end_offset, 1, p.high_watermark)
 
     def led_partitions(self, topic: str) -> dict[int, int]:
         return {i: p.leader_epoch for (t, i), p in self.partitions.items() if t == topic and p.is_leader}

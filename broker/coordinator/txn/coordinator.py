@@ -36,7 +36,12 @@ producer is fenced); every transaction.remove.expired.transaction.cleanup.interv
 Crash behaviour: a Prepare* state is written before EndTxn is answered, so a coordinator that
 restarts (or a new leader of the partition) loads it and writes the markers again, then completes
 the transaction; an Ongoing transaction that was never ended is aborted by the timeout. Data of a
-transaction is thus always wholly committed or wholly aborted.
+transaction is thus always wholly committed or wholly aborted. A partition of
+`__transaction_state` loaded past its high watermark is served (and its Prepare* transactions
+completed) only once what was loaded is committed (``TransactionStateManager.await_committed``):
+an uncommitted record may be lost at the next election, and a coordinator that had vouched for it
+(a partition "already in the transaction", markers of a PrepareCommit) would leave a hanging or
+half-committed transaction behind.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ class TransactionCoordinator:
         self.markers = TransactionMarkerChannelManager(port, client_factory)
         self._offsets_partitions = offsets_partitions
         self._nursery: trio.Nursery | None = None
-        self._pending_completions: list[str] = []
+        self._pending_tasks: list[tuple[Callable[..., Awaitable[None]], tuple[Any, ...]]] = []
         self._verify_clients: dict[int, MarkerClient] = {}
         self.active = True
 
@@ -103,21 +108,32 @@ class TransactionCoordinator:
 
     def follow_leadership(self) -> None:
         gained, _ = self.state.follow_leadership()
-        if gained:
-            for tid, meta in self.state.txns.items():
-                if (
-                    meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-                    and self.state.partition_of(tid) in gained
-                ):
-                    meta.coordinator_epoch = self.state.coordinator_epoch(tid)
-                    self._schedule_completion(tid)
+        for index in gained:
+            if index in self.state.loading:  # loaded past its high watermark: wait for the commit
+                self._start(self._serve_when_committed, index, self.state.owned[index])
+            else:
+                self._complete_prepared(index)
+
+    async def _serve_when_committed(self, index: int, epoch: int) -> None:
+        if await self.state.await_committed(index, epoch):
+            self._complete_prepared(index)
+
+    def _complete_prepared(self, index: int) -> None:
+        """Write the markers of the loaded Prepare* transactions of partition ``index``."""
+        for tid, meta in self.state.txns.items():
+            if (
+                meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                and self.state.partition_of(tid) == index
+            ):
+                meta.coordinator_epoch = self.state.coordinator_epoch(tid)
+                self._schedule_completion(tid)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for tid in self._pending_completions:
-                nursery.start_soon(self._complete, tid)
-            self._pending_completions.clear()
+            for work, arg in self._pending_tasks:
+                nursery.start_soon(work, *arg)
+            self._pending_tasks.clear()
             nursery.start_soon(self._timer, self.settings.abort_interval_ms, self.abort_timed_out)
             nursery.start_soon(self._timer, self.settings.remove_interval_ms, self.expire_transactional_ids)
             task_status.started()
@@ -141,11 +157,15 @@ class TransactionCoordinator:
             except Exception:
                 log.exception("transaction coordinator timer %s failed; will try again", work.__name__)
 
-    def _schedule_completion(self, tid: str) -> None:
+    def _start(self, work: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run ``work(*args)`` in the coordinator's nursery (once ``run`` has started it)."""
         if self._nursery is not None:
-            self._nursery.start_soon(self._complete, tid)
+            self._nursery.start_soon(work, *args)
         else:
-            self._pending_completions.append(tid)
+            self._pending_tasks.append((work, args))
+
+    def _schedule_completion(self, tid: str) -> None:
+        self._start(self._complete, tid)
 
     # ------------------------------------------------------------------ helpers
     def _error(self, tid: str | None) -> ErrorCode | None:

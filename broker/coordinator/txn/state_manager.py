@@ -9,10 +9,17 @@ leader of that partition is its coordinator, and the partition's leader epoch is
 *coordinator epoch* written into every marker.
 
 Loading: at start-up (standalone: every partition) and whenever this broker becomes leader of a
-partition (cluster), the partition is replayed from its log start to its high watermark, the last
+partition (cluster), the partition is replayed from its log start to its log end, the last
 record per id winning, a tombstone removing it. While a partition loads, requests for its ids get
 COORDINATOR_LOAD_IN_PROGRESS; when leadership moves away, its ids are dropped and requests get
-NOT_COORDINATOR.
+NOT_COORDINATOR. Records past the high watermark are replayed too (a leader never truncates its
+own log, so they will be committed while it leads), but the partition counts as loading until
+the high watermark reaches the log end it was loaded to (:meth:`await_committed`): a coordinator
+answers only from committed state. Otherwise a state write that failed (its leadership epoch
+changed, the replicas did not have it in time) but stayed in the log would be read back at a
+re-election and vouched for, e.g. a partition "already in the transaction", although the record
+is lost if another replica is elected: the next coordinator would never write that partition's
+marker, and its last stable offset would stay behind for good (a hanging transaction).
 
 Writing: :meth:`write` appends the record and waits until every in-sync replica has it; only then
 does the caller apply the change in memory. A write that fails (not leader any more, too few
@@ -26,7 +33,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
+from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime, replicated
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from strom.protocol.errors import ErrorCode
@@ -120,12 +127,14 @@ class TransactionStateManager:
         return self.port.led_partitions(TRANSACTION_STATE_TOPIC)
 
     def follow_leadership(self) -> tuple[list[int], list[int]]:
-        """Load partitions newly led here, drop those lost: (gained, lost)."""
+        """Load partitions newly led here, drop those lost: (gained, lost). A gained partition
+        whose log holds records not committed yet stays loading until :meth:`await_committed`."""
         now = self.led_partitions()
         lost = [i for i, epoch in self.owned.items() if now.get(i) != epoch]
         gained = [i for i, epoch in now.items() if self.owned.get(i) != epoch]
         for index in lost:
             del self.owned[index]
+            self.loading.discard(index)
             for tid in [t for t in self.txns if self.partition_of(t) == index]:
                 del self.txns[tid]
         for index in sorted(gained):
@@ -135,6 +144,16 @@ class TransactionStateManager:
             finally:
                 self.loading.discard(index)
             self.owned[index] = now[index]
+            replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)
+            if replica is not None and replica.high_watermark < replica.log_end_offset:
+                self.loading.add(index)
+                log.info(
+                    "%s-%d loaded up to offset %d, committed up to %d: its transactions are served once committed",
+                    TRANSACTION_STATE_TOPIC,
+                    index,
+                    replica.log_end_offset,
+                    replica.high_watermark,
+                )
         if gained or lost:
             log.info(
                 "coordinating transactions of %d %s partitions (+%d, -%d)",
@@ -144,6 +163,22 @@ class TransactionStateManager:
                 len(lost),
             )
         return gained, lost
+
+    async def await_committed(self, index: int, epoch: int) -> bool:
+        """Wait until everything loaded from partition ``index`` (led in ``epoch``) is committed,
+        then serve its transactions: True; False once the partition is no longer led in
+        ``epoch`` (the records may be truncated: the next load decides)."""
+        while self.owned.get(index) == epoch and index in self.loading:
+            if self.port.replica(TRANSACTION_STATE_TOPIC, index) is None:
+                return False  # not hosted here any more
+            code = await replicated(self.port, TRANSACTION_STATE_TOPIC, index, self.settings.write_timeout_ms / 1000)
+            if self.owned.get(index) != epoch or code == ErrorCode.NOT_COORDINATOR:
+                return False
+            if code == ErrorCode.NONE:
+                self.loading.discard(index)
+                log.info("%s-%d: the loaded transaction state is committed", TRANSACTION_STATE_TOPIC, index)
+            # else the replicas did not have it in time: keep waiting (the partition stays loading)
+        return self.owned.get(index) == epoch
 
     def _load_partition(self, index: int) -> None:
         replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)

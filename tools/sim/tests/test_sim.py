@@ -69,6 +69,58 @@ def test_seeds_that_found_the_bounced_broker_defect(seed):
     assert result.ok, result.report()
 
 
+# Seeds that found a defect outside CI's configuration, each with its own (docs/simulation.md,
+# "Findings"): (seed, configuration), replayed as found.
+RECORDED_FINDINGS = [
+    # a transaction coordinator re-elected in a new epoch served an uncommitted AddPartitionsToTxn
+    # record it had reloaded; the record was lost at the next election: sim-1's LSO hung
+    pytest.param(
+        2104,
+        SimConfig(
+            duration=10,
+            fault_weights={"zk-expire": 3, "partition": 3},
+            fault_rate=1.5,
+            leader_ack_producers=1,
+            isolate_on_isr_expansion=1.0,
+        ),
+        id="2104-txn-state-served-uncommitted",
+    ),
+]
+
+
+@pytest.mark.parametrize("seed, config", RECORDED_FINDINGS)
+def test_recorded_findings(seed, config):
+    result = run_seed(seed, config)
+    assert result.ok, result.report()
+
+
+@pytest.mark.parametrize("seed", [20296])
+def test_seeds_that_found_the_hole_after_a_lost_tail(seed):
+    """A seed the broker failed before log recovery dropped an empty segment past a lost tail
+    (docs/simulation.md, finding 4): broker1 lost its page cache right after rolling a segment
+    of sim-0 and sim-1, came back with its log end at the new segment's base, past a hole of
+    offsets, and rejoined the ISR with replicas differing below the high watermark."""
+    result = run_seed(seed, SimConfig(duration=10.0))
+    assert result.ok, result.report()
+
+
+@pytest.mark.parametrize(("seed", "fast_restarts"), [(30196, False), (30479, True)])
+def test_seeds_that_found_a_leader_back_from_a_power_loss(seed, fast_restarts):
+    """Seeds the broker failed before a broker back from an unclean shutdown stopped being elected
+    over an in-sync replica that was down (docs/simulation.md, finding 5): the broker that lost its
+    page cache led again with a shorter log, and acknowledged records were gone."""
+    result = run_seed(seed, SimConfig(duration=10.0, fast_restarts=fast_restarts))
+    assert result.ok, result.report()
+
+
+def test_seeds_that_found_a_stale_fetch_answer():
+    """A seed the broker failed before the fetcher dropped answers to fetch states it had left
+    (docs/simulation.md, finding 7): an old leader's delayed answer truncated an in-sync replica
+    below the high watermark."""
+    result = run_seed(30602, SimConfig(duration=10.0))
+    assert result.ok, result.report()
+
+
 async def test_the_network_keeps_order_within_a_connection_and_holds_bytes_across_a_partition(autojump_clock):
     import random
 
