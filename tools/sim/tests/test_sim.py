@@ -10,10 +10,19 @@ from strom.sim.network import DelayModel, SimNetwork
 pytestmark = pytest.mark.timeout(900)
 
 SHORT = SimConfig(duration=3.0)
-# CI's seeds, one test each, in groups of CHUNK that pytest-xdist hands to different workers (a
-# group is one scheduling unit, conftest.py): about 1 CPU s a seed (docs/simulation.md, "Measured")
-CI_SEEDS = range(1000, 1400)
+# CI's batch (docs/simulation.md, "Measured", with the table of what each configuration finds per
+# CPU second): many brief seeds, whose faults land while the cluster starts, leaders are elected,
+# the topic is created and the first appends wait for their acknowledgement (a brief seed costs
+# about what the start, the heal and the checks cost), and a smaller batch of 3 s seeds, whose
+# transactions span coordinator moves and leader changes. One test a seed, in groups of CHUNK that
+# pytest-xdist hands to different workers (a group is one scheduling unit, conftest.py).
+BRIEF = SimConfig(duration=0.1, fault_rate=10.0)
+BRIEF_SEEDS = range(100_000, 101_200)
+DENSE = SimConfig(duration=0.1, fault_rate=30.0)
+DENSE_SEEDS = range(200_000, 200_800)
+CI_SEEDS = range(1000, 1050)
 CHUNK = 50
+CI_BATCH = [("brief", BRIEF, BRIEF_SEEDS), ("dense", DENSE, DENSE_SEEDS), ("3s", SHORT, CI_SEEDS)]
 
 
 def test_a_seed_replays_byte_for_byte():
@@ -39,11 +48,15 @@ def test_a_seed_whose_answers_name_the_log_dir_replays_byte_for_byte():
 
 
 @pytest.mark.parametrize(
-    "seed",
-    [pytest.param(seed, marks=pytest.mark.xdist_group(f"sim-seeds-{seed // CHUNK}")) for seed in CI_SEEDS],
+    ("seed", "config"),
+    [
+        pytest.param(seed, config, id=f"{name}-{seed}", marks=pytest.mark.xdist_group(f"sim-{name}-{seed // CHUNK}"))
+        for name, config, seeds in CI_BATCH
+        for seed in seeds
+    ],
 )
-def test_seed_runs_clean_with_the_fixes(seed):
-    result = run_seed(seed, SHORT)
+def test_seed_runs_clean_with_the_fixes(seed, config):
+    result = run_seed(seed, config)
     assert result.ok, result.report()
 
 
