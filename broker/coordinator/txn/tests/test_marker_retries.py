@@ -46,7 +46,7 @@ class ScriptedLeader:
     asked: list[dict[str, Any]] = field(default_factory=list)
     deletes: tuple[RemoteLeaderRuntime, str] | None = None  # the topic it drops after its first answer
 
-    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any], timeout_s: float | None = None) -> NS:
+    async def request(self, api_key: int, version: int, body: dict[str, Any], *, timeout_s: float | None = None) -> Any:
         assert api_key == ApiKey.WRITE_TXN_MARKERS
         self.asked.append(body)
         code = self.answers[min(len(self.asked), len(self.answers)) - 1]
@@ -72,7 +72,9 @@ async def write(runtime: RemoteLeaderRuntime, leader: ScriptedLeader) -> bool:
 
 async def test_a_leader_that_does_not_know_the_partition_yet_is_asked_again(autojump_clock: trio.abc.Clock) -> None:
     runtime = RemoteLeaderRuntime(is_cluster=True, other_topics={"sim": 1})
-    leader = ScriptedLeader([ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE])
+    leader = ScriptedLeader(
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE]
+    )
     assert await write(runtime, leader) is True
     # done only once the leader answered NONE, i.e. wrote the marker
     assert len(leader.asked) == 3
