@@ -6,9 +6,10 @@ transaction. Partitions led by this broker get it appended directly (:func:`appe
 same function the WriteTxnMarkers API uses); partitions led elsewhere get a WriteTxnMarkers
 request sent to their leader. Every partition is retried, with its leader looked up again (leader
 moved, broker down, replication timed out, or leadership lost while the marker waited for the
-replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated) until it has its marker or the
-coordinator stops owning the transaction; a partition
-whose topic was deleted is skipped, as Kafka does. Only then does the coordinator write
+replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated; a leader that does not know the
+partition yet, as one just restarted: UNKNOWN_TOPIC_OR_PARTITION) until it has its marker or the
+coordinator stops owning the transaction; a partition whose topic is gone from this broker's
+metadata (deleted) is skipped, as Kafka does. Only then does the coordinator write
 CompleteCommit/CompleteAbort, so a coordinator that crashes in between leaves a Prepare* record
 and the next coordinator writes the markers again (a repeated marker is harmless: it closes no
 transaction a second time).
@@ -143,9 +144,10 @@ class TransactionMarkerChannelManager:
             code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
             if code == ErrorCode.NONE and pending is not None:
                 waits.append(((topic, index), pending))
-            elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                # INVALID_PRODUCER_EPOCH: the partition already knows a newer epoch, so this
-                # transaction's end was written there by a later marker (Kafka treats it as done)
+            elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                # the partition already knows a newer epoch, so this transaction's end was written
+                # there by a later marker (Kafka treats it as done). UNKNOWN_TOPIC_OR_PARTITION is
+                # retried: the next round drops the partition if its topic is gone from the metadata
                 done.add((topic, index))
         if waits:
             codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
@@ -197,11 +199,11 @@ class TransactionMarkerChannelManager:
         for marker in response.markers:
             for topic in marker.topics:
                 for p in topic.partitions:
-                    if p.error_code in (
-                        ErrorCode.NONE,
-                        ErrorCode.INVALID_PRODUCER_EPOCH,
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    ):
+                    # UNKNOWN_TOPIC_OR_PARTITION is retried, as Kafka's marker completion handler
+                    # does: a leader that has just restarted answers it until it has learnt its
+                    # partitions (sim finding 8); a deleted topic leaves the metadata and the next
+                    # round drops it
+                    if p.error_code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
                         done.add((topic.name, p.partition_index))
         return done
 
