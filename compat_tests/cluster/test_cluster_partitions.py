@@ -659,6 +659,63 @@ def check_transactions(
     return problems[:20]
 
 
+def stable_offsets(net: PartitionedNetwork) -> str:
+    """Each leader's answer for TX_TOPIC: last stable offset and high watermark per partition (for
+    a failure message: a last stable offset stuck below committed records hides them)."""
+    lines = []
+    for node, b in enumerate(net.brokers):
+        try:
+            raw = Raw(b.port)
+            raw.sock.settimeout(5)
+            try:
+                found = []
+                for isolation in (1, 0):
+                    body = {
+                        "replica_id": -1,
+                        "isolation_level": isolation,
+                        "topics": [
+                            {
+                                "name": TX_TOPIC,
+                                "partitions": [
+                                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                    for p in range(PARTITIONS)
+                                ],
+                            }
+                        ],
+                    }
+                    found.append(
+                        {
+                            q.partition_index: (q.offset if q.error_code == 0 else f"error {q.error_code}")
+                            for q in raw.request(ApiKey.LIST_OFFSETS, 7, body).topics[0].partitions
+                        }
+                    )
+            finally:
+                raw.close()
+        except (OSError, AssertionError, BrokerProcessError) as exc:
+            lines.append(f"broker {node}: {exc!r}")
+            continue
+        lines.append(
+            f"broker {node}: "
+            + "; ".join(f"{TX_TOPIC}-{p} LSO {found[0][p]} HW {found[1][p]}" for p in range(PARTITIONS))
+        )
+    return "\n".join(lines)
+
+
+def transactional_log(h: TxnHistory, raw_log: dict[int, list[tuple[int, bytes]]], missing: list[bytes]) -> list[str]:
+    """Where the records of the transactions that are not wholly visible are: acknowledged at,
+    and what the log (read_uncommitted) holds around them (for a failure message)."""
+    where = {v: (p, o) for p, records in raw_log.items() for o, v in records}
+    lines = []
+    for v in missing:
+        at = where.get(v)
+        lines.append(f"{v.decode()}: acknowledged at {h.offsets.get(v)}, in the log at {at}")
+        if at is not None:
+            p, o = at
+            near = [f"{q}:{w.decode()}" for q, w in raw_log[p] if abs(q - o) <= 8]
+            lines.append(f"  {TX_TOPIC}-{p} near {o}: {' '.join(near)}")
+    return lines
+
+
 def check_watermarks(watchers: list[WatermarkWatcher], started: float) -> list[str]:
     """The high watermark never goes backwards, as clients see it: within a leader epoch each answer
     is at least the previous one, and a later epoch's leader never answers less than what an earlier
@@ -769,11 +826,21 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     print("transactional producer's errors: " + "; ".join(h.errors), flush=True)
     if txn.client_hang:
         print(f"the transactional client hung: {txn.client_hang}", flush=True)
+    txn_problems = check_transactions(h, committed_view, reader.seen, group_offset)
     problems = (
         stuck
         + unfinished
         + check_idempotent(writers, log, nemesis.started)
-        + check_transactions(h, committed_view, reader.seen, group_offset)
+        + txn_problems
         + check_watermarks(watchers, nemesis.started)
     )
+    if txn_problems:  # what the brokers hold of those transactions, for the failure message
+        visible = {v for records in committed_view.values() for _, v in records}
+        missing = [v for _, values in h.committed for v in values if v not in visible]
+        problems += transactional_log(h, read_all(bootstrap, TX_TOPIC, "read_uncommitted"), missing[:6])
+        problems.append(stable_offsets(net))
+        problems += ["transactional producer's errors: " + "; ".join(h.errors[-30:])]
+        for node, b in enumerate(net.brokers):  # the coordinators' and marker writers' own words
+            said = [line for line in b.stderr_path.read_text(errors="replace").splitlines() if "strom.txn" in line]
+            problems += [f"broker {node}: {line}" for line in said[-40:]]
     assert not problems, f"{summary}\nfaults:\n" + "\n".join(nemesis.log) + "\nproblems:\n" + "\n".join(problems)

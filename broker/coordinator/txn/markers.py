@@ -107,6 +107,7 @@ class TransactionMarkerChannelManager:
         """True once every partition has its marker; False if ``still_valid()`` turned false."""
         remaining = set(partitions)
         backoff = RETRY_BACKOFF_S
+        why: dict[tuple[str, int], str] = {}
         while remaining:
             if not still_valid():
                 return False
@@ -118,22 +119,37 @@ class TransactionMarkerChannelManager:
                     for tp in tps:
                         if self.port.partition_count(tp[0]) is None:
                             remaining.discard(tp)  # topic deleted: nothing to mark
+                        else:
+                            why[tp] = "no leader known"
                     continue
                 if leader == self.port.node_id:
-                    done = await self._write_local(producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                    done = await self._write_local(producer_id, producer_epoch, commit, coordinator_epoch, tps, why)
                 else:
-                    done = await self._write_remote(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                    done = await self._write_remote(
+                        leader, producer_id, producer_epoch, commit, coordinator_epoch, tps, why
+                    )
                 remaining -= done
             if remaining:
                 log.info(
-                    "markers for producer %d still missing on %d partitions; retrying", producer_id, len(remaining)
+                    "%s markers for producer %d epoch %d still missing on %d partitions (%s); retrying",
+                    "commit" if commit else "abort",
+                    producer_id,
+                    producer_epoch,
+                    len(remaining),
+                    ", ".join(f"{t}-{i}: {why.get((t, i), '?')}" for t, i in sorted(remaining)),
                 )
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
         return True
 
     async def _write_local(
-        self, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps: list[tuple[str, int]]
+        self,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        tps: list[tuple[str, int]],
+        why: dict[tuple[str, int], str],
     ) -> set[tuple[str, int]]:
         """The partitions whose marker is appended here and replicated while this broker still
         led them: one whose leadership was lost meanwhile is not done (the marker may have been
@@ -149,12 +165,15 @@ class TransactionMarkerChannelManager:
                 # there by a later marker (Kafka treats it as done). UNKNOWN_TOPIC_OR_PARTITION is
                 # retried: the next round drops the partition if its topic is gone from the metadata
                 done.add((topic, index))
+            else:
+                why[(topic, index)] = f"{code.name} here"
         if waits:
             codes = await await_replicated(self.port, [p for _, p in waits], REPLICATION_TIMEOUT_S)
             for (tp, pending), code in zip(waits, codes, strict=False):
                 if code == ErrorCode.NONE:
                     done.add(tp)
                 else:
+                    why[tp] = f"{code.name} here"
                     log.info(
                         "marker for producer %d on %s-%d (epoch %d) not replicated: %s; retrying",
                         pid,
@@ -165,10 +184,18 @@ class TransactionMarkerChannelManager:
         return done
 
     async def _write_remote(
-        self, leader: int, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tps: list[tuple[str, int]]
+        self,
+        leader: int,
+        pid: int,
+        epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        tps: list[tuple[str, int]],
+        why: dict[tuple[str, int], str],
     ) -> set[tuple[str, int]]:
         address = self.port.endpoint(leader)
         if address is None or self.client_factory is None:
+            why.update((tp, f"no address of broker {leader}") for tp in tps)
             return set()
         client = self._clients.get(leader)
         if client is None:
@@ -194,6 +221,7 @@ class TransactionMarkerChannelManager:
         except Exception as exc:  # BrokerUnavailable and decoding errors: retried
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             self._clients.pop(leader, None)
+            why.update((tp, f"broker {leader}: {exc}") for tp in tps)
             return set()
         done = set()
         for marker in response.markers:
@@ -205,6 +233,8 @@ class TransactionMarkerChannelManager:
                     # round drops it
                     if p.error_code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
                         done.add((topic.name, p.partition_index))
+                    else:
+                        why[(topic.name, p.partition_index)] = f"broker {leader}: {ErrorCode(p.error_code).name}"
         return done
 
     async def close(self) -> None:
