@@ -31,7 +31,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from strom.broker.zk.election import Strategy, elect_leader, initial_state, remove_replica_from_isr
+from strom.broker.zk.election import Strategy, elect_leader, initial_state, leader_lost, remove_replica_from_isr
 from strom.broker.zk.zkclient import (
     ControllerMovedError,
     PartitionStateConflictError,
@@ -149,6 +149,19 @@ class Controller:
                     list(new.isr),
                     state.leader,
                 )
+        elif state.leader == NO_LEADER and (
+            back := elect_leader(Strategy.OFFLINE, state, replicas, live - lossy, epoch)
+        ):
+            # offline, and an in-sync replica is back that kept everything it had written
+            new = back.state
+            log.info(
+                "elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s",
+                topic,
+                partition,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+            )
         elif bounced - {state.leader}:
             new = state
             for replica in sorted(bounced - {state.leader}):
@@ -167,10 +180,9 @@ class Controller:
                     " (unclean)" if election.unclean else "",
                 )
             elif state.leader != NO_LEADER:
-                new = state
-                for replica in list(state.isr):
-                    if replica not in live:
-                        new = remove_replica_from_isr(new, replica, epoch) or new
+                # the ISR stays whole (sim finding 11): the first of its members back that did not
+                # lose its unflushed tail leads; one that did leaves the ISR while others remain
+                new = leader_lost(state, epoch)
                 log.warning("partition offline topic=%s partition=%d: no live in-sync replica", topic, partition)
         else:
             dead = [r for r in state.isr if r not in live]

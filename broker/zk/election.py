@@ -16,7 +16,8 @@ Strategies (``Strategy``):
 * CONTROLLED_SHUTDOWN: the brokers in ``shutting_down`` are leaving. Pick the first assigned
   replica that is live, in the ISR and not leaving; the leaving brokers drop out of the ISR.
 
-:func:`remove_replica_from_isr` is the state change when a replica's broker is lost.
+:func:`remove_replica_from_isr` is the state change when a replica's broker is lost;
+:func:`leader_lost` when the leader is lost and no in-sync replica is alive.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def remove_replica_from_isr(state: PartitionState, replica: int, controller_epoc
     leader = NO_LEADER if state.leader == replica else state.leader
     isr = state.isr if state.isr == (replica,) else tuple(r for r in state.isr if r != replica)
     return _next(state, leader, isr, controller_epoch)
+
+
+def leader_lost(state: PartitionState, controller_epoch: int) -> PartitionState:
+    """State after the leader is lost with no other in-sync replica alive: no leader, and the
+    ISR kept whole. Each of its members had every acknowledged record when it last ran (the
+    leader could not count an acknowledgement without it), so each stays eligible until it is
+    back; removing them one by one, as brokers are found dead, would keep whichever comes last,
+    which may be the first that died and the one that lost its unflushed tail (KIP-966's
+    eligible leader replicas keep them for the same reason)."""
+    return _next(state, NO_LEADER, state.isr, controller_epoch)
 
 
 def _offline(

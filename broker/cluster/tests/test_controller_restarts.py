@@ -69,6 +69,43 @@ async def test_another_live_in_sync_replica_takes_over_from_one_back_from_an_unc
     assert (state.leader, state.isr) == (3, (3,))
 
 
+async def test_with_no_in_sync_replica_alive_the_whole_isr_stays_eligible():
+    """Seeds 50116 (sim finding 11): every broker down at once, no controller alive to shrink the
+    ISR one death at a time. The controller that came back removed the dead members in list order
+    and kept the last, which could be the first to die, one that lost its page cache; elected when
+    it returned, it led without records the others held. Now the ISR stays whole."""
+    state = await repaired(view(isr=(2, 3), live={1}, unclean_starts=set()))
+    assert (state.leader, state.isr) == (NO_LEADER, (2, 3))
+    state = await repaired(view(isr=(3, 2), live={1}, unclean_starts=set()))
+    assert (state.leader, state.isr) == (NO_LEADER, (3, 2))
+
+
+async def offline_then(isr: tuple[int, ...], back: int, unclean: bool) -> PartitionState:
+    """A partition offline with ``isr`` (no leader) when broker ``back`` registers again."""
+    state = PartitionState(leader=NO_LEADER, leader_epoch=4, isr=isr, controller_epoch=6)
+    return await repaired(
+        ClusterView(
+            brokers={1: None, back: None},  # type: ignore[misc]
+            broker_epochs={1: 1, back: REGISTRATION_ZXID},
+            unclean_starts={back} if unclean else set(),
+            assignments={"t": TopicAssignment({0: (2, 3, 1)})},
+            states={("t", 0): VersionedPartitionState(state, zk_version=3, mzxid=STATE_ZXID)},
+        )
+    )
+
+
+async def test_an_offline_partition_waits_for_the_in_sync_replicas_that_kept_their_records():
+    # back after an unclean shutdown: it leaves the ISR while another member may hold more
+    state = await offline_then((2, 3), back=2, unclean=True)
+    assert (state.leader, state.isr) == (NO_LEADER, (3,))
+    # back after a clean one: it has everything it ever acknowledged, and leads
+    state = await offline_then((2, 3), back=2, unclean=False)
+    assert (state.leader, state.isr) == (2, (2,))
+    # the last member leads whatever its shutdown was (after one more round, as today)
+    state = await offline_then((3,), back=3, unclean=True)
+    assert (state.leader, state.isr) == (NO_LEADER, (3,))
+
+
 @pytest.mark.parametrize("unclean", [True, False])
 def test_the_registration_says_whether_the_broker_started_after_an_unclean_shutdown(unclean):
     info = BrokerInfo(2, (EndPoint("PLAINTEXT", "h", 9092, "PLAINTEXT"),), unclean_shutdown=unclean)
