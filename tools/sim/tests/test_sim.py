@@ -90,6 +90,18 @@ RECORDED_FINDINGS = [
     # partition never got its marker (finding 8; 31265 found it before the BrokerClient fix)
     pytest.param(31173, SimConfig(duration=10, fast_restarts=True), id="31173-marker-unknown-partition-lso-stuck"),
     pytest.param(31092, SimConfig(duration=10, fast_restarts=True), id="31092-marker-unknown-partition-next-txn"),
+    # every broker down at once (a power loss, a crash, an isolation), no controller alive to
+    # shrink the ISR: the next one kept the last ISR member in list order, the one that had lost
+    # its page cache, and elected it on its return (finding 11)
+    pytest.param(
+        50116,
+        SimConfig(
+            duration=10,
+            partitions=3,
+            fault_weights={"crash": 2, "drop": 1, "isolate": 3, "partition": 2, "pause": 2, "stall": 2, "zk-cut": 2},
+        ),
+        id="50116-isr-kept-a-replica-that-lost-its-records",
+    ),
 ]
 
 
