@@ -16,7 +16,8 @@ converge (full ISRs) and check the history:
 
 The schedule comes from a seed, printed with the summary; ``STROM_NEMESIS_SEED=<seed>`` replays it
 (the fault kinds, their order, durations and parameters; the brokers they hit are named by role,
-e.g. "the leader of partition 0", and found in the running cluster).
+e.g. "the leader of nemesis-tx-1" or of a coordinator's partition of `__transaction_state` or
+`__consumer_offsets`, and found in the running cluster).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ CONFIGS = {
     "transaction.state.log.num.partitions": "3",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
+# a fault hits the leader of a partition of one of these (the coordinators' topics have PARTITIONS
+# partitions in these clusters: offsets.topic.num.partitions, transaction.state.log.num.partitions)
+TARGET_TOPICS = (TOPIC, TX_TOPIC, "__transaction_state", "__consumer_offsets")
 FAULTS = ("isolate-leader", "leader-from-zk", "zk-cut-only", "one-way", "delay", "pause", "kill")
 
 
@@ -414,6 +418,17 @@ class Nemesis:
         self.rng.shuffle(kinds)
         return (kinds * (1 + rounds // len(kinds)))[:rounds]
 
+    def target(self) -> tuple[str, int]:
+        """The partition whose leader a fault hits: of the idempotent writers' topic, the
+        transactional topic, or the transaction and group coordinators' topics (all have
+        PARTITIONS partitions here)."""
+        return self.rng.choice(TARGET_TOPICS), self.rng.randrange(PARTITIONS)
+
+    def pick(self) -> tuple[int, str]:
+        """The broker a fault hits, and its role for the log: "leader of <topic>-<partition>"."""
+        topic, partition = self.target()
+        return self.leader(topic, partition), f"leader of {topic}-{partition}"
+
     def leader(self, topic: str = TOPIC, partition: int = 0) -> int:
         def find():
             for b in self.net.brokers:
@@ -437,24 +452,24 @@ class Nemesis:
         stall = rng.random() < 0.5
         how = "stall" if stall else "cut"
         if kind == "isolate-leader":  # leader cut from the other brokers, not from ZooKeeper
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
-            self.note(f"{kind}: {how} broker {leader} <-> brokers {others(leader)}, {hold:.1f}s")
+            leader, role = self.pick()
+            self.note(f"{kind}: {how} broker {leader} ({role}) <-> brokers {others(leader)}, {hold:.1f}s")
             net.isolate_from_brokers(leader, stall=stall)
             time.sleep(hold)
         elif kind == "leader-from-zk":  # leader cut from ZooKeeper and from the other brokers
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
-            self.note(f"{kind}: {how} broker {leader} from ZooKeeper and brokers, {hold:.1f}s")
+            leader, role = self.pick()
+            self.note(f"{kind}: {how} broker {leader} ({role}) from ZooKeeper and brokers, {hold:.1f}s")
             net.isolate_from_brokers(leader, stall=stall)
             net.zk_link(leader).stall() if stall else net.zk_link(leader).cut()
             time.sleep(hold)
         elif kind == "zk-cut-only":  # leader cut from ZooKeeper, still talking to its followers
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
-            self.note(f"{kind}: {how} broker {leader} from ZooKeeper only, {hold:.1f}s")
+            leader, role = self.pick()
+            self.note(f"{kind}: {how} broker {leader} ({role}) from ZooKeeper only, {hold:.1f}s")
             net.zk_link(leader).stall() if stall else net.zk_link(leader).cut()
             time.sleep(hold)
         elif kind == "one-way":  # followers cannot reach the leader; the leader reaches them
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
-            self.note(f"{kind}: {how} brokers {others(leader)} -> {leader} only, {hold:.1f}s")
+            leader, role = self.pick()
+            self.note(f"{kind}: {how} brokers {others(leader)} -> {leader} ({role}) only, {hold:.1f}s")
             for n in others(leader):
                 net.link(n, leader).stall() if stall else net.link(n, leader).cut()
             time.sleep(hold)
@@ -470,15 +485,15 @@ class Nemesis:
                 link.delay(zk_delay)
             time.sleep(hold)
         elif kind == "pause":
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
-            self.note(f"{kind}: SIGSTOP broker {leader}, {hold:.1f}s, SIGCONT")
+            leader, role = self.pick()
+            self.note(f"{kind}: SIGSTOP broker {leader} ({role}), {hold:.1f}s, SIGCONT")
             net.brokers[leader].pause()
             time.sleep(hold)
             net.brokers[leader].resume()
         elif kind == "kill":
-            leader = self.leader(partition=rng.randrange(PARTITIONS))
+            leader, role = self.pick()
             down = rng.uniform(1, SESSION_S + 2)
-            self.note(f"{kind}: kill -9 broker {leader}, restart after {down:.1f}s")
+            self.note(f"{kind}: kill -9 broker {leader} ({role}), restart after {down:.1f}s")
             net.brokers[leader].kill()
             time.sleep(down)
             net.start(leader)
