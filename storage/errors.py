@@ -37,6 +37,13 @@ class InvalidProducerEpoch(StorageError):
     error_code_name = "INVALID_PRODUCER_EPOCH"
 
 
+class TransactionCoordinatorFenced(StorageError):
+    """A transaction marker from a coordinator older than the one whose marker the producer's
+    state already holds (a deposed coordinator's marker, delivered late)."""
+
+    error_code_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class UnknownProducerId(StorageError):
     """Kept for completeness; current Kafka (KIP-360) no longer raises it and neither does Strom."""
 

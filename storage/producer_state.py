@@ -39,7 +39,12 @@ from pathlib import Path
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
 from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 from strom.storage.checkpoint import atomic_write
-from strom.storage.errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
+from strom.storage.errors import (
+    InvalidProducerEpoch,
+    InvalidTxnState,
+    OutOfOrderSequence,
+    TransactionCoordinatorFenced,
+)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -206,6 +211,21 @@ class ProducerStateManager:
             opened.add(pid)
 
     # ------------------------------------------------------------ validation / update
+    def check_markers(self, markers: Iterable[tuple[BatchHeader, int]]) -> None:
+        """Kafka's end-of-transaction marker checks, for markers a coordinator appends as leader
+        (``(header, coordinator epoch)`` each): one from a coordinator epoch older than the one
+        of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED. A deposed
+        coordinator's marker, held up in the network, must not end the transaction a newer
+        coordinator opened since (an abort arriving late would hide the next transaction's
+        records in this partition, while the other partitions commit them)."""
+        for header, coordinator_epoch in markers:
+            entry = self.producers.get(header.producer_id)
+            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFenced(
+                    f"producer {header.producer_id}: marker of coordinator epoch {coordinator_epoch}, "
+                    f"older than {entry.coordinator_epoch}"
+                )
+
     def validate(
         self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> BatchMetadata | None:

@@ -48,6 +48,8 @@ RETRY_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
 REPLICATION_TIMEOUT_S = 10.0
 WRITE_TXN_MARKERS_VERSION = 1
+# a partition's answers that mean a later marker is there already: nothing left to write
+_SUPERSEDED = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
 
 
 def append_marker(
@@ -160,10 +162,11 @@ class TransactionMarkerChannelManager:
             code, pending = append_marker(self.port, topic, index, pid, epoch, commit, coordinator_epoch)
             if code == ErrorCode.NONE and pending is not None:
                 waits.append(((topic, index), pending))
-            elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
-                # the partition already knows a newer epoch, so this transaction's end was written
-                # there by a later marker (Kafka treats it as done). UNKNOWN_TOPIC_OR_PARTITION is
-                # retried: the next round drops the partition if its topic is gone from the metadata
+            elif code in _SUPERSEDED:
+                # the partition already knows a newer producer epoch or coordinator, so this
+                # transaction's end was written there by a later marker (Kafka stops sending
+                # them). UNKNOWN_TOPIC_OR_PARTITION is retried: the next round drops the
+                # partition if its topic is gone from the metadata
                 done.add((topic, index))
             else:
                 why[(topic, index)] = f"{code.name} here"
@@ -231,7 +234,7 @@ class TransactionMarkerChannelManager:
                     # does: a leader that has just restarted answers it until it has learnt its
                     # partitions (sim finding 8); a deleted topic leaves the metadata and the next
                     # round drops it
-                    if p.error_code in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
+                    if p.error_code == ErrorCode.NONE or p.error_code in _SUPERSEDED:
                         done.add((topic.name, p.partition_index))
                     else:
                         why[(topic.name, p.partition_index)] = f"broker {leader}: {ErrorCode(p.error_code).name}"

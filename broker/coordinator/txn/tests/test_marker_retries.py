@@ -86,3 +86,12 @@ async def test_a_partition_whose_topic_was_deleted_meanwhile_is_dropped(autojump
     leader.deletes = (runtime, "sim")
     assert await write(runtime, leader) is True
     assert len(leader.asked) == 1
+
+
+async def test_a_partition_that_fenced_this_coordinator_is_not_asked_again(autojump_clock: trio.abc.Clock) -> None:
+    """TRANSACTION_COORDINATOR_FENCED: a newer coordinator's marker is there already (this one was
+    deposed while its marker was on its way); nothing left to write, as Kafka's sender stops."""
+    runtime = RemoteLeaderRuntime(is_cluster=True, other_topics={"sim": 1})
+    leader = ScriptedLeader([ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.NONE])
+    assert await write(runtime, leader) is True
+    assert len(leader.asked) == 1
