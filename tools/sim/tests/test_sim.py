@@ -102,6 +102,27 @@ RECORDED_FINDINGS = [
         ),
         id="50116-isr-kept-a-replica-that-lost-its-records",
     ),
+    # a deposed coordinator's marker, held by the network, landed after its successor's and ended
+    # the producer's next transaction in one partition only (finding 12)
+    pytest.param(
+        51394,
+        SimConfig(
+            duration=10,
+            partitions=3,
+            transactional_producers=2,
+            fault_weights={
+                "crash": 2,
+                "drop": 1,
+                "isolate": 3,
+                "partition": 2,
+                "pause": 2,
+                "stall": 2,
+                "zk-cut": 2,
+                "zk-expire": 1,
+            },
+        ),
+        id="51394-deposed-coordinator-marker",
+    ),
 ]
 
 
