@@ -49,6 +49,7 @@ class ReplicaState:
     log_end_offset: int
     isr_size: int
     high_watermark: int  # records below it are committed: every in-sync replica has them
+    min_insync_replicas: int = 1  # the topic's min.insync.replicas: an append with fewer is refused
 
 
 @dataclass(frozen=True)

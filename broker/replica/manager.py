@@ -347,6 +347,15 @@ class ReplicaManager:
         assert self.metadata is not None, "a ReplicaManager that appends needs the metadata cache"
         return self.metadata.topic_setting(topic, key)
 
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas (1 where no metadata or topic is known)."""
+        if self.metadata is None:
+            return 1
+        try:
+            return int(self._setting(topic, "min.insync.replicas"))
+        except KeyError:
+            return 1
+
     def _validator(self, topic: str, index: int, partition: Partition) -> tuple[LogValidator, int]:
         """The partition's LogValidator and its topic's min.insync.replicas, built once per
         partition and again only when the topic's configs or the log's config change (a produce

@@ -101,6 +101,7 @@ class BrokerCoordinatorRuntime:
             plog.log_end_offset,
             len(partition.isr),
             partition.high_watermark,
+            self._replicas.min_insync_replicas(topic),
         )
 
     def led_partitions(self, topic: str) -> dict[int, int]:

@@ -5,8 +5,9 @@ batch (``protocol.records.control``) with the producer's id and epoch to every p
 transaction. Partitions led by this broker get it appended directly (:func:`append_marker`, the
 same function the WriteTxnMarkers API uses); partitions led elsewhere get a WriteTxnMarkers
 request sent to their leader. Every partition is retried, with its leader looked up again (leader
-moved, broker down, replication timed out, or leadership lost while the marker waited for the
-replicas: NOT_LEADER_OR_FOLLOWER, the marker may be truncated; a leader that does not know the
+moved, broker down, fewer in-sync replicas than the topic's min.insync.replicas, replication timed
+out, or leadership lost while the marker waited for the replicas: NOT_LEADER_OR_FOLLOWER, the
+marker may be truncated; a leader that does not know the
 partition yet, as one just restarted: UNKNOWN_TOPIC_OR_PARTITION) until it has its marker or the
 coordinator stops owning the transaction; a partition whose topic is gone from this broker's
 metadata (deleted) is skipped, as Kafka does. Only then does the coordinator write
@@ -69,6 +70,10 @@ def append_marker(
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
     if not replica.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if replica.isr_size < replica.min_insync_replicas:
+        # as Kafka's acks=all append of a marker: refused (retried) while the ISR is too small, so
+        # a marker is never durable on fewer replicas than the topic asks of its records
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
     data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, runtime.now_ms()))
     try:
         pending = runtime.append(topic, index, data)

@@ -1,5 +1,6 @@
-"""A deposed transaction coordinator's marker, delivered late, is fenced (Kafka's
-TRANSACTION_COORDINATOR_FENCED).
+"""The transaction markers a partition leader refuses, as Kafka's do: a deposed coordinator's,
+delivered late (TRANSACTION_COORDINATOR_FENCED), and any while the partition has fewer in-sync
+replicas than its topic's min.insync.replicas (NOT_ENOUGH_REPLICAS).
 
 A coordinator loses its `__transaction_state` partition while its WriteTxnMarkers request is held
 up in the network (a stalled link delivers it when it heals). The next coordinator writes the
@@ -85,3 +86,14 @@ async def test_a_late_abort_of_a_deposed_coordinator_does_not_end_the_next_trans
     # transaction 2 commits, and is all there for read_committed consumers
     assert await marker(client, pid, commit=True, coordinator_epoch=5) == ErrorCode.NONE
     assert await read_committed(client) == [b"two"]
+
+
+async def test_a_marker_waits_for_min_insync_replicas(env):
+    """As Kafka's acks=all append of a marker: a partition with fewer in-sync replicas than its
+    topic's min.insync.replicas refuses it (NOT_ENOUGH_REPLICAS, which the coordinator retries),
+    so a marker is never durable on fewer replicas than the transaction's records had to be."""
+    broker, client, _ = env
+    await create(client, "t", configs={"min.insync.replicas": "2"})  # one broker: an ISR of one
+    pid = (await init(client)).producer_id
+    assert await marker(client, pid, commit=True, coordinator_epoch=0) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert broker.replicas.partition("t", 0).log.log_end_offset == 0
