@@ -179,13 +179,12 @@ class ReplicaFetcher:
                 with trio.move_on_after(min(max(quota.delay(now), 0.01), FETCH_BACKOFF_S)):
                     await self._changed.wait()
                 return
-        # the fetch state each partition is asked from: an answer is applied only while it holds
-        # (Kafka's processFetchRequest): a fetch still in flight to an old leader, or one whose
-        # offset the log has left, would otherwise truncate or append where it no longer fits
-        asked_from: dict[tuple[str, int], tuple[int, int]] = {}
+        # an answer is applied only while the partition is still at the leader epoch and fetch
+        # offset it was asked with (Kafka's processFetchRequest): a fetch still in flight to an old
+        # leader, or one whose offset the log has left, would otherwise truncate or append where
+        # it no longer fits
         for p in partitions:
             epoch = p.log.latest_epoch()
-            asked_from[(p.topic, p.index)] = (p.leader_epoch, p.log.log_end_offset)
             wanted[(p.topic, p.index)] = {
                 "partition": p.index,
                 "current_leader_epoch": p.leader_epoch,
@@ -230,9 +229,11 @@ class ReplicaFetcher:
                 partition = self.replicas.partition(topic.topic, data.partition_index)
                 if partition is None or partition.is_leader:
                     continue
-                if asked_from.get((partition.topic, partition.index)) != (
-                    partition.leader_epoch,
-                    partition.log.log_end_offset,
+                asked = wanted.get((partition.topic, partition.index))
+                if (
+                    asked is None
+                    or asked["current_leader_epoch"] != partition.leader_epoch
+                    or asked["fetch_offset"] != partition.log.log_end_offset
                 ):
                     continue  # the partition moved on while the fetch was in flight
                 if data.records and quota.is_throttled(
