@@ -22,12 +22,13 @@ e.g. "the leader of nemesis-tx-1" or of a coordinator's partition of `__transact
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import statistics
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 import pytest
@@ -62,6 +63,17 @@ def servers(net: PartitionedNetwork) -> str:
 
 
 # -- the workload -------------------------------------------------------------------------
+class _Keep(logging.Handler):
+    """Keeps a client's log lines (time and message) in a bounded deque."""
+
+    def __init__(self, lines: deque[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+
 class IdempotentWriter(threading.Thread):
     """acks=all, enable.idempotence: values ``w<id>-<seq>`` to partition seq % PARTITIONS, paced;
     keeps (partition, offset) of every acknowledged value and the values that failed."""
@@ -69,6 +81,13 @@ class IdempotentWriter(threading.Thread):
     def __init__(self, bootstrap: str, writer_id: int) -> None:
         super().__init__(name=f"nemesis-writer-{writer_id}", daemon=True)
         self.writer_id = writer_id
+        # librdkafka's idempotence log (debug "eos": epoch bumps and their reasons, sequence
+        # errors), kept for a failure message
+        self.eos_log: deque[str] = deque(maxlen=400)
+        eos = logging.getLogger(f"nemesis.writer{writer_id}")
+        eos.propagate = False
+        eos.setLevel(logging.DEBUG)
+        eos.handlers = [_Keep(self.eos_log)]
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -78,6 +97,8 @@ class IdempotentWriter(threading.Thread):
                 "message.timeout.ms": 120000,
                 "request.timeout.ms": 10000,
                 "error_cb": self._error,
+                "debug": "eos",
+                "logger": eos,
             }
         )
         self.acked: dict[bytes, tuple[int, int]] = {}
@@ -153,7 +174,9 @@ class TxnHistory:
 class TransactionalWriter(threading.Thread):
     """Transactions of six values (two per partition); every fourth one aborted on purpose. An
     error the client cannot get past leaves the transaction uncertain and a new producer (same
-    transactional.id: it fences the old one and ends what it left open) carries on."""
+    transactional.id: it fences the old one and ends what it left open) carries on; so does a
+    send_offsets_to_transaction that blocks past its timeout (librdkafka's hang, see finish),
+    whose stuck producer is left to its helper thread."""
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(name="nemesis-txn", daemon=True)
@@ -167,6 +190,7 @@ class TransactionalWriter(threading.Thread):
         self.call: tuple[str, float, float] | None = None
         self.current: tuple[int, list[bytes]] | None = None
         self.client_hang: str | None = None
+        self.hangs: list[str] = []  # transactions whose producer hung and was replaced
         # every transaction also commits offset <txn + 1> of TOPIC-0 for this group (TxnOffsetCommit):
         # the group's committed offset must end as the last committed transaction left it
         self.group = Consumer({"bootstrap.servers": bootstrap, "group.id": "nemesis-eos", "enable.auto.commit": False})
@@ -229,7 +253,15 @@ class TransactionalWriter(threading.Thread):
                 p.produce(TX_TOPIC, v, partition=i % PARTITIONS, on_delivery=self._delivered)
             metadata = self.group.consumer_group_metadata()
             self.call = ("send_offsets_to_transaction", time.monotonic(), 60)
-            p.send_offsets_to_transaction([TopicPartition(TOPIC, 0, txn + 1)], metadata, 60)
+            if not self._bounded(p.send_offsets_to_transaction, [TopicPartition(TOPIC, 0, txn + 1)], metadata, 60):
+                # librdkafka's hang (see finish): the transaction is uncertain, and a new producer
+                # with the same transactional.id fences the stuck one and carries on
+                self.hangs.append(f"txn {txn}: send_offsets_to_transaction blocked past its 60 s timeout + 30 s")
+                self.note(self.hangs[-1])
+                self.call = None
+                h.uncertain.append((txn, values))
+                self._new_producer()
+                return
             self.call = None
             if abort:
                 p.abort_transaction(60)
@@ -249,6 +281,29 @@ class TransactionalWriter(threading.Thread):
                     self.note(f"txn {txn} abort: {again.args[0].name()}")
             h.uncertain.append((txn, values))
             self._new_producer()
+
+    @staticmethod
+    def _bounded(call, *args, grace_s: float = 30) -> bool:
+        """Run ``call(*args)`` (a transactional API call whose last argument is its timeout) in a
+        helper thread; False when it has not returned ``grace_s`` after that timeout (the helper is
+        left blocked: a daemon). Its exception, if any, is raised here."""
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                call(*args)
+                outcome.append(None)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append(exc)
+
+        helper = threading.Thread(target=run, name="nemesis-txn-call", daemon=True)
+        helper.start()
+        helper.join(args[-1] + grace_s)
+        if not outcome:
+            return False
+        if outcome[0] is not None:
+            raise outcome[0]
+        return True
 
     def _commit(self, p: Producer) -> None:
         for attempt in range(5):
@@ -841,6 +896,8 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
     print("transactional producer's errors: " + "; ".join(h.errors), flush=True)
     if txn.client_hang:
         print(f"the transactional client hung: {txn.client_hang}", flush=True)
+    if txn.hangs:
+        print(f"transactional producers replaced after a client hang: {txn.hangs}", flush=True)
     txn_problems = check_transactions(h, committed_view, reader.seen, group_offset)
     problems = (
         stuck
@@ -849,6 +906,10 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
         + txn_problems
         + check_watermarks(watchers, nemesis.started)
     )
+    if any(p.startswith("writer ") or "more than once" in p for p in problems):
+        for w in writers:  # the clients' own account of their epoch bumps and sequence errors
+            said = [line for line in w.eos_log if any(k in line for k in ("bump", "poch", "seq", "PID", "drain"))]
+            problems += [f"writer {w.writer_id} eos: {line}" for line in said[-40:]]
     if txn_problems:  # what the brokers hold of those transactions, for the failure message
         visible = {v for records in committed_view.values() for _, v in records}
         missing = [v for _, values in h.committed for v in values if v not in visible]
