@@ -5,7 +5,10 @@ acks=all producers, a transactional producer and a read_committed consumer run; 
 converge (full ISRs) and check the history:
 
 - every acknowledged record is in the log exactly once, at the offset it was acknowledged at;
-- no value twice in the log (idempotence), each producer's values in each partition in order;
+- no value twice in the log (idempotence), each producer's values in each partition in order
+  (one allowance: a value librdkafka itself wrote again after bumping its epoch, its issue 4953,
+  when its own log says so and the later copy is the acknowledged one; see
+  client_epoch_bump_duplicates);
 - committed transactions wholly visible to read_committed (at the offsets acknowledged), aborted
   ones never seen (also by a read_committed consumer reading all along), a transaction whose end
   the client could not learn wholly there or wholly absent; the group offset each transaction
@@ -64,14 +67,18 @@ def servers(net: PartitionedNetwork) -> str:
 
 # -- the workload -------------------------------------------------------------------------
 class _Keep(logging.Handler):
-    """Keeps a client's log lines (time and message) in a bounded deque."""
+    """Keeps a client's log lines (time and message) in a bounded deque, and every line that says
+    the idempotent producer bumped its epoch in ``bumps``."""
 
-    def __init__(self, lines: deque[str]) -> None:
+    def __init__(self, lines: deque[str], bumps: list[str]) -> None:
         super().__init__()
-        self.lines = lines
+        self.lines, self.bumps = lines, bumps
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(f"{record.created:.3f} {record.getMessage()}")
+        line = f"{record.created:.3f} {record.getMessage()}"
+        self.lines.append(line)
+        if "bumped epoch" in line or "epoch bump" in line:  # the bump, and its reason
+            self.bumps.append(line)
 
 
 class IdempotentWriter(threading.Thread):
@@ -84,10 +91,11 @@ class IdempotentWriter(threading.Thread):
         # librdkafka's idempotence log (debug "eos": epoch bumps and their reasons, sequence
         # errors), kept for a failure message
         self.eos_log: deque[str] = deque(maxlen=400)
+        self.bumps: list[str] = []
         eos = logging.getLogger(f"nemesis.writer{writer_id}")
         eos.propagate = False
         eos.setLevel(logging.DEBUG)
-        eos.handlers = [_Keep(self.eos_log)]
+        eos.handlers = [_Keep(self.eos_log, self.bumps)]
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -640,6 +648,30 @@ def excerpt(
     )
 
 
+def client_epoch_bump_duplicates(
+    writers: list[IdempotentWriter], twice: dict[bytes, list[tuple[int, int]]]
+) -> dict[bytes, tuple[int, int]]:
+    """Values written twice by the client itself, with the copy to drop: librdkafka's idempotent
+    producer bumps its epoch when one partition answers OUT_OF_ORDER_SEQUENCE_NUMBER behind a
+    failed request (normal: the broker refuses what follows a batch it did not write), and then
+    sends again, as new records of the new epoch, the batches of every partition whose answer was
+    uncertain (NOT_ENOUGH_REPLICAS_AFTER_APPEND, a timeout) although the broker had written them.
+    No broker can tell those apart from new records; Kafka's get the same duplicates. This is
+    librdkafka's issue 4953 (open; its pull request 4972 stops the bump), seen here once in some
+    25 runs. Counted as the client's only when it says so: the writer logged that epoch bump, the
+    value is in the log exactly twice, and its acknowledged offset is the later copy (the first
+    was never acknowledged). Anything else stays a problem."""
+    out: dict[bytes, tuple[int, int]] = {}
+    for w in writers:
+        if not w.bumps:
+            continue
+        prefix = b"w%d-" % w.writer_id
+        for v, at in twice.items():
+            if v.startswith(prefix) and len(at) == 2 and w.acked.get(v) == max(at):
+                out[v] = min(at)
+    return out
+
+
 def check_idempotent(
     writers: list[IdempotentWriter], log: dict[int, list[tuple[int, bytes]]], started: float
 ) -> list[str]:
@@ -649,6 +681,10 @@ def check_idempotent(
         for offset, value in records:
             where[value].append((p, offset))
     twice = {v: at for v, at in where.items() if len(at) > 1}
+    resent = client_epoch_bump_duplicates(writers, twice)
+    for v in resent:  # the client's, not the broker's: told apart, and each copy after the first dropped
+        del twice[v]
+        where[v] = [where[v][-1]]
     if twice:
         problems.append(f"{len(twice)} values in the log more than once, e.g. {sorted(twice.items())[:5]}")
     for w in writers:
@@ -674,7 +710,7 @@ def check_idempotent(
             )
         prefix = b"w%d-" % w.writer_id
         for p, records in log.items():
-            mine = [v for _, v in records if v.startswith(prefix)]
+            mine = [v for o, v in records if v.startswith(prefix) and (v not in resent or resent[v] != (p, o))]
             if mine != sorted(mine):
                 first = next(i for i in range(1, len(mine)) if mine[i] < mine[i - 1])
                 problems.append(
@@ -809,6 +845,41 @@ def check_watermarks(watchers: list[WatermarkWatcher], started: float) -> list[s
     return problems[:20]
 
 
+def test_a_duplicate_is_the_clients_only_when_it_says_so():
+    """The history check's one allowance (client_epoch_bump_duplicates), on the run that met it
+    (seed 244727415): w1-00015688 written at 1/10577, answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, and
+    written again at 1/11277 after librdkafka bumped its epoch. Without the client's word for the
+    bump, or with the earlier copy acknowledged, it is a problem."""
+
+    @dataclass
+    class Writer:
+        writer_id: int
+        bumps: list[str]
+        acked: dict[bytes, tuple[int, int]]
+        fatal: str | None = None
+        acked_at: dict[bytes, float] = field(default_factory=dict)
+
+    log = {
+        0: [],
+        1: [(10577, b"w1-00015688"), (10580, b"w0-1"), (11277, b"w1-00015688"), (11281, b"w1-00015691")],
+        2: [],
+    }
+    bump = ["1.0 All partitions drained, bumped epoch to PID{Id:1000,Epoch:1}"]
+    acked = {b"w1-00015688": (1, 11277), b"w1-00015691": (1, 11281)}
+    w0 = Writer(0, [], {b"w0-1": (1, 10580)})
+    for writer, ok in (
+        (Writer(1, bump, acked), True),
+        (Writer(1, [], acked), False),  # no epoch bump logged
+        (Writer(1, bump, {**acked, b"w1-00015688": (1, 10577)}), False),  # the first copy acknowledged
+    ):
+        writer.acked_at = w0.acked_at = {v: 0.0 for v in [*writer.acked, *w0.acked]}
+        problems = check_idempotent([w0, writer], log, 0.0)  # type: ignore[list-item]
+        assert (problems == []) is ok, problems
+    thrice = {**log, 1: [*log[1], (11300, b"w1-00015688")]}
+    writer = Writer(1, bump, acked, acked_at=dict.fromkeys(acked, 0.0))
+    assert check_idempotent([w0, writer], thrice, 0.0)  # type: ignore[list-item]
+
+
 # -- the test -----------------------------------------------------------------------------
 @pytest.fixture
 def net(zookeeper, tmp_path):
@@ -898,6 +969,17 @@ def test_partitions_pauses_and_kills_keep_every_acknowledged_record(net):
         print(f"the transactional client hung: {txn.client_hang}", flush=True)
     if txn.hangs:
         print(f"transactional producers replaced after a client hang: {txn.hangs}", flush=True)
+    counted: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for p, records in log.items():
+        for offset, value in records:
+            counted[value].append((p, offset))
+    resent = client_epoch_bump_duplicates(writers, {v: at for v, at in counted.items() if len(at) > 1})
+    if resent:
+        print(
+            f"librdkafka wrote {len(resent)} values twice after bumping its epoch (its issue 4953): "
+            f"{sorted(resent.items())[:5]}; epoch bumps: {[b for w in writers for b in w.bumps][:5]}",
+            flush=True,
+        )
     txn_problems = check_transactions(h, committed_view, reader.seen, group_offset)
     problems = (
         stuck
