@@ -657,8 +657,8 @@ def client_epoch_bump_duplicates(
     sends again, as new records of the new epoch, the batches of every partition whose answer was
     uncertain (NOT_ENOUGH_REPLICAS_AFTER_APPEND, a timeout) although the broker had written them.
     No broker can tell those apart from new records; Kafka's get the same duplicates. This is
-    librdkafka's issue 4953 (open; its pull request 4972 stops the bump), seen here once in some
-    25 runs. Counted as the client's only when it says so: the writer logged that epoch bump, the
+    librdkafka's issue 4953 (open; its pull request 4972 stops the bump), seen here once in 18
+    local runs on 2026-11-27. Counted as the client's only when it says so: the writer logged that epoch bump, the
     value is in the log exactly twice, and its acknowledged offset is the later copy (the first
     was never acknowledged). Anything else stays a problem."""
     out: dict[bytes, tuple[int, int]] = {}
