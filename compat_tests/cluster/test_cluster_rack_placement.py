@@ -31,13 +31,18 @@ def test_a_created_topic_and_its_added_partitions_span_the_racks(zookeeper, tmp_
             "every broker registered with its rack",
         )
         client.create_topics([NewTopic("placed", num_partitions=6, replication_factor=2)])["placed"].result(30)
-        placed = wait(lambda: (r := replicas(client, "placed")) and len(r) == 6 and r, 20, "6 partitions")
+        # a partition the metadata lists before its state is written has no replicas yet: wait for them
+        placed = wait(
+            lambda: (r := replicas(client, "placed")) and len(r) == 6 and all(r.values()) and r, 20, "6 partitions"
+        )
         for partition, brokers_of in placed.items():
             assert sorted(RACKS[b] for b in brokers_of) == ["a", "b"], (partition, brokers_of)
         assert Counter(r[0] for r in placed.values()) == {0: 2, 1: 2, 2: 2}, placed
 
         client.create_partitions([NewPartitions("placed", 9)])["placed"].result(30)
-        grown = wait(lambda: (r := replicas(client, "placed")) and len(r) == 9 and r, 20, "9 partitions")
+        grown = wait(
+            lambda: (r := replicas(client, "placed")) and len(r) == 9 and all(r.values()) and r, 20, "9 partitions"
+        )
         assert {p: grown[p] for p in range(6)} == placed
         for partition in (6, 7, 8):
             assert sorted(RACKS[b] for b in grown[partition]) == ["a", "b"], (partition, grown[partition])

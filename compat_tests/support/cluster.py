@@ -156,6 +156,12 @@ class AckedProducer:
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "message.timeout.ms": 60000,
+                # one request in flight per broker: librdkafka bumps its epoch when a request behind a
+                # failed one answers OUT_OF_ORDER_SEQUENCE_NUMBER (normal), and re-sends under the
+                # new epoch a batch a leader answered NOT_LEADER_OR_FOLLOWER although it had been
+                # replicated: a duplicate no broker can refuse (librdkafka's issue 4953, seen in a
+                # reassignment). These producers check brokers, not that client defect.
+                "max.in.flight.requests.per.connection": 1,
                 **config,
             }
         )
