@@ -365,9 +365,7 @@ class Log:
         self._check_batches(records, headers)
         with self._lock:
             self._ensure_open()
-            duplicate = self.producer_state.validate(headers, origin)
-            if origin is AppendOrigin.COORDINATOR:
-                self.producer_state.check_markers(_markers(records, headers))
+            duplicate = self.producer_state.validate(records, headers, origin)
             if duplicate is not None:
                 return LogAppendInfo(
                     duplicate.first_offset,
@@ -930,22 +928,6 @@ class Log:
 
 
 # ==================================================================== helpers
-
-
-def _markers(records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> list[tuple[BatchHeader, int]]:
-    """The transaction markers among ``headers`` (batches laid out in ``records`` in order), each
-    with the coordinator epoch its record carries."""
-    from strom.protocol.records.control import coordinator_epoch_of
-
-    out = []
-    position = 0
-    for header in headers:
-        if header.is_control and header.producer_id >= 0:
-            out.append((header, coordinator_epoch_of(records, position)))
-        position += header.size
-    return out
-
-
 def _writable(records: bytes | bytearray | memoryview) -> TypeGuard[bytearray | memoryview]:
     return isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
 

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.protocol.records import crc as crc32c  # crc32c.crc32c: the C function, loaded lean
-from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from strom.protocol.records.control import coordinator_epoch_of
+from strom.protocol.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, Buffer
 from strom.storage.checkpoint import atomic_write
 from strom.storage.errors import (
     InvalidProducerEpoch,
@@ -211,31 +212,25 @@ class ProducerStateManager:
             opened.add(pid)
 
     # ------------------------------------------------------------ validation / update
-    def check_markers(self, markers: Iterable[tuple[BatchHeader, int]]) -> None:
-        """Kafka's end-of-transaction marker checks, for markers a coordinator appends as leader
-        (``(header, coordinator epoch)`` each): one from a coordinator epoch older than the one
-        of the producer's last marker here is TRANSACTION_COORDINATOR_FENCED. A deposed
-        coordinator's marker, held up in the network, must not end the transaction a newer
-        coordinator opened since (an abort arriving late would hide the next transaction's
-        records in this partition, while the other partitions commit them)."""
-        for header, coordinator_epoch in markers:
-            entry = self.producers.get(header.producer_id)
-            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
-                raise TransactionCoordinatorFenced(
-                    f"producer {header.producer_id}: marker of coordinator epoch {coordinator_epoch}, "
-                    f"older than {entry.coordinator_epoch}"
-                )
-
     def validate(
-        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+        self, records: Buffer, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> BatchMetadata | None:
-        """Check a whole request; returns the original batch if it repeats one, else None.
+        """Check a whole request (``headers``: its batches, laid out in ``records`` in order);
+        returns the original batch if it repeats one, else None.
 
         A COORDINATOR append is never a duplicate and has no sequences to check; its epochs are.
+        A transaction marker is checked as Kafka's end-of-transaction marker: one older than the
+        producer's epoch is INVALID_PRODUCER_EPOCH, one from a coordinator epoch older than that
+        of the producer's last marker here TRANSACTION_COORDINATOR_FENCED (a deposed coordinator's
+        marker, held up in the network, must not end the transaction a newer coordinator opened
+        since: a late abort would hide the next transaction's records in this partition while the
+        other partitions commit them).
         """
         client = origin is AppendOrigin.CLIENT
         staged: dict[int, tuple[int, int]] = {}
+        position = 0
         for header in headers:
+            at, position = position, position + header.size
             if not _tracked(header):
                 if header.is_control and header.producer_id >= 0:
                     entry = self.producers.get(header.producer_id)
@@ -243,6 +238,12 @@ class ProducerStateManager:
                         raise InvalidProducerEpoch(
                             f"producer {header.producer_id}: marker epoch {header.producer_epoch} "
                             f"is older than {entry.producer_epoch}"
+                        )
+                    coordinator_epoch = coordinator_epoch_of(records, at)
+                    if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+                        raise TransactionCoordinatorFenced(
+                            f"producer {header.producer_id}: marker of coordinator epoch {coordinator_epoch}, "
+                            f"older than {entry.coordinator_epoch}"
                         )
                 continue
             pid = header.producer_id

@@ -38,7 +38,7 @@ from strom.broker.zk.zkclient import (
     VersionedPartitionState,
     ZkClientError,
 )
-from strom.broker.zk.zkdata import NO_LEADER, TopicAssignment
+from strom.broker.zk.zkdata import NO_LEADER, PartitionState, TopicAssignment
 from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -46,6 +46,18 @@ if TYPE_CHECKING:
     from strom.broker.metadata.cache import ClusterView
 
 log = logging.getLogger("strom.controller")
+
+
+def _log_elected(topic: str, partition: int, state: PartitionState, unclean: bool) -> None:
+    log.info(
+        "elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s%s",
+        topic,
+        partition,
+        state.leader,
+        state.leader_epoch,
+        list(state.isr),
+        " (unclean)" if unclean else "",
+    )
 
 
 class Controller:
@@ -154,14 +166,7 @@ class Controller:
         ):
             # offline, and an in-sync replica is back that kept everything it had written
             new = back.state
-            log.info(
-                "elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s",
-                topic,
-                partition,
-                new.leader,
-                new.leader_epoch,
-                list(new.isr),
-            )
+            _log_elected(topic, partition, new, back.unclean)
         elif bounced - {state.leader}:
             new = state
             for replica in sorted(bounced - {state.leader}):
@@ -170,15 +175,7 @@ class Controller:
             election = elect_leader(Strategy.OFFLINE, state, replicas, live, epoch, unclean=unclean)
             if election is not None:
                 new = election.state
-                log.info(
-                    "elected leader topic=%s partition=%d leader=%d epoch=%d isr=%s%s",
-                    topic,
-                    partition,
-                    new.leader,
-                    new.leader_epoch,
-                    list(new.isr),
-                    " (unclean)" if election.unclean else "",
-                )
+                _log_elected(topic, partition, new, election.unclean)
             elif state.leader != NO_LEADER:
                 # the ISR stays whole (sim finding 11): the first of its members back that did not
                 # lose its unflushed tail leads; one that did leaves the ISR while others remain
