@@ -176,7 +176,16 @@ def test_offsets_are_committed_for_partitions_the_coordinator_has_no_replica_of(
     # UNKNOWN_TOPIC_OR_PARTITION).
     create(cluster, "spread", 3, rf=1)
     wait(lambda: all(partition_meta(cluster, "spread", p).leader >= 0 for p in range(3)), 20, "spread's leaders")
-    offsets_topic = admin(cluster).list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    # the metadata can list `__consumer_offsets` before its partitions (being created): wait for them
+    offsets_topic = wait(
+        lambda: [
+            t
+            for t in [admin(cluster).list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]]
+            if t.partitions and all(p.leader >= 0 for p in t.partitions.values())
+        ],
+        20,
+        "__consumer_offsets' leaders",
+    )[0]
     coordinator = offsets_topic.partitions[partition_for("spread-group", len(offsets_topic.partitions))].leader
     hosts = {p: partition_meta(cluster, "spread", p).replicas for p in range(3)}
     assert any(coordinator not in replicas for replicas in hosts.values()), hosts
