@@ -99,6 +99,8 @@ class TopicStore:
         self.quotas: dict[tuple, dict[str, float]] = {}  # client quotas: entity -> {key: value}
         # dynamic broker configs (AlterConfigs on a broker resource): "" (the cluster default) or a node id
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # group configs (IncrementalAlterConfigs on a GROUP resource): group id -> {key: value as given}
+        self.group_configs: dict[str, dict[str, str]] = {}
         if path.exists():
             self._load()
         else:
@@ -118,6 +120,7 @@ class TopicStore:
         self.acls = data.get("acls", [])
         self.quotas = {tuple((t, n) for t, n in q["entity"]): dict(q["values"]) for q in data.get("quotas", [])}
         self.broker_configs = {k: dict(v) for k, v in data.get("broker_configs", {}).items()}
+        self.group_configs = {k: dict(v) for k, v in data.get("group_configs", {}).items()}
         for name, entry in data.get("topics", {}).items():
             info = TopicInfo(name, bytes.fromhex(entry["id"]), entry["partitions"], entry.get("configs", {}))
             self.topics[name] = info
@@ -144,6 +147,8 @@ class TopicStore:
             ]
         if self.broker_configs:
             data["broker_configs"] = self.broker_configs
+        if self.group_configs:
+            data["group_configs"] = self.group_configs
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=True)
         atomic_write(self.path, text.encode())
@@ -210,6 +215,15 @@ class TopicStore:
         else:
             self.broker_configs.pop(name, None)
         self._save_or_undo(lambda: setattr(self, "broker_configs", old))
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """The configs of group `group_id` replaced (empty: it has none of its own)."""
+        old = dict(self.group_configs)
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._save_or_undo(lambda: setattr(self, "group_configs", old))
 
     def set_acls(self, rows: list[list]) -> None:
         self.acls = [list(r) for r in rows]

@@ -10,6 +10,7 @@ from strom.protocol.errors import ErrorCode
 
 from ..auth import Operation, ResourceType, allowed
 from ..config import format_value
+from ..errors import TopicError
 from ..request_context import RequestContext
 
 GROUP_RESOURCE = 32
@@ -60,7 +61,7 @@ def describe(ctx: RequestContext, resource: Any, synonyms: bool, docs: bool) -> 
     return out
 
 
-def alter(ctx: RequestContext, resource: Any, validate_only: bool) -> dict[str, Any]:
+async def alter(ctx: RequestContext, resource: Any, validate_only: bool) -> dict[str, Any]:
     """IncrementalAlterConfigs of one GROUP resource (SET and DELETE; APPEND/SUBTRACT refused)."""
     out: dict[str, Any] = {
         "error_code": ErrorCode.NONE,
@@ -87,7 +88,13 @@ def alter(ctx: RequestContext, resource: Any, validate_only: bool) -> dict[str, 
             return out
         changes.append((change.name, change.value, op == DELETE))
     try:
-        ctx.groups.group_configs.alter(resource.resource_name, changes, validate_only)
+        updated = ctx.groups.group_configs.altered(resource.resource_name, changes)
     except GroupConfigError as exc:
         out.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
+        return out
+    if not validate_only:
+        try:  # with the metadata: every broker of a cluster follows them, and they survive restarts
+            await ctx.admin.set_group_configs(resource.resource_name, updated)
+        except TopicError as exc:
+            out.update(error_code=exc.code, error_message=exc.message)
     return out

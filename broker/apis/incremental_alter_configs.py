@@ -88,7 +88,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     responses = []
     for resource in body.resources:
         if resource.resource_type == GROUP_RESOURCE:  # group configs (KIP-848, KIP-932)
-            responses.append(group_configs.alter(ctx, resource, body.validate_only))
+            responses.append(await group_configs.alter(ctx, resource, body.validate_only))
             continue
         denied = _denied(ctx, resource)
         if denied is not None:

@@ -266,6 +266,7 @@ class ClusterMember:
         view.controller_id = -1 if controller is None else controller
         view.quotas = await zk.get_client_quotas()
         view.broker_configs = await zk.get_broker_configs()
+        view.group_configs = await zk.get_group_configs()
         for name in await zk.get_topics():
             assignment = await zk.get_topic_assignment(name)
             if assignment is None:

@@ -82,6 +82,8 @@ class AdminManager(Protocol):
 
     async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None: ...
+
     async def alter_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None: ...
 
     async def allocate_producer_id(self) -> int: ...
@@ -385,6 +387,11 @@ class StandaloneAdminManager(AdminChecks):
         self._broker_configs_changed()
         log_broker_configs(name, configs)
 
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """The configs of group `group_id` replaced, in the metadata file."""
+        self.store.set_group_configs(group_id, configs)
+        log_group_configs(group_id, configs)
+
     async def alter_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
         self.store.set_quotas(quotas)
 
@@ -440,3 +447,7 @@ class StandaloneAdminManager(AdminChecks):
 
 def log_broker_configs(name: str, configs: Mapping[str, str]) -> None:
     log.info("dynamic configs of %s are now %s", f"broker {name}" if name else "the cluster default", configs or "none")
+
+
+def log_group_configs(group_id: str, configs: Mapping[str, str]) -> None:
+    log.info("configs of group %r are now %s", group_id, configs or "none")

@@ -76,6 +76,7 @@ class TopicsSource(Protocol):
     by_id: dict[bytes, TopicInfo]
     quotas: dict[tuple, dict[str, float]]
     broker_configs: dict[str, dict[str, str]]
+    group_configs: dict[str, dict[str, str]]
 
 
 class _TopicTable(ABC):
@@ -215,6 +216,7 @@ class ClusterView:
     offline_replicas: dict[tuple[str, int], set[int]] = field(default_factory=dict)
     quotas: dict[tuple, dict[str, float]] = field(default_factory=dict)  # client quotas (/config/users, /clients)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # /config/brokers ("" = <default>)
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # /config/groups: group id -> configs
 
     def unclean_allowed(self, topic: str, default: bool = False) -> bool:
         value = self.configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -230,10 +232,12 @@ class TopicCache:
         self.by_id: dict[bytes, TopicInfo] = {}
         self.quotas: dict[tuple, dict[str, float]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
 
     def replace(self, view: ClusterView) -> None:
         self.quotas = view.quotas
         self.broker_configs = view.broker_configs
+        self.group_configs = view.group_configs
         topics = {}
         for name, assignment in view.assignments.items():
             if name in view.to_delete:

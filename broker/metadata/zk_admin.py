@@ -19,6 +19,7 @@ from strom.broker.metadata.admin import (
     NotControllerError,
     ReassignmentResult,
     log_broker_configs,
+    log_group_configs,
 )
 from strom.broker.metadata.cache import ClusterView, ZkMetadataCache
 from strom.broker.metadata.placement import (
@@ -170,6 +171,21 @@ class ZkAdminManager(AdminChecks):
         self.sync.mark_dirty()
         self._broker_configs_changed()
         log_broker_configs(name, configs)
+
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Write /config/groups/<group id> (announced to every broker); this broker uses it at once."""
+        try:
+            await self.zk.set_group_config(group_id, configs)
+        except (ZkClientError, OSError) as exc:
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}") from None
+        stored = dict(self.metadata.cache.group_configs)
+        if configs:
+            stored[group_id] = dict(configs)
+        else:
+            stored.pop(group_id, None)
+        self.metadata.cache.group_configs = stored
+        self.sync.mark_dirty()
+        log_group_configs(group_id, configs)
 
     async def alter_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
         """Each changed entity's node under /config, announced to every broker; this broker uses

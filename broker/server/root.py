@@ -262,7 +262,11 @@ class BrokerServer:
             topic_infos=lambda: self.topics.topics,
             on_markers_written=lambda *marker: self.groups.complete_txn(*marker) if self.groups is not None else None,
         )
-        self.groups = GroupCoordinator(self.coordinator_runtime, GroupCoordinatorConfig.from_config(self.config))
+        self.groups = GroupCoordinator(
+            self.coordinator_runtime,
+            GroupCoordinatorConfig.from_config(self.config),
+            lambda: getattr(self.topics, "group_configs", None) or {},  # the metadata's (the admin manager writes)
+        )
         self.share_coordinator = ShareCoordinator(
             self.coordinator_runtime, ShareCoordinatorSettings.from_config(self.config)
         )

@@ -8,7 +8,9 @@
     /config/ips/<ip>                         {"version":1,"config":{"connection_creation_rate":"5.0"}}
     /config/ips/<default>
 
-Dynamic broker configs live beside them, in /config/brokers/<id> and /config/brokers/<default>.
+Dynamic broker configs live beside them, in /config/brokers/<id> and /config/brokers/<default>,
+and group configs (KIP-848/KIP-932; Kafka keeps them in its metadata log, ZooKeeper-era Kafka had
+none) in /config/groups/<group id>, the id sanitized.
 
 Names are sanitized as Kafka's Sanitizer does (URL-encoded; "*" as %2A). Other keys in a user's
 node (SCRAM credentials) are left as they are. Every change is announced under /config/changes
@@ -141,6 +143,48 @@ async def write_broker_config(zk: ZkSession, name: str, config: dict[str, str]) 
     await _write_config(zk, f"brokers/{DEFAULT if name == '' else name}", dict(config))
 
 
+EMPTY_GROUP = "<empty>"  # the node of group id "" (a znode needs a name)
+
+
+def group_node(group_id: str) -> str:
+    """A group id as a znode name: URL-encoded, "." too ("." and ".." are no znode names)."""
+    return quote(group_id, safe="~").replace(".", "%2E") or EMPTY_GROUP
+
+
+def group_id_of(node: str) -> str:
+    return "" if node == EMPTY_GROUP else unquote(node)
+
+
+async def read_group_configs(zk: ZkSession) -> dict[str, dict[str, str]]:
+    """Every group's own configs: {group id: {key: value}}."""
+    out: dict[str, dict[str, str]] = {}
+    try:
+        names = await zk.get_children(f"{Paths.CONFIG}/groups")
+    except NoNodeError:
+        return out
+    for name in names:
+        try:
+            config = _decode((await zk.get(f"{Paths.CONFIG}/groups/{name}"))[0])
+        except NoNodeError:
+            continue
+        if config:
+            out[group_id_of(name)] = config
+    return out
+
+
+async def write_group_config(zk: ZkSession, group_id: str, config: dict[str, str]) -> None:
+    """Replace the configs of group `group_id` (empty: its node goes) and announce it."""
+    rel = f"groups/{group_node(group_id)}"
+    if config:
+        await _write_config(zk, rel, dict(config))
+        return
+    try:
+        await zk.delete(f"{Paths.CONFIG}/{rel}")
+    except NoNodeError:
+        return
+    await _announce(zk, rel)
+
+
 async def _write_config(zk: ZkSession, rel: str, config: dict[str, str]) -> None:
     path = f"{Paths.CONFIG}/{rel}"
     payload = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
@@ -151,5 +195,9 @@ async def _write_config(zk: ZkSession, rel: str, config: dict[str, str]) -> None
             await zk.create(path, payload, makepath=True)
         except NodeExistsError:
             await zk.set(path, payload)
+    await _announce(zk, rel)
+
+
+async def _announce(zk: ZkSession, rel: str) -> None:
     notification = json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode()
     await zk.create(f"{Paths.CONFIG_CHANGES}/config_change_", notification, sequence=True, makepath=True)

@@ -45,7 +45,14 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
-from strom.broker.zk.quotas_zk import read_broker_configs, read_quotas, write_broker_config, write_quota
+from strom.broker.zk.quotas_zk import (
+    read_broker_configs,
+    read_group_configs,
+    read_quotas,
+    write_broker_config,
+    write_group_config,
+    write_quota,
+)
 from strom.broker.zk.session import (
     CheckOp,
     CreateOp,
@@ -628,7 +635,7 @@ class KafkaZkClient:
     async def watch_log_dir_events(self, callback: Callable[[list[str]], None]) -> Watch:
         return await self._watch_children(Paths.LOG_DIR_EVENTS, list, callback)
 
-    # client quotas and dynamic broker configs (/config/users, /config/clients, /config/ips, /config/brokers)
+    # client quotas, dynamic broker configs and group configs (/config/users, /clients, /ips, /brokers, /groups)
 
     async def get_client_quotas(self) -> dict[tuple, dict[str, float]]:
         """Every client quota entity's values (see :mod:`strom.broker.zk.quotas_zk`)."""
@@ -645,6 +652,14 @@ class KafkaZkClient:
     async def set_broker_config(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace /config/brokers/<name> ("" for <default>), announced to every broker."""
         await self._call(write_broker_config, self._zk, name, dict(configs))
+
+    async def get_group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's own configs (/config/groups/<group id>)."""
+        return await self._call(read_group_configs, self._zk)
+
+    async def set_group_config(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Replace /config/groups/<group id> (empty: remove it), announced to every broker."""
+        await self._call(write_group_config, self._zk, group_id, dict(configs))
 
     async def watch_config_changes(self, callback: Callable[[list[str]], None]) -> Watch:
         """``callback(change notification names)`` now and after every config change notice."""

@@ -14,6 +14,7 @@ Layout (all paths relative to the chroot)::
     /controller                               ControllerZNode     ephemeral, the active controller
     /controller_epoch                         ControllerEpochZNode  plain decimal text
     /config/topics/<t>                        ConfigEntityZNode   topic config overrides
+    /config/groups/<g>                        (quotas_zk)         group configs (Strom's; Kafka's are in KRaft)
     /config/changes/config_change_<seq>       ConfigEntityChangeNotificationSequenceZNode
     /admin/delete_topics/<t>                  DeleteTopicsTopicZNode  empty marker
     /isr_change_notification/isr_change_<seq> IsrChangeNotificationSequenceZNode

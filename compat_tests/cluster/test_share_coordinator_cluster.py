@@ -48,10 +48,40 @@ def _read(broker, topic_id: bytes):
         return raw.request(ApiKey.READ_SHARE_GROUP_STATE, 0, body).results[0].partitions[0]
 
 
+def _set_group_config(broker, name: str, value: str) -> None:
+    body = {
+        "resources": [
+            {"resource_type": 32, "resource_name": GROUP,
+             "configs": [{"name": name, "config_operation": 0, "value": value}]}
+        ],
+        "validate_only": False,
+    }  # fmt: skip
+    with Raw(broker.port) as raw:
+        answer = raw.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0]
+    assert answer.error_code == 0, answer
+
+
+def _group_config(broker, name: str) -> tuple[str, int]:
+    body = {
+        "resources": [{"resource_type": 32, "resource_name": GROUP, "configuration_keys": [name]}],
+        "include_synonyms": False,
+        "include_documentation": False,
+    }
+    with Raw(broker.port) as raw:
+        (entry,) = raw.request(ApiKey.DESCRIBE_CONFIGS, 4, body).results[0].configs
+    return entry.value, entry.config_source
+
+
 def test_acknowledgements_survive_a_share_coordinator_move(cluster) -> None:
     create(cluster, TOPIC, 1)
     wait_full_isr(cluster, TOPIC)
     servers = bootstrap(cluster)
+    # the group starts at the earliest offset: set through a broker that does not lead the
+    # partition, so the share-partition's leader has it only if group configs reach every broker
+    leader = partition_meta(cluster, TOPIC).leader
+    told = next(b for n, b in enumerate(cluster) if n != leader)
+    _set_group_config(told, "share.auto.offset.reset", "earliest")
+    wait(lambda: _group_config(cluster[leader], "share.auto.offset.reset") == ("earliest", 8), 30, "the config")
     with Raw(cluster[0].port) as raw:
         meta = raw.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
     topic_id = bytes(meta.topics[0].topic_id)
@@ -62,17 +92,14 @@ def test_acknowledgements_survive_a_share_coordinator_move(cluster) -> None:
     index = partition_for(key, 3)
     wait_full_isr(cluster, STATE_TOPIC, 3)
 
+    producer = Producer({"bootstrap.servers": servers})
+    for i in range(6):
+        producer.produce(TOPIC, value=b"v%d" % i, partition=0)
+    assert producer.flush(30) == 0
     config = {"bootstrap.servers": servers, "group.id": GROUP, "share.acknowledgement.mode": "explicit"}
     consumer = ShareConsumer(config)
     consumer.subscribe([TOPIC])
     try:
-        # the share-partition starts at the log end (share.auto.offset.reset=latest) on the first
-        # fetch; what is produced after that is delivered
-        assert poll_messages(consumer, 1, 3) == []
-        producer = Producer({"bootstrap.servers": servers})
-        for i in range(6):
-            producer.produce(TOPIC, value=b"v%d" % i, partition=0)
-        assert producer.flush(30) == 0
         first = poll_messages(consumer, 6)
         assert [m.offset() for m in first] == list(range(6))
         for m in first:

@@ -290,6 +290,27 @@ async def test_topic_configs_and_change_notifications(clients: list, chroot_conn
         await client.set_topic_config("nope", {})
 
 
+async def test_group_configs_round_trip_for_any_group_id_and_are_announced(clients: list, chroot_connect: str) -> None:
+    client = await open_client(clients, chroot_connect)
+    assert await client.get_group_configs() == {}
+    ids = ["g", "", ".", "..", "a/b", "100%", "<default>", "<empty>", "grüße *"]
+    for n, group_id in enumerate(ids):
+        await client.set_group_config(group_id, {"share.auto.offset.reset": "earliest", "n": str(n)})
+    assert await client.get_group_configs() == {
+        g: {"share.auto.offset.reset": "earliest", "n": str(n)} for n, g in enumerate(ids)
+    }
+    assert len(await client.session.get_children("/config/groups")) == len(ids)
+    before = len(await client.session.get_children("/config/changes"))
+    await client.set_group_config("a/b", {})  # none of its own: the node goes, and that is announced
+    assert "a/b" not in await client.get_group_configs()
+    changes = sorted(await client.session.get_children("/config/changes"))
+    assert len(changes) == before + 1
+    data, _ = await client.session.get(f"/config/changes/{changes[-1]}")
+    assert data == b'{"version":2,"entity_path":"groups/a%2Fb"}'
+    await client.set_group_config("a/b", {})  # already gone: nothing to announce
+    assert len(await client.session.get_children("/config/changes")) == before + 1
+
+
 async def test_topic_deletion_marks_and_znode_removal(clients: list, chroot_connect: str) -> None:
     client = await open_client(clients, chroot_connect)
     await client.create_topic("gone", {0: [1], 1: [1]}, {"retention.ms": "5"})

@@ -30,7 +30,7 @@ timeout. On losing the leadership, the partition's groups are dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import trio
 
@@ -62,7 +62,12 @@ __all__ = ["OFFSETS_TOPIC", "CommitResult", "GroupCoordinator"]
 class GroupCoordinator:
     """Every consumer group this broker coordinates (standalone: all of them)."""
 
-    def __init__(self, runtime: CoordinatorRuntime, config: GroupCoordinatorConfig) -> None:
+    def __init__(
+        self,
+        runtime: CoordinatorRuntime,
+        config: GroupCoordinatorConfig,
+        stored_group_configs: Callable[[], Mapping[str, Mapping[str, str]]] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.config = config
         self.store = GroupStore(runtime, config)
@@ -71,7 +76,8 @@ class GroupCoordinator:
         self.streams = StreamsGroups(self.store, config.streams)  # KIP-1071 streams groups
         self.group_manager = GroupMetadataManager(self.store, self.classic, self.consumer)
         self.offset_manager = OffsetMetadataManager(self.store, self.classic, self.consumer, self.streams)
-        self.group_configs = GroupConfigs(config.group_config_defaults)  # GROUP config resources
+        # GROUP config resources: the values stored with the metadata (the admin manager writes them)
+        self.group_configs = GroupConfigs(config.group_config_defaults, stored_group_configs)
         self.share = ShareGroups(self.store, self.group_configs, config.share_max_size)  # KIP-932 groups
         self._led: set[int] = set()
 

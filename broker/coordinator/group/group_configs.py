@@ -3,16 +3,20 @@ resource holds in DescribeConfigs and IncrementalAlterConfigs.
 
 Each key has a broker-level default (its synonym, e.g. ``group.share.record.lock.duration.ms`` for
 ``share.record.lock.duration.ms``) and, where Kafka has them, broker-level bounds that a group's
-value must keep (``group.share.min.record.lock.duration.ms``...). A group's values are kept in
-memory by this broker (Kafka keeps them in its metadata log; see docs/share-groups.md).
+value must keep (``group.share.min.record.lock.duration.ms``...). A group's values are kept
+with the metadata (the metadata file, or /config/groups in ZooKeeper; Kafka keeps them in its
+metadata log; see docs/share-groups.md), written by the admin manager.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger("strom.broker")
 
 # ISO-8601 durations as Java's Duration.parse reads them: PnDTnHnMn.nS (days, then a time part)
 _DURATION = re.compile(
@@ -111,11 +115,19 @@ def _format(value: Any) -> str:
 
 
 class GroupConfigs:
-    """The group configs of every group: broker defaults from ``broker`` and per-group values."""
+    """The group configs of every group: broker defaults from ``broker`` and per-group values from
+    ``stored`` (group id -> {key: value as given}: the metadata's, so every broker of a cluster
+    sees what any one of them was told, and they survive restarts; none when not given)."""
 
-    def __init__(self, broker: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        broker: Mapping[str, Any] | None = None,
+        stored: Callable[[], Mapping[str, Mapping[str, str]]] | None = None,
+    ) -> None:
         self._broker = broker
-        self._groups: dict[str, dict[str, Any]] = {}
+        self._stored = stored if stored is not None else dict
+        # group id -> (the stored values read, their parsed form): parsed again only when replaced
+        self._parsed: dict[str, tuple[Mapping[str, str], dict[str, Any]]] = {}
 
     def _broker_value(self, key: str | None) -> Any:
         if key is None or self._broker is None:
@@ -130,20 +142,36 @@ class GroupConfigs:
         value = self._broker_value(definition.broker_key)
         return definition.default if value is None else value
 
+    def overrides(self, group_id: str) -> dict[str, Any]:
+        """The group's own values, parsed (one the broker's bounds now refuse is left out: the
+        default applies)."""
+        raw = self._stored().get(group_id)
+        if not raw:
+            self._parsed.pop(group_id, None)
+            return {}
+        cached = self._parsed.get(group_id)
+        if cached is not None and cached[0] is raw:
+            return dict(cached[1])
+        parsed: dict[str, Any] = {}
+        for name, text in raw.items():
+            try:
+                parsed[name] = self.parse(name, text)
+            except GroupConfigError as exc:
+                log.warning("group %r: stored config ignored, the default applies: %s", group_id, exc)
+        self._parsed[group_id] = (raw, parsed)
+        return dict(parsed)
+
     def get(self, group_id: str, name: str) -> Any:
         """The value ``group_id`` follows for ``name`` (its own, else the broker's default)."""
-        own = self._groups.get(group_id, {})
+        own = self.overrides(group_id)
         return own[name] if name in own else self.default(name)
-
-    def overrides(self, group_id: str) -> dict[str, Any]:
-        return dict(self._groups.get(group_id, {}))
 
     def describe(self, group_id: str, keys: Iterable[str] | None = None) -> list[tuple[str, str, bool, str]]:
         """(name, value, is the group's own, type) of each config (of ``keys``, when given)."""
         wanted = set(keys) if keys is not None else None
-        own = self._groups.get(group_id, {})
+        own = self.overrides(group_id)
         return [
-            (name, _format(self.get(group_id, name)), name in own, d.type)
+            (name, _format(own[name] if name in own else self.default(name)), name in own, d.type)
             for name, d in sorted(GROUP_CONFIGS.items())
             if wanted is None or name in wanted
         ]
@@ -185,25 +213,16 @@ class GroupConfigs:
             raise GroupConfigError(f"Invalid value {raw} for configuration {name}: {problem}")
         return raw
 
-    def alter(
-        self, group_id: str, changes: Iterable[tuple[str, str | None, bool]], validate_only: bool = False
-    ) -> None:
-        """Apply (name, raw value, delete) changes as a whole, or raise GroupConfigError."""
-        updated = self.overrides(group_id)
+    def altered(self, group_id: str, changes: Iterable[tuple[str, str | None, bool]]) -> dict[str, str]:
+        """The group's configs to store after (name, raw value, delete) changes, checked as a
+        whole (raises GroupConfigError); the caller stores them (the admin manager)."""
+        updated = {k: v for k, v in (self._stored().get(group_id) or {}).items() if k in GROUP_CONFIGS}
         for name, raw, delete in changes:
             if name not in GROUP_CONFIGS:
                 raise GroupConfigError(f"Unknown group config name: {name}")
             if delete:
                 updated.pop(name, None)
             else:
-                updated[name] = self.parse(name, raw)
-        if validate_only:
-            return
-        if updated:
-            self._groups[group_id] = updated
-        else:
-            self._groups.pop(group_id, None)
-
-    def forget(self, group_id: str) -> None:
-        """The group was deleted: its configs go with it (as Kafka deletes them with the group)."""
-        self._groups.pop(group_id, None)
+                self.parse(name, raw)
+                updated[name] = str(raw).strip()
+        return updated

@@ -217,6 +217,46 @@ async def test_group_configs_are_described_with_their_source(env) -> None:
     assert configs["share.record.lock.duration.ms"] == ("30000", 5)  # DEFAULT_CONFIG
 
 
+async def _described(client, group: str) -> dict[str, tuple[str, int]]:
+    response = await client.request(
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {"resources": [{"resource_type": 32, "resource_name": group, "configuration_keys": None}],
+         "include_synonyms": False, "include_documentation": False},
+    )  # fmt: skip
+    return {c.name: (c.value, c.config_source) for c in response.results[0].configs}
+
+
+async def test_group_configs_survive_a_restart_and_a_delete_is_kept_too(tmp_path, nursery) -> None:
+    data = tmp_path / "data"
+    broker = make_broker(data, **GROUP_TEST_CONFIG)
+    client = open_client(broker, nursery)
+    assert (await alter_group(client, "share.delivery.count.limit", "7", "kept")).error_code == ErrorCode.NONE
+    assert (await alter_group(client, "share.isolation.level", "read_committed", "kept")).error_code == 0
+    assert (await alter_group(client, "share.auto.offset.reset", "earliest", "gone")).error_code == 0
+    response = await client.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {"resources": [{"resource_type": 32, "resource_name": "gone",
+                        "configs": [{"name": "share.auto.offset.reset", "config_operation": 1, "value": None}]}],
+         "validate_only": False},
+    )  # fmt: skip
+    assert response.responses[0].error_code == ErrorCode.NONE
+    broker.close()
+
+    again = make_broker(data, **GROUP_TEST_CONFIG)
+    try:
+        client = open_client(again, nursery)
+        kept = await _described(client, "kept")
+        assert kept["share.delivery.count.limit"] == ("7", 8)  # GROUP_CONFIG, as stored before the restart
+        assert kept["share.isolation.level"] == ("read_committed", 8)
+        assert (await _described(client, "gone"))["share.auto.offset.reset"] == ("latest", 5)  # DEFAULT_CONFIG
+        assert again.share.settings_for("kept").delivery_count_limit == 7  # what share-partitions follow
+        assert again.share.settings_for("kept").read_committed
+    finally:
+        again.close()
+
+
 async def test_share_sessions_past_the_limit_are_refused(env) -> None:
     broker, client, topic_id = env
     broker.share.max_sessions = 1  # group.share.max.share.sessions
