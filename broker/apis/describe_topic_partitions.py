@@ -98,6 +98,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         info = ctx.metadata.topic(name)
+        if info is not None and info.partitions and not ctx.metadata.listed_partitions(info):
+            info = None  # being created: unknown until the controller wrote its state (as Metadata)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not every_topic:
                 topics.append(
@@ -130,7 +132,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        end = min(info.partitions, start + remaining)
+        listed = ctx.metadata.listed_partitions(info)
+        end = min(listed, start + remaining)
         topics.append(
             {
                 "error_code": ErrorCode.NONE,
@@ -141,7 +144,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS,
             }
         )
-        if end < info.partitions:
+        if end < listed:
             next_cursor = {"topic_name": name, "partition_index": end}
             break
         remaining -= max(end - start, 0)

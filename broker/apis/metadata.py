@@ -28,7 +28,7 @@ VERSIONS = (0, 13)
 
 def _partitions(ctx: RequestContext, info: TopicInfo) -> list[dict[str, Any]]:
     out = []
-    for index in range(info.partitions):
+    for index in range(ctx.metadata.listed_partitions(info)):
         view = ctx.metadata.partition_view(info.name, index)
         if view is None:
             out.append(
@@ -68,6 +68,12 @@ def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> dict[str, A
     }
 
 
+def _ready(ctx: RequestContext, info: TopicInfo) -> bool:
+    """Whether the topic is listed: in a cluster, once the controller wrote its first partition's
+    state (before, a ZooKeeper-mode Kafka broker does not know the topic yet)."""
+    return info.partitions == 0 or ctx.metadata.listed_partitions(info) > 0
+
+
 def _missing(name: str | None, topic_id: bytes | None, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
 
@@ -90,7 +96,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
         topics = [
             _topic(ctx, info, operations)
             for info in ctx.metadata.all_topics()
-            if allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)
+            if _ready(ctx, info) and allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)
         ]
     else:
         for wanted in requested:
@@ -141,7 +147,7 @@ async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operatio
     topic_id = wanted.get("topic_id")
     if name is None:
         info = ctx.metadata.topic_by_id(topic_id)
-        if info is None:
+        if info is None or not _ready(ctx, info):
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
             return _missing(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -149,6 +155,10 @@ async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operatio
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
         return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     info = ctx.metadata.topic(name)
+    if info is not None and not _ready(ctx, info):  # being created: the client asks again
+        return _missing(
+            name, None, ErrorCode.LEADER_NOT_AVAILABLE if allow_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
     if info is None:
         if topic_name_error(name):
             return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)

@@ -47,6 +47,8 @@ class MetadataCache(Protocol):
 
     def partition_count(self, topic: str) -> int | None: ...
 
+    def listed_partitions(self, info: TopicInfo) -> int: ...
+
     def topic_setting(self, topic: str, key: str) -> object: ...
 
     def topic_config_value(self, info: TopicInfo, key: str) -> tuple[str | None, bool]: ...
@@ -109,6 +111,10 @@ class _TopicTable(ABC):
     def partition_count(self, topic: str) -> int | None:
         info = self.topics.topics.get(topic)
         return None if info is None else info.partitions
+
+    def listed_partitions(self, info: TopicInfo) -> int:
+        """How many of the topic's partitions Metadata lists: all of them here."""
+        return info.partitions
 
     def topic_config_value(self, info: TopicInfo, key: str) -> tuple[str | None, bool]:
         """(value as Kafka shows it, whether it is the broker default)."""
@@ -266,6 +272,16 @@ class ZkMetadataCache(_TopicTable):
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         versioned = self.view.states.get((topic, index))
         return versioned.state if versioned else None
+
+    def listed_partitions(self, info: TopicInfo) -> int:
+        """The partitions 0..n-1 whose state the controller has written: Metadata lists those
+        only, as a ZooKeeper-mode Kafka broker's cache holds a partition once the controller sent
+        its state (a topic being created has none yet; one being grown lists its old count)."""
+        states = self.view.states
+        count = 0
+        while count < info.partitions and (info.name, count) in states:
+            count += 1
+        return count
 
     def partition_view(self, topic: str, index: int) -> PartitionView | None:
         state = self.partition_state(topic, index)
