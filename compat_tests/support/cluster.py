@@ -112,9 +112,20 @@ def wait(predicate: Callable[[], T], timeout_s: float, what: str, interval_s: fl
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}") from last
 
 
-def partition_meta(brokers: Sequence[BrokerProcess], topic: str, partition: int = 0):
-    metadata = admin(brokers).list_topics(topic, timeout=10)
-    return metadata.topics[topic].partitions[partition]
+def partition_meta(brokers: Sequence[BrokerProcess], topic: str, partition: int = 0, listed_within_s: float = 10):
+    """The partition's metadata from any of ``brokers``, asked again for up to ``listed_within_s``
+    while that broker does not list it yet (a broker lists a partition once the controller wrote
+    its state, as Kafka's ZooKeeper-mode brokers: a topic just created on one broker may be unknown
+    to another for a moment); then KeyError."""
+    deadline = time.monotonic() + listed_within_s
+    while True:
+        topics = admin(brokers).list_topics(topic, timeout=10).topics
+        listed = topics.get(topic)
+        if listed is not None and partition in listed.partitions:
+            return listed.partitions[partition]
+        if time.monotonic() >= deadline:
+            raise KeyError(f"{topic}-{partition} is not listed")
+        time.sleep(0.1)
 
 
 def create(
