@@ -39,6 +39,12 @@ class NotLeaderForPartition(StorageError):
     error_code_name = "NOT_LEADER_OR_FOLLOWER"
 
 
+class NotEnoughReplicas(StorageError):
+    """An append refused: the partition has fewer in-sync replicas than its min.insync.replicas."""
+
+    error_code_name = "NOT_ENOUGH_REPLICAS"
+
+
 @dataclass(frozen=True)
 class ReplicaState:
     """A coordinator's view of the local replica of one partition of its topic."""

@@ -97,3 +97,19 @@ async def test_a_marker_waits_for_min_insync_replicas(env):
     pid = (await init(client)).producer_id
     assert await marker(client, pid, commit=True, coordinator_epoch=0) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert broker.replicas.partition("t", 0).log.log_end_offset == 0
+
+
+async def test_transaction_state_follows_the_topics_min_insync_replicas(env):
+    """A change of __transaction_state's min.insync.replicas after its creation is followed: with
+    fewer in-sync replicas, no transaction state is written (COORDINATOR_NOT_AVAILABLE, retried)."""
+    _, client, _ = env
+    assert (await init(client)).error_code == ErrorCode.NONE
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "__transaction_state",
+             "configs": [{"name": "min.insync.replicas", "config_operation": 0, "value": "2"}]}
+        ],
+        "validate_only": False,
+    }  # fmt: skip
+    assert (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)).responses[0].error_code == 0
+    assert (await init(client)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -533,13 +533,13 @@ class ShareCoordinator:
         replica = self.runtime.replica(SHARE_GROUP_STATE_TOPIC, index)
         if owned is None or replica is None or not replica.is_leader:
             return _error(ErrorCode.NOT_COORDINATOR)
-        if replica.isr_size < self.settings.min_isr:
+        if replica.isr_size < replica.min_insync_replicas:  # the topic's (its min.isr setting at creation)
             log.warning(
                 "%s-%d has %d in-sync replicas, fewer than %d: share state not written",
                 SHARE_GROUP_STATE_TOPIC,
                 index,
                 replica.isr_size,
-                self.settings.min_isr,
+                replica.min_insync_replicas,
             )
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         base = replica.log_end_offset  # the records' offsets: the coordinator is the topic's only writer

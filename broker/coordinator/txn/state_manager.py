@@ -215,7 +215,7 @@ class TransactionStateManager:
         replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)
         if epoch is None or replica is None or not replica.is_leader:
             return ErrorCode.NOT_COORDINATOR
-        min_isr = self.settings.min_isr
+        min_isr = replica.min_insync_replicas  # the topic's (transaction.state.log.min.isr at creation)
         if replica.isr_size < min_isr:
             log.warning(
                 "%s-%d has %d in-sync replicas, fewer than %d: transaction state not written",

@@ -333,3 +333,33 @@ async def test_offsets_of_partitions_other_brokers_host_are_committed(gconnect, 
         ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
     assert (await fetch_offsets(client, "g", {"elsewhere": [0]}))[("elsewhere", 0)][0] == 3
+
+
+async def _set_offsets_min_isr(client, value: str) -> None:
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": OFFSETS_TOPIC,
+             "configs": [{"name": "min.insync.replicas", "config_operation": 0, "value": value}]}
+        ],
+        "validate_only": False,
+    }  # fmt: skip
+    answer = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
+    assert answer.responses[0].error_code == ErrorCode.NONE, answer
+
+
+async def test_a_commit_needs_the_offsets_topics_min_insync_replicas(gconnect, group_broker):
+    """As Kafka's coordinator, which appends offsets with acks=all: with fewer in-sync replicas
+    than __consumer_offsets' min.insync.replicas nothing is written and the commit is answered
+    COORDINATOR_NOT_AVAILABLE (the client retries), never acknowledged on fewer replicas."""
+    client = await gconnect()
+    await create_topic(client, "t")
+    assert await commit(client, "g", {("t", 0): 5}) == {("t", 0): ErrorCode.NONE}
+    index = group_broker.groups.store.partition_of("g")
+    end = group_broker.replicas.partition(OFFSETS_TOPIC, index).log.log_end_offset
+    await _set_offsets_min_isr(client, "2")  # one broker: an ISR of one
+    assert await commit(client, "g", {("t", 0): 7}) == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert group_broker.replicas.partition(OFFSETS_TOPIC, index).log.log_end_offset == end  # nothing written
+    assert (await fetch_offsets(client, "g", {"t": [0]}))[("t", 0)][0] == 5
+    await _set_offsets_min_isr(client, "1")
+    assert await commit(client, "g", {("t", 0): 7}) == {("t", 0): ErrorCode.NONE}
+    assert (await fetch_offsets(client, "g", {"t": [0]}))[("t", 0)][0] == 7
