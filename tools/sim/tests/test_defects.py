@@ -45,7 +45,7 @@ CASES = [
     # truncated, then answers NONE because the new leader's high watermark passed the offset
     pytest.param(
         "acks-by-high-watermark-only",
-        (0, 17),
+        (6, 38, 47),
         SimConfig(duration=10, fault_weights=ISOLATIONS, fault_rate=1.0),
         "acknowledged",
         id="acks-after-leadership-loss",
