@@ -25,11 +25,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.support.cluster import SESSION_TIMEOUT_MS, wait
 from compat_tests.support.partitioned_cluster import partitioned_cluster
+from compat_tests.support.reading import read_to_end
 from compat_tests.support.wire import request
 from strom.protocol.schema import ApiKey
 
@@ -79,30 +80,7 @@ def high_watermark(bootstrap: str) -> int:
 
 
 def read_committed(bootstrap: str) -> list[bytes]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "deposed-reader",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    values: list[bytes] = []
-    try:
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return values
-                raise AssertionError(m.error())
-            values.append(m.value())
-        raise AssertionError(f"no end of {TOPIC}-0 in 60 s; read {values}")
-    finally:
-        c.close()
+    return [value for _, _, value in read_to_end(bootstrap, TOPIC, isolation="read_committed")]
 
 
 @pytest.mark.timeout(240)

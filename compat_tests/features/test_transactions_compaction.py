@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from compat_tests.java.test_java_client import JVM_FLAGS, KAFKA_HOME, java_unavailable
+from compat_tests.support.reading import read_to_end
 from strom.testing import broker
 
 TOPIC = "txn-compacted"
@@ -44,34 +43,9 @@ def _txn(p: Producer, pairs: list[tuple[bytes, bytes]], commit: bool = True) -> 
         p.abort_transaction(TIMEOUT_S)
 
 
-def _read(bootstrap: str, isolation: str) -> list[tuple[int, bytes, bytes]]:
+def _read(bootstrap: str, isolation: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record a consumer with ``isolation`` gets, to the end."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"r-{uuid.uuid4()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **QUIET,
-        }
-    )
-    try:
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        got = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return got
-                raise KafkaException(m.error())
-            got.append((m.offset(), m.key(), m.value()))
-        raise AssertionError(f"{isolation} consumer did not reach the end: {got}")
-    finally:
-        c.close()
+    return read_to_end(bootstrap, TOPIC, isolation=isolation, timeout_s=TIMEOUT_S, config=QUIET)
 
 
 def _values(recs) -> list[bytes]:

@@ -170,7 +170,9 @@ class GroupStore:
         try:
             self.append(group_id, records)
         except (StorageError, OSError) as exc:
-            log.error("could not persist %s group %s: %s", kind, group_id, exc)
+            (log.warning if isinstance(exc, NotEnoughReplicas) else log.error)(
+                "could not persist %s group %s: %s", kind, group_id, exc
+            )
             return False
         if current:
             persisted[group_id] = current
