@@ -5,7 +5,7 @@ them. Imported only by a broker with `zookeeper.connect` (kazoo stays off a stan
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -158,34 +158,35 @@ class ZkAdminManager(AdminChecks):
 
     async def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
         """Write /config/brokers/<name> (announced to every broker); this broker uses it at once."""
-        try:
-            await self.zk.set_broker_config(name, configs)
-        except (ZkClientError, OSError) as exc:
-            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}") from None
-        stored = dict(self.metadata.cache.broker_configs)
-        if configs:
-            stored[name] = dict(configs)
-        else:
-            stored.pop(name, None)
-        self.metadata.cache.broker_configs = stored
-        self.sync.mark_dirty()
+        await self._write_entity_configs(self.zk.set_broker_config, "broker_configs", name, configs)
         self._broker_configs_changed()
         log_broker_configs(name, configs)
 
     async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Write /config/groups/<group id> (announced to every broker); this broker uses it at once."""
+        await self._write_entity_configs(self.zk.set_group_config, "group_configs", group_id, configs)
+        log_group_configs(group_id, configs)
+
+    async def _write_entity_configs(
+        self,
+        write: Callable[[str, dict[str, str]], Awaitable[None]],
+        cached: str,
+        name: str,
+        configs: dict[str, str],
+    ) -> None:
+        """``write`` one entity's configs to ZooKeeper, then into the metadata cache's ``cached``
+        table at once (the other brokers read it on the change notice)."""
         try:
-            await self.zk.set_group_config(group_id, configs)
+            await write(name, configs)
         except (ZkClientError, OSError) as exc:
             raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {exc}") from None
-        stored = dict(self.metadata.cache.group_configs)
+        stored = dict(getattr(self.metadata.cache, cached))
         if configs:
-            stored[group_id] = dict(configs)
+            stored[name] = dict(configs)
         else:
-            stored.pop(group_id, None)
-        self.metadata.cache.group_configs = stored
+            stored.pop(name, None)
+        setattr(self.metadata.cache, cached, stored)
         self.sync.mark_dirty()
-        log_group_configs(group_id, configs)
 
     async def alter_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
         """Each changed entity's node under /config, announced to every broker; this broker uses

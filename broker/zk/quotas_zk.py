@@ -20,6 +20,7 @@ with the entity path ("users/<u>/clients/<c>"), which makes every broker re-read
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from urllib.parse import quote, unquote
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -123,18 +124,23 @@ async def write_quota(zk: ZkSession, entity, values: dict[str, float]) -> None:
 
 async def read_broker_configs(zk: ZkSession) -> dict[str, dict[str, str]]:
     """Dynamic broker configs: {"" (the cluster default) or node id: {key: value}}."""
+    return await _read_entities(zk, "brokers", lambda node: "" if node == DEFAULT else node)
+
+
+async def _read_entities(zk: ZkSession, kind: str, name_of: Callable[[str], str]) -> dict[str, dict[str, str]]:
+    """{name_of(node): its configs} of every node under /config/<kind> that has any."""
     out: dict[str, dict[str, str]] = {}
     try:
-        names = await zk.get_children(f"{Paths.CONFIG}/brokers")
+        nodes = await zk.get_children(f"{Paths.CONFIG}/{kind}")
     except NoNodeError:
         return out
-    for name in names:
+    for node in nodes:
         try:
-            config = _decode((await zk.get(f"{Paths.CONFIG}/brokers/{name}"))[0])
+            config = _decode((await zk.get(f"{Paths.CONFIG}/{kind}/{node}"))[0])
         except NoNodeError:
             continue
         if config:
-            out["" if name == DEFAULT else name] = config
+            out[name_of(node)] = config
     return out
 
 
@@ -157,19 +163,7 @@ def group_id_of(node: str) -> str:
 
 async def read_group_configs(zk: ZkSession) -> dict[str, dict[str, str]]:
     """Every group's own configs: {group id: {key: value}}."""
-    out: dict[str, dict[str, str]] = {}
-    try:
-        names = await zk.get_children(f"{Paths.CONFIG}/groups")
-    except NoNodeError:
-        return out
-    for name in names:
-        try:
-            config = _decode((await zk.get(f"{Paths.CONFIG}/groups/{name}"))[0])
-        except NoNodeError:
-            continue
-        if config:
-            out[group_id_of(name)] = config
-    return out
+    return await _read_entities(zk, "groups", group_id_of)
 
 
 async def write_group_config(zk: ZkSession, group_id: str, config: dict[str, str]) -> None:
