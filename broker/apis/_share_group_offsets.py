@@ -34,8 +34,7 @@ class GroupDirectory:
         return self.share.groups.setdefault(group_id, ShareGroup(group_id))
 
     def other_kind(self, group_id: str) -> bool:
-        store = self.groups.store
-        return store.consumer.get(group_id) is not None or store.classic_group(group_id) is not None
+        return self.groups.store.kind_of(group_id) not in (None, "share")
 
 
 def end_offset(ctx: RequestContext, topic: str, index: int) -> int | None:

@@ -13,6 +13,7 @@ from compat_tests.differential.scenarios import (
     batch,
     create_topic,
     describe_configs_body,
+    join_body,
     produce_body,
     req,
     sc,
@@ -189,6 +190,7 @@ def other_group_apis() -> list[Scenario]:
                     "topic_partitions": [],
                 },
             ),  # fmt: skip
+            req(A.JOIN_GROUP, 9, join_body(GROUP)),  # a classic member cannot join a share group
             req(A.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]}, until_has="{s}"),
             req(A.DELETE_GROUPS, 2, {"groups_names": [GROUP]}),  # still has a member
             req(A.SHARE_GROUP_HEARTBEAT, 1, hb(M1, -1)),

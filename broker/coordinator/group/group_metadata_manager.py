@@ -36,7 +36,8 @@ class GroupMetadataManager:
         error = self.store.group_error(group_id) or self.classic.session_error(req.session_timeout_ms)
         if error is not None:
             return JoinResult(error, member_id=req.member_id)
-        if group_id in self.store.streams:  # a KIP-1071 streams group takes no classic members (as Kafka)
+        if self.store.kind_of(group_id) in ("streams", "share"):
+            # a KIP-1071 streams group or a KIP-932 share group takes no classic members (as Kafka)
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id="")
         if self.consumer.has_members(group_id):
             # a classic member joins a consumer group (a rolling downgrade, or mixed clients)

@@ -160,7 +160,7 @@ class ShareGroups:
         self.store = store
         self.configs = configs
         self.max_size = max_size
-        self.groups: dict[str, ShareGroup] = {}
+        self.groups: dict[str, ShareGroup] = store.share  # the store's: never rebound
         self.member_gone: list[MemberGone] = []  # the share-partition leader releases their records
         self.initialize_state: InitializeState | None = None  # None: partitions count as initialized
         self._changed = trio.Event()
@@ -170,8 +170,8 @@ class ShareGroups:
         return self.groups.get(group_id)
 
     def _other_kind(self, group_id: str) -> bool:
-        """Whether ``group_id`` is a classic or consumer group (Kafka refuses a share heartbeat)."""
-        return self.store.consumer.get(group_id) is not None or self.store.classic_group(group_id) is not None
+        """Whether ``group_id`` is a classic, consumer or streams group (Kafka refuses a share heartbeat)."""
+        return self.store.kind_of(group_id) not in (None, "share")
 
     def _subscribed_metadata(self, group: ShareGroup) -> dict[str, TopicMeta]:
         wanted = group.subscribed_topics()

@@ -35,6 +35,7 @@ from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
 
 if TYPE_CHECKING:
+    from strom.broker.coordinator.group.share_groups import ShareGroup
     from strom.broker.coordinator.group.streams_groups import StreamsGroup
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -54,6 +55,7 @@ class GroupStore:
         self.classic: dict[str, Group] = {}
         self.consumer: dict[str, ConsumerGroup] = {}
         self.streams: dict[str, StreamsGroup] = {}  # KIP-1071 streams groups
+        self.share: dict[str, ShareGroup] = {}  # KIP-932 share groups
         # what __consumer_offsets holds of each consumer group (to write only what changed)
         self.consumer_records: dict[str, dict[ConsumerGroupKey, bytes]] = {}
         # group -> producer id -> (topic, partition) -> offset, committed in an open transaction
@@ -112,6 +114,17 @@ class GroupStore:
 
     def topics(self) -> dict[str, TopicMeta]:
         return self.runtime.topics()
+
+    def kind_of(self, group_id: str) -> str | None:
+        """The kind of the live group ``group_id`` (one id is one group, whatever its kind:
+        "classic", "consumer", "streams" or "share"), None when there is none."""
+        if group_id in self.consumer:
+            return "consumer"
+        if group_id in self.streams:
+            return "streams"
+        if group_id in self.share:
+            return "share"
+        return "classic" if self.classic_group(group_id) is not None else None
 
     def partition_exists(self, topic: str, index: int) -> bool:
         """Whether the partition exists anywhere in the cluster (Kafka's metadata cache), not only

@@ -507,9 +507,9 @@ class StreamsGroups:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        consumer = self.store.consumer.get(group_id)
+        kind = self.store.kind_of(group_id)
         classic = self.store.classic_group(group_id)
-        if consumer is not None or (classic is not None and classic.state is not GroupState.EMPTY):
+        if kind in ("consumer", "share") or (classic is not None and classic.state is not GroupState.EMPTY):
             raise StreamsGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         if body.member_epoch != JOIN_EPOCH:
             raise StreamsGroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
@@ -715,7 +715,7 @@ class StreamsGroups:
             return {**out, "error_code": error}
         group = self.groups.get(group_id)
         if group is None:
-            other = self.store.consumer.get(group_id) is not None or self.store.classic_group(group_id) is not None
+            other = self.store.kind_of(group_id) is not None
             message = f"Group {group_id} is not a streams group." if other else f"Group {group_id} not found."
             return {**out, "error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": message}
         configured = self._configure(group)

@@ -330,6 +330,27 @@ def test_a_consumer_group_id_is_not_a_streams_group(coordinator):
     )
 
 
+def test_a_share_group_id_is_not_a_streams_group_and_a_streams_group_id_not_a_share_group(coordinator):
+    """One group id is one group, whatever its kind (KIP-932, KIP-1071): a streams member cannot
+    join a share group, a share member cannot join a streams group, and each kind's describe
+    says which it is not."""
+    from strom.broker.coordinator.group.share_groups import ShareGroup
+
+    coordinator.store.share["sg"] = ShareGroup("sg")
+    answer = send(coordinator.streams, hb("m1", 0, group="sg"))
+    assert (answer["error_code"], answer["error_message"]) == (
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        "Group sg is not a streams group.",
+    )
+    assert "sg" not in coordinator.store.streams
+    assert coordinator.streams.describe("sg", 0)["error_message"] == "Group sg is not a streams group."
+
+    send(coordinator.streams, hb("m1", 0))  # streams group "g"
+    assert coordinator.store.kind_of("g") == "streams"
+    assert coordinator.share.describe("g", 0)["error_message"] == "Group g is not a share group."
+    assert coordinator.share._other_kind("g")
+
+
 def test_missing_internal_topics_are_reported_and_asked_for():
     runtime = MemoryRuntime(other_topics={"in": 2})
     coordinator = loaded(runtime)
