@@ -19,7 +19,6 @@ lock expired): both wake it through the replica manager's data waiters.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from strom.broker.replica.manager import ReplicaManager
 from strom.broker.replica.share_partition import AckBatch, AcquiredRange, LogBatch, SharePartition, ShareSettings
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import iter_batches
+from strom.storage import clock
 from strom.storage.errors import OffsetOutOfRange, StorageError
 
 log = logging.getLogger("strom.share")
@@ -233,7 +233,7 @@ class SharePartitionManager:
                     return plog.log_start_offset
                 if policy.startswith("by_duration:"):
                     ms = parse_duration_ms(policy[len("by_duration:") :]) or 0
-                    found = plog.fetch_offset_by_timestamp(int(time.time() * 1000) - ms)
+                    found = plog.fetch_offset_by_timestamp(clock.wall_ms() - ms)
                     return found.offset if found is not None else partition.high_watermark
                 return plog.last_stable_offset if settings.read_committed else partition.high_watermark
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -88,6 +87,7 @@ from strom.broker.zk.zkdata import (
     new_topic_id,
 )
 from strom.protocol.errors import ErrorCode
+from strom.storage import clock
 
 log = logging.getLogger(__name__)
 
@@ -965,7 +965,7 @@ def _guarded(callback: Callable[[T], None], value: T) -> None:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return clock.wall_ms()  # the simulation's clock there
 
 
 def _first_failure(results: Sequence[object]) -> Exception | None:

@@ -118,6 +118,39 @@ async def test_two_members_split_the_records_and_acks_free_them(env) -> None:
     assert done.responses[0].partitions[0].error_code == 0
 
 
+async def test_by_duration_starts_at_the_first_record_recent_by_the_brokers_clock(env) -> None:
+    """share.auto.offset.reset=by_duration:PT1H: the share-partition starts at the first record
+    stamped within the last hour of the broker's clock (the clock the simulation replaces)."""
+    from strom.storage.clock import use_clock
+
+    _, client, topic_id = env
+    now = 1_000_000_000_000  # the broker's wall clock here (2001-09-09)
+    hour = 3_600_000
+    stamps = [now - 3 * hour, now - 2 * hour, now - hour // 2, now - hour // 4]
+    records = [Record(i, ts - stamps[0], None, b"v%d" % i, []) for i, ts in enumerate(stamps)]
+    data = build_batch(records, base_timestamp=stamps[0])
+    body = {
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": data}]}],
+    }
+    assert (await client.request(ApiKey.PRODUCE, 9, body)).responses[0].partition_responses[0].error_code == 0
+    assert (await alter_group(client, "share.auto.offset.reset", "by_duration:PT1H")).error_code == ErrorCode.NONE
+
+    class Fixed:
+        def wall_ms(self) -> int:
+            return now
+
+        def monotonic(self) -> float:
+            import time
+
+            return time.monotonic()
+
+    with use_clock(Fixed()):
+        fetched = await share_fetch(client, topic_id, 0)
+    assert acquired(fetched) == [(2, 3, 1)]
+
+
 @pytest.mark.parametrize(
     ("opening", "then", "code"),
     [
