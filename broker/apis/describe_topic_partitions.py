@@ -98,7 +98,8 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         info = ctx.metadata.topic(name)
-        if info is not None and info.partitions and not ctx.metadata.listed_partitions(info):
+        listed = 0 if info is None else ctx.metadata.listed_partitions(info)
+        if info is not None and info.partitions and not listed:
             info = None  # being created: unknown until the controller wrote its state (as Metadata)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not every_topic:
@@ -132,7 +133,6 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        listed = ctx.metadata.listed_partitions(info)
         end = min(listed, start + remaining)
         topics.append(
             {
