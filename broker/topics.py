@@ -209,20 +209,21 @@ class TopicStore:
 
     def set_broker_configs(self, name: str, configs: dict[str, str]) -> None:
         """The dynamic configs of broker `name` ("" for the cluster-wide default)."""
-        self._set_entity_configs("broker_configs", name, configs)
+        old = dict(self.broker_configs)
+        if configs:
+            self.broker_configs[name] = dict(configs)
+        else:
+            self.broker_configs.pop(name, None)
+        self._save_or_undo(lambda: setattr(self, "broker_configs", old))
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """The configs of group `group_id` replaced (empty: it has none of its own)."""
-        self._set_entity_configs("group_configs", group_id, configs)
-
-    def _set_entity_configs(self, table: str, name: str, configs: dict[str, str]) -> None:
-        """Replace entry `name` of the `table` dict (removed when `configs` is empty) and save."""
-        old: dict[str, dict[str, str]] = getattr(self, table)
-        new = {k: v for k, v in old.items() if k != name}
+        old = dict(self.group_configs)
         if configs:
-            new[name] = dict(configs)
-        setattr(self, table, new)
-        self._save_or_undo(lambda: setattr(self, table, old))
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._save_or_undo(lambda: setattr(self, "group_configs", old))
 
     def set_acls(self, rows: list[list]) -> None:
         self.acls = [list(r) for r in rows]

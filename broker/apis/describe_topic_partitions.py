@@ -98,8 +98,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         info = ctx.metadata.topic(name)
-        listed = 0 if info is None else ctx.metadata.listed_partitions(info)
-        if info is not None and info.partitions and not listed:
+        if info is not None and info.partitions and not ctx.metadata.listed_partitions(info):
             info = None  # being created: unknown until the controller wrote its state (as Metadata)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not every_topic:
@@ -133,6 +132,7 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
                 )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        listed = ctx.metadata.listed_partitions(info)
         end = min(listed, start + remaining)
         topics.append(
             {

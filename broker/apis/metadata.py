@@ -26,9 +26,9 @@ API_KEY = ApiKey.METADATA
 VERSIONS = (0, 13)
 
 
-def _partitions(ctx: RequestContext, info: TopicInfo, listed: int) -> list[dict[str, Any]]:
+def _partitions(ctx: RequestContext, info: TopicInfo) -> list[dict[str, Any]]:
     out = []
-    for index in range(listed):
+    for index in range(ctx.metadata.listed_partitions(info)):
         view = ctx.metadata.partition_view(info.name, index)
         if view is None:
             out.append(
@@ -57,23 +57,21 @@ def _partitions(ctx: RequestContext, info: TopicInfo, listed: int) -> list[dict[
     return out
 
 
-def _topic(ctx: RequestContext, info: TopicInfo, operations: int, listed: int) -> dict[str, Any]:
-    """The topic's entry, with its first ``listed`` partitions (``listed_partitions``)."""
+def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.internal,
-        "partitions": _partitions(ctx, info, listed),
+        "partitions": _partitions(ctx, info),
         "topic_authorized_operations": operations,
     }
 
 
-def _ready(info: TopicInfo, listed: int) -> bool:
-    """Whether the topic is listed, ``listed`` of its partitions being listable: in a cluster,
-    once the controller wrote its first partition's state (before, a ZooKeeper-mode Kafka broker
-    does not know the topic yet)."""
-    return info.partitions == 0 or listed > 0
+def _ready(ctx: RequestContext, info: TopicInfo) -> bool:
+    """Whether the topic is listed: in a cluster, once the controller wrote its first partition's
+    state (before, a ZooKeeper-mode Kafka broker does not know the topic yet)."""
+    return info.partitions == 0 or ctx.metadata.listed_partitions(info) > 0
 
 
 def _missing(name: str | None, topic_id: bytes | None, code: ErrorCode) -> dict[str, Any]:
@@ -95,10 +93,11 @@ async def handle(ctx: RequestContext, request: Request) -> dict[str, Any]:
     topics = []
     if requested is None or (version == 0 and not requested):
         # with an authorizer, only the topics the principal may describe
-        for info in ctx.metadata.all_topics():
-            listed = ctx.metadata.listed_partitions(info)
-            if _ready(info, listed) and allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
-                topics.append(_topic(ctx, info, operations, listed))
+        topics = [
+            _topic(ctx, info, operations)
+            for info in ctx.metadata.all_topics()
+            if _ready(ctx, info) and allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)
+        ]
     else:
         for wanted in requested:
             topics.append(await _lookup(ctx, wanted, allow_create, operations))
@@ -148,34 +147,32 @@ async def _lookup(ctx: RequestContext, wanted: Any, allow_create: bool, operatio
     topic_id = wanted.get("topic_id")
     if name is None:
         info = ctx.metadata.topic_by_id(topic_id)
-        listed = 0 if info is None else ctx.metadata.listed_partitions(info)
-        if info is None or not _ready(info, listed):
+        if info is None or not _ready(ctx, info):
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
         if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name):
             return _missing(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        return _topic(ctx, info, operations, listed)
+        return _topic(ctx, info, operations)
     if not allowed(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
         return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     info = ctx.metadata.topic(name)
-    if info is not None:
-        listed = ctx.metadata.listed_partitions(info)
-        if not _ready(info, listed):  # being created: the client asks again
-            code = ErrorCode.LEADER_NOT_AVAILABLE if allow_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return _missing(name, None, code)
-        return _topic(ctx, info, operations, listed)
-    if topic_name_error(name):
-        return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    if (
-        allow_create
-        and ctx.authorizer is not None
-        and not (allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name))
-    ):
-        return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if allow_create:
-        info = await ctx.admin.auto_create(name)
+    if info is not None and not _ready(ctx, info):  # being created: the client asks again
+        return _missing(
+            name, None, ErrorCode.LEADER_NOT_AVAILABLE if allow_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
     if info is None:
-        return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic(ctx, info, operations, ctx.metadata.listed_partitions(info))
+        if topic_name_error(name):
+            return _missing(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if (
+            allow_create
+            and ctx.authorizer is not None
+            and not (allowed_cluster(ctx, Operation.CREATE) or allowed(ctx, Operation.CREATE, ResourceType.TOPIC, name))
+        ):
+            return _missing(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if allow_create:
+            info = await ctx.admin.auto_create(name)
+        if info is None:
+            return _missing(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return _topic(ctx, info, operations)
 
 
 # ---------------------------------------------------------------- error response (Kafka's getErrorResponse)
