@@ -21,7 +21,6 @@ when the replicas did not have it in time).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -109,10 +108,8 @@ class CoordinatorRuntime(Protocol):
         self, topic: str, index: int, records: bytearray, verification_guard: VerificationGuard | None = None
     ) -> PendingWrite:
         """Append a batch (built by the coordinator) as the coordinator, waking whoever waits for
-        data. Raises :class:`NotLeaderForPartition` when not led here, :class:`NotEnoughReplicas`
-        (nothing written) when the partition has fewer in-sync replicas than its topic's
-        min.insync.replicas (a coordinator's append is an acks=all append, as in Kafka), else the
-        storage's errors (a fenced producer of a transactional batch, a marker written since
+        data. Raises :class:`NotLeaderForPartition` when not led here, else the storage's errors
+        (a fenced producer of a transactional batch, a marker written since
         ``verification_guard`` was taken, disk errors)."""
         ...
 
@@ -124,9 +121,8 @@ class CoordinatorRuntime(Protocol):
     async def await_replication(self, writes: Sequence[PendingWrite], timeout_s: float) -> list[ErrorCode]:
         """Wait (at most ``timeout_s``) until each write is below its partition's high watermark
         while this broker still leads the partition in the write's epoch: per write NONE,
-        NOT_LEADER_OR_FOLLOWER (leadership lost: the records may have been truncated since),
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below min.insync.replicas while it
-        waited) or REQUEST_TIMED_OUT."""
+        NOT_LEADER_OR_FOLLOWER (leadership lost: the records may have been truncated since) or
+        REQUEST_TIMED_OUT."""
         ...
 
     def delete_records_before(self, topic: str, index: int, offset: int) -> int:
@@ -187,15 +183,7 @@ def replication_error(code: ErrorCode) -> ErrorCode:
     return {
         ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
         ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     }.get(code, code)
-
-
-def log_refused(logger: logging.Logger, exc: BaseException, message: str, *args: object) -> None:
-    """Log a coordinator write the runtime refused: a warning when the partition has too few
-    in-sync replicas (the cluster's state, retried), an error for anything else (a disk)."""
-    logger.log(logging.WARNING if isinstance(exc, NotEnoughReplicas) else logging.ERROR, message, *args)
 
 
 async def replicated(runtime: CoordinatorRuntime, topic: str, index: int, timeout_s: float) -> ErrorCode:

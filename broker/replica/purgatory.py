@@ -186,19 +186,12 @@ class DelayedProduce:
 
     async def complete(self, purgatory: Purgatory[DelayedProduce], timeout_s: float) -> list[ErrorCode]:
         codes = await await_appends(self.appends, timeout_s, lambda keys: purgatory.watch(self, keys))
-        return after_append(self.appends, self.min_isr, codes)
-
-
-def after_append(appends: list[PendingAppend], min_isr: list[int], codes: list[ErrorCode]) -> list[ErrorCode]:
-    """Each replicated append's answer as Kafka gives an acks=all append's: NONE only while its
-    partition still has ``min_isr`` in-sync replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
-    ISR shrank while it waited, so fewer replicas than asked have it)."""
-    return [
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        if code == ErrorCode.NONE and len(pending.partition.isr) < minimum
-        else code
-        for pending, minimum, code in zip(appends, min_isr, codes, strict=False)
-    ]
+        out = []
+        for pending, min_isr, code in zip(self.appends, self.min_isr, codes, strict=False):
+            if code == ErrorCode.NONE and len(pending.partition.isr) < min_isr:
+                code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            out.append(code)
+        return out
 
 
 R = TypeVar("R")

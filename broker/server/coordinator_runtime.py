@@ -16,17 +16,10 @@ from typing import Protocol
 
 from strom.broker.config import BrokerConfig
 from strom.broker.coordinator.loader import replay_partition
-from strom.broker.coordinator.runtime import (
-    NotEnoughReplicas,
-    NotLeaderForPartition,
-    OnBatch,
-    PendingWrite,
-    ReplicaState,
-    TopicMetadata,
-)
+from strom.broker.coordinator.runtime import NotLeaderForPartition, OnBatch, PendingWrite, ReplicaState, TopicMetadata
 from strom.broker.replica.manager import ReplicaManager
 from strom.broker.replica.partition import Partition
-from strom.broker.replica.purgatory import PendingAppend, after_append, await_appends
+from strom.broker.replica.purgatory import PendingAppend, await_appends
 from strom.broker.topics import TopicInfo
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records.batch import validate_batches
@@ -122,12 +115,6 @@ class BrokerCoordinatorRuntime:
         self, topic: str, index: int, records: bytearray, verification_guard: VerificationGuard | None = None
     ) -> PendingWrite:
         partition = self._led(topic, index)
-        min_isr = self._replicas.min_insync_replicas(topic)
-        if len(partition.isr) < min_isr:  # as any acks=all append: nothing written
-            raise NotEnoughReplicas(
-                f"{topic}-{index} has {len(partition.isr)} in-sync replicas, "
-                f"fewer than its min.insync.replicas {min_isr}"
-            )
         info = partition.append(
             records, validate_batches(records), AppendOrigin.COORDINATOR, verification_guard=verification_guard
         )
@@ -145,8 +132,7 @@ class BrokerCoordinatorRuntime:
         pending = [w for w in writes if isinstance(w, PendingAppend)]
         if len(pending) != len(writes):
             raise TypeError("writes not made by this runtime")
-        codes = await await_appends(pending, timeout_s, self._replicas.wait_for_data)
-        return after_append(pending, [self._replicas.min_insync_replicas(p.partition.topic) for p in pending], codes)
+        return await await_appends(pending, timeout_s, self._replicas.wait_for_data)
 
     def delete_records_before(self, topic: str, index: int, offset: int) -> int:
         partition = self._led(topic, index)

@@ -26,7 +26,7 @@ from strom.broker.coordinator.group.records import (
 )
 from strom.broker.coordinator.group.state import Group, GroupState, JoinRequest, JoinResult, SyncResult
 from strom.broker.coordinator.group.store import GroupStore
-from strom.broker.coordinator.runtime import log_refused
+from strom.broker.coordinator.runtime import NotEnoughReplicas
 from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
 
@@ -162,7 +162,10 @@ class ClassicGroups:
                 group.group_id, [(encode_group_key(GroupKey(group.group_id)), encode_group_value(group.to_record()))]
             )
         except (StorageError, OSError) as exc:
-            log_refused(log, exc, "could not persist group=%s generation=%d: %s", group.group_id, group.generation, exc)
+            # too few in-sync replicas is the cluster's state (a warning), anything else this write's failure
+            (log.warning if isinstance(exc, NotEnoughReplicas) else log.error)(
+                "could not persist group=%s generation=%d: %s", group.group_id, group.generation, exc
+            )
 
     def remove(self, group: Group) -> None:
         """Tombstones for every offset and the group itself; the group is Dead."""

@@ -142,16 +142,16 @@ class GroupConfigs:
         value = self._broker_value(definition.broker_key)
         return definition.default if value is None else value
 
-    def _own(self, group_id: str) -> Mapping[str, Any]:
-        """The group's own values, parsed once per stored version (one the broker's bounds now
-        refuse is left out: the default applies)."""
+    def overrides(self, group_id: str) -> dict[str, Any]:
+        """The group's own values, parsed (one the broker's bounds now refuse is left out: the
+        default applies)."""
         raw = self._stored().get(group_id)
         if not raw:
             self._parsed.pop(group_id, None)
             return {}
         cached = self._parsed.get(group_id)
         if cached is not None and cached[0] is raw:
-            return cached[1]
+            return dict(cached[1])
         parsed: dict[str, Any] = {}
         for name, text in raw.items():
             try:
@@ -159,17 +159,17 @@ class GroupConfigs:
             except GroupConfigError as exc:
                 log.warning("group %r: stored config ignored, the default applies: %s", group_id, exc)
         self._parsed[group_id] = (raw, parsed)
-        return parsed
+        return dict(parsed)
 
     def get(self, group_id: str, name: str) -> Any:
         """The value ``group_id`` follows for ``name`` (its own, else the broker's default)."""
-        own = self._own(group_id)
+        own = self.overrides(group_id)
         return own[name] if name in own else self.default(name)
 
     def describe(self, group_id: str, keys: Iterable[str] | None = None) -> list[tuple[str, str, bool, str]]:
         """(name, value, is the group's own, type) of each config (of ``keys``, when given)."""
         wanted = set(keys) if keys is not None else None
-        own = self._own(group_id)
+        own = self.overrides(group_id)
         return [
             (name, _format(own[name] if name in own else self.default(name)), name in own, d.type)
             for name, d in sorted(GROUP_CONFIGS.items())

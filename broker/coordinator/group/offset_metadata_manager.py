@@ -37,7 +37,7 @@ from strom.broker.coordinator.group.records import (
 from strom.broker.coordinator.group.state import GroupState
 from strom.broker.coordinator.group.store import GroupStore
 from strom.broker.coordinator.group.streams_groups import StreamsGroups
-from strom.broker.coordinator.runtime import log_refused
+from strom.broker.coordinator.runtime import NotEnoughReplicas
 from strom.protocol.errors import ErrorCode
 from strom.storage.errors import StorageError
 from strom.storage.producer_state import VerificationGuard
@@ -160,10 +160,8 @@ class OffsetMetadataManager:
                 and ErrorCode[exc.error_code_name] in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.INVALID_TXN_STATE)
             ):
                 code = ErrorCode[exc.error_code_name]  # the producer was fenced: the client's answer
-            else:
-                log_refused(
-                    log,
-                    exc,
+            else:  # too few in-sync replicas is the cluster's state, not this write's failure
+                (log.warning if isinstance(exc, NotEnoughReplicas) else log.error)(
                     "could not persist %soffsets of group=%s: %s",
                     "" if producer is None else "transactional ",
                     group_id,

@@ -25,9 +25,9 @@ from strom.broker.coordinator.group.records import CommittedOffset, ConsumerGrou
 from strom.broker.coordinator.group.state import Group, GroupState
 from strom.broker.coordinator.runtime import (
     CoordinatorRuntime,
+    NotEnoughReplicas,
     NotLeaderForPartition,
     PendingWrite,
-    log_refused,
 )
 from strom.protocol.errors import ErrorCode
 from strom.protocol.internal_records import build_records_batch
@@ -153,12 +153,17 @@ class GroupStore:
     ) -> PendingWrite:
         """Append ``records`` in one batch to the group's partition (a transactional batch with
         ``producer``'s id and epoch); raises `StorageError` (not led here, fewer in-sync replicas
-        than the topic's min.insync.replicas: the runtime's append is an acks=all append, fenced,
-        disk)."""
+        than the topic's min.insync.replicas, fenced, disk). Kafka's coordinator appends with
+        acks=all: with too few in-sync replicas nothing is written (NOT_ENOUGH_REPLICAS)."""
         index = self.partition_of(group_id)
         replica = self.runtime.replica(OFFSETS_TOPIC, index)
         if replica is None or not replica.is_leader:
             raise NotLeaderForPartition(f"{OFFSETS_TOPIC} partition of group {group_id} is not led here")
+        if replica.isr_size < replica.min_insync_replicas:
+            raise NotEnoughReplicas(
+                f"{OFFSETS_TOPIC}-{index} has {replica.isr_size} in-sync replicas, "
+                f"fewer than its min.insync.replicas {replica.min_insync_replicas}"
+            )
         data = build_records_batch(records, self.wall_ms(), producer)
         pending = self.runtime.append(OFFSETS_TOPIC, index, data, verification_guard=verification_guard)
         self.changed()
@@ -178,7 +183,9 @@ class GroupStore:
         try:
             self.append(group_id, records)
         except (StorageError, OSError) as exc:
-            log_refused(log, exc, "could not persist %s group %s: %s", kind, group_id, exc)
+            (log.warning if isinstance(exc, NotEnoughReplicas) else log.error)(
+                "could not persist %s group %s: %s", kind, group_id, exc
+            )
             return False
         if current:
             persisted[group_id] = current

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import trio
 
-from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime, log_refused
+from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime
 from strom.broker.coordinator.share.persister import SharePartitionKey, StateBatch
 from strom.broker.coordinator.share.records import (
     SNAPSHOT_KEY_TYPE,
@@ -533,12 +533,21 @@ class ShareCoordinator:
         replica = self.runtime.replica(SHARE_GROUP_STATE_TOPIC, index)
         if owned is None or replica is None or not replica.is_leader:
             return _error(ErrorCode.NOT_COORDINATOR)
+        if replica.isr_size < replica.min_insync_replicas:  # the topic's (its min.isr setting at creation)
+            log.warning(
+                "%s-%d has %d in-sync replicas, fewer than %d: share state not written",
+                SHARE_GROUP_STATE_TOPIC,
+                index,
+                replica.isr_size,
+                replica.min_insync_replicas,
+            )
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         base = replica.log_end_offset  # the records' offsets: the coordinator is the topic's only writer
         data = build_records_batch(list(records), self.runtime.now_ms())
         try:
             pending = self.runtime.append(SHARE_GROUP_STATE_TOPIC, index, data)
         except (StorageError, OSError) as exc:
-            log_refused(log, exc, "could not write the share state of %s: %s", coordinator_key(key), exc)
+            log.error("could not write the share state of %s: %s", coordinator_key(key), exc)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         (code,) = await self.runtime.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) is not owned:

@@ -70,9 +70,12 @@ def append_marker(
         return (ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
     if not replica.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if replica.isr_size < replica.min_insync_replicas:
+        # as Kafka's acks=all append of a marker: refused (retried) while the ISR is too small, so
+        # a marker is never durable on fewer replicas than the topic asks of its records
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
     data = bytearray(build_marker(producer_id, producer_epoch, commit, coordinator_epoch, runtime.now_ms()))
-    try:  # refused (NOT_ENOUGH_REPLICAS, retried) while the ISR is smaller than min.insync.replicas,
-        # as Kafka's acks=all append of a marker: never durable on fewer replicas than the records
+    try:
         pending = runtime.append(topic, index, data)
     except StorageError as exc:
         log.warning("marker for producer %d on %s-%d refused: %s", producer_id, topic, index, exc)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime, log_refused, replicated
+from strom.broker.coordinator.runtime import ConfigSource, CoordinatorRuntime, replicated
 from strom.broker.coordinator.txn.metadata import TransactionMetadata
 from strom.broker.coordinator.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from strom.protocol.errors import ErrorCode
@@ -215,12 +215,22 @@ class TransactionStateManager:
         replica = self.port.replica(TRANSACTION_STATE_TOPIC, index)
         if epoch is None or replica is None or not replica.is_leader:
             return ErrorCode.NOT_COORDINATOR
+        min_isr = replica.min_insync_replicas  # the topic's (transaction.state.log.min.isr at creation)
+        if replica.isr_size < min_isr:
+            log.warning(
+                "%s-%d has %d in-sync replicas, fewer than %d: transaction state not written",
+                TRANSACTION_STATE_TOPIC,
+                index,
+                replica.isr_size,
+                min_isr,
+            )
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         value = None if target is None else encode_value(target.to_value())
         data = build_records_batch([(encode_key(transactional_id), value)], self.port.now_ms())
         try:
             pending = self.port.append(TRANSACTION_STATE_TOPIC, index, data)
-        except (StorageError, OSError) as exc:  # too few in-sync replicas, too: nothing written
-            log_refused(log, exc, "could not write the state of transactional.id=%s: %s", transactional_id, exc)
+        except (StorageError, OSError) as exc:
+            log.error("could not write the state of transactional.id=%s: %s", transactional_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         (code,) = await self.port.await_replication([pending], self.settings.write_timeout_ms / 1000)
         if code == ErrorCode.NOT_LEADER_OR_FOLLOWER or self.owned.get(index) != epoch:
